@@ -1,0 +1,1 @@
+"""numtrace's Cython CPU backend."""

@@ -1,0 +1,1 @@
+"""numtrace: trace NumPy functions and modules into graphs and run them fast."""

@@ -1,0 +1,5 @@
+"""Command-line entry point."""
+
+
+def main() -> int:
+    return 0

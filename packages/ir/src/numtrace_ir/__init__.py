@@ -1,0 +1,1 @@
+"""numtrace's intermediate representation: typed SSA graphs and the op registry."""

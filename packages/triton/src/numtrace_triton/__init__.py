@@ -1,0 +1,1 @@
+"""numtrace's Triton GPU backend."""
