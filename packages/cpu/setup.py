@@ -1,4 +1,5 @@
 """Builds numtrace-cpu: OpenMP-enabled Cython kernels, version and pins from VERSION."""
+import platform
 from pathlib import Path
 
 import numpy
@@ -9,13 +10,30 @@ HERE = Path(__file__).resolve().parent
 VERSION = (HERE.parent.parent / "VERSION").read_text().strip()
 DIRECTIVES = {"language_level": 3, "boundscheck": False, "wraparound": False, "cdivision": True,
               "initializedcheck": False}
-FLAGS = ["-O3", "-fopenmp", "-ffp-contract=fast", "-fno-math-errno"]
+# -fno-trapping-math lets GCC if-convert float selects (the vector exp/tanh); nothing here reads
+# floating-point exception flags.
+FLAGS = ["-O3", "-fopenmp", "-ffp-contract=fast", "-fno-math-errno", "-fno-trapping-math"]
+
+# A module whose name ends in `_avx2` is the same source built for x86-64-v3; numtrace_cpu.kernels
+# imports it only on CPUs that have AVX2 and FMA, so the package still runs on any x86-64.
+ARCH_FLAGS = {"_avx2": ["-march=x86-64-v3"]}
+X86 = platform.machine().lower() in ("x86_64", "amd64")
+
+
+def _arch_flags(stem: str) -> list[str]:
+    return next((flags for suffix, flags in ARCH_FLAGS.items() if stem.endswith(suffix)), [])
+
+
+def _buildable(stem: str) -> bool:
+    return X86 or not _arch_flags(stem)
+
 
 extensions = [
     Extension(f"numtrace_cpu.{p.stem}", [str(p.relative_to(HERE))],
-              include_dirs=[numpy.get_include()], extra_compile_args=FLAGS, extra_link_args=["-fopenmp"],
+              include_dirs=[numpy.get_include()], extra_compile_args=FLAGS + _arch_flags(p.stem),
+              extra_link_args=["-fopenmp"],
               define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")])
-    for p in sorted((HERE / "src" / "numtrace_cpu").glob("*.pyx"))
+    for p in sorted((HERE / "src" / "numtrace_cpu").glob("*.pyx")) if _buildable(p.stem)
 ]
 
 setup(

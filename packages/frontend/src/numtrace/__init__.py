@@ -1,1 +1,32 @@
-"""numtrace: trace NumPy functions and modules into graphs and run them fast."""
+"""numtrace: trace NumPy functions and modules into typed graphs and run them on fast backends.
+
+``trace(func, example_inputs)`` runs ``func`` once on traced arrays, records every
+array operation into a ``numtrace_ir.Graph``, checks the trace, and returns a
+callable that runs the graph on a backend (``reference``, ``cpu``, ``triton``).
+"""
+
+from . import nn
+from .api import trace, trace_module
+from .backends import available_backends, installed_backends
+from .errors import TracerWarning, TracingCheckError
+from .module import Module, Parameter
+from .saving import load
+from .traced import TracedFunction
+from .traced_module import TracedModule
+from .tracer import is_tracing
+
+__all__ = [
+    "Module",
+    "Parameter",
+    "TracedFunction",
+    "TracedModule",
+    "TracerWarning",
+    "TracingCheckError",
+    "available_backends",
+    "installed_backends",
+    "is_tracing",
+    "load",
+    "nn",
+    "trace",
+    "trace_module",
+]

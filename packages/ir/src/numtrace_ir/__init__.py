@@ -1,1 +1,46 @@
 """numtrace's intermediate representation: typed SSA graphs and the op registry."""
+
+from numtrace_ir import passes, registry, serialize
+from numtrace_ir.canonical import canonical_text, canonicalize, graphs_equal
+from numtrace_ir.dims import ShapeError
+from numtrace_ir.graph import Graph, LintError, Node, Value
+from numtrace_ir.parser import ParseError, parse
+from numtrace_ir.registry import OpDef, UnknownOpError
+from numtrace_ir.serialize import FormatError
+from numtrace_ir.specialize import specialize
+from numtrace_ir.types import (
+    DTYPE_NAMES,
+    ScalarType,
+    TensorType,
+    TupleType,
+    Type,
+    dtype_from_name,
+    dtype_name,
+)
+
+__all__ = [
+    "DTYPE_NAMES",
+    "FormatError",
+    "Graph",
+    "LintError",
+    "Node",
+    "OpDef",
+    "ParseError",
+    "ScalarType",
+    "ShapeError",
+    "TensorType",
+    "TupleType",
+    "Type",
+    "UnknownOpError",
+    "Value",
+    "canonical_text",
+    "canonicalize",
+    "dtype_from_name",
+    "dtype_name",
+    "graphs_equal",
+    "parse",
+    "passes",
+    "registry",
+    "serialize",
+    "specialize",
+]

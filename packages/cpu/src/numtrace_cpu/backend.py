@@ -1,0 +1,63 @@
+"""The `cpu` backend object the frontend loads through the ``numtrace.backends`` entry point."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+
+from numtrace_ir import specialize
+from numtrace_ir.types import TensorType, Type
+
+from numtrace_cpu.executable import Executable
+from numtrace_cpu.lowering import lower
+from numtrace_cpu.planner import plan_buffers
+
+__all__ = ["Backend", "compile_graph"]
+
+_CACHE_SIZE = 64
+
+
+def compile_graph(graph, input_types: Sequence[Type]) -> Executable:
+    """Specialize `graph` to concrete `input_types`, lower it to steps, plan its buffers."""
+    types = tuple(input_types)
+    for i, t in enumerate(types):
+        if not isinstance(t, Type):
+            raise TypeError(f"input type {i} must be a numtrace_ir type, got {t!r}")
+        if isinstance(t, TensorType) and not t.is_concrete:
+            raise ValueError(f"input type {i} ({t}) must have concrete dims to compile for the CPU")
+    g = specialize(graph, types)
+    steps, index, consts = lower(g)
+    by_number = {n: v.type for v, n in index.items()}
+    const_numbers = {index[v]: value for v, value in consts.items()}
+    plan = plan_buffers(steps, by_number, len(g.inputs), [index[v] for v in g.outputs], set(const_numbers))
+    return Executable(g, steps, by_number, plan, const_numbers)
+
+
+class Backend:
+    """Compiles graphs to `Executable`s, cached per (graph, input signature): a new shape re-plans,
+    never re-traces."""
+
+    name = "cpu"
+
+    def __init__(self):
+        self._cache: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    def is_available(self) -> tuple[bool, str]:
+        return True, ""
+
+    def compile(self, graph, input_types: Sequence[Type]) -> Executable:
+        # Keyed by identity; the entry holds the graph so its id cannot be reused while cached.
+        key = (id(graph), tuple(input_types))
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None and hit[0] is graph:
+                self._cache.move_to_end(key)
+                return hit[1]
+        exe = compile_graph(graph, key[1])
+        with self._lock:
+            self._cache[key] = (graph, exe)
+            while len(self._cache) > _CACHE_SIZE:
+                self._cache.popitem(last=False)
+        return exe

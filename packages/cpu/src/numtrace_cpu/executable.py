@@ -1,0 +1,213 @@
+"""The compiled form of one graph for one input signature, and its per-call path.
+
+A call checks its inputs, takes an arena (the planned intermediate buffers) from a free list,
+allocates the outputs (or takes the caller's `out=`), runs each step's prepared closure over a flat
+environment list, and puts the arena back. Arenas are never shared by two calls in flight, so one
+executable can be called from several threads at once; a call while an earlier call's outputs are
+still held is fine because outputs are never arena memory.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numtrace_ir.types import ScalarType, TensorType
+
+from numtrace_cpu import threads
+from numtrace_cpu.kernels import ISA, CallPlan, FusedCall
+from numtrace_cpu.lowering import ConstantStep, FallbackStep, FusedStep, MatmulStep, Step
+from numtrace_cpu.planner import Plan
+
+__all__ = ["Executable"]
+
+_SCALAR_PY = {"int": (int, np.integer), "float": (float, int, np.floating, np.integer),
+              "bool": (bool, np.bool_), "complex": (complex, float, int, np.number)}
+
+
+class Executable(CallPlan):
+    """Runs one specialized graph: ``exe(*inputs, out=None) -> tuple`` of the graph's outputs.
+
+    The call itself is `CallPlan.__call__` (Cython); this class prepares its tables and holds the
+    slow paths: explaining bad inputs, checking `out=`, making arenas.
+    """
+
+    def __init__(self, graph, steps: list[Step], types: dict, plan: Plan, constants: dict):
+        self.graph = graph
+        self.input_types = [v.type for v in graph.inputs]
+        self._steps = steps
+        self._types = types
+        self._plan = plan
+        self._template: list[Any] = [None] * len(types)
+        for v, value in constants.items():
+            self._template[v] = value
+        self._outputs = [(v, types[v], _output_mode(types[v], copy))
+                         for v, copy in zip(plan.output_values, plan.copied_outputs)]
+        self._arenas_made = 0
+        self._lock = threading.Lock()   # guards only the arena counter, never a kernel
+        specs = [(t.dtype.num, tuple(t.shape)) if isinstance(t, TensorType) else None for t in self.input_types]
+        outputs = [(v, t.dtype.num if isinstance(t, TensorType) else -1,
+                    tuple(t.shape) if isinstance(t, TensorType) and t.is_concrete else (), _MODES.index(mode))
+                   for v, t, mode in self._outputs]
+        self._setup(specs, [_runner(s, types) for s in steps if not isinstance(s, ConstantStep)], outputs)
+
+    # -- slow paths of the call ----------------------------------------------------------------------
+    def _check_inputs(self, inputs: tuple) -> tuple:
+        return tuple(_check_input(i, x, t) for i, (x, t) in enumerate(zip(inputs, self.input_types)))
+
+    def _num_threads(self) -> int:
+        return threads.get_num_threads()
+
+    def _prepare_out(self, out: Sequence[np.ndarray], inputs: tuple) -> list:
+        """The arrays the steps write: `out` itself, or fresh ones when `out` may overlap an input."""
+        if any(mode in (_SCALAR, _DYNAMIC) for _, _, mode in self._outputs):
+            raise ValueError("out= needs every output to be an array of a shape known before the call")
+        if isinstance(out, np.ndarray) or len(out) != len(self._outputs):
+            raise ValueError(f"out= must be a sequence of {len(self._outputs)} arrays")
+        for j, (o, (_, t, _)) in enumerate(zip(out, self._outputs)):
+            if not isinstance(o, np.ndarray) or o.dtype != t.dtype or o.shape != tuple(t.shape):
+                got = f"{o.dtype}{list(o.shape)}" if isinstance(o, np.ndarray) else type(o).__name__
+                raise ValueError(f"out[{j}] must be an array of dtype {t.dtype} and shape {tuple(t.shape)}, "
+                                 f"got {got}")
+            if not o.flags.writeable:
+                raise ValueError(f"out[{j}] is read-only")
+        # Kernels write outputs while reading inputs: an out= array that may overlap an input (or
+        # another output) is computed into a fresh array and copied at the end.
+        overlap = any(np.may_share_memory(o, x) for o in out for x in inputs if isinstance(x, np.ndarray))
+        overlap = overlap or any(np.may_share_memory(a, b) for i, a in enumerate(out) for b in out[i + 1:])
+        if overlap:
+            return [np.empty(t.shape, t.dtype) for _, t, _ in self._outputs]
+        return list(out)
+
+    def _finish_out(self, out: Sequence[np.ndarray], results: list) -> tuple:
+        for o, r in zip(out, results):
+            if o is not r:
+                np.copyto(o, r)
+        return tuple(out)
+
+    def _new_arena(self) -> list[Any]:
+        """The environment template with every planned slot's views bound (one buffer per slot)."""
+        buffers = [np.empty(max(n, 1), np.uint8) for n in self._plan.slot_bytes]
+        env = list(self._template)
+        for v, slot in self._plan.slot_of.items():
+            t = self._types[v]
+            nbytes = int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize
+            env[v] = buffers[slot][:nbytes].view(t.dtype).reshape(t.shape)
+        with self._lock:
+            self._arenas_made += 1
+        return env
+
+    # -- introspection -----------------------------------------------------------------------------
+    def stats(self) -> dict:
+        """What the plan does: kernels, fused groups and their sizes, BLAS calls, fallbacks, buffers."""
+        fused = [s for s in self._steps if isinstance(s, FusedStep)]
+        fallbacks = [s.nodes[0].op for s in self._steps if isinstance(s, FallbackStep)]
+        return {
+            "backend": "cpu",
+            "isa": ISA,
+            "threads": threads.get_num_threads(),
+            "nodes": sum(len(s.nodes) for s in self._steps),
+            "steps": len(self._steps),
+            "kernels": len(fused) + sum(isinstance(s, MatmulStep) for s in self._steps),
+            "fused_groups": len(fused),
+            "fused_nodes": sum(len(s.nodes) for s in fused),
+            "fused_group_sizes": [len(s.nodes) for s in fused],
+            "instructions": sum(s.kernel.n_instructions for s in fused),
+            "matmuls": sum(isinstance(s, MatmulStep) for s in self._steps),
+            "fallbacks": len(fallbacks),
+            "fallback_ops": sorted(set(fallbacks)),
+            "buffer_slots": len(self._plan.slot_bytes),
+            "buffer_bytes": sum(self._plan.slot_bytes),
+            "arenas": self._arenas_made,
+        }
+
+    def __repr__(self) -> str:
+        s = self.stats()
+        return (f"<numtrace_cpu.Executable: {s['nodes']} nodes in {s['steps']} steps, "
+                f"{s['fused_groups']} fused groups, {s['fallbacks']} fallbacks>")
+
+
+# How each graph output reaches the caller (CallPlan takes the index into _MODES).
+_DIRECT, _COPY, _SCALAR, _DYNAMIC = _MODES = ("direct", "copy", "scalar", "dynamic")
+
+
+def _output_mode(t: Any, copy: bool) -> str:
+    """direct: steps write the caller's array; copy: copied in at the end (an input, a constant, a
+    repeat); scalar: a Python scalar; dynamic: a shape only known after the run (data-dependent)."""
+    if not isinstance(t, TensorType):
+        return _SCALAR
+    if not t.is_concrete:
+        return _DYNAMIC
+    return _COPY if copy else _DIRECT
+
+
+def _check_input(i: int, x: Any, t: Any) -> Any:
+    """x, checked against type t (a NumPy scalar for a 0-d tensor becomes a 0-d array)."""
+    if isinstance(t, TensorType):
+        if isinstance(x, np.generic) and t.ndim == 0:
+            x = np.asarray(x)
+        if not isinstance(x, np.ndarray):
+            raise TypeError(f"input {i} must be a numpy.ndarray of {t}, got {type(x).__name__}")
+        if x.dtype != t.dtype:
+            raise TypeError(f"input {i} has dtype {x.dtype}; this executable was compiled for {t}")
+        if x.shape != t.shape:
+            raise ValueError(f"input {i} has shape {x.shape}; this executable was compiled for {t}")
+    elif isinstance(t, ScalarType):
+        if not isinstance(x, _SCALAR_PY[t.kind]) or (t.kind != "bool" and isinstance(x, (bool, np.bool_))):
+            raise TypeError(f"input {i} must be a Python {t.kind}, got {type(x).__name__}")
+    return x
+
+
+def _where(step: Step) -> str:
+    n = step.nodes[-1]
+    return f"While executing node {n.op}" + (f" (traced at {n.loc})" if n.loc else "")
+
+
+def _runner(step: Step, types: dict):
+    """What CallPlan runs for a step: a FusedCall, or a closure `run(env, nthreads)`."""
+    if isinstance(step, FusedStep):
+        return _fused_runner(step)
+    if isinstance(step, MatmulStep):
+        a, b = step.inputs
+        (o,) = step.outputs
+        matmul = np.matmul
+
+        def run_matmul(env, nthreads):
+            matmul(env[a], env[b], out=env[o])
+        return run_matmul
+    return _fallback_runner(step, types)
+
+
+def _fused_runner(step: FusedStep) -> FusedCall:
+    scalars = [(k, dt) for k, dt in enumerate(step.scalar_inputs) if dt is not None]
+    return FusedCall(step.kernel, step.inputs + step.outputs, scalars)
+
+
+def _fallback_runner(step: FallbackStep, types: dict):
+    fn, attrs, ins, outs = step.fn, step.attrs, step.inputs, step.outputs
+    out_types = [types[v] for v in outs]
+
+    def run_fallback(env, nthreads):
+        try:
+            result = fn(*[env[i] for i in ins], **attrs)
+        except Exception as exc:
+            raise RuntimeError(f"{_where(step)}: {type(exc).__name__}: {exc}") from exc
+        results = result if len(outs) > 1 else (result,)
+        for v, t, r in zip(outs, out_types, results):
+            if isinstance(t, TensorType) and not t.is_concrete:   # data-dependent shape: no buffer
+                r = np.asarray(r)
+                if r.dtype != t.dtype or r.ndim != t.ndim:
+                    raise RuntimeError(f"{_where(step)}: the reference returned {r.dtype}{list(r.shape)}, "
+                                       f"the op's rule says {t}")
+                env[v] = r
+            elif isinstance(t, TensorType):
+                r = np.asarray(r)
+                if r.dtype != t.dtype or r.shape != tuple(t.shape):
+                    raise RuntimeError(f"{_where(step)}: the reference returned {r.dtype}{list(r.shape)}, "
+                                       f"the op's rule says {t}")
+                np.copyto(env[v], r)
+            else:
+                env[v] = r
+    return run_fallback

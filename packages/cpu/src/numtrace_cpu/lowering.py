@@ -1,0 +1,500 @@
+"""Lowering a specialized graph into steps: fused interpreter groups, BLAS contractions, fallbacks.
+
+Fusion is greedy in program order. An elementwise node joins the open groups that produce its
+inputs when they iterate over the same shape; a reduction joins the group of its producer (or starts
+one), and later elementwise nodes of the same shape may still join that pass. A group stays open
+only while no node outside it has read one of its values, which is what makes moving the group
+to its last node's position (and so merging several groups) always legal. Everything the
+interpreter has no kernel for becomes a BLAS step (matmul/dot) or runs its NumPy reference.
+
+The result is plain data (`Step` objects over value numbers); `numtrace_cpu.planner` assigns
+buffers and `numtrace_cpu.executable` runs it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numtrace_ir import registry
+from numtrace_ir.types import ScalarType, TensorType
+
+from numtrace_cpu.kernels import DTYPES, OPS, REDUCTIONS, REG_KINDS, ROLES, FusedKernel
+
+__all__ = ["ConstantStep", "FallbackStep", "FusedStep", "MatmulStep", "Step", "lower"]
+
+# Interpreter limits (see fused_impl.pxi); bigger groups are split.
+MAX_OPERANDS = 64
+MAX_REGISTERS = 256
+MAX_REDUCTIONS = 16
+
+# NumPy ufunc name -> interpreter op, where they differ.
+_UFUNC_ALIASES = {"fabs": "absolute", "positive": "copy", "true_divide": "divide", "conjugate": "copy",
+                  "conj": "copy"}
+# Reduction ops the interpreter folds: op name -> (interpreter reduction, whether the input is first
+# made bool). The reduced register takes the node's output dtype, which gives NumPy's accumulator
+# dtype (int sums in int64, int means in float64, ...).
+_REDUCTIONS = {"np.sum": ("sum", False), "np.mean": ("mean", False), "np.var": ("var", False),
+               "np.std": ("std", False), "np.max": ("max", False), "np.min": ("min", False),
+               "np.any": ("max", True), "np.all": ("min", True)}
+_WEAK = {"int": int, "float": float, "bool": bool, "complex": complex}
+
+
+# -------------------------------------------------------------------------------------------------
+# Steps
+
+@dataclass
+class Step:
+    """One unit of work: reads `inputs` and writes `outputs` (value numbers)."""
+
+    inputs: list[int]
+    outputs: list[int]
+    nodes: list[Any]
+
+    @property
+    def where(self) -> str:
+        n = self.nodes[-1]
+        return f"{n.op}" + (f" (traced at {n.loc})" if n.loc else "")
+
+
+@dataclass
+class FusedStep(Step):
+    """A fused group: `kernel` runs over operands `inputs + outputs` (the kernel's operand order).
+    `scalar_inputs[i]` is the dtype a runtime Python scalar input is converted to, or None."""
+
+    kernel: Any = None
+    scalar_inputs: list = field(default_factory=list)
+
+
+@dataclass
+class MatmulStep(Step):
+    """``np.matmul`` into a planned or output buffer (NumPy dispatches to BLAS)."""
+
+
+@dataclass
+class FallbackStep(Step):
+    """An op without a kernel: its NumPy reference, result copied into the planned buffer."""
+
+    fn: Any = None
+    attrs: dict = field(default_factory=dict)
+
+
+@dataclass
+class ConstantStep(Step):
+    """A prim.Constant: its value lives in the executable, no work per call."""
+
+    value: Any = None
+
+
+# -------------------------------------------------------------------------------------------------
+# Classifying nodes
+
+def _tensor(v) -> TensorType | None:
+    return v.type if isinstance(v.type, TensorType) else None
+
+
+def _supported_dtype(t) -> bool:
+    return isinstance(t, TensorType) and t.is_concrete and t.dtype in DTYPES
+
+
+def _operand_dtype(v):
+    """What NumPy's loop resolution sees for an input: a dtype, or the Python type of a weak scalar."""
+    if isinstance(v.type, ScalarType):
+        return _WEAK[v.type.kind]
+    return v.type.dtype
+
+
+def _elementwise_plan(node):
+    """How the interpreter computes an elementwise node: (interpreter op, loop input dtypes, compute
+    dtype) or None when it has no kernel for it."""
+    out = node.outputs
+    if len(out) != 1 or not _supported_dtype(out[0].type):
+        return None
+    ins = node.inputs
+    for v in ins:
+        if isinstance(v.type, TensorType) and not _supported_dtype(v.type):
+            return None
+        if isinstance(v.type, ScalarType) and v.type.kind == "complex":
+            return None
+    out_dt = out[0].type.dtype
+    name = node.op[3:] if node.op.startswith("np.") else None
+    if node.op == "np.where":
+        return ("where", (np.dtype(bool), out_dt, out_dt), out_dt) if len(ins) == 3 else None
+    if node.op == "np.astype":
+        return ("cast", (out_dt,), out_dt) if len(ins) == 1 else None
+    if node.op == "np.clip":
+        return ("clip", tuple(out_dt for _ in ins), out_dt) if len(ins) > 1 else None
+    ufunc = getattr(np, name, None) if name else None
+    if not isinstance(ufunc, np.ufunc) or ufunc.nout != 1 or ufunc.nin != len(ins):
+        return None
+    op = _UFUNC_ALIASES.get(name, name)
+    if op not in OPS:
+        return None
+    try:
+        loop = ufunc.resolve_dtypes(tuple(_operand_dtype(v) for v in ins) + (None,))
+    except (TypeError, ValueError, np.exceptions.DTypePromotionError):
+        return None
+    compute = loop[0]
+    if loop[-1] != out_dt or any(d not in DTYPES for d in loop) or DTYPES[compute] not in OPS[op][2]:
+        return None
+    if any(d != compute for d in loop[:-1]):
+        return None
+    return op, loop[:-1], compute
+
+
+def _reduction_plan(node):
+    """(interpreter reduction, reduced axes, cast-to-bool first) or None."""
+    if node.op not in _REDUCTIONS or len(node.inputs) != 1 or len(node.outputs) != 1:
+        return None
+    src, out = node.inputs[0].type, node.outputs[0].type
+    if not (_supported_dtype(src) and _supported_dtype(out)):
+        return None
+    red, to_bool = _REDUCTIONS[node.op]
+    if DTYPES[out.dtype] not in REDUCTIONS[red][1]:
+        return None
+    axis = node.attrs.get("axis")
+    ndim = len(src.shape)
+    items = range(ndim) if axis is None else (axis if isinstance(axis, tuple) else (axis,))
+    axes = tuple(sorted(a % ndim if ndim else a for a in items))
+    if ndim == 0 and axes:
+        return None
+    return red, axes, to_bool
+
+
+def _is_matmul(node) -> bool:
+    if node.op not in ("np.matmul", "np.dot") or len(node.inputs) != 2:
+        return False
+    a, b = (_tensor(v) for v in node.inputs)
+    out = _tensor(node.outputs[0])
+    if a is None or b is None or out is None or not (a.is_concrete and b.is_concrete and out.is_concrete):
+        return False
+    if node.op == "np.dot" and not (a.ndim == 2 and b.ndim == 2):
+        return False
+    return a.dtype == b.dtype == out.dtype and out.dtype.kind in "fc" and a.ndim >= 1 and b.ndim >= 1
+
+
+# -------------------------------------------------------------------------------------------------
+# Grouping
+
+class _Group:
+    """A fusion group: nodes in program order over one iteration shape (plus optional reductions)."""
+
+    __slots__ = ("shape", "nodes", "reduce_axes", "closed", "values")
+
+    def __init__(self, shape: tuple):
+        self.shape = shape
+        self.nodes: list = []
+        self.reduce_axes: tuple | None = None
+        self.closed = False
+        self.values: set = set()   # elementwise values computed inside
+
+
+def _group_nodes(nodes: list, consts: dict, position: dict) -> list:
+    """The nodes as an ordered list of units: `_Group`s and single nodes. A group runs where its last
+    node was; moving it there is legal because nothing placed after it reads from it while open."""
+    producer: dict = {}         # value -> open-or-closed group computing it (elementwise values)
+    reduced_by: dict = {}       # reduction output -> its group
+    units: dict = {}            # id -> unit, in execution order (re-inserting moves to the end)
+
+    def move_to_end(unit):
+        units.pop(id(unit), None)
+        units[id(unit)] = unit
+
+    for node in nodes:
+        for v in node.inputs:   # a reduced value is only complete once its whole pass has run
+            if v in reduced_by:
+                reduced_by[v].closed = True
+        if node.op == "prim.Constant":
+            move_to_end(node)
+            continue
+        plan = _elementwise_plan(node)
+        red = _reduction_plan(node) if plan is None else None
+        if plan is not None or red is not None:
+            shape = node.outputs[0].type.shape if plan is not None else node.inputs[0].type.shape
+            axes = red[1] if red is not None else None
+            cands: list = []
+            for v in node.inputs:
+                g = producer.get(v)
+                if (g is not None and not g.closed and g.shape == shape and g not in cands
+                        and (g.reduce_axes is None or axes is None or g.reduce_axes == axes)):
+                    cands.append(g)
+                    axes = axes if g.reduce_axes is None else g.reduce_axes
+            for v in node.inputs:   # groups it reads but cannot join are now read from outside
+                g = producer.get(v)
+                if g is not None and g not in cands:
+                    g.closed = True
+            target = cands[0] if cands else _Group(shape)
+            for other in cands[1:]:
+                _merge(target, other, producer, reduced_by, units, position)
+            if red is not None:
+                if sum(n.op in _REDUCTIONS for n in target.nodes) >= MAX_REDUCTIONS:
+                    target.closed = True
+                    target = _Group(shape)
+                target.reduce_axes = axes
+                reduced_by[node.outputs[0]] = target
+            else:
+                target.values.add(node.outputs[0])
+                producer[node.outputs[0]] = target
+            target.nodes.append(node)
+            move_to_end(target)
+            continue
+        for v in node.inputs:
+            g = producer.get(v)
+            if g is not None:
+                g.closed = True
+        move_to_end(node)
+    return list(units.values())
+
+
+def _merge(target: _Group, other: _Group, producer: dict, reduced_by: dict, units: dict,
+           position: dict) -> None:
+    """Fold open group `other` into open group `target` of the same shape, keeping program order."""
+    target.nodes = sorted(target.nodes + other.nodes, key=lambda n: position[id(n)])
+    target.values |= other.values
+    if other.reduce_axes is not None:
+        target.reduce_axes = other.reduce_axes
+    for v in other.values:
+        producer[v] = target
+    for v, g in reduced_by.items():
+        if g is other:
+            reduced_by[v] = target
+    units.pop(id(other), None)
+
+
+# -------------------------------------------------------------------------------------------------
+# Building a group's program
+
+_CODE_DTYPE = {code: dt for dt, code in DTYPES.items()}
+_SCALAR_DTYPES = {"bool": np.dtype(bool), "int": np.dtype(np.int64), "float": np.dtype(np.float64)}
+
+
+class _Program:
+    """Accumulates one FusedKernel's registers, constants, instructions and operands. Registers are
+    virtual (one per value and dtype) until `allocate()` folds dead temps together."""
+
+    def __init__(self, group: _Group, consts: dict, needed: set):
+        self.group = group
+        self.consts = consts
+        self.needed = needed                   # values some other step (or the caller) reads
+        self.regs: list[list] = []             # [dtype code, kind, arg]
+        self.const_values: list = []
+        self.instrs: list[list] = []           # [opcode, dtype code, dst, a, b, c]
+        self.reductions: list[list] = []       # [code, src register, reduced output position, ddof]
+        self.in_values: list = []              # operand order: inputs, outputs, reduced outputs
+        self.in_scalars: list = []
+        self.out_values: list = []
+        self.red_values: list = []
+        self.reg_of: dict = {}                 # (value, dtype or None for its own) -> register
+
+    def reg(self, dtype: np.dtype, kind: str, arg: int = 0) -> int:
+        self.regs.append([DTYPES[dtype], REG_KINDS[kind], arg])
+        return len(self.regs) - 1
+
+    def emit(self, op: str, dtype: np.dtype, dst: int, a: int, b: int = -1, c: int = -1) -> None:
+        self.instrs.append([OPS[op][0], DTYPES[dtype], dst, a, b, c])
+
+    def natural(self, v) -> int:
+        """The register holding v in its own dtype: computed here, or a new input operand."""
+        if (v, None) not in self.reg_of:
+            if isinstance(v.type, ScalarType):
+                dt = _SCALAR_DTYPES[v.type.kind]
+                self.in_scalars.append(dt)
+            else:
+                dt = v.type.dtype
+                self.in_scalars.append(None)
+            self.in_values.append(v)
+            self.reg_of[(v, None)] = self.reg(dt, "input", len(self.in_values) - 1)
+        return self.reg_of[(v, None)]
+
+    def read(self, v, dtype: np.dtype) -> int:
+        """A register holding v as `dtype`: a constant, or v's register cast once and cached."""
+        key = (v, dtype)
+        if key not in self.reg_of:
+            if v in self.consts and np.ndim(self.consts[v]) == 0:
+                self.const_values.append(np.asarray(self.consts[v]).astype(dtype).item())
+                self.reg_of[key] = self.reg(dtype, "const", len(self.const_values) - 1)
+            else:
+                src = self.natural(v)
+                if _CODE_DTYPE[self.regs[src][0]] == dtype:
+                    self.reg_of[key] = src
+                else:
+                    self.reg_of[key] = self.reg(dtype, "temp")
+                    self.emit("cast", dtype, self.reg_of[key], src)
+        return self.reg_of[key]
+
+    def define(self, v, dst: int) -> None:
+        """v was just computed into dst; values read elsewhere become output operands."""
+        self.reg_of[(v, None)] = self.reg_of[(v, v.type.dtype)] = dst
+        if v in self.needed:
+            self.out_values.append(v)
+            self.regs[dst][1:] = [REG_KINDS["output"], -len(self.out_values)]  # index fixed in finish()
+
+    def elementwise(self, node) -> None:
+        op, loop_in, compute = _elementwise_plan(node)
+        out_v = node.outputs[0]
+        out_dt = out_v.type.dtype
+        dst = self.reg(out_dt, "temp")
+        if op == "cast":
+            src = self.natural(node.inputs[0])
+            self.emit("copy" if self.regs[src][0] == DTYPES[out_dt] else "cast", out_dt, dst, src)
+        else:
+            regs = [self.read(v, dt) for v, dt in zip(node.inputs, loop_in)]
+            if op == "where":
+                self.emit("where", out_dt, dst, regs[1], regs[2], regs[0])
+            elif op == "clip":
+                cur = regs[0]
+                for i, (bound, r) in enumerate(zip(_clip_bounds(node), regs[1:])):
+                    nxt = dst if i == len(regs) - 2 else self.reg(out_dt, "temp")
+                    self.emit("maximum" if bound == "a_min" else "minimum", out_dt, nxt, cur, r)
+                    cur = nxt
+            else:
+                self.emit(op, compute, dst, regs[0], regs[1] if len(regs) > 1 else -1)
+        self.define(out_v, dst)
+
+    def reduction(self, node) -> None:
+        red, _, to_bool = _reduction_plan(node)
+        out_v = node.outputs[0]
+        src = self.read(node.inputs[0], np.dtype(bool)) if to_bool else None
+        if src is None or out_v.type.dtype != np.dtype(bool):
+            src = self.read(node.inputs[0], out_v.type.dtype)
+        self.red_values.append(out_v)
+        ddof = float(node.attrs.get("ddof", 0) or 0)
+        self.reductions.append([REDUCTIONS[red][0], src, len(self.red_values) - 1, ddof])
+
+    def allocate(self) -> list[list]:
+        """Registers with dead temps reused (per dtype). A destination may take the register of a
+        source that dies at the same instruction: every kernel reads element i before writing it."""
+        temp = REG_KINDS["temp"]
+        last_use: dict[int, int] = {}
+        for i, ins in enumerate(self.instrs):
+            for r in ins[3:6]:
+                if r >= 0:
+                    last_use[r] = i
+        for red in self.reductions:
+            last_use[red[1]] = len(self.instrs)   # read after the block's last instruction
+        mapping: dict[int, int] = {}
+        regs: list[list] = []
+        for r, reg in enumerate(self.regs):
+            if reg[1] != temp:
+                mapping[r] = len(regs)
+                regs.append(list(reg))
+        free: dict[int, list[int]] = {}
+        for i, ins in enumerate(self.instrs):
+            for r in set(ins[3:6]):
+                if r >= 0 and self.regs[r][1] == temp and last_use[r] == i:
+                    free.setdefault(self.regs[r][0], []).append(mapping[r])
+            d = ins[2]
+            if d not in mapping:
+                pool = free.get(self.regs[d][0])
+                if pool:
+                    mapping[d] = pool.pop()
+                else:
+                    mapping[d] = len(regs)
+                    regs.append([self.regs[d][0], temp, 0])
+            ins[2:6] = [mapping[d]] + [mapping[r] if r >= 0 else -1 for r in ins[3:6]]
+        for red in self.reductions:
+            red[1] = mapping[red[1]]
+        return regs
+
+    def n_operands(self) -> int:
+        return len(self.in_values) + len(self.out_values) + len(self.red_values)
+
+    def finish(self, regs: list[list], index: dict) -> FusedStep:
+        n_in, n_out = len(self.in_values), len(self.out_values)
+        for reg in regs:
+            if reg[1] == REG_KINDS["output"]:
+                reg[2] = n_in - reg[2] - 1
+        operands = ([(DTYPES[_natural_dtype(v)], ROLES["input"]) for v in self.in_values]
+                    + [(DTYPES[v.type.dtype], ROLES["output"]) for v in self.out_values]
+                    + [(DTYPES[v.type.dtype], ROLES["reduced"]) for v in self.red_values])
+        reductions = [(code, src, n_in + n_out + pos, ddof) for code, src, pos, ddof in self.reductions]
+        kernel = FusedKernel(tuple(self.group.shape), tuple(self.group.reduce_axes or ()),
+                             [tuple(r) for r in regs] or [(DTYPES[np.dtype(bool)], REG_KINDS["temp"], 0)],
+                             self.const_values, [tuple(i) for i in self.instrs], reductions, operands)
+        return FusedStep(inputs=[index[v] for v in self.in_values],
+                         outputs=[index[v] for v in self.out_values + self.red_values],
+                         nodes=self.group.nodes, kernel=kernel, scalar_inputs=self.in_scalars)
+
+
+def _natural_dtype(v) -> np.dtype:
+    return _SCALAR_DTYPES[v.type.kind] if isinstance(v.type, ScalarType) else v.type.dtype
+
+
+def _clip_bounds(node) -> list[str]:
+    omitted = node.attrs.get("omitted", ())
+    return [b for b in ("a_min", "a_max") if b not in omitted]
+
+
+def _build_group(group: _Group, consts: dict, index: dict, needed: set) -> list[FusedStep]:
+    """The FusedStep(s) of a group; a group over the interpreter's limits is split in two."""
+    p = _Program(group, consts, needed)
+    for node in group.nodes:
+        if node.op in _REDUCTIONS:
+            p.reduction(node)
+        else:
+            p.elementwise(node)
+    regs = p.allocate()
+    if len(group.nodes) > 1 and (p.n_operands() > MAX_OPERANDS or len(regs) > MAX_REGISTERS):
+        return _split(group, consts, index, needed)
+    return [p.finish(regs, index)]
+
+
+def _split(group: _Group, consts: dict, index: dict, needed: set) -> list[FusedStep]:
+    half = len(group.nodes) // 2
+    parts = []
+    for nodes in (group.nodes[:half], group.nodes[half:]):
+        part = _Group(group.shape)
+        part.nodes = nodes
+        part.values = {n.outputs[0] for n in nodes if n.op not in _REDUCTIONS}
+        if any(n.op in _REDUCTIONS for n in nodes):
+            part.reduce_axes = group.reduce_axes
+        parts.append(part)
+    crossing = {v for n in parts[1].nodes for v in n.inputs if v in parts[0].values}
+    return (_build_group(parts[0], consts, index, needed | crossing)
+            + _build_group(parts[1], consts, index, needed))
+
+
+# -------------------------------------------------------------------------------------------------
+
+def lower(graph) -> tuple[list[Step], dict, dict]:
+    """Steps for a specialized graph, its value numbering (graph inputs first), and its constants."""
+    index: dict = {}
+    for v in graph.inputs:
+        index[v] = len(index)
+    nodes = graph.nodes
+    position: dict = {}
+    consts: dict = {}
+    for i, node in enumerate(nodes):
+        position[id(node)] = i
+        for v in node.outputs:
+            index[v] = len(index)
+        if node.op == "prim.Constant":
+            consts[node.outputs[0]] = node.attrs["value"]
+    units = _group_nodes(nodes, consts, position)
+    group_of: dict = {}
+    for u in units:
+        if isinstance(u, _Group):
+            for n in u.nodes:
+                group_of[id(n)] = u
+    needed = set(graph.outputs)
+    for node in nodes:
+        g = group_of.get(id(node))
+        for v in node.inputs:
+            if v.node is None or g is None or group_of.get(id(v.node)) is not g:
+                needed.add(v)
+    steps: list[Step] = []
+    for u in units:
+        if isinstance(u, _Group):
+            steps.extend(_build_group(u, consts, index, needed))
+        elif u.op == "prim.Constant":
+            steps.append(ConstantStep(inputs=[], outputs=[index[u.outputs[0]]], nodes=[u],
+                                      value=u.attrs["value"]))
+        elif _is_matmul(u):
+            steps.append(MatmulStep(inputs=[index[v] for v in u.inputs], outputs=[index[u.outputs[0]]],
+                                    nodes=[u]))
+        else:
+            steps.append(FallbackStep(inputs=[index[v] for v in u.inputs],
+                                      outputs=[index[v] for v in u.outputs], nodes=[u],
+                                      fn=registry.get(u.op).reference, attrs=dict(u.attrs)))
+    return steps, index, consts

@@ -1,0 +1,115 @@
+/* Branch-free float32 math and block reductions that GCC auto-vectorizes.
+ *
+ * Why a C header: the kernels need `#pragma omp simd` reductions (a plain
+ * floating-point sum is never vectorized without permission to reassociate)
+ * and bit-level float tricks, neither of which Cython can express.  Every
+ * function is `static inline` so it is inlined into the interpreter's loops.
+ */
+#ifndef NT_SIMD_H
+#define NT_SIMD_H
+
+#include <math.h>
+#include <stdint.h>
+
+/* Whether this CPU runs code built for x86-64-v3 (the `_avx2` build of the interpreter). */
+static inline int nt_cpu_has_avx2_fma(void) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return 0;
+#endif
+}
+
+static inline float nt_bits_to_float(int32_t i) { union { int32_t i; float f; } u; u.i = i; return u.f; }
+
+/* exp for float32, about 1 ulp: Cody-Waite reduction x = k ln2 + r, a degree-6
+ * polynomial for exp(r), and a two-factor 2^k scaling so that subnormal results
+ * stay exact.  NaN propagates, overflow gives inf, deep underflow gives 0.  The selects are
+ * plain ternaries: with -fno-trapping-math GCC turns them into vector blends. */
+static inline float nt_expf(float x) {
+    const float hi = 88.7228393f, lo = -103.972084f;
+    float xc = x > hi ? hi : (x < lo ? lo : x);
+    float k = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;   /* round to nearest */
+    float r = xc - k * 0.693359375f;
+    r = r - k * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    float y = p * r * r + r + 1.0f;
+    int32_t ki = (int32_t)k;
+    int32_t k1 = ki >> 1;
+    float s1 = nt_bits_to_float((k1 + 127) << 23);
+    float s2 = nt_bits_to_float((ki - k1 + 127) << 23);
+    float res = y * s1 * s2;
+    res = x > hi ? INFINITY : res;
+    res = x < lo ? 0.0f : res;
+    return x != x ? x : res;
+}
+
+/* tanh for float32: an odd polynomial near zero (where 1 - 2/(e^2x + 1) would
+ * cancel) and the exponential form elsewhere; both are computed and selected so
+ * the loop stays branch-free. */
+static inline float nt_tanhf(float x) {
+    float ax = fabsf(x);
+    float z = x * x;
+    float p = -5.70498872745e-3f;
+    p = p * z + 2.06390887954e-2f;
+    p = p * z - 5.37397155531e-2f;
+    p = p * z + 1.33314422036e-1f;
+    p = p * z - 3.33332819422e-1f;
+    float small = p * z * x + x;
+    float e = nt_expf(2.0f * ax);
+    float big = copysignf(1.0f - 2.0f / (e + 1.0f), x);
+    return ax < 0.625f ? small : big;
+}
+
+/* Block reductions.  Sums accumulate in double (more accurate than NumPy's
+ * float32 pairwise sum); max/min propagate NaN like np.maximum.reduce. */
+#define NT_SUM(NAME, T) \
+static inline double NAME(const T *a, Py_ssize_t n) { \
+    double s = 0.0; \
+    _Pragma("omp simd reduction(+:s)") \
+    for (Py_ssize_t i = 0; i < n; i++) s += (double)a[i]; \
+    return s; \
+}
+NT_SUM(nt_sum_f32, float)
+NT_SUM(nt_sum_f64, double)
+
+/* Sum of squared deviations from `mean` (the M2 term of Chan's update). */
+#define NT_M2(NAME, T) \
+static inline double NAME(const T *a, Py_ssize_t n, double mean) { \
+    double s = 0.0; \
+    _Pragma("omp simd reduction(+:s)") \
+    for (Py_ssize_t i = 0; i < n; i++) { double d = (double)a[i] - mean; s += d * d; } \
+    return s; \
+}
+NT_M2(nt_m2_f32, float)
+NT_M2(nt_m2_f64, double)
+
+/* Block max/min: returns the running extreme; *nan is set when a NaN was seen
+ * (the caller then reports NaN, as NumPy does). */
+#define NT_EXTREME(NAME, T, CMP, PRAGMA) \
+static inline T NAME(const T *a, Py_ssize_t n, T acc, int *nan) { \
+    T m = acc; int bad = 0; \
+    _Pragma(PRAGMA) \
+    for (Py_ssize_t i = 0; i < n; i++) { T v = a[i]; bad |= (v != v); m = (v CMP m) ? v : m; } \
+    *nan |= bad; return m; \
+}
+#define NT_MAX_PRAGMA "omp simd reduction(max:m) reduction(|:bad)"
+#define NT_MIN_PRAGMA "omp simd reduction(min:m) reduction(|:bad)"
+NT_EXTREME(nt_max_f32, float, >, NT_MAX_PRAGMA)
+NT_EXTREME(nt_max_f64, double, >, NT_MAX_PRAGMA)
+NT_EXTREME(nt_max_i32, int32_t, >, NT_MAX_PRAGMA)
+NT_EXTREME(nt_max_i64, int64_t, >, NT_MAX_PRAGMA)
+NT_EXTREME(nt_max_u8, uint8_t, >, NT_MAX_PRAGMA)
+NT_EXTREME(nt_min_f32, float, <, NT_MIN_PRAGMA)
+NT_EXTREME(nt_min_f64, double, <, NT_MIN_PRAGMA)
+NT_EXTREME(nt_min_i32, int32_t, <, NT_MIN_PRAGMA)
+NT_EXTREME(nt_min_i64, int64_t, <, NT_MIN_PRAGMA)
+NT_EXTREME(nt_min_u8, uint8_t, <, NT_MIN_PRAGMA)
+
+#endif

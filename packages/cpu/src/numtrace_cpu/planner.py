@@ -1,0 +1,79 @@
+"""Buffer planning: where every value of an executable lives, and which buffers are reused.
+
+Each tensor value a step computes gets a slot in an arena unless it is a graph output (written
+straight into the caller's fresh array). A slot is released after the last step that reads its
+value and handed to the next value that fits (best fit, growing the largest free slot otherwise),
+so peak memory follows liveness rather than graph size. A slot is never handed out during the step
+that frees it: a step's outputs never alias its inputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numtrace_ir.types import TensorType
+
+__all__ = ["Plan", "plan_buffers"]
+
+
+@dataclass
+class Plan:
+    """`slot_of[value] = slot index`, `slot_bytes[slot]` the capacity of each slot; `output_values` the
+    graph's outputs and `copied_outputs[j]` whether output j must be copied (it is an input, a constant,
+    a repeat, or a value no step writes into the output buffer)."""
+
+    slot_of: dict
+    slot_bytes: list
+    output_values: list
+    copied_outputs: list
+
+
+def plan_buffers(steps: list, types: dict, n_inputs: int, outputs: list[int], constants: set) -> Plan:
+    """Assign slots to the steps' tensor values. `types[value]` is its IR type; `outputs` the graph's
+    output values in order; `constants` the values held by the executable."""
+    last_use: dict[int, int] = {}
+    for i, step in enumerate(steps):
+        for v in step.inputs:
+            last_use[v] = i
+    seen: set = set()
+    copied = []
+    direct: set = set()
+    for v in outputs:
+        produced = v >= n_inputs and v not in constants
+        copied.append(not produced or v in seen)
+        if produced and v not in seen:
+            direct.add(v)
+        seen.add(v)
+    slot_of: dict[int, int] = {}
+    slot_bytes: list[int] = []
+    free: list[int] = []
+    for i, step in enumerate(steps):
+        for v in step.outputs:
+            t = types[v]
+            if v in direct or v in constants or not isinstance(t, TensorType) or not t.is_concrete:
+                continue
+            slot_of[v] = _take(free, slot_bytes, _nbytes(t))
+        for v in set(step.inputs) | set(step.outputs):
+            if v in slot_of and last_use.get(v, i) <= i:
+                free.append(slot_of[v])
+    return Plan(slot_of, slot_bytes, list(outputs), copied)
+
+
+def _nbytes(t: TensorType) -> int:
+    return int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize
+
+
+def _take(free: list[int], slot_bytes: list[int], size: int) -> int:
+    """A free slot for `size` bytes: the smallest that fits, else the largest grown, else a new one."""
+    fitting = [s for s in free if slot_bytes[s] >= size]
+    if fitting:
+        best = min(fitting, key=lambda s: slot_bytes[s])
+    elif free:
+        best = max(free, key=lambda s: slot_bytes[s])
+        slot_bytes[best] = size
+    else:
+        slot_bytes.append(size)
+        return len(slot_bytes) - 1
+    free.remove(best)
+    return best

@@ -1,0 +1,43 @@
+"""How many threads large fused passes use (OpenMP teams; BLAS keeps its own setting).
+
+Default: the CPUs this process may run on, or ``NUMTRACE_NUM_THREADS`` when set. Small passes stay
+on the calling thread whatever the setting (see PARALLEL_MIN_WORK in fused_impl.pxi).
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["get_num_threads", "set_num_threads"]
+
+
+def _default() -> int:
+    env = os.environ.get("NUMTRACE_NUM_THREADS")
+    if env:
+        try:
+            n = int(env)
+        except ValueError:
+            raise ValueError(f"NUMTRACE_NUM_THREADS must be a positive integer, got {env!r}") from None
+        if n < 1:
+            raise ValueError(f"NUMTRACE_NUM_THREADS must be a positive integer, got {env!r}")
+        return n
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+_num_threads = _default()
+
+
+def get_num_threads() -> int:
+    """Threads a large fused pass splits over."""
+    return _num_threads
+
+
+def set_num_threads(n: int) -> None:
+    """Set the thread count for every executable of this process (``n >= 1``)."""
+    global _num_threads
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"number of threads must be an int >= 1, got {n!r}")
+    _num_threads = n

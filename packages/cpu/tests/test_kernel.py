@@ -1,0 +1,91 @@
+"""The block interpreter on its own: program validation, both ISA builds, edge layouts."""
+
+import numpy as np
+import pytest
+
+from numtrace_cpu import fused
+from numtrace_cpu.kernels import DTYPES, OPS, REDUCTIONS, REG_KINDS, ROLES
+
+F32 = DTYPES[np.dtype(np.float32)]
+F64 = DTYPES[np.dtype(np.float64)]
+BOOL = DTYPES[np.dtype(bool)]
+INPUT, OUTPUT, TEMP, CONST = (REG_KINDS[k] for k in ("input", "output", "temp", "const"))
+BUILDS = [fused]
+if fused.CPU_HAS_AVX2_FMA:
+    from numtrace_cpu import fused_avx2
+
+    BUILDS.append(fused_avx2)
+
+
+def _add_kernel(module, shape=(10,)):
+    regs = [(F32, INPUT, 0), (F32, INPUT, 1), (F32, OUTPUT, 2)]
+    return module.FusedKernel(shape, (), regs, [], [(OPS["add"][0], F32, 2, 0, 1, -1)], [],
+                              [(F32, ROLES["input"]), (F32, ROLES["input"]), (F32, ROLES["output"])])
+
+
+@pytest.mark.parametrize("module", BUILDS, ids=lambda m: m.__name__)
+def test_builds_agree_on_transcendentals(module):
+    x = np.linspace(-110, 100, 20001, dtype=np.float32)
+    x[:3] = [np.nan, np.inf, -np.inf]
+    for name, ref in (("exp", np.exp), ("tanh", np.tanh)):
+        regs = [(F32, INPUT, 0), (F32, OUTPUT, 1)]
+        k = module.FusedKernel(x.shape, (), regs, [], [(OPS[name][0], F32, 1, 0, -1, -1)], [],
+                               [(F32, ROLES["input"]), (F32, ROLES["output"])])
+        out = np.empty_like(x)
+        k.run([x, out], 1)
+        with np.errstate(all="ignore"):
+            expected = ref(x)
+        np.testing.assert_allclose(out, expected, rtol=3e-7 * 8, atol=1e-44, equal_nan=True)
+
+
+@pytest.mark.parametrize("module", BUILDS, ids=lambda m: m.__name__)
+def test_operand_checks(module):
+    k = _add_kernel(module)
+    a = np.ones(10, np.float32)
+    with pytest.raises(ValueError, match="3 operands"):
+        k.run([a, a], 1)
+    with pytest.raises(TypeError, match="dtype float64"):
+        k.run([a, a.astype(np.float64), np.empty(10, np.float32)], 1)
+    with pytest.raises(ValueError, match="does not broadcast"):
+        k.run([a, np.ones(3, np.float32), np.empty(10, np.float32)], 1)
+    with pytest.raises(ValueError, match="does not fit"):
+        k.run([a, a, np.empty((1, 10), np.float32)], 1)
+    ro = np.empty(10, np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        k.run([a, a, ro], 1)
+    with pytest.raises(TypeError, match="ndarray"):
+        k.run([a, [1.0] * 10, np.empty(10, np.float32)], 1)
+    misaligned = np.frombuffer(np.zeros(41, np.uint8).data, np.uint8)[1:].view(np.float32)
+    out = np.empty(10, np.float32)
+    k.run([misaligned, a, out], 1)
+    assert np.array_equal(out, np.ones(10, np.float32))
+
+
+@pytest.mark.parametrize(("regs", "instrs", "operands", "match"), [
+    ([(F32, INPUT, 0)], [(999, F32, 0, 0, -1, -1)], [(F32, 0)], "opcode"),
+    ([(F32, INPUT, 0), (F32, TEMP, 0)], [(OPS["divide"][0], BOOL, 1, 0, 0, -1)], [(F32, 0)], "no kernel"),
+    ([(F32, INPUT, 0), (F64, TEMP, 0)], [(OPS["add"][0], F32, 1, 0, 0, -1)], [(F32, 0)], "destination"),
+    ([(F32, INPUT, 0)], [(OPS["add"][0], F32, 0, 0, 0, -1)], [(F32, 0)], "read-only"),
+    ([(F32, INPUT, 0), (F32, TEMP, 0)], [(OPS["add"][0], F32, 1, 0, 7, -1)], [(F32, 0)], "register"),
+    ([(F32, INPUT, 3)], [], [(F32, 0)], "operand index"),
+    ([(F64, INPUT, 0)], [], [(F32, 0)], "role/dtype"),
+    ([(F32, INPUT, 0)], [], [(F32, 0), (F32, 1)], "exactly one"),
+])
+def test_program_validation(regs, instrs, operands, match):
+    with pytest.raises(ValueError, match=match):
+        fused.FusedKernel((4,), (), regs, [], instrs, [], operands)
+
+
+def test_reduction_validation_and_empty_rows():
+    regs = [(F32, INPUT, 0)]
+    ops = [(F32, ROLES["input"]), (F32, ROLES["reduced"])]
+    with pytest.raises(ValueError, match="reduce axis"):
+        fused.FusedKernel((3, 0), (2,), regs, [], [], [(REDUCTIONS["max"][0], 0, 1, 0.0)], ops)
+    k = fused.FusedKernel((3, 0), (1,), regs, [], [], [(REDUCTIONS["max"][0], 0, 1, 0.0)], ops)
+    with pytest.raises(ValueError, match="zero-size"):
+        k.run([np.empty((3, 0), np.float32), np.empty(3, np.float32)], 1)
+    k = fused.FusedKernel((3, 0), (1,), regs, [], [], [(REDUCTIONS["sum"][0], 0, 1, 0.0)], ops)
+    out = np.full(3, 7, np.float32)
+    k.run([np.empty((3, 0), np.float32), out], 1)
+    assert np.array_equal(out, np.zeros(3, np.float32))

@@ -1,0 +1,184 @@
+"""The public entry points: ``trace`` and ``trace_module``."""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .checker import Checker, clone, graph_diagnostics
+from .errors import TracerWarning, TracingCheckError
+from .module import Module
+from .recording import Recording, record_function
+from .traced import TracedFunction
+from .traced_module import TracedModule, module_tree
+from .tracer import is_tracing
+
+
+def _as_args(example_inputs: Any) -> tuple:
+    """Example inputs as the argument tuple: a single array or dict is one argument."""
+    if isinstance(example_inputs, (np.ndarray, np.generic, dict)):
+        return (example_inputs,)
+    if isinstance(example_inputs, tuple):
+        return example_inputs
+    if isinstance(example_inputs, list):
+        return tuple(example_inputs)
+    raise TypeError(f"example inputs must be an array, a dict, or a tuple of arguments, "
+                    f"got {type(example_inputs).__name__}")
+
+
+def _function_name(func: Any) -> str:
+    name = getattr(func, "__name__", None) or type(func).__name__
+    return name if name.isidentifier() else "traced"
+
+
+def trace(func: Callable | Module, example_inputs: Any = None, *, check_trace: bool = True,
+          check_inputs: Sequence[Any] | None = None, check_tolerance: float = 1e-5, strict: bool = True,
+          example_kwarg_inputs: Mapping[str, Any] | None = None, backend: str = "cpu"
+          ) -> TracedFunction | TracedModule:
+    """Run ``func`` once on ``example_inputs``, record its array operations, check and return the trace.
+
+    ``func`` may be a function, a ``Module`` (its ``forward`` is traced, as by
+    ``trace_module(func, {"forward": example_inputs})``), or a bound ``forward``.
+    """
+    if is_tracing():
+        raise RuntimeError("numtrace.trace was called while a trace is being recorded; tracing inside a "
+                           "traced function is not supported")
+    if isinstance(func, (TracedFunction, TracedModule)):
+        warnings.warn("The callable passed to numtrace.trace is already traced; returning it unchanged.",
+                      TracerWarning, stacklevel=2)
+        return func
+    if (example_inputs is None) == (example_kwarg_inputs is None):
+        raise ValueError("pass exactly one of example_inputs and example_kwarg_inputs")
+    if example_kwarg_inputs is not None and not isinstance(example_kwarg_inputs, Mapping):
+        raise TypeError(f"example_kwarg_inputs must be a dict of argument name -> value, "
+                        f"got {type(example_kwarg_inputs).__name__}")
+    module_options = {"check_trace": check_trace, "check_tolerance": check_tolerance, "strict": strict,
+                      "backend": backend}
+    if isinstance(func, Module):
+        inputs = example_inputs if example_kwarg_inputs is None else dict(example_kwarg_inputs)
+        return trace_module(func, {"forward": inputs}, check_inputs=_forward_checks(check_inputs),
+                            _kwargs=example_kwarg_inputs is not None, **module_options)
+    owner = getattr(func, "__self__", None)
+    if isinstance(owner, Module) and inspect.ismethod(func):
+        if func.__name__ != "forward":
+            raise ValueError(f"trace() got the method {type(owner).__name__}.{func.__name__}; trace methods other "
+                             f"than forward with trace_module(module, {{{func.__name__!r}: inputs}})")
+        return trace(owner, example_inputs, check_inputs=check_inputs,
+                     example_kwarg_inputs=example_kwarg_inputs, **module_options)
+    if not callable(func):
+        raise TypeError(f"trace() expects a function or a numtrace.Module, got {type(func).__name__}")
+    call = _Call(example_inputs, example_kwarg_inputs)
+    traced = _trace_once(func, call, strict, backend)
+    if check_trace:
+        checks = [_Call(c, None) if example_kwarg_inputs is None else _Call(None, c)
+                  for c in check_inputs] if check_inputs is not None else [call]
+        for check in checks:
+            _check_one(func, traced, lambda c=check: _trace_once(func, c.cloned(), strict, backend),
+                       check, check_tolerance, "function")
+    return traced
+
+
+class _Call:
+    """Example or check inputs of one call: positional (a tuple) or by keyword (a dict)."""
+
+    def __init__(self, args: Any, kwargs: Mapping[str, Any] | None):
+        self.args = _as_args(args) if kwargs is None else ()
+        self.kwargs = dict(kwargs) if kwargs is not None else None
+
+    def cloned(self) -> _Call:
+        return _Call(clone(self.args), None) if self.kwargs is None else _Call(None, clone(self.kwargs))
+
+    def apply(self, fn: Callable) -> Any:
+        c = self.cloned()
+        return fn(**c.kwargs) if c.kwargs is not None else fn(*c.args)
+
+
+def _trace_once(func: Callable, call: _Call, strict: bool, backend: str) -> TracedFunction:
+    rec = record_function(func, call.args, call.kwargs, strict=strict)
+    return _traced_function(rec, _function_name(func), backend)
+
+
+def _traced_function(rec: Recording, name: str, backend: str) -> TracedFunction:
+    return TracedFunction(rec.graph, name=name, arg_names=rec.arg_names, in_spec=rec.in_spec,
+                          out_spec=rec.out_spec, backend=backend, state=rec.state_arrays,
+                          state_names=rec.state_names)
+
+
+def _check_one(func: Callable, traced: TracedFunction, retrace: Callable[[], TracedFunction], call: _Call,
+               tolerance: float, kind: str) -> None:
+    """One round of the checker (see checker.py) for one set of check inputs."""
+    try:
+        checked = retrace()
+    except TracingCheckError:
+        raise
+    except Exception as exc:
+        raise TracingCheckError(None, None, extra="encountered an exception while re-tracing the "
+                                f"{kind} with test inputs.\nException:\n\t{type(exc).__name__}: {exc}") from exc
+    checker = Checker(kind, tolerance, traced.graph)
+    traced_outs = checker.run(lambda: call.apply(traced), "trace", traced.graph, checked.graph)
+    fn_outs = checker.run(lambda: call.apply(func), "Python function", traced.graph, checked.graph)
+    if checker.compare(traced_outs, fn_outs, "Python function"):
+        check_outs = checker.run(lambda: call.apply(checked), "repeated trace", traced.graph, checked.graph)
+        checker.compare(traced_outs, check_outs, "repeated trace")
+    graph_diff, constant_diff = graph_diagnostics(traced.graph, checked.graph)
+    if graph_diff is not None or constant_diff is not None:
+        raise TracingCheckError(graph_diff, constant_diff)
+
+
+def _forward_checks(check_inputs: Sequence[Any] | None) -> list[dict] | None:
+    return None if check_inputs is None else [{"forward": c} for c in check_inputs]
+
+
+def trace_module(mod: Module, inputs: Mapping[str, Any], *, check_trace: bool = True,
+                 check_inputs: Sequence[Mapping[str, Any]] | None = None, check_tolerance: float = 1e-5,
+                 strict: bool = True, backend: str = "cpu", _kwargs: bool = False) -> TracedModule:
+    """Trace the methods named in ``inputs`` (method name -> example inputs) of ``mod``.
+
+    Parameters and buffers become graph inputs (tied ones once); the result has every
+    traced method, the submodule tree and the state, with the training flag frozen.
+    """
+    if is_tracing():
+        raise RuntimeError("numtrace.trace_module was called while a trace is being recorded")
+    if not isinstance(mod, Module):
+        raise TypeError(f"trace_module() expects a numtrace.Module, got {type(mod).__name__}")
+    if not isinstance(inputs, Mapping) or not inputs:
+        raise TypeError("trace_module() expects a non-empty dict of method name -> example inputs, "
+                        f"got {type(inputs).__name__}")
+    for name in inputs:
+        if not isinstance(name, str) or not callable(getattr(mod, name, None)):
+            raise AttributeError(f"{type(mod).__name__} has no method {name!r} to trace")
+    traced = _trace_module_once(mod, inputs, strict, backend, _kwargs)
+    if check_trace:
+        rounds = check_inputs if check_inputs is not None else [inputs]
+        for check in rounds:
+            if not isinstance(check, Mapping):
+                raise TypeError("check_inputs of trace_module must be dicts of method name -> inputs")
+            for name, example in check.items():
+                call = _Call(None, example) if _kwargs else _Call(example, None)
+                _check_one(getattr(mod, name), traced._methods[name],
+                           lambda n=name, e=example: _trace_module_once(mod, {n: clone(e)}, strict, backend,
+                                                                        _kwargs)._methods[n],
+                           call, check_tolerance, f"method {name}")
+    return traced
+
+
+def _trace_module_once(mod: Module, inputs: Mapping[str, Any], strict: bool, backend: str,
+                       kwargs: bool) -> TracedModule:
+    state = OrderedDict(mod.state_dict())
+    first_name: dict[int, str] = {}
+    for name, array in state.items():
+        first_name.setdefault(id(array), name)
+    methods = {}
+    for name, example in inputs.items():
+        method = getattr(mod, name)
+        if kwargs:
+            rec = record_function(method, (), dict(example), strict=strict, state_names=first_name)
+        else:
+            rec = record_function(method, _as_args(example), None, strict=strict, state_names=first_name)
+        methods[name] = _traced_function(rec, name, backend)
+    return TracedModule(type(mod).__name__, methods, state, module_tree(mod), mod.training)

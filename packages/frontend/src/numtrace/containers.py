@@ -1,0 +1,203 @@
+"""Nested tuples/lists/dicts of arrays: flattening into leaves and rebuilding.
+
+A ``Spec`` describes one nested structure. At trace time the example inputs are
+flattened into a spec and leaves; at call time ``Spec.extract`` walks the *call's*
+arguments along the same spec (dicts are read by key, so a call may reorder keys or
+add extra ones), and ``Spec.build`` turns flat graph outputs back into the traced
+function's output structure. Specs round-trip through JSON for saved traces.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+_SCALARS = (bool, int, float, complex)
+
+
+class Spec:
+    """One node of a nested structure; subclasses say which container it is."""
+
+    __slots__ = ()
+
+    def extract(self, obj: Any, out: list, where: str) -> None:
+        raise NotImplementedError
+
+    def build(self, leaves) -> Any:
+        raise NotImplementedError
+
+    def to_json(self) -> Any:
+        raise NotImplementedError
+
+    def count(self) -> int:
+        raise NotImplementedError
+
+
+class Leaf(Spec):
+    """An array position; ``index`` is its place among the flat leaves."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int):
+        self.index = index
+
+    def extract(self, obj, out, where):
+        out.append(obj)
+
+    def build(self, leaves):
+        return leaves[self.index]
+
+    def to_json(self):
+        return {"kind": "leaf", "index": self.index}
+
+    def count(self):
+        return 1
+
+
+class Const(Spec):
+    """A Python scalar (or None) baked into the trace as a constant."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def extract(self, obj, out, where):
+        same_nan = obj != obj and self.value != self.value
+        if not (type(obj) is type(self.value) and (obj == self.value or same_nan)):
+            raise ValueError(
+                f"{where} was baked into the trace as the constant {self.value!r}; got {obj!r}. "
+                "Python scalars are constants of a trace: trace again to use another value"
+            )
+
+    def build(self, leaves):
+        return self.value
+
+    def to_json(self):
+        value = self.value
+        if isinstance(value, complex):
+            return {"kind": "const", "type": "complex", "value": [value.real, value.imag]}
+        return {"kind": "const", "type": type(value).__name__, "value": value}
+
+    def count(self):
+        return 0
+
+
+class Sequence_(Spec):
+    """A tuple or list of sub-structures."""
+
+    __slots__ = ("container", "children")
+
+    def __init__(self, container: type, children: list[Spec]):
+        self.container = container
+        self.children = children
+
+    def extract(self, obj, out, where):
+        if not isinstance(obj, (tuple, list)):
+            raise TypeError(f"{where}: expected a {self.container.__name__} of {len(self.children)} "
+                            f"items as at trace time, got {type(obj).__name__}")
+        if len(obj) != len(self.children):
+            raise TypeError(f"{where}: expected {len(self.children)} items as at trace time, got {len(obj)}")
+        for i, (child, item) in enumerate(zip(self.children, obj)):
+            child.extract(item, out, f"{where}[{i}]")
+
+    def build(self, leaves):
+        return self.container(child.build(leaves) for child in self.children)
+
+    def to_json(self):
+        return {"kind": self.container.__name__, "children": [c.to_json() for c in self.children]}
+
+    def count(self):
+        return sum(c.count() for c in self.children)
+
+
+class Dict_(Spec):
+    """A dict read by key: extra keys in a later call are ignored."""
+
+    __slots__ = ("keys", "children")
+
+    def __init__(self, keys: list, children: list[Spec]):
+        self.keys = keys
+        self.children = children
+
+    def extract(self, obj, out, where):
+        if not isinstance(obj, dict):
+            raise TypeError(f"{where}: expected a dict as at trace time, got {type(obj).__name__}")
+        for key, child in zip(self.keys, self.children):
+            if key not in obj:
+                raise KeyError(f"{where}: key {key!r} was present at trace time and is missing now")
+            child.extract(obj[key], out, f"{where}[{key!r}]")
+
+    def build(self, leaves):
+        return {key: child.build(leaves) for key, child in zip(self.keys, self.children)}
+
+    def to_json(self):
+        return {"kind": "dict", "keys": list(self.keys), "children": [c.to_json() for c in self.children]}
+
+    def count(self):
+        return sum(c.count() for c in self.children)
+
+
+def spec_from_json(data: Any) -> Spec:
+    """Rebuild a spec saved by ``Spec.to_json``; malformed data raises ``ValueError``."""
+    try:
+        kind = data["kind"]
+        if kind == "leaf":
+            return Leaf(int(data["index"]))
+        if kind == "const":
+            kinds = {"bool": bool, "int": int, "float": float, "NoneType": lambda v: None}
+            if data["type"] == "complex":
+                return Const(complex(*data["value"]))
+            return Const(kinds[data["type"]](data["value"]))
+        if kind in ("tuple", "list"):
+            return Sequence_(tuple if kind == "tuple" else list, [spec_from_json(c) for c in data["children"]])
+        if kind == "dict":
+            keys = data["keys"]
+            if not all(isinstance(k, str) for k in keys) or len(keys) != len(data["children"]):
+                raise ValueError("dict keys must be strings, one per child")
+            return Dict_(list(keys), [spec_from_json(c) for c in data["children"]])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"malformed container structure in saved trace: {data!r:.200}") from exc
+    raise ValueError(f"malformed container structure in saved trace: unknown kind {kind!r}")
+
+
+def flatten(obj: Any, is_leaf: Callable[[Any], bool], where: str, leaves: list,
+            names: list | None = None, allow_scalars: bool = True) -> Spec:
+    """Flatten ``obj`` into ``leaves`` (appending) and return its spec.
+
+    ``names`` receives one identifier-like name per leaf, derived from ``where``.
+    Anything that is neither a leaf, a container, nor (when allowed) a Python
+    scalar raises ``TypeError`` naming its position.
+    """
+    if is_leaf(obj):
+        leaves.append(obj)
+        if names is not None:
+            names.append(_identifier(where))
+        return Leaf(len(leaves) - 1)
+    if isinstance(obj, (tuple, list)):
+        container = tuple if isinstance(obj, tuple) else list
+        return Sequence_(container, [flatten(item, is_leaf, f"{where}[{i}]", leaves, names, allow_scalars)
+                                     for i, item in enumerate(obj)])
+    if isinstance(obj, dict):
+        keys = list(obj)
+        for key in keys:
+            if not isinstance(key, str):
+                raise TypeError(f"{where}: dict keys must be strings, got {key!r}")
+        return Dict_(keys, [flatten(obj[k], is_leaf, f"{where}[{k!r}]", leaves, names, allow_scalars)
+                            for k in keys])
+    if allow_scalars and (obj is None or isinstance(obj, _SCALARS)):
+        return Const(obj)
+    raise TypeError(f"{where}: expected an array or a (nested) tuple/list/dict of arrays, "
+                    f"got {type(obj).__name__}")
+
+
+def _identifier(where: str) -> str:
+    name = re.sub(r"\W+", "_", where).strip("_")
+    return name if name and not name[0].isdigit() else f"v_{name}"
+
+
+def is_array(obj: Any) -> bool:
+    return isinstance(obj, (np.ndarray, np.generic))

@@ -1,0 +1,147 @@
+"""Routing NumPy calls on traced arrays to the registry: record known ops, freeze unknown ones.
+
+``call`` is the single path from a NumPy entry point (ufunc method, array function,
+operator, ndarray method) to a node: it runs NumPy eagerly on the concrete values,
+binds the call to the op's schema, and records it. ``out=`` is functionalized here:
+the op is recorded out of place and the ``out`` arrays are rebound to the result.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numtrace_ir import registry
+
+from .errors import TracerWarning
+from .source import warn_at_user_line
+from .tracer import Tracer, current_tracer
+
+
+def unwrap(obj: Any) -> Any:
+    """``obj`` with every traced array replaced by its concrete value (containers walked)."""
+    from .proxy import TracedArray
+    from .traced_int import TracedInt
+
+    if isinstance(obj, TracedArray):
+        return obj._value
+    if isinstance(obj, TracedInt):
+        return int(obj)
+    if isinstance(obj, (tuple, list)):
+        items = [unwrap(x) for x in obj]
+        return tuple(items) if isinstance(obj, tuple) else items
+    if isinstance(obj, dict):
+        return {k: unwrap(v) for k, v in obj.items()}
+    return obj
+
+
+def active_tracer(where: str) -> Tracer:
+    tracer = current_tracer()
+    if tracer is None:
+        raise RuntimeError(f"{where}: a traced array was used after its trace ended; traced arrays exist "
+                           "only while numtrace.trace runs the function")
+    return tracer
+
+
+def numpy_name(func: Any, method: str = "__call__") -> str:
+    name = getattr(func, "__name__", repr(func))
+    base = f"np.{name}" if isinstance(func, np.ufunc) or getattr(np, name, None) is func else name
+    return base if method == "__call__" else f"{base}.{method}"
+
+
+def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
+    """Run ``func.method(*args, **kwargs)`` (``method`` is a ufunc method or ``"__call__"``) and record it."""
+    tracer = active_tracer(numpy_name(func, method))
+    eager = func if method == "__call__" else getattr(func, method)
+    out = kwargs.pop("out", None)
+    if out is not None and not isinstance(out, tuple):
+        out = (out,)
+    where = kwargs.pop("where", True) if isinstance(func, np.ufunc) else True
+    op = registry.for_numpy(func, method)
+    if op is None:
+        result = frozen_call(tracer, func, method, args, kwargs)
+    else:
+        concrete = eager(*unwrap(args), **unwrap(kwargs))
+        result = _dynamic_shape(tracer, func, args, kwargs, concrete)
+        if result is None:
+            inputs, attrs = op.bind(args, kwargs)
+            result = tracer.record(op.name, inputs, attrs, concrete)
+    if where is not True:
+        if out is None:
+            raise ValueError(f"{numpy_name(func, method)}: where= without out= leaves the masked-out "
+                             "elements uninitialized, which a trace cannot reproduce; pass out= as well")
+        result = _select(tracer, where, result, out)
+    if out is None:
+        return result
+    return write_out(tracer, numpy_name(func, method), out, result)
+
+
+# Functions whose shape argument may hold traced ints, and the prim op that keeps those dims dynamic.
+_DYNAMIC_SHAPE_OPS = {np.reshape: "prim.reshape", np.broadcast_to: "prim.broadcast_to"}
+
+
+def _dynamic_shape(tracer: Tracer, func: Any, args: tuple, kwargs: dict, concrete: Any) -> Any:
+    """Record ``np.reshape(x, (x.shape[0], -1))`` and the like with the traced dims as graph inputs.
+
+    Returns None when the call has no traced dim (the op's static-shape form is recorded then).
+    """
+    from .traced_int import TracedInt
+
+    prim = _DYNAMIC_SHAPE_OPS.get(func)
+    if prim is None or len(args) < 1 or kwargs.get("order", "C") != "C":
+        return None
+    shape = args[1] if len(args) > 1 else kwargs.get("shape", kwargs.get("newshape"))
+    dims = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    if not any(isinstance(d, TracedInt) for d in dims):
+        return None
+    entries = tuple(tracer.symbol(d) if isinstance(d, TracedInt) else int(d) for d in dims)
+    scalars = [d for d in dims if isinstance(d, TracedInt)]
+    return tracer.record(prim, [args[0], *scalars], {"shape": entries}, concrete, exact=True)
+
+
+def _select(tracer: Tracer, where: Any, result: Any, out: tuple) -> Any:
+    """``np.where(where, result, out)`` per output: what a ufunc with ``where=`` leaves in ``out``."""
+    results = result if isinstance(result, tuple) else (result,)
+    selected = tuple(call(np.where, "__call__", (where, r, o), {}) for r, o in zip(results, out))
+    return selected if isinstance(result, tuple) else selected[0]
+
+
+def write_out(tracer: Tracer, what: str, out: tuple, result: Any) -> Any:
+    """Functionalized ``out=``: each out array is rebound to its result (cast as NumPy would)."""
+    from .proxy import TracedArray
+
+    results = result if isinstance(result, tuple) else (result,)
+    if len(out) != len(results):
+        raise ValueError(f"{what}: out= has {len(out)} arrays for {len(results)} results")
+    for target, value in zip(out, results):
+        if not isinstance(target, TracedArray):
+            raise TypeError(f"{what}: out= must be a traced array (an input or a result of traced code), "
+                            f"got {type(target).__name__}; writing into it would escape the trace")
+        target._assign(value, f"{what} with out=")
+    return out if isinstance(result, tuple) else out[0]
+
+
+def frozen_call(tracer: Tracer, func: Any, method: str, args: tuple, kwargs: dict) -> Any:
+    """Run a NumPy callable the registry lacks on concrete values; its array results become constants."""
+    name = numpy_name(func, method)
+    warn_at_user_line(
+        f"{name} is not supported by numtrace's op registry: it was run on the traced values and its "
+        "result was recorded as a constant. The trace might not generalize to other inputs.",
+        TracerWarning,
+    )
+    eager = func if method == "__call__" else getattr(func, method)
+    return freeze(tracer, eager(*unwrap(args), **unwrap(kwargs)))
+
+
+def freeze(tracer: Tracer, result: Any) -> Any:
+    """Wrap array results as constant nodes of the trace; other values are returned as they are."""
+    from .proxy import TracedArray
+
+    if isinstance(result, (np.ndarray, np.generic)) and result.dtype.kind in "biufc":
+        array = np.array(result, copy=True)
+        return TracedArray(tracer, tracer.constant(array), array)
+    if isinstance(result, tuple):
+        return tuple(freeze(tracer, r) for r in result)
+    if isinstance(result, list):
+        return [freeze(tracer, r) for r in result]
+    return result

@@ -1,0 +1,216 @@
+"""``Module`` and ``Parameter``: stateful NumPy models whose state the tracer turns into graph inputs.
+
+A module keeps parameters, buffers and submodules in three ordered dicts (not in
+the instance ``__dict__``), so that attribute reads go through ``__getattr__`` and
+the tracer can substitute traced arrays for the state while it runs a method.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from .tracer import current_tracer
+
+
+class Parameter(np.ndarray):
+    """A learnable array of a ``Module``: an ndarray that the module registers as a parameter.
+
+    Arithmetic on a parameter yields plain ndarrays; only assignment to a module
+    attribute makes an array a parameter.
+    """
+
+    def __new__(cls, data: Any, dtype: Any = None) -> Parameter:
+        return np.array(data, dtype=dtype, copy=True).view(cls)
+
+    def __array_wrap__(self, array, context=None, return_scalar=False):
+        array = array.view(np.ndarray)
+        return array[()] if return_scalar else array
+
+    def __repr__(self) -> str:
+        return f"Parameter({np.asarray(self)!r})"
+
+
+class Module:
+    """Base class of numtrace models: subclass it, assign state in ``__init__``, define ``forward``."""
+
+    training: bool
+
+    def __init__(self) -> None:
+        object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "training", True)
+
+    # -- attribute routing ---------------------------------------------------------------------
+    def _state_dicts(self) -> tuple[dict, dict, dict]:
+        try:
+            return self.__dict__["_parameters"], self.__dict__["_buffers"], self.__dict__["_modules"]
+        except KeyError:
+            raise AttributeError(
+                f"{type(self).__name__}.__init__ did not call super().__init__(); Module state is missing"
+            ) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        params, buffers, modules = self._state_dicts()
+        for table in (params, buffers, modules):
+            table.pop(name, None)
+        if isinstance(value, Parameter):
+            params[name] = value
+        elif isinstance(value, Module) or (value is None and name in modules):
+            modules[name] = value
+        else:
+            object.__setattr__(self, name, value)
+            return
+        self.__dict__.pop(name, None)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called when normal lookup fails: state lives in the three tables.
+        if name.startswith("__") or name in ("_parameters", "_buffers", "_modules"):
+            raise AttributeError(name)
+        params, buffers, modules = self._state_dicts()
+        for table in (params, buffers):
+            if name in table:
+                value = table[name]
+                tracer = current_tracer()
+                # While a method of this module is traced, state reads become graph inputs.
+                return value if tracer is None or value is None else tracer.state(value)
+        if name in modules:
+            return modules[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        for table in self._state_dicts():
+            if name in table:
+                del table[name]
+                return
+        object.__delattr__(self, name)
+
+    def register_buffer(self, name: str, array: Any) -> None:
+        """Add non-learnable state (running statistics, masks) that is saved and traced like a parameter."""
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f"buffer name must be an identifier, got {name!r}")
+        params, buffers, modules = self._state_dicts()
+        if name in params or name in modules:
+            raise KeyError(f"attribute {name!r} already exists as a parameter or submodule")
+        self.__dict__.pop(name, None)
+        buffers[name] = None if array is None else np.asarray(array)
+
+    # -- calling -------------------------------------------------------------------------------
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} does not define forward()")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward(*args, **kwargs)
+
+    def train(self, mode: bool = True) -> Module:
+        """Set training mode on this module and every submodule; returns self."""
+        object.__setattr__(self, "training", bool(mode))
+        for child in self.children():
+            child.train(mode)
+        return self
+
+    def eval(self) -> Module:
+        return self.train(False)
+
+    # -- traversal -----------------------------------------------------------------------------
+    def children(self) -> Iterator[Module]:
+        yield from (m for m in self._state_dicts()[2].values() if m is not None)
+
+    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
+        """This module and all submodules, depth first; a module reachable twice is listed once."""
+        seen: set[int] = set()
+
+        def walk(module: Module, path: str) -> Iterator[tuple[str, Module]]:
+            if id(module) in seen:
+                return
+            seen.add(id(module))
+            yield path, module
+            for name, child in module._state_dicts()[2].items():
+                if child is not None:
+                    yield from walk(child, f"{path}.{name}" if path else name)
+
+        yield from walk(self, prefix)
+
+    def _named_state(self, table: int, remove_duplicate: bool) -> Iterator[tuple[str, np.ndarray]]:
+        seen: set[int] = set()
+        for path, module in self.named_modules():
+            for name, array in module._state_dicts()[table].items():
+                if array is None or (remove_duplicate and id(array) in seen):
+                    continue
+                seen.add(id(array))
+                yield (f"{path}.{name}" if path else name), array
+
+    def named_parameters(self, remove_duplicate: bool = True) -> Iterator[tuple[str, Parameter]]:
+        """``(dotted name, parameter)``; a tied parameter is listed once, under its first name."""
+        return self._named_state(0, remove_duplicate)
+
+    def parameters(self) -> Iterator[Parameter]:
+        return (p for _, p in self.named_parameters())
+
+    def named_buffers(self, remove_duplicate: bool = True) -> Iterator[tuple[str, np.ndarray]]:
+        return self._named_state(1, remove_duplicate)
+
+    def state_dict(self) -> OrderedDict[str, np.ndarray]:
+        """Every parameter and buffer by dotted name (tied state under each of its names)."""
+        out: OrderedDict[str, np.ndarray] = OrderedDict()
+        out.update(self._named_state(0, remove_duplicate=False))
+        out.update(self._named_state(1, remove_duplicate=False))
+        return out
+
+    def load_state_dict(self, state: Mapping[str, Any], strict: bool = True) -> None:
+        """Copy arrays into the existing state in place (tied state stays tied); shapes must match.
+
+        With ``strict`` a missing or unexpected key is a ``KeyError`` listing them.
+        """
+        owners = {}
+        for path, module in self.named_modules():
+            params, buffers, _ = module._state_dicts()
+            for table in (params, buffers):
+                for name in table:
+                    owners[f"{path}.{name}" if path else name] = (table, name)
+        check_state_keys(owners, state, strict)
+        for key, value in state.items():
+            if key not in owners:
+                continue
+            table, name = owners[key]
+            current = table[name]
+            if current is None:
+                table[name] = np.array(value, copy=True)
+            else:
+                np.copyto(current, checked_state_value(key, current, value))
+
+    def extra_repr(self) -> str:
+        return ""
+
+    def __repr__(self) -> str:
+        children = [(n, c) for n, c in self._state_dicts()[2].items() if c is not None]
+        if not children:
+            return f"{type(self).__name__}({self.extra_repr()})"
+        body = "\n".join(f"  ({name}): " + repr(child).replace("\n", "\n  ") for name, child in children)
+        return f"{type(self).__name__}({self.extra_repr()}\n{body}\n)"
+
+
+def check_state_keys(expected: Mapping[str, Any], state: Mapping[str, Any], strict: bool) -> None:
+    """Raise ``KeyError`` listing missing/unexpected keys of a state dict (only with ``strict``)."""
+    if not isinstance(state, Mapping):
+        raise TypeError(f"load_state_dict expects a mapping of name -> array, got {type(state).__name__}")
+    if not strict:
+        return
+    missing = [k for k in expected if k not in state]
+    unexpected = [k for k in state if k not in expected]
+    if missing or unexpected:
+        raise KeyError(f"state dict does not match: missing keys {missing}, unexpected keys {unexpected}")
+
+
+def checked_state_value(key: str, current: np.ndarray, value: Any) -> np.ndarray:
+    """``value`` as an array fit to replace state entry ``key``: same shape, dtype castable."""
+    array = np.asarray(value)
+    if array.shape != current.shape:
+        raise ValueError(f"state {key!r}: expected shape {current.shape}, got {array.shape}")
+    if not np.can_cast(array.dtype, current.dtype, casting="same_kind"):
+        raise TypeError(f"state {key!r}: cannot cast {array.dtype} to {current.dtype}")
+    return array

@@ -1,0 +1,337 @@
+"""``TracedArray``: the stand-in for an ndarray while a function is traced.
+
+It holds the concrete NumPy value (every op also runs eagerly, so the traced run
+returns what the untraced one would) and the graph value that computes it. NumPy
+hands it every ufunc and array function (``__array_ufunc__``/``__array_function__``);
+operators and ndarray methods call those NumPy functions, so all paths meet in
+``dispatch.call``.
+
+In-place writes (``x[i] = v``, ``x += y``, ``out=``) are functionalized: the new
+value is recorded out of place and the proxy is rebound. A proxy made by basic
+indexing is a *view*: it remembers its parent and index, writes to it are written
+back into the parent, and it re-reads itself from the parent when the parent was
+written since (``_version``), so views and bases never disagree in the graph.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import numpy as np
+
+from . import dispatch, indexing
+from .errors import TracerWarning
+from .source import warn_at_user_line
+from .tracer import Tracer
+
+
+def _warn_conversion(what: str) -> None:
+    warn_at_user_line(
+        f"Converting a traced array to {what}: the value seen while tracing is used as a constant, "
+        "and the trace might not generalize to other inputs (data-dependent control flow is recorded "
+        "as the branch taken).",
+        TracerWarning,
+    )
+
+
+class TracedArray:
+    """An array being traced: concrete value + graph value; behaves like an ndarray."""
+
+    __slots__ = ("_value", "_ir", "_tracer", "_parent", "_index", "_seen", "_version", "__weakref__")
+
+    # An ndarray on the left of an operator defers to this class (via __array_ufunc__).
+    __array_priority__ = 1000
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self, tracer: Tracer, value: Any, concrete: np.ndarray, parent: TracedArray | None = None,
+                 index: Any = None):
+        self._tracer = tracer
+        self._ir = value
+        self._value = concrete
+        self._parent = parent
+        self._index = index
+        self._seen = parent._version if parent is not None else 0
+        self._version = 0
+        tracer.live.append(weakref.ref(self))
+
+    # -- graph value, views, writes ------------------------------------------------------------
+    def _graph_value(self, tracer: Tracer) -> Any:
+        if tracer is not self._tracer:
+            raise RuntimeError("a traced array from another trace was used; traced arrays cannot outlive "
+                               "the trace that produced them (store results, not traced intermediates)")
+        parent = self._parent
+        if parent is not None:
+            parent._graph_value(tracer)
+            if self._seen != parent._version:
+                # The parent was written since this view was taken: read it again.
+                self._ir = indexing.record_get(tracer, parent, self._index, self._value)._ir
+                self._seen = parent._version
+        return self._ir
+
+    def _assign(self, new: Any, what: str) -> None:
+        """Make ``new`` the whole content of this array, as ``self[...] = new`` does (cast, broadcast)."""
+        tracer = dispatch.active_tracer(what)
+        np.copyto(self._value, dispatch.unwrap(new), casting="same_kind")  # NumPy's errors, NumPy's casts
+        if not isinstance(new, TracedArray):
+            new = dispatch.freeze(tracer, np.asarray(dispatch.unwrap(new)).astype(self._value.dtype))
+        if new._value.dtype != self._value.dtype:
+            new = np.astype(new, self._value.dtype)
+        if new._value.shape != self._value.shape:
+            new = np.broadcast_to(new, self._value.shape)
+        self._rebind(tracer, new._graph_value(tracer), what)
+
+    def _rebind(self, tracer: Tracer, graph_value: Any, what: str) -> None:
+        """Point this proxy at a new graph value of the same type; propagate the write to its base."""
+        self._warn_untracked_aliases(tracer, what)
+        self._ir = graph_value
+        self._version += 1
+        parent = self._parent
+        if parent is not None:
+            written = indexing.record_set(tracer, parent, self._index, self)
+            parent._rebind(tracer, written, what)
+            self._seen = parent._version
+
+    def _warn_untracked_aliases(self, tracer: Tracer, what: str) -> None:
+        root = self
+        while root._parent is not None:
+            root = root._parent
+        aliases = 0
+        for other in tracer.live_arrays():
+            if other is self or not np.may_share_memory(other._value, self._value):
+                continue
+            other_root = other
+            while other_root._parent is not None:
+                other_root = other_root._parent
+            if other_root is not root and np.shares_memory(other._value, self._value):
+                aliases += 1
+        if aliases:
+            warn_at_user_line(
+                f"{what} writes to memory that {aliases} other traced array(s) also refer to (for example "
+                "a reshape or transpose view). Only views made by basic indexing (x[1:], x[0]) are updated "
+                "in the trace; the others keep their old value in the graph, so the trace might be incorrect.",
+                TracerWarning,
+            )
+
+    # -- NumPy protocols -----------------------------------------------------------------------
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        if method == "at":
+            raise NotImplementedError(f"np.{ufunc.__name__}.at (unbuffered in-place update) cannot be traced; "
+                                      "write it with indexing and out-of-place ops")
+        return dispatch.call(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
+        special = _SPECIAL_FUNCTIONS.get(func)
+        if special is not None:
+            return special(*args, **kwargs)
+        return dispatch.call(func, "__call__", args, kwargs)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        _warn_conversion("a NumPy array (np.asarray or __array__)")
+        value = self._value if dtype is None else self._value.astype(dtype)
+        return np.array(value, copy=True) if copy is not False else value
+
+    # -- attributes ----------------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple:
+        """The shape as traced ints: each dim is recorded (``prim.dim``), so code computing with it
+        stays in the graph."""
+        tracer = dispatch.active_tracer("x.shape")
+        return tuple(tracer.record("prim.dim", [self], {"axis": i}, d) for i, d in enumerate(self._value.shape))
+
+    @property
+    def ndim(self) -> int:
+        return self._value.ndim
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._value.dtype
+
+    @property
+    def size(self) -> int:
+        return int(self._value.size)
+
+    @property
+    def itemsize(self) -> int:
+        return self._value.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self._value.nbytes
+
+    @property
+    def T(self) -> TracedArray:
+        return np.transpose(self)
+
+    @property
+    def mT(self) -> TracedArray:
+        return np.matrix_transpose(self)
+
+    @property
+    def real(self) -> TracedArray:
+        return np.real(self)
+
+    @property
+    def imag(self) -> TracedArray:
+        return np.imag(self)
+
+    def __repr__(self) -> str:
+        return f"TracedArray({self._value!r})"
+
+    def __str__(self) -> str:
+        return str(self._value)
+
+    # -- conversions that leave the graph -------------------------------------------------------
+    def __bool__(self) -> bool:
+        _warn_conversion("a Python bool")
+        return bool(self._value)
+
+    def __int__(self) -> int:
+        _warn_conversion("a Python int")
+        return int(self._value)
+
+    def __float__(self) -> float:
+        _warn_conversion("a Python float")
+        return float(self._value)
+
+    def __complex__(self) -> complex:
+        _warn_conversion("a Python complex")
+        return complex(self._value)
+
+    def __index__(self) -> int:
+        _warn_conversion("a Python index")
+        return self._value.__index__()
+
+    def item(self, *args: Any) -> Any:
+        _warn_conversion("a Python number (.item())")
+        return self._value.item(*args)
+
+    def tolist(self) -> Any:
+        _warn_conversion("a Python list (.tolist())")
+        return self._value.tolist()
+
+    def __len__(self) -> int:
+        _warn_conversion("a Python int (len())")
+        return len(self._value)
+
+    def __iter__(self):
+        warn_at_user_line(
+            "Iterating over a traced array: the number of iterations is fixed to the traced length "
+            f"{len(self._value)}, and the trace might not generalize to inputs of another length.",
+            TracerWarning,
+        )
+        if self._value.ndim == 0:
+            raise TypeError("iteration over a 0-d array")
+        return (self[i] for i in range(self._value.shape[0]))
+
+    def __getstate__(self):
+        raise TypeError("a traced array cannot be pickled or copied out of its trace")
+
+    # -- indexing -------------------------------------------------------------------------------
+    def __getitem__(self, key: Any) -> Any:
+        return indexing.getitem(self, key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        indexing.setitem(self, key, value)
+
+    # -- methods that are NumPy functions ------------------------------------------------------
+    def reshape(self, *shape: Any, order: str = "C") -> Any:
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return np.reshape(self, shape, order=order)
+
+    def transpose(self, *axes: Any) -> Any:
+        if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
+            axes = axes[0]
+        return np.transpose(self, axes or None)
+
+    def astype(self, dtype: Any, order: str = "K", casting: str = "unsafe", subok: bool = True,
+               copy: bool = True) -> Any:
+        if order != "K" or casting != "unsafe" or not subok:
+            raise NotImplementedError("astype(order=, casting=, subok=) is not supported by the tracer")
+        return np.astype(self, dtype, copy=copy)
+
+    def flatten(self, order: str = "C") -> Any:
+        return np.ravel(self, order=order).copy()
+
+    def copy(self, order: str = "C") -> Any:
+        return np.copy(self, order=order)
+
+    def fill(self, value: Any) -> None:
+        self[...] = value
+
+    def sort(self, axis: int = -1, kind: Any = None, order: Any = None) -> None:
+        self._assign(np.sort(self, axis=axis, kind=kind, order=order), "ndarray.sort")
+
+    def view(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("ndarray.view cannot be traced (it reinterprets memory); use astype")
+
+    def conjugate(self) -> Any:
+        return np.conjugate(self)
+
+
+def _method(name: str):
+    func = getattr(np, name)
+
+    def method(self: TracedArray, *args: Any, **kwargs: Any) -> Any:
+        return func(self, *args, **kwargs)
+
+    method.__name__ = name
+    method.__doc__ = f"``np.{name}`` applied to this array (recorded)."
+    return method
+
+
+# ndarray methods whose signature is the NumPy function's with the array first.
+for _name in ("sum", "mean", "std", "var", "prod", "max", "min", "argmax", "argmin", "any", "all",
+              "cumsum", "cumprod", "clip", "dot", "squeeze", "ravel", "swapaxes", "repeat", "take",
+              "argsort", "round", "nonzero", "diagonal", "trace", "conj", "searchsorted", "compress",
+              "choose", "put", "partition", "argpartition"):
+    setattr(TracedArray, _name, _method(_name))
+del _name
+
+
+def _binary(ufunc: np.ufunc):
+    def forward(self, other):
+        return ufunc(self, other)
+
+    def reflected(self, other):
+        return ufunc(other, self)
+
+    def inplace(self, other):
+        return ufunc(self, other, out=(self,))
+
+    return forward, reflected, inplace
+
+
+for _op, _ufunc in {"add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,
+                    "floordiv": np.floor_divide, "mod": np.remainder, "pow": np.power,
+                    "matmul": np.matmul, "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
+                    "lshift": np.left_shift, "rshift": np.right_shift}.items():
+    _f, _r, _i = _binary(_ufunc)
+    setattr(TracedArray, f"__{_op}__", _f)
+    setattr(TracedArray, f"__r{_op}__", _r)
+    setattr(TracedArray, f"__i{_op}__", _i)
+for _op, _ufunc in {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+                    "eq": np.equal, "ne": np.not_equal}.items():
+    setattr(TracedArray, f"__{_op}__", _binary(_ufunc)[0])
+for _op, _ufunc in {"neg": np.negative, "pos": np.positive, "abs": np.absolute, "invert": np.invert}.items():
+    setattr(TracedArray, f"__{_op}__", lambda self, _u=_ufunc: _u(self))
+TracedArray.__divmod__ = lambda self, other: np.divmod(self, other)
+TracedArray.__rdivmod__ = lambda self, other: np.divmod(other, self)
+del _op, _ufunc, _f, _r, _i
+
+
+def _shape(a: Any) -> tuple:
+    return a.shape if isinstance(a, TracedArray) else np.shape(dispatch.unwrap(a))
+
+
+def _ndim(a: Any) -> int:
+    return np.ndim(dispatch.unwrap(a))
+
+
+def _size(a: Any, axis: int | None = None) -> int:
+    return np.size(dispatch.unwrap(a), axis)
+
+
+# Array functions that return Python values about the array, not arrays: answered directly.
+_SPECIAL_FUNCTIONS: dict[Any, Any] = {np.shape: _shape, np.ndim: _ndim, np.size: _size}

@@ -1,0 +1,151 @@
+"""Running a function on traced arrays: inputs in, graph out.
+
+``record_function`` is the one place that turns example inputs into graph inputs,
+runs the user's code under an active tracer, and turns what it returns into graph
+outputs (applying the container rules: tuples always, lists with a warning under
+``strict``, dicts only without ``strict``).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+from numtrace_ir import Graph, passes
+
+from .containers import Dict_, Leaf, Sequence_, Spec, flatten, is_array
+from .dispatch import freeze
+from .errors import TracerWarning
+from .proxy import TracedArray
+from .source import warn_at_user_line
+from .tracer import Tracer
+
+
+class Recording:
+    """What one trace run produced: the graph and the structures needed to call it."""
+
+    def __init__(self, graph: Graph, arg_names: list[str], in_spec: Spec, out_spec: Spec,
+                 state_names: list[str], state_arrays: list[np.ndarray]):
+        self.graph = graph
+        self.arg_names = arg_names
+        self.in_spec = in_spec
+        self.out_spec = out_spec
+        self.state_names = state_names
+        self.state_arrays = state_arrays
+
+
+def parameter_names(func: Callable, count: int, keywords: Mapping[str, Any] | None) -> list[str]:
+    """Names for the traced arguments: the function's own parameter names where it has them."""
+    try:
+        params = list(inspect.signature(func).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    if keywords is not None:
+        known = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        accepts_any = any(p.kind is p.VAR_KEYWORD for p in params)
+        unknown = [k for k in keywords if k not in known]
+        if unknown and not accepts_any and params:
+            raise TypeError(f"example_kwarg_inputs names {unknown} that are not parameters of "
+                            f"{getattr(func, '__name__', func)!r} (parameters: {[p.name for p in params]})")
+        order = [p.name for p in params if p.name in keywords]
+        return order + [k for k in keywords if k not in order]
+    names: list[str] = []
+    for p in params:
+        if len(names) == count:
+            break
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            names.append(p.name)
+        elif p.kind is p.VAR_POSITIONAL:
+            names.extend(f"{p.name}_{i}" for i in range(count - len(names)))
+    if len(names) < count and params and not any(p.kind is p.VAR_POSITIONAL for p in params):
+        raise TypeError(f"{getattr(func, '__name__', func)!r} takes {len(names)} positional argument(s), "
+                        f"but {count} example inputs were given")
+    names.extend(f"arg{i}" for i in range(len(names), count))
+    return names
+
+
+def record_function(func: Callable, args: tuple, kwargs: Mapping[str, Any] | None, *, strict: bool,
+                    state_names: Mapping[int, str] | None = None) -> Recording:
+    """Trace ``func(*args)`` (or ``func(**kwargs)`` when given) into a new graph.
+
+    ``state_names`` maps ``id(array)`` of module parameters/buffers to their dotted
+    names: those arrays become graph inputs (after the arguments) when first read.
+    """
+    names = parameter_names(func, len(args), kwargs)
+    values = list(kwargs.values()) if kwargs is not None else list(args)
+    if kwargs is not None:
+        values = [kwargs[n] for n in names]
+    leaves: list = []
+    leaf_names: list = []
+    specs = [flatten(v, is_array, name, leaves, leaf_names) for name, v in zip(names, values)]
+    in_spec = Sequence_(tuple, specs)
+    tracer = Tracer(state_names or {})
+    with tracer.active():
+        proxies = [tracer.add_input(n, np.asarray(a)) for n, a in zip(leaf_names, leaves)]
+        rebuilt = [spec.build(proxies) for spec in specs]
+        if kwargs is not None:
+            result = func(**dict(zip(names, rebuilt)))
+        else:
+            result = func(*rebuilt)
+        out_leaves: list = []
+        out_spec = _output_spec(tracer, result, strict, out_leaves)
+        tracer.graph.set_outputs([p._graph_value(tracer) for p in out_leaves])
+    passes.dce(tracer.graph)
+    return Recording(tracer.graph, names, in_spec, out_spec, list(tracer.state_order),
+                     list(tracer.state_arrays))
+
+
+def _output_spec(tracer: Tracer, result: Any, strict: bool, leaves: list) -> Spec:
+    if result is None:
+        raise RuntimeError("the traced function returned nothing (None); it must return an array or a "
+                           "tuple of arrays computed from its inputs")
+    if not _holds_array(result):
+        raise RuntimeError(f"the traced function returned only Python values ({result!r:.100}); it must "
+                           "return at least one array")
+    return _flatten_output(tracer, result, "output", strict, leaves)
+
+
+def _holds_array(obj: Any) -> bool:
+    if isinstance(obj, (TracedArray, np.ndarray, np.generic)):
+        return True
+    if isinstance(obj, (tuple, list)):
+        return any(_holds_array(x) for x in obj)
+    if isinstance(obj, dict):
+        return any(_holds_array(x) for x in obj.values())
+    return False
+
+
+def _flatten_output(tracer: Tracer, obj: Any, where: str, strict: bool, leaves: list) -> Spec:
+    if isinstance(obj, TracedArray):
+        leaves.append(obj)
+        return Leaf(len(leaves) - 1)
+    if isinstance(obj, (np.ndarray, np.generic)):
+        # An array that never touched the inputs: the trace returns it as a constant.
+        leaves.append(freeze(tracer, obj))
+        return Leaf(len(leaves) - 1)
+    if isinstance(obj, tuple):
+        return Sequence_(tuple, [_flatten_output(tracer, x, f"{where}[{i}]", strict, leaves)
+                                 for i, x in enumerate(obj)])
+    if isinstance(obj, list):
+        if strict:
+            warn_at_user_line(
+                f"The traced function returns a list ({where}). A list is mutable and its length may depend "
+                "on the inputs; the trace records it as a fixed-length list. Return a tuple, or pass "
+                "strict=False if the list's structure is constant.", TracerWarning)
+        return Sequence_(list, [_flatten_output(tracer, x, f"{where}[{i}]", strict, leaves)
+                                for i, x in enumerate(obj)])
+    if isinstance(obj, dict):
+        if strict:
+            raise RuntimeError(
+                f"The traced function returns a dict ({where}). Dicts are only allowed as outputs with "
+                "strict=False, when their keys do not depend on the inputs; or return a tuple.")
+        for key in obj:
+            if not isinstance(key, str):
+                raise TypeError(f"{where}: output dict keys must be strings, got {key!r}")
+        return Dict_(list(obj), [_flatten_output(tracer, v, f"{where}[{k!r}]", strict, leaves)
+                                 for k, v in obj.items()])
+    raise TypeError(f"{where} of the traced function is a {type(obj).__name__} ({obj!r:.60}); traced "
+                    "functions may only return arrays and (nested) tuples of arrays (lists and dicts "
+                    "with strict=False)")

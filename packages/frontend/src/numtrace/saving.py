@@ -1,0 +1,103 @@
+"""Saving and loading traces: ``numtrace_ir.serialize`` graphs + JSON meta + state arrays.
+
+The meta records, per traced method, the argument names, the input and output
+container structures and the names of the state inputs; for a module also its
+type, training flag, submodule tree and which state names are tied to which.
+Loading needs no user code and never unpickles; anything malformed raises
+``numtrace_ir.FormatError`` naming what is wrong.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+from numtrace_ir import FormatError, serialize
+
+from .containers import Sequence_, spec_from_json
+from .traced import TracedFunction
+from .traced_module import TracedModule, _tree_of
+
+FORMAT = "numtrace.trace"
+VERSION = 1
+
+
+def _method_meta(fn: TracedFunction) -> dict:
+    return {"arg_names": list(fn.arg_names), "in_spec": fn.in_spec.to_json(), "out_spec": fn.out_spec.to_json(),
+            "state_names": list(fn.state_names)}
+
+
+def save_traced(obj: TracedFunction | TracedModule, path: str | os.PathLike) -> None:
+    """Write ``obj`` to ``path`` (a zip; see numtrace_ir.serialize for the container)."""
+    if isinstance(obj, TracedModule):
+        methods = obj.methods
+        state = obj.state_dict()
+        canonical: dict[int, str] = {}
+        for name, array in state.items():
+            canonical.setdefault(id(array), name)
+        arrays = {name: np.asarray(a) for name, a in state.items() if canonical[id(a)] == name}
+        module = {"type": obj._type, "training": obj.training, "tree": _tree_of(obj),
+                  "state": {name: canonical[id(a)] for name, a in state.items()}}
+        backend = next(iter(methods.values())).backend
+    else:
+        methods, arrays, module, backend = {"forward": obj}, {}, None, obj.backend
+    meta = {"format": FORMAT, "version": VERSION, "kind": "module" if module else "function",
+            "name": next(iter(methods.values())).__name__ if module is None else obj._type,
+            "backend": backend, "methods": {name: _method_meta(fn) for name, fn in methods.items()},
+            "module": module}
+    data = serialize.dumps({name: fn.graph for name, fn in methods.items()}, meta, arrays)
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def load(path: str | os.PathLike, backend: str | None = None) -> TracedFunction | TracedModule:
+    """Read a trace written by ``.save``; ``backend`` defaults to the one it was saved with."""
+    with open(path, "rb") as f:
+        data = f.read()
+    graphs, meta, arrays = serialize.loads(data)
+    if meta.get("format") != FORMAT:
+        raise FormatError(f"{os.fspath(path)!r} is a numtrace-ir file but not a saved numtrace trace")
+    if meta.get("version") != VERSION:
+        raise FormatError(f"saved trace version {meta.get('version')!r} is not supported (expected {VERSION})")
+    backend = backend if backend is not None else meta.get("backend")
+    if not isinstance(backend, str):
+        raise FormatError("saved trace does not name a backend")
+    try:
+        return _rebuild(graphs, meta, arrays, backend)
+    except (KeyError, TypeError, IndexError, AttributeError) as exc:
+        raise FormatError(f"saved trace {os.fspath(path)!r} is malformed: {type(exc).__name__}: {exc}") from None
+
+
+def _rebuild(graphs: dict, meta: dict, arrays: dict, backend: str) -> TracedFunction | TracedModule:
+    module = meta.get("module")
+    state: OrderedDict[str, np.ndarray] = OrderedDict()
+    if module is not None:
+        for name, canonical in module["state"].items():
+            state[name] = arrays[canonical]
+    methods = {}
+    for name, info in meta["methods"].items():
+        graph = graphs[name]
+        in_spec = spec_from_json(info["in_spec"])
+        if not isinstance(in_spec, Sequence_):
+            raise FormatError("saved input structure must be the tuple of arguments")
+        state_names = [str(n) for n in info["state_names"]]
+        arg_names = [str(n) for n in info["arg_names"]]
+        if len(graph.inputs) != in_spec.count() + len(state_names):
+            raise FormatError(f"saved method {name!r}: its graph has {len(graph.inputs)} inputs, the meta "
+                              f"describes {in_spec.count()} arguments and {len(state_names)} state arrays")
+        methods[name] = TracedFunction(graph, name=name if module is not None else meta["name"],
+                                       arg_names=arg_names, in_spec=in_spec,
+                                       out_spec=spec_from_json(info["out_spec"]), backend=backend,
+                                       state=[state[n] for n in state_names], state_names=state_names)
+    if module is None:
+        return methods["forward"]
+    return TracedModule(module["type"], methods, state, module["tree"], bool(module["training"]))
+
+
+def read_graphs(path: str | os.PathLike) -> tuple[dict, dict]:
+    """The graphs and meta of a saved trace, without building callables (for ``numtrace show``)."""
+    with open(path, "rb") as f:
+        graphs, meta, _ = serialize.loads(f.read())
+    return graphs, meta

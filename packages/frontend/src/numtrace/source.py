@@ -1,0 +1,55 @@
+"""Finding the user's source line: for node locations and for warnings.
+
+A frame is *internal* when its file lies in numtrace's own machinery or in NumPy;
+``numtrace.nn`` and ``numtrace.module`` count as user code, so layers' nodes point
+at the layer's line just as a user's own module would.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from types import FrameType
+
+import numpy as np
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_USER_VISIBLE = {os.path.join(_PACKAGE_DIR, name) for name in ("nn.py", "module.py")}
+_NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__))
+
+
+def _is_internal(filename: str) -> bool:
+    if filename.startswith(_PACKAGE_DIR):
+        return filename not in _USER_VISIBLE
+    return filename.startswith(_NUMPY_DIR)
+
+
+def user_frame() -> FrameType | None:
+    """The innermost frame that is not numtrace machinery or NumPy."""
+    frame = sys._getframe(1)
+    while frame is not None and _is_internal(frame.f_code.co_filename):
+        frame = frame.f_back
+    return frame
+
+
+def user_location() -> str | None:
+    """``"file:line"`` of the user's code that triggered the current operation."""
+    frame = user_frame()
+    if frame is None:
+        return None
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+
+
+def warn_at_user_line(message: str, category: type[Warning]) -> None:
+    """Issue ``message`` attributed to the user's source line, not to numtrace."""
+    frame = user_frame()
+    if frame is None:
+        warnings.warn(message, category, stacklevel=2)
+        return
+    module_globals = frame.f_globals
+    registry = module_globals.setdefault("__warningregistry__", {})
+    warnings.warn_explicit(
+        message, category, frame.f_code.co_filename, frame.f_lineno,
+        module=module_globals.get("__name__", "<unknown>"), registry=registry,
+    )

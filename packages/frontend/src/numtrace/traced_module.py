@@ -1,0 +1,136 @@
+"""``TracedModule``: the traced methods of a ``Module``, its submodule tree and its state.
+
+Parameters and buffers are inputs of every method graph that reads them, bound at
+call time to the arrays held here (the module's own arrays, shared as in the
+reference tracer), so ``load_state_dict`` changes the outputs without re-tracing.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .module import check_state_keys, checked_state_value
+from .traced import TracedFunction
+
+
+class TracedSubmodule:
+    """A node of the traced module tree: exposes state and children, but runs nothing by itself."""
+
+    def __init__(self, path: str, module_type: str, state: Mapping[str, np.ndarray],
+                 children: Mapping[str, TracedSubmodule], training: bool):
+        object.__setattr__(self, "_path", path)
+        object.__setattr__(self, "_type", module_type)
+        object.__setattr__(self, "_local_state", dict(state))
+        object.__setattr__(self, "_children", dict(children))
+        object.__setattr__(self, "training", training)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        if name in self._local_state:
+            return self._local_state[name]
+        if name in self._children:
+            return self._children[name]
+        raise AttributeError(f"traced module {self._path or type(self).__name__!r} ({self._type}) has no "
+                             f"attribute {name!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"traced modules are read-only: use load_state_dict to change {name!r}")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(f"submodule {self._path!r} ({self._type}) of a traced module is not callable on its "
+                        "own: only the traced methods of the top-level module run")
+
+    def named_children(self):
+        return iter(self._children.items())
+
+    def __repr__(self) -> str:
+        return f"<traced {self._type} at {self._path!r}>"
+
+
+class TracedModule(TracedSubmodule):
+    """The result of ``trace_module``: every traced method as an attribute, state, submodules."""
+
+    def __init__(self, module_type: str, methods: Mapping[str, TracedFunction], state: OrderedDict,
+                 tree: Mapping[str, Any], training: bool):
+        local, children = _build_tree("", tree, state)
+        super().__init__("", module_type, local, children, training)
+        object.__setattr__(self, "_methods", dict(methods))
+        object.__setattr__(self, "_state", state)
+
+    def __getattr__(self, name: str) -> Any:
+        methods = self.__dict__.get("_methods", {})
+        if name in methods:
+            return methods[name]
+        return super().__getattr__(name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if "forward" not in self._methods:
+            raise TypeError(f"this traced {self._type} has no traced forward (traced: {', '.join(self._methods)})")
+        return self._methods["forward"](*args, **kwargs)
+
+    @property
+    def methods(self) -> dict[str, TracedFunction]:
+        return dict(self._methods)
+
+    @property
+    def graph(self) -> Any:
+        return self._methods["forward"].graph if "forward" in self._methods else None
+
+    @property
+    def code(self) -> str:
+        return "\n\n".join(m.code for m in self._methods.values())
+
+    def state_dict(self) -> OrderedDict[str, np.ndarray]:
+        return OrderedDict(self._state)
+
+    def named_parameters(self):
+        return iter(self._state.items())
+
+    def load_state_dict(self, state: Mapping[str, Any], strict: bool = True) -> None:
+        """Copy new values into the traced state in place (validated like ``Module.load_state_dict``)."""
+        check_state_keys(self._state, state, strict)
+        checked = {k: checked_state_value(k, self._state[k], v) for k, v in state.items() if k in self._state}
+        for key, value in checked.items():
+            np.copyto(self._state[key], value, casting="same_kind")
+
+    def to(self, backend: str) -> TracedModule:
+        methods = {name: fn.to(backend) for name, fn in self._methods.items()}
+        return TracedModule(self._type, methods, self._state, _tree_of(self), self.training)
+
+    def save(self, path: Any) -> None:
+        from .saving import save_traced
+
+        save_traced(self, path)
+
+    def __repr__(self) -> str:
+        mode = "training" if self.training else "eval"
+        return f"<numtrace.TracedModule {self._type} ({mode} mode) methods: {', '.join(self._methods)}>"
+
+
+def _build_tree(path: str, tree: Mapping[str, Any], state: Mapping[str, np.ndarray]):
+    """``tree`` is ``{"type": str, "state": [local names], "children": {name: tree}}``."""
+    prefix = f"{path}." if path else ""
+    local = {name: state[prefix + name] for name in tree["state"] if prefix + name in state}
+    children = {}
+    for name, sub in tree["children"].items():
+        sub_local, sub_children = _build_tree(prefix + name, sub, state)
+        children[name] = TracedSubmodule(prefix + name, sub["type"], sub_local, sub_children, sub["training"])
+    return local, children
+
+
+def _tree_of(node: TracedSubmodule) -> dict:
+    return {"type": node._type, "training": node.training, "state": list(node._local_state),
+            "children": {name: _tree_of(child) for name, child in node._children.items()}}
+
+
+def module_tree(module: Any) -> dict:
+    """The submodule tree of a ``Module`` as plain data (``None`` submodules dropped)."""
+    params, buffers, modules = module._state_dicts()
+    return {"type": type(module).__name__, "training": bool(module.training),
+            "state": [n for n, v in list(params.items()) + list(buffers.items()) if v is not None],
+            "children": {name: module_tree(child) for name, child in modules.items() if child is not None}}

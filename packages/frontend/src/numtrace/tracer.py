@@ -1,0 +1,221 @@
+"""The recording state: which trace is active, how values enter the graph, how nodes are recorded.
+
+One ``Tracer`` exists per trace run and is active on the thread that runs the user's
+code. Everything that becomes a node goes through ``Tracer.record``: it runs nothing
+itself (the caller already computed the eager NumPy result), binds the call to the
+op's schema, turns inputs into graph values (traced arrays, traced ints, or new
+constants), and checks that the op's type rule agrees with what NumPy produced, so a
+graph can never silently disagree with the run it was recorded from.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+from numtrace_ir import Graph, ScalarType, TensorType, registry
+
+from .source import user_location
+
+_local = threading.local()
+
+_PY_SCALARS = (bool, int, float, complex)
+_SCALAR_KIND = {bool: "bool", int: "int", float: "float", complex: "complex"}
+
+
+def is_tracing() -> bool:
+    """Whether numtrace is recording a trace on this thread right now."""
+    return getattr(_local, "tracer", None) is not None
+
+
+def current_tracer() -> Tracer | None:
+    return getattr(_local, "tracer", None)
+
+
+class Tracer:
+    """Builds one graph while the user's function runs on traced arrays."""
+
+    def __init__(self, state_names: dict[int, str] | None = None) -> None:
+        self.graph = Graph()
+        # Module state that becomes graph inputs when first read: id(array) -> dotted name.
+        self.state_names = state_names or {}
+        self.state_order: list[str] = []
+        self.state_arrays: list[np.ndarray] = []
+        self._state_proxies: dict[int, Any] = {}
+        self._symbols: dict[Any, str] = {}
+        # Boolean-mask reads made so far: each gets its own data-dependent size symbol.
+        self.mask_count = 0
+        # Weak references to every traced array made, for the aliasing check of in-place writes.
+        self.live: list[weakref.ref] = []
+
+    def live_arrays(self) -> list:
+        arrays = [a for a in (ref() for ref in self.live) if a is not None]
+        if len(arrays) < len(self.live) // 2:
+            self.live = [weakref.ref(a) for a in arrays]
+        return arrays
+
+    @contextmanager
+    def active(self) -> Iterator[Tracer]:
+        if getattr(_local, "tracer", None) is not None:
+            raise RuntimeError("numtrace.trace was called while a trace is being recorded; "
+                               "tracing inside a traced function is not supported")
+        from .interception import numpy_intercepted
+
+        _local.tracer = self
+        try:
+            with numpy_intercepted():
+                yield self
+        finally:
+            _local.tracer = None
+
+    # -- values entering the graph ----------------------------------------------------------
+    def add_input(self, name: str, array: np.ndarray) -> Any:
+        from .proxy import TracedArray
+
+        value = self.graph.add_input(name, tensor_type_of(array, f"input {name!r}"))
+        return TracedArray(self, value, array)
+
+    def state(self, array: Any) -> Any:
+        """The traced input for a module parameter/buffer; arrays that are not traced state pass through."""
+        key = id(array)
+        proxy = self._state_proxies.get(key)
+        if proxy is None:
+            name = self.state_names.get(key)
+            if name is None:
+                return array
+            proxy = self.add_input(name, np.asarray(array))
+            self._state_proxies[key] = proxy
+            self.state_order.append(name)
+            self.state_arrays.append(array)
+        return proxy
+
+    def constant(self, value: Any) -> Any:
+        """A ``prim.Constant`` node for an array or Python scalar; arrays are copied (frozen now)."""
+        if isinstance(value, (np.ndarray, np.generic)):
+            value = np.array(value, copy=True)
+            out_type = tensor_type_of(value, "constant")
+        else:
+            out_type = ScalarType(_SCALAR_KIND[type(value)])
+        node = self.graph.create_node("prim.Constant", [], attrs={"value": value}, loc=user_location(),
+                                      out_types=(out_type,))
+        return node.output
+
+    def value_of(self, obj: Any) -> Any:
+        """The graph value for an op input: traced values as is, anything else as a new constant."""
+        from .proxy import TracedArray
+        from .traced_int import TracedInt
+
+        if isinstance(obj, TracedArray):
+            return obj._graph_value(self)
+        if isinstance(obj, TracedInt):
+            return obj._graph_value(self)
+        if isinstance(obj, (np.ndarray, np.generic)):
+            return self.constant(obj)
+        if isinstance(obj, _PY_SCALARS):
+            return self.constant(obj)
+        raise TypeError(f"cannot use {type(obj).__name__} {obj!r:.80} as an array operand in a trace")
+
+    # -- recording --------------------------------------------------------------------------
+    def symbol(self, traced_int: Any) -> str:
+        """The dim symbol standing for a traced int in a dynamic shape attr: one per graph value, so two
+        shapes built from the same ``x.shape[0]`` agree."""
+        value = traced_int._graph_value(self)
+        name = self._symbols.get(value)
+        if name is None:
+            name = self._symbols[value] = f"n{len(self._symbols)}"
+        return name
+
+    def record(self, op_name: str, inputs: list, attrs: dict, result: Any, *, exact: bool = False) -> Any:
+        """Record ``op_name`` applied to ``inputs`` and return ``result`` wrapped as traced values.
+
+        ``result`` is what NumPy computed eagerly: an array, a scalar, or a tuple of them
+        for a multi-output op.
+        """
+        node = self.record_node(op_name, inputs, attrs, result, exact=exact)
+        if len(node.outputs) == 1 and not isinstance(result, (tuple, list)):
+            return self.wrap(node.outputs[0], result)
+        wrapped = [self.wrap(v, r) for v, r in zip(node.outputs, result)]
+        return wrapped if isinstance(result, list) else tuple(wrapped)  # np.split gives a list
+
+    def record_node(self, op_name: str, inputs: list, attrs: dict, result: Any, *, exact: bool = False) -> Any:
+        """Create the node and check its inferred output types against NumPy's eager ``result``.
+
+        ``exact``: for ops whose output shape comes from traced ints (``prim.reshape``...), the rule
+        can only give symbols; the node gets the shape NumPy produced, which holds for every call
+        at the traced input shapes (calls at other shapes re-derive the types).
+        """
+        values = [self.value_of(x) for x in inputs]
+        attrs = {k: attr_value(v, f"{op_name}: attribute {k}") for k, v in attrs.items()}
+        out_types = None
+        if exact:
+            registry.get(op_name).infer(tuple(v.type for v in values), attrs)  # the rule still validates
+            out_types = (tensor_type_of(np.asarray(result), op_name),)
+        node = self.graph.create_node(op_name, values, attrs=attrs, loc=user_location(), out_types=out_types)
+        results = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+        if len(results) != len(node.outputs):
+            raise AssertionError(f"numtrace internal error: {op_name} recorded {len(node.outputs)} outputs, "
+                                 f"NumPy returned {type(result).__name__}")
+        for value, concrete in zip(node.outputs, results):
+            vtype = value.type
+            if isinstance(vtype, TensorType):
+                array = np.asarray(concrete)
+                if array.dtype != vtype.dtype or (vtype.is_concrete and array.shape != vtype.shape):
+                    raise AssertionError(
+                        f"numtrace internal error: the type rule of {op_name} gives {vtype}, but NumPy "
+                        f"returned {array.dtype}{list(array.shape)} (at {node.loc})")
+        return node
+
+    def wrap(self, value: Any, concrete: Any) -> Any:
+        """A traced value for graph value ``value`` whose eager result is ``concrete``."""
+        from .proxy import TracedArray
+        from .traced_int import TracedInt
+
+        vtype = value.type
+        if isinstance(vtype, TensorType):
+            return TracedArray(self, value, np.asarray(concrete))
+        if isinstance(vtype, ScalarType) and vtype.kind == "int":
+            return TracedInt(int(concrete), self, value)
+        return concrete
+
+
+def tensor_type_of(array: np.ndarray, what: str) -> TensorType:
+    """The IR type of a concrete array; a clear error for dtypes the IR does not have."""
+    try:
+        return TensorType(array.dtype, array.shape)
+    except TypeError as exc:
+        raise TypeError(f"{what}: arrays of dtype {array.dtype} cannot be traced ({exc})") from None
+
+
+def attr_value(value: Any, where: str) -> Any:
+    """``value`` as a static attribute: NumPy scalars and traced ints become Python values, lists tuples."""
+    from .proxy import TracedArray
+
+    if value is None or type(value) in (bool, int, float, complex, str, slice) or value is Ellipsis:
+        if type(value) is slice:
+            return slice(*(attr_value(v, where) for v in (value.start, value.stop, value.step)))
+        return value
+    if isinstance(value, TracedArray):
+        raise TypeError(f"{where} must be a static value, but a traced array was given; numtrace "
+                        "records this argument as a constant of the graph")
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value)
+    if isinstance(value, (complex, np.complexfloating)):
+        return complex(value)
+    if isinstance(value, (tuple, list)):
+        return tuple(attr_value(v, where) for v in value)
+    if isinstance(value, np.ndarray):
+        return np.array(value, copy=True)
+    if isinstance(value, (type, np.dtype)):
+        return np.dtype(value)
+    if isinstance(value, str):
+        return str(value)
+    return value
+

@@ -1,0 +1,35 @@
+"""Shared fixtures: the backends every tracer test runs on, seeded RNGs, warnings as errors.
+
+Tests that take a ``backend`` argument run on every installed, available backend:
+always ``reference``; ``cpu`` when installed; ``triton`` (in interpreter mode, which
+is slow) only for tests marked ``@pytest.mark.triton``.
+"""
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")  # before anything imports triton
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import numtrace  # noqa: E402
+
+_AVAILABLE = numtrace.available_backends()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("filterwarnings", "error")
+    config.addinivalue_line("markers", "triton: also run this test on the triton backend (slow interpreter)")
+
+
+def pytest_generate_tests(metafunc):
+    if "backend" in metafunc.fixturenames:
+        wanted = ["reference", "cpu"]
+        if metafunc.definition.get_closest_marker("triton") is not None:
+            wanted.append("triton")
+        metafunc.parametrize("backend", [b for b in wanted if b in _AVAILABLE])
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)

@@ -1,0 +1,130 @@
+"""The trace checker: graph diffs, constant diffs, output mismatches, failing runs."""
+
+import numpy as np
+import pytest
+
+import numtrace as nt
+
+HERE = __file__
+
+
+def loop_in_traced_fn(x):
+    result = x[0]
+    for i in range(x.shape[0]):
+        result = result * x[i]
+    return result
+
+
+def test_seed_example_loop_with_check_inputs_raises_with_a_diff(rng):
+    inputs = (rng.random((3, 4, 5)),)
+    check_inputs = [(rng.random((4, 5, 6)),), (rng.random((2, 3, 4)),)]
+    # The re-run at another shape also differs from the Python function: that is warned about first.
+    with pytest.raises(nt.TracingCheckError) as info, pytest.warns(nt.TracerWarning, match="Output nr 1."):
+        nt.trace(loop_in_traced_fn, inputs, check_inputs=check_inputs, backend="reference")
+    message = str(info.value)
+    assert "ERROR: Graphs differed across invocations!" in message
+    assert "Graph diff:" in message
+    assert "+   " in message or "-   " in message
+    assert "First diverging operator:" in message
+    assert f"Check source location:\n\t\t{HERE}:" in message
+    assert info.value.graph_diff is not None
+
+
+def test_shape_generic_program_passes_check_inputs_of_other_shapes(rng):
+    def f(x):
+        return (x * x).sum(axis=-1).reshape(x.shape[0], 1) + 1.0
+
+    traced = nt.trace(f, (rng.random((3, 4)),), check_inputs=[(rng.random((5, 4)),), (rng.random((1, 7)),)],
+                      backend="reference")
+    a = rng.random((6, 2))
+    np.testing.assert_allclose(traced(a), f(a))
+
+
+def test_constants_that_differ_across_invocations_are_reported(rng):
+    def f(x):
+        return x + np.asarray(x).mean()  # the conversion freezes the mean as a constant
+
+    with pytest.warns(nt.TracerWarning):
+        with pytest.raises(nt.TracingCheckError) as info:
+            nt.trace(f, (rng.random(4),), check_inputs=[(rng.random(4),)], backend="reference")
+    message = str(info.value)
+    assert "Constant nodes differed in value across invocations" in message
+    assert "untraceable code" in message
+
+
+def test_output_mismatch_warns_output_nr(rng):
+    def f(x):
+        return x * 2.0 + np.random.standard_normal(x.shape[0])  # nondeterministic
+
+    with pytest.warns(nt.TracerWarning) as record:
+        nt.trace(f, (rng.random(5),), backend="reference")
+    messages = [str(w.message) for w in record]
+    assert any(m.startswith("Output nr 1. of the traced function does not match the corresponding output of "
+                            "the Python function") for m in messages)
+    nondeterministic = [m for m in messages if "nondeterministic nodes" in m]
+    assert len(nondeterministic) == 1
+    assert "Did you forget to call .eval()" in nondeterministic[0]
+    assert "np.random.standard_normal" in nondeterministic[0]
+
+
+def test_fill_row_zero_with_random_row_warns_like_the_seed(rng):
+    def fill_row_zero(x):
+        x[0] = np.random.rand(*x.shape[1:2])
+        return x
+
+    with pytest.warns(nt.TracerWarning) as record:
+        traced = nt.trace(fill_row_zero, (rng.random((3, 4)),), backend="reference")
+    messages = [str(w.message) for w in record]
+    assert any(m.startswith("Output nr 1.") for m in messages)
+    assert any("nondeterministic nodes" in m for m in messages)
+    out = traced(np.ones((3, 4)))
+    np.testing.assert_array_equal(out[1:], 1.0)
+    assert ((out[0] >= 0) & (out[0] < 1)).all()
+
+
+def test_exception_while_running_the_trace_is_a_check_error(rng):
+    def f(x):
+        return x.reshape(x.size // 2, 2)  # x.size is a plain int: (2, 2) is baked into the first trace
+
+    with pytest.raises(nt.TracingCheckError, match="encountered an exception while running the trace") as info:
+        nt.trace(f, (rng.random(4),), check_inputs=[(rng.random(6),)], backend="reference")
+    assert "shapes do not fit" in str(info.value)
+
+
+def test_exception_while_retracing_is_a_check_error(rng):
+    with pytest.raises(nt.TracingCheckError, match="while re-tracing the function"):
+        nt.trace(lambda x: x.reshape(2, -1), (rng.random(4),), check_inputs=[(rng.random(5),)],
+                 backend="reference")
+
+
+def test_exception_in_the_python_function_is_a_check_error(rng):
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        if len(calls) == 3:
+            raise ArithmeticError("boom")
+        return x + 1.0
+
+    with pytest.raises(nt.TracingCheckError, match="while running the Python function") as info:
+        nt.trace(f, (rng.random(2),), backend="reference")
+    assert "ArithmeticError: boom" in str(info.value)
+
+
+def test_check_tolerance_is_used(rng):
+    state = {"n": 0}
+
+    def drifting(x):
+        state["n"] += 1
+        return x * (1.0 + 1e-4 * (state["n"] == 3))  # the untraced check run drifts by 1e-4
+
+    x = rng.random(3) + 1.0
+    with pytest.warns(nt.TracerWarning, match="Output nr 1"):
+        nt.trace(drifting, (x,), backend="reference")
+    state["n"] = 0
+    nt.trace(drifting, (x,), backend="reference", check_tolerance=1e-3)
+
+
+def test_check_trace_false_skips_the_checker(rng):
+    nt.trace(loop_in_traced_fn, (rng.random((3, 4)),), check_trace=False,
+             check_inputs=[(rng.random((4, 4)),)], backend="reference")

@@ -1,0 +1,88 @@
+"""Saving and loading traces, and the ``numtrace`` command line."""
+
+import zipfile
+
+import numpy as np
+import pytest
+from numtrace_ir import FormatError
+
+import numtrace as nt
+from numtrace import nn
+from numtrace.cli import main
+
+
+def _model():
+    return nn.Sequential(nn.Linear(4, 8, seed=0), nn.ReLU(), nn.Linear(8, 2, seed=1))
+
+
+def test_function_round_trip_with_containers(tmp_path, backend, rng):
+    def f(x, d):
+        return (x * d["scale"] + 1.0, d["bias"] - x)
+
+    x = rng.standard_normal(3).astype(np.float32)
+    d = {"scale": rng.standard_normal(3).astype(np.float32), "bias": rng.standard_normal(3).astype(np.float32)}
+    traced = nt.trace(f, (x, d), backend="reference")
+    path = tmp_path / "f.nt"
+    traced.save(path)
+    loaded = nt.load(path, backend=backend)
+    assert loaded.backend == backend
+    for got, want in zip(loaded(x, d), f(x, d)):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert str(loaded.graph) == str(traced.graph)
+
+
+def test_module_round_trip_keeps_state_and_tree(tmp_path, rng):
+    model = _model()
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    traced = nt.trace(model, x, backend="reference")
+    path = tmp_path / "m.nt"
+    traced.save(path)
+    loaded = nt.load(path)
+    assert isinstance(loaded, nt.TracedModule)
+    np.testing.assert_allclose(loaded(x), model(x), rtol=1e-6)
+    assert list(loaded.state_dict()) == list(model.state_dict())
+    assert loaded.training is True
+    np.testing.assert_array_equal(getattr(loaded, "0").weight, model[0].weight)
+    new = {k: np.zeros_like(v) for k, v in loaded.state_dict().items()}
+    loaded.load_state_dict(new)
+    np.testing.assert_array_equal(loaded(x), np.zeros((3, 2), np.float32))
+    np.testing.assert_allclose(traced(x), model(x), rtol=1e-6)  # the loaded copy is independent
+
+
+def test_corrupt_files_are_clear_errors(tmp_path, rng):
+    bad = tmp_path / "bad.nt"
+    bad.write_bytes(b"not a zip at all")
+    with pytest.raises(FormatError, match="not a zip"):
+        nt.load(bad)
+    traced = nt.trace(lambda x: x + 1.0, (rng.standard_normal(2),), backend="reference")
+    good = tmp_path / "good.nt"
+    traced.save(good)
+    with zipfile.ZipFile(good) as src, zipfile.ZipFile(tmp_path / "edited.nt", "w") as dst:
+        for item in src.infolist():
+            data = src.read(item)
+            if item.filename == "meta.json":
+                data = data.replace(b'"in_spec"', b'"in_spek"')
+            dst.writestr(item, data)
+    with pytest.raises(FormatError, match="malformed"):
+        nt.load(tmp_path / "edited.nt")
+
+
+def test_cli_show_prints_the_graphs(tmp_path, capsys, rng):
+    traced = nt.trace(_model(), rng.standard_normal((2, 4)).astype(np.float32), backend="reference")
+    path = tmp_path / "model.nt"
+    traced.save(path)
+    assert main(["show", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "saved module 'Sequential'" in out
+    assert "# method forward" in out
+    assert "np.matmul" in out and "graph(%x" in out
+
+
+def test_cli_errors_and_backends(tmp_path, capsys):
+    assert main(["show", str(tmp_path / "missing.nt")]) == 1
+    assert "cannot read" in capsys.readouterr().err
+    (tmp_path / "junk.nt").write_bytes(b"junk")
+    assert main(["show", str(tmp_path / "junk.nt")]) == 1
+    assert "not a valid saved trace" in capsys.readouterr().err
+    assert main(["backends"]) == 0
+    assert "reference: available" in capsys.readouterr().out

@@ -1,0 +1,105 @@
+"""TracerWarning: every conversion that leaves the graph warns, naming the user's line."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import numtrace as nt
+
+HERE = __file__
+
+
+def _trace(f, *args):
+    return nt.trace(f, args, backend="reference", check_trace=False)
+
+
+def _assert_one_warning_here(record, match):
+    ours = [w for w in record if issubclass(w.category, nt.TracerWarning)]
+    assert len(ours) == 1, [str(w.message) for w in ours]
+    assert ours[0].filename == HERE
+    assert match in str(ours[0].message)
+    return ours[0]
+
+
+X = np.linspace(-1.0, 1.0, 6, dtype=np.float32).reshape(2, 3)
+
+
+@pytest.mark.parametrize("convert, what", [
+    (lambda x: bool(x.sum() > 0), "Python bool"),
+    (lambda x: int(x[0, 0]), "Python int"),
+    (lambda x: float(x.sum()), "Python float"),
+    (lambda x: complex(x[0, 0]), "Python complex"),
+    (lambda x: [0, 1, 2][x.astype(np.int64)[1, 2]], "Python index"),
+    (lambda x: x.sum().item(), ".item()"),
+    (lambda x: x.tolist(), ".tolist()"),
+    (lambda x: np.asarray(x), "np.asarray"),
+    (lambda x: len(x), "len()"),
+])
+def test_conversions_warn_at_the_user_line(convert, what):
+    def f(x):
+        convert(x)
+        return x * 2.0
+
+    with pytest.warns(nt.TracerWarning) as record:
+        _trace(f, X)
+    w = _assert_one_warning_here(record, what)
+    assert "might not generalize" in str(w.message)
+
+
+def test_data_dependent_branch_warns_and_records_the_branch_taken():
+    def f(x):
+        if x.sum() > 0:  # BRANCH
+            return x * 2.0
+        return x - 1.0
+
+    with pytest.warns(nt.TracerWarning, match="Python bool") as record:
+        traced = _trace(f, np.ones(3, np.float32))
+    w = _assert_one_warning_here(record, "bool")
+    with open(HERE) as src:
+        assert "# BRANCH" in src.readlines()[w.lineno - 1]
+    np.testing.assert_allclose(traced(-np.ones(3, np.float32)), -2.0)  # the traced branch, always
+
+
+def test_iteration_warns_and_records_rows():
+    def f(x):
+        total = x[0] * 0.0
+        for row in x:
+            total = total + row
+        return total
+
+    with pytest.warns(nt.TracerWarning, match="Iterating over a traced array") as record:
+        traced = _trace(f, X)
+    _assert_one_warning_here(record, "traced length 2")
+    y = X + 1.0
+    np.testing.assert_allclose(traced(y), y.sum(axis=0), rtol=1e-6)
+
+
+def test_unsupported_numpy_function_becomes_a_constant():
+    def f(x):
+        return x + np.unwrap(x)
+
+    with pytest.warns(nt.TracerWarning, match="np.unwrap is not supported") as record:
+        traced = _trace(f, X)
+    _assert_one_warning_here(record, "recorded as a constant")
+    consts = [n for n in traced.graph.nodes if n.op == "prim.Constant"]
+    assert len(consts) == 1
+    np.testing.assert_allclose(traced(np.zeros_like(X)), np.unwrap(X))
+
+
+def test_library_code_does_not_warn():
+    model = nt.nn.Sequential(nt.nn.Linear(3, 4, seed=0), nt.nn.GELU(), nt.nn.LayerNorm(4), nt.nn.ReLU())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        nt.trace(model, X, backend="reference")
+
+
+def test_shape_reads_do_not_warn():
+    def f(x):
+        n, m = x.shape
+        return x.reshape(n * m) * float(m)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        traced = _trace(f, X)
+    np.testing.assert_allclose(traced(np.ones((4, 3), np.float32)), np.full(12, 3.0))

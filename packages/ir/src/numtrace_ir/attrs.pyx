@@ -1,0 +1,110 @@
+"""Attribute values: which static Python values a node may carry, and their exact text form.
+
+The text form is the identity of an attribute: the printer, CSE and graph equality all use it, so
+`nan` equals `nan`, `0.0` differs from `-0.0` and `1` differs from `True`, as a trace needs.
+"""
+
+import math
+
+import numpy as np
+
+from numtrace_ir.types cimport TensorType
+
+from numtrace_ir.types import normalize_dtype
+
+__all__ = ["check_attr", "format_array", "format_attr", "format_float"]
+
+cpdef object check_attr(object value, str where):
+    """Raise `TypeError` naming `where` unless `value` is an attribute value the IR can hold."""
+    cdef type t = type(value)
+    if value is None or t is bool or t is int or t is float or t is str or value is Ellipsis:
+        return
+    if t is complex:
+        return
+    if t is tuple:
+        for v in <tuple>value:
+            check_attr(v, where)
+        return
+    if t is slice:
+        check_attr(value.start, where)
+        check_attr(value.stop, where)
+        check_attr(value.step, where)
+        return
+    if isinstance(value, (np.dtype, np.ndarray)):
+        # Arrays and dtypes are limited to the IR's dtypes (bool, int, uint, float, complex).
+        try:
+            normalize_dtype(value if isinstance(value, np.dtype) else value.dtype)
+        except TypeError as e:
+            raise TypeError(f"{where}: {e}") from None
+        return
+    raise TypeError(
+        f"{where}: {t.__name__} {value!r} is not an attribute value; expected None, bool, int, float, "
+        "complex, str, tuple, slice, Ellipsis, numpy.dtype or numpy.ndarray")
+
+
+cpdef str format_float(object x):
+    """Shortest text that reads back to the same value (`inf`, `-inf`, `nan` spelled plainly)."""
+    cdef double d = x
+    if math.isfinite(d):
+        return repr(d)
+    if d != d:
+        return "nan"
+    return "inf" if d > 0 else "-inf"
+
+
+cdef str _format_element(object x, str kind):
+    # NumPy's str of a scalar is the shortest text that reads back exactly in that scalar's own dtype.
+    if kind == "f":
+        return str(x)
+    if kind == "c":
+        return f"complex({_format_element(x.real, 'f')}, {_format_element(x.imag, 'f')})"
+    if kind == "b":
+        return "True" if x else "False"
+    return str(int(x))
+
+
+cpdef str format_array(object arr, object array_ref=None):
+    """`array(f32[2, 2]; 1.0, 2.0, 3.0, 4.0)`: the type, then the elements in C order.
+
+    With `array_ref` (a callable taking the array), the elements are replaced by `@"<member>"`, the
+    name that callable returns: saved graphs keep their arrays as separate `.npy` members.
+    """
+    cdef str kind = arr.dtype.kind
+    head = str(TensorType(arr.dtype, arr.shape))
+    if array_ref is not None:
+        return f"array({head}; @{array_ref(arr)!r})"
+    flat = np.ascontiguousarray(arr).reshape(-1)
+    if kind == "f" and arr.dtype.itemsize == 8:
+        body = ", ".join([format_float(v) for v in flat.tolist()])
+    elif kind in "iu":
+        body = ", ".join([str(v) for v in flat.tolist()])
+    else:
+        body = ", ".join([_format_element(v, kind) for v in flat])
+    return f"array({head}; {body})"
+
+
+cpdef str format_attr(object value, object array_ref=None):
+    """The text form of an attribute value (see the module docstring); the parser reads it back."""
+    cdef type t = type(value)
+    if t is int or t is bool or value is None:
+        return repr(value)
+    if t is float:
+        return format_float(value)
+    if t is str:
+        return repr(value)
+    if t is tuple:
+        if len(<tuple>value) == 1:
+            return "(" + format_attr((<tuple>value)[0], array_ref) + ",)"
+        return "(" + ", ".join([format_attr(v, array_ref) for v in <tuple>value]) + ")"
+    if value is Ellipsis:
+        return "..."
+    if t is complex:
+        return f"complex({format_float(value.real)}, {format_float(value.imag)})"
+    if t is slice:
+        return (f"slice({format_attr(value.start, array_ref)}, {format_attr(value.stop, array_ref)}, "
+                f"{format_attr(value.step, array_ref)})")
+    if isinstance(value, np.dtype):
+        return f"dtype({TensorType(value, ()).dtype_name})"
+    if isinstance(value, np.ndarray):
+        return format_array(value, array_ref)
+    raise TypeError(f"{t.__name__} {value!r} is not an attribute value")

@@ -1,0 +1,13 @@
+"""Op definitions, one module per family. Importing this package registers every op in
+`numtrace_ir.registry`; add an op by adding one entry (usually one factory call) to its family."""
+
+from numtrace_ir.ops import (
+    contractions,  # noqa: F401
+    creation,  # noqa: F401
+    elementwise,  # noqa: F401
+    indexing,  # noqa: F401
+    movement,  # noqa: F401
+    prim,  # noqa: F401
+    random,  # noqa: F401
+    reductions,  # noqa: F401
+)

@@ -1,0 +1,297 @@
+"""Contractions: `matmul`, `dot`, `einsum`, `tensordot`, `outer`, `inner` and the ufunc ``.outer``
+forms. A contracted pair of dims must be equal; a symbol against a number is accepted (checked at
+run time). Result dtypes are NumPy's promotion of the operands."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from numtrace_ir import dims
+from numtrace_ir.dims import ShapeError
+from numtrace_ir.ops import rules
+from numtrace_ir.ops import sampling as S
+from numtrace_ir.registry import Attr, Input, Inputs, OpDef, Sample, Unsupported, register
+from numtrace_ir.types import TensorType
+
+
+def _contract(name: str, a, b, where: str) -> None:
+    """Contracted dims must match; a symbolic one is checked when the graph is specialized."""
+    if type(a) is int and type(b) is int and a != b:
+        raise ShapeError(f"{name}: {where}: {a} != {b}")
+
+
+def _two_tensors(name, types):
+    a, b = types
+    if type(a) is not TensorType or type(b) is not TensorType:
+        raise TypeError(f"{name}: expected two arrays, got {a} and {b}")
+    return a, b, rules.result_dtype(name, types)
+
+
+def _matmul_rule(types, attrs):
+    name = "np.matmul"
+    a, b, dt = _two_tensors(name, types)
+    if a.ndim == 0 or b.ndim == 0:
+        raise ShapeError(f"{name}: operands must be at least 1-d, got {a} and {b}")
+    sa = a.shape if a.ndim > 1 else (1,) + a.shape
+    sb = b.shape if b.ndim > 1 else b.shape + (1,)
+    _contract(name, sa[-1], sb[-2], f"contracted dims of {a} and {b}")
+    batch = rules.broadcast(name, sa[:-2], sb[:-2])
+    out = batch + ((sa[-2],) if a.ndim > 1 else ()) + ((sb[-1],) if b.ndim > 1 else ())
+    return TensorType(dt, out)
+
+
+def _dot_rule(types, attrs):
+    name = "np.dot"
+    a, b, dt = _two_tensors(name, types)
+    if a.ndim == 0 or b.ndim == 0:
+        return TensorType(dt, a.shape or b.shape)
+    k = -2 if b.ndim > 1 else -1
+    _contract(name, a.shape[-1], b.shape[k], f"last dim of {a} vs dim {k} of {b}")
+    return TensorType(dt, a.shape[:-1] + b.shape[:k] + (b.shape[-1:] if b.ndim > 1 else ()))
+
+
+def _inner_rule(types, attrs):
+    name = "np.inner"
+    a, b, dt = _two_tensors(name, types)
+    if a.ndim == 0 or b.ndim == 0:
+        return TensorType(dt, a.shape or b.shape)
+    _contract(name, a.shape[-1], b.shape[-1], f"last dims of {a} and {b}")
+    return TensorType(dt, a.shape[:-1] + b.shape[:-1])
+
+
+def _outer_rule(types, attrs):
+    a, b, dt = _two_tensors("np.outer", types)
+    return TensorType(dt, (dims.prod(a.shape), dims.prod(b.shape)))
+
+
+def _tensordot_axes(name, axes, na, nb):
+    if isinstance(axes, int):
+        if axes < 0 or axes > min(na, nb):
+            raise ShapeError(f"{name}: axes={axes} must be in [0, {min(na, nb)}]")
+        return tuple(range(na - axes, na)), tuple(range(axes))
+    if len(axes) != 2:
+        raise ShapeError(f"{name}: axes must be an int or a pair of axis sequences, got {axes}")
+    xa, xb = (rules.to_ints(x) for x in axes)
+    if len(xa) != len(xb):
+        raise ShapeError(f"{name}: axes {axes} contract different numbers of dims")
+    return tuple(rules.axis(name, x, na) for x in xa), tuple(rules.axis(name, x, nb) for x in xb)
+
+
+def _tensordot_rule(types, attrs):
+    name = "np.tensordot"
+    a, b, dt = _two_tensors(name, types)
+    xa, xb = _tensordot_axes(name, attrs["axes"], a.ndim, b.ndim)
+    for i, j in zip(xa, xb):
+        _contract(name, a.shape[i], b.shape[j], f"axis {i} of {a} vs axis {j} of {b}")
+    keep_a = tuple(d for i, d in enumerate(a.shape) if i not in xa)
+    keep_b = tuple(d for i, d in enumerate(b.shape) if i not in xb)
+    return TensorType(dt, keep_a + keep_b)
+
+
+def _to_axes(v):
+    if isinstance(v, (int, np.integer)):
+        return rules.to_int(v)
+    if isinstance(v, (list, tuple)) and len(v) == 2:
+        return tuple(rules.to_ints(x) for x in v)
+    raise TypeError(f"expected an int or a pair of axis sequences, got {v!r}")
+
+
+def _parse_einsum(name: str, subscripts: str, shapes: list) -> str:
+    """The output subscripts, after checking operand ranks and label sizes (ellipsis: broadcast)."""
+    spec = subscripts.replace(" ", "")
+    ins, arrow, out = spec.partition("->")
+    terms = ins.split(",")
+    if len(terms) != len(shapes):
+        raise ShapeError(f"{name}: {subscripts!r} names {len(terms)} operands, got {len(shapes)}")
+    sizes: dict[str, object] = {}
+    ell_shapes = []
+    for term, shape in zip(terms, shapes):
+        labels = term.replace("...", "")
+        if not all(c.isalpha() for c in labels):
+            raise ShapeError(f"{name}: bad subscripts {subscripts!r}")
+        n_ell = len(shape) - len(labels)
+        if ("..." in term and n_ell < 0) or ("..." not in term and n_ell != 0):
+            raise ShapeError(f"{name}: operand {term!r} does not match shape {shape}")
+        pre = term.index("...") if "..." in term else len(labels)
+        ell_shapes.append(tuple(shape[pre : pre + n_ell]) if "..." in term else ())
+        for c, d in zip(labels, shape[:pre] + shape[pre + max(n_ell, 0) :]):
+            if c in sizes and not dims.equal(sizes[c], d):
+                if sizes[c] == 1:
+                    sizes[c] = d
+                elif d != 1:
+                    _contract(name, sizes[c], d, f"label {c!r}")
+            else:
+                sizes.setdefault(c, d)
+    ell = rules.broadcast(name, *ell_shapes)
+    if not arrow:
+        counts = {c: ins.count(c) for c in sizes}
+        out = ("..." if ell_shapes and any("..." in t for t in terms) else "") + "".join(
+            sorted(c for c, n in counts.items() if n == 1)
+        )
+    labels_out = out.replace("...", "")
+    if len(set(labels_out)) != len(labels_out) or any(c not in sizes for c in labels_out):
+        raise ShapeError(f"{name}: bad output subscripts in {subscripts!r}")
+    pre = out.index("...") if "..." in out else len(labels_out)
+    return (
+        tuple(sizes[c] for c in labels_out[:pre])
+        + (ell if "..." in out else ())
+        + tuple(sizes[c] for c in labels_out[pre:])
+    )
+
+
+def _einsum_rule(types, attrs):
+    name = "np.einsum"
+    for t in types:
+        if type(t) is not TensorType:
+            raise TypeError(f"{name}: operands must be arrays, got {t}")
+    shape = _parse_einsum(name, attrs["subscripts"], [t.shape for t in types])
+    return TensorType(rules.result_dtype(name, types), shape)
+
+
+def _pairs(*shape_pairs, dtypes=S.NUMERIC):
+    """Samples for a two-operand contraction: every dtype at the first pair, every pair in float64."""
+
+    def samples(rng):
+        for dt in dtypes + (np.dtype(bool),):
+            yield Sample(tuple(S.array(rng, s, dt) for s in shape_pairs[0]))
+        for shapes in shape_pairs[1:]:
+            yield Sample(tuple(S.array(rng, s, "f8") for s in shapes))
+        yield Sample(
+            (S.array(rng, shape_pairs[0][0], "i4"), S.array(rng, shape_pairs[0][1], "f4")),
+            note="mixed dtypes",
+        )
+
+    return samples
+
+
+def _binop(name, fn, rule, samples, targets, extra=()):
+    params = [Input("a"), Input("b")] + list(extra)
+    attr_names = [p.name for p in extra if isinstance(p, Attr)]
+
+    def impl(a, b, **kw):
+        return fn(a, b, **{k: kw[k] for k in attr_names})
+
+    return register(OpDef(name, "contraction", params, rule, impl, numpy_targets=targets, samples=samples))
+
+
+_binop(
+    "np.matmul",
+    np.matmul,
+    _matmul_rule,
+    _pairs(
+        ((3, 4), (4, 5)),
+        ((4,), (4, 2)),
+        ((3, 4), (4,)),
+        ((2, 3, 4), (4, 5)),
+        ((2, 1, 3, 4), (5, 4, 2)),
+        ((0, 4), (4, 3)),
+        ((3, 0), (0, 2)),
+        ((4,), (4,)),
+    ),
+    [np.matmul],
+    [Unsupported("out")],
+)
+_binop(
+    "np.dot",
+    np.dot,
+    _dot_rule,
+    _pairs(
+        ((3, 4), (4, 5)), ((4,), (4,)), ((2, 3, 4), (5, 4, 2)), ((), (3, 2)), ((3, 4), (4,)), ((0, 4), (4, 3))
+    ),
+    [np.dot, np.ndarray.dot],
+    [Unsupported("out")],
+)
+_binop(
+    "np.inner",
+    np.inner,
+    _inner_rule,
+    _pairs(((3, 4), (5, 4)), ((4,), (4,)), ((2, 3, 4), (4,)), ((), (3,)), ((0, 2), (3, 2))),
+    [np.inner],
+)
+_binop(
+    "np.outer",
+    np.outer,
+    _outer_rule,
+    _pairs(((3,), (4,)), ((2, 3), (4,)), ((), (3,)), ((0,), (2,))),
+    [np.outer],
+    [Unsupported("out")],
+)
+
+
+def _tensordot_samples(rng):
+    yield from _pairs(((3, 4, 5), (4, 5, 2)))(rng)
+    yield Sample((S.array(rng, (3, 4), "f8"), S.array(rng, (4, 2), "f8")), {"axes": 1})
+    yield Sample((S.array(rng, (2, 3), "f8"), S.array(rng, (4,), "f8")), {"axes": 0})
+    yield Sample((S.array(rng, (3, 4, 5), "f4"), S.array(rng, (5, 3, 2), "f4")), {"axes": ((0, 2), (1, 0))})
+    yield Sample((S.array(rng, (0, 4), "f8"), S.array(rng, (4, 2), "f8")), {"axes": 1})
+
+
+_binop(
+    "np.tensordot",
+    np.tensordot,
+    _tensordot_rule,
+    _tensordot_samples,
+    [np.tensordot],
+    [Attr("axes", 2, _to_axes)],
+)
+
+
+def _einsum_samples(rng):
+    cases = (
+        ("ij,jk->ik", (3, 4), (4, 5)),
+        ("ij,jk", (3, 4), (4, 2)),
+        ("ii->i", (3, 3)),
+        ("ij->", (3, 4)),
+        ("bij,bjk->bik", (2, 3, 4), (2, 4, 5)),
+        ("...ij,...jk->...ik", (2, 3, 4), (4, 5)),
+        ("i,j->ij", (3,), (4,)),
+        ("ij->ji", (0, 2)),
+        ("...i->...", (2, 3, 4)),
+    )
+    for dt in S.NUMERIC:
+        yield Sample((S.array(rng, (3, 4), dt), S.array(rng, (4, 5), dt)), {"subscripts": "ij,jk->ik"})
+    for sub, *shapes in cases:
+        yield Sample(tuple(S.array(rng, s, "f8") for s in shapes), {"subscripts": sub})
+
+
+register(
+    OpDef(
+        "np.einsum",
+        "contraction",
+        [Attr("subscripts", convert=str), Inputs("operands", star=True)],
+        _einsum_rule,
+        lambda operands, subscripts: np.einsum(subscripts, *operands),
+        numpy_targets=[np.einsum],
+        samples=_einsum_samples,
+        doc="explicit subscripts string only (no interleaved operand/sublist form)",
+    )
+)
+
+
+def _ufunc_outer(ufunc: np.ufunc) -> OpDef:
+    """``ufunc.outer(a, b)``: every pair, shape ``a.shape + b.shape``, the ufunc's NEP 50 dtype."""
+    name = f"np.{ufunc.__name__}.outer"
+
+    def rule(types, attrs):
+        shape = rules.shape_of(types[0]) + rules.shape_of(types[1])
+        return TensorType(rules.ufunc_dtypes(name, ufunc, types)[0], shape)
+
+    def samples(rng):
+        for dt in S.supported(lambda dt: ufunc.outer(S.ones(dt), S.ones(dt)), S.DTYPES):
+            yield Sample((S.array(rng, (3,), dt), S.array(rng, (2, 2), dt)))
+        yield Sample((S.array(rng, (), "f4"), S.array(rng, (0, 3), "f4")))
+        yield Sample((S.array(rng, (2, 3), "f8"), 2.0), note="weak scalar")
+
+    return OpDef(
+        name,
+        "elementwise",
+        [Input("A", "any"), Input("B", "any")],
+        rule,
+        lambda A, B: ufunc.outer(A, B),
+        numpy_targets=[(ufunc, "outer")],
+        samples=samples,
+    )
+
+
+for _u in (np.add, np.subtract, np.multiply, np.maximum, np.minimum, np.equal, np.less, np.greater):
+    register(_ufunc_outer(_u))

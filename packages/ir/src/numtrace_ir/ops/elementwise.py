@@ -1,0 +1,279 @@
+"""Elementwise ops: every NumPy ufunc the tracer records (one factory for all of them), plus `where`,
+`clip`, `astype`, `round` and `nan_to_num`. Shapes broadcast; dtypes follow NEP 50 (Python scalars
+are weak), resolved by NumPy's own ufunc type resolution."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from numtrace_ir.ops import rules
+from numtrace_ir.ops import sampling as S
+from numtrace_ir.registry import Attr, Input, OpDef, Sample, Unsupported, register
+from numtrace_ir.types import TensorType, normalize_dtype
+
+_DIVISOR = ((-3.0, 3.0), (1.0, 4.0))
+# Input domains that keep samples free of warnings (nan, division by zero, overflow).
+DOMAINS = {
+    "divide": _DIVISOR,
+    "floor_divide": _DIVISOR,
+    "remainder": _DIVISOR,
+    "fmod": _DIVISOR,
+    "divmod": _DIVISOR,
+    "power": ((0.5, 3.0), (0.0, 3.0)),
+    "float_power": ((0.5, 3.0), (-2.0, 2.0)),
+    "left_shift": ((0.0, 20.0), (0.0, 5.0)),
+    "right_shift": ((0.0, 100.0), (0.0, 5.0)),
+    "gcd": ((-12.0, 12.0), (-12.0, 12.0)),
+    "lcm": ((-12.0, 12.0), (-12.0, 12.0)),
+    "sqrt": ((0.0, 5.0),),
+    "log": ((0.1, 5.0),),
+    "log2": ((0.1, 5.0),),
+    "log10": ((0.1, 5.0),),
+    "log1p": ((-0.5, 5.0),),
+    "arcsin": ((-0.9, 0.9),),
+    "arccos": ((-0.9, 0.9),),
+    "arctanh": ((-0.9, 0.9),),
+    "arccosh": ((1.0, 5.0),),
+    "reciprocal": ((0.5, 4.0),),
+    "tan": ((-1.2, 1.2),),
+}
+
+BINARY_UFUNCS = tuple(
+    getattr(np, n)
+    for n in """
+    add subtract multiply divide floor_divide remainder power float_power fmod maximum minimum fmax fmin
+    arctan2 hypot logaddexp logaddexp2 copysign heaviside nextafter equal not_equal less less_equal greater
+    greater_equal logical_and logical_or logical_xor bitwise_and bitwise_or bitwise_xor left_shift
+    right_shift gcd lcm divmod""".split()
+)
+UNARY_UFUNCS = tuple(
+    getattr(np, n)
+    for n in """
+    logical_not invert negative positive absolute fabs sign sqrt cbrt square reciprocal exp exp2 expm1 log
+    log2 log10 log1p sin cos tan arcsin arccos arctan sinh cosh tanh arcsinh arccosh arctanh floor ceil
+    trunc rint isnan isinf isfinite signbit deg2rad rad2deg conjugate modf frexp spacing""".split()
+)
+# NumPy aliases (the same ufunc object under another name) trace to the canonical op.
+ALIASES = {np.degrees: np.rad2deg, np.radians: np.deg2rad}
+
+
+def _ufunc_rule(name: str, ufunc: np.ufunc):
+    def rule(types, attrs):
+        shape = rules.broadcast(name, *(rules.shape_of(t) for t in types))
+        return tuple(TensorType(dt, shape) for dt in rules.ufunc_dtypes(name, ufunc, types))
+
+    return rule
+
+
+def _ufunc_samples(ufunc: np.ufunc):
+    domains = DOMAINS.get(ufunc.__name__, ((-3.0, 3.0),) * ufunc.nin)
+    dtypes = S.supported(lambda dt: ufunc.resolve_dtypes((dt,) * ufunc.nin + (None,) * ufunc.nout))
+
+    def samples(rng):
+        if not dtypes:
+            return
+        last = dtypes[-1]
+        shape_sets = S.UNARY_SHAPES if ufunc.nin == 1 else S.BINARY_SHAPES
+        first = shape_sets[0] if ufunc.nin == 1 else shape_sets[1]
+        cases = [(dt, first) for dt in dtypes] + [(last, s) for s in shape_sets]
+        for dt, shapes in cases:
+            shapes = (shapes,) if ufunc.nin == 1 else shapes
+            yield Sample(tuple(S.array(rng, s, dt, d) for s, d in zip(shapes, domains)), note=str(dt))
+        if ufunc.nin == 2:
+            kind = {"b": "bool", "i": "int", "u": "int"}.get(last.kind, "float")
+            try:
+                ufunc.resolve_dtypes((last, rules._WEAK[kind], None) + (None,) * (ufunc.nout - 1))
+            except TypeError:
+                return
+            x = S.array(rng, (3, 4), last, domains[0])
+            yield Sample((x, S.scalar(rng, kind, domains[1])), note="weak scalar rhs")
+            yield Sample(
+                (S.scalar(rng, kind, domains[0]), S.array(rng, (3, 4), last, domains[1])),
+                note="weak scalar lhs",
+            )
+            if len({d.kind for d in dtypes} & set("if")) == 2:
+                mixed = [d for d in dtypes if d.kind == "i"][0], [d for d in dtypes if d.kind == "f"][0]
+                yield Sample(
+                    tuple(S.array(rng, (2, 3), d, dom) for d, dom in zip(mixed, domains)), note="mixed dtypes"
+                )
+
+    return samples
+
+
+def ufunc_op(ufunc: np.ufunc) -> OpDef:
+    """The op of a NumPy ufunc's ``__call__``: inputs x / x1, x2 (arrays or weak scalars)."""
+    name = f"np.{ufunc.__name__}"
+    ins = [Input("x", "any")] if ufunc.nin == 1 else [Input(f"x{i + 1}", "any") for i in range(ufunc.nin)]
+    outs = (
+        [Unsupported("out")] if ufunc.nout == 1 else [Unsupported(f"out{i + 1}") for i in range(ufunc.nout)]
+    )
+    targets = [ufunc] + [alias for alias, canonical in ALIASES.items() if canonical is ufunc]
+    return OpDef(
+        name,
+        "elementwise",
+        ins + outs,
+        _ufunc_rule(name, ufunc),
+        rules.positional(ufunc),
+        numpy_targets=targets,
+        samples=_ufunc_samples(ufunc),
+        doc=f"NumPy ufunc `{ufunc.__name__}`",
+    )
+
+
+for _u in BINARY_UFUNCS + UNARY_UFUNCS:
+    register(ufunc_op(_u))
+
+
+# -- where, clip, astype, round, nan_to_num --------------------------------------------------------
+
+
+def _where_rule(types, attrs):
+    shape = rules.broadcast("np.where", *(rules.shape_of(t) for t in types))
+    return TensorType(rules.result_dtype("np.where", types[1:]), shape)
+
+
+def _where_samples(rng):
+    for dt in S.DTYPES:
+        yield Sample((S.array(rng, (3, 4), bool), S.array(rng, (3, 4), dt), S.array(rng, (4,), dt)))
+    yield Sample((S.array(rng, (2, 1, 4), bool), S.array(rng, (3, 1), "f4"), 0.5), note="weak scalar")
+    yield Sample((S.array(rng, (0, 4), bool), 1, S.array(rng, (4,), "i4")), note="empty")
+    yield Sample((S.array(rng, (), bool), S.array(rng, (), "f4"), S.array(rng, (2,), "f8")), note="0-d")
+
+
+register(
+    OpDef(
+        "np.where",
+        "elementwise",
+        [Input("condition", "any"), Input("x", "any"), Input("y", "any")],
+        _where_rule,
+        lambda condition, x, y: np.where(condition, x, y),
+        numpy_targets=[np.where],
+        samples=_where_samples,
+        doc="`np.where(condition, x, y)`; the one-argument form (nonzero) is not an op",
+    )
+)
+
+
+def _clip_rule(types, attrs):
+    name = "np.clip"
+    shape = rules.broadcast(name, *(rules.shape_of(t) for t in types))
+    bounds = [rules.example(t) for t in types[1:]]
+    args = [rules.example(types[0])] + [
+        bounds.pop(0) if n not in attrs["omitted"] else None for n in ("a_min", "a_max")
+    ]
+    return TensorType(rules.probe_dtype(name, np.clip, *args), shape)
+
+
+def _clip_samples(rng):
+    for dt in S.NUMERIC:
+        yield Sample((S.array(rng, (3, 4), dt), S.array(rng, (4,), dt, (-3, 0)), 1))
+    yield Sample((S.array(rng, (3, 4), "f4"), 0.0), {"omitted": ("a_max",)}, note="relu-like")
+    yield Sample((S.array(rng, (3, 4), "i4"), 2), {"omitted": ("a_min",)})
+    yield Sample((S.array(rng, (), "f8"), -1.0, S.array(rng, (2, 1), "f4", (1, 2))), note="0-d, broadcast")
+    yield Sample((S.array(rng, (0, 2), "f8"), -1.0, 1.0), note="empty")
+
+
+def _clip_impl(a, a_min, a_max):
+    return np.clip(a, a_min, a_max)
+
+
+register(
+    OpDef(
+        "np.clip",
+        "elementwise",
+        [
+            Input("a"),
+            Input("a_min", "any", optional=True),
+            Input("a_max", "any", optional=True),
+            Unsupported("out"),
+        ],
+        _clip_rule,
+        _clip_impl,
+        numpy_targets=[np.clip, np.ndarray.clip],
+        samples=_clip_samples,
+        doc="a bound given as None is left out of the inputs and named in `omitted`",
+    )
+)
+
+
+def _same_type_rule(name):
+    def rule(types, attrs):
+        return rules.first_tensor(name, types)
+
+    return rule
+
+
+def _astype_rule(types, attrs):
+    t = rules.first_tensor("np.astype", types)
+    return TensorType(attrs["dtype"], t.shape)
+
+
+def _per_dtype_samples(dtypes, attrs_list=({},), shapes=((3, 4), (), (0, 2), (2, 3, 4)), domain=(-3.0, 3.0)):
+    """Every dtype at the first shape with each attr set, then every shape at the last dtype."""
+
+    def samples(rng):
+        for dt in dtypes:
+            for attrs in attrs_list:
+                yield Sample((S.array(rng, shapes[0], dt, domain),), dict(attrs))
+        for s in shapes[1:]:
+            yield Sample((S.array(rng, s, dtypes[-1], domain),), dict(attrs_list[-1]))
+
+    return samples
+
+
+register(
+    OpDef(
+        "np.astype",
+        "elementwise",
+        [Input("x"), Attr("dtype", convert=normalize_dtype), Attr("copy", True, rules.to_bool)],
+        _astype_rule,
+        lambda x, dtype, copy: np.astype(x, dtype, copy=True),
+        numpy_targets=[np.astype, np.ndarray.astype],
+        samples=_per_dtype_samples(S.DTYPES, [{"dtype": np.dtype(d)} for d in ("f4", "i8", "bool")]),
+        doc="`copy` is recorded but the result is always a new array (the IR is functional); "
+        "`ndarray.astype(dtype)` binds too (its positional `order` does not: pass keywords)",
+    )
+)
+
+register(
+    OpDef(
+        "np.round",
+        "elementwise",
+        [Input("a"), Attr("decimals", 0, rules.to_int), Unsupported("out")],
+        _same_type_rule("np.round"),
+        lambda a, decimals: np.round(a, decimals),
+        numpy_targets=[np.round, np.around, np.ndarray.round],
+        samples=_per_dtype_samples(S.NUMERIC, [{}, {"decimals": 2}, {"decimals": -1}]),
+    )
+)
+
+
+def _nan_to_num_samples(rng):
+    x = S.array(rng, (3, 5), "f8")
+    x[0, :3] = [np.nan, np.inf, -np.inf]
+    yield Sample((x,))
+    yield Sample((x.astype("f4"),), {"nan": 1.5, "posinf": 9.0, "neginf": -9.0})
+    yield Sample((S.array(rng, (2, 3), "i4"),))
+    yield Sample((S.array(rng, (), "f4"),))
+    yield Sample((S.array(rng, (0,), "f8"),))
+
+
+register(
+    OpDef(
+        "np.nan_to_num",
+        "elementwise",
+        [
+            Input("x"),
+            Attr("copy", True, rules.to_bool),
+            Attr("nan", 0.0, rules.to_float_or_none),
+            Attr("posinf", None, rules.to_float_or_none),
+            Attr("neginf", None, rules.to_float_or_none),
+        ],
+        _same_type_rule("np.nan_to_num"),
+        lambda x, copy, nan, posinf, neginf: np.nan_to_num(
+            x, copy=True, nan=nan, posinf=posinf, neginf=neginf
+        ),
+        numpy_targets=[np.nan_to_num],
+        samples=_nan_to_num_samples,
+    )
+)

@@ -1,0 +1,328 @@
+"""Primitive ops: constants, reads of traced shapes (`prim.dim`, `prim.size`), Python scalar arithmetic
+on them (so shapes computed from traced shapes stay in the graph), and the shape-generic variants of
+reshape / broadcast_to / full whose shape comes from int scalar inputs.
+
+A dynamic shape attr is a tuple whose entries are ints (static; ``-1`` infers, for `prim.reshape`) or
+dims (a symbol or a dim expression), one per scalar input in order, standing for that input's value
+at run time. The tracer names an input by the dims it was computed from where it knows them
+(``x.reshape(x.shape[0], -1)`` on ``f32[B, 4, 8]`` gives shape ``("B", -1)`` and type ``f32[B, 32]``),
+and by a fresh symbol otherwise; as the values are only known at run time, these ops are marked
+``data_dependent_shape``.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from numtrace_ir import dims
+from numtrace_ir.dims import ShapeError
+from numtrace_ir.ops import rules
+from numtrace_ir.ops import sampling as S
+from numtrace_ir.registry import Attr, Input, Inputs, OpDef, Sample, register
+from numtrace_ir.types import ScalarType, TensorType, normalize_dtype
+
+_RANK = {"bool": 0, "int": 1, "float": 2, "complex": 3}
+_KIND_OF_RANK = {v: k for k, v in _RANK.items()}
+
+
+# -- constants and shape reads --------------------------------------------------------------------
+
+
+def _to_constant(v):
+    if isinstance(v, np.ndarray):
+        normalize_dtype(v.dtype)  # only the IR's dtypes
+        return v
+    if isinstance(v, np.generic):
+        return np.asarray(v)
+    return rules.to_scalar(v)
+
+
+def _constant_rule(types, attrs):
+    v = attrs["value"]
+    if isinstance(v, np.ndarray):
+        return TensorType(v.dtype, v.shape)
+    return ScalarType({bool: "bool", int: "int", float: "float", complex: "complex"}[type(v)])
+
+
+def _constant_key(attrs):
+    """The memo key of a constant's type: the value's Python type (1, 1.0 and True differ), or an
+    array's dtype and shape."""
+    v = (attrs or {}).get("value")
+    return (np.ndarray, v.dtype, v.shape) if isinstance(v, np.ndarray) else (type(v), v)
+
+
+def _constant_samples(rng):
+    for value in (
+        3,
+        -2.5,
+        True,
+        1 + 2j,
+        S.array(rng, (2, 3), "f4"),
+        S.array(rng, (), "i8"),
+        S.array(rng, (0,), "bool"),
+    ):
+        yield Sample((), {"value": value})
+
+
+register(
+    OpDef(
+        "prim.Constant",
+        "prim",
+        [Attr("value", convert=_to_constant)],
+        _constant_rule,
+        lambda value: value.copy() if isinstance(value, np.ndarray) else value,
+        samples=_constant_samples,
+        memo_key=_constant_key,
+        doc="a Python scalar (weak) or an array",
+    )
+)
+
+
+def _dim_rule(types, attrs):
+    t = rules.first_tensor("prim.dim", types)
+    rules.axis("prim.dim", attrs["axis"], t.ndim)
+    return ScalarType("int")
+
+
+def _shape_samples(rng, with_axis):
+    for shape in ((3, 4), (0, 5), (2, 3, 4)):
+        for axis in (0, -1) if with_axis else (None,):
+            yield Sample((S.array(rng, shape, "f4"),), {} if axis is None else {"axis": axis})
+    if not with_axis:
+        yield Sample((S.array(rng, (), "i4"),))
+
+
+register(
+    OpDef(
+        "prim.dim",
+        "prim",
+        [Input("a"), Attr("axis", convert=rules.to_int)],
+        _dim_rule,
+        lambda a, axis: a.shape[axis],
+        samples=lambda rng: _shape_samples(rng, True),
+        doc="``a.shape[axis]`` read from a traced array: an int that follows the input's shape",
+    )
+)
+
+
+def _size_rule(types, attrs):
+    rules.first_tensor("prim.size", types)
+    return ScalarType("int")
+
+
+register(
+    OpDef(
+        "prim.size",
+        "prim",
+        [Input("a")],
+        _size_rule,
+        lambda a: a.size,
+        samples=lambda rng: _shape_samples(rng, False),
+        doc="``a.size`` (``len(a)`` is `prim.dim` axis 0)",
+    )
+)
+
+
+# -- Python scalar arithmetic -----------------------------------------------------------------------
+
+
+def _kind(name, t) -> int:
+    if type(t) is not ScalarType:
+        raise TypeError(f"{name}: operands are Python scalars, got {t}")
+    return _RANK[t.kind]
+
+
+def scalar_op(suffix: str, fn, *, result, nin=2) -> OpDef:
+    """A Python operator on scalars; `result(ranks)` gives the result kind's rank (TypeError if none)."""
+    name = f"prim.{suffix}"
+
+    def rule(types, attrs):
+        rank = result([_kind(name, t) for t in types])
+        if rank is None:
+            raise TypeError(f"{name}: unsupported operand kinds ({', '.join(map(str, types))})")
+        return ScalarType(_KIND_OF_RANK[rank])
+
+    def samples(rng):
+        values = {"bool": True, "int": 7, "float": 2.5, "complex": 1 - 2j}
+        for k1 in values:
+            for k2 in values if nin == 2 else (None,):
+                args = (values[k1],) if nin == 1 else (values[k1], -3 if k2 == "int" else values[k2])
+                if result([_RANK[k] for k in (k1, k2) if k]) is not None:
+                    yield Sample(args)
+
+    params = [Input("a", "scalar")] + ([Input("b", "scalar")] if nin == 2 else [])
+    return register(OpDef(name, "scalar", params, rule, rules.positional(fn), samples=samples))
+
+
+def _arith(ranks):
+    return max(max(ranks), 1)
+
+
+def _real_arith(ranks):
+    return None if max(ranks) == 3 else max(max(ranks), 1)
+
+
+scalar_op("add", operator.add, result=_arith)
+scalar_op("sub", operator.sub, result=_arith)
+scalar_op("mul", operator.mul, result=_arith)
+scalar_op("truediv", operator.truediv, result=lambda r: max(max(r), 2))
+scalar_op("floordiv", operator.floordiv, result=_real_arith)
+scalar_op("mod", operator.mod, result=_real_arith)
+scalar_op("neg", operator.neg, result=_arith, nin=1)
+for _cmp in ("eq", "ne"):
+    scalar_op(_cmp, getattr(operator, _cmp), result=lambda r: 0)
+for _cmp in ("lt", "le", "gt", "ge"):
+    scalar_op(_cmp, getattr(operator, _cmp), result=lambda r: None if max(r) == 3 else 0)
+scalar_op("int", int, result=lambda r: None if r[0] == 3 else 1, nin=1)
+scalar_op("float", float, result=lambda r: None if r[0] == 3 else 2, nin=1)
+
+
+# -- shape-generic reshape / broadcast_to / full ----------------------------------------------------
+
+
+def _to_dyn_shape(v):
+    v = v if isinstance(v, tuple) else tuple(v)
+    out = []
+    for d in v:
+        if isinstance(d, str):
+            d = dims.normalize(d)
+            if not isinstance(d, str):
+                raise ValueError(f"a dynamic dim must be symbolic (pass a static size as an int), got {d!r}")
+            out.append(d)
+        else:
+            out.append(rules.to_int(d))
+    return tuple(out)
+
+
+def _dyn_shape(name, attrs, scalars) -> tuple:
+    shape = attrs["shape"]
+    n_sym = sum(isinstance(d, str) for d in shape)
+    if n_sym != len(scalars):
+        raise TypeError(
+            f"{name}: shape {shape} names {n_sym} dynamic dims but {len(scalars)} int inputs were given"
+        )
+    for t in scalars:
+        if t != ScalarType("int"):
+            raise TypeError(f"{name}: dynamic dims must be int scalars, got {t}")
+    return shape
+
+
+def _dyn_binder(name, n_tensors):
+    """``op(*tensors, shape, **attrs)`` where `shape` mixes ints and traced int scalars: each traced
+    entry becomes an input named by `names` (default ``dyn0``, ``dyn1``, ...)."""
+
+    def bind(args, kwargs):
+        if len(args) != n_tensors + 1:
+            raise TypeError(f"{name}: expected {n_tensors} array(s) and a shape")
+        shape = args[-1] if isinstance(args[-1], (tuple, list)) else (args[-1],)
+        names = list(kwargs.pop("names", ()))
+        entries, scalars = [], []
+        for d in shape:
+            if isinstance(d, (int, np.integer)) and not isinstance(d, (bool, np.bool_)):
+                entries.append(int(d))
+            else:
+                entries.append(names.pop(0) if names else f"dyn{len(scalars)}")
+                scalars.append(d)
+        return [*args[:n_tensors], *scalars], {"shape": tuple(entries), **kwargs}
+
+    return bind
+
+
+def _dyn_reshape_rule(types, attrs):
+    t = rules.first_tensor("prim.reshape", types)
+    return TensorType(
+        t.dtype, rules.reshape_dims("prim.reshape", t.shape, _dyn_shape("prim.reshape", attrs, types[1:]))
+    )
+
+
+def _dyn_broadcast_rule(types, attrs):
+    t = rules.first_tensor("prim.broadcast_to", types)
+    shape = _dyn_shape("prim.broadcast_to", attrs, types[1:])
+    if len(shape) < t.ndim:
+        raise ShapeError(f"prim.broadcast_to: cannot broadcast {t} to fewer dims {shape}")
+    for d, s in zip(t.shape[::-1], shape[::-1]):
+        if type(d) is int and type(s) is int and d not in (1, s):
+            raise ShapeError(f"prim.broadcast_to: cannot broadcast {t} to {shape}")
+    return TensorType(t.dtype, shape)
+
+
+def _dyn_full_rule(types, attrs):
+    shape = _dyn_shape("prim.full", attrs, types)
+    if any(type(d) is int and d < 0 for d in shape):
+        raise ShapeError(f"prim.full: negative dim in {shape}")
+    return TensorType(attrs["dtype"], shape)
+
+
+def _concrete(shape, values):
+    it = iter(values)
+    return tuple(int(next(it)) if isinstance(d, str) else d for d in shape)
+
+
+def _dyn_samples(kind):
+    def samples(rng):
+        if kind == "full":
+            for dt in S.DTYPES:
+                yield Sample((3,), {"shape": ("n", 2), "fill_value": 1, "dtype": dt})
+            yield Sample((0, 4), {"shape": ("a", "b"), "fill_value": 0.5, "dtype": np.dtype("f4")})
+            yield Sample((), {"shape": (2,), "fill_value": 0, "dtype": np.dtype("f8")})
+            return
+        for dt in S.DTYPES:
+            yield Sample(
+                (S.array(rng, (3, 4) if kind == "reshape" else (1, 4), dt), 3),
+                {"shape": ("n", -1) if kind == "reshape" else ("n", 4)},
+            )
+        if kind == "reshape":
+            yield Sample((S.array(rng, (2, 3, 4), "f8"), 2, 4), {"shape": ("a", -1, "b")})
+            yield Sample((S.array(rng, (0, 3), "f8"), 0), {"shape": ("z", 5)})
+        else:
+            yield Sample((S.array(rng, (3, 1), "f8"), 2, 5), {"shape": ("a", 3, "b")})
+            yield Sample((S.array(rng, (), "f8"), 0), {"shape": ("z",)})
+
+    return samples
+
+
+register(
+    OpDef(
+        "prim.reshape",
+        "movement",
+        [Input("a"), Inputs("dims", "scalar", star=True, minimum=0), Attr("shape", convert=_to_dyn_shape)],
+        _dyn_reshape_rule,
+        lambda a, dims, shape: np.reshape(a, _concrete(shape, dims)),
+        samples=_dyn_samples("reshape"),
+        binder=_dyn_binder("prim.reshape", 1),
+        data_dependent_shape=True,
+        doc="reshape to a shape computed from traced ints (``x.reshape(x.shape[0], -1)``)",
+    )
+)
+register(
+    OpDef(
+        "prim.broadcast_to",
+        "movement",
+        [Input("a"), Inputs("dims", "scalar", star=True, minimum=0), Attr("shape", convert=_to_dyn_shape)],
+        _dyn_broadcast_rule,
+        lambda a, dims, shape: np.broadcast_to(a, _concrete(shape, dims)).copy(),
+        samples=_dyn_samples("broadcast_to"),
+        binder=_dyn_binder("prim.broadcast_to", 1),
+        data_dependent_shape=True,
+    )
+)
+register(
+    OpDef(
+        "prim.full",
+        "creation",
+        [
+            Inputs("dims", "scalar", star=True, minimum=0),
+            Attr("shape", convert=_to_dyn_shape),
+            Attr("fill_value", 0, rules.to_scalar),
+            Attr("dtype", np.dtype(np.float64), normalize_dtype),
+        ],
+        _dyn_full_rule,
+        lambda dims, shape, fill_value, dtype: np.full(_concrete(shape, dims), fill_value, dtype),
+        samples=_dyn_samples("full"),
+        binder=_dyn_binder("prim.full", 0),
+        data_dependent_shape=True,
+        doc="``np.zeros/ones/full(shape)`` with a shape computed from traced ints",
+    )
+)

@@ -1,0 +1,181 @@
+"""Reductions (`sum prod mean max min argmax argmin var std all any`), scans (`cumsum cumprod`) and
+the ufunc methods that are the same ops (`np.add.reduce` is `np.sum` with ``axis=0``, ...)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from numtrace_ir import dims
+from numtrace_ir.dims import ShapeError
+from numtrace_ir.ops import rules
+from numtrace_ir.ops import sampling as S
+from numtrace_ir.registry import Attr, Input, OpDef, Sample, Unsupported, register, register_target
+from numtrace_ir.registry import get as _get
+from numtrace_ir.types import TensorType
+
+# (attrs, shape, each output reduces at least one element) per sample.
+_AXIS_CASES = (
+    ({}, (3, 4), True),
+    ({"axis": 0}, (3, 4), True),
+    ({"axis": -1, "keepdims": True}, (3, 4), True),
+    ({"axis": (0, 2)}, (2, 3, 4), True),
+    ({"axis": (-1, 0), "keepdims": True}, (2, 3, 4), True),
+    ({}, (), True),
+    ({"axis": 1}, (0, 3), True),
+    ({"axis": 0}, (0, 3), False),
+    ({}, (0,), False),
+)
+
+
+def _reduced_shape(name: str, shape: tuple, axis, keepdims: bool, nonempty: bool) -> tuple:
+    red = rules.axes(name, axis, len(shape))
+    if nonempty:
+        for a in red:
+            if shape[a] == 0:
+                raise ShapeError(f"{name}: zero-size reduction along axis {a} of {shape} has no identity")
+    if keepdims:
+        return tuple(1 if i in red else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in red)
+
+
+def reduction_op(
+    name: str,
+    fn,
+    *,
+    targets=(),
+    dtype_attr=True,
+    ddof=False,
+    nonempty=False,
+    single_axis=False,
+    dtypes=S.DTYPES,
+) -> OpDef:
+    """A reduction over ``axis`` (None, int, tuple; `single_axis` ops take None or an int) with
+    ``keepdims`` and, where NumPy has them, ``dtype`` and ``ddof``. The output dtype is NumPy's,
+    probed on a one-element array."""
+    params = [Input("a"), Attr("axis", None, rules.to_int_or_none if single_axis else rules.to_axis)]
+    if dtype_attr:
+        params.append(Attr("dtype", None, rules.to_dtype_or_none))
+    params.append(Unsupported("out"))
+    if ddof:
+        params.append(Attr("ddof", 0, rules.to_int))
+    params.append(Attr("keepdims", False, rules.to_bool))
+
+    def rule(types, attrs):
+        t = rules.first_tensor(name, types)
+        shape = _reduced_shape(name, t.shape, attrs["axis"], attrs["keepdims"], nonempty)
+        extra = {k: attrs[k] for k in ("dtype",) if k in attrs}
+        return TensorType(rules.probe_dtype(name, fn, np.ones((1,), t.dtype), **extra), shape)
+
+    def samples(rng):
+        dts = S.supported(lambda dt: fn(S.ones(dt)), dtypes)
+        domain = (0.5, 2.0) if name == "np.prod" else (-3.0, 3.0)
+        for dt in dts:
+            yield Sample((S.array(rng, (3, 4), dt, domain),), {"axis": 1})
+        for attrs, shape, empty in _AXIS_CASES:
+            if not empty and (nonempty or name in _WARN_EMPTY):
+                continue
+            if single_axis and isinstance(attrs.get("axis"), tuple):
+                continue
+            yield Sample((S.array(rng, shape, dts[-1], domain),), dict(attrs))
+        if dtype_attr and np.dtype("f8") in dts:
+            yield Sample((S.array(rng, (2, 3), "i4"),), {"axis": 0, "dtype": np.dtype("f4")})
+        if ddof:
+            yield Sample((S.array(rng, (4, 3), "f4"),), {"axis": 0, "ddof": 1})
+
+    def impl(a, **kw):
+        return fn(a, **kw)
+
+    return OpDef(name, "reduction", params, rule, impl, numpy_targets=targets, samples=samples)
+
+
+# Reducing zero elements warns (mean of an empty slice: nan) for these; samples avoid it.
+_WARN_EMPTY = {"np.mean", "np.var", "np.std"}
+
+register(reduction_op("np.sum", np.sum, targets=[np.sum, np.ndarray.sum]))
+register(reduction_op("np.prod", np.prod, targets=[np.prod, np.ndarray.prod]))
+register(reduction_op("np.mean", np.mean, targets=[np.mean, np.ndarray.mean]))
+register(reduction_op("np.var", np.var, targets=[np.var, np.ndarray.var], ddof=True, dtypes=S.NUMERIC))
+register(reduction_op("np.std", np.std, targets=[np.std, np.ndarray.std], ddof=True, dtypes=S.NUMERIC))
+for _fn, _arg in ((np.max, np.argmax), (np.min, np.argmin)):
+    _name = _fn.__name__  # "max", "min"
+    _method = getattr(np.ndarray, _name)
+    register(
+        reduction_op(
+            f"np.{_name}",
+            _fn,
+            targets=[_fn, getattr(np, f"a{_name}"), _method],
+            dtype_attr=False,
+            nonempty=True,
+        )
+    )
+    register(
+        reduction_op(
+            f"np.arg{_name}",
+            _arg,
+            targets=[_arg, getattr(np.ndarray, f"arg{_name}")],
+            dtype_attr=False,
+            nonempty=True,
+            single_axis=True,
+        )
+    )
+register(reduction_op("np.all", np.all, targets=[np.all, np.ndarray.all], dtype_attr=False))
+register(reduction_op("np.any", np.any, targets=[np.any, np.ndarray.any], dtype_attr=False))
+
+# ufunc.reduce defaults to axis=0, unlike the functions.
+for _ufunc, _op in (
+    (np.add, "np.sum"),
+    (np.multiply, "np.prod"),
+    (np.maximum, "np.max"),
+    (np.minimum, "np.min"),
+    (np.logical_and, "np.all"),
+    (np.logical_or, "np.any"),
+):
+    register_target(_ufunc, "reduce", _get(_op).variant(axis=0))
+
+
+def scan_op(name: str, fn, targets) -> OpDef:
+    """A cumulative op along ``axis`` (None: over the flattened array) with an optional ``dtype``."""
+
+    def rule(types, attrs):
+        t = rules.first_tensor(name, types)
+        if attrs["axis"] is None:
+            shape = (dims.prod(t.shape),)
+        else:
+            rules.axis(name, attrs["axis"], max(t.ndim, 1))
+            shape = t.shape if t.ndim else (1,)
+        return TensorType(rules.probe_dtype(name, fn, np.ones((1,), t.dtype), dtype=attrs["dtype"]), shape)
+
+    def samples(rng):
+        domain = (0.5, 2.0)
+        for dt in S.DTYPES:
+            yield Sample((S.array(rng, (3, 4), dt, domain),), {"axis": 1})
+        for attrs, shape in (
+            ({}, (3, 4)),
+            ({"axis": -1}, (2, 3, 4)),
+            ({"axis": 0}, (0, 3)),
+            ({}, ()),
+            ({"dtype": np.dtype("f4")}, (5,)),
+        ):
+            yield Sample((S.array(rng, shape, "f8", domain),), attrs)
+
+    return OpDef(
+        name,
+        "reduction",
+        [
+            Input("a"),
+            Attr("axis", None, rules.to_int_or_none),
+            Attr("dtype", None, rules.to_dtype_or_none),
+            Unsupported("out"),
+        ],
+        rule,
+        lambda a, axis, dtype: fn(a, axis=axis, dtype=dtype),
+        numpy_targets=targets,
+        samples=samples,
+        doc="0-d input with an axis gives shape (1,), as in NumPy",
+    )
+
+
+register(scan_op("np.cumsum", np.cumsum, [np.cumsum, np.ndarray.cumsum]))
+register(scan_op("np.cumprod", np.cumprod, [np.cumprod, np.ndarray.cumprod]))
+for _ufunc, _op in ((np.add, "np.cumsum"), (np.multiply, "np.cumprod")):
+    register_target(_ufunc, "accumulate", _get(_op).variant(axis=0))

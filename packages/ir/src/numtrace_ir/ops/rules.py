@@ -1,0 +1,245 @@
+"""Pieces of shape/dtype rules shared by the op families: NEP 50 dtype resolution, axis handling,
+attr converters. Rules raise `ShapeError` for shapes and `TypeError` for dtypes, naming the op."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from numtrace_ir import dims
+from numtrace_ir.dims import ShapeError
+from numtrace_ir.types import TensorType, Type, normalize_dtype
+
+# What a weak Python scalar of each kind looks like to NumPy's NEP 50 type resolution.
+_WEAK = {"int": int, "float": float, "complex": complex, "bool": np.dtype(bool)}
+_WEAK_VALUE = {"int": 1, "float": 1.0, "complex": 1j, "bool": True}
+# The dtype of a NumPy result computed from Python scalars only.
+_STRONG = {
+    "int": np.dtype(np.int64),
+    "float": np.dtype(np.float64),
+    "complex": np.dtype(np.complex128),
+    "bool": np.dtype(bool),
+}
+
+
+def weak(t: Type) -> Any:
+    """`t` as an operand of NumPy's type resolution: a dtype, or a Python type for a weak scalar."""
+    return t.dtype if type(t) is TensorType else _WEAK[t.kind]
+
+
+def dtype_of(t: Type) -> np.dtype:
+    """The dtype `t` has as an array (a Python scalar alone becomes its default NumPy dtype)."""
+    return t.dtype if type(t) is TensorType else _STRONG[t.kind]
+
+
+def shape_of(t: Type) -> tuple:
+    return t.shape if type(t) is TensorType else ()
+
+
+def example(t: Type) -> Any:
+    """A one-element value of type `t` (shape dropped) for probing NumPy's dtype rules."""
+    return np.ones((1,), t.dtype) if type(t) is TensorType else _WEAK_VALUE[t.kind]
+
+
+def probe_dtype(op: str, fn: Callable, *args: Any, **kwargs: Any) -> np.dtype:
+    """The result dtype of `fn` on tiny stand-in arguments: NumPy itself decides, so rules that are
+    tables in NumPy (accumulator dtypes, mean of ints, ...) cannot drift from it."""
+    try:
+        with np.errstate(all="ignore"):
+            out = fn(*args, **kwargs)
+    except (TypeError, np.exceptions.DTypePromotionError) as e:
+        raise TypeError(f"{op}: unsupported dtypes ({e})") from None
+    return normalize_dtype(np.asarray(out).dtype)
+
+
+def ufunc_dtypes(op: str, ufunc: np.ufunc, types: tuple) -> tuple:
+    """NEP 50 output dtypes of `ufunc` for these input types."""
+    try:
+        resolved = ufunc.resolve_dtypes(tuple(weak(t) for t in types) + (None,) * ufunc.nout)
+    except (TypeError, np.exceptions.DTypePromotionError) as e:
+        raise TypeError(f"{op}: no loop for input types ({', '.join(map(str, types))}): {e}") from None
+    return tuple(normalize_dtype(d) for d in resolved[ufunc.nin :])
+
+
+def result_dtype(op: str, types: tuple) -> np.dtype:
+    """`np.result_type` of the inputs with Python scalars weak."""
+    try:
+        return normalize_dtype(
+            np.result_type(*(weak(t) if type(t) is TensorType else _WEAK_VALUE[t.kind] for t in types))
+        )
+    except (TypeError, np.exceptions.DTypePromotionError) as e:
+        raise TypeError(f"{op}: cannot promote ({', '.join(map(str, types))}): {e}") from None
+
+
+def broadcast(op: str, *shapes: tuple) -> tuple:
+    try:
+        return dims.broadcast_shapes(*shapes)
+    except ShapeError as e:
+        raise ShapeError(f"{op}: {e}") from None
+
+
+def axis(op: str, ax: int, ndim: int) -> int:
+    """A non-negative axis; `ShapeError` when out of range."""
+    if not -ndim <= ax < ndim:
+        raise ShapeError(f"{op}: axis {ax} is out of bounds for an array of dimension {ndim}")
+    return ax % ndim
+
+
+def axes(op: str, ax: Any, ndim: int) -> tuple[int, ...]:
+    """Normalised, sorted axes of an ``axis=None|int|tuple`` attr (None: all); repeats are errors."""
+    if ax is None:
+        return tuple(range(ndim))
+    items = ax if isinstance(ax, tuple) else (ax,)
+    out = tuple(axis(op, a, ndim) for a in items)
+    if len(set(out)) != len(out):
+        raise ShapeError(f"{op}: repeated axis in {ax}")
+    return tuple(sorted(out))
+
+
+def first_tensor(op: str, types: tuple) -> TensorType:
+    t = types[0]
+    if type(t) is not TensorType:
+        raise TypeError(f"{op}: expected an array, got {t}")
+    return t
+
+
+# -- attr converters: canonical, hashable values ----------------------------------------------------
+
+
+def to_int(v: Any) -> int:
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"expected an int, got {type(v).__name__} {v!r}")
+    return int(v)
+
+
+def to_ints(v: Any) -> tuple[int, ...]:
+    """An int or a sequence of ints -> tuple of ints."""
+    if isinstance(v, (list, tuple, np.ndarray)):
+        return tuple(to_int(x) for x in v)
+    return (to_int(v),)
+
+
+def to_axis(v: Any) -> int | tuple[int, ...] | None:
+    """``axis=None|int|sequence`` -> None, int or tuple."""
+    if v is None:
+        return None
+    if isinstance(v, (list, tuple)):
+        return tuple(to_int(x) for x in v)
+    return to_int(v)
+
+
+def to_int_or_none(v: Any) -> int | None:
+    return None if v is None else to_int(v)
+
+
+def to_dtype_or_none(v: Any) -> np.dtype | None:
+    return None if v is None else normalize_dtype(v)
+
+
+def to_bool(v: Any) -> bool:
+    if not isinstance(v, (bool, np.bool_)):
+        raise TypeError(f"expected a bool, got {type(v).__name__} {v!r}")
+    return bool(v)
+
+
+def to_shape(v: Any) -> tuple[int, ...]:
+    """A shape argument (int or sequence of ints) -> tuple."""
+    return to_ints(v)
+
+
+def to_scalar(v: Any) -> int | float | bool | complex:
+    """A Python scalar attr (NumPy scalars are converted; arrays are not scalars)."""
+    if isinstance(v, np.generic):
+        v = v.item()
+    if not isinstance(v, (bool, int, float, complex)):
+        raise TypeError(f"expected a Python scalar, got {type(v).__name__} {v!r}")
+    return v
+
+
+def to_float_or_none(v: Any) -> float | None:
+    return None if v is None else float(to_scalar(v))
+
+
+def one_of(*choices: Any) -> Callable[[Any], Any]:
+    def convert(v: Any) -> Any:
+        if v not in choices:
+            raise ValueError(f"expected one of {choices}, got {v!r}")
+        return v
+
+    return convert
+
+
+def tensor(dtype: Any, shape: tuple) -> TensorType:
+    return TensorType(dtype, tuple(shape))
+
+
+def reshape_dims(op: str, in_shape: tuple, new_shape: tuple) -> tuple:
+    """`new_shape` (ints, dims, at most one -1) resolved against the element count of `in_shape`."""
+    unknown = [i for i, d in enumerate(new_shape) if type(d) is int and d < 0]
+    if len(unknown) > 1 or any(d != -1 for d in new_shape if type(d) is int and d < 0):
+        raise ShapeError(f"{op}: bad shape {new_shape}: only one -1 and no other negative dims")
+    total = dims.prod(in_shape)
+    known = dims.prod(d for d in new_shape if not (type(d) is int and d < 0))
+    if unknown:
+        if known == 0:
+            raise ShapeError(f"{op}: cannot infer -1 in {new_shape} for {in_shape}: other dims are 0")
+        rest = dims.floordiv(total, known)
+        if type(total) is int and type(known) is int and total % known:
+            raise ShapeError(f"{op}: cannot reshape {in_shape} ({total} elements) into {new_shape}")
+        out = list(new_shape)
+        out[unknown[0]] = rest
+        return tuple(out)
+    if type(total) is int and type(known) is int and total != known:
+        raise ShapeError(f"{op}: cannot reshape {in_shape} ({total} elements) into {new_shape}")
+    if not dims.equal(total, known) and (type(total) is int) == (type(known) is int):
+        raise ShapeError(f"{op}: cannot prove that {in_shape} and {new_shape} have the same size")
+    return tuple(new_shape)
+
+
+def slice_len(op: str, d: Any, s: slice) -> Any:
+    """Length of ``range(d)[s]`` for a concrete or symbolic dim `d` and static slice bounds (the
+    symbolic forms are exact for every size, e.g. ``x[1:]`` on ``B`` is ``max(0,B-1)``)."""
+    if type(d) is int:
+        return len(range(*s.indices(d)))
+    step = 1 if s.step is None else s.step
+    if step == 0:
+        raise ShapeError(f"{op}: slice step cannot be zero")
+    if step > 0:
+        stop = (
+            d
+            if s.stop is None
+            else dims.minimum(s.stop, d)
+            if s.stop >= 0
+            else dims.maximum(dims.add(d, s.stop), 0)
+        )
+        if s.start is not None and s.start < 0 and s.stop is None:
+            span = dims.minimum(-s.start, d)
+        else:
+            start = (
+                0 if s.start is None else s.start if s.start >= 0 else dims.maximum(dims.add(d, s.start), 0)
+            )
+            span = dims.maximum(dims.sub(stop, start), 0)
+    else:
+        start = _bound(s.start, d, dims.sub(d, 1), -1)
+        stop = _bound(s.stop, d, -1, -1)
+        span = dims.maximum(dims.sub(start, stop), 0)
+    k = abs(step)
+    return span if k == 1 else dims.floordiv(dims.add(span, k - 1), k)
+
+
+def _bound(v: int | None, d: Any, default: Any, low: int) -> Any:
+    """A slice bound of a negative step clamped as Python does: into [-1, d - 1]."""
+    if v is None:
+        return default
+    hi = dims.add(d, low)
+    if v >= 0:
+        return dims.minimum(v, hi)
+    return dims.maximum(dims.add(d, v), low)
+
+
+def positional(fn: Callable) -> Callable:
+    """A reference that takes the schema's inputs by name and passes them on positionally, in order
+    (for callables without keyword parameters: ufuncs, operators)."""
+    return lambda **named: fn(*named.values())

@@ -1,0 +1,88 @@
+"""The text IR (TorchScript-like): one line per node, `%name : type = op[attrs](inputs)  # loc`.
+
+Value names: a debug name that is unique in the graph is printed as is; clashing debug names get
+`.1`, `.2`, ... (as TorchScript does); unnamed values print as their position among all values.
+Debug names are never all digits, so the two kinds cannot collide.
+"""
+
+from numtrace_ir.attrs cimport format_attr
+from numtrace_ir.graph cimport Graph, Node, Value
+
+__all__ = ["format_graph", "format_node", "value_names"]
+
+
+cpdef dict value_names(Graph g, bint debug_names=True):
+    """The printed name (without `%`) of every value of `g`, keyed by value (numbers only when
+    `debug_names` is false)."""
+    cdef list values = list(g._inputs)
+    cdef Node n = g._head
+    cdef Value v
+    cdef dict counts = {}
+    cdef dict names = {}
+    cdef set taken
+    cdef Py_ssize_t k
+    while n is not None:
+        values.extend(n.outputs)
+        n = n._next
+    if not debug_names:
+        return {values[k]: str(k) for k in range(len(values))}
+    for v in values:
+        if v._name is not None:
+            counts[v._name] = counts.get(v._name, 0) + 1
+    taken = {name for name, c in counts.items() if c == 1}
+    for k in range(len(values)):
+        v = values[k]
+        name = v._name
+        if name is None:
+            names[v] = str(k)
+        elif counts[name] == 1:
+            names[v] = name
+        elif name not in taken:
+            taken.add(name)
+            names[v] = name
+        else:
+            j = 1
+            while f"{name}.{j}" in taken:
+                j += 1
+            names[v] = f"{name}.{j}"
+            taken.add(names[v])
+    return names
+
+
+cdef str _node_line(Node n, dict names, object array_ref, bint locs=True):
+    cdef Value v
+    outs = ", ".join([f"%{names[v]} : {v.type}" for v in n.outputs])
+    ins = ", ".join(["%" + names.get(v, "<undefined>") for v in n._inputs])
+    if n._attrs:
+        attrs = "[" + ", ".join([f"{k}={format_attr(a, array_ref)}" for k, a in n._attrs.items()]) + "]"
+    else:
+        attrs = ""
+    line = f"  {outs} = {n.op}{attrs}({ins})" if outs else f"  = {n.op}{attrs}({ins})"
+    return line if n._loc is None or not locs else f"{line}  # {n._loc}"
+
+
+cpdef str format_graph(Graph g, object array_ref=None, bint debug_names=True, bint locs=True):
+    """The text IR of `g`; `array_ref` (see `attrs.format_array`) replaces inline arrays by references.
+
+    `debug_names=False` / `locs=False` leave out debug names / source locations (canonical forms).
+    """
+    cdef dict names = value_names(g, debug_names)
+    cdef Value v
+    cdef Node n = g._head
+    cdef list lines = ["graph(" + ", ".join([f"%{names[v]} : {v.type}" for v in g._inputs]) + "):"]
+    while n is not None:
+        lines.append(_node_line(n, names, array_ref, locs))
+        n = n._next
+    lines.append("  return (" + ", ".join(["%" + names.get(v, "<undefined>") for v in g._outputs]) + ")")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def format_node(Node n):
+    """The text line of one node, with the value names its graph gives (for messages)."""
+    cdef dict names = value_names(<Graph>n._graph) if n._graph != NULL else {}
+    cdef Value v
+    for v in n.outputs + n._inputs:  # a detached node's values keep only their debug names
+        if v not in names:
+            names[v] = "?" if v._name is None else v._name
+    return _node_line(n, names, None).strip()

@@ -1,0 +1,102 @@
+"""Dead-code and common-subexpression elimination."""
+
+import math
+
+import numpy as np
+import pytest
+from numtrace_ir import Graph, TensorType, passes, registry
+
+V = TensorType("f32", ("N",))
+
+
+def graph_with_inputs(n=2):
+    g = Graph()
+    return g, [g.add_input(f"x{i}", V) for i in range(n)]
+
+
+def test_dce_removes_dead_chains_and_keeps_outputs():
+    g, (x, y) = graph_with_inputs()
+    live = g.create_node("np.add", [x, y])
+    dead1 = g.create_node("np.exp", [x])
+    g.create_node("np.negative", [dead1.output])
+    out2 = g.create_node("np.modf", [y])  # one output used, one not: the node stays
+    g.set_outputs([live.output, out2.outputs[1]])
+    assert passes.dce(g) == 2
+    assert [n.op for n in g] == ["np.add", "np.modf"]
+    assert g.inputs == (x, y)  # inputs are never removed, even when unused
+    assert passes.dce(g) == 0
+    g.lint()
+
+
+def test_dce_everything_dead():
+    g, (x, _) = graph_with_inputs()
+    a = g.create_node("np.exp", [x])
+    g.create_node("np.add", [a.output, a.output])
+    g.create_node("my.sink", [x], out_types=[])
+    assert passes.dce(g) == 3 and len(g) == 0
+    g.lint()
+
+
+def test_cse_merges_identical_nodes_transitively():
+    g, (x, y) = graph_with_inputs()
+    a1 = g.create_node("np.add", [x, y])
+    a2 = g.create_node("np.add", [x, y])
+    b1 = g.create_node("np.exp", [a1.output])
+    b2 = g.create_node("np.exp", [a2.output])  # identical once a2 is merged into a1
+    c = g.create_node("np.add", [y, x])  # different input order: not the same expression
+    m = g.create_node("np.multiply", [b1.output, b2.output])
+    g.set_outputs([m.output, b2.output, c.output])
+    assert passes.cse(g) == 2
+    assert g.nodes == [a1, b1, c, m]
+    assert m.inputs == (b1.output, b1.output) and g.outputs == (m.output, b1.output, c.output)
+    g.lint()
+
+
+@pytest.mark.parametrize(("attrs1", "attrs2", "merged"), [
+    ({"axis": (0,)}, {"axis": (0,)}, True),
+    ({"axis": (0,)}, {"axis": None}, False),
+    ({"axis": (0,), "keepdims": True}, {"axis": (0,), "keepdims": False}, False),
+])
+def test_cse_compares_attributes(attrs1, attrs2, merged):
+    g, (x, _) = graph_with_inputs()
+    a = g.create_node("np.sum", [x], attrs=attrs1)
+    b = g.create_node("np.sum", [x], attrs=attrs2)
+    g.set_outputs([a.output, b.output])
+    assert passes.cse(g) == int(merged)
+    g.lint()
+
+
+@pytest.mark.parametrize(("v1", "v2", "merged"), [
+    (math.nan, math.nan, True),      # nan attrs are the same attribute
+    (0.0, -0.0, False),              # but 0.0 and -0.0 differ
+    (1.0, 1, False),                 # and so do a float and an int of the same value
+    (np.array([1.0, math.nan]), np.array([1.0, math.nan]), True),
+    (np.array([1.0, 2.0]), np.array([1.0, 2.0], np.float32), False),
+    (np.array([1, 2]), np.array([[1, 2]]), False),
+    (np.arange(4.0)[::2], np.array([0.0, 2.0]), True),  # layout does not matter
+])
+def test_cse_attribute_equality_is_exact(v1, v2, merged):
+    g, (x, _) = graph_with_inputs()
+    # Explicit out_types: the pass compares attributes and does not re-run the op's rule.
+    a = g.create_node("np.nan_to_num", [x], attrs={"nan": v1}, out_types=[V])
+    b = g.create_node("np.nan_to_num", [x], attrs={"nan": v2}, out_types=[V])
+    g.set_outputs([a.output, b.output])
+    assert passes.cse(g) == int(merged)
+
+
+def test_cse_never_merges_unknown_or_nondeterministic_ops():
+    g, (x, _) = graph_with_inputs()
+    a = g.create_node("my.random_thing", [x], out_types=[V])
+    b = g.create_node("my.random_thing", [x], out_types=[V])
+    g.set_outputs([a.output, b.output])
+    assert passes.cse(g) == 0
+    op = registry.get("np.random.standard_normal")
+    assert op.nondeterministic
+    h = Graph()
+    n1 = h.create_node(op.name, [], attrs={"size": (3,)})
+    n2 = h.create_node(op.name, [], attrs={"size": (3,)})
+    h.set_outputs([*n1.outputs, *n2.outputs])
+    assert passes.cse(h) == 0 and len(h) == 2
+    # An unused draw may be dropped.
+    h.set_outputs(n1.outputs)
+    assert passes.dce(h) == 1 and h.nodes == [n1]

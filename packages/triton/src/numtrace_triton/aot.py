@@ -1,0 +1,69 @@
+"""Ahead-of-time compile check: generated kernels built for an H100 (CUDA capability 90) without a GPU.
+
+The interpreter accepts code the real compiler rejects (``tl.dot`` blocks
+under 16, non-power-of-two ``arange``, type mismatches across loop
+iterations); ``triton.compile`` with a ``GPUTarget`` runs the whole pipeline
+(TTIR, TTGIR, LLIR, PTX, and cubin through the ``ptxas`` Triton ships)
+without touching a device. It must run where ``TRITON_INTERPRET`` is unset
+(interpreter mode replaces Triton's own language functions), so
+:func:`compile_for_gpu` runs it in a child process:
+``python -m numtrace_triton.aot spec.json`` prints one JSON result per kernel.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+
+from .emit_body import GeneratedKernel
+from .kernel_cache import load_kernel
+
+__all__ = ["compile_for_gpu"]
+
+
+def compile_for_gpu(kernels: Sequence[GeneratedKernel], arch: int = 90, timeout: float = 600) -> list[dict]:
+    """Compile each kernel for CUDA ``arch``; one ``{"name", "ok", "stages" | "error"}`` per kernel."""
+    specs = []
+    for k in kernels:
+        _, path = load_kernel(k.name, k.source) if k.path is None else (None, k.path)
+        specs.append({"name": k.name, "path": str(path), "signature": k.signature, "constexprs": k.constexprs,
+                      "num_warps": k.num_warps})
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-m", "numtrace_triton.aot", str(arch)], input=json.dumps(specs),
+                          capture_output=True, text=True, env=env, timeout=timeout, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"AOT compile process failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _compile_one(spec: dict, arch: int) -> dict:
+    import triton
+    from triton.backends.compiler import GPUTarget
+
+    module_spec = importlib.util.spec_from_file_location(f"aot_{spec['name']}", spec["path"])
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    fn = getattr(module, spec["name"])
+    if isinstance(fn, triton.runtime.Autotuner):
+        fn = fn.fn  # the JITFunction it tunes
+    src = triton.compiler.ASTSource(fn, signature=spec["signature"], constexprs=spec["constexprs"])
+    try:
+        compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32),
+                                  options={"num_warps": spec["num_warps"], "enable_fp_fusion": True})
+    except Exception as exc:  # report every kernel's failure, not just the first
+        return {"name": spec["name"], "ok": False, "error": f"{type(exc).__name__}: {exc}"[-3000:]}
+    return {"name": spec["name"], "ok": True, "stages": list(compiled.asm.keys())}
+
+
+def _main() -> None:
+    arch = int(sys.argv[1]) if len(sys.argv) > 1 else 90
+    specs = json.loads(sys.stdin.read())
+    print(json.dumps([_compile_one(spec, arch) for spec in specs]))
+
+
+if __name__ == "__main__":
+    _main()

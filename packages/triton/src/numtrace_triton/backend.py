@@ -1,0 +1,59 @@
+"""The ``triton`` entry of ``numtrace.backends``: availability, and compiling a graph to an executable."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from numtrace_ir.specialize import specialize
+
+from .device_memory import available_allocator_name, interpreter_enabled, select_allocator
+from .emit_body import Tuning
+from .executable import TritonExecutable
+from .planner import Plan, plan_graph
+
+__all__ = ["Backend", "generate"]
+
+
+def generate(graph, input_types: Sequence, tuning: Tuning | None = None) -> Plan:
+    """Kernels and buffer plan for ``graph`` at ``input_types``, without loading or running anything.
+
+    ``tuning`` defaults to the interpreter's block sizes under ``TRITON_INTERPRET=1`` and the GPU's
+    otherwise; the ahead-of-time compile check passes ``Tuning.gpu()`` explicitly.
+    """
+    if tuning is None:
+        tuning = Tuning.interpreter() if interpreter_enabled() else Tuning.gpu()
+    return plan_graph(specialize(graph, input_types), tuning)
+
+
+class Backend:
+    """Generated Triton kernels: on a CUDA GPU, or on the CPU in Triton's interpreter mode."""
+
+    name = "triton"
+
+    def is_available(self) -> tuple[bool, str]:
+        if interpreter_enabled():
+            return True, ""  # host NumPy memory through the interpreter's tensor adapter
+        try:
+            import triton
+
+            target = triton.runtime.driver.active.get_current_target()
+        except Exception as exc:  # no driver, no GPU, broken CUDA install: all mean "not here"
+            return False, (f"Triton found no usable GPU ({type(exc).__name__}: {exc}); set TRITON_INTERPRET=1 "
+                           "to run the generated kernels on the CPU in Triton's interpreter")
+        if getattr(target, "backend", None) != "cuda":
+            return False, f"Triton's active target is {target}; numtrace-triton supports CUDA GPUs only"
+        if available_allocator_name() is None:
+            return False, ("no CUDA memory library is installed: pip install 'numtrace-triton[cupy]' or "
+                           "'numtrace-triton[cuda-python]'")
+        return True, ""
+
+    def compile(self, graph, input_types: Sequence) -> TritonExecutable:
+        """An executable for ``graph`` specialized to ``input_types``.
+
+        Raises ``NotImplementedError`` naming the op, the node and its source line for anything the
+        backend cannot lower: there is no silent host fallback.
+        """
+        ok, why = self.is_available()
+        if not ok:
+            raise RuntimeError(f"the triton backend is not available: {why}")
+        return TritonExecutable(generate(graph, input_types), select_allocator())

@@ -1,0 +1,83 @@
+"""The registry ops the Triton backend does not lower, each with the reason. One place: the planner
+raises ``NotImplementedError`` with this reason, and the coverage test fails for any registry op that
+is neither lowered nor listed here."""
+
+from __future__ import annotations
+
+from .elementwise import LOWERINGS
+from .movement import SAME_VALUE, VIEW_RULES
+
+__all__ = ["CONTRACTIONS", "REDUCTIONS", "UNLOWERED", "VIEW_OPS", "is_lowered"]
+
+_NO_LIBDEVICE = ("needs a polynomial approximation: Triton's interpreter has no libdevice, and the "
+                 "backend has no portable implementation yet")
+_COPIES = "copies or rearranges data (not a view); only view-producing movement ops are lowered"
+_GATHER = "reads data-dependent addresses (gather/scatter); not lowered"
+_RANDOM = "random draws: NumPy's generators cannot be reproduced inside GPU kernels; use the cpu backend"
+
+UNLOWERED: dict[str, str] = {
+    "np.arccos": _NO_LIBDEVICE,
+    "np.arcsin": _NO_LIBDEVICE,
+    "np.arctan": _NO_LIBDEVICE,
+    "np.arctan2": _NO_LIBDEVICE,
+    "np.frexp": "needs exponent bit manipulation for every float format; not lowered",
+    "np.spacing": "needs ulp bit manipulation for every float format; not lowered",
+    "np.nextafter": "needs ulp bit manipulation for every float format; not lowered",
+    "np.gcd": "needs a data-dependent loop (Euclid); not lowered",
+    "np.lcm": "needs a data-dependent loop (Euclid); not lowered",
+    "np.argmax": "Triton's argmax skips NaN where NumPy returns the first NaN; not lowered",
+    "np.argmin": "Triton's argmin skips NaN where NumPy returns the first NaN; not lowered",
+    "np.cumsum": "scans are not lowered yet (no scan kernel kind)",
+    "np.cumprod": "scans are not lowered yet (no scan kernel kind)",
+    "np.einsum": "general contractions are not mapped onto the batched matmul kernel",
+    "np.tensordot": "general contractions are not mapped onto the batched matmul kernel",
+    "np.inner": "general contractions are not mapped onto the batched matmul kernel",
+    "np.outer": "general contractions are not mapped onto the batched matmul kernel",
+    "np.argsort": "sorting is not lowered",
+    "np.sort": "sorting is not lowered",
+    "np.concatenate": _COPIES,
+    "np.stack": _COPIES,
+    "np.pad": _COPIES,
+    "np.repeat": _COPIES,
+    "np.roll": _COPIES,
+    "np.tile": _COPIES,
+    "np.tril": _COPIES,
+    "np.triu": _COPIES,
+    "np.take": _GATHER,
+    "np.take_along_axis": _GATHER,
+    "np.getitem_mask": "boolean-mask indexing has a data-dependent output shape",
+    "np.setitem": "in-place writes through an index are not lowered",
+    "np.random.normal": _RANDOM,
+    "np.random.rand": _RANDOM,
+    "np.random.randint": _RANDOM,
+    "np.random.randn": _RANDOM,
+    "np.random.random": _RANDOM,
+    "np.random.standard_normal": _RANDOM,
+    "np.random.uniform": _RANDOM,
+}
+
+# Reductions and what they become in a reduction kernel (mean, var, std are built from sums).
+REDUCTIONS = {"np.sum": "sum", "np.prod": "prod", "np.max": "max", "np.min": "min", "np.any": "any",
+              "np.all": "all", "np.mean": "mean", "np.var": "var", "np.std": "std"}
+CONTRACTIONS = frozenset({"np.matmul", "np.dot"})  # np.dot: up to 2-D operands
+# Ops evaluated at compile time: shape arithmetic, constants, and *_like/full creation.
+FOLDED_KINDS = frozenset({"prim", "scalar", "creation"})
+
+# Movement ops lowered as views of their input (or as the input itself).
+VIEW_OPS = frozenset(VIEW_RULES) | SAME_VALUE
+
+
+def is_lowered(op) -> bool:
+    """Whether the backend lowers registry op ``op`` (an ``OpDef``)."""
+    if op.name in UNLOWERED:
+        return False
+    if op.kind == "elementwise":
+        base = op.name[:-len(".outer")] if op.name.endswith(".outer") else op.name
+        return base in LOWERINGS or f"{base}#0" in LOWERINGS
+    if op.kind == "reduction":
+        return op.name in REDUCTIONS
+    if op.kind == "contraction":
+        return op.name in CONTRACTIONS
+    if op.kind in ("movement", "index"):
+        return op.name in VIEW_OPS
+    return op.kind in FOLDED_KINDS

@@ -1,0 +1,231 @@
+"""What every kernel emitter shares: the generated-kernel record, the module header, block-size rules,
+and the emission of loads, elementwise ops and stores through a kernel-specific index space.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .dtypes import signature_type, storage_dtype, tl_type
+from .elementwise import LOWERINGS, lower_elementwise
+from .kernel_plan import Arg, Const, Load, Op, Ref, Store, View
+from .source_writer import SourceWriter
+
+__all__ = ["BodyEmitter", "GeneratedKernel", "IndexSpace", "Tuning", "next_pow2"]
+
+
+def next_pow2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """Block-size limits. The GPU wants blocks that fit registers; the interpreter wants few programs.
+
+    ``autotune`` adds ``triton.autotune`` configs to matmul and reduction kernels (GPU only: the
+    interpreter would run every config).
+    """
+
+    max_block: int
+    max_persistent: int
+    loop_block: int
+    tile_elems: int
+    mm_block: int
+    autotune: bool
+
+    @staticmethod
+    def gpu() -> Tuning:
+        return Tuning(max_block=1024, max_persistent=8192, loop_block=2048, tile_elems=8192, mm_block=128,
+                      autotune=True)
+
+    @staticmethod
+    def interpreter() -> Tuning:
+        return Tuning(max_block=1 << 16, max_persistent=1 << 14, loop_block=1 << 12, tile_elems=1 << 16,
+                      mm_block=128, autotune=False)
+
+
+@dataclass
+class GeneratedKernel:
+    """One kernel ready to launch: readable source, its buffers, launch grid and compile-time constants.
+
+    ``buffers[i]`` is the plan buffer bound to pointer parameter ``i``; ``signature`` and
+    ``constexprs`` are what ``triton.compile`` needs for an ahead-of-time build.
+    """
+
+    name: str
+    source: str
+    buffers: list[int]
+    buffer_dtypes: list[np.dtype]
+    grid: tuple[int, ...] | None
+    constexprs: dict[str, int]
+    num_warps: int
+    signature: dict[str, str]
+    tuned: tuple[str, ...] = ()  # constexprs chosen by triton.autotune at launch (GPU only)
+    grid_fn: Callable[[dict], tuple[int, ...]] | None = None  # the grid from the chosen config
+    path: str | None = field(default=None, compare=False)
+
+    @property
+    def launch_constexprs(self) -> dict[str, int]:
+        """The constexprs a launch passes itself (autotuned ones come from the chosen config)."""
+        return {k: v for k, v in self.constexprs.items() if k not in self.tuned}
+
+
+class IndexSpace(abc.ABC):
+    """How a kernel kind turns a view (in its coordinates) into addresses, masks and broadcasts."""
+
+    @abc.abstractmethod
+    def address(self, view: View, level: str) -> str:
+        """The element offset expression of ``view`` at ``level`` (without the base pointer)."""
+
+    @abc.abstractmethod
+    def mask(self, level: str) -> str | None:
+        """The mask expression of ``level``'s tile, or None when every lane is in bounds."""
+
+    def lift(self, expr: str, from_level: str, to_level: str) -> str:
+        """``expr`` computed at ``from_level`` broadcast to ``to_level``'s tile shape."""
+        if from_level != to_level:
+            raise AssertionError(f"cannot use a {from_level}-level value at level {to_level}")
+        return expr
+
+
+class BodyEmitter:
+    """Emits loads, elementwise ops and stores; knows nothing about how a kernel is tiled."""
+
+    def __init__(self, writer: SourceWriter, space: IndexSpace, params: dict[int, str]) -> None:
+        self.w = writer
+        self.space = space
+        self.params = params          # buffer id -> pointer parameter name
+        self.names: dict[int, tuple[str, str]] = {}  # value key -> (variable, level)
+        self.dtypes: dict[int, np.dtype] = {}
+        self.scalars: dict[View, str] = {}  # fully broadcast loads ...
+        self.prelude: list[str] = []         # ... emitted once at the top of the kernel
+        self.loaded: dict[tuple[View, str], str] = {}  # loads already in scope
+
+    def operand(self, arg: Arg, level: str) -> tuple[str, np.dtype]:
+        if isinstance(arg, Ref):
+            name, at = self.names[arg.key]
+            return self.space.lift(name, at, level), self.dtypes[arg.key]
+        if isinstance(arg, Const):
+            return self.w.const(arg.value, arg.dtype), np.dtype(arg.dtype)
+        return self.load(arg, level), np.dtype(arg.view.dtype)
+
+    def load(self, arg: Load, level: str) -> str:
+        view = arg.view
+        ptr = self.params[view.buffer]
+        is_bool = np.dtype(view.dtype).kind == "b"
+        if self._is_scalar(view):
+            # Broadcast everywhere: one load at the top of the kernel, before any loop.
+            name = self.scalars.get(view)
+            if name is None:
+                name = f"s{len(self.scalars)}"
+                self.scalars[view] = name
+                self.prelude.append(f"{name} = tl.load({ptr} + {view.offset} + tl.zeros([1], tl.int32))"
+                                    + (" != 0" if is_bool else ""))
+            return name
+        cached = self.loaded.get((view, level))
+        if cached is not None:
+            return cached
+        addr = self.space.address(view, level)
+        mask = self.space.mask(level)
+        expr = f"tl.load({ptr} + {addr}" + (f", mask={mask}, other=0)" if mask else ")")
+        name = self.w.let(f"{expr} != 0" if is_bool else expr, "x")
+        self.loaded[(view, level)] = name
+        return name
+
+    def new_scope(self) -> None:
+        """Forget loads and full-level values: a new loop body must load and compute them again."""
+        self.loaded.clear()
+
+    @staticmethod
+    def _is_scalar(view: View) -> bool:
+        return not any(s for s, n in zip(view.strides, view.shape) if n != 1)
+
+    def op(self, item: Op, suffix: str = "") -> str:
+        if item.op not in LOWERINGS:
+            raise NotImplementedError(f"the Triton backend has no lowering for {item.label}")
+        args = [self.operand(a, item.level) for a in item.args]
+        try:
+            expr = lower_elementwise(self.w, item.op, args, item.attrs, item.dtype)
+        except NotImplementedError as exc:
+            raise NotImplementedError(f"{item.label}: {exc}") from None
+        name = f"v{item.key}{suffix}"
+        self.w.emit(f"{name} = {expr}")
+        self.bind(item.key, name, item.level, item.dtype)
+        return name
+
+    def bind(self, key: int, name: str, level: str, dtype: np.dtype) -> None:
+        self.names[key] = (name, level)
+        self.dtypes[key] = np.dtype(dtype)
+
+    def store(self, store: Store) -> None:
+        name, at = self.names[store.key]
+        value = self.space.lift(name, at, store.level)
+        value_dtype = self.dtypes[store.key]
+        target = storage_dtype(store.view.dtype)
+        value = SourceWriter.cast(value, value_dtype, store.view.dtype)
+        if np.dtype(store.view.dtype).kind == "b":
+            value = f"{value}.to({tl_type(target)})"
+        ptr = self.params[store.view.buffer]
+        addr = self.space.address(store.view, store.level)
+        mask = self.space.mask(store.level)
+        self.w.emit(f"tl.store({ptr} + {addr}, {value}" + (f", mask={mask})" if mask else ")"))
+
+
+def pointer_params(buffers: list[tuple[int, np.dtype]]) -> tuple[dict[int, str], dict[str, str]]:
+    """Parameter names ``p0, p1, ...`` for the distinct buffers, and their signature types."""
+    params: dict[int, str] = {}
+    signature: dict[str, str] = {}
+    for buf, dtype in buffers:
+        if buf not in params:
+            params[buf] = f"p{len(params)}"
+            signature[params[buf]] = signature_type(dtype)
+    return params, signature
+
+
+def collect_buffers(views: list[View]) -> list[tuple[int, np.dtype]]:
+    """Distinct buffers in first-use order, each with the storage dtype it is accessed as."""
+    seen: dict[int, np.dtype] = {}
+    for v in views:
+        dtype = storage_dtype(v.dtype)
+        if seen.setdefault(v.buffer, dtype) != dtype:
+            raise AssertionError(f"buffer {v.buffer} accessed as both {seen[v.buffer]} and {dtype}")
+    return list(seen.items())
+
+
+def item_views(items: list, stores: list[Store]) -> list[View]:
+    """Every view a kernel body touches, in program order."""
+    views: list[View] = []
+    for item in items:
+        args = item.args if isinstance(item, Op) else [item.arg]
+        views.extend(a.view for a in args if isinstance(a, Load))
+    views.extend(s.view for s in stores)
+    return views
+
+
+HEADER = "import triton\nimport triton.language as tl\n"
+
+
+def module_source(name: str, params_doc: list[str], signature_line: str, body: list[str],
+                  decorators: list[str], helpers: str = "") -> str:
+    """A complete kernel module: imports, optional helpers, decorators, the kernel."""
+    doc = "".join(f"    # {line}\n" for line in params_doc)
+    return (f'"""numtrace generated kernel {name}."""\n{HEADER}\n{helpers}\n'
+            + "".join(f"{d}\n" for d in decorators)
+            + f"@triton.jit\ndef {name}({signature_line}):\n{doc}"
+            + "\n".join(body) + "\n")
+
+
+def needs_int64(views: list[View], *extents: int) -> bool:
+    """Whether any index or address of the kernel can exceed int32 (then index math is int64)."""
+    limit = 2**31 - 1
+    if any(e > limit for e in extents):
+        return True
+    for v in views:
+        reach = abs(v.offset) + sum(abs(s) * (n - 1) for s, n in zip(v.strides, v.shape) if n > 0)
+        if reach > limit:
+            return True
+    return False

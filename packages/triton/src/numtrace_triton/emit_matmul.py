@@ -1,0 +1,140 @@
+"""Source for a (batched) matmul with its elementwise epilogue fused into the store.
+
+One program computes a ``[BLOCK_M, BLOCK_N]`` output tile of one batch entry,
+looping over K in ``BLOCK_K`` steps with ``tl.dot`` into a float32
+accumulator (float64 stays float64; integers multiply-and-sum exactly in
+their own type, as NumPy does). The epilogue (bias, activation, residual)
+runs on the accumulator tile before the single store, so the product never
+goes to memory. All programs sit on grid axis 0, which has no 65535 limit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from .dtypes import tl_type
+from .emit_body import (
+    BodyEmitter,
+    GeneratedKernel,
+    IndexSpace,
+    Tuning,
+    collect_buffers,
+    item_views,
+    module_source,
+    needs_int64,
+    next_pow2,
+    pointer_params,
+)
+from .emit_pointwise import with_offset
+from .kernel_plan import MatmulKernel, View
+from .source_writer import SourceWriter, flat_address
+
+__all__ = ["emit_matmul"]
+
+# (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) candidates for triton.autotune on a GPU.
+_GPU_CONFIGS = ((128, 128, 32, 8, 3), (128, 64, 32, 4, 4), (64, 128, 32, 4, 4), (64, 64, 32, 4, 4),
+                (32, 64, 32, 4, 4), (16, 64, 64, 4, 3), (16, 32, 64, 4, 3))
+
+
+class _TileSpace(IndexSpace):
+    def __init__(self, n_batch: int) -> None:
+        self.n_batch = n_batch
+
+    def address(self, view: View, level: str) -> str:
+        return _operand_address(view, self.n_batch, "rm", "rn")
+
+    def mask(self, level: str) -> str | None:
+        return "mask"
+
+
+def _operand_address(view: View, n_batch: int, rows: str, cols: str) -> str:
+    b = n_batch
+    batch = with_offset(view.offset, flat_address("pid_b", view.shape[:b], view.strides[:b]))
+    # Both index terms stay even with stride 0: they give the address its 2-D tile shape.
+    tile = f"{rows}[:, None] * {view.strides[b]} + {cols}[None, :] * {view.strides[b + 1]}"
+    return tile if batch == "0" else f"{batch} + {tile}"
+
+
+def emit_matmul(kernel: MatmulKernel, name: str, tuning: Tuning,
+                describe: Callable[[int], str]) -> GeneratedKernel:
+    out = np.dtype(kernel.dtype)
+    if out.kind == "b":
+        raise NotImplementedError(f"{kernel.label}: boolean matmul is not lowered by the Triton backend")
+    nb = len(kernel.batch)
+    batch = int(np.prod(kernel.batch, dtype=np.int64))
+    views = [kernel.a, kernel.b] + item_views(kernel.body, kernel.stores)
+    buffers = collect_buffers(views)
+    params, signature = pointer_params(buffers)
+    w = SourceWriter()
+    body = BodyEmitter(w, _TileSpace(nb), params)
+    pa, pb = params[kernel.a.buffer], params[kernel.b.buffer]
+    acc_dtype = out if out.kind != "f" or out.itemsize == 8 else np.dtype(np.float32)
+    w.emit(f"acc = tl.zeros([BLOCK_M, BLOCK_N], {tl_type(acc_dtype)})")
+    w.emit(f"for k0 in range(0, {kernel.k}, BLOCK_K):")
+    w.indent += 1
+    w.emit("rk = k0 + tl.arange(0, BLOCK_K)")
+    a_mask = f"(rm[:, None] < {kernel.m}) & (rk[None, :] < {kernel.k})"
+    b_mask = f"(rk[:, None] < {kernel.k}) & (rn[None, :] < {kernel.n})"
+    a = f"tl.load({pa} + {_operand_address(kernel.a, nb, 'rm', 'rk')}, mask={a_mask}, other=0)"
+    b = f"tl.load({pb} + {_operand_address(kernel.b, nb, 'rk', 'rn')}, mask={b_mask}, other=0)"
+    # Operands are converted to the result type first, as NumPy's matmul loop does.
+    w.emit(f"a = {SourceWriter.cast(a, kernel.a.dtype, out)}")
+    w.emit(f"b = {SourceWriter.cast(b, kernel.b.dtype, out)}")
+    if out.kind == "f":
+        precision = ', input_precision="ieee"' if out == np.float32 else ""
+        w.emit(f"acc = tl.dot(a, b, acc{precision})")
+    else:
+        w.emit("acc += tl.sum(a[:, :, None] * b[None, :, :], axis=1)")
+    w.indent -= 1
+    w.emit(f"v{kernel.acc_key} = {SourceWriter.cast('acc', acc_dtype, out)}")
+    body.bind(kernel.acc_key, f"v{kernel.acc_key}", "full", out)
+    for item in kernel.body:
+        body.op(item)
+    for store in kernel.stores:
+        body.store(store)
+
+    tiles = "tiles_m * tiles_n"
+    i64 = needs_int64(views, batch * kernel.m * kernel.n)
+    lines = [f"    {c}" for c in w.const_lines]
+    lines += [
+        f"    tiles_m = tl.cdiv({kernel.m}, BLOCK_M)",
+        f"    tiles_n = tl.cdiv({kernel.n}, BLOCK_N)",
+        "    pid = tl.program_id(0)" + (".to(tl.int64)" if i64 else ""),
+        f"    pid_b = pid // ({tiles})",
+        f"    pid_m = (pid % ({tiles})) // tiles_n",
+        "    pid_n = pid % tiles_n",
+        "    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
+        "    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
+        f"    mask = (rm[:, None] < {kernel.m}) & (rn[None, :] < {kernel.n})",
+    ]
+    lines += [f"    {s}" for s in body.prelude] + w.lines
+    docs = [f"{p}: {describe(b)}" for b, p in params.items()]
+    docs.append(f"batch {kernel.batch}: [{kernel.m}, {kernel.k}] @ [{kernel.k}, {kernel.n}] -> {out}")
+    block_m = min(max(16, next_pow2(kernel.m)), tuning.mm_block)
+    block_n = min(max(16, next_pow2(kernel.n)), tuning.mm_block)
+    block_k = min(max(16, next_pow2(kernel.k)), 32 if tuning.autotune else tuning.mm_block)
+    decorators = []
+    tuned: tuple[str, ...] = ()
+    if tuning.autotune:
+        configs = [c for c in _GPU_CONFIGS if c[0] <= max(16, next_pow2(kernel.m)) * 2] or [_GPU_CONFIGS[-1]]
+        block_m, block_n, block_k = configs[0][:3]
+        decorators.append("@triton.autotune(configs=[" + ", ".join(
+            f"triton.Config({{'BLOCK_M': {m}, 'BLOCK_N': {n}, 'BLOCK_K': {k}}}, num_warps={nw}, "
+            f"num_stages={ns})" for m, n, k, nw, ns in configs) + "], key=[])")
+        tuned = ("BLOCK_M", "BLOCK_N", "BLOCK_K")
+    source = module_source(
+        name, docs, ", ".join(params.values()) + ", BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, "
+        "BLOCK_K: tl.constexpr", lines, decorators)
+    signature.update(BLOCK_M="constexpr", BLOCK_N="constexpr", BLOCK_K="constexpr")
+    m, n = kernel.m, kernel.n
+
+    def grid_fn(meta: dict) -> tuple[int, ...]:
+        return (batch * -(-m // meta["BLOCK_M"]) * -(-n // meta["BLOCK_N"]),)
+
+    return GeneratedKernel(
+        name=name, source=source, buffers=[b for b, _ in buffers], buffer_dtypes=[d for _, d in buffers],
+        grid=grid_fn({"BLOCK_M": block_m, "BLOCK_N": block_n}),
+        constexprs={"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k},
+        num_warps=4, signature=signature, tuned=tuned, grid_fn=grid_fn)

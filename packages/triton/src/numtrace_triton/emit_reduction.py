@@ -1,0 +1,295 @@
+"""Source for a reduction kernel: tiles of ``BLOCK_M`` rows by ``BLOCK_R`` reduced elements.
+
+Values live at two levels: ``full`` (one per input element, a ``[BLOCK_M,
+BLOCK_R]`` tile) and ``row`` (one per output element, ``[BLOCK_M]``). When the
+reduced extent fits one tile the kernel is *persistent*: each row is loaded
+once and every reduction, prologue and epilogue (a whole softmax or
+layernorm) runs on registers. Otherwise it *loops* over the reduced extent in
+passes: a reduction whose input needs another reduction's result runs in a
+later pass (softmax: max, then sum, then the normalised store), recomputing
+its cheap elementwise prologue from memory instead of keeping a full row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from .dtypes import tl_type
+from .emit_body import (
+    BodyEmitter,
+    GeneratedKernel,
+    IndexSpace,
+    Tuning,
+    collect_buffers,
+    item_views,
+    module_source,
+    needs_int64,
+    next_pow2,
+    pointer_params,
+)
+from .emit_pointwise import tile_address, with_offset
+from .kernel_plan import Const, Load, Op, Reduce, ReductionKernel, Ref, View
+from .source_writer import SourceWriter
+
+__all__ = ["emit_reduction"]
+
+_PROD_HELPER = "@triton.jit\ndef _multiply(a, b):\n    return a * b\n\n"
+
+
+class _RowSpace(IndexSpace):
+    # Masks are always applied: with autotuned BLOCK_M no tile size is known to divide the extents.
+    def __init__(self, n_kept: int) -> None:
+        self.n_kept = n_kept
+
+    def address(self, view: View, level: str) -> str:
+        k = self.n_kept
+        rows = tile_address("rows", view.shape[:k], view.strides[:k])
+        if level == "row":
+            return with_offset(view.offset, rows)
+        red = tile_address("r", view.shape[k:], view.strides[k:])
+        full = f"({with_offset(view.offset, rows)})[:, None] + ({red})[None, :]"
+        return f"tl.broadcast_to({full}, [BLOCK_M, BLOCK_R])"
+
+    def mask(self, level: str) -> str | None:
+        return "row_mask" if level == "row" else "mask"
+
+    def lift(self, expr: str, from_level: str, to_level: str) -> str:
+        if from_level == to_level:
+            return expr
+        if (from_level, to_level) != ("row", "full"):
+            raise AssertionError(f"cannot use a {from_level}-level value at level {to_level}")
+        return f"{expr}[:, None]"
+
+
+def _identity(op: str, dtype: np.dtype) -> bool | int | float:
+    """The value masked-off lanes take so that they cannot change the result."""
+    if op in ("sum", "any"):
+        return 0
+    if op in ("prod", "all"):
+        return 1
+    if dtype.kind == "f":
+        return -np.inf if op in ("max", "argmax") else np.inf
+    if dtype.kind == "b":
+        return op in ("min", "argmin")
+    info = np.iinfo(dtype)
+    return int(info.min) if op in ("max", "argmax") else int(info.max)
+
+
+def _acc_dtype(item: Reduce, arg_dtype: np.dtype) -> np.dtype:
+    if item.op in ("any", "all"):
+        return np.dtype(bool)
+    if item.op in ("max", "min", "argmax", "argmin"):
+        return arg_dtype
+    return np.dtype(np.float32) if item.dtype.kind == "f" and item.dtype.itemsize < 4 else item.dtype
+
+
+class _ReductionWriter:
+    """Emits one reduction kernel; ``body`` holds the items in program order."""
+
+    def __init__(self, kernel: ReductionKernel, params: dict[int, str], persistent: bool) -> None:
+        self.kernel = kernel
+        self.persistent = persistent
+        self.w = SourceWriter()
+        rows = int(np.prod(kernel.kept, dtype=np.int64))
+        self.rows, self.red = rows, int(np.prod(kernel.reduced, dtype=np.int64))
+        self.space = _RowSpace(len(kernel.kept))
+        self.body = BodyEmitter(self.w, self.space, params)
+        self.level = {item.key: item.level for item in kernel.body}
+        self.items = {item.key: item for item in kernel.body}
+
+    # -- reductions ---------------------------------------------------------------------------
+    def _masked(self, item: Reduce, x: str, acc: np.dtype, x_dtype: np.dtype) -> str:
+        x = SourceWriter.cast(x, x_dtype, acc)
+        return self.w.let(f"tl.where(mask, {x}, {self.w.const(_identity(item.op, acc), acc)})")
+
+    def _final(self, item: Reduce, tile: str, acc: np.dtype) -> str:
+        """The ``[BLOCK_M]`` result of reducing the lanes of ``tile`` along axis 1."""
+        w = self.w
+        if item.op == "sum":
+            return f"tl.sum({tile}, axis=1)"
+        if item.op == "prod":
+            return f"tl.reduce({tile}, 1, _multiply)"
+        if item.op in ("any", "all"):
+            fn = "max" if item.op == "any" else "min"
+            return f"tl.{fn}({tile}.to(tl.int8), axis=1) != 0"
+        if item.op in ("max", "min"):
+            best = f"tl.{item.op}({tile}.to(tl.int8), axis=1) != 0" if acc.kind == "b" else \
+                f"tl.{item.op}({tile}, axis=1)"
+            if acc.kind != "f":
+                return best
+            # Triton's max/min skip NaN; NumPy's propagate it.
+            has_nan = f"tl.max(({tile} != {tile}).to(tl.int8), axis=1) != 0"
+            return f"tl.where({has_nan}, {w.const(np.nan, acc)}, {best})"
+        raise NotImplementedError(f"{item.label}: reduction {item.op!r} is not lowered by the Triton backend")
+
+    def _combine(self, item: Reduce, acc: str, x: str, dtype: np.dtype) -> str:
+        if item.op == "sum":
+            return f"{acc} + {x}"
+        if item.op == "prod":
+            return f"{acc} * {x}"
+        if item.op == "any":
+            return f"{acc} | {x}"
+        if item.op == "all":
+            return f"{acc} & {x}"
+        if item.op in ("max", "min"):
+            fn = "maximum" if item.op == "max" else "minimum"
+            if dtype.kind == "b":
+                return f"{acc} | {x}" if item.op == "max" else f"{acc} & {x}"
+            nan = ", propagate_nan=tl.PropagateNan.ALL" if dtype.kind == "f" else ""
+            return f"tl.{fn}({acc}, {x}{nan})"
+        raise NotImplementedError(f"{item.label}: reduction {item.op!r} is not lowered by the Triton backend")
+
+    def _bind_reduce(self, item: Reduce, expr: str, acc: np.dtype) -> None:
+        name = f"v{item.key}"
+        self.w.emit(f"{name} = {SourceWriter.cast(expr, acc, item.dtype)}")
+        self.body.bind(item.key, name, "row", item.dtype)
+
+    def _check_op(self, item: Reduce) -> None:
+        if item.op in ("argmax", "argmin"):
+            raise NotImplementedError(f"{item.label}: {item.op} is not lowered by the Triton backend "
+                                      "(Triton's argmax ignores NaN where NumPy returns the first NaN)")
+
+    # -- structure ------------------------------------------------------------------------------
+    def emit_persistent(self) -> None:
+        self.w.emit("r = tl.arange(0, BLOCK_R)")
+        self.w.emit("mask = row_mask[:, None] & (r < %d)[None, :]" % self.red)
+        for item in self.kernel.body:
+            if isinstance(item, Op):
+                self.body.op(item)
+                continue
+            self._check_op(item)
+            x, x_dtype = self.body.operand(item.arg, "full")
+            acc = _acc_dtype(item, x_dtype)
+            self._bind_reduce(item, self._final(item, self._masked(item, x, acc, x_dtype), acc), acc)
+        for store in self.kernel.stores:
+            self.body.store(store)
+
+    def _ready(self) -> dict[int, int]:
+        """For each value, the pass after which it is known (0: from memory alone)."""
+        ready: dict[int, int] = {}
+        for item in self.kernel.body:
+            args = item.args if isinstance(item, Op) else [item.arg]
+            deps = max((ready[a.key] for a in args if isinstance(a, Ref)), default=0)
+            ready[item.key] = deps + 1 if isinstance(item, Reduce) else deps
+        return ready
+
+    def _needed(self, roots: list[int]) -> list[Op]:
+        """The full-level ops (in program order) that the values ``roots`` depend on, roots included."""
+        need: set[int] = set()
+        stack = list(roots)
+        while stack:
+            key = stack.pop()
+            item = self.items[key]
+            if key in need or item.level != "full" or not isinstance(item, Op):
+                continue
+            need.add(key)
+            stack.extend(a.key for a in item.args if isinstance(a, Ref))
+        return [item for item in self.kernel.body if item.key in need]
+
+    def emit_looped(self) -> None:
+        ready = self._ready()
+        reduces = [i for i in self.kernel.body if isinstance(i, Reduce)]
+        full_stores = [s for s in self.kernel.stores if s.level == "full"]
+        passes = 1 + max([ready[r.arg.key] if isinstance(r.arg, Ref) else 0 for r in reduces]
+                         + [ready[s.key] for s in full_stores], default=0)
+        row_ops = [i for i in self.kernel.body if isinstance(i, Op) and i.level == "row"]
+        self._emit_row_ops(row_ops, ready, 0)
+        for p in range(passes):
+            mine = [r for r in reduces if (ready[r.arg.key] if isinstance(r.arg, Ref) else 0) == p]
+            stores = [s for s in full_stores if ready[s.key] == p]
+            if not mine and not stores:
+                continue
+            for item in mine:
+                self._check_op(item)
+            accs = {}
+            for item in mine:
+                x_dtype = self._arg_dtype(item.arg)
+                acc = _acc_dtype(item, x_dtype)
+                accs[item.key] = (f"acc{item.key}", acc, x_dtype)
+                init = self.w.const(_identity(item.op, acc), acc)
+                self.w.emit(f"acc{item.key} = tl.full([BLOCK_M, BLOCK_R], {init}, {tl_type(acc)})")
+            self.w.emit(f"for r0 in range(0, {self.red}, BLOCK_R):")
+            self.w.indent += 1
+            self.body.new_scope()
+            self.w.emit("r = r0 + tl.arange(0, BLOCK_R)")
+            self.w.emit("mask = row_mask[:, None] & (r < %d)[None, :]" % self.red)
+            roots = [r.arg.key for r in mine if isinstance(r.arg, Ref)] + [s.key for s in stores]
+            for op in self._needed(roots):
+                self.body.op(op, suffix=f"_{p}")
+            for item in mine:
+                name, acc, x_dtype = accs[item.key]
+                x, _ = self.body.operand(item.arg, "full")
+                self.w.emit(f"{name} = {self._combine(item, name, self._masked(item, x, acc, x_dtype), acc)}")
+            for store in stores:
+                self.body.store(store)
+            self.w.indent -= 1
+            self.body.new_scope()
+            for item in mine:
+                name, acc, _ = accs[item.key]
+                self._bind_reduce(item, self._final(item, name, acc), acc)
+            self._emit_row_ops(row_ops, ready, p + 1)
+        for store in self.kernel.stores:
+            if store.level == "row":
+                self.body.store(store)
+
+    def _arg_dtype(self, arg: Ref | Load | Const) -> np.dtype:
+        if isinstance(arg, Ref):
+            return np.dtype(self.items[arg.key].dtype)
+        return np.dtype(arg.view.dtype if isinstance(arg, Load) else arg.dtype)
+
+    def _emit_row_ops(self, row_ops: list[Op], ready: dict[int, int], stage: int) -> None:
+        for op in row_ops:
+            if ready[op.key] == stage:
+                self.body.op(op)
+
+
+def emit_reduction(kernel: ReductionKernel, name: str, tuning: Tuning,
+                   describe: Callable[[int], str]) -> GeneratedKernel:
+    rows = int(np.prod(kernel.kept, dtype=np.int64))
+    red = int(np.prod(kernel.reduced, dtype=np.int64))
+    persistent = next_pow2(red) <= tuning.max_persistent
+    block_r = next_pow2(red) if persistent else tuning.loop_block
+    block_m = max(1, min(next_pow2(rows), tuning.tile_elems // block_r))
+    views = item_views(kernel.body, kernel.stores)
+    buffers = collect_buffers(views)
+    params, signature = pointer_params(buffers)
+    writer = _ReductionWriter(kernel, params, persistent)
+    if persistent:
+        writer.emit_persistent()
+    else:
+        writer.emit_looped()
+    w, body = writer.w, writer.body
+    pid = "tl.program_id(0).to(tl.int64)" if needs_int64(views, rows * red) else "tl.program_id(0)"
+    lines = [f"    {c}" for c in w.const_lines] + [f"    {s}" for s in body.prelude]
+    lines += [f"    rows = {pid} * BLOCK_M + tl.arange(0, BLOCK_M)", f"    row_mask = rows < {rows}"]
+    lines += w.lines
+    mode = "persistent" if persistent else "looped"
+    docs = [f"{p}: {describe(b)}" for b, p in params.items()]
+    docs.append(f"{rows} rows {kernel.kept} x {red} reduced {kernel.reduced} ({mode})")
+    has_prod = any(isinstance(i, Reduce) and i.op == "prod" for i in kernel.body)
+    decorators = []
+    if tuning.autotune:
+        configs = _autotune_configs(rows, block_r, tuning)
+        decorators.append("@triton.autotune(configs=[" + ", ".join(
+            f"triton.Config({{'BLOCK_M': {m}}}, num_warps={nw})" for m, nw in configs) + "], key=[])")
+    source = module_source(name, docs, ", ".join(params.values())
+                           + ", BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr", lines, decorators,
+                           helpers=_PROD_HELPER if has_prod else "")
+    signature.update(BLOCK_M="constexpr", BLOCK_R="constexpr")
+    num_warps = 4 if block_m * block_r <= 2048 else 8
+    return GeneratedKernel(
+        name=name, source=source, buffers=[b for b, _ in buffers], buffer_dtypes=[d for _, d in buffers],
+        grid=(-(-rows // block_m),), constexprs={"BLOCK_M": block_m, "BLOCK_R": block_r}, num_warps=num_warps,
+        signature=signature, tuned=("BLOCK_M",) if tuning.autotune else (),
+        grid_fn=lambda meta: (-(-rows // meta["BLOCK_M"]),))
+
+
+def _autotune_configs(rows: int, block_r: int, tuning: Tuning) -> list[tuple[int, int]]:
+    """(BLOCK_M, num_warps) candidates whose tiles fit the register budget."""
+    out = []
+    for m in (1, 2, 4, 8, 16, 32, 64):
+        if m * block_r <= tuning.tile_elems and m <= next_pow2(rows):
+            out.append((m, 4 if m * block_r <= 2048 else 8))
+    return out or [(1, 8)]

@@ -1,0 +1,145 @@
+"""Running a plan: buffers in, kernels launched in order, results out.
+
+Each call allocates its own temporaries and outputs, so one executable can be
+called from several threads at once. Under the interpreter, NumPy's
+floating-point warnings are silenced around launches: masked-off lanes compute
+on padding (``log(0)``...), as they do silently on a GPU.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from .device_arrays import export_array, import_array, is_device_array
+from .device_memory import DeviceAllocator, DeviceBuffer, interpreter_enabled
+from .kernel_cache import load_kernel
+from .planner import Plan
+
+__all__ = ["KernelInfo", "TritonExecutable"]
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """What the user can inspect about one generated kernel."""
+
+    name: str
+    source: str
+    grid: tuple[int, ...] | None
+    path: str
+    constexprs: dict
+    signature: dict
+
+
+class TritonExecutable:
+    """A compiled graph for one input signature (the backend protocol's ``Executable``)."""
+
+    def __init__(self, plan: Plan, allocator: DeviceAllocator) -> None:
+        self.plan = plan
+        self.allocator = allocator
+        self._interpret = interpreter_enabled()
+        self._fns = []
+        infos = []
+        for k in plan.kernels:
+            fn, path = load_kernel(k.name, k.source)
+            k.path = str(path)
+            self._fns.append(fn)
+            infos.append(KernelInfo(k.name, k.source, k.grid, str(path), dict(k.constexprs), dict(k.signature)))
+        self.kernels: tuple[KernelInfo, ...] = tuple(infos)
+        self._consts = {b: allocator.upload(spec.data) for b, spec in enumerate(plan.buffers)
+                        if spec.role == "const"}
+        self._lock = threading.Lock()
+        self._calls = 0
+
+    def __call__(self, *inputs, out: tuple | None = None) -> tuple:
+        plan = self.plan
+        if len(inputs) != len(plan.inputs):
+            raise TypeError(f"expected {len(plan.inputs)} inputs, got {len(inputs)}")
+        if out is not None and len(out) != len(plan.outputs):
+            raise TypeError(f"out= needs {len(plan.outputs)} arrays, got {len(out)}")
+        bufs: dict[int, DeviceBuffer] = dict(self._consts)
+        like = None
+        for i, (value, b) in enumerate(zip(inputs, plan.inputs)):
+            if b is None:
+                continue
+            spec = plan.buffers[b]
+            if is_device_array(value):
+                if self._interpret:
+                    raise TypeError(f"input {i}: device arrays cannot be used under TRITON_INTERPRET=1")
+                shape = tuple(plan.input_types[i].shape)
+                bufs[b] = import_array(value, plan.input_types[i].dtype, shape, f"input {i}")
+                like = like if like is not None else value
+            else:
+                bufs[b] = self.allocator.upload(np.ascontiguousarray(value).view(spec.dtype)
+                                                if np.ndim(value) else np.asarray(value, spec.dtype))
+        for b, spec in enumerate(plan.buffers):
+            if spec.role in ("temp", "output"):
+                bufs[b] = self.allocator.empty(spec.nbytes)
+        self._launch_all(bufs)
+        with self._lock:
+            self._calls += 1
+        return tuple(self._result(j, o, bufs, like, None if out is None else out[j])
+                     for j, o in enumerate(plan.outputs))
+
+    def _launch_all(self, bufs: dict[int, DeviceBuffer]) -> None:
+        if not self._interpret:
+            for k, fn in zip(self.plan.kernels, self._fns):
+                self._launch(k, fn, bufs)
+            return
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            for k, fn in zip(self.plan.kernels, self._fns):
+                self._launch(k, fn, bufs)
+
+    def _launch(self, k, fn, bufs: dict[int, DeviceBuffer]) -> None:
+        args = [self.allocator.pointer(bufs[b], dt) for b, dt in zip(k.buffers, k.buffer_dtypes)]
+        if k.tuned and not self._interpret:
+            fn[k.grid_fn](*args, enable_fp_fusion=True, **k.launch_constexprs)
+        else:
+            fn[k.grid](*args, num_warps=k.num_warps, **k.constexprs)
+
+    def _result(self, j: int, spec, bufs: dict[int, DeviceBuffer], like: object, dest: np.ndarray | None):
+        if spec.buffer is None:
+            value = spec.folded
+            if spec.dtype is None:  # a Python scalar
+                return value
+            result = np.array(value, dtype=spec.dtype)
+            if dest is not None:
+                np.copyto(dest, result)
+                return dest
+            return result
+        buf = bufs[spec.buffer]
+        if like is not None and dest is None:
+            return export_array(buf, spec.dtype, spec.shape, like)
+        if dest is not None:
+            if dest.dtype != spec.dtype or dest.shape != tuple(spec.shape):
+                raise ValueError(f"out[{j}] is {dest.dtype}{list(dest.shape)}, expected "
+                                 f"{spec.dtype}{list(spec.shape)}")
+            if dest.flags.c_contiguous:
+                self.allocator.download(buf, dest)
+                return dest
+        host = np.empty(spec.shape, spec.dtype)
+        self.allocator.download(buf, host)
+        if dest is not None:
+            np.copyto(dest, host)
+            return dest
+        return host
+
+    def stats(self) -> dict:
+        roles: dict[str, int] = {}
+        for spec in self.plan.buffers:
+            roles[spec.role] = roles.get(spec.role, 0) + spec.nbytes
+        return {
+            "backend": "triton",
+            "allocator": self.allocator.name,
+            "interpreter": self._interpret,
+            "kernels": len(self.plan.kernels),
+            "kernel_names": [k.name for k in self.plan.kernels],
+            "calls": self._calls,
+            "launches": self._calls * len(self.plan.kernels),
+            "bytes_by_role": roles,
+            "fallbacks": 0,
+        }

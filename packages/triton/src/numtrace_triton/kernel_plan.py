@@ -1,0 +1,145 @@
+"""What one fused kernel computes, before it becomes source: the planner's output, the emitters' input.
+
+All shapes are concrete (the graph was specialized) and every memory access is
+a :class:`View` in the kernel's own coordinates, so emitters never reason
+about broadcasting or the graph again:
+
+* pointwise kernels: one flat index over ``numel`` elements; each access's
+  view has the shape of the op that reads it (C-order reshapes of values in
+  registers are free, since they keep the flat index);
+* reduction kernels: ``kept`` extents (one row per output element) followed
+  by ``reduced`` extents; values live at the ``"full"`` or ``"row"`` level;
+* matmul kernels: ``batch`` extents, then ``M``, then ``N``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = [
+    "Const",
+    "Load",
+    "MatmulKernel",
+    "Op",
+    "PointwiseKernel",
+    "Reduce",
+    "ReductionKernel",
+    "Ref",
+    "Store",
+    "View",
+]
+
+
+@dataclass(frozen=True)
+class View:
+    """A strided window on a buffer, in elements, over the kernel's coordinates (stride 0 broadcasts)."""
+
+    buffer: int
+    dtype: np.dtype
+    offset: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.shape) != len(self.strides):
+            raise ValueError(f"View: shape {self.shape} and strides {self.strides} differ in length")
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A value computed earlier in the same kernel."""
+
+    key: int
+
+
+@dataclass(frozen=True)
+class Const:
+    """A compile-time scalar, already of the dtype the op computes in."""
+
+    value: bool | int | float
+    dtype: np.dtype
+
+
+@dataclass(frozen=True)
+class Load:
+    """A value read from memory at every point of the consumer's index space."""
+
+    view: View
+
+
+Arg = Ref | Const | Load
+
+
+@dataclass
+class Op:
+    """One elementwise op; ``label`` names the graph node for error messages."""
+
+    key: int
+    op: str
+    args: list[Arg]
+    attrs: dict
+    dtype: np.dtype
+    label: str
+    level: str = "full"
+
+
+@dataclass
+class Reduce:
+    """A reduction over the reduced extents of a reduction kernel (result at the ``"row"`` level).
+
+    ``op`` is one of ``sum prod max min any all argmax argmin``.
+    """
+
+    key: int
+    op: str
+    arg: Arg
+    dtype: np.dtype
+    label: str
+    level: str = "row"
+
+
+@dataclass(frozen=True)
+class Store:
+    """Write value ``key`` (at ``level``) through ``view``."""
+
+    key: int
+    view: View
+    level: str = "full"
+
+
+@dataclass
+class PointwiseKernel:
+    numel: int
+    body: list[Op] = field(default_factory=list)
+    stores: list[Store] = field(default_factory=list)
+
+
+@dataclass
+class ReductionKernel:
+    kept: tuple[int, ...]
+    reduced: tuple[int, ...]
+    body: list[Op | Reduce] = field(default_factory=list)
+    stores: list[Store] = field(default_factory=list)
+
+
+@dataclass
+class MatmulKernel:
+    """``acc = a @ b`` per batch index (fp32 accumulation for floats), then an elementwise epilogue.
+
+    ``a`` has coordinates ``batch + (M, K)``, ``b`` ``batch + (K, N)``; the
+    accumulator is value ``acc_key`` of dtype ``dtype``.
+    """
+
+    batch: tuple[int, ...]
+    m: int
+    n: int
+    k: int
+    a: View
+    b: View
+    acc_key: int
+    dtype: np.dtype
+    label: str
+    body: list[Op] = field(default_factory=list)
+    stores: list[Store] = field(default_factory=list)

@@ -1,0 +1,47 @@
+"""Movement ops as views: for each op the backend lowers, the NumPy call that returns its view.
+
+The registry's references may copy (graph values never alias), so the planner
+cannot ask them whether an op is a view; it applies these rules to a
+stand-in array laid out like the input buffer and reads the view's offset and
+strides off NumPy's answer (a copy there means the op is not a view for that
+layout). ``out`` is the node's concrete output shape, so ops whose target
+shape comes from traced dims (``prim.reshape``) need no evaluation of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+__all__ = ["SAME_VALUE", "VIEW_RULES"]
+
+ViewRule = Callable[[np.ndarray, tuple, dict], "np.ndarray | tuple[np.ndarray, ...]"]
+
+
+def _getitem(a: np.ndarray, out: tuple, attrs: dict) -> np.ndarray:
+    if "input" in attrs["index"]:
+        raise NotImplementedError("indexing with arrays (a gather) is not lowered by the Triton backend")
+    return a[attrs["index"]]
+
+
+VIEW_RULES: dict[str, ViewRule] = {
+    "np.reshape": lambda a, out, at: np.reshape(a, out, order=at.get("order") or "C"),
+    "prim.reshape": lambda a, out, at: np.reshape(a, out),
+    "np.ravel": lambda a, out, at: np.ravel(a, order=at.get("order") or "C"),
+    "np.transpose": lambda a, out, at: np.transpose(a, at.get("axes")),
+    "np.swapaxes": lambda a, out, at: np.swapaxes(a, at["axis1"], at["axis2"]),
+    "np.moveaxis": lambda a, out, at: np.moveaxis(a, at["source"], at["destination"]),
+    "np.expand_dims": lambda a, out, at: np.expand_dims(a, at["axis"]),
+    "np.squeeze": lambda a, out, at: np.squeeze(a, at.get("axis")),
+    "np.broadcast_to": lambda a, out, at: np.broadcast_to(a, out),
+    "prim.broadcast_to": lambda a, out, at: np.broadcast_to(a, out),
+    "np.flip": lambda a, out, at: np.flip(a, at.get("axis")),
+    "np.diagonal": lambda a, out, at: np.diagonal(a, at["offset"], at["axis1"], at["axis2"]),
+    "np.getitem": _getitem,
+    "np.split": lambda a, out, at: tuple(np.split(a, at["indices_or_sections"], at["axis"])),
+    "np.array_split": lambda a, out, at: tuple(np.array_split(a, at["indices_or_sections"], at["axis"])),
+}
+
+# Copies of an immutable value are the value itself (when the dtype is kept).
+SAME_VALUE = frozenset({"np.copy", "np.ascontiguousarray"})

@@ -1,0 +1,79 @@
+"""The device-memory interface (host allocator, selection, availability) and the kernel source cache."""
+
+import numpy as np
+import pytest
+
+import numtrace_triton
+from numtrace_triton import kernel_cache
+from numtrace_triton.device_memory import HostAllocator, interpreter_enabled, select_allocator
+from numtrace_triton.host_buffer import HostBuffer
+
+
+def test_interpreter_mode_selects_host_memory_and_reports_available():
+    assert interpreter_enabled()
+    assert select_allocator().name == "host"
+    assert numtrace_triton.Backend().is_available() == (True, "")
+
+
+def test_host_allocator_round_trip_and_alignment():
+    alloc = HostAllocator()
+    rng = np.random.default_rng(1)
+    data = rng.standard_normal((3, 5))[:, ::2]  # non-contiguous: uploaded in C order
+    buf = alloc.upload(data)
+    assert buf.ptr % 16 == 0 and buf.nbytes == data.size * 8
+    out = np.empty((3, 3))
+    alloc.download(buf, out)
+    np.testing.assert_array_equal(out, data)
+    ptr = alloc.pointer(buf, np.float64)
+    assert isinstance(ptr, HostBuffer) and ptr.data_ptr() == buf.ptr and ptr.size() == (9,)
+    assert alloc.empty(0).nbytes == 0
+
+
+def test_download_checks_destination():
+    alloc = HostAllocator()
+    buf = alloc.upload(np.zeros(4, np.float32))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        alloc.download(buf, np.zeros((4, 2), np.float32)[:, 0])
+    with pytest.raises(ValueError, match="bytes requested"):
+        alloc.download(buf, np.zeros(8, np.float32))
+
+
+def test_without_interpreter_and_without_cuda_libraries(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    monkeypatch.setattr("numtrace_triton.device_memory._selected", None)
+    for name in ("cupy", "cuda", "cuda.bindings", "cuda.cudart"):
+        monkeypatch.setitem(__import__("sys").modules, name, None)  # make the import fail
+    with pytest.raises(RuntimeError, match=r"numtrace-triton\[cupy\].*numtrace-triton\[cuda-python\]"):
+        select_allocator()
+    ok, why = numtrace_triton.Backend().is_available()
+    assert not ok and why  # no GPU here (or no CUDA memory library): the reason is spelled out
+
+
+def test_kernel_cache_writes_each_source_once_and_reuses_it(tmp_path):
+    kernel_cache.set_cache_dir(tmp_path)
+    try:
+        source = ("import triton\nimport triton.language as tl\n\n@triton.jit\n"
+                  "def cached_k(p, BLOCK: tl.constexpr):\n    tl.store(p + tl.arange(0, BLOCK), 1.0)\n")
+        fn1, path1 = kernel_cache.load_kernel("cached_k", source)
+        fn2, path2 = kernel_cache.load_kernel("cached_k", source)
+        assert fn1 is fn2 and path1 == path2
+        assert path1.parent == tmp_path and kernel_cache.source_hash(source) in path1.name
+        assert path1.read_text() == source
+        other, path3 = kernel_cache.load_kernel("cached_k", source + "\n# changed\n")
+        assert other is not fn1 and path3 != path1
+        out = np.zeros(4, np.float32)
+        fn1[(1,)](HostBuffer(out), BLOCK=4)
+        np.testing.assert_array_equal(out, 1.0)
+    finally:
+        kernel_cache.set_cache_dir(None)
+
+
+def test_kernel_cache_rejects_bad_names_and_missing_kernels(tmp_path):
+    kernel_cache.set_cache_dir(tmp_path)
+    try:
+        with pytest.raises(ValueError, match="identifier"):
+            kernel_cache.load_kernel("not a name", "")
+        with pytest.raises(RuntimeError, match="does not define"):
+            kernel_cache.load_kernel("missing_k", "x = 1\n")
+    finally:
+        kernel_cache.set_cache_dir(None)
