@@ -14,7 +14,6 @@ import sys
 import time
 
 import numpy as np
-
 import numtrace as nt
 from numtrace import nn
 

@@ -9,10 +9,9 @@ import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # before anything imports triton
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-import numtrace  # noqa: E402
+import numpy as np
+import numtrace
+import pytest
 
 _AVAILABLE = numtrace.available_backends()
 

@@ -1,9 +1,8 @@
 """The trace checker: graph diffs, constant diffs, output mismatches, failing runs."""
 
 import numpy as np
-import pytest
-
 import numtrace as nt
+import pytest
 
 HERE = __file__
 
@@ -86,7 +85,8 @@ def test_exception_while_running_the_trace_is_a_check_error(rng):
     def f(x):
         return x.reshape(x.size // 2, 2)  # x.size is a plain int: (2, 2) is baked into the first trace
 
-    with pytest.raises(nt.TracingCheckError, match="encountered an exception while running the trace") as info:
+    with pytest.raises(nt.TracingCheckError,
+                       match="encountered an exception while running the trace") as info:
         nt.trace(f, (rng.random(4),), check_inputs=[(rng.random(6),)], backend="reference")
     assert "shapes do not fit" in str(info.value)
 

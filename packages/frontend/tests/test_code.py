@@ -1,7 +1,6 @@
 """``.code``: the generated Python source runs with NumPy and computes what the trace computes."""
 
 import numpy as np
-
 import numtrace as nt
 from numtrace import codegen, nn
 

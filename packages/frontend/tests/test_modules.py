@@ -1,9 +1,8 @@
 """Modules: the Module API, numtrace.nn layers, trace(module) and trace_module."""
 
 import numpy as np
-import pytest
-
 import numtrace as nt
+import pytest
 from numtrace import nn
 
 
@@ -75,6 +74,7 @@ def test_layers_match_numpy(rng):
         emb(x)
 
 
+@pytest.mark.triton
 def test_mlp_traces_and_runs_at_other_batch_sizes(backend, rng):
     model = nn.Sequential(nn.Linear(8, 16, seed=0), nn.ReLU(), nn.Linear(16, 4, seed=1), nn.GELU())
     x = rng.standard_normal((5, 8)).astype(np.float32)
@@ -225,3 +225,19 @@ def test_module_state_api(rng):
 
     with pytest.raises(AttributeError, match="super"):
         Broken()
+
+
+def test_module_with_keyword_example_inputs(rng):
+    class Scale(nt.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nt.Parameter(np.full(3, 2.0, np.float32))
+
+        def forward(self, x, shift):
+            return x * self.w + shift
+
+    model = Scale()
+    x, shift = rng.standard_normal(3).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+    traced = nt.trace(model, example_kwarg_inputs={"shift": shift, "x": x}, backend="reference")
+    np.testing.assert_allclose(traced(x=x, shift=shift), model(x, shift), rtol=1e-6)
+    np.testing.assert_allclose(traced(x, shift), model(x, shift), rtol=1e-6)

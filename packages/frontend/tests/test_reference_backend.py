@@ -1,11 +1,10 @@
 """The built-in reference backend: the protocol, value freeing, error messages, out=."""
 
 import numpy as np
-import pytest
-from numtrace_ir import Graph, TensorType
-
 import numtrace as nt
+import pytest
 from numtrace.reference_backend import ReferenceBackend
+from numtrace_ir import Graph, TensorType
 
 
 def _graph():
@@ -53,7 +52,8 @@ def test_errors_name_the_node_and_its_location():
     y = g.create_node("np.floor_divide", [x, x], loc="model.py:7").output
     g.set_outputs([y])
     exe = ReferenceBackend().compile(g, [x.type])
-    with np.errstate(divide="raise"), pytest.raises(RuntimeError, match=r"np.floor_divide \(traced at model.py:7\)"):
+    with np.errstate(divide="raise"), \
+            pytest.raises(RuntimeError, match=r"np.floor_divide \(traced at model.py:7\)"):
         exe(np.zeros(2, np.int64))
 
 

@@ -3,12 +3,11 @@
 import zipfile
 
 import numpy as np
-import pytest
-from numtrace_ir import FormatError
-
 import numtrace as nt
+import pytest
 from numtrace import nn
 from numtrace.cli import main
+from numtrace_ir import FormatError
 
 
 def _model():
@@ -20,7 +19,8 @@ def test_function_round_trip_with_containers(tmp_path, backend, rng):
         return (x * d["scale"] + 1.0, d["bias"] - x)
 
     x = rng.standard_normal(3).astype(np.float32)
-    d = {"scale": rng.standard_normal(3).astype(np.float32), "bias": rng.standard_normal(3).astype(np.float32)}
+    d = {"scale": rng.standard_normal(3).astype(np.float32),
+         "bias": rng.standard_normal(3).astype(np.float32)}
     traced = nt.trace(f, (x, d), backend="reference")
     path = tmp_path / "f.nt"
     traced.save(path)
@@ -49,6 +49,15 @@ def test_module_round_trip_keeps_state_and_tree(tmp_path, rng):
     np.testing.assert_allclose(traced(x), model(x), rtol=1e-6)  # the loaded copy is independent
 
 
+def _edit_meta(source, dest, old: bytes, new: bytes):
+    """A copy of the saved trace ``source`` whose meta.json has ``old`` replaced by ``new``."""
+    with zipfile.ZipFile(source) as src, zipfile.ZipFile(dest, "w") as dst:
+        for item in src.infolist():
+            data = src.read(item)
+            dst.writestr(item, data.replace(old, new) if item.filename == "meta.json" else data)
+    return dest
+
+
 def test_corrupt_files_are_clear_errors(tmp_path, rng):
     bad = tmp_path / "bad.nt"
     bad.write_bytes(b"not a zip at all")
@@ -57,14 +66,12 @@ def test_corrupt_files_are_clear_errors(tmp_path, rng):
     traced = nt.trace(lambda x: x + 1.0, (rng.standard_normal(2),), backend="reference")
     good = tmp_path / "good.nt"
     traced.save(good)
-    with zipfile.ZipFile(good) as src, zipfile.ZipFile(tmp_path / "edited.nt", "w") as dst:
-        for item in src.infolist():
-            data = src.read(item)
-            if item.filename == "meta.json":
-                data = data.replace(b'"in_spec"', b'"in_spek"')
-            dst.writestr(item, data)
     with pytest.raises(FormatError, match="malformed"):
-        nt.load(tmp_path / "edited.nt")
+        nt.load(_edit_meta(good, tmp_path / "edited.nt", b'"in_spec"', b'"in_spek"'))
+    with pytest.raises(FormatError, match="do not match"):
+        nt.load(_edit_meta(good, tmp_path / "leaves.nt", b'"index": 0', b'"index": 5'))
+    with pytest.raises(ValueError, match="backend 'nope' cannot be used"):
+        nt.load(good, backend="nope")
 
 
 def test_cli_show_prints_the_graphs(tmp_path, capsys, rng):
@@ -86,3 +93,25 @@ def test_cli_errors_and_backends(tmp_path, capsys):
     assert "not a valid saved trace" in capsys.readouterr().err
     assert main(["backends"]) == 0
     assert "reference: available" in capsys.readouterr().out
+
+
+def test_tied_state_stays_tied_after_loading(tmp_path, rng):
+    class Tied(nt.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(3, 3, bias=False, seed=0)
+            self.b = nn.Linear(3, 3, bias=False, seed=1)
+            self.b.weight = self.a.weight
+
+        def forward(self, x):
+            return self.b(self.a(x))
+
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    path = tmp_path / "tied.nt"
+    nt.trace(Tied(), x, backend="reference").save(path)
+    loaded = nt.load(path)
+    state = loaded.state_dict()
+    assert state["a.weight"] is state["b.weight"]
+    w = rng.standard_normal((3, 3)).astype(np.float32)
+    loaded.load_state_dict({"a.weight": w, "b.weight": w})
+    np.testing.assert_allclose(loaded(x), x @ w.T @ w.T, rtol=1e-5)

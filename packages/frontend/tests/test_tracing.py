@@ -1,9 +1,8 @@
 """Tracing functions: the recorded graph, inputs and outputs, constants, calls on new inputs."""
 
 import numpy as np
-import pytest
-
 import numtrace as nt
+import pytest
 
 HERE = __file__
 
@@ -60,6 +59,7 @@ def test_every_node_records_the_user_line(rng):
     assert locs["np.multiply"] == f"{HERE}:{_line_of('# LINE-B')}"
 
 
+@pytest.mark.triton
 def test_operators_reflected_and_inplace(backend, rng):
     def f(x, y):
         z = -x + abs(y) - 1.5 * x / (y * y + 1.0) ** 2 // 0.5 % 3.0
@@ -174,6 +174,7 @@ def test_writes_through_views_update_their_base(backend, rng):
         row += 10.0  # writes into x
         block = x[:, 2:]
         block[0] = -1.0  # writes into x, and into row's element 2
+        x[x < -0.5] = 0.0  # a boolean-mask write
         return x, row
 
     x = _f32(rng, 3, 4)
@@ -411,3 +412,63 @@ def test_random_draws_are_nondeterministic_nodes(rng):
     x = np.zeros((2, 3), np.float32)
     assert not np.array_equal(traced(x), traced(x))
     assert np.random.standard_normal is not None and not nt.is_tracing()
+
+
+def test_inplace_methods_are_functionalized(backend, rng):
+    def f(x, y):
+        x.sort(axis=1)
+        y.fill(2.0)
+        return x, y
+
+    x, y = _f32(rng, 3, 4), _f32(rng, 2)
+    traced = nt.trace(f, (x.copy(), y.copy()), backend=backend)
+    a = _f32(rng, 3, 4)
+    got_x, got_y = traced(a.copy(), y.copy())
+    np.testing.assert_array_equal(got_x, np.sort(a, axis=1))
+    np.testing.assert_array_equal(got_y, np.full(2, 2.0, np.float32))
+
+
+def test_unsupported_array_operations_are_clear_errors(rng):
+    x = _f32(rng, 3)
+    with pytest.raises(NotImplementedError, match="np.add.at"):
+        nt.trace(lambda x: np.add.at(x, [0], 1.0), (x,), backend="reference")
+    with pytest.raises(NotImplementedError, match="ndarray.view"):
+        nt.trace(lambda x: x.view(np.int32), (x,), backend="reference")
+    with pytest.raises(NotImplementedError, match="ndarray.tobytes is not supported"):
+        nt.trace(lambda x: x.tobytes(), (x,), backend="reference")
+    with pytest.raises(TypeError, match="out= must be a traced array"):
+        nt.trace(lambda x: np.add(x, 1.0, out=np.empty(3, np.float32)), (x,), backend="reference")
+
+
+def test_default_backend_is_cpu(rng):
+    x = _f32(rng, 2)
+    if "cpu" in nt.available_backends():
+        assert nt.trace(lambda x: x + 1.0, (x,), check_trace=False).backend == "cpu"
+    else:
+        with pytest.raises(ValueError, match="backend 'cpu' cannot be used.*Installed backends: reference"):
+            nt.trace(lambda x: x + 1.0, (x,))
+
+
+def test_creation_with_traced_shapes_and_contiguous_copies(backend, rng):
+    def f(x):
+        n = x.shape[0]
+        return np.zeros((n, 2)) + np.ones(n)[:, None] * np.full((1, 2), 3.0), np.ascontiguousarray(x.T)
+
+    traced = nt.trace(f, (_f32(rng, 3, 2),), backend=backend)
+    ops = [n.op for n in traced.graph.nodes]
+    assert ops.count("prim.full") == 2 and "np.ascontiguousarray" in ops  # np.full((1, 2)) is constant
+    for batch in (3, 6):
+        a = _f32(rng, batch, 2)
+        for got, want in zip(traced(a), f(a)):
+            np.testing.assert_allclose(got, want)
+
+
+def test_concurrent_calls_share_the_cache(backend, rng):
+    from concurrent.futures import ThreadPoolExecutor
+
+    traced = nt.trace(foo, (_f32(rng, 8), _f32(rng, 8)), backend=backend)
+    inputs = [(_f32(rng, n), _f32(rng, n)) for n in (8, 16, 8, 32) * 4]
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda ab: traced(*ab), inputs))
+    for (a, b), got in zip(inputs, results):
+        np.testing.assert_allclose(got, foo(a, b), rtol=1e-6)

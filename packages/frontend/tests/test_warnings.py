@@ -3,9 +3,8 @@
 import warnings
 
 import numpy as np
-import pytest
-
 import numtrace as nt
+import pytest
 
 HERE = __file__
 

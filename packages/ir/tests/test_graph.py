@@ -78,6 +78,19 @@ def test_create_node_rejects_bad_arguments(kwargs, err, match):
     assert len(g) == 0 and x.users == []
 
 
+def test_deeply_nested_attributes_are_refused():
+    deep = ()
+    for _ in range(100_000):
+        deep = (deep,)
+    g = Graph()
+    with pytest.raises(TypeError, match="my.op: attribute k: attribute values may nest at most 64"):
+        g.create_node("my.op", [], attrs={"k": deep}, out_types=[])
+    ok = g.create_node("my.op", [], attrs={"k": ((((1,),),),)}, out_types=[])
+    ok.attrs["k"] = deep  # attrs stay editable; printing then refuses instead of crashing
+    with pytest.raises(TypeError, match="nest at most"):
+        str(g)
+
+
 def test_inputs_must_belong_to_the_graph():
     g, h = Graph(), Graph()
     x = h.add_input("x", F)

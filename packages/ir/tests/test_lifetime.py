@@ -1,8 +1,11 @@
 """Ownership of graphs, nodes and values: nothing leaks, nothing dangles, nothing is GC-tracked."""
 
 import gc
+import random
 import tracemalloc
+from contextlib import nullcontext
 
+import pytest
 from numtrace_ir import Graph, TensorType, passes
 
 V = TensorType("f32", (4,))
@@ -94,3 +97,62 @@ def test_graphs_copy_and_pickle_through_their_text():
     for h in [copy.deepcopy(g), pickle.loads(pickle.dumps(g)), copy.copy(g)]:
         assert h is not g and str(h) == str(g)
         h.lint()
+
+
+def poke(obj):
+    """Touch everything a held node or value exposes (must never crash, attached or detached)."""
+    if hasattr(obj, "op"):
+        return (obj.op, obj.inputs, obj.outputs, obj.attrs, obj.loc, obj.graph, str(obj), repr(obj))
+    return (obj.type, obj.name, obj.node, obj.index, obj.graph, obj.users, obj.uses, repr(obj))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_random_edits_keep_the_graph_consistent(seed):
+    rng = random.Random(seed)
+    g = Graph()
+    values = [g.add_input(f"in{i}", V) for i in range(3)]
+    held = []
+    for _ in range(300):
+        action = rng.random()
+        nodes = g.nodes
+        if action < 0.45 or not nodes:
+            where = rng.choice(nodes) if nodes and rng.random() < 0.3 else None
+            ins = [rng.choice(values) for _ in range(2)]
+            if where is not None:  # inputs must come before the insertion point
+                ins = [v for v in ins if v.node is None or v.node in nodes[:nodes.index(where)]]
+                ins = ins or [g.inputs[0]]
+            with g.inserting_before(where) if where is not None else nullcontext():
+                n = g.create_node("np.add" if len(ins) == 2 else "np.negative", ins)
+            values.append(n.output)
+        elif action < 0.6:
+            n = rng.choice(nodes)
+            if not any(v.users for v in n.outputs):
+                g.set_outputs([v for v in g.outputs if v.node is not n])
+                g.erase_node(n)
+                held.append(n)
+                values = [v for v in values if v.graph is g]
+        elif action < 0.75:
+            n = rng.choice(nodes)
+            earlier = [v for v in values if v.node is None or (v.node in nodes[:nodes.index(n)])]
+            n.replace_input(rng.randrange(len(n.inputs)), rng.choice(earlier))
+        elif action < 0.85:
+            a, b = rng.sample(nodes, 2) if len(nodes) > 1 else (nodes[0], nodes[0])
+            first, second = sorted([a, b], key=nodes.index)
+            second.output.replace_all_uses_with(first.output)  # later uses now read an earlier value
+        elif action < 0.92:
+            g.set_outputs(rng.sample(values, min(2, len(values))))
+            passes.dce(g)
+            values = [v for v in values if v.graph is g]
+        else:
+            passes.cse(g)
+            values = [v for v in values if v.graph is g]
+        if rng.random() < 0.1:
+            held.append(rng.choice(values))
+        g.lint()
+    held.extend(rng.sample(g.nodes, min(5, len(g))))
+    copy = g.copy()
+    assert str(copy) == str(g)
+    del g, values, nodes
+    for obj in held:
+        poke(obj)
+    copy.lint()

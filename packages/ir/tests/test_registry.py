@@ -78,6 +78,17 @@ def test_for_numpy(func, method, name, defaults):
         assert op.bind([np.ones((2, 3))], {})[1][k] == v
 
 
+def test_generator_methods_bind_without_the_generator():
+    rng = np.random.default_rng(0)
+    op = registry.for_numpy(np.random.Generator.normal)
+    assert op.name == "np.random.Generator.normal" and op.nondeterministic
+    assert op.bind([rng, 1.0], {"size": [2, 3]}) == ([], {"loc": 1.0, "scale": 1.0, "size": (2, 3)})
+    with pytest.raises(TypeError, match="expected a numpy.random.Generator"):
+        op.bind([1.0], {})
+    out = op.reference(**op.bind([rng], {"size": 4})[1])
+    assert out.shape == (4,) and out.dtype == np.float64
+
+
 def test_for_numpy_unknown_is_none():
     assert registry.for_numpy(np.linalg.svd) is None
     assert registry.for_numpy(np.add, "at") is None
@@ -420,3 +431,37 @@ def test_method_calling_convention_errors():
         op.bind([np.ones(2)], {})
     with pytest.raises(TypeError, match="both positionally and as a keyword"):
         op.bind([np.ones(2), 2], {"shape": 2})
+
+
+@pytest.mark.parametrize(
+    "func,args,kwargs,n_inputs,omitted",
+    [
+        (np.clip, (0.0, 1.0), {}, 3, ()),
+        (np.ndarray.clip, (0.0,), {}, 2, ("a_max",)),
+        (np.clip, (), {"min": 0.0}, 2, ("a_max",)),
+        (np.clip, (None, 1.0), {}, 2, ("a_min",)),
+        (np.ndarray.clip, (), {"max": 1.0}, 2, ("a_min",)),
+        (np.ndarray.clip, (0.0, 1.0), {}, 3, ()),
+    ],
+)
+def test_clip_bounds_spellings(func, args, kwargs, n_inputs, omitted):
+    x = np.linspace(-2, 2, 7)
+    op = registry.for_numpy(func)
+    inputs, attrs = op.bind([x, *args], kwargs)
+    assert len(inputs) == n_inputs and attrs == {"omitted": omitted}
+    np.testing.assert_array_equal(op.reference(*inputs, **attrs), func(x, *args, **kwargs))
+
+
+def test_clip_bad_bounds():
+    with pytest.raises(TypeError, match="a_min or min, not both"):
+        registry.get("np.clip").bind([np.ones(2)], {"a_min": 0, "min": 0})
+    with pytest.raises(TypeError, match="missing a_min or a_max"):
+        registry.get("np.clip").bind([np.ones(2), 0], {})
+
+
+def test_index_placeholders_must_match_inputs():
+    op = registry.get("np.getitem")
+    with pytest.raises(TypeError, match="1 'input' placeholders but 0 index inputs"):
+        op.infer([T("f4", 3)], {"index": (INPUT,)})
+    with pytest.raises(TypeError, match="0 'input' placeholders but 1 index inputs"):
+        op.reference(np.ones(3), np.array([0]), index=(0,))

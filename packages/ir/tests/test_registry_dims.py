@@ -1,8 +1,10 @@
 """Symbolic dims: canonical forms, broadcasting, arithmetic, evaluation, matching, and exactness of the
 symbolic size formulas the rules build (checked against concrete sizes)."""
 
+import ast
 import itertools
 
+import numpy as np
 import pytest
 from numtrace_ir import dims
 from numtrace_ir.dims import ShapeError
@@ -149,3 +151,54 @@ def test_split_sizes_symbolic_are_exact():
         for n in range(0, 12):
             sizes = [dims.evaluate(t.shape[0], {"N": n}) for t in outs]
             assert sizes == [len(range(n)[i::k]) for i in range(k)]
+
+
+_SYMS = ("A", "B", "C")
+
+
+def _expr(draw_int, depth: int) -> str:
+    """A random dim expression over A, B, C (a tiny grammar walked by a seeded generator)."""
+    kind = draw_int(0, 7 if depth else 1)
+    if kind == 0:
+        return _SYMS[draw_int(0, 2)]
+    if kind == 1:
+        return str(draw_int(0, 5))
+    a, b = _expr(draw_int, depth - 1), _expr(draw_int, depth - 1)
+    if kind <= 4:
+        return f"({a}){'+-*'[kind - 2]}({b})"
+    if kind == 5:
+        return f"({a})//({draw_int(1, 4)})"
+    return f"{('max', 'min')[kind - 6]}({a},{b})"
+
+
+def _value(expr, env) -> int:
+    """The value of a dim expression, negative intermediate results allowed."""
+    if isinstance(expr, int):
+        return expr
+    return dims._eval(ast.parse(expr, mode="eval").body, env, expr)
+
+
+def test_canonical_forms_keep_their_values():
+    """normalize() and the arithmetic helpers never change a dim's value (random expressions)."""
+    rng = np.random.default_rng(20)
+    draw = lambda lo, hi: int(rng.integers(lo, hi + 1))
+    for _ in range(400):
+        e1, e2 = _expr(draw, 3), _expr(draw, 2)
+        env = {s: draw(0, 6) for s in _SYMS}
+        v1, v2 = _value(e1, env), _value(e2, env)
+        n1 = dims.normalize(e1)
+        assert _value(n1, env) == v1, (e1, n1, env)
+        assert dims.normalize(n1) == n1, (e1, n1)
+        k = draw(1, 4)
+        for out, expected in (
+            (dims.add(e1, e2), v1 + v2),
+            (dims.sub(e1, e2), v1 - v2),
+            (dims.mul(e1, e2), v1 * v2),
+            (dims.floordiv(e1, k), v1 // k),
+            (dims.maximum(e1, e2), max(v1, v2)),
+            (dims.minimum(e1, e2), min(v1, v2)),
+        ):
+            assert _value(out, env) == expected, (e1, e2, k, out, env)
+        if v2 > 0:  # a symbolic divisor
+            out = dims.floordiv(e1, e2)
+            assert _value(out, env) == v1 // v2 and dims.normalize(out) == out, (e1, e2, out, env)

@@ -260,6 +260,16 @@ def test_parse_errors_give_line_and_column(text, line, col, match):
     assert str(info.value).startswith(f"line {line}, column {col}: ")
 
 
+@pytest.mark.parametrize("text", [
+    H + "  %1 : f32[3] = my.op[a=" + "(" * 100_000 + "](%x)" + R,
+    H + "  %1 : f32[3] = my.op[a=" + "slice(" * 100_000 + "](%x)" + R,
+    H + "  %1 : " + "(" * 100_000 + " = my.op(%x)" + R,
+])
+def test_deep_nesting_is_an_error_not_a_crash(text):
+    with pytest.raises(ParseError, match="nest at most 64 levels"):
+        parse(text)
+
+
 def test_parse_resolves_array_references():
     text = "graph():\n  %0 : f32[2] = prim.Constant[value=array(f32[2]; @'c0')]()\n  return (%0)\n"
     arr = np.array([1, 2], np.float32)

@@ -17,7 +17,7 @@ from numtrace_ir.testing import (
 )
 
 from numtrace_triton import Backend
-from numtrace_triton.coverage import UNLOWERED, is_lowered
+from numtrace_triton.coverage import PARTIAL, UNLOWERED, is_lowered, unlowered_reason
 
 BACKEND = Backend()
 LOWERED = [op for op in registry.all_ops() if is_lowered(op)]
@@ -42,7 +42,7 @@ def _baked_graph(op, sample):
     g = Graph()
     values = []
     for i, v in enumerate(sample.inputs):
-        if isinstance(v, np.ndarray):
+        if isinstance(v, (np.ndarray, np.generic)):
             values.append(g.add_input(f"x{i}", type_of(v)))
         else:
             values.append(g.create_node("prim.Constant", [], attrs={"value": v}).output)
@@ -52,17 +52,24 @@ def _baked_graph(op, sample):
 
 
 def _run(op, sample, inputs):
-    arrays = [v for v in inputs if isinstance(v, np.ndarray)]
+    """Compile and run; the two documented kinds of refusal are checked, then the case is skipped."""
+    arrays = [v for v in inputs if isinstance(v, (np.ndarray, np.generic))]
     graph = _baked_graph(op, sample)
-    if any(_is_complex(v) for v in sample.inputs) or any(_is_complex(v) for v in reference_outputs(op, sample)):
-        with pytest.raises(NotImplementedError, match="complex"):
-            BACKEND.compile(graph, [type_of(v) for v in arrays])
-        pytest.skip("complex values: Triton has no complex type (checked: a clear NotImplementedError)")
-    return BACKEND.compile(graph, [type_of(v) for v in arrays])(*arrays)
+    complex_case = any(_is_complex(v) for v in sample.inputs) or \
+        any(_is_complex(v) for v in reference_outputs(op, sample))
+    try:
+        exe = BACKEND.compile(graph, [type_of(v) for v in arrays])
+    except NotImplementedError as exc:
+        if complex_case and "complex" in str(exc):
+            pytest.skip("complex values: Triton has no complex type (a clear NotImplementedError)")
+        if op.name in PARTIAL and PARTIAL[op.name] in str(exc):
+            pytest.skip(f"documented partial lowering: {PARTIAL[op.name]}")
+        raise
+    return exe(*arrays)
 
 
 def test_every_registry_op_is_lowered_or_listed_with_a_reason():
-    neither = [op.name for op in registry.all_ops() if not is_lowered(op) and op.name not in UNLOWERED]
+    neither = [op.name for op in registry.all_ops() if not is_lowered(op) and unlowered_reason(op) is None]
     assert not neither, f"ops neither lowered by the Triton backend nor listed in coverage.UNLOWERED: {neither}"
     assert all(reason.strip() for reason in UNLOWERED.values())
 
@@ -76,7 +83,7 @@ def test_lowered_op_matches_reference(op, sample):
 @pytest.mark.parametrize(("op", "sample"), _cases(LOWERED))
 def test_lowered_op_on_strided_inputs(op, sample):
     inputs = [noncontiguous(v) for v in sample.inputs]
-    if all(not isinstance(v, np.ndarray) or v.flags.c_contiguous for v in inputs):
+    if all(not isinstance(v, np.ndarray) or v.flags.c_contiguous or v.size <= 1 for v in inputs):
         pytest.skip("no input can be made non-contiguous")
     assert_outputs_close(_run(op, sample, inputs), reference_outputs(op, sample), what=op.name)
 
@@ -89,7 +96,7 @@ def test_unlowered_op_fails_at_compile_time_naming_the_op(op):
     sample = samples[0]
     graph = _baked_graph(op, sample)
     with pytest.raises(NotImplementedError, match=op.name.replace(".", r"\.")):
-        BACKEND.compile(graph, [type_of(v) for v in sample.inputs if isinstance(v, np.ndarray)])
+        BACKEND.compile(graph, [type_of(v) for v in sample.inputs if isinstance(v, (np.ndarray, np.generic))])
 
 
 ELEMENTWISE_WITH_SCALARS = [(op, s) for op, s in iter_cases([o for o in LOWERED if o.kind == "elementwise"])

@@ -51,14 +51,15 @@ class Executable(CallPlan):
         outputs = [(v, t.dtype.num if isinstance(t, TensorType) else -1,
                     tuple(t.shape) if isinstance(t, TensorType) and t.is_concrete else (), _MODES.index(mode))
                    for v, t, mode in self._outputs]
-        self._setup(specs, [_runner(s, types) for s in steps if not isinstance(s, ConstantStep)], outputs)
+        per_call = list(range(len(graph.inputs))) + [v for v, _, mode in self._outputs if mode == _DIRECT]
+        per_call += [v for s in steps if isinstance(s, FallbackStep) for v in s.outputs
+                     if not isinstance(types[v], TensorType) or not types[v].is_concrete]
+        self._setup(specs, [_runner(s, types) for s in steps if not isinstance(s, ConstantStep)], outputs,
+                    sorted(set(per_call)))
 
     # -- slow paths of the call ----------------------------------------------------------------------
     def _check_inputs(self, inputs: tuple) -> tuple:
         return tuple(_check_input(i, x, t) for i, (x, t) in enumerate(zip(inputs, self.input_types)))
-
-    def _num_threads(self) -> int:
-        return threads.get_num_threads()
 
     def _prepare_out(self, out: Sequence[np.ndarray], inputs: tuple) -> list:
         """The arrays the steps write: `out` itself, or fresh ones when `out` may overlap an input."""
@@ -201,7 +202,8 @@ def _fallback_runner(step: FallbackStep, types: dict):
                 if r.dtype != t.dtype or r.ndim != t.ndim:
                     raise RuntimeError(f"{_where(step)}: the reference returned {r.dtype}{list(r.shape)}, "
                                        f"the op's rule says {t}")
-                env[v] = r
+                # A view could point into an arena buffer that a later step reuses: keep a copy.
+                env[v] = r if r.base is None else r.copy()
             elif isinstance(t, TensorType):
                 r = np.asarray(r)
                 if r.dtype != t.dtype or r.shape != tuple(t.shape):

@@ -320,14 +320,15 @@ cdef void _unary_bool(int op, u8* d, const num* a, Py_ssize_t n) noexcept nogil:
 
 cdef inline num _maximum(num x, num y) noexcept nogil:
     # NaN in either operand wins, as in np.maximum.
+    # `|`, not `or`: no short-circuit branch, so the loop vectorizes.
     if num is float or num is double:
-        return x if (x >= y or x != x) else y
+        return x if ((x >= y) | (x != x)) else y
     else:
         return x if x >= y else y
 
 cdef inline num _minimum(num x, num y) noexcept nogil:
     if num is float or num is double:
-        return x if (x <= y or x != x) else y
+        return x if ((x <= y) | (x != x)) else y
     else:
         return x if x <= y else y
 
@@ -422,9 +423,9 @@ cdef inline num _convert(num2 x, num* kind) noexcept nogil:
     if num is u8:
         return x != 0
     elif (num is int32_t) and (num2 is float or num2 is double):
-        return <int32_t>x if (x >= -2147483648.0 and x < 2147483648.0) else INT32_MIN
+        return <int32_t>x if ((x >= -2147483648.0) & (x < 2147483648.0)) else INT32_MIN
     elif (num is int64_t) and (num2 is float or num2 is double):
-        return <int64_t>x if (x >= -9223372036854775808.0 and x < 9223372036854775808.0) else INT64_MIN
+        return <int64_t>x if ((x >= -9223372036854775808.0) & (x < 9223372036854775808.0)) else INT64_MIN
     else:
         return <num>x
 
@@ -902,7 +903,7 @@ cdef class FusedKernel:
         """Operand k is env[ids[k]] (env[k] when ids is NULL)."""
         cdef Ctx cx
         cdef int k, nteam
-        cdef Py_ssize_t units, u
+        cdef Py_ssize_t units, u, chunk
         cdef char* scratch
         cx.strides = <Py_ssize_t*>malloc(max(1, self.nops) * MAXD * sizeof(Py_ssize_t))
         cx.data = <char**>malloc(max(1, self.nops) * sizeof(char*))
@@ -931,8 +932,11 @@ cdef class FusedKernel:
                 for k in range(cx.nd - 1):
                     units *= cx.shape[k]
             nteam = nthreads if (nthreads > 1 and units > 1 and self.work >= PARALLEL_MIN_WORK) else 1
+            if units == 0:
+                return 0
             if nteam > units:
                 nteam = <int>units
+            chunk = max(1, units // (8 * nteam))
             scratch = <char*>malloc(nteam * cx.scratch_regs)
             if not scratch:
                 raise MemoryError()
@@ -943,7 +947,9 @@ cdef class FusedKernel:
                     for u in range(units):
                         _unit(&cx, u, scratch)
                 else:
-                    for u in prange(units, num_threads=nteam, schedule="static"):
+                    # Dynamic chunks: on a busy machine a descheduled thread's share is taken over
+                    # by the others instead of stalling the whole pass at the closing barrier.
+                    for u in prange(units, num_threads=nteam, schedule="dynamic", chunksize=chunk):
                         _unit(&cx, u, scratch + threadid() * cx.scratch_regs)
             free(scratch)
         finally:
@@ -1087,6 +1093,17 @@ cdef int _check_code(object value, int limit, str what) except -1:
 # The per-call loop of an executable, in C so that calling a small graph costs little more than
 # its kernels (the Python-level checks and messages stay in numtrace_cpu.executable).
 
+cdef int _num_threads = 1
+
+
+def set_num_threads(int n):
+    """Threads of every pass this module runs from now on (numtrace_cpu.threads owns the setting)."""
+    global _num_threads
+    if n < 1:
+        raise ValueError(f"number of threads must be >= 1, got {n}")
+    _num_threads = n
+
+
 cdef class FusedCall:
     """A FusedKernel bound to the environment slots of its operands; `scalars` lists the operands
     that arrive as Python scalars, with the dtype they are converted to per call."""
@@ -1132,22 +1149,26 @@ cdef class CallPlan:
     `input_specs[i]` is (typenum, shape) for an array input or None (checked by `_check_input`);
     `steps` holds `FusedCall`s (run directly) and Python callables `f(env, nthreads)`; `outputs` is
     (slot, typenum, shape, mode) with mode 0 direct, 1 copy, 2 scalar, 3 dynamic. Subclasses provide
-    `_new_arena()`, `_check_input(i, x)`, `_prepare_out(out, inputs)` and `_num_threads()`.
+    `_new_arena()`, `_check_inputs(inputs)`, `_prepare_out(out, inputs)` and `_finish_out(out, outs)`.
     """
     cdef int n_inputs
-    cdef list input_specs, steps, outputs, arenas
+    cdef list input_specs, steps, outputs, arenas, per_call
 
-    def _setup(self, list input_specs, list steps, list outputs):
+    def _setup(self, list input_specs, list steps, list outputs, list per_call):
+        """`per_call`: the environment slots a call fills (inputs, direct outputs, values computed
+        as Python objects); they are cleared when the call ends so an idle arena holds no
+        caller data."""
         self.n_inputs = len(input_specs)
         self.input_specs = input_specs
         self.steps = steps
         self.outputs = outputs
+        self.per_call = per_call
         self.arenas = []
 
     def __call__(self, *inputs, out=None):
         cdef Py_ssize_t i, j
-        cdef list work, outs, arena
-        cdef object x, spec, step
+        cdef list work, outs
+        cdef object x, spec, step, slot
         cdef int nthreads
         if len(inputs) != self.n_inputs:
             raise TypeError(f"expected {self.n_inputs} inputs, got {len(inputs)}")
@@ -1160,17 +1181,16 @@ cdef class CallPlan:
         else:
             outs = self._prepare_out(out, inputs)
         try:
-            arena = self.arenas.pop()
+            work = self.arenas.pop()
         except IndexError:
-            arena = self._new_arena()
+            work = self._new_arena()
         try:
-            work = arena[:]
             for i in range(self.n_inputs):
                 work[i] = inputs[i]
             for j, o in enumerate(self.outputs):
                 if o[3] == 0:
                     work[o[0]] = outs[j]
-            nthreads = self._num_threads()
+            nthreads = _num_threads
             for step in self.steps:
                 if type(step) is FusedCall:
                     (<FusedCall>step).call(work, nthreads)
@@ -1184,7 +1204,9 @@ cdef class CallPlan:
                 elif o[3] == 3:
                     outs[j] = np.array(work[o[0]], copy=True)
         finally:
-            self.arenas.append(arena)
+            for slot in self.per_call:
+                work[slot] = None
+            self.arenas.append(work)
         if out is not None:
             return self._finish_out(out, outs)
         return tuple(outs)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 
+from numtrace_cpu import kernels
+
 __all__ = ["get_num_threads", "set_num_threads"]
 
 
@@ -27,7 +29,7 @@ def _default() -> int:
         return os.cpu_count() or 1
 
 
-_num_threads = _default()
+_num_threads = 1
 
 
 def get_num_threads() -> int:
@@ -40,4 +42,8 @@ def set_num_threads(n: int) -> None:
     global _num_threads
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"number of threads must be an int >= 1, got {n!r}")
+    kernels.impl.set_num_threads(n)   # the interpreter reads it without a Python call
     _num_threads = n
+
+
+set_num_threads(_default())

@@ -66,8 +66,8 @@ def trace(func: Callable | Module, example_inputs: Any = None, *, check_trace: b
     owner = getattr(func, "__self__", None)
     if isinstance(owner, Module) and inspect.ismethod(func):
         if func.__name__ != "forward":
-            raise ValueError(f"trace() got the method {type(owner).__name__}.{func.__name__}; trace methods other "
-                             f"than forward with trace_module(module, {{{func.__name__!r}: inputs}})")
+            raise ValueError(f"trace() got the method {type(owner).__name__}.{func.__name__}; trace methods "
+                             f"other than forward with trace_module(module, {{{func.__name__!r}: inputs}})")
         return trace(owner, example_inputs, check_inputs=check_inputs,
                      example_kwarg_inputs=example_kwarg_inputs, **module_options)
     if not callable(func):
@@ -118,7 +118,8 @@ def _check_one(func: Callable, traced: TracedFunction, retrace: Callable[[], Tra
         raise
     except Exception as exc:
         raise TracingCheckError(None, None, extra="encountered an exception while re-tracing the "
-                                f"{kind} with test inputs.\nException:\n\t{type(exc).__name__}: {exc}") from exc
+                                f"{kind} with test inputs.\nException:\n\t{type(exc).__name__}: {exc}"
+                                ) from exc
     checker = Checker(kind, tolerance, traced.graph)
     traced_outs = checker.run(lambda: call.apply(traced), "trace", traced.graph, checked.graph)
     fn_outs = checker.run(lambda: call.apply(func), "Python function", traced.graph, checked.graph)

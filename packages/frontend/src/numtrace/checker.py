@@ -120,10 +120,10 @@ def _arrays(outputs: Any) -> list[np.ndarray]:
 class Checker:
     """Checks one traced callable (a function or one method of a module) against its source."""
 
-    def __init__(self, name: str, tolerance: float, nondeterministic_graph: Any):
+    def __init__(self, name: str, tolerance: float, graph: Any):
         self.name = name
         self.tolerance = tolerance
-        self.graph = nondeterministic_graph
+        self.graph = graph  # the trace under check: its nondeterministic nodes are listed on mismatch
         self.warned_nondeterministic = False
 
     def run(self, fn: Callable[[], Any], what: str, traced_graph: Any, check_graph: Any) -> list[np.ndarray]:
@@ -149,7 +149,8 @@ class Checker:
             if error is not None:
                 self._warn_nondeterministic()
                 warn_at_user_line(
-                    f"Output nr {i + 1}. of the traced function does not match the corresponding output of the "
+                    f"Output nr {i + 1}. of the traced function does not match the corresponding output "
+                    "of the "
                     f"{what}. Detailed error:\n{error}", TracerWarning)
                 ok = False
         return ok
@@ -174,13 +175,17 @@ def _is_nondeterministic(op: str) -> bool:
         return False
 
 
+# Absolute tolerance by dtype (the less precise of the two compared arrays wins); exact for ints.
+_ATOL = {"e": 1e-3, "f": 1e-5, "F": 1e-5, "d": 1e-7, "D": 1e-7}
+
+
 def compare_arrays(a: np.ndarray, b: np.ndarray, rtol: float) -> str | None:
     """None when ``a`` and ``b`` agree in float64 (complex128) within ``rtol``; otherwise the reason."""
     if a.shape != b.shape:
         return f"shapes differ: {a.shape} vs {b.shape}"
     wide = np.complex128 if (a.dtype.kind == "c" or b.dtype.kind == "c") else np.float64
     x, y = a.astype(wide), b.astype(wide)
-    atol = 1e-5 if a.dtype.itemsize >= 4 or a.dtype.kind not in "fc" else 1e-3
+    atol = max(_ATOL.get(np.dtype(a.dtype).char, 0.0), _ATOL.get(np.dtype(b.dtype).char, 0.0))
     with np.errstate(invalid="ignore", over="ignore"):
         close = np.isclose(x, y, rtol=rtol, atol=atol, equal_nan=True)
     if close.all():
@@ -189,4 +194,5 @@ def compare_arrays(a: np.ndarray, b: np.ndarray, rtol: float) -> str | None:
     first = tuple(int(i) for i in bad[0])
     count = int((~close).sum())
     return (f"Not within tolerance rtol={rtol} atol={atol} at input{list(first)} "
-            f"({x[first]} vs. {y[first]}) and {count - 1} other locations ({100.0 * count / close.size:.2f}%)")
+            f"({x[first]} vs. {y[first]}) and {count - 1} other locations "
+            f"({100.0 * count / close.size:.2f}%)")

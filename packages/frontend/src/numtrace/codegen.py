@@ -108,7 +108,8 @@ def _call_text(node: Any, args: list[str], constants: dict[str, np.ndarray]) -> 
         omitted = set(attrs.pop("omitted", ()))
         pieces: list[str] = []
         remaining = list(args)
-        last_input = max((i for i, p in enumerate(opdef.params) if isinstance(p, (Input, Inputs))), default=-1)
+        last_input = max((i for i, p in enumerate(opdef.params) if isinstance(p, (Input, Inputs))),
+                         default=-1)
         by_position = positional_only(getattr(np, op[3:]))
         for i, p in enumerate(opdef.params):
             if isinstance(p, Input):

@@ -153,7 +153,8 @@ def spec_from_json(data: Any) -> Spec:
                 return Const(complex(*data["value"]))
             return Const(kinds[data["type"]](data["value"]))
         if kind in ("tuple", "list"):
-            return Sequence_(tuple if kind == "tuple" else list, [spec_from_json(c) for c in data["children"]])
+            children = [spec_from_json(c) for c in data["children"]]
+            return Sequence_(tuple if kind == "tuple" else list, children)
         if kind == "dict":
             keys = data["keys"]
             if not all(isinstance(k, str) for k in keys) or len(keys) != len(data["children"]):
@@ -162,6 +163,21 @@ def spec_from_json(data: Any) -> Spec:
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"malformed container structure in saved trace: {data!r:.200}") from exc
     raise ValueError(f"malformed container structure in saved trace: unknown kind {kind!r}")
+
+
+def check_leaves(spec: Spec, count: int, what: str) -> None:
+    """``ValueError`` unless the leaves of ``spec`` are exactly positions ``0 .. count-1``, in order."""
+
+    def indices(s: Spec) -> list[int]:
+        if isinstance(s, Leaf):
+            return [s.index]
+        if isinstance(s, (Sequence_, Dict_)):
+            return [i for c in s.children for i in indices(c)]
+        return []
+
+    found = indices(spec)
+    if found != list(range(count)):
+        raise ValueError(f"{what}: the structure's array positions {found} do not match {count} graph values")
 
 
 def flatten(obj: Any, is_leaf: Callable[[Any], bool], where: str, leaves: list,

@@ -56,7 +56,13 @@ def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
     out = kwargs.pop("out", None)
     if out is not None and not isinstance(out, tuple):
         out = (out,)
-    where = kwargs.pop("where", True) if isinstance(func, np.ufunc) else True
+    if out is not None and all(o is None for o in out):
+        out = None
+    # A ufunc call's where= is a select against out=; reductions' where= is left to the op's schema.
+    where = kwargs.pop("where", True) if isinstance(func, np.ufunc) and method == "__call__" else True
+    if where is not True and out is None:
+        raise ValueError(f"{numpy_name(func, method)}: where= without out= leaves the masked-out elements "
+                         "uninitialized, which a trace cannot reproduce; pass out= as well")
     op = registry.for_numpy(func, method)
     if op is None:
         result = frozen_call(tracer, func, method, args, kwargs)
@@ -67,9 +73,6 @@ def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
             inputs, attrs = op.bind(args, kwargs)
             result = tracer.record(op.name, inputs, attrs, concrete)
     if where is not True:
-        if out is None:
-            raise ValueError(f"{numpy_name(func, method)}: where= without out= leaves the masked-out "
-                             "elements uninitialized, which a trace cannot reproduce; pass out= as well")
         result = _select(tracer, where, result, out)
     if out is None:
         return result

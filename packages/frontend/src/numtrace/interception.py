@@ -64,7 +64,8 @@ def _creation_wrapper(original: Any, fill: Any) -> Any:
 def _fill_value(args: tuple, kwargs: dict) -> Any:
     value = args[0] if args else kwargs["fill_value"]
     if not isinstance(value, (bool, int, float, complex, np.generic)):
-        raise TypeError("np.full with a traced shape needs a scalar fill_value; use np.broadcast_to for arrays")
+        raise TypeError("np.full with a traced shape needs a scalar fill_value; "
+                        "use np.broadcast_to for arrays")
     return value
 
 

@@ -44,7 +44,8 @@ class Linear(Module):
         return y + self.bias if self.bias is not None else y
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}")
 
 
 class Conv2d(Module):
@@ -92,7 +93,8 @@ class Conv2d(Module):
         return y
 
     def extra_repr(self) -> str:
-        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "
+        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}, "
                 f"padding={self.padding}")
 
 
@@ -109,7 +111,8 @@ class LayerNorm(Module):
     def __init__(self, normalized_shape: int | SequenceType[int], eps: float = 1e-5,
                  elementwise_affine: bool = True, *, dtype: Any = np.float32):
         super().__init__()
-        shape = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) else tuple(normalized_shape)
+        single = isinstance(normalized_shape, (int, np.integer))
+        shape = (normalized_shape,) if single else tuple(normalized_shape)
         self.normalized_shape = tuple(_check_positive("normalized_shape", d) for d in shape)
         self.eps = float(eps)
         self.weight = Parameter(np.ones(self.normalized_shape), dtype=dtype) if elementwise_affine else None

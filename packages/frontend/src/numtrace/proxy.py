@@ -44,14 +44,14 @@ class TracedArray:
     __array_priority__ = 1000
     __hash__ = None  # type: ignore[assignment]
 
-    def __init__(self, tracer: Tracer, value: Any, concrete: np.ndarray, parent: TracedArray | None = None,
-                 index: Any = None):
+    def __init__(self, tracer: Tracer, value: Any, concrete: np.ndarray):
         self._tracer = tracer
         self._ir = value
         self._value = concrete
-        self._parent = parent
-        self._index = index
-        self._seen = parent._version if parent is not None else 0
+        # View bookkeeping (set by indexing for views): the parent, the key, the parent's version seen.
+        self._parent: TracedArray | None = None
+        self._index: Any = None
+        self._seen = 0
         self._version = 0
         tracer.live.append(weakref.ref(self))
 
@@ -109,15 +109,16 @@ class TracedArray:
             warn_at_user_line(
                 f"{what} writes to memory that {aliases} other traced array(s) also refer to (for example "
                 "a reshape or transpose view). Only views made by basic indexing (x[1:], x[0]) are updated "
-                "in the trace; the others keep their old value in the graph, so the trace might be incorrect.",
+                "in the trace; the others keep their old value in the graph, so the trace might be "
+                "incorrect.",
                 TracerWarning,
             )
 
     # -- NumPy protocols -----------------------------------------------------------------------
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         if method == "at":
-            raise NotImplementedError(f"np.{ufunc.__name__}.at (unbuffered in-place update) cannot be traced; "
-                                      "write it with indexing and out-of-place ops")
+            raise NotImplementedError(f"np.{ufunc.__name__}.at (unbuffered in-place update) cannot be "
+                                      "traced; write it with indexing and out-of-place ops")
         return dispatch.call(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
@@ -137,7 +138,8 @@ class TracedArray:
         """The shape as traced ints: each dim is recorded (``prim.dim``), so code computing with it
         stays in the graph."""
         tracer = dispatch.active_tracer("x.shape")
-        return tuple(tracer.record("prim.dim", [self], {"axis": i}, d) for i, d in enumerate(self._value.shape))
+        return tuple(tracer.record("prim.dim", [self], {"axis": i}, d)
+                     for i, d in enumerate(self._value.shape))
 
     @property
     def ndim(self) -> int:
@@ -174,6 +176,13 @@ class TracedArray:
     @property
     def imag(self) -> TracedArray:
         return np.imag(self)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for names the class does not define.
+        if not name.startswith("_") and hasattr(np.ndarray, name):
+            raise NotImplementedError(f"ndarray.{name} is not supported on traced arrays; express it with "
+                                      "NumPy functions, or compute it outside the traced function")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __repr__(self) -> str:
         return f"TracedArray({self._value!r})"
@@ -215,13 +224,13 @@ class TracedArray:
         return len(self._value)
 
     def __iter__(self):
+        if self._value.ndim == 0:
+            raise TypeError("iteration over a 0-d array")
         warn_at_user_line(
             "Iterating over a traced array: the number of iterations is fixed to the traced length "
             f"{len(self._value)}, and the trace might not generalize to inputs of another length.",
             TracerWarning,
         )
-        if self._value.ndim == 0:
-            raise TypeError("iteration over a 0-d array")
         return (self[i] for i in range(self._value.shape[0]))
 
     def __getstate__(self):
@@ -260,8 +269,9 @@ class TracedArray:
     def fill(self, value: Any) -> None:
         self[...] = value
 
-    def sort(self, axis: int = -1, kind: Any = None, order: Any = None) -> None:
-        self._assign(np.sort(self, axis=axis, kind=kind, order=order), "ndarray.sort")
+    def sort(self, axis: int = -1, kind: Any = None) -> None:
+        """In-place sort, functionalized: the array is rebound to ``np.sort(self, axis)``."""
+        self._assign(np.sort(self, axis=axis, kind=kind), "ndarray.sort")
 
     def view(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError("ndarray.view cannot be traced (it reinterprets memory); use astype")
@@ -285,7 +295,7 @@ def _method(name: str):
 for _name in ("sum", "mean", "std", "var", "prod", "max", "min", "argmax", "argmin", "any", "all",
               "cumsum", "cumprod", "clip", "dot", "squeeze", "ravel", "swapaxes", "repeat", "take",
               "argsort", "round", "nonzero", "diagonal", "trace", "conj", "searchsorted", "compress",
-              "choose", "put", "partition", "argpartition"):
+              "choose", "argpartition"):
     setattr(TracedArray, _name, _method(_name))
 del _name
 

@@ -74,9 +74,7 @@ def record_function(func: Callable, args: tuple, kwargs: Mapping[str, Any] | Non
     names: those arrays become graph inputs (after the arguments) when first read.
     """
     names = parameter_names(func, len(args), kwargs)
-    values = list(kwargs.values()) if kwargs is not None else list(args)
-    if kwargs is not None:
-        values = [kwargs[n] for n in names]
+    values = [kwargs[n] for n in names] if kwargs is not None else list(args)
     leaves: list = []
     leaf_names: list = []
     specs = [flatten(v, is_array, name, leaves, leaf_names) for name, v in zip(names, values)]

@@ -92,7 +92,8 @@ class ReferenceExecutable:
             except Exception as exc:
                 node = step.node
                 where = f" (traced at {node.loc})" if node.loc else ""
-                raise RuntimeError(f"While executing node {node.op}{where}: {type(exc).__name__}: {exc}") from exc
+                raise RuntimeError(f"While executing node {node.op}{where}: {type(exc).__name__}: "
+                                   f"{exc}") from exc
             if len(step.outputs) == 1:
                 env[step.outputs[0]] = result
             else:

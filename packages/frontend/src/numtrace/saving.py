@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
-from typing import Any
 
 import numpy as np
 from numtrace_ir import FormatError, serialize
 
-from .containers import Sequence_, spec_from_json
+from .backends import get_backend
+from .containers import Sequence_, check_leaves, spec_from_json
 from .traced import TracedFunction
 from .traced_module import TracedModule, _tree_of
 
@@ -25,7 +25,8 @@ VERSION = 1
 
 
 def _method_meta(fn: TracedFunction) -> dict:
-    return {"arg_names": list(fn.arg_names), "in_spec": fn.in_spec.to_json(), "out_spec": fn.out_spec.to_json(),
+    return {"arg_names": list(fn.arg_names), "in_spec": fn.in_spec.to_json(),
+            "out_spec": fn.out_spec.to_json(),
             "state_names": list(fn.state_names)}
 
 
@@ -60,14 +61,17 @@ def load(path: str | os.PathLike, backend: str | None = None) -> TracedFunction 
     if meta.get("format") != FORMAT:
         raise FormatError(f"{os.fspath(path)!r} is a numtrace-ir file but not a saved numtrace trace")
     if meta.get("version") != VERSION:
-        raise FormatError(f"saved trace version {meta.get('version')!r} is not supported (expected {VERSION})")
+        raise FormatError(f"saved trace version {meta.get('version')!r} is not supported "
+                          f"(expected {VERSION})")
     backend = backend if backend is not None else meta.get("backend")
     if not isinstance(backend, str):
         raise FormatError("saved trace does not name a backend")
+    get_backend(backend)  # an unavailable backend is its own error, not a malformed file
     try:
         return _rebuild(graphs, meta, arrays, backend)
-    except (KeyError, TypeError, IndexError, AttributeError) as exc:
-        raise FormatError(f"saved trace {os.fspath(path)!r} is malformed: {type(exc).__name__}: {exc}") from None
+    except (KeyError, TypeError, IndexError, AttributeError, ValueError) as exc:
+        raise FormatError(f"saved trace {os.fspath(path)!r} is malformed: "
+                          f"{type(exc).__name__}: {exc}") from None
 
 
 def _rebuild(graphs: dict, meta: dict, arrays: dict, backend: str) -> TracedFunction | TracedModule:
@@ -84,12 +88,15 @@ def _rebuild(graphs: dict, meta: dict, arrays: dict, backend: str) -> TracedFunc
             raise FormatError("saved input structure must be the tuple of arguments")
         state_names = [str(n) for n in info["state_names"]]
         arg_names = [str(n) for n in info["arg_names"]]
-        if len(graph.inputs) != in_spec.count() + len(state_names):
-            raise FormatError(f"saved method {name!r}: its graph has {len(graph.inputs)} inputs, the meta "
-                              f"describes {in_spec.count()} arguments and {len(state_names)} state arrays")
+        out_spec = spec_from_json(info["out_spec"])
+        check_leaves(in_spec, len(graph.inputs) - len(state_names), f"saved method {name!r} inputs")
+        check_leaves(out_spec, len(graph.outputs), f"saved method {name!r} outputs")
+        if len(arg_names) != len(in_spec.children):
+            raise FormatError(f"saved method {name!r}: {len(arg_names)} argument names for "
+                              f"{len(in_spec.children)} arguments")
         methods[name] = TracedFunction(graph, name=name if module is not None else meta["name"],
                                        arg_names=arg_names, in_spec=in_spec,
-                                       out_spec=spec_from_json(info["out_spec"]), backend=backend,
+                                       out_spec=out_spec, backend=backend,
                                        state=[state[n] for n in state_names], state_names=state_names)
     if module is None:
         return methods["forward"]

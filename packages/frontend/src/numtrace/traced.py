@@ -35,10 +35,13 @@ class TracedFunction:
         self.in_spec = in_spec
         self.out_spec = out_spec
         self.state_names = tuple(state_names)
-        self._state = tuple(state)
+        # Plain-ndarray views of the state (Parameter is a subclass): same memory, so in-place
+        # load_state_dict is seen by every later call.
+        self._state = tuple(np.asarray(a) for a in state)
         self._num_leaves = len(graph.inputs) - len(self._state)
         # Fast paths: arguments that are exactly the flat arrays; one array returned.
-        self._flat_args = isinstance(in_spec, Sequence_) and all(isinstance(c, Leaf) for c in in_spec.children)
+        self._flat_args = isinstance(in_spec, Sequence_) and all(isinstance(c, Leaf)
+                                                                 for c in in_spec.children)
         self._single_output = isinstance(out_spec, Leaf)
         self._lock = threading.Lock()
         self._backend = get_backend(backend)
@@ -79,12 +82,14 @@ class TracedFunction:
         """The flat argument arrays of a call with keywords or containers, read along ``in_spec``."""
         names = self.arg_names
         if len(args) > len(names):
-            raise TypeError(f"{self.__name__}() takes {len(names)} argument(s) ({', '.join(names)}) as traced, "
+            raise TypeError(f"{self.__name__}() takes {len(names)} argument(s) ({', '.join(names)}) "
+                            "as traced, "
                             f"got {len(args)}")
         bound = list(args)
         for name in names[len(args):]:
             if name not in kwargs:
-                raise TypeError(f"{self.__name__}() missing argument {name!r} (traced with {', '.join(names)})")
+                raise TypeError(f"{self.__name__}() missing argument {name!r} "
+                                f"(traced with {', '.join(names)})")
             bound.append(kwargs[name])
         extra = set(kwargs) - set(names[len(args):])
         if extra:
@@ -126,7 +131,8 @@ class TracedFunction:
             raise TypeError(f"{what} has dtype {a.dtype}, but the function was traced with {declared.dtype}; "
                             "trace again for another dtype")
         if a.ndim != declared.ndim:
-            raise ValueError(f"{what} has {a.ndim} dimension(s) (shape {a.shape}), but the function was traced "
+            raise ValueError(f"{what} has {a.ndim} dimension(s) (shape {a.shape}), but the function was "
+                             "traced "
                              f"with {declared.ndim} ({declared}); trace again for another rank")
         return TensorType(a.dtype, a.shape)
 

@@ -29,7 +29,7 @@ class TracedSubmodule:
         object.__setattr__(self, "training", training)
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
+        if name.startswith("_"):  # private state is in __dict__; never recurse looking for it
             raise AttributeError(name)
         if name in self._local_state:
             return self._local_state[name]
@@ -70,8 +70,13 @@ class TracedModule(TracedSubmodule):
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if "forward" not in self._methods:
-            raise TypeError(f"this traced {self._type} has no traced forward (traced: {', '.join(self._methods)})")
+            raise TypeError(f"this traced {self._type} has no traced forward "
+                            f"(traced: {', '.join(self._methods)})")
         return self._methods["forward"](*args, **kwargs)
+
+    @property
+    def backend(self) -> str:
+        return next(iter(self._methods.values())).backend
 
     @property
     def methods(self) -> dict[str, TracedFunction]:

@@ -99,7 +99,10 @@ class Tracer:
             value = np.array(value, copy=True)
             out_type = tensor_type_of(value, "constant")
         else:
-            out_type = ScalarType(_SCALAR_KIND[type(value)])
+            # Exact Python types (an IntEnum is an int constant): attrs hold only those.
+            kind = next(k for k in _PY_SCALARS if isinstance(value, k))
+            value = kind(value)
+            out_type = ScalarType(_SCALAR_KIND[kind])
         node = self.graph.create_node("prim.Constant", [], attrs={"value": value}, loc=user_location(),
                                       out_types=(out_type,))
         return node.output
@@ -117,6 +120,8 @@ class Tracer:
             return self.constant(obj)
         if isinstance(obj, _PY_SCALARS):
             return self.constant(obj)
+        if isinstance(obj, (list, tuple)) and not _holds_traced(obj):
+            return self.constant(np.asarray(obj))  # NumPy reads a nested list of numbers as an array
         raise TypeError(f"cannot use {type(obj).__name__} {obj!r:.80} as an array operand in a trace")
 
     # -- recording --------------------------------------------------------------------------
@@ -141,7 +146,8 @@ class Tracer:
         wrapped = [self.wrap(v, r) for v, r in zip(node.outputs, result)]
         return wrapped if isinstance(result, list) else tuple(wrapped)  # np.split gives a list
 
-    def record_node(self, op_name: str, inputs: list, attrs: dict, result: Any, *, exact: bool = False) -> Any:
+    def record_node(self, op_name: str, inputs: list, attrs: dict, result: Any, *,
+                    exact: bool = False) -> Any:
         """Create the node and check its inferred output types against NumPy's eager ``result``.
 
         ``exact``: for ops whose output shape comes from traced ints (``prim.reshape``...), the rule
@@ -180,6 +186,14 @@ class Tracer:
         if isinstance(vtype, ScalarType) and vtype.kind == "int":
             return TracedInt(int(concrete), self, value)
         return concrete
+
+
+def _holds_traced(obj: Any) -> bool:
+    from .proxy import TracedArray
+
+    if isinstance(obj, (list, tuple)):
+        return any(_holds_traced(x) for x in obj)
+    return isinstance(obj, TracedArray)
 
 
 def tensor_type_of(array: np.ndarray, what: str) -> TensorType:

@@ -14,21 +14,26 @@ from numtrace_ir.types import normalize_dtype
 
 __all__ = ["check_attr", "format_array", "format_attr", "format_float"]
 
-cpdef object check_attr(object value, str where):
+# Tuples and slices nest at most this deep: the recursive code here must never exhaust the C stack.
+MAX_ATTR_DEPTH = 64
+
+
+cdef _check_depth(int depth, str where):
+    if depth > MAX_ATTR_DEPTH:
+        raise TypeError(f"{where}: attribute values may nest at most {MAX_ATTR_DEPTH} levels deep")
+
+
+cpdef object check_attr(object value, str where, int depth=0):
     """Raise `TypeError` naming `where` unless `value` is an attribute value the IR can hold."""
     cdef type t = type(value)
     if value is None or t is bool or t is int or t is float or t is str or value is Ellipsis:
         return
     if t is complex:
         return
-    if t is tuple:
-        for v in <tuple>value:
-            check_attr(v, where)
-        return
-    if t is slice:
-        check_attr(value.start, where)
-        check_attr(value.stop, where)
-        check_attr(value.step, where)
+    if t is tuple or t is slice:
+        _check_depth(depth, where)
+        for v in (<tuple>value if t is tuple else (value.start, value.stop, value.step)):
+            check_attr(v, where, depth + 1)
         return
     if isinstance(value, (np.dtype, np.ndarray)):
         # Arrays and dtypes are limited to the IR's dtypes (bool, int, uint, float, complex).
@@ -83,9 +88,11 @@ cpdef str format_array(object arr, object array_ref=None):
     return f"array({head}; {body})"
 
 
-cpdef str format_attr(object value, object array_ref=None):
+cpdef str format_attr(object value, object array_ref=None, int depth=0):
     """The text form of an attribute value (see the module docstring); the parser reads it back."""
     cdef type t = type(value)
+    if t is tuple or t is slice:
+        _check_depth(depth, "format_attr")
     if t is int or t is bool or value is None:
         return repr(value)
     if t is float:
@@ -94,15 +101,15 @@ cpdef str format_attr(object value, object array_ref=None):
         return repr(value)
     if t is tuple:
         if len(<tuple>value) == 1:
-            return "(" + format_attr((<tuple>value)[0], array_ref) + ",)"
-        return "(" + ", ".join([format_attr(v, array_ref) for v in <tuple>value]) + ")"
+            return "(" + format_attr((<tuple>value)[0], array_ref, depth + 1) + ",)"
+        return "(" + ", ".join([format_attr(v, array_ref, depth + 1) for v in <tuple>value]) + ")"
     if value is Ellipsis:
         return "..."
     if t is complex:
         return f"complex({format_float(value.real)}, {format_float(value.imag)})"
     if t is slice:
-        return (f"slice({format_attr(value.start, array_ref)}, {format_attr(value.stop, array_ref)}, "
-                f"{format_attr(value.step, array_ref)})")
+        return "slice(" + ", ".join([format_attr(v, array_ref, depth + 1)
+                                     for v in (value.start, value.stop, value.step)]) + ")"
     if isinstance(value, np.dtype):
         return f"dtype({TensorType(value, ()).dtype_name})"
     if isinstance(value, np.ndarray):

@@ -117,7 +117,9 @@ def _render(p: _Poly) -> Dim:
     terms = sorted(p.items(), key=lambda mc: (-len(mc[0]), mc[1] < 0, mc[0]))
     out = []
     for m, c in terms:
-        body = "*".join(_render_atom(a) for a in m) if len(m) > 1 or abs(c) != 1 else "".join(m)
+        # A lone atom with coefficient 1 needs no parentheses, even a quotient: `+` binds looser than
+        # `//`; unary minus binds tighter, so `-(B//2)` keeps them.
+        body = "".join(m) if len(m) == 1 and c == 1 else "*".join(_render_atom(a) for a in m)
         if not m:
             body = str(abs(c))
         elif abs(c) != 1:
@@ -126,17 +128,21 @@ def _render(p: _Poly) -> Dim:
     return "".join(out)
 
 
-def _wrap(p: _Poly) -> str:
-    """Text of `p` safe as an operand of `//`."""
+def _wrap(p: _Poly, divisor: bool) -> str:
+    """Text of `p` as an operand of `//`. A dividend needs parentheses only around a sum (`//` binds
+    tighter than `+ -` and groups left to right); a divisor around anything but a number or one atom
+    (`A//(B*T)` is not `A//B*T`)."""
     r = _render(p)
-    s = str(r)
-    if isinstance(r, int) and r >= 0:
-        return s
-    if len(p) == 1 and not any(_top_level_floordiv(a) for a in next(iter(p))):
-        c = next(iter(p.values()))
-        if c == 1:
-            return s
-    return f"({s})"
+    if isinstance(r, int):
+        return str(r) if r >= 0 or not divisor else f"({r})"
+    single = len(p) == 1
+    if not divisor and single:
+        return r
+    if divisor and single and next(iter(p.values())) == 1 and len(next(iter(p))) == 1:
+        (atom,) = next(iter(p))
+        if not _top_level_floordiv(atom):
+            return r
+    return f"({r})"
 
 
 def _floordiv(p: _Poly, q: _Poly) -> _Poly:
@@ -165,7 +171,7 @@ def _floordiv(p: _Poly, q: _Poly) -> _Poly:
             out[tuple(rest)] = c // qcoef
         else:
             return out
-    return _atom(f"{_wrap(p)}//{_wrap(q)}", _nonneg(p) and _nonneg(q))
+    return _atom(f"{_wrap(p, False)}//{_wrap(q, True)}", _nonneg(p) and _nonneg(q))
 
 
 def _call(fn: str, args: list[_Poly]) -> _Poly:

@@ -126,12 +126,14 @@ cdef class Value:
 
     cdef int _add_use(self, Node n) except -1:
         cdef PyObject** grown
+        cdef Py_ssize_t cap
         if self._nuses == self._cap:
-            self._cap = 4 if self._cap == 0 else 2 * self._cap
-            grown = <PyObject**>PyMem_Realloc(self._uses, self._cap * sizeof(PyObject*))
+            cap = 4 if self._cap == 0 else 2 * self._cap
+            grown = <PyObject**>PyMem_Realloc(self._uses, cap * sizeof(PyObject*))
             if grown == NULL:
                 raise MemoryError()
             self._uses = grown
+            self._cap = cap
         self._uses[self._nuses] = <PyObject*>n
         self._nuses += 1
         return 0
@@ -294,7 +296,7 @@ cdef class _InsertionPoint:
 
     def __exit__(self, *exc):
         # The saved anchor may have been erased meanwhile: then insert at the end.
-        saved = self.saved
+        cdef Node saved = self.saved
         self.graph._insert_before = saved if saved is None or saved._graph == <PyObject*>self.graph else None
         return False
 
@@ -313,7 +315,6 @@ cdef class Graph:
         # long graph never recurses through `_next`.
         cdef Node n
         cdef PyObject* p = self._tail
-        cdef Value v
         for x in self._inputs:
             (<Value>x)._graph = NULL
         self._insert_before = None

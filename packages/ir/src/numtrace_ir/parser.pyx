@@ -12,6 +12,7 @@ import numpy as np
 from numtrace_ir.graph cimport Graph, Node, Value
 from numtrace_ir.types cimport TensorType
 
+from numtrace_ir.attrs import MAX_ATTR_DEPTH
 from numtrace_ir.graph import check_value_name
 from numtrace_ir.types import SCALAR_KINDS, ScalarType, TupleType, check_dim, dtype_from_name
 
@@ -27,6 +28,13 @@ class ParseError(ValueError):
         self.column = column
 
 
+cdef int _MAX_DEPTH = MAX_ATTR_DEPTH
+
+# What `_Parser.seq` reads.
+cdef enum:
+    _TYPES, _LITERALS, _USES
+
+
 cdef inline bint _is_name_char(Py_UCS4 c):
     return c == u"_" or u"a" <= c <= u"z" or u"A" <= c <= u"Z" or u"0" <= c <= u"9"
 
@@ -40,6 +48,8 @@ cdef class _Parser:
     cdef dict values
     cdef dict type_cache
     cdef object arrays
+    # Nesting of types and literals being read: bounded, so that no text can exhaust the C stack.
+    cdef int depth
 
     def __init__(self, arrays):
         self.g = Graph()
@@ -101,6 +111,21 @@ cdef class _Parser:
             self.fail(f"expected {what}")
         return self.s[start:self.pos]
 
+    cdef list seq(self, int what):
+        # Items up to the closing ')' (already past the '('), comma-separated, trailing comma allowed.
+        cdef list items = []
+        while not self.accept_ch(u')'):
+            if what == _TYPES:
+                items.append(self.read_type())
+            elif what == _LITERALS:
+                items.append(self.literal())
+            else:
+                items.append(self.use())
+            if not self.accept_ch(u','):
+                self.expect_ch(u')')
+                break
+        return items
+
     # -- values and types ------------------------------------------------------------------------
 
     cdef str value_token(self):
@@ -129,19 +154,24 @@ cdef class _Parser:
         self.values[token] = v
 
     cdef object read_type(self):
+        self.enter()
+        t = self._read_type()
+        self.depth -= 1
+        return t
+
+    cdef enter(self):
+        self.depth += 1
+        if self.depth > _MAX_DEPTH:
+            self.fail(f"types and attribute values may nest at most {MAX_ATTR_DEPTH} levels deep")
+
+    cdef object _read_type(self):
         cdef Py_ssize_t start
         cdef Py_ssize_t end
         self.skip_ws()
         start = self.pos
         if self.peek() == u"(":
             self.pos += 1
-            items = []
-            while not self.accept_ch(u')'):
-                items.append(self.read_type())
-                if not self.accept_ch(u','):
-                    self.expect_ch(u')')
-                    break
-            return TupleType(items)
+            return TupleType(self.seq(_TYPES))
         end = self.s.find("]", start)
         if end >= 0:
             cached = self.type_cache.get(self.s[start:end + 1])
@@ -217,6 +247,12 @@ cdef class _Parser:
         return value
 
     cdef object literal(self):
+        self.enter()
+        value = self._literal()
+        self.depth -= 1
+        return value
+
+    cdef object _literal(self):
         cdef Py_UCS4 c
         cdef Py_ssize_t start
         self.skip_ws()
@@ -224,13 +260,7 @@ cdef class _Parser:
         start = self.pos
         if c == u"(":
             self.pos += 1
-            items = []
-            while not self.accept_ch(u')'):
-                items.append(self.literal())
-                if not self.accept_ch(u','):
-                    self.expect_ch(u')')
-                    break
-            return tuple(items)
+            return tuple(self.seq(_LITERALS))
         if c == u"'" or c == u'"':
             return self.string()
         if c == u".":
@@ -369,7 +399,7 @@ cdef class _Parser:
         cdef list tokens = []
         cdef list starts = []
         cdef list types = []
-        cdef list inputs = []
+        cdef list inputs
         cdef dict attrs = {}
         cdef Node node
         cdef Py_ssize_t i
@@ -400,11 +430,7 @@ cdef class _Parser:
                     break
             self.expect_ch(u']')
         self.expect_ch(u'(')
-        while not self.accept_ch(u')'):
-            inputs.append(self.use())
-            if not self.accept_ch(u','):
-                self.expect_ch(u')')
-                break
+        inputs = self.seq(_USES)
         self.skip_ws()
         loc = None
         if self.peek() == u"#":
@@ -419,26 +445,27 @@ cdef class _Parser:
             self.define(tokens[i], node.outputs[i], starts[i])
 
     cdef return_line(self):
-        outs = []
         self.expect("return")
         self.expect_ch(u'(')
-        while not self.accept_ch(u')'):
-            outs.append(self.use())
-            if not self.accept_ch(u','):
-                self.expect_ch(u')')
-                break
+        outs = self.seq(_USES)
         self.end_of_line()
         self.g.set_outputs(outs)
 
     cdef Graph run(self, str text):
-        cdef list lines = text.split("\n")
-        cdef Py_ssize_t i = 0
+        # Lines are sliced one at a time: a list of every line would be re-scanned by each GC pass.
+        cdef Py_ssize_t start = 0
+        cdef Py_ssize_t end
+        cdef Py_ssize_t size = len(text)
         cdef int state = 0  # 0: before the header, 1: in the body, 2: after `return`
-        for i in range(len(lines)):
-            self.s = lines[i]
+        while start <= size:
+            end = text.find("\n", start)
+            if end < 0:
+                end = size
+            self.s = text[start:end]
+            start = end + 1
             self.n = len(self.s)
             self.pos = 0
-            self.line_no = i + 1
+            self.line_no += 1
             self.skip_ws()
             if self.pos == self.n:
                 continue
@@ -446,7 +473,7 @@ cdef class _Parser:
                 self.header()
                 state = 1
             elif state == 1:
-                if self.s.startswith("return", self.pos):
+                if self.s[self.pos] == u"r" and self.s.startswith("return", self.pos):
                     self.return_line()
                     state = 2
                 else:
@@ -454,7 +481,6 @@ cdef class _Parser:
             else:
                 self.fail("text after the return line")
         if state != 2:
-            self.line_no = len(lines)
             self.pos = 0
             self.fail("missing 'graph(...):' header" if state == 0 else "missing 'return (...)' line")
         return self.g

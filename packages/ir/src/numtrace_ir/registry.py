@@ -64,8 +64,8 @@ REQUIRED: Any = _Required()
 @dataclass(frozen=True)
 class Input:
     """A graph input. `accepts` is ``"tensor"``, ``"scalar"`` or ``"any"`` (a NumPy operand: an array
-    or a weak Python scalar). An `optional` input may be passed as None: it is then left out of the
-    node's inputs and its name recorded in the attr ``omitted``."""
+    or a weak Python scalar). An `optional` input may be passed as None or not at all: it is then left
+    out of the node's inputs and its name recorded in the attr ``omitted``."""
 
     name: str
     accepts: str = "tensor"
@@ -216,6 +216,10 @@ class OpDef:
         if self._binder is not None:
             inputs, attrs = self._binder(tuple(args), dict(kwargs or {}))
             return inputs, self.normalize_attrs(attrs)
+        return self.bind_schema(args, kwargs)
+
+    def bind_schema(self, args: Sequence, kwargs: dict | None = None) -> tuple[list, dict]:
+        """`bind` by the schema alone (what a custom binder defers to after rewriting a call)."""
         kwargs = dict(kwargs or {})
         args = list(args)
         inputs: list = []
@@ -237,9 +241,9 @@ class OpDef:
             else:
                 value = REQUIRED
             if isinstance(p, Input):
-                if value is REQUIRED:
+                if value is REQUIRED and not p.optional:
                     raise TypeError(f"{self.name}: missing required argument {p.name!r}")
-                if value is None and p.optional:
+                if (value is None or value is REQUIRED) and p.optional:
                     omitted.append(p.name)
                 else:
                     inputs.append(value)

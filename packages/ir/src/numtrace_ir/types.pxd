@@ -1,6 +1,8 @@
 # Value types of the IR; graph.pyx cimports them to type-check without Python lookups.
 
 cdef class Type:
+    # The constructor arguments: the value a type is compared, hashed and pickled by.
+    cdef tuple _args
     cdef Py_hash_t _hash
 
 

@@ -7,8 +7,8 @@ printer, the lint and the registry's memoized rules look them up for every node.
 import numpy as np
 
 __all__ = [
-    "DTYPE_NAMES", "ScalarType", "TensorType", "TupleType", "Type",
-    "check_dim", "dtype_from_name", "dtype_name", "format_dim",
+    "DTYPE_NAMES", "SCALAR_KINDS", "ScalarType", "TensorType", "TupleType", "Type",
+    "check_dim", "dtype_from_name", "dtype_name", "format_dim", "normalize_dtype",
 ]
 
 # Short name -> dtype, in the order the printer documents them. Only these dtypes exist in the IR.
@@ -64,7 +64,7 @@ cpdef object check_dim(object d):
     """Validate one dim: an `int >= 0` or a symbol/expression string that the text form can hold."""
     cdef int depth = 0
     if type(d) is int:
-        if <long long>d < 0:
+        if d < 0:
             raise ValueError(f"dims must be >= 0, got {d}")
         return d
     if isinstance(d, str):
@@ -98,18 +98,34 @@ def format_dim(d):
 
 
 cdef class Type:
-    """Base of all value types. Subclasses are immutable and compare by value."""
+    """Base of all value types: immutable, compared, hashed and pickled by their constructor arguments."""
+
+    def __hash__(self):
+        return self._hash
+
+    def __eq__(self, other):
+        if self is other:
+            return True
+        if not isinstance(other, Type):
+            return NotImplemented
+        o = <Type>other
+        return type(o) is type(self) and o._hash == self._hash and o._args == self._args
 
     def __ne__(self, other):
         eq = self.__eq__(other)
         return eq if eq is NotImplemented else not eq
+
+    def __reduce__(self):
+        return (type(self), self._args)
+
+    def __repr__(self):
+        return f"{type(self).__name__}({', '.join([repr(a) for a in self._args])})"
 
 
 cdef class TensorType(Type):
     """An array of `dtype` and `shape`; dims are ints or symbol strings (e.g. `"B"`, `"B*4"`)."""
 
     def __cinit__(self, dtype, shape):
-        cdef list dims
         self.dtype = normalize_dtype(dtype)
         self.dtype_name = _NAME_OF[self.dtype]
         if type(shape) is not tuple:
@@ -117,11 +133,12 @@ cdef class TensorType(Type):
                 raise TypeError(f"TensorType shape must be a tuple of dims, got {shape!r}")
             shape = tuple(shape)
         for d in <tuple>shape:
-            if type(d) is not int or <long long>d < 0:
+            if type(d) is not int or d < 0:
                 shape = tuple([check_dim(x) for x in <tuple>shape])
                 break
         self.shape = <tuple>shape
-        self._hash = hash((self.dtype_name, self.shape))
+        self._args = (self.dtype_name, self.shape)
+        self._hash = hash(self._args)
         self._text = None
 
     @property
@@ -136,27 +153,10 @@ cdef class TensorType(Type):
                 return False
         return True
 
-    def __hash__(self):
-        return self._hash
-
-    def __eq__(self, other):
-        if self is other:
-            return True
-        if type(other) is not TensorType:
-            return NotImplemented if not isinstance(other, Type) else False
-        o = <TensorType>other
-        return self._hash == o._hash and self.dtype is o.dtype and self.shape == o.shape
-
     def __str__(self):
         if self._text is None:
             self._text = f"{self.dtype_name}[{', '.join([format_dim(d) for d in self.shape])}]"
         return self._text
-
-    def __repr__(self):
-        return f"TensorType({self.dtype_name!r}, {self.shape!r})"
-
-    def __reduce__(self):
-        return (TensorType, (self.dtype_name, self.shape))
 
 
 cdef class ScalarType(Type):
@@ -166,26 +166,11 @@ cdef class ScalarType(Type):
         if kind not in SCALAR_KINDS:
             raise ValueError(f"ScalarType kind must be one of {SCALAR_KINDS}, got {kind!r}")
         self.kind = kind
+        self._args = (kind,)
         self._hash = hash(("scalar", kind))
-
-    def __hash__(self):
-        return self._hash
-
-    def __eq__(self, other):
-        if self is other:
-            return True
-        if type(other) is not ScalarType:
-            return NotImplemented if not isinstance(other, Type) else False
-        return self.kind == (<ScalarType>other).kind
 
     def __str__(self):
         return self.kind
-
-    def __repr__(self):
-        return f"ScalarType({self.kind!r})"
-
-    def __reduce__(self):
-        return (ScalarType, (self.kind,))
 
 
 cdef class TupleType(Type):
@@ -197,17 +182,8 @@ cdef class TupleType(Type):
             if not isinstance(e, Type):
                 raise TypeError(f"TupleType elements must be types, got {type(e).__name__} {e!r}")
         self.elements = elements
+        self._args = (elements,)
         self._hash = hash(("tuple", elements))
-
-    def __hash__(self):
-        return self._hash
-
-    def __eq__(self, other):
-        if self is other:
-            return True
-        if type(other) is not TupleType:
-            return NotImplemented if not isinstance(other, Type) else False
-        return self.elements == (<TupleType>other).elements
 
     def __len__(self):
         return len(self.elements)
@@ -222,9 +198,3 @@ cdef class TupleType(Type):
         if len(self.elements) == 1:
             return f"({self.elements[0]},)"
         return "(" + ", ".join([str(e) for e in self.elements]) + ")"
-
-    def __repr__(self):
-        return f"TupleType({list(self.elements)!r})"
-
-    def __reduce__(self):
-        return (TupleType, (self.elements,))

@@ -7,7 +7,8 @@ from __future__ import annotations
 from .elementwise import LOWERINGS
 from .movement import SAME_VALUE, VIEW_RULES
 
-__all__ = ["CONTRACTIONS", "REDUCTIONS", "UNLOWERED", "VIEW_OPS", "is_lowered"]
+__all__ = ["CONTRACTIONS", "PARTIAL", "REDUCTIONS", "UNLOWERED", "UNLOWERED_KINDS", "VIEW_OPS", "is_lowered",
+           "unlowered_reason"]
 
 _NO_LIBDEVICE = ("needs a polynomial approximation: Triton's interpreter has no libdevice, and the "
                  "backend has no portable implementation yet")
@@ -35,9 +36,6 @@ UNLOWERED: dict[str, str] = {
     "np.outer": "general contractions are not mapped onto the batched matmul kernel",
     "np.argsort": "sorting is not lowered",
     "np.sort": "sorting is not lowered",
-    "np.concatenate": _COPIES,
-    "np.stack": _COPIES,
-    "np.pad": _COPIES,
     "np.repeat": _COPIES,
     "np.roll": _COPIES,
     "np.tile": _COPIES,
@@ -47,13 +45,17 @@ UNLOWERED: dict[str, str] = {
     "np.take_along_axis": _GATHER,
     "np.getitem_mask": "boolean-mask indexing has a data-dependent output shape",
     "np.setitem": "in-place writes through an index are not lowered",
-    "np.random.normal": _RANDOM,
-    "np.random.rand": _RANDOM,
-    "np.random.randint": _RANDOM,
-    "np.random.randn": _RANDOM,
-    "np.random.random": _RANDOM,
-    "np.random.standard_normal": _RANDOM,
-    "np.random.uniform": _RANDOM,
+}
+
+# Whole kinds the backend does not lower (ops of these kinds need no entry above).
+UNLOWERED_KINDS: dict[str, str] = {"random": _RANDOM}
+
+# Lowered ops with variants that are not: the planner's NotImplementedError for those says this.
+PARTIAL: dict[str, str] = {
+    "np.dot": "np.dot of arrays with more than 2 dims is not lowered",
+    "np.getitem": "indexing with arrays (a gather) is not lowered",
+    "np.ravel": "copies data here (not a view)",  # order="F"
+    "np.pad": "np.pad with per-axis constant values is not lowered",
 }
 
 # Reductions and what they become in a reduction kernel (mean, var, std are built from sums).
@@ -63,13 +65,18 @@ CONTRACTIONS = frozenset({"np.matmul", "np.dot"})  # np.dot: up to 2-D operands
 # Ops evaluated at compile time: shape arithmetic, constants, and *_like/full creation.
 FOLDED_KINDS = frozenset({"prim", "scalar", "creation"})
 
-# Movement ops lowered as views of their input (or as the input itself).
-VIEW_OPS = frozenset(VIEW_RULES) | SAME_VALUE
+# Movement ops lowered as views of their input (or as the input itself), or as writes into slices.
+VIEW_OPS = frozenset(VIEW_RULES) | SAME_VALUE | {"np.concatenate", "np.stack", "np.pad"}
+
+
+def unlowered_reason(op) -> str | None:
+    """Why registry op ``op`` (an ``OpDef``) is not lowered, or None when it is listed nowhere."""
+    return UNLOWERED.get(op.name) or UNLOWERED_KINDS.get(op.kind)
 
 
 def is_lowered(op) -> bool:
     """Whether the backend lowers registry op ``op`` (an ``OpDef``)."""
-    if op.name in UNLOWERED:
+    if unlowered_reason(op) is not None:
         return False
     if op.kind == "elementwise":
         base = op.name[:-len(".outer")] if op.name.endswith(".outer") else op.name

@@ -150,10 +150,14 @@ _register("np.fmin")(_nan_aware_extreme("minimum", True))
 
 @_register("np.clip")
 def _clip(w, args, attrs, out):
-    # np.clip(x, lo, hi) == minimum(maximum(x, lo), hi), NaN-propagating.
-    lower_max, lower_min = LOWERINGS["np.maximum"], LOWERINGS["np.minimum"]
-    lo = w.let(lower_max(w, [args[0], args[1]], {}, out))
-    return lower_min(w, [(lo, out), args[2]], {}, out)
+    # np.clip(x, lo, hi) == minimum(maximum(x, lo), hi), NaN-propagating; a bound given as None is omitted.
+    omitted = attrs.get("omitted", ())
+    x, bounds = args[0], list(args[1:])
+    if "a_min" not in omitted:
+        x = (w.let(LOWERINGS["np.maximum"](w, [x, bounds.pop(0)], {}, out)), out)
+    if "a_max" not in omitted:
+        x = (w.let(LOWERINGS["np.minimum"](w, [x, bounds.pop(0)], {}, out)), out)
+    return _as(w, x, out)
 
 
 def _int_floor_divmod(w: SourceWriter, a: str, b: str, dtype: np.dtype) -> tuple[str, str]:
@@ -450,7 +454,11 @@ def _round(w, args, attrs, out):
     if out.kind != "f":
         if decimals >= 0:
             return _as(w, args[0], out)
-        raise NotImplementedError("np.round of integers to negative decimals")
+        # NumPy rounds integers to tens, hundreds, ... through float64, half to even.
+        work = np.dtype(np.float64)
+        scale = w.const(10.0 ** -decimals, work)
+        r = w.let(_round_half_even(w, w.let(f"{_as(w, args[0], work)} / {scale}"), work))
+        return w.cast(f"{r} * {scale}", work, out)
     work = compute_float(out)
     x = _named(w, _as(w, args[0], work))
     if decimals == 0:
@@ -494,7 +502,7 @@ def _isinf(w, args, attrs, out):
 def _isfinite(w, args, attrs, out):
     x, dt = args[0]
     if dt.kind != "f":
-        return f"{_isnan(w, args, attrs, out)} == 0"
+        return f"tl.zeros_like({x}) == 0"
     return f"tl.abs({x}) < {w.const(math.inf, dt)}"
 
 

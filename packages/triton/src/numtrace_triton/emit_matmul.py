@@ -57,11 +57,16 @@ def _operand_address(view: View, n_batch: int, rows: str, cols: str) -> str:
     return tile if batch == "0" else f"{batch} + {tile}"
 
 
+def _bool_load(expr: str, dtype: np.dtype) -> str:
+    """Booleans are stored as bytes: a load gives uint8, compared to 0 to make a bool."""
+    return f"({expr} != 0)" if np.dtype(dtype).kind == "b" else expr
+
+
 def emit_matmul(kernel: MatmulKernel, name: str, tuning: Tuning,
                 describe: Callable[[int], str]) -> GeneratedKernel:
     out = np.dtype(kernel.dtype)
-    if out.kind == "b":
-        raise NotImplementedError(f"{kernel.label}: boolean matmul is not lowered by the Triton backend")
+    # Booleans: NumPy's matmul is an OR of ANDs, i.e. a nonzero count of (a & b).
+    work = np.dtype(np.int32) if out.kind == "b" else out
     nb = len(kernel.batch)
     batch = int(np.prod(kernel.batch, dtype=np.int64))
     views = [kernel.a, kernel.b] + item_views(kernel.body, kernel.stores)
@@ -70,7 +75,7 @@ def emit_matmul(kernel: MatmulKernel, name: str, tuning: Tuning,
     w = SourceWriter()
     body = BodyEmitter(w, _TileSpace(nb), params)
     pa, pb = params[kernel.a.buffer], params[kernel.b.buffer]
-    acc_dtype = out if out.kind != "f" or out.itemsize == 8 else np.dtype(np.float32)
+    acc_dtype = work if work.kind != "f" or work.itemsize == 8 else np.dtype(np.float32)
     w.emit(f"acc = tl.zeros([BLOCK_M, BLOCK_N], {tl_type(acc_dtype)})")
     w.emit(f"for k0 in range(0, {kernel.k}, BLOCK_K):")
     w.indent += 1
@@ -80,10 +85,10 @@ def emit_matmul(kernel: MatmulKernel, name: str, tuning: Tuning,
     a = f"tl.load({pa} + {_operand_address(kernel.a, nb, 'rm', 'rk')}, mask={a_mask}, other=0)"
     b = f"tl.load({pb} + {_operand_address(kernel.b, nb, 'rk', 'rn')}, mask={b_mask}, other=0)"
     # Operands are converted to the result type first, as NumPy's matmul loop does.
-    w.emit(f"a = {SourceWriter.cast(a, kernel.a.dtype, out)}")
-    w.emit(f"b = {SourceWriter.cast(b, kernel.b.dtype, out)}")
-    if out.kind == "f":
-        precision = ', input_precision="ieee"' if out == np.float32 else ""
+    w.emit(f"a = {SourceWriter.cast(_bool_load(a, kernel.a.dtype), kernel.a.dtype, work)}")
+    w.emit(f"b = {SourceWriter.cast(_bool_load(b, kernel.b.dtype), kernel.b.dtype, work)}")
+    if work.kind == "f":
+        precision = ', input_precision="ieee"' if work == np.float32 else ""
         w.emit(f"acc = tl.dot(a, b, acc{precision})")
     else:
         w.emit("acc += tl.sum(a[:, :, None] * b[None, :, :], axis=1)")

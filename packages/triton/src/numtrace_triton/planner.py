@@ -20,7 +20,7 @@ import numpy as np
 from numtrace_ir import registry
 from numtrace_ir.types import ScalarType, TensorType
 
-from .coverage import CONTRACTIONS, FOLDED_KINDS, REDUCTIONS, UNLOWERED, VIEW_OPS
+from .coverage import CONTRACTIONS, FOLDED_KINDS, PARTIAL, REDUCTIONS, VIEW_OPS, unlowered_reason
 from .dtypes import check_supported, storage_dtype
 from .elementwise import LOWERINGS
 from .emit_body import GeneratedKernel, Tuning
@@ -106,8 +106,9 @@ class _Planner:
         self.tuning = tuning
         self.buffers: list[BufferSpec] = []
         self.groups: list[Group] = []
-        self.producer: dict[int, Group] = {}  # temp buffer -> the group that writes it
+        self.writers: dict[int, list[Group]] = {}  # buffer -> the groups writing it, in write order
         self.locs: dict = {}
+        self.types: dict = {}  # value -> its concrete type
         self._key = 0
 
     # -- bookkeeping ------------------------------------------------------------------------------
@@ -140,13 +141,24 @@ class _Planner:
 
     def can_read(self, group: Group, loc: _Loc) -> bool:
         """Whether ``group`` may read ``loc`` from memory without creating a cycle of kernels."""
-        writer = self.writer_of(loc)
-        return writer is None or writer is group or not self.reaches(writer, group)
+        writers = self.writers.get(loc.mem.buffer, []) if loc.mem is not None else [loc.group]
+        return all(w is group or not self.reaches(w, group) for w in writers)
 
-    def writer_of(self, loc: _Loc) -> Group | None:
-        if loc.mem is not None:
-            return self.producer.get(loc.mem.buffer)
-        return loc.group
+    def store(self, group: Group, key: int, view: View, level: str, shape: tuple[int, ...]) -> None:
+        """``group`` writes value ``key`` through ``view``, after every earlier writer of that buffer."""
+        writers = self.writers.setdefault(view.buffer, [])
+        for w in writers:
+            if w is not group:
+                group.deps.add(w.gid)
+        group.stores.append((key, view, level, shape))
+        if group not in writers:
+            writers.append(group)
+
+    def depend(self, group: Group, view: View) -> None:
+        """``group`` reads ``view``: it runs after every writer of the buffer."""
+        for w in self.writers.get(view.buffer, []):
+            if w is not group:
+                group.deps.add(w.gid)
 
     # -- materialization --------------------------------------------------------------------------
     def materialize(self, loc: _Loc, label: str) -> View:
@@ -160,8 +172,7 @@ class _Planner:
         else:
             group = loc.group
             view = self.buffer(loc.shape, loc.dtype, "temp", doc=f"temporary {loc.dtype}{list(loc.shape)}")
-            group.stores.append((loc.key, view, loc.level, loc.shape))
-            self.producer[view.buffer] = group
+            self.store(group, loc.key, view, loc.level, loc.shape)
         loc.mem = view
         return view
 
@@ -172,9 +183,7 @@ class _Planner:
         if loc.folded is not _NOTHING and np.ndim(loc.folded) == 0:
             return Const(np.asarray(loc.folded).item(), loc.dtype)
         view = self.materialize(loc, label)
-        writer = self.producer.get(view.buffer)
-        if writer is not None and writer is not group:
-            group.deps.add(writer.gid)
+        self.depend(group, view)
         return LogicalLoad(view, at)
 
     # -- node kinds ---------------------------------------------------------------------------------
@@ -191,25 +200,27 @@ class _Planner:
             else:
                 self.locs[v] = _Loc((), None, folded=r, weak=t.kind)
 
-    def elementwise(self, node, label: str) -> None:
+    def elementwise(self, node, label: str, as_op: str | None = None) -> None:
+        """Add ``node`` (computed as op ``as_op`` when given) to a pointwise-compatible group."""
         outs = node.outputs
-        out_t = outs[0].type
-        if not all(isinstance(v.type, TensorType) for v in outs):
+        out_t = self.types[outs[0]]
+        if not all(isinstance(self.types[v], TensorType) for v in outs):
             raise NotImplementedError(f"{label}: elementwise arithmetic on runtime Python scalars only "
                                       "(no array operand) is not lowered by the Triton backend")
-        base = node.op[:-len(".outer")] if node.op.endswith(".outer") else node.op
+        op_name = as_op or node.op
+        base = op_name[:-len(".outer")] if op_name.endswith(".outer") else op_name
         names = [base] if len(outs) == 1 else [f"{base}#{i}" for i in range(len(outs))]
         for name in names:
             if name not in LOWERINGS:
                 raise NotImplementedError(f"the Triton backend has no lowering for {label}")
         for v in outs:
-            check_supported(v.type.dtype, label)
+            check_supported(self.types[v].dtype, label)
         shape = out_t.shape
         locs = [self.locs[v] for v in node.inputs]
         for loc in locs:
             if loc.dtype is not None:
                 check_supported(loc.dtype, label)
-        if base != node.op:  # ufunc.outer: A's dims first, then B's; each operand from memory
+        if base != op_name:  # ufunc.outer: A's dims first, then B's; each operand from memory
             a, b = locs
             va, vb = self.materialize(a, label), self.materialize(b, label)
             nb = len(b.shape)
@@ -231,10 +242,12 @@ class _Planner:
                     group.items.append(Op(key, "np.astype", [arg], {}, weak, label, level))
                     arg = Ref(key)
             args.append(arg)
+        attrs = {} if as_op else dict(node.attrs)
         for v, name in zip(outs, names):
             key = self.key()
-            group.items.append(Op(key, name, list(args), dict(node.attrs), v.type.dtype, label, level))
-            self.locs[v] = _Loc(shape, v.type.dtype, group=group, key=key, level=level)
+            dtype = self.types[v].dtype
+            group.items.append(Op(key, name, list(args), attrs, dtype, label, level))
+            self.locs[v] = _Loc(shape, dtype, group=group, key=key, level=level)
 
     def choose_group(self, locs: list[_Loc], shape: tuple[int, ...]) -> tuple[Group, str]:
         """The group of an in-flight input that can take an op of ``shape``, else a new pointwise one."""
@@ -256,7 +269,7 @@ class _Planner:
         if kind is None:
             raise NotImplementedError(f"the Triton backend has no lowering for {label}")
         (x,) = [self.locs[v] for v in node.inputs]
-        out = node.outputs[0].type
+        out = self.types[node.outputs[0]]
         check_supported(x.dtype, label)
         full = x.shape
         axis = node.attrs.get("axis")
@@ -303,11 +316,13 @@ class _Planner:
     def contraction(self, node, label: str) -> None:
         a, b = (self.locs[v] for v in node.inputs)
         if node.op == "np.dot" and (len(a.shape) > 2 or len(b.shape) > 2):
-            raise NotImplementedError(f"{label}: np.dot of arrays with more than 2 dims is not lowered by the "
-                                      "Triton backend (use np.matmul)")
-        if node.op not in CONTRACTIONS or not a.shape or not b.shape:
+            raise NotImplementedError(f"{label}: {PARTIAL['np.dot']} by the Triton backend (use np.matmul)")
+        if node.op not in CONTRACTIONS:
             raise NotImplementedError(f"the Triton backend has no lowering for {label}")
-        out = node.outputs[0].type
+        if not a.shape or not b.shape:  # np.dot with a 0-d operand is a product
+            self.elementwise(node, label, as_op="np.multiply")
+            return
+        out = self.types[node.outputs[0]]
         dtype = check_supported(out.dtype, label)
         va, vb = self.materialize(a, label), self.materialize(b, label)
         a1, b1 = len(a.shape) == 1, len(b.shape) == 1
@@ -327,51 +342,114 @@ class _Planner:
         group = self.new_group("matmul", _numel(out.shape), full=out.shape, matmul=dict(
             batch=batch, m=m, n=n, k=k, a=va, b=vb, acc_key=key, dtype=dtype, label=label, out_coords=coords))
         for view in (va, vb):
-            writer = self.producer.get(view.buffer)
-            if writer is not None:
-                group.deps.add(writer.gid)
+            self.depend(group, view)
         self.locs[node.outputs[0]] = _Loc(out.shape, dtype, group=group, key=key)
 
     def movement(self, node, label: str) -> None:
+        if node.op in ("np.concatenate", "np.stack"):
+            self.join(node, label)
+            return
+        if node.op == "np.pad":
+            self.pad(node, label)
+            return
         if node.op not in VIEW_OPS:
             raise NotImplementedError(f"the Triton backend has no lowering for {label}")
         rule = VIEW_RULES.get(node.op)
         x, *rest = (self.locs[v] for v in node.inputs)
-        if any(loc.folded is _NOTHING for loc in rest) or not all(isinstance(v.type, TensorType)
+        if any(loc.folded is _NOTHING for loc in rest) or not all(isinstance(self.types[v], TensorType)
                                                                   for v in node.outputs):
-            raise NotImplementedError(f"{label}: indexing with runtime arrays (a gather) is not lowered by "
-                                      "the Triton backend")
+            raise NotImplementedError(f"{label}: {PARTIAL['np.getitem']} by the Triton backend")
         outs = node.outputs
+        extra = [loc.folded for loc in rest]
         if node.op in SAME_VALUE:
-            if outs[0].type.dtype != x.dtype:
-                raise NotImplementedError(f"{label}: {node.op} with a dtype change is not lowered by the "
-                                          "Triton backend (use astype)")
-            self.locs[outs[0]] = x  # a copy of an immutable value is the value
+            if self.types[outs[0]].dtype != x.dtype:
+                self.elementwise(node, label, as_op="np.astype")
+            else:
+                self.locs[outs[0]] = x  # a copy of an immutable value is the value
             return
-        out_shape = outs[0].type.shape
-        if x.mem is None and len(outs) == 1 and self.relabel(node, rule, x):
+        out_shape = self.types[outs[0]].shape
+        if x.mem is None and len(outs) == 1 and self.relabel(node, rule, extra, x):
             return
         view = self.materialize(x, label)
         try:
-            results = _view_result(rule, out_shape, node.attrs, view, len(outs))
+            results = _view_result(rule, out_shape, node.attrs, extra, view, len(outs))
         except NotImplementedError as exc:
             raise NotImplementedError(f"{label}: {exc}") from None
-        if results is None and len(outs) == 1 and _order_preserving(rule, out_shape, node.attrs, x.shape):
+        if results is None and len(outs) == 1 and _order_preserving(rule, out_shape, node.attrs, extra, x.shape):
             # A reshape NumPy answers with a copy: copy to C order once, then view that.
             view = self.copy_contiguous(view, x.dtype, label)
-            shape = outs[0].type.shape
+            (shape,) = _order_preserving_shapes(rule, out_shape, node.attrs, extra, x.shape)
             results = [View(view.buffer, view.dtype, 0, shape, _c_strides(shape))]
         if results is None:
-            raise NotImplementedError(f"{label}: {node.op} copies data here (not a view); the Triton backend "
-                                      "does not lower it")
+            raise NotImplementedError(f"{label}: {node.op} {PARTIAL['np.ravel']}; the Triton backend does not "
+                                      "lower it")
         for v, r in zip(outs, results):
-            self.locs[v] = _Loc(v.type.shape, v.type.dtype, mem=r)
+            self.locs[v] = _Loc(r.shape, r.dtype, mem=r)
+            self.types[v] = TensorType(r.dtype, r.shape)
 
-    def relabel(self, node, rule, x: _Loc) -> bool:
+    def write_into(self, loc: _Loc, view: View, label: str) -> None:
+        """Make ``loc``'s value land in ``view`` (of its shape): stored by its own group when in flight."""
+        if loc.mem is None and loc.folded is _NOTHING and loc.shape == view.shape and self.can_read(loc.group, loc):
+            self.store(loc.group, loc.key, view, loc.level, loc.shape)
+            return
+        group = self.new_group("pointwise", _numel(view.shape))
+        key = self.key()
+        group.items.append(Op(key, "np.positive", [self.read(group, loc, view.shape, label)], {}, loc.dtype
+                              if loc.dtype is not None else view.dtype, label))
+        self.store(group, key, view, "full", view.shape)
+
+    def join(self, node, label: str) -> None:
+        """np.concatenate / np.stack: every input written into its slice of one fresh buffer."""
+        out = self.types[node.outputs[0]]
+        dtype = check_supported(out.dtype, label)
+        view = self.buffer(out.shape, dtype, "temp", doc=f"temporary {out}")
+        axis = node.attrs.get("axis")
+        offset = 0
+        for v in node.inputs:
+            loc = self.locs[v]
+            if node.op == "np.stack":
+                ax = axis % len(out.shape)
+                strides = view.strides[:ax] + view.strides[ax + 1:]
+                sub = View(view.buffer, dtype, offset, loc.shape, strides)
+                offset += view.strides[ax]
+            elif axis is None:
+                sub = View(view.buffer, dtype, offset, loc.shape, _c_strides(loc.shape))
+                offset += _numel(loc.shape)
+            else:
+                ax = axis % len(out.shape)
+                sub = View(view.buffer, dtype, offset, loc.shape, view.strides)
+                offset += loc.shape[ax] * view.strides[ax]
+            if _numel(loc.shape):
+                self.write_into(loc, sub, label)
+        self.locs[node.outputs[0]] = _Loc(out.shape, dtype, mem=view)
+
+    def pad(self, node, label: str) -> None:
+        """np.pad with a constant: fill a fresh buffer, then write the input into its interior."""
+        out = self.types[node.outputs[0]]
+        (x,) = (self.locs[v] for v in node.inputs)
+        dtype = check_supported(out.dtype, label)
+        view = self.buffer(out.shape, dtype, "temp", doc=f"temporary {out}")
+        fill = self.new_group("pointwise", _numel(out.shape))
+        key = self.key()
+        value = node.attrs.get("constant_values", 0)
+        if not np.isscalar(value):
+            raise NotImplementedError(f"{label}: {PARTIAL['np.pad']}")
+        fill.items.append(Op(key, "np.positive", [Const(value, dtype)], {}, dtype, label))
+        self.store(fill, key, view, "full", out.shape)
+        # Where the input starts in each dim: pad a one-element array and find it.
+        marker = np.pad(np.ones((1,) * len(out.shape), bool), node.attrs["pad_width"])
+        before = [int(i[0]) for i in np.nonzero(marker)] if marker.ndim else []
+        start = sum(b * s for b, s in zip(before, view.strides))
+        if _numel(x.shape):
+            self.write_into(x, View(view.buffer, dtype, start, x.shape, view.strides), label)
+        self.locs[node.outputs[0]] = _Loc(out.shape, dtype, mem=view)
+
+    def relabel(self, node, rule, extra: list, x: _Loc) -> bool:
         """An in-flight value reshaped in C order keeps its registers, if its group can index the new shape."""
-        new = node.outputs[0].type.shape
-        if not _order_preserving(rule, new, node.attrs, x.shape):
+        shapes = _order_preserving_shapes(rule, self.types[node.outputs[0]].shape, node.attrs, extra, x.shape)
+        if shapes is None:
             return False
+        (new,) = shapes
         g = x.group
         ok = g.kind == "pointwise" or (g.kind == "matmul" and new == g.full) or \
             (g.kind == "reduction" and (new == g.full if x.level == "full" else new in g.row_forms()))
@@ -386,8 +464,7 @@ class _Planner:
         arg = self.read(group, src, view.shape, label)
         key = self.key()
         group.items.append(Op(key, "np.positive", [arg], {}, dtype, label))
-        loc = _Loc(view.shape, dtype, group=group, key=key)
-        return self.materialize(loc, label)
+        return self.materialize(_Loc(view.shape, dtype, group=group, key=key), label)
 
     # -- driver -----------------------------------------------------------------------------------------
     def run(self) -> Plan:
@@ -418,23 +495,17 @@ class _Planner:
 
     def node(self, node) -> None:
         label = describe_node(node)
-        if node.op in UNLOWERED:
-            raise NotImplementedError(f"{label}: {UNLOWERED[node.op]}")
         op = registry.get(node.op)
+        reason = unlowered_reason(op)
+        if reason is not None:
+            raise NotImplementedError(f"{label}: {reason}")
         locs = [self.locs[v] for v in node.inputs]
-        outs_empty = all(isinstance(v.type, TensorType) and _numel(v.type.shape) == 0 for v in node.outputs)
         if node.op == "prim.Constant":
-            value = node.attrs["value"]
-            self.fold_values(node, [value])
+            self.fold_values(node, [node.attrs["value"]])
             return
         if op.nondeterministic:
-            raise NotImplementedError(f"{label}: random ops are not lowered by the Triton backend "
-                                      "(NumPy's generators cannot be reproduced on the GPU)")
-        if all(loc.folded is not _NOTHING for loc in locs) or outs_empty:
-            if outs_empty:
-                for v in node.outputs:
-                    self.locs[v] = _Loc(v.type.shape, v.type.dtype, folded=np.empty(v.type.shape, v.type.dtype))
-                return
+            raise NotImplementedError(f"{label}: nondeterministic ops are not lowered by the Triton backend")
+        if all(loc.folded is not _NOTHING for loc in locs):
             self.fold(node, [loc.folded for loc in locs])
             return
         shape_only = op.kind in ("prim", "scalar") and all(isinstance(v.type, ScalarType) for v in node.outputs)
@@ -442,12 +513,30 @@ class _Planner:
             # Shape arithmetic and *_like creation: only shapes matter, and they are concrete now.
             self.fold(node, [loc.folded if loc.folded is not _NOTHING else _shape_only(loc) for loc in locs])
             return
+        self.infer_types(node, op, locs, label)
+        types = [self.types[v] for v in node.outputs]
+        if all(isinstance(t, TensorType) and t.is_concrete and _numel(t.shape) == 0 for t in types):
+            for v, t in zip(node.outputs, types):  # nothing to compute
+                self.locs[v] = _Loc(t.shape, t.dtype, folded=np.empty(t.shape, t.dtype))
+            return
         handler: Callable | None = {"elementwise": self.elementwise, "reduction": self.reduction,
                                     "contraction": self.contraction, "movement": self.movement,
                                     "index": self.movement}.get(op.kind)
         if handler is None:
             raise NotImplementedError(f"the Triton backend has no lowering for {label} ({op.kind} op)")
         handler(node, label)
+
+    def infer_types(self, node, op, locs: list[_Loc], label: str) -> None:
+        """Concrete output types: the specialized graph's, or re-inferred from the planned input shapes
+        (a shape computed from traced dims is symbolic in the graph but known here)."""
+        types = [v.type for v in node.outputs]
+        if any(isinstance(t, TensorType) and not t.is_concrete for t in types):
+            ins = [ScalarType(loc.weak) if loc.weak else TensorType(loc.dtype, loc.shape) for loc in locs]
+            types = list(op.infer(ins, node.attrs))
+            if any(isinstance(t, TensorType) and not t.is_concrete for t in types) and node.op not in VIEW_RULES:
+                raise NotImplementedError(f"{label}: its output shape depends on runtime values; the Triton "
+                                          "backend plans kernels for concrete shapes only")
+        self.types.update(zip(node.outputs, types))
 
     def fold_values(self, node, values: list) -> None:
         for v, r in zip(node.outputs, values):
@@ -459,7 +548,7 @@ class _Planner:
 
     def output(self, j: int, v) -> OutputSpec:
         loc = self.locs[v]
-        t = v.type
+        t = self.types.get(v, v.type)
         if loc.folded is not _NOTHING:
             return OutputSpec(getattr(t, "dtype", None), getattr(t, "shape", ()), folded=loc.folded)
         if isinstance(t, ScalarType):
@@ -475,8 +564,7 @@ class _Planner:
             return OutputSpec(t.dtype, t.shape, buffer=mem.buffer)
         if mem is None:
             view = self.buffer(t.shape, t.dtype, "output", j, doc=doc)
-            loc.group.stores.append((loc.key, view, loc.level, loc.shape))
-            self.producer[view.buffer] = loc.group
+            self.store(loc.group, loc.key, view, loc.level, loc.shape)
             loc.mem = view
             return OutputSpec(t.dtype, t.shape, buffer=view.buffer)
         # An input, a constant, a view, or a buffer already returned: copy into a fresh output.
@@ -485,8 +573,7 @@ class _Planner:
         key = self.key()
         group.items.append(Op(key, "np.positive", [arg], {}, t.dtype, f"output {j}"))
         view = self.buffer(t.shape, t.dtype, "output", j, doc=doc)
-        group.stores.append((key, view, "full", t.shape))
-        self.producer[view.buffer] = group
+        self.store(group, key, view, "full", t.shape)
         return OutputSpec(t.dtype, t.shape, buffer=view.buffer)
 
     def emit(self) -> list[GeneratedKernel]:
@@ -534,43 +621,80 @@ def _shape_only(loc: _Loc) -> np.ndarray:
     return np.lib.stride_tricks.as_strided(np.zeros(1, loc.dtype), loc.shape, (0,) * len(loc.shape))
 
 
-def _view_result(rule, out_shape: tuple, attrs: dict, view: View, n_out: int) -> list[View] | None:
-    """The views ``rule`` gives for an array laid out like ``view``, or None if NumPy copies."""
+def _view_result(rule, out_shape: tuple, attrs: dict, extra: list, view: View, n_out: int) -> list[View] | None:
+    """The strided views ``rule`` gives for an array laid out like ``view``, or None if not strided.
+
+    First on a stand-in sharing no real data (NumPy answers with views, whatever the size); if NumPy
+    copies, on an array of element offsets (small buffers only): when each result's offsets are an
+    affine function of its index (``ravel(order="F")``, a negative-step copy...), that is a view too.
+    """
     itemsize = view.dtype.itemsize
     lo = view.offset + sum(s * (n - 1) for s, n in zip(view.strides, view.shape) if s < 0)
     hi = view.offset + sum(s * (n - 1) for s, n in zip(view.strides, view.shape) if s > 0) + 1
     if lo < 0:
         raise AssertionError("view reaches before its buffer")
     backing = np.empty(hi, dtype=view.dtype)  # virtual memory: view ops never touch it
-    base_ptr = backing.ctypes.data
     array = np.lib.stride_tricks.as_strided(backing[view.offset:], view.shape,
                                             tuple(s * itemsize for s in view.strides))
-    result = rule(array, out_shape, attrs)
-    results = list(result) if n_out > 1 else [result]
+    results = _as_list(rule(array, out_shape, attrs, extra), n_out)
     out = []
     for r in results:
-        if not isinstance(r, np.ndarray) or r.dtype != view.dtype or not np.may_share_memory(r, backing):
-            return None
-        offset_bytes = r.ctypes.data - base_ptr
-        if offset_bytes % itemsize or any(s % itemsize for s in r.strides):
-            return None
+        if r.size == 0:
+            out.append(View(view.buffer, view.dtype, 0, r.shape, (0,) * r.ndim))
+            continue
+        offset_bytes = r.ctypes.data - backing.ctypes.data
+        if r.dtype != view.dtype or not np.may_share_memory(r, backing) or offset_bytes % itemsize \
+                or any(s % itemsize for s in r.strides):
+            return _affine_result(rule, out_shape, attrs, extra, view, n_out, hi)
         out.append(View(view.buffer, view.dtype, offset_bytes // itemsize, r.shape,
                         tuple(s // itemsize for s in r.strides)))
     return out
 
 
-def _order_preserving(rule, out_shape: tuple, attrs: dict, shape: tuple[int, ...]) -> bool:
-    """Whether ``rule`` on a C-contiguous array gives the same elements in the same C order (a reshape)."""
+_AFFINE_LIMIT = 1 << 22  # elements: beyond this, a copying movement op is not analysed
+
+
+def _affine_result(rule, out_shape, attrs, extra, view: View, n_out: int, extent: int) -> list[View] | None:
+    if extent > _AFFINE_LIMIT:
+        return None
+    offsets = np.arange(extent, dtype=np.int64)
+    array = np.lib.stride_tricks.as_strided(offsets[view.offset:], view.shape, tuple(s * 8 for s in view.strides))
+    out = []
+    for r in _as_list(rule(array, out_shape, attrs, extra), n_out):
+        r = np.asarray(r)
+        base = int(r.flat[0]) if r.size else 0
+        strides = tuple(int(r[(0,) * d + (1,) + (0,) * (r.ndim - d - 1)]) - base if n > 1 else 0
+                        for d, n in enumerate(r.shape))
+        expected = base + sum(np.arange(n).reshape((n,) + (1,) * (r.ndim - d - 1)) * s
+                              for d, (n, s) in enumerate(zip(r.shape, strides)))
+        if r.size and not np.array_equal(r, np.broadcast_to(expected, r.shape)):
+            return None
+        out.append(View(view.buffer, view.dtype, base, r.shape, strides))
+    return out
+
+
+def _as_list(result, n_out: int) -> list[np.ndarray]:
+    return [np.asarray(r) for r in result] if n_out > 1 else [np.asarray(result)]
+
+
+def _order_preserving_shapes(rule, out_shape: tuple, attrs: dict, extra: list,
+                             shape: tuple[int, ...]) -> tuple[tuple[int, ...]] | None:
+    """``(new_shape,)`` if ``rule`` on a C-contiguous array keeps the elements in C order (a reshape)."""
     view = View(0, np.dtype(np.uint8), 0, shape, _c_strides(shape))
     try:
-        results = _view_result(rule, out_shape, attrs, view, 1)
+        results = _view_result(rule, out_shape, attrs, extra, view, 1)
     except NotImplementedError:
-        return False
+        return None
     if not results:
-        return False
+        return None
     (r,) = results
-    return r.offset == 0 and _numel(r.shape) == _numel(shape) and \
+    preserved = r.offset == 0 and _numel(r.shape) == _numel(shape) and \
         all(s == c for s, c, n in zip(r.strides, _c_strides(r.shape), r.shape) if n != 1)
+    return (r.shape,) if preserved else None
+
+
+def _order_preserving(rule, out_shape: tuple, attrs: dict, extra: list, shape: tuple[int, ...]) -> bool:
+    return _order_preserving_shapes(rule, out_shape, attrs, extra, shape) is not None
 
 
 def plan_graph(graph, tuning: Tuning) -> Plan:

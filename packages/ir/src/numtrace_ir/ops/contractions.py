@@ -96,8 +96,8 @@ def _to_axes(v):
     raise TypeError(f"expected an int or a pair of axis sequences, got {v!r}")
 
 
-def _parse_einsum(name: str, subscripts: str, shapes: list) -> str:
-    """The output subscripts, after checking operand ranks and label sizes (ellipsis: broadcast)."""
+def _parse_einsum(name: str, subscripts: str, shapes: list) -> tuple:
+    """The output shape, after checking operand ranks and label sizes (ellipsis dims broadcast)."""
     spec = subscripts.replace(" ", "")
     ins, arrow, out = spec.partition("->")
     terms = ins.split(",")

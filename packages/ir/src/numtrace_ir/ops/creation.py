@@ -3,6 +3,8 @@ not read, only its dtype and shape). Arrays created from constant shapes are con
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from numtrace_ir.ops import rules
@@ -20,7 +22,7 @@ def _like_rule(name):
     return rule
 
 
-def like_op(name: str, fn, fill: bool) -> OpDef:
+def like_op(name: str, fn: Callable, fill: bool) -> OpDef:
     params = (
         [Input("a")]
         + ([Attr("fill_value", convert=rules.to_scalar)] if fill else [])

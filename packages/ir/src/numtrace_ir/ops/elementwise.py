@@ -8,7 +8,7 @@ import numpy as np
 
 from numtrace_ir.ops import rules
 from numtrace_ir.ops import sampling as S
-from numtrace_ir.registry import Attr, Input, OpDef, Sample, Unsupported, register
+from numtrace_ir.registry import Attr, Input, OpDef, Sample, Unsupported, get, register, register_target
 from numtrace_ir.types import TensorType, normalize_dtype
 
 _DIVISOR = ((-3.0, 3.0), (1.0, 4.0))
@@ -82,7 +82,7 @@ def _ufunc_samples(ufunc: np.ufunc):
         if ufunc.nin == 2:
             kind = {"b": "bool", "i": "int", "u": "int"}.get(last.kind, "float")
             try:
-                ufunc.resolve_dtypes((last, rules._WEAK[kind], None) + (None,) * (ufunc.nout - 1))
+                ufunc.resolve_dtypes((last, rules.WEAK_TYPES[kind], None) + (None,) * (ufunc.nout - 1))
             except TypeError:
                 return
             x = S.array(rng, (3, 4), last, domains[0])
@@ -173,6 +173,26 @@ def _clip_samples(rng):
     yield Sample((S.array(rng, (0, 2), "f8"), -1.0, 1.0), note="empty")
 
 
+def _clip_binder(strict: bool):
+    """NumPy 2 also spells the bounds ``min=`` / ``max=``. `np.clip` needs both bounds unless one of
+    those is used; ``ndarray.clip`` (not `strict`) takes any subset."""
+
+    def bind(args, kwargs):
+        renamed = False
+        for new, old in (("min", "a_min"), ("max", "a_max")):
+            if new in kwargs:
+                if old in kwargs:
+                    raise TypeError(f"np.clip: pass {old} or {new}, not both")
+                kwargs[old] = kwargs.pop(new)
+                renamed = True
+        given = len(args) + ("a_min" in kwargs) + ("a_max" in kwargs)
+        if strict and not renamed and given < 3:
+            raise TypeError("np.clip: missing a_min or a_max (None leaves a side open)")
+        return get("np.clip").bind_schema(args, kwargs)
+
+    return bind
+
+
 def _clip_impl(a, a_min, a_max):
     return np.clip(a, a_min, a_max)
 
@@ -189,11 +209,13 @@ register(
         ],
         _clip_rule,
         _clip_impl,
-        numpy_targets=[np.clip, np.ndarray.clip],
+        binder=_clip_binder(strict=True),
+        numpy_targets=[np.clip],
         samples=_clip_samples,
         doc="a bound given as None is left out of the inputs and named in `omitted`",
     )
 )
+register_target(np.ndarray.clip, "__call__", get("np.clip").variant(binder=_clip_binder(strict=False)))
 
 
 def _same_type_rule(name):

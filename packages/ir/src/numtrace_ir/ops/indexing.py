@@ -10,6 +10,8 @@ array. Use `index_op(key)` to pick the getitem op for a key.
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -27,7 +29,7 @@ def _static_entry(v) -> bool:
     return v is None or v is Ellipsis or (type(v) is int) or type(v) is slice
 
 
-def split_key(key) -> tuple[tuple, list]:
+def split_key(key: Any) -> tuple[tuple, list]:
     """``x[key]``'s key -> (index attr, index inputs). Ints, slices with int bounds, None and Ellipsis
     are static; anything else (arrays, proxies, lists) becomes an input."""
     entries = key if type(key) is tuple else (key,)
@@ -50,7 +52,7 @@ def split_key(key) -> tuple[tuple, list]:
     return tuple(index), inputs
 
 
-def index_op(key) -> str:
+def index_op(key: Any) -> str:
     """The getitem op for `key`: ``np.getitem_mask`` when an index is a boolean array."""
     entries = key if type(key) is tuple else (key,)
     masked = any(getattr(getattr(e, "dtype", None), "kind", None) == "b" for e in entries)
@@ -67,10 +69,9 @@ def _to_index(v):
     return v
 
 
-def indexed_shape(name: str, t: TensorType, index: tuple, idx_types: tuple, mask_dim) -> tuple:
+def indexed_shape(name: str, t: TensorType, index: tuple, idx_types: tuple, mask_dim: Any) -> tuple:
     """NumPy's result shape of ``x[index]``; each boolean mask contributes one dim `mask_dim`."""
-    it = iter(idx_types)
-    entries = [next(it) if e == INPUT else e for e in index]
+    entries = _key(name, index, idx_types)
     if any(type(e) is ScalarType and e.kind != "int" for e in entries):
         raise TypeError(f"{name}: scalar indices must be ints, got {entries}")
     used = sum(_consumes(e) for e in entries if e is not Ellipsis)
@@ -135,9 +136,14 @@ def _consumes(e) -> int:
     return 1
 
 
-def _key(index, indices):
+def _key(name: str, index: tuple, indices: Sequence) -> list:
+    """The index with each ``"input"`` placeholder replaced by the next of `indices` (their types in a
+    rule, their values in a reference); `TypeError` when the counts differ."""
+    n = sum(e == INPUT for e in index)
+    if n != len(indices):
+        raise TypeError(f"{name}: index {index} has {n} 'input' placeholders but {len(indices)} index inputs")
     it = iter(indices)
-    return tuple(next(it) if e == INPUT else e for e in index)
+    return [next(it) if e == INPUT else e for e in index]
 
 
 def _index_memo_key(attrs):
@@ -193,7 +199,10 @@ def _getitem_samples(rng):
     yield Sample((x(), idx((2, 3), 4)), {"index": (INPUT,)})
     yield Sample((x(), idx((2,), 5), idx((3, 1), 6)), {"index": (slice(None), INPUT, INPUT)})
     yield Sample((x(), idx((2,), 4), idx((2,), 6)), {"index": (INPUT, slice(1, 3), INPUT)})
-    yield Sample((x(), idx((), 5), 1), {"index": (1, INPUT, slice(None))}, note="int with array")
+    yield Sample(
+        (x(), idx((), 4), 1), {"index": (INPUT, INPUT, slice(None))}, note="0-d array and traced int"
+    )
+    yield Sample((x(), idx((2,), 5)), {"index": (1, slice(None), INPUT)}, note="int with array, apart")
     yield Sample((x((3, 4)), idx((0,), 3)), {"index": (INPUT, None)})
 
 
@@ -214,7 +223,7 @@ register(
         "index",
         [Input("a"), Inputs("indices", "any", star=True, minimum=0), Attr("index", convert=_to_index)],
         _getitem_rule("np.getitem", False),
-        lambda a, indices, index: np.array(a[_key(index, indices)]),
+        lambda a, indices, index: np.array(a[tuple(_key("np.getitem", index, indices))]),
         numpy_targets=[operator.getitem, np.ndarray.__getitem__],
         samples=_getitem_samples,
         binder=_getitem_bind,
@@ -234,7 +243,7 @@ register(
             Attr("size", "nnz", lambda v: dims.normalize(str(v))),
         ],
         _getitem_rule("np.getitem_mask", True),
-        lambda a, indices, index, size: a[_key(index, indices)],
+        lambda a, indices, index, size: a[tuple(_key("np.getitem_mask", index, indices))],
         samples=_mask_samples,
         binder=_getitem_mask_bind,
         memo_key=_index_memo_key,
@@ -277,7 +286,7 @@ def _setitem_bind(args, kwargs):
 
 def _setitem_impl(a, indices, value, index):
     out = np.array(a, copy=True)
-    out[_key(index, indices)] = value
+    out[tuple(_key("np.setitem", index, indices))] = value
     return out
 
 

@@ -3,19 +3,40 @@ Values are moved, never computed (sort/argsort/take included); dtypes follow the
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from numtrace_ir import dims
 from numtrace_ir.dims import ShapeError
 from numtrace_ir.ops import rules
 from numtrace_ir.ops import sampling as S
-from numtrace_ir.registry import Attr, Input, Inputs, OpDef, Unsupported, get, register, register_target
+from numtrace_ir.registry import (
+    Attr,
+    Input,
+    Inputs,
+    OpDef,
+    Sample,
+    Unsupported,
+    get,
+    register,
+    register_target,
+)
 from numtrace_ir.types import TensorType
 
 _ORDER = rules.one_of("C", "F", "A", "K")
 
 
-def movement(name, params, shape_rule, impl, targets, cases, dtypes=S.DTYPES, doc=""):
+def movement(
+    name: str,
+    params: list,
+    shape_rule: Callable,
+    impl: Callable,
+    targets: list,
+    cases: list,
+    dtypes: tuple = S.DTYPES,
+    doc: str = "",
+) -> OpDef:
     """Register an op whose output has the input's dtype and the shape `shape_rule(name, t, attrs)`."""
 
     def rule(types, attrs):
@@ -523,8 +544,6 @@ def _take_samples(rng):
 
 def _gather_sample(rng, shape, dtype, ishape, bound, attrs):
     """A (data, integer indices in [-bound, bound)) sample for the gather ops."""
-    from numtrace_ir.registry import Sample
-
     return Sample((S.array(rng, shape, dtype), rng.integers(-bound, bound, ishape)), attrs)
 
 
@@ -632,8 +651,6 @@ def _sum(ds):
 
 def _join_samples(stack):
     def samples(rng):
-        from numtrace_ir.registry import Sample
-
         for dt in S.DTYPES:
             yield Sample((S.array(rng, (2, 3), dt), S.array(rng, (2, 3), dt)), {})
         shapes = [((2, 3), (2, 3), (2, 3))] if stack else [((2, 3), (4, 3)), ((2, 3), (2, 1), (2, 0))]

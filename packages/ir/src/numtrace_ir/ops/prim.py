@@ -13,6 +13,7 @@ and by a fresh symbol otherwise; as the values are only known at run time, these
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 
 import numpy as np
 
@@ -134,7 +135,7 @@ def _kind(name, t) -> int:
     return _RANK[t.kind]
 
 
-def scalar_op(suffix: str, fn, *, result, nin=2) -> OpDef:
+def scalar_op(suffix: str, fn: Callable, *, result: Callable[[list[int]], int | None], nin: int = 2) -> OpDef:
     """A Python operator on scalars; `result(ranks)` gives the result kind's rank (TypeError if none)."""
     name = f"prim.{suffix}"
 

@@ -3,14 +3,15 @@ the ufunc methods that are the same ops (`np.add.reduce` is `np.sum` with ``axis
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from numtrace_ir import dims
 from numtrace_ir.dims import ShapeError
 from numtrace_ir.ops import rules
 from numtrace_ir.ops import sampling as S
-from numtrace_ir.registry import Attr, Input, OpDef, Sample, Unsupported, register, register_target
-from numtrace_ir.registry import get as _get
+from numtrace_ir.registry import Attr, Input, OpDef, Sample, Unsupported, get, register, register_target
 from numtrace_ir.types import TensorType
 
 # (attrs, shape, each output reduces at least one element) per sample.
@@ -40,14 +41,14 @@ def _reduced_shape(name: str, shape: tuple, axis, keepdims: bool, nonempty: bool
 
 def reduction_op(
     name: str,
-    fn,
+    fn: Callable,
     *,
-    targets=(),
-    dtype_attr=True,
-    ddof=False,
-    nonempty=False,
-    single_axis=False,
-    dtypes=S.DTYPES,
+    targets: list = (),
+    dtype_attr: bool = True,
+    ddof: bool = False,
+    nonempty: bool = False,
+    single_axis: bool = False,
+    dtypes: tuple = S.DTYPES,
 ) -> OpDef:
     """A reduction over ``axis`` (None, int, tuple; `single_axis` ops take None or an int) with
     ``keepdims`` and, where NumPy has them, ``dtype`` and ``ddof``. The output dtype is NumPy's,
@@ -82,10 +83,8 @@ def reduction_op(
         if ddof:
             yield Sample((S.array(rng, (4, 3), "f4"),), {"axis": 0, "ddof": 1})
 
-    def impl(a, **kw):
-        return fn(a, **kw)
-
-    return OpDef(name, "reduction", params, rule, impl, numpy_targets=targets, samples=samples)
+    # NumPy's reductions take every schema parameter by keyword (`a=`, `axis=`, ...).
+    return OpDef(name, "reduction", params, rule, fn, numpy_targets=targets, samples=samples)
 
 
 # Reducing zero elements warns (mean of an empty slice: nan) for these; samples avoid it.
@@ -130,10 +129,10 @@ for _ufunc, _op in (
     (np.logical_and, "np.all"),
     (np.logical_or, "np.any"),
 ):
-    register_target(_ufunc, "reduce", _get(_op).variant(axis=0))
+    register_target(_ufunc, "reduce", get(_op).variant(axis=0))
 
 
-def scan_op(name: str, fn, targets) -> OpDef:
+def scan_op(name: str, fn: Callable, targets: list) -> OpDef:
     """A cumulative op along ``axis`` (None: over the flattened array) with an optional ``dtype``."""
 
     def rule(types, attrs):
@@ -178,4 +177,4 @@ def scan_op(name: str, fn, targets) -> OpDef:
 register(scan_op("np.cumsum", np.cumsum, [np.cumsum, np.ndarray.cumsum]))
 register(scan_op("np.cumprod", np.cumprod, [np.cumprod, np.ndarray.cumprod]))
 for _ufunc, _op in ((np.add, "np.cumsum"), (np.multiply, "np.cumprod")):
-    register_target(_ufunc, "accumulate", _get(_op).variant(axis=0))
+    register_target(_ufunc, "accumulate", get(_op).variant(axis=0))

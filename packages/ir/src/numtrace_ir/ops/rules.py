@@ -13,25 +13,13 @@ from numtrace_ir.dims import ShapeError
 from numtrace_ir.types import TensorType, Type, normalize_dtype
 
 # What a weak Python scalar of each kind looks like to NumPy's NEP 50 type resolution.
-_WEAK = {"int": int, "float": float, "complex": complex, "bool": np.dtype(bool)}
+WEAK_TYPES = {"int": int, "float": float, "complex": complex, "bool": np.dtype(bool)}
 _WEAK_VALUE = {"int": 1, "float": 1.0, "complex": 1j, "bool": True}
-# The dtype of a NumPy result computed from Python scalars only.
-_STRONG = {
-    "int": np.dtype(np.int64),
-    "float": np.dtype(np.float64),
-    "complex": np.dtype(np.complex128),
-    "bool": np.dtype(bool),
-}
 
 
 def weak(t: Type) -> Any:
     """`t` as an operand of NumPy's type resolution: a dtype, or a Python type for a weak scalar."""
-    return t.dtype if type(t) is TensorType else _WEAK[t.kind]
-
-
-def dtype_of(t: Type) -> np.dtype:
-    """The dtype `t` has as an array (a Python scalar alone becomes its default NumPy dtype)."""
-    return t.dtype if type(t) is TensorType else _STRONG[t.kind]
+    return t.dtype if type(t) is TensorType else WEAK_TYPES[t.kind]
 
 
 def shape_of(t: Type) -> tuple:
@@ -169,10 +157,6 @@ def one_of(*choices: Any) -> Callable[[Any], Any]:
         return v
 
     return convert
-
-
-def tensor(dtype: Any, shape: tuple) -> TensorType:
-    return TensorType(dtype, tuple(shape))
 
 
 def reshape_dims(op: str, in_shape: tuple, new_shape: tuple) -> tuple:

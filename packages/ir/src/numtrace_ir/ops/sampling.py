@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from numtrace_ir.registry import Sample
+
 # Dtypes every sample set draws from (others the IR knows are exercised by specific ops only).
 DTYPES = tuple(np.dtype(d) for d in ("bool", "int32", "int64", "float32", "float64"))
 FLOATS = tuple(d for d in DTYPES if d.kind == "f")
@@ -63,10 +65,9 @@ def ones(dtype: np.dtype, n: int = 2) -> np.ndarray:
     return np.ones((n,), dtype)
 
 
-def sweep(cases, dtypes=DTYPES, domain=(-3.0, 3.0)):
+def sweep(cases: list, dtypes: tuple = DTYPES, domain: tuple = (-3.0, 3.0)) -> Callable:
     """Samples from ``(shapes, attrs)`` cases: the first case in every dtype, the others in the last
     dtype."""
-    from numtrace_ir.registry import Sample
 
     def samples(rng):
         runs = [(cases[0], dt) for dt in dtypes] + [(c, dtypes[-1]) for c in cases[1:]]

@@ -1,0 +1,223 @@
+"""CPU backend benchmark: W1-W4 and planning, numtrace-cpu beside NumPy eager (and numexpr for W1).
+
+  * W1: (a*b + c) * exp(-d) / (1 + |a|) on four 10M float32 arrays, with a fresh output and with
+    out=; also as a fraction of the memory-bandwidth limit (200 MB moved at the speed of a large
+    np.copyto measured in the same run);
+  * W2: MLP 784-512-512-10 with ReLU and softmax, float32, batch 1 and 256;
+  * W3: pre-LN transformer encoder block (d_model 256, 4 heads, seq 128, batch 1, GELU-tanh MLP x4);
+  * W4: 200 elementwise ops on 64-element float32 arrays (per-call overhead);
+  * planning: compiling a 10k-node graph.
+
+Every number is the median of repeated timings; ratio = baseline time / numtrace time (>1: numtrace
+is faster). OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are removed from this process's environment
+before NumPy loads, so that NumPy's BLAS runs with its own tuning.
+
+    python benchmarks/cpu_workloads.py [--quick]
+"""
+
+from __future__ import annotations
+
+import os
+
+_UNSET = [k for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if os.environ.pop(k, None) is not None]
+
+import argparse  # noqa: E402  (after the environment is cleaned for NumPy's BLAS)
+import math  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+import numtrace as nt  # noqa: E402
+from numtrace_ir import Graph  # noqa: E402
+from numtrace_ir.types import TensorType  # noqa: E402
+
+import numtrace_cpu  # noqa: E402
+
+try:
+    import numexpr
+except ImportError:  # numexpr is a baseline only
+    numexpr = None
+
+
+def median_seconds(fn, number: int, repeat: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(number):
+            fn()
+        times.append((time.perf_counter() - start) / number)
+    return statistics.median(times)
+
+
+def _fmt(seconds: float) -> str:
+    return f"{seconds * 1e3:9.3f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:9.2f} us"
+
+
+def report(name: str, ours: float, baselines: dict[str, float]) -> None:
+    parts = [f"{name:<28} numtrace {_fmt(ours)}"]
+    for base_name, base in baselines.items():
+        parts.append(f"{base_name} {_fmt(base)} ({base / ours:5.2f}x)")
+    print("   ".join(parts))
+
+
+# -- workloads ----------------------------------------------------------------------------------------
+
+def w1(a, b, c, d):
+    return (a * b + c) * np.exp(-d) / (1 + np.abs(a))
+
+
+def mlp(x, w1_, b1, w2, b2, w3, b3):
+    h = np.maximum(x @ w1_ + b1, 0)
+    h = np.maximum(h @ w2 + b2, 0)
+    z = h @ w3 + b3
+    e = np.exp(z - np.max(z, axis=-1, keepdims=True))
+    return e / np.sum(e, axis=-1, keepdims=True)
+
+
+def _layernorm(x, g, b):
+    mu = np.mean(x, axis=-1, keepdims=True)
+    var = np.var(x, axis=-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + 1e-5) * g + b
+
+
+SEQ, D_MODEL, HEADS = 128, 256, 4
+
+
+def encoder(x, g1, b1, wqkv, bqkv, wo, bo, g2, b2, wf1, bf1, wf2, bf2):
+    seq, dm, heads = SEQ, D_MODEL, HEADS   # static sizes: the trace is for this shape only
+    dh = dm // heads
+    h = _layernorm(x, g1, b1)
+    qkv = h @ wqkv + bqkv
+    q = np.transpose(np.reshape(qkv[:, :dm], (seq, heads, dh)), (1, 0, 2))
+    k = np.transpose(np.reshape(qkv[:, dm:2 * dm], (seq, heads, dh)), (1, 2, 0))
+    v = np.transpose(np.reshape(qkv[:, 2 * dm:], (seq, heads, dh)), (1, 0, 2))
+    s = (q @ k) * (1.0 / math.sqrt(dh))
+    p = np.exp(s - np.max(s, axis=-1, keepdims=True))
+    p = p / np.sum(p, axis=-1, keepdims=True)
+    o = np.reshape(np.transpose(p @ v, (1, 0, 2)), (seq, dm))
+    x = x + (o @ wo + bo)
+    h = _layernorm(x, g2, b2)
+    u = h @ wf1 + bf1
+    u = 0.5 * u * (1 + np.tanh(0.7978845608028654 * (u + 0.044715 * u * u * u)))
+    return x + (u @ wf2 + bf2)
+
+
+def w4(x, y):
+    for _ in range(100):
+        x = x * 1.0001 + y
+    return x
+
+
+def _traced(fn, args):
+    traced = nt.trace(fn, tuple(args), backend="cpu", check_trace=False)
+    out = traced(*args)
+    np.testing.assert_allclose(out, fn(*args), rtol=2e-3, atol=1e-4)
+    return traced
+
+
+def bench_w1(n: int, number: int, repeat: int) -> None:
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(n, dtype=np.float32) for _ in range(4)]
+    traced = _traced(w1, args)
+    exe = numtrace_cpu.compile_graph(traced.graph, [TensorType(np.float32, (n,))] * 4)
+    out = np.empty(n, np.float32)
+    t_np = median_seconds(lambda: w1(*args), number, repeat)
+    base = {"numpy": t_np}
+    if numexpr is not None:
+        expr = "(a*b + c) * exp(-d) / (1 + abs(a))"
+        local = dict(zip("abcd", args))
+        base["numexpr"] = median_seconds(lambda: numexpr.evaluate(expr, local_dict=local), number, repeat)
+    report(f"W1 fresh output (n={n})", median_seconds(lambda: traced(*args), number, repeat), base)
+    t_out = median_seconds(lambda: exe(*args, out=(out,)), number, repeat)
+    report(f"W1 out= (n={n})", t_out, base)
+    t_copy = median_seconds(lambda: np.copyto(out, args[0]), number, repeat)
+    bandwidth = 2 * out.nbytes / t_copy
+    limit = 5 * out.nbytes / bandwidth
+    print(f"{'':<28} np.copyto {out.nbytes / 1e6:.0f} MB: {_fmt(t_copy)} = {bandwidth / 1e9:.1f} GB/s; "
+          f"W1 moves {5 * out.nbytes / 1e6:.0f} MB: limit {_fmt(limit)}, out= reaches {limit / t_out:.0%} of it")
+
+
+def bench_w2(batch: int, number: int, repeat: int) -> None:
+    rng = np.random.default_rng(1)
+    dims = [784, 512, 512, 10]
+    params = []
+    for i, o in zip(dims, dims[1:]):
+        params += [(rng.standard_normal((i, o)) / np.sqrt(i)).astype(np.float32), np.zeros(o, np.float32)]
+    args = [rng.standard_normal((batch, 784)).astype(np.float32), *params]
+    traced = _traced(mlp, args)
+    report(f"W2 MLP batch {batch}", median_seconds(lambda: traced(*args), number, repeat),
+           {"numpy": median_seconds(lambda: mlp(*args), number, repeat)})
+
+
+def bench_w3(number: int, repeat: int) -> None:
+    rng = np.random.default_rng(2)
+    dm, seq = D_MODEL, SEQ
+
+    def w(*shape):
+        return (rng.standard_normal(shape) / np.sqrt(shape[0])).astype(np.float32)
+
+    def z(n, v=0.0):
+        return np.full(n, v, np.float32)
+
+    args = [rng.standard_normal((seq, dm)).astype(np.float32), z(dm, 1), z(dm), w(dm, 3 * dm), z(3 * dm),
+            w(dm, dm), z(dm), z(dm, 1), z(dm), w(dm, 4 * dm), z(4 * dm), w(4 * dm, dm), z(dm)]
+    traced = _traced(encoder, args)
+    report("W3 transformer block", median_seconds(lambda: traced(*args), number, repeat),
+           {"numpy": median_seconds(lambda: encoder(*args), number, repeat)})
+
+
+def bench_w4(number: int, repeat: int) -> None:
+    rng = np.random.default_rng(3)
+    args = [rng.standard_normal(64, dtype=np.float32) for _ in range(2)]
+    traced = _traced(w4, args)
+    report("W4 200 ops on 64 floats", median_seconds(lambda: traced(*args), number, repeat),
+           {"numpy": median_seconds(lambda: w4(*args), number, repeat)})
+
+
+def bench_planning(n_nodes: int, repeat: int) -> None:
+    g = Graph()
+    x = g.add_input("x", TensorType(np.float32, (64, 32)))
+    y = g.add_input("y", TensorType(np.float32, (32,)))
+    v = x
+    for i in range(n_nodes):
+        if i % 50 == 49:
+            s = g.create_node("np.sum", [v], attrs={"axis": -1, "keepdims": True}).output
+            v = g.create_node("np.subtract", [v, s]).output
+        else:
+            v = g.create_node(("np.add", "np.multiply", "np.tanh")[i % 3], [v, y][: 1 + (i % 3 != 2)]).output
+    g.set_outputs([v])
+    types = [TensorType(np.float32, (64, 32)), TensorType(np.float32, (32,))]
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        exe = numtrace_cpu.compile_graph(g, types)
+        times.append(time.perf_counter() - start)
+    st = exe.stats()
+    print(f"{'planning ' + str(len(g)) + '-node graph':<28} numtrace {_fmt(statistics.median(times))}"
+          f"   ({st['fused_groups']} fused groups, {st['steps']} steps, target <= 500 ms for 10k nodes)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, few repetitions (smoke run)")
+    args = parser.parse_args()
+    print(f"numtrace-cpu {numtrace_cpu.ISA} build, {numtrace_cpu.get_num_threads()} threads; "
+          f"unset for this process: {', '.join(_UNSET) or 'nothing'}; ratio = baseline / numtrace")
+    if args.quick:
+        bench_w1(100_000, 3, 3)
+        bench_w2(1, 20, 3)
+        bench_w2(16, 5, 3)
+        bench_w4(100, 3)
+        bench_planning(500, 1)
+        return
+    bench_w1(10_000_000, 3, 7)
+    bench_w2(1, 300, 9)
+    bench_w2(256, 10, 9)
+    bench_w3(20, 9)
+    bench_w4(3000, 9)
+    bench_planning(10_000, 3)
+
+
+if __name__ == "__main__":
+    main()
