@@ -28,10 +28,9 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 import numtrace as nt  # noqa: E402
+import numtrace_cpu  # noqa: E402
 from numtrace_ir import Graph  # noqa: E402
 from numtrace_ir.types import TensorType  # noqa: E402
-
-import numtrace_cpu  # noqa: E402
 
 try:
     import numexpr
@@ -135,7 +134,8 @@ def bench_w1(n: int, number: int, repeat: int) -> None:
     bandwidth = 2 * out.nbytes / t_copy
     limit = 5 * out.nbytes / bandwidth
     print(f"{'':<28} np.copyto {out.nbytes / 1e6:.0f} MB: {_fmt(t_copy)} = {bandwidth / 1e9:.1f} GB/s; "
-          f"W1 moves {5 * out.nbytes / 1e6:.0f} MB: limit {_fmt(limit)}, out= reaches {limit / t_out:.0%} of it")
+          f"W1 moves {5 * out.nbytes / 1e6:.0f} MB: limit {_fmt(limit)}, "
+          f"out= reaches {limit / t_out:.0%} of it")
 
 
 def bench_w2(batch: int, number: int, repeat: int) -> None:

@@ -4,12 +4,11 @@ the compile cache, stats."""
 import threading
 
 import numpy as np
+import numtrace_cpu
 import pytest
+from numtrace_cpu import Backend, compile_graph
 from numtrace_ir import Graph
 from numtrace_ir.types import ScalarType, TensorType
-
-import numtrace_cpu
-from numtrace_cpu import Backend, compile_graph
 
 F32 = np.dtype(np.float32)
 
@@ -152,7 +151,7 @@ def test_concurrent_calls_share_one_executable():
             for _ in range(5):
                 (got,) = exe(*data[k])
                 np.testing.assert_allclose(got, expected[k], rtol=1e-5, atol=1e-6)
-        except Exception as e:  # noqa: BLE001 - reported below
+        except Exception as e:
             errors.append(e)
 
     threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
@@ -199,3 +198,24 @@ def test_thread_setting_validation():
     with pytest.raises(ValueError):
         numtrace_cpu.set_num_threads(True)
     assert numtrace_cpu.get_num_threads() >= 1
+
+
+def test_views_keep_their_buffer_alive():
+    g = Graph()
+    x = g.add_input("x", TensorType(F32, (16, 16)))
+    m1 = g.create_node("np.matmul", [x, x]).output
+    t = g.create_node("np.transpose", [m1]).output            # a view of m1's buffer
+    m2 = g.create_node("np.matmul", [x, g.create_node("np.negative", [x]).output]).output
+    m3 = g.create_node("np.matmul", [m2, x]).output
+    r = g.create_node("np.reshape", [t], attrs={"shape": (256,)}).output   # a copy (t is transposed)
+    s = g.create_node("np.add", [t, m3]).output
+    g.set_outputs([s, r, t])
+    exe = compile_graph(g, [TensorType(F32, (16, 16))])
+    xv = np.random.default_rng(5).standard_normal((16, 16)).astype(F32)
+    want_t = (xv @ xv).T
+    got_s, got_r, got_t = exe(xv)
+    np.testing.assert_allclose(got_s, want_t + (xv @ -xv) @ xv, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got_r, want_t.reshape(256), rtol=1e-5)
+    np.testing.assert_allclose(got_t, want_t, rtol=1e-5)
+    assert not np.shares_memory(got_t, got_s)
+    assert exe.stats()["views"] == 2 and exe.stats()["fallbacks"] == 0

@@ -4,10 +4,9 @@ movement ops over random shapes and dtypes must give what the registry reference
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from numtrace_cpu import compile_graph
 from numtrace_ir import Graph, ShapeError, registry, testing
 from numtrace_ir.types import TensorType
-
-from numtrace_cpu import compile_graph
 
 DTYPES = [np.dtype(d) for d in ("bool", "int32", "int64", "float32", "float64")]
 BINARY = ["np.add", "np.subtract", "np.multiply", "np.divide", "np.maximum", "np.minimum", "np.less",
@@ -47,10 +46,13 @@ def programs(draw):
             elif kind == "unary":
                 node = g.create_node(draw(st.sampled_from(UNARY)), [a])
             elif kind == "const":
-                c = g.create_node("prim.Constant", [], attrs={"value": draw(st.sampled_from([2, 0.5, -1.25, True]))})
-                node = g.create_node(draw(st.sampled_from(BINARY)), [a, c.output][:: draw(st.sampled_from([1, -1]))])
+                value = draw(st.sampled_from([2, 0.5, -1.25, True]))
+                c = g.create_node("prim.Constant", [], attrs={"value": value}).output
+                pair = [a, c] if draw(st.booleans()) else [c, a]
+                node = g.create_node(draw(st.sampled_from(BINARY)), pair)
             elif kind == "where":
-                node = g.create_node("np.where", [draw(st.sampled_from(values)), a, draw(st.sampled_from(values))])
+                cond, other = draw(st.sampled_from(values)), draw(st.sampled_from(values))
+                node = g.create_node("np.where", [cond, a, other])
             elif kind == "cast":
                 node = g.create_node("np.astype", [a], attrs={"dtype": draw(st.sampled_from(DTYPES))})
             elif kind == "reduce":

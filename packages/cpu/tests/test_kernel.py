@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-
 from numtrace_cpu import fused
 from numtrace_cpu.kernels import DTYPES, OPS, REDUCTIONS, REG_KINDS, ROLES
 

@@ -3,10 +3,9 @@ and non-contiguous inputs, every sampled dtype and shape (0-d, empty, broadcasti
 
 import numpy as np
 import pytest
+from numtrace_cpu import compile_graph
 from numtrace_ir import testing
 from numtrace_ir.registry import all_ops
-
-from numtrace_cpu import compile_graph
 
 CASES = list(testing.iter_cases(all_ops()))
 

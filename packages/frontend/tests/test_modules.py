@@ -241,3 +241,25 @@ def test_module_with_keyword_example_inputs(rng):
     traced = nt.trace(model, example_kwarg_inputs={"shift": shift, "x": x}, backend="reference")
     np.testing.assert_allclose(traced(x=x, shift=shift), model(x, shift), rtol=1e-6)
     np.testing.assert_allclose(traced(x, shift), model(x, shift), rtol=1e-6)
+
+
+def test_module_list_registers_its_modules(rng):
+    class Stack(nt.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList(nn.Linear(3, 3, seed=i) for i in range(2))
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = layer(x)
+            return x
+
+    model = Stack()
+    assert list(model.state_dict()) == ["layers.0.weight", "layers.0.bias",
+                                        "layers.1.weight", "layers.1.bias"]
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    traced = nt.trace(model, x, backend="reference")
+    assert [v.name for v in traced.graph.inputs][1:] == list(model.state_dict())
+    np.testing.assert_allclose(traced(x), model(x), rtol=1e-6)
+    with pytest.raises(TypeError, match="not a numtrace.Module"):
+        nn.ModuleList([3])

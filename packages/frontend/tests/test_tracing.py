@@ -472,3 +472,35 @@ def test_concurrent_calls_share_the_cache(backend, rng):
         results = list(pool.map(lambda ab: traced(*ab), inputs))
     for (a, b), got in zip(inputs, results):
         np.testing.assert_allclose(got, foo(a, b), rtol=1e-6)
+
+
+def test_a_traced_function_called_inside_a_trace_is_inlined(backend, rng):
+    inner = nt.trace(foo, (_f32(rng, 3), _f32(rng, 3)), backend="reference")
+
+    def outer(x):
+        return inner(x, x * 3.0) - 1.0
+
+    traced = nt.trace(outer, (_f32(rng, 3),), backend=backend)
+    ops = [n.op for n in traced.graph.nodes if n.op != "prim.Constant"]
+    assert ops == ["np.multiply", "np.multiply", "np.add", "np.subtract"]
+    a = _f32(rng, 3)
+    np.testing.assert_allclose(traced(a), 5.0 * a - 1.0, rtol=1e-6)
+
+
+def test_concurrent_traces_and_numpy_is_restored(rng):
+    from concurrent.futures import ThreadPoolExecutor
+
+    original = (np.random.rand, np.zeros, np.ascontiguousarray)
+
+    def noisy(x):
+        return x + np.random.rand(x.shape[0]) * 0.0 + np.zeros(x.shape[0])
+
+    def trace_one(n):
+        traced = nt.trace(noisy, (np.ones(n),), backend="reference", check_trace=False)
+        return traced(np.full(n, 2.0))
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(trace_one, [2, 3, 4, 5, 6, 7]))
+    for n, got in zip([2, 3, 4, 5, 6, 7], results):
+        np.testing.assert_array_equal(got, np.full(n, 2.0))
+    assert (np.random.rand, np.zeros, np.ascontiguousarray) == original

@@ -18,7 +18,7 @@ from numtrace_ir.types import ScalarType, TensorType
 
 from numtrace_cpu import threads
 from numtrace_cpu.kernels import ISA, CallPlan, FusedCall
-from numtrace_cpu.lowering import ConstantStep, FallbackStep, FusedStep, MatmulStep, Step
+from numtrace_cpu.lowering import ConstantStep, FallbackStep, FusedStep, MatmulStep, Step, ViewStep
 from numtrace_cpu.planner import Plan
 
 __all__ = ["Executable"]
@@ -47,13 +47,15 @@ class Executable(CallPlan):
                          for v, copy in zip(plan.output_values, plan.copied_outputs)]
         self._arenas_made = 0
         self._lock = threading.Lock()   # guards only the arena counter, never a kernel
-        specs = [(t.dtype.num, tuple(t.shape)) if isinstance(t, TensorType) else None for t in self.input_types]
+        specs = [(t.dtype.num, tuple(t.shape)) if isinstance(t, TensorType) else None
+                 for t in self.input_types]
         outputs = [(v, t.dtype.num if isinstance(t, TensorType) else -1,
                     tuple(t.shape) if isinstance(t, TensorType) and t.is_concrete else (), _MODES.index(mode))
                    for v, t, mode in self._outputs]
         per_call = list(range(len(graph.inputs))) + [v for v, _, mode in self._outputs if mode == _DIRECT]
         per_call += [v for s in steps if isinstance(s, FallbackStep) for v in s.outputs
-                     if not isinstance(types[v], TensorType) or not types[v].is_concrete]
+                     if isinstance(s, ViewStep) or not isinstance(types[v], TensorType)
+                     or not types[v].is_concrete]
         self._setup(specs, [_runner(s, types) for s in steps if not isinstance(s, ConstantStep)], outputs,
                     sorted(set(per_call)))
 
@@ -104,7 +106,8 @@ class Executable(CallPlan):
     def stats(self) -> dict:
         """What the plan does: kernels, fused groups and their sizes, BLAS calls, fallbacks, buffers."""
         fused = [s for s in self._steps if isinstance(s, FusedStep)]
-        fallbacks = [s.nodes[0].op for s in self._steps if isinstance(s, FallbackStep)]
+        fallbacks = [s.nodes[0].op for s in self._steps
+                     if isinstance(s, FallbackStep) and not isinstance(s, ViewStep)]
         return {
             "backend": "cpu",
             "isa": ISA,
@@ -117,6 +120,7 @@ class Executable(CallPlan):
             "fused_group_sizes": [len(s.nodes) for s in fused],
             "instructions": sum(s.kernel.n_instructions for s in fused),
             "matmuls": sum(isinstance(s, MatmulStep) for s in self._steps),
+            "views": sum(isinstance(s, ViewStep) for s in self._steps),
             "fallbacks": len(fallbacks),
             "fallback_ops": sorted(set(fallbacks)),
             "buffer_slots": len(self._plan.slot_bytes),
@@ -178,12 +182,30 @@ def _runner(step: Step, types: dict):
         def run_matmul(env, nthreads):
             matmul(env[a], env[b], out=env[o])
         return run_matmul
+    if isinstance(step, ViewStep):
+        return _view_runner(step, types)
     return _fallback_runner(step, types)
 
 
 def _fused_runner(step: FusedStep) -> FusedCall:
     scalars = [(k, dt) for k, dt in enumerate(step.scalar_inputs) if dt is not None]
     return FusedCall(step.kernel, step.inputs + step.outputs, scalars)
+
+
+def _view_runner(step: ViewStep, types: dict):
+    fn, attrs, ins, (out,) = step.fn, step.attrs, step.inputs, step.outputs
+    t = types[out]
+
+    def run_view(env, nthreads):
+        try:
+            r = fn(*[env[i] for i in ins], **attrs)
+        except Exception as exc:
+            raise RuntimeError(f"{_where(step)}: {type(exc).__name__}: {exc}") from exc
+        if r.dtype != t.dtype or r.shape != t.shape:
+            raise RuntimeError(f"{_where(step)}: the reference returned {r.dtype}{list(r.shape)}, "
+                               f"the op's rule says {t}")
+        env[out] = r
+    return run_view
 
 
 def _fallback_runner(step: FallbackStep, types: dict):

@@ -32,6 +32,7 @@ CPU_HAS_AVX2_FMA = bool(nt_cpu_has_avx2_fma())
 
 cdef extern from "nt_simd.h" nogil:
     int nt_cpu_has_avx2_fma()
+    void* nt_alloc_large(size_t n)
     float nt_expf(float x)
     float nt_tanhf(float x)
     float sqrtf(float x)
@@ -246,7 +247,8 @@ cdef inline double _float_unary(int op, double x) noexcept nogil:
 cdef void _unary(int op, num* d, const num* a, Py_ssize_t n) noexcept nogil:
     cdef Py_ssize_t i
     if op == OP_COPY:
-        memcpy(d, a, n * sizeof(num))
+        if d != a:
+            memcpy(d, a, n * sizeof(num))   # registers either coincide or do not overlap
     elif op == OP_NEG:
         for i in range(n):
             d[i] = _wrap_sub(<num>0, a[i])
@@ -1232,6 +1234,59 @@ cdef inline bint _input_ok(object x, object spec):
 cdef inline object _empty(int typenum, tuple shape):
     cdef cnp.npy_intp dims[MAXD]
     cdef int d
+    cdef size_t nbytes = cnp.PyArray_DescrFromType(typenum).itemsize
     for d in range(len(shape)):
         dims[d] = shape[d]
-    return cnp.PyArray_EMPTY(len(shape), dims, typenum, 0)
+        nbytes *= <size_t>dims[d]
+    if nbytes < RECYCLE_MIN_BYTES:
+        return cnp.PyArray_EMPTY(len(shape), dims, typenum, 0)
+    return _recycled_array(len(shape), dims, typenum, nbytes)
+
+
+# ---------------------------------------------------------------------------------------------
+# Recycled output memory. A large fresh output costs more in page faults than a fused pass takes
+# to fill it (40 MB: ~4 ms). Outputs are still fresh arrays the caller owns, but their memory
+# comes from blocks that earlier outputs gave back when the caller dropped them: already faulted
+# in, on huge pages. A block is reused only after its array (and every view of it) is gone.
+
+cdef size_t RECYCLE_MIN_BYTES = 1 << 20
+cdef size_t RECYCLE_MAX_CACHED = 1 << 29          # bytes kept for reuse, all sizes together
+cdef int RECYCLE_PER_SIZE = 4
+cdef size_t _cached_bytes = 0
+cdef dict _free_blocks = {}                        # nbytes -> list of addresses (under the GIL)
+
+
+cdef class _Block:
+    """Owns one block of output memory; its dealloc hands the block back (or frees it)."""
+    cdef void* ptr
+    cdef size_t nbytes
+
+    def __dealloc__(self):
+        global _cached_bytes
+        cdef list free_list
+        if self.ptr == NULL:
+            return
+        if (_free_blocks is not None and _cached_bytes + self.nbytes <= RECYCLE_MAX_CACHED):
+            free_list = _free_blocks.setdefault(self.nbytes, [])
+            if len(free_list) < RECYCLE_PER_SIZE:
+                free_list.append(<size_t>self.ptr)
+                _cached_bytes += self.nbytes
+                return
+        free(self.ptr)
+
+
+cdef object _recycled_array(int nd, cnp.npy_intp* dims, int typenum, size_t nbytes):
+    global _cached_bytes
+    cdef _Block block = _Block.__new__(_Block)
+    cdef list free_list = _free_blocks.get(nbytes)
+    if free_list:
+        block.ptr = <void*><size_t>free_list.pop()
+        _cached_bytes -= nbytes
+    else:
+        block.ptr = nt_alloc_large(nbytes)
+        if block.ptr == NULL:
+            raise MemoryError(f"cannot allocate an output of {nbytes} bytes")
+    block.nbytes = nbytes
+    arr = cnp.PyArray_SimpleNewFromData(nd, dims, typenum, block.ptr)
+    cnp.set_array_base(arr, block)
+    return arr

@@ -14,7 +14,7 @@ buffers and `numtrace_cpu.executable` runs it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from numtrace_ir import registry
@@ -22,7 +22,7 @@ from numtrace_ir.types import ScalarType, TensorType
 
 from numtrace_cpu.kernels import DTYPES, OPS, REDUCTIONS, REG_KINDS, ROLES, FusedKernel
 
-__all__ = ["ConstantStep", "FallbackStep", "FusedStep", "MatmulStep", "Step", "lower"]
+__all__ = ["ConstantStep", "FallbackStep", "FusedStep", "MatmulStep", "Step", "ViewStep", "lower"]
 
 # Interpreter limits (see fused_impl.pxi); bigger groups are split.
 MAX_OPERANDS = 64
@@ -39,6 +39,11 @@ _REDUCTIONS = {"np.sum": ("sum", False), "np.mean": ("mean", False), "np.var": (
                "np.std": ("std", False), "np.max": ("max", False), "np.min": ("min", False),
                "np.any": ("max", True), "np.all": ("min", True)}
 _WEAK = {"int": int, "float": float, "bool": bool, "complex": complex}
+# Movement ops whose NumPy reference returns a view of their first input where it can: their result
+# is kept as that array (no buffer, no copy), and the input's buffer lives as long as the view.
+_VIEW_OPS = frozenset({"np.transpose", "np.reshape", "np.expand_dims", "np.squeeze", "np.swapaxes",
+                       "np.moveaxis", "np.ravel", "np.getitem", "np.broadcast_to", "np.diagonal", "np.flip",
+                       "prim.reshape"})
 
 
 # -------------------------------------------------------------------------------------------------
@@ -51,11 +56,7 @@ class Step:
     inputs: list[int]
     outputs: list[int]
     nodes: list[Any]
-
-    @property
-    def where(self) -> str:
-        n = self.nodes[-1]
-        return f"{n.op}" + (f" (traced at {n.loc})" if n.loc else "")
+    view: ClassVar[bool] = False   # outputs may alias inputs[0] (see planner)
 
 
 @dataclass
@@ -81,10 +82,15 @@ class FallbackStep(Step):
 
 
 @dataclass
-class ConstantStep(Step):
-    """A prim.Constant: its value lives in the executable, no work per call."""
+class ViewStep(FallbackStep):
+    """A movement op whose result is stored as NumPy returns it: usually a view of its input."""
 
-    value: Any = None
+    view: ClassVar[bool] = True
+
+
+@dataclass
+class ConstantStep(Step):
+    """A prim.Constant: its value lives in the executable's environment, no work per call."""
 
 
 # -------------------------------------------------------------------------------------------------
@@ -174,6 +180,11 @@ def _is_matmul(node) -> bool:
     return a.dtype == b.dtype == out.dtype and out.dtype.kind in "fc" and a.ndim >= 1 and b.ndim >= 1
 
 
+def _is_view(node) -> bool:
+    return (node.op in _VIEW_OPS and len(node.outputs) == 1 and isinstance(node.outputs[0].type, TensorType)
+            and node.outputs[0].type.is_concrete)
+
+
 # -------------------------------------------------------------------------------------------------
 # Grouping
 
@@ -190,7 +201,7 @@ class _Group:
         self.values: set = set()   # elementwise values computed inside
 
 
-def _group_nodes(nodes: list, consts: dict, position: dict) -> list:
+def _group_nodes(nodes: list, position: dict) -> list:
     """The nodes as an ordered list of units: `_Group`s and single nodes. A group runs where its last
     node was; moving it there is legal because nothing placed after it reads from it while open."""
     producer: dict = {}         # value -> open-or-closed group computing it (elementwise values)
@@ -471,7 +482,7 @@ def lower(graph) -> tuple[list[Step], dict, dict]:
             index[v] = len(index)
         if node.op == "prim.Constant":
             consts[node.outputs[0]] = node.attrs["value"]
-    units = _group_nodes(nodes, consts, position)
+    units = _group_nodes(nodes, position)
     group_of: dict = {}
     for u in units:
         if isinstance(u, _Group):
@@ -488,13 +499,12 @@ def lower(graph) -> tuple[list[Step], dict, dict]:
         if isinstance(u, _Group):
             steps.extend(_build_group(u, consts, index, needed))
         elif u.op == "prim.Constant":
-            steps.append(ConstantStep(inputs=[], outputs=[index[u.outputs[0]]], nodes=[u],
-                                      value=u.attrs["value"]))
+            steps.append(ConstantStep(inputs=[], outputs=[index[u.outputs[0]]], nodes=[u]))
         elif _is_matmul(u):
             steps.append(MatmulStep(inputs=[index[v] for v in u.inputs], outputs=[index[u.outputs[0]]],
                                     nodes=[u]))
         else:
-            steps.append(FallbackStep(inputs=[index[v] for v in u.inputs],
-                                      outputs=[index[v] for v in u.outputs], nodes=[u],
-                                      fn=registry.get(u.op).reference, attrs=dict(u.attrs)))
+            kind = ViewStep if _is_view(u) else FallbackStep
+            steps.append(kind(inputs=[index[v] for v in u.inputs], outputs=[index[v] for v in u.outputs],
+                              nodes=[u], fn=registry.get(u.op).reference, attrs=dict(u.attrs)))
     return steps, index, consts

@@ -31,16 +31,25 @@ class Plan:
 
 def plan_buffers(steps: list, types: dict, n_inputs: int, outputs: list[int], constants: set) -> Plan:
     """Assign slots to the steps' tensor values. `types[value]` is its IR type; `outputs` the graph's
-    output values in order; `constants` the values held by the executable."""
+    output values in order; `constants` the values held by the executable. A step with `view` set
+    may return views of its first input: its outputs get no slot, and every read of them counts as
+    a read of the value whose memory they share (their root), which keeps that buffer alive."""
+    root: dict[int, int] = {}
     last_use: dict[int, int] = {}
     for i, step in enumerate(steps):
         for v in step.inputs:
-            last_use[v] = i
+            last_use[root.get(v, v)] = i
+        if step.view:
+            for v in step.outputs:
+                root[v] = root.get(step.inputs[0], step.inputs[0])
+    for v in outputs:   # the caller gets a copy of a view, made after the last step
+        if v in root:
+            last_use[root[v]] = len(steps)
     seen: set = set()
     copied = []
     direct: set = set()
     for v in outputs:
-        produced = v >= n_inputs and v not in constants
+        produced = v >= n_inputs and v not in constants and v not in root
         copied.append(not produced or v in seen)
         if produced and v not in seen:
             direct.add(v)
@@ -48,15 +57,19 @@ def plan_buffers(steps: list, types: dict, n_inputs: int, outputs: list[int], co
     slot_of: dict[int, int] = {}
     slot_bytes: list[int] = []
     free: list[int] = []
+    released: set = set()
     for i, step in enumerate(steps):
         for v in step.outputs:
             t = types[v]
-            if v in direct or v in constants or not isinstance(t, TensorType) or not t.is_concrete:
+            if (v in direct or v in constants or v in root or not isinstance(t, TensorType)
+                    or not t.is_concrete):
                 continue
             slot_of[v] = _take(free, slot_bytes, _nbytes(t))
         for v in set(step.inputs) | set(step.outputs):
-            if v in slot_of and last_use.get(v, i) <= i:
-                free.append(slot_of[v])
+            r = root.get(v, v)
+            if r in slot_of and r not in released and last_use.get(r, i) <= i:
+                released.add(r)
+                free.append(slot_of[r])
     return Plan(slot_of, slot_bytes, list(outputs), copied)
 
 

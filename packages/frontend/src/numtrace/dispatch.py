@@ -73,10 +73,10 @@ def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
             inputs, attrs = op.bind(args, kwargs)
             result = tracer.record(op.name, inputs, attrs, concrete)
     if where is not True:
-        result = _select(tracer, where, result, out)
+        result = _select(where, result, out)
     if out is None:
         return result
-    return write_out(tracer, numpy_name(func, method), out, result)
+    return write_out(numpy_name(func, method), out, result)
 
 
 # Functions whose shape argument may hold traced ints, and the prim op that keeps those dims dynamic.
@@ -102,14 +102,14 @@ def _dynamic_shape(tracer: Tracer, func: Any, args: tuple, kwargs: dict, concret
     return tracer.record(prim, [args[0], *scalars], {"shape": entries}, concrete, exact=True)
 
 
-def _select(tracer: Tracer, where: Any, result: Any, out: tuple) -> Any:
+def _select(where: Any, result: Any, out: tuple) -> Any:
     """``np.where(where, result, out)`` per output: what a ufunc with ``where=`` leaves in ``out``."""
     results = result if isinstance(result, tuple) else (result,)
     selected = tuple(call(np.where, "__call__", (where, r, o), {}) for r, o in zip(results, out))
     return selected if isinstance(result, tuple) else selected[0]
 
 
-def write_out(tracer: Tracer, what: str, out: tuple, result: Any) -> Any:
+def write_out(what: str, out: tuple, result: Any) -> Any:
     """Functionalized ``out=``: each out array is rebound to its result (cast as NumPy would)."""
     from .proxy import TracedArray
 

@@ -183,21 +183,40 @@ class GELU(Module):
         return 0.5 * x * (1.0 + np.tanh(inner))
 
 
-class Sequential(Module):
-    """Runs its submodules in order; they are named "0", "1", ..."""
+class ModuleList(Module):
+    """Submodules held in a list (named "0", "1", ...), so their state is registered and traced.
 
-    def __init__(self, *modules: Module):
+    A plain Python list of modules is invisible to ``Module``: its parameters would be frozen
+    into a trace as constants.
+    """
+
+    def __init__(self, modules: Any = ()):
         super().__init__()
-        for i, module in enumerate(modules):
-            if not isinstance(module, Module):
-                raise TypeError(f"Sequential item {i} is a {type(module).__name__}, not a numtrace.Module")
-            setattr(self, str(i), module)
+        for module in modules:
+            self.append(module)
+
+    def append(self, module: Module) -> ModuleList:
+        if not isinstance(module, Module):
+            raise TypeError(f"{type(self).__name__} item {len(self)} is a {type(module).__name__}, "
+                            "not a numtrace.Module")
+        setattr(self, str(len(self)), module)
+        return self
 
     def __len__(self) -> int:
         return len(self._modules)
 
     def __getitem__(self, i: int) -> Module:
         return list(self._modules.values())[i]
+
+    def __iter__(self):
+        return iter(list(self._modules.values()))
+
+
+class Sequential(ModuleList):
+    """Runs its submodules in order; they are named "0", "1", ..."""
+
+    def __init__(self, *modules: Module):
+        super().__init__(modules)
 
     def forward(self, x: Any) -> Any:
         for module in self._modules.values():

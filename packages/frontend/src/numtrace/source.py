@@ -14,9 +14,9 @@ from types import FrameType
 
 import numpy as np
 
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _USER_VISIBLE = {os.path.join(_PACKAGE_DIR, name) for name in ("nn.py", "module.py")}
-_NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__))
+_NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__)) + os.sep
 
 
 def _is_internal(filename: str) -> bool:

@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from numtrace_ir import Graph, ShapeError, TensorType
+from numtrace_ir import Graph, ShapeError, TensorType, registry
 
+from . import tracer as _tracing
 from .backends import get_backend
 from .containers import Leaf, Sequence_, Spec
 
@@ -57,6 +58,8 @@ class TracedFunction:
         else:
             raise TypeError(f"{self.__name__}() takes {self._num_leaves} array argument(s) "
                             f"({', '.join(self.arg_names)}) as traced, got {len(args)}")
+        if _tracing.active_count and _tracing.current_tracer() is not None:
+            return self._inline(leaves)
         try:
             key = tuple([(a.dtype, a.shape) for a in leaves])
         except AttributeError:
@@ -66,6 +69,22 @@ class TracedFunction:
         if executable is None:
             executable = self._compile(leaves, key)
         outs = executable(*leaves, *self._state)
+        return outs[0] if self._single_output else self.out_spec.build(outs)
+
+    def _inline(self, leaves: Sequence[Any]) -> Any:
+        """Called while another function is traced: record this graph's nodes into that trace."""
+        tracer = _tracing.current_tracer()
+        env: dict[Any, Any] = dict(zip(self.graph.inputs, [*leaves, *self._state]))
+        for node in self.graph.nodes:
+            inputs = [env[v] for v in node.inputs]
+            attrs = dict(node.attrs)
+            if node.op == "prim.Constant":
+                concrete = attrs["value"]
+            else:
+                concrete = registry.get(node.op).reference(*[_concrete(x) for x in inputs], **attrs)
+            result = tracer.record(node.op, inputs, attrs, concrete)
+            env.update(zip(node.outputs, result if len(node.outputs) > 1 else (result,)))
+        outs = [env[v] for v in self.graph.outputs]
         return outs[0] if self._single_output else self.out_spec.build(outs)
 
     def _converted(self, leaves: Sequence[Any]) -> list[np.ndarray]:
@@ -212,3 +231,11 @@ class _ScalarArguments:
 
     def stats(self) -> dict:
         return self.executable.stats()
+
+
+def _concrete(value: Any) -> Any:
+    """The NumPy value behind a traced value (or the value itself), for running a reference."""
+    concrete = getattr(value, "_value", None)
+    if isinstance(concrete, np.ndarray):
+        return concrete
+    return int(value) if isinstance(value, int) else value

@@ -22,6 +22,9 @@ from numtrace_ir import Graph, ScalarType, TensorType, registry
 from .source import user_location
 
 _local = threading.local()
+# Traces active on any thread: a cheap test that lets traced callables skip the thread-local lookup.
+active_count = 0
+_count_lock = threading.Lock()
 
 _PY_SCALARS = (bool, int, float, complex)
 _SCALAR_KIND = {bool: "bool", int: "int", float: "float", complex: "complex"}
@@ -65,12 +68,17 @@ class Tracer:
                                "tracing inside a traced function is not supported")
         from .interception import numpy_intercepted
 
+        global active_count
         _local.tracer = self
+        with _count_lock:
+            active_count += 1
         try:
             with numpy_intercepted():
                 yield self
         finally:
             _local.tracer = None
+            with _count_lock:
+                active_count -= 1
 
     # -- values entering the graph ----------------------------------------------------------
     def add_input(self, name: str, array: np.ndarray) -> Any:

@@ -34,7 +34,8 @@ _OP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 cdef set _valid_ops = set()
 cdef set _valid_attr_names = set()
 cdef set _valid_locs = set()
-cdef object _registry_get = None
+# Op name -> its registry rule (the bound `OpDef.infer`).
+cdef dict _infer_of = {}
 
 
 cpdef str check_value_name(object name):
@@ -81,11 +82,11 @@ cdef dict _checked_attrs(str op, dict attrs):
 
 cpdef tuple infer_types(str op, tuple input_types, dict attrs):
     """The output types of `op` by its registry rule (imported lazily: the registry imports the graph)."""
-    global _registry_get
-    if _registry_get is None:
+    infer = _infer_of.get(op)
+    if infer is None:
         from numtrace_ir.registry import get
-        _registry_get = get
-    return _check_types(op, _registry_get(op).infer(input_types, attrs))
+        infer = _infer_of[op] = get(op).infer  # a name is registered once, so this never goes stale
+    return _check_types(op, infer(input_types, attrs))
 
 
 cdef tuple _check_types(str op, object types):

@@ -224,10 +224,15 @@ def _float_pow(w: SourceWriter, a: str, b: str, dtype: np.dtype) -> str:
     mag = w.let(f"tl.exp2({bw} * tl.log2(tl.abs({aw})))")
     is_int = w.let(f"tl.floor({bw}) == {bw}")
     odd = w.let(f"{is_int} & (tl.floor({bw} / {two}) * {two} != {bw})")
-    neg_base = _where(is_int, _where(odd, f"-{mag}", mag), w.const(math.nan, work))
-    res = _where(f"{aw} < {zero}", neg_base, mag)
-    # x**0 == 1 and 1**y == 1 even for NaN; 0 * log2(0) would give NaN otherwise.
-    res = _where(f"({bw} == {zero}) | ({aw} == {one})", one, res)
+    # A negative base needs an integer exponent (odd ones keep the sign), except -inf and -0.0 (C's pow).
+    inf = w.const(math.inf, work)
+    neg_base = _where(is_int, _where(odd, f"-{mag}", mag),
+                      _where(f"({aw} == -{inf}) | ({aw} == {zero})", mag, w.const(math.nan, work)))
+    negative = f"({aw} < {zero}) | (({aw} == {zero}) & ({one} / {aw} < {zero}))"  # -0.0 included
+    res = _where(negative, neg_base, mag)
+    # x**0 == 1 and 1**y == 1 even for NaN, and (-1)**(+-inf) == 1; exp2 would give NaN for these.
+    res = _where(f"({bw} == {zero}) | ({aw} == {one}) | ((tl.abs({aw}) == {one}) & (tl.abs({bw}) == {inf}))",
+                 one, res)
     return w.cast(w.let(res), work, dtype)
 
 
@@ -279,13 +284,15 @@ def _float_unary(body: Callable[[SourceWriter, str, np.dtype], str]) -> Lowering
 
 
 def _expm1(w: SourceWriter, x: str, dt: np.dtype) -> str:
+    # Kahan: (u - 1) * x / log(u) with u = exp(x) cancels the rounding error of exp near 0; away
+    # from 0 there is no cancellation and u - 1 is exact enough (and cannot overflow in the product).
     x = _named(w, x)
-    # Kahan: (u - 1) * x / log(u) with u = exp(x) cancels the rounding error of exp.
+    one = w.const(1.0, dt)
     u = w.let(f"tl.exp({x})")
-    um1 = w.let(f"{u} - {w.const(1.0, dt)}")
-    safe = w.let(_where(f"{um1} == 0", w.const(1.0, dt), f"tl.log({u})"))
-    res = _where(f"{um1} == 0", x, _where(f"{um1} == -1.0", um1, f"{um1} * {x} / {safe}"))
-    return _where(f"{u} == float(\"inf\")", u, res)
+    um1 = w.let(f"{u} - {one}")
+    safe = w.let(_where(f"({um1} == 0) | ({u} == {w.const(math.inf, dt)})", one, f"tl.log({u})"))
+    near_zero = _where(f"{um1} == 0", x, f"{um1} * {x} / {safe}")
+    return _where(f"tl.abs({x}) < {one}", near_zero, um1)
 
 
 def _log1p(w: SourceWriter, x: str, dt: np.dtype) -> str:
@@ -310,7 +317,9 @@ def _sinh(w: SourceWriter, x: str, dt: np.dtype) -> str:
     x = _named(w, x)
     # (e - 1/e)/2 from expm1 of |x|: accurate near 0, overflows to inf exactly where sinh does.
     e = w.let(_expm1(w, f"tl.abs({x})", dt))
-    mag = w.let(f"{w.const(0.5, dt)} * ({e} + {e} / ({e} + {w.const(1.0, dt)}))")
+    one = w.const(1.0, dt)
+    # e / (e + 1) written as 1 / (1 + 1/e): finite when e overflows to inf.
+    mag = w.let(f"{w.const(0.5, dt)} * ({e} + {one} / ({one} + {one} / {e}))")
     return _where(f"{x} < 0", f"-{mag}", _where(f"{x} == 0", x, mag))
 
 
@@ -337,9 +346,7 @@ _FLOAT_UNARY: dict[str, Callable[[SourceWriter, str, np.dtype], str]] = {
     "np.tanh": _tanh,
     "np.sinh": _sinh,
     "np.cosh": _cosh,
-    "np.arcsinh": lambda w, x, dt: _where(
-        f"{x} < 0", f"-tl.log(-{x} + tl.sqrt({x} * {x} + {w.const(1.0, dt)}))",
-        f"tl.log({x} + tl.sqrt({x} * {x} + {w.const(1.0, dt)}))"),
+    "np.arcsinh": lambda w, x, dt: _arcsinh(w, x, dt),
     "np.arccosh": lambda w, x, dt: f"tl.log({x} + tl.sqrt({x} - {w.const(1.0, dt)}) * tl.sqrt({x} + "
                                    f"{w.const(1.0, dt)}))",
     "np.arctanh": lambda w, x, dt: f"{w.const(0.5, dt)} * ("
@@ -353,6 +360,18 @@ _FLOAT_UNARY: dict[str, Callable[[SourceWriter, str, np.dtype], str]] = {
     "np.rad2deg": lambda w, x, dt: f"{x} * {w.const(180 / math.pi, dt)}",
     "np.degrees": lambda w, x, dt: f"{x} * {w.const(180 / math.pi, dt)}",
 }
+
+
+def _arcsinh(w: SourceWriter, x: str, dt: np.dtype) -> str:
+    # |asinh x| = log1p(|x| + x^2 / (1 + sqrt(1 + x^2))): exact near 0; for huge |x|, x^2 overflows,
+    # and asinh x = log(2|x|) to working precision.
+    a = w.let(f"tl.abs({x})")
+    one = w.const(1.0, dt)
+    sq = w.let(f"{a} * {a}")
+    small = w.let(_log1p(w, f"{a} + {sq} / ({one} + tl.sqrt({one} + {sq}))", dt))
+    big = f"tl.log({a}) + {w.const(math.log(2), dt)}"
+    mag = w.let(_where(f"{a} > {w.const(2.0 ** (12 if dt == np.float32 else 28), dt)}", big, small))
+    return _where(f"{x} < 0", f"-{mag}", _where(f"{x} == 0", x, mag))
 
 
 def _round_half_even(w: SourceWriter, x: str, dt: np.dtype) -> str:

@@ -31,7 +31,7 @@ from .emit_body import (
 )
 from .emit_pointwise import tile_address, with_offset
 from .kernel_plan import Const, Load, Op, Reduce, ReductionKernel, Ref, View
-from .source_writer import SourceWriter
+from .source_writer import SourceWriter, literal
 
 __all__ = ["emit_reduction"]
 
@@ -208,7 +208,7 @@ class _ReductionWriter:
                 x_dtype = self._arg_dtype(item.arg)
                 acc = _acc_dtype(item, x_dtype)
                 accs[item.key] = (f"acc{item.key}", acc, x_dtype)
-                init = self.w.const(_identity(item.op, acc), acc)
+                init = literal(_identity(item.op, acc), acc)  # tl.full takes a scalar, not a [1] tensor
                 self.w.emit(f"acc{item.key} = tl.full([BLOCK_M, BLOCK_R], {init}, {tl_type(acc)})")
             self.w.emit(f"for r0 in range(0, {self.red}, BLOCK_R):")
             self.w.indent += 1

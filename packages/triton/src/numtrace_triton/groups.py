@@ -141,23 +141,18 @@ class Group:
         if self.kind == "pointwise":
             strides = broadcast_strides(v.shape, v.strides, load.at)
             return View(v.buffer, v.dtype, v.offset, load.at, strides)
+        at = load.at
         if self.kind == "matmul":
-            strides = broadcast_strides(v.shape, v.strides, load.at)
-            coords = self.matmul["out_coords"]  # output dim -> coordinate, or None
+            strides = self._full_strides(load)
+            coords = self.matmul["out_coords"]  # output dim -> coordinate
             shape = self.matmul["batch"] + (self.matmul["m"], self.matmul["n"])
             out = [0] * len(shape)
             for dim, c in enumerate(coords):
                 out[c] = strides[dim]
             return View(v.buffer, v.dtype, v.offset, shape, tuple(out))
         # reduction: broadcast to the consumer's shape, spread over the full shape, kept axes first.
-        at = load.at
         if level == "full":
-            if at != self.full:
-                strides = reshape_strides(at, broadcast_strides(v.shape, v.strides, at), self.full)
-                if strides is None:
-                    raise AssertionError(f"load over {at} cannot be viewed as {self.full}")
-            else:
-                strides = broadcast_strides(v.shape, v.strides, at)
+            strides = self._full_strides(load)
         else:
             b = broadcast_strides(v.shape, v.strides, at)
             if len(at) == len(self.full):
@@ -168,6 +163,16 @@ class Group:
         order = self.kept_axes + self.reduced_axes
         return View(v.buffer, v.dtype, v.offset, tuple(self.full[i] for i in order),
                     tuple(strides[i] for i in order))
+
+    def _full_strides(self, load: LogicalLoad) -> tuple[int, ...]:
+        """Strides of ``load`` over the group's full shape (its consumer's shape may be a reshape of it)."""
+        v, at = load.view, load.at
+        strides = broadcast_strides(v.shape, v.strides, at)
+        if at != self.full:
+            strides = reshape_strides(at, strides, self.full)
+            if strides is None:
+                raise AssertionError(f"load over {at} cannot be viewed as {self.full}")
+        return strides
 
     def _arg(self, arg: Ref | Const | LogicalLoad, level: str) -> Ref | Const | Load:
         return Load(self._coords(arg, level)) if isinstance(arg, LogicalLoad) else arg
@@ -193,7 +198,8 @@ class Group:
                             mm["label"], body, stores)
 
     def can_become_reduction(self, full: tuple[int, ...]) -> bool:
-        """A pointwise group can turn into a reduction prologue when all its accesses reshape to ``full``."""
+        """A pointwise group can become (part of) a reduction prologue or matmul epilogue over ``full``
+        when all its accesses reshape to ``full``."""
         if self.kind != "pointwise" or int(np.prod(full, dtype=np.int64)) != self.numel:
             return False
         loads = [a for item in self.items for a in item.args if isinstance(a, LogicalLoad)]

@@ -250,19 +250,54 @@ class _Planner:
             self.locs[v] = _Loc(shape, dtype, group=group, key=key, level=level)
 
     def choose_group(self, locs: list[_Loc], shape: tuple[int, ...]) -> tuple[Group, str]:
-        """The group of an in-flight input that can take an op of ``shape``, else a new pointwise one."""
+        """The group of an in-flight input that can take an op of ``shape`` (absorbing the other inputs'
+        independent pointwise groups), else a new pointwise one."""
         seen = []
         for loc in locs:
             if loc.group is not None and loc.folded is _NOTHING and loc.group not in seen:
                 seen.append(loc.group)
         for group in seen:
-            inside = [(loc.level, loc.shape) for loc in locs if loc.group is group]
+            merge = [h for h in seen if h is not group and self.mergeable(group, h)]
+            members = [group, *merge]
+            inside = [(loc.level, loc.shape) for loc in locs if loc.group in members]
             level = group.level_for(shape, inside)
             if level is None:
                 continue
-            if all(loc.group is group or loc.folded is not _NOTHING or self.can_read(group, loc) for loc in locs):
+            outside = [loc for loc in locs if loc.group not in members and loc.folded is _NOTHING]
+            if all(self.can_read(m, loc) for m in members for loc in outside):
+                for h in merge:
+                    self.merge(group, h)
                 return group, level
         return self.new_group("pointwise", _numel(shape)), "full"
+
+    def mergeable(self, group: Group, other: Group) -> bool:
+        """Whether pointwise ``other`` can join ``group``'s kernel: same index space, no path between them."""
+        if other.kind != "pointwise":
+            return False
+        fits = group.numel == other.numel if group.kind == "pointwise" else other.can_become_reduction(group.full)
+        return fits and not self.reaches(group, other) and not self.reaches(other, group)
+
+    def merge(self, group: Group, other: Group) -> None:
+        """Move everything ``other`` computes and stores into ``group``; ``other`` is left empty."""
+        group.items += other.items
+        group.stores += other.stores
+        group.deps |= other.deps
+        other.items, other.stores, other.deps = [], [], set()
+        for g in self.groups:
+            if other.gid in g.deps:
+                g.deps.discard(other.gid)
+                if g is not group:
+                    g.deps.add(group.gid)
+        for writers in self.writers.values():
+            if other in writers:
+                writers[writers.index(other)] = group
+                while writers.count(group) > 1:
+                    writers.reverse()
+                    writers.remove(group)
+                    writers.reverse()
+        for loc in self.locs.values():
+            if loc.group is other:
+                loc.group = group
 
     def reduction(self, node, label: str) -> None:
         kind = REDUCTIONS.get(node.op)
