@@ -50,12 +50,17 @@ def tests(session: nox.Session) -> None:
         _pytest(session, name)
 
 
-@nox.session
-@nox.parametrize("package", ALL)
-def tests_package(session: nox.Session, package: str) -> None:
-    """One package with only its declared dependencies: proves it stands alone."""
-    _install(session, LOCAL_DEPS[package])
-    _pytest(session, package)
+def _alone(package: str):
+    def session_fn(session: nox.Session) -> None:
+        _install(session, LOCAL_DEPS[package])
+        _pytest(session, package)
+
+    session_fn.__doc__ = f"packages/{package} alone with its declared dependencies: proves it stands alone."
+    return nox.session(name=f"tests_{package}")(session_fn)
+
+
+for _package in ALL:
+    _alone(_package)
 
 
 @nox.session

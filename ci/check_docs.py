@@ -71,7 +71,8 @@ def main(argv: list[str]) -> int:
     examples = 0
     for page in pages:
         text = page.read_text()
-        examples += sum(1 for m in FENCE.finditer(text) if m.group(1) == "python" and "no-run" not in m.group(2))
+        runnable = [m for m in FENCE.finditer(text) if m.group(1) == "python" and "no-run" not in m.group(2)]
+        examples += len(runnable)
         errors += check_links(page, text)
         errors += run_examples(page, text)
     for e in errors:
