@@ -219,3 +219,23 @@ def test_views_keep_their_buffer_alive():
     np.testing.assert_allclose(got_t, want_t, rtol=1e-5)
     assert not np.shares_memory(got_t, got_s)
     assert exe.stats()["views"] == 2 and exe.stats()["fallbacks"] == 0
+
+
+def test_large_outputs_recycle_memory_only_once_released():
+    n = 1 << 19   # 2 MiB of float32: a recycled block
+    exe = compile_graph(_w1_graph(), [TensorType(F32, (n,))] * 4)
+    xs = _inputs(n)
+    want = _w1(*xs)
+    first = exe(*xs)[0]
+    addresses = {first.ctypes.data}
+    view = first[::3]
+    del first
+    second = exe(*xs)[0]
+    assert not np.shares_memory(view, second)
+    np.testing.assert_allclose(view, want[::3], rtol=1e-5, atol=1e-6)
+    addresses.add(second.ctypes.data)
+    del second, view
+    third = exe(*xs)[0]   # both blocks are free again: one of them is reused
+    assert third.flags.writeable and third.flags.c_contiguous
+    np.testing.assert_allclose(third, want, rtol=1e-5, atol=1e-6)
+    assert third.ctypes.data in addresses

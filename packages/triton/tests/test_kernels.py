@@ -201,3 +201,36 @@ def test_int64_index_math_is_chosen_only_when_needed():
     g.set_outputs([g.create_node("np.exp", [x]).output])
     (k,) = generate(g, [TensorType("float32", (50000, 50000))]).kernels  # planned, never run
     assert "tl.program_id(0).to(tl.int64)" in k.source
+
+
+def test_independent_chains_merge_into_one_kernel():
+    """W1: (a*b + c) * exp(-d) / (1 + |a|) has three independent chains; one kernel computes all."""
+    ins = [RNG.standard_normal(1000).astype(np.float32) for _ in range(4)]
+    g = Graph()
+    a, b, c, d = (g.add_input(n, TensorType("float32", (1000,))) for n in "abcd")
+    left = g.create_node("np.add", [g.create_node("np.multiply", [a, b]).output, c]).output
+    mid = g.create_node("np.exp", [g.create_node("np.negative", [d]).output]).output
+    right = g.create_node("np.add", [_const(g, 1), g.create_node("np.absolute", [a]).output]).output
+    out = g.create_node("np.divide", [g.create_node("np.multiply", [left, mid]).output, right]).output
+    g.set_outputs([out])
+    exe, plan = _run(g, ins)
+    assert len(plan.kernels) == 1
+    x, y, z, w = ins
+    np.testing.assert_allclose(exe(*ins)[0], (x * y + z) * np.exp(-w) / (1 + np.abs(x)), rtol=1e-6)
+
+
+def test_concatenate_stack_and_pad_write_into_slices():
+    x = RNG.standard_normal((2, 3)).astype(np.float32)
+    y = RNG.standard_normal((2, 3)).astype(np.float32)
+    g = Graph()
+    xv, yv = g.add_input("x", TensorType("float32", x.shape)), g.add_input("y", TensorType("float32", y.shape))
+    ex = g.create_node("np.exp", [xv]).output  # in flight: its kernel stores straight into the slice
+    cat = g.create_node("np.concatenate", [ex, yv], attrs={"axis": 1}).output
+    st = g.create_node("np.stack", [xv, ex], attrs={"axis": 2}).output
+    pad = g.create_node("np.pad", [ex], attrs={"pad_width": ((1, 0), (2, 1)), "constant_values": 7.0}).output
+    g.set_outputs([cat, st, pad])
+    exe, _ = _run(g, [x, y])
+    got = exe(x, y)
+    np.testing.assert_allclose(got[0], np.concatenate([np.exp(x), y], axis=1), rtol=1e-6)
+    np.testing.assert_allclose(got[1], np.stack([x, np.exp(x)], axis=2), rtol=1e-6)
+    np.testing.assert_allclose(got[2], np.pad(np.exp(x), ((1, 0), (2, 1)), constant_values=7.0), rtol=1e-6)

@@ -113,32 +113,47 @@ def _operand_dtype(v):
 
 def _elementwise_plan(node):
     """How the interpreter computes an elementwise node: (interpreter op, loop input dtypes, compute
-    dtype) or None when it has no kernel for it."""
+    dtype) or None when it has no kernel for it. Memoized on what the answer depends on."""
     out = node.outputs
     if len(out) != 1 or not _supported_dtype(out[0].type):
         return None
     ins = node.inputs
-    for v in ins:
-        if isinstance(v.type, TensorType) and not _supported_dtype(v.type):
-            return None
-        if isinstance(v.type, ScalarType) and v.type.kind == "complex":
-            return None
-    out_dt = out[0].type.dtype
-    name = node.op[3:] if node.op.startswith("np.") else None
-    if node.op == "np.where":
-        return ("where", (np.dtype(bool), out_dt, out_dt), out_dt) if len(ins) == 3 else None
-    if node.op == "np.astype":
-        return ("cast", (out_dt,), out_dt) if len(ins) == 1 else None
-    if node.op == "np.clip":
-        return ("clip", tuple(out_dt for _ in ins), out_dt) if len(ins) > 1 else None
+    key = (node.op, out[0].type.dtype, node.attrs.get("omitted", ()) if node.op == "np.clip" else (),
+           tuple(_operand_dtype(v) if _supported_dtype(v.type) or isinstance(v.type, ScalarType) else None
+                 for v in ins))
+    try:
+        return _PLAN_CACHE[key]
+    except KeyError:
+        pass
+    plan = None if None in key[3] else _plan_for(node.op, key[1], key[3])
+    if len(_PLAN_CACHE) > 4096:
+        _PLAN_CACHE.clear()
+    _PLAN_CACHE[key] = plan
+    return plan
+
+
+_PLAN_CACHE: dict = {}
+
+
+def _plan_for(op_name: str, out_dt: np.dtype, in_dts: tuple):
+    if any(d is complex for d in in_dts):
+        return None
+    n = len(in_dts)
+    if op_name == "np.where":
+        return ("where", (np.dtype(bool), out_dt, out_dt), out_dt) if n == 3 else None
+    if op_name == "np.astype":
+        return ("cast", (out_dt,), out_dt) if n == 1 else None
+    if op_name == "np.clip":
+        return ("clip", (out_dt,) * n, out_dt) if n > 1 else None
+    name = op_name[3:] if op_name.startswith("np.") else None
     ufunc = getattr(np, name, None) if name else None
-    if not isinstance(ufunc, np.ufunc) or ufunc.nout != 1 or ufunc.nin != len(ins):
+    if not isinstance(ufunc, np.ufunc) or ufunc.nout != 1 or ufunc.nin != n:
         return None
     op = _UFUNC_ALIASES.get(name, name)
     if op not in OPS:
         return None
     try:
-        loop = ufunc.resolve_dtypes(tuple(_operand_dtype(v) for v in ins) + (None,))
+        loop = ufunc.resolve_dtypes(in_dts + (None,))
     except (TypeError, ValueError, np.exceptions.DTypePromotionError):
         return None
     compute = loop[0]

@@ -30,6 +30,10 @@ from .kernel_plan import (
 __all__ = ["Group", "LogicalLoad", "broadcast_strides", "reshape_strides"]
 
 
+def _numel(shape: tuple[int, ...]) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
 @dataclass(frozen=True)
 class LogicalLoad:
     """Value ``view`` (over its own shape) read by an op whose output shape is ``at``."""
@@ -124,9 +128,9 @@ class Group:
     def level_for(self, out_shape: tuple[int, ...], in_levels: list[tuple[str, tuple[int, ...]]]) -> str | None:
         """The level an elementwise op with ``out_shape`` and in-group inputs would run at, or None."""
         if self.kind == "pointwise":
-            return "full" if int(np.prod(out_shape, dtype=np.int64)) == self.numel else None
-        if self.kind == "matmul":
-            ok = out_shape == self.full and all(shape == self.full for _, shape in in_levels)
+            return "full" if _numel(out_shape) == self.numel else None
+        if self.kind == "matmul":  # every value is the output tile, maybe relabelled by a reshape
+            ok = _numel(out_shape) == self.numel and all(_numel(shape) == self.numel for _, shape in in_levels)
             return "full" if ok else None
         if out_shape == self.full and all(lvl == "full" or self.row_aligned(shape) for lvl, shape in in_levels):
             return "full"
@@ -164,6 +168,12 @@ class Group:
         return View(v.buffer, v.dtype, v.offset, tuple(self.full[i] for i in order),
                     tuple(strides[i] for i in order))
 
+    def accepts_load(self, view: View, at: tuple[int, ...]) -> bool:
+        """Whether this group can read ``view`` for an op of shape ``at`` at the full level."""
+        if self.kind == "pointwise" or at == self.full:
+            return True
+        return reshape_strides(at, broadcast_strides(view.shape, view.strides, at), self.full) is not None
+
     def _full_strides(self, load: LogicalLoad) -> tuple[int, ...]:
         """Strides of ``load`` over the group's full shape (its consumer's shape may be a reshape of it)."""
         v, at = load.view, load.at
@@ -200,7 +210,7 @@ class Group:
     def can_become_reduction(self, full: tuple[int, ...]) -> bool:
         """A pointwise group can become (part of) a reduction prologue or matmul epilogue over ``full``
         when all its accesses reshape to ``full``."""
-        if self.kind != "pointwise" or int(np.prod(full, dtype=np.int64)) != self.numel:
+        if self.kind != "pointwise" or _numel(full) != self.numel:
             return False
         loads = [a for item in self.items for a in item.args if isinstance(a, LogicalLoad)]
         loads += [LogicalLoad(view, at) for _, view, _, at in self.stores]

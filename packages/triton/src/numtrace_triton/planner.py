@@ -264,6 +264,9 @@ class _Planner:
             if level is None:
                 continue
             outside = [loc for loc in locs if loc.group not in members and loc.folded is _NOTHING]
+            views = [loc.mem or View(0, loc.dtype, 0, loc.shape, _c_strides(loc.shape)) for loc in outside]
+            if level == "full" and not all(group.accepts_load(v, shape) for v in views):
+                continue
             if all(self.can_read(m, loc) for m in members for loc in outside):
                 for h in merge:
                     self.merge(group, h)
@@ -288,13 +291,8 @@ class _Planner:
                 g.deps.discard(other.gid)
                 if g is not group:
                     g.deps.add(group.gid)
-        for writers in self.writers.values():
-            if other in writers:
-                writers[writers.index(other)] = group
-                while writers.count(group) > 1:
-                    writers.reverse()
-                    writers.remove(group)
-                    writers.reverse()
+        for buf, writers in self.writers.items():
+            self.writers[buf] = list(dict.fromkeys(group if w is other else w for w in writers))
         for loc in self.locs.values():
             if loc.group is other:
                 loc.group = group
@@ -422,15 +420,19 @@ class _Planner:
             self.locs[v] = _Loc(r.shape, r.dtype, mem=r)
             self.types[v] = TensorType(r.dtype, r.shape)
 
-    def write_into(self, loc: _Loc, view: View, label: str) -> None:
-        """Make ``loc``'s value land in ``view`` (of its shape): stored by its own group when in flight."""
-        if loc.mem is None and loc.folded is _NOTHING and loc.shape == view.shape and self.can_read(loc.group, loc):
+    def write_into(self, loc: _Loc, view: View, label: str, copies: dict[int, Group]) -> None:
+        """Make ``loc``'s value land in ``view`` (of its shape): stored by its own group when in flight,
+        else copied by a pointwise group shared with the other copies of the same size (``copies``)."""
+        if loc.mem is None and loc.folded is _NOTHING and loc.shape == view.shape:
             self.store(loc.group, loc.key, view, loc.level, loc.shape)
             return
-        group = self.new_group("pointwise", _numel(view.shape))
+        numel = _numel(view.shape)
+        group = copies.get(numel)
+        if group is None or not self.can_read(group, loc):
+            group = copies[numel] = self.new_group("pointwise", numel)
         key = self.key()
-        group.items.append(Op(key, "np.positive", [self.read(group, loc, view.shape, label)], {}, loc.dtype
-                              if loc.dtype is not None else view.dtype, label))
+        dtype = loc.dtype if loc.dtype is not None else view.dtype
+        group.items.append(Op(key, "np.positive", [self.read(group, loc, view.shape, label)], {}, dtype, label))
         self.store(group, key, view, "full", view.shape)
 
     def join(self, node, label: str) -> None:
@@ -440,6 +442,7 @@ class _Planner:
         view = self.buffer(out.shape, dtype, "temp", doc=f"temporary {out}")
         axis = node.attrs.get("axis")
         offset = 0
+        copies: dict[int, Group] = {}
         for v in node.inputs:
             loc = self.locs[v]
             if node.op == "np.stack":
@@ -455,7 +458,7 @@ class _Planner:
                 sub = View(view.buffer, dtype, offset, loc.shape, view.strides)
                 offset += loc.shape[ax] * view.strides[ax]
             if _numel(loc.shape):
-                self.write_into(loc, sub, label)
+                self.write_into(loc, sub, label, copies)
         self.locs[node.outputs[0]] = _Loc(out.shape, dtype, mem=view)
 
     def pad(self, node, label: str) -> None:
@@ -476,7 +479,7 @@ class _Planner:
         before = [int(i[0]) for i in np.nonzero(marker)] if marker.ndim else []
         start = sum(b * s for b, s in zip(before, view.strides))
         if _numel(x.shape):
-            self.write_into(x, View(view.buffer, dtype, start, x.shape, view.strides), label)
+            self.write_into(x, View(view.buffer, dtype, start, x.shape, view.strides), label, {})
         self.locs[node.outputs[0]] = _Loc(out.shape, dtype, mem=view)
 
     def relabel(self, node, rule, extra: list, x: _Loc) -> bool:
@@ -486,8 +489,8 @@ class _Planner:
             return False
         (new,) = shapes
         g = x.group
-        ok = g.kind == "pointwise" or (g.kind == "matmul" and new == g.full) or \
-            (g.kind == "reduction" and (new == g.full if x.level == "full" else new in g.row_forms()))
+        ok = g.kind in ("pointwise", "matmul") or \
+            (new == g.full if x.level == "full" else new in g.row_forms())
         if ok:
             self.locs[node.outputs[0]] = _Loc(new, x.dtype, group=g, key=x.key, level=x.level)
         return ok
@@ -634,7 +637,7 @@ class _Planner:
             if not g.stores or g.numel == 0:
                 continue
             kernel = g.finish()
-            name = f"{g.kind}_{len(kernels)}_{_summary(g)}"
+            name = "_".join(filter(None, (g.kind, str(len(kernels)), _summary(g))))
             emit = emitters.get(type(kernel), emit_reduction)
             kernels.append(emit(kernel, name, self.tuning, lambda b: self.buffers[b].doc))
         return kernels
@@ -647,7 +650,7 @@ def _summary(group: Group) -> str:
         op = item.op.split(".")[-1].split("#")[0] if isinstance(item, Op) else item.op
         if op not in names and op not in ("astype", "positive"):
             names.append(op)
-    text = "_".join(names[:3]) or "copy"
+    text = "_".join(names[:3]) or ("" if group.kind == "matmul" else "copy")
     return "".join(c if c.isalnum() or c == "_" else "_" for c in text)
 
 
