@@ -55,7 +55,8 @@ def run_examples(page: Path, text: str) -> list[str]:
             line = text[: match.start()].count("\n") + 2
             namespace["DOCS_TMP"] = tmp
             try:
-                exec(compile(body, f"{page}:{line}", "exec"), namespace)
+                # Pad so tracebacks and traced source locations name the page's own lines.
+                exec(compile("\n" * (line - 1) + body, str(page), "exec"), namespace)
             except Exception:
                 errors.append(f"{page}: example {i} (line {line}) failed:\n{traceback.format_exc()}")
                 break  # later blocks of the page usually depend on this one
