@@ -23,9 +23,8 @@ import time
 
 import numpy as np
 import numtrace as nt
-from numtrace_ir.types import TensorType
-
 import numtrace_triton
+from numtrace_ir.types import TensorType
 
 try:
     import cupy
@@ -38,6 +37,7 @@ except ImportError:  # an optional second baseline
 
 
 # -- workloads (plain NumPy: traced by numtrace, run eagerly by CuPy through NumPy's dispatch) ---------
+
 
 def w1(a, b, c, d):
     return (a * b + c) * np.exp(-d) / (1 + np.abs(a))
@@ -85,14 +85,22 @@ def make_inputs(name: str, gpu: bool, quick: bool, rng: np.random.Generator) -> 
         extra = [f32(cols), f32(cols)] if name == "layernorm" else []
         return [f32(rows, cols)] + extra
     batch = 4096 if gpu else 16
-    return [f32(batch, 784), f32(784, 512, scale=0.05), f32(512), f32(512, 512, scale=0.05), f32(512),
-            f32(512, 10, scale=0.05), f32(10)]
+    return [
+        f32(batch, 784),
+        f32(784, 512, scale=0.05),
+        f32(512),
+        f32(512, 512, scale=0.05),
+        f32(512),
+        f32(512, 10, scale=0.05),
+        f32(10),
+    ]
 
 
 WORKLOADS = {"w1": w1, "softmax": softmax, "layernorm": layernorm, "mlp": mlp}
 
 
 # -- timing ---------------------------------------------------------------------------------------------
+
 
 def gpu_median_ms(fn, repeat: int, number: int) -> float:
     fn()
@@ -130,6 +138,7 @@ def copy_bandwidth_gbs(nbytes: int, repeat: int) -> float:
 
 # -- one workload ---------------------------------------------------------------------------------------
 
+
 def compile_triton(fn, inputs: list[np.ndarray]):
     """numtrace's executable for ``fn`` at these inputs (traced once; the triton backend compiles it)."""
     traced = nt.trace(fn, tuple(inputs), backend="reference", check_trace=False)
@@ -137,7 +146,9 @@ def compile_triton(fn, inputs: list[np.ndarray]):
     return numtrace_triton.Backend().compile(traced.graph, types)
 
 
-def run(name: str, gpu: bool, quick: bool, repeat: int, rng: np.random.Generator, copy_gbs: float | None) -> None:
+def run(
+    name: str, gpu: bool, quick: bool, repeat: int, rng: np.random.Generator, copy_gbs: float | None
+) -> None:
     fn = WORKLOADS[name]
     host_inputs = make_inputs(name, gpu, quick, rng)
     exe = compile_triton(fn, host_inputs)
@@ -178,8 +189,10 @@ def main() -> None:
     if not ok:
         raise SystemExit(f"triton backend unavailable: {why}")
     if not gpu:
-        print("no GPU run (TRITON_INTERPRET=1 or CuPy missing): tiny sizes in Triton's interpreter against "
-              "NumPy; times are not GPU performance")
+        print(
+            "no GPU run (TRITON_INTERPRET=1 or CuPy missing): tiny sizes in Triton's interpreter against "
+            "NumPy; times are not GPU performance"
+        )
     repeat = 3 if args.quick or not gpu else 10
     copy_gbs = copy_bandwidth_gbs(400_000_000 if not args.quick else 40_000_000, repeat) if gpu else None
     if copy_gbs:

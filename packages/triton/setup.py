@@ -1,4 +1,5 @@
 """Builds numtrace-triton (pure Python): version and exact pins from the repo's VERSION file."""
+
 from pathlib import Path
 
 from setuptools import setup

@@ -6,10 +6,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numtrace_ir.testing import type_of
-
 import numtrace as nt
 from numtrace import nn
+from numtrace_ir.testing import type_of
 
 
 class MLP(nt.Module):
@@ -51,8 +50,10 @@ class Block(nt.Module):
 
     def forward(self, x):
         t, d, h = self.seq, self.d, self.heads
-        q, k, v = (a.reshape(-1, t, h, d // h).transpose(0, 2, 1, 3)
-                   for a in np.split(self.qkv(self.ln1(x)), 3, axis=-1))
+        q, k, v = (
+            a.reshape(-1, t, h, d // h).transpose(0, 2, 1, 3)
+            for a in np.split(self.qkv(self.ln1(x)), 3, axis=-1)
+        )
         s = (q @ k.transpose(0, 1, 3, 2)) * (1.0 / math.sqrt(d // h))
         e = np.exp(s - s.max(axis=-1, keepdims=True))
         a = e / e.sum(axis=-1, keepdims=True)

@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 import triton
 import triton.language as tl
-
 from numtrace_triton.host_buffer import HostBuffer, HostStorage
 
 

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 from numtrace_ir.graph import Graph
 from numtrace_ir.types import TensorType
-
 from numtrace_triton import Backend, TritonExecutable, generate, select_allocator
 from numtrace_triton.emit_body import Tuning, needs_int64
 from numtrace_triton.kernel_plan import View
@@ -31,8 +30,9 @@ def _softmax_layernorm_graph(shape):
     softmax = g.create_node("np.divide", [e, s]).output
     mean = g.create_node("np.mean", [x], attrs={"axis": -1, "keepdims": True}).output
     c = g.create_node("np.subtract", [x, mean]).output
-    var = g.create_node("np.mean", [g.create_node("np.multiply", [c, c]).output],
-                        attrs={"axis": -1, "keepdims": True}).output
+    var = g.create_node(
+        "np.mean", [g.create_node("np.multiply", [c, c]).output], attrs={"axis": -1, "keepdims": True}
+    ).output
     std = g.create_node("np.sqrt", [g.create_node("np.add", [var, _const(g, 1e-5)]).output]).output
     layernorm = g.create_node("np.divide", [c, std]).output
     g.set_outputs([softmax, layernorm])
@@ -52,10 +52,11 @@ def _run(graph, inputs, tuning=None):
 
 
 @pytest.mark.parametrize("tuning", [None, LOOPED], ids=["persistent", "looped"])
-def test_softmax_and_layernorm_are_one_kernel_each(tuning):
+def test_softmax_and_layernorm_of_one_input_are_one_kernel(tuning):
     x = RNG.standard_normal((5, 37)).astype(np.float32)
     exe, plan = _run(_softmax_layernorm_graph(x.shape), [x], tuning)
-    assert [k.name.split("_")[0] for k in plan.kernels] == ["reduction", "reduction"]
+    # Both read the same rows: one kernel (max, sum, mean and variance, in passes when looped).
+    assert [k.name.split("_")[0] for k in plan.kernels] == ["reduction"]
     mode = "looped" if tuning else "persistent"
     assert all(f"({mode})" in k.source for k in plan.kernels)
     got = exe(x)
@@ -77,6 +78,41 @@ def test_looped_reductions_over_any_axes(op, axis):
     np.testing.assert_allclose(got, expected, rtol=1e-10, equal_nan=True)
 
 
+@pytest.mark.parametrize("tuning", [None, LOOPED], ids=["persistent", "looped"])
+@pytest.mark.parametrize("op", ["np.argmax", "np.argmin"])
+def test_arg_reductions_return_the_first_best_or_first_nan(op, tuning):
+    x = np.round(RNG.standard_normal((5, 23)), 1)  # rounding makes ties
+    x[1, 7] = x[1, 15] = np.nan
+    x[2] = -np.inf
+    x[3, :] = 0.25
+    g = Graph()
+    xv = g.add_input("x", TensorType("float64", x.shape))
+    outs = [g.create_node(op, [xv], attrs={"axis": axis}).output for axis in (1, 0, None)]
+    g.set_outputs(outs)
+    exe, _ = _run(g, [x], tuning)
+    for got, axis in zip(exe(x), (1, 0, None)):
+        np.testing.assert_array_equal(got, getattr(np, op[3:])(x, axis=axis))
+
+
+@pytest.mark.parametrize("tuning", [None, LOOPED], ids=["persistent", "looped"])
+def test_scans_then_normalise_in_one_kernel(tuning):
+    x = RNG.uniform(0.5, 1.5, (4, 29))
+    g = Graph()
+    xv = g.add_input("x", TensorType("float64", x.shape))
+    c = g.create_node("np.cumsum", [xv], attrs={"axis": 1}).output
+    total = g.create_node("np.sum", [xv], attrs={"axis": 1, "keepdims": True}).output
+    frac = g.create_node("np.divide", [c, total]).output
+    prod = g.create_node("np.cumprod", [xv], attrs={"axis": 0}).output
+    flat = g.create_node("np.cumsum", [xv], attrs={"axis": None}).output
+    g.set_outputs([frac, prod, flat])
+    exe, plan = _run(g, [x], tuning)
+    got = exe(x)
+    np.testing.assert_allclose(got[0], np.cumsum(x, 1) / x.sum(1, keepdims=True), rtol=1e-12)
+    np.testing.assert_allclose(got[1], np.cumprod(x, 0), rtol=1e-12)
+    np.testing.assert_allclose(got[2], np.cumsum(x), rtol=1e-12)
+    assert sum(k.name.startswith("reduction") for k in plan.kernels) == 3
+
+
 def test_looped_any_all_on_a_comparison():
     x = RNG.standard_normal((6, 19))
     g = Graph()
@@ -93,7 +129,10 @@ def test_looped_any_all_on_a_comparison():
 def test_elementwise_chain_with_broadcasting_is_one_kernel():
     a, b = RNG.standard_normal((4, 1, 6)), RNG.standard_normal((5, 1)).astype(np.float32)
     g = Graph()
-    av, bv = g.add_input("a", TensorType("float64", a.shape)), g.add_input("b", TensorType("float32", b.shape))
+    av, bv = (
+        g.add_input("a", TensorType("float64", a.shape)),
+        g.add_input("b", TensorType("float32", b.shape)),
+    )
     y = g.create_node("np.multiply", [av, bv]).output
     y = g.create_node("np.tanh", [g.create_node("np.add", [y, _const(g, 0.5)]).output]).output
     g.set_outputs([g.create_node("np.log1p", [g.create_node("np.absolute", [y]).output]).output])
@@ -121,7 +160,9 @@ def test_batched_matmul_with_broadcast_batch_and_fused_residual():
     g = Graph()
     av, bv, rv = (g.add_input(n, TensorType("float32", v.shape)) for n, v in (("a", a), ("b", b), ("r", r)))
     y = g.create_node("np.matmul", [av, bv]).output
-    g.set_outputs([g.create_node("np.maximum", [g.create_node("np.add", [y, rv]).output, _const(g, 0.0)]).output])
+    g.set_outputs(
+        [g.create_node("np.maximum", [g.create_node("np.add", [y, rv]).output, _const(g, 0.0)]).output]
+    )
     exe, plan = _run(g, [a, b, r])
     assert [k.name for k in plan.kernels] == ["matmul_0_add_maximum"]
     np.testing.assert_allclose(exe(a, b, r)[0], np.maximum(a @ b + r, 0), rtol=1e-5, atol=1e-5)
@@ -157,10 +198,10 @@ def test_out_argument_and_fresh_outputs():
 
 def test_unlowered_op_names_the_node_and_its_location():
     g = Graph()
-    x = g.add_input("x", TensorType("float32", (4,)))
-    g.set_outputs([g.create_node("np.arctan", [x], loc="model.py:12").output])
-    with pytest.raises(NotImplementedError, match=r"np\.arctan .*model\.py:12.*libdevice"):
-        Backend().compile(g, [TensorType("float32", (4,))])
+    x = g.add_input("x", TensorType("int64", (4,)))
+    g.set_outputs([g.create_node("np.gcd", [x, x], loc="model.py:12").output])
+    with pytest.raises(NotImplementedError, match=r"np\.gcd .*model\.py:12.*Euclid"):
+        Backend().compile(g, [TensorType("int64", (4,))])
 
 
 def test_generated_source_is_inspectable():
@@ -182,13 +223,18 @@ def test_flat_address_matches_numpy_strides(seed):
     base = np.arange(np.prod([2 * n for n in shape])).reshape([2 * n for n in shape])
     view = base[tuple(slice(None, None, int(rng.choice([1, 2]))) for _ in shape)]
     view = view[tuple(slice(0, n) for n in shape)]
-    view = np.broadcast_to(view[(slice(None),) * (len(shape) - 1) + (slice(0, 1),)], shape) \
-        if rng.random() < 0.3 else view
+    view = (
+        np.broadcast_to(view[(slice(None),) * (len(shape) - 1) + (slice(0, 1),)], shape)
+        if rng.random() < 0.3
+        else view
+    )
     strides = tuple(s // base.itemsize for s in view.strides)
     offs = np.arange(view.size)  # noqa: F841 - read by the generated expression
     got = eval(flat_address("offs", view.shape, strides))  # plain //, %, +, * on integers
     offset0 = (view.ctypes.data - base.ctypes.data) // base.itemsize
-    np.testing.assert_array_equal(base.reshape(-1)[offset0 + np.broadcast_to(got, (view.size,))], view.reshape(-1))
+    np.testing.assert_array_equal(
+        base.reshape(-1)[offset0 + np.broadcast_to(got, (view.size,))], view.reshape(-1)
+    )
 
 
 def test_int64_index_math_is_chosen_only_when_needed():
@@ -223,7 +269,10 @@ def test_concatenate_stack_and_pad_write_into_slices():
     x = RNG.standard_normal((2, 3)).astype(np.float32)
     y = RNG.standard_normal((2, 3)).astype(np.float32)
     g = Graph()
-    xv, yv = g.add_input("x", TensorType("float32", x.shape)), g.add_input("y", TensorType("float32", y.shape))
+    xv, yv = (
+        g.add_input("x", TensorType("float32", x.shape)),
+        g.add_input("y", TensorType("float32", y.shape)),
+    )
     ex = g.create_node("np.exp", [xv]).output  # in flight: its kernel stores straight into the slice
     cat = g.create_node("np.concatenate", [ex, yv], attrs={"axis": 1}).output
     st = g.create_node("np.stack", [xv, ex], attrs={"axis": 2}).output
@@ -234,3 +283,54 @@ def test_concatenate_stack_and_pad_write_into_slices():
     np.testing.assert_allclose(got[0], np.concatenate([np.exp(x), y], axis=1), rtol=1e-6)
     np.testing.assert_allclose(got[1], np.stack([x, np.exp(x)], axis=2), rtol=1e-6)
     np.testing.assert_allclose(got[2], np.pad(np.exp(x), ((1, 0), (2, 1)), constant_values=7.0), rtol=1e-6)
+
+
+def test_inputs_that_do_not_match_the_signature_are_rejected_before_any_kernel():
+    x = RNG.standard_normal((3, 4))
+    g = Graph()
+    xv = g.add_input("x", TensorType("float64", x.shape))
+    g.set_outputs([g.create_node("np.exp", [xv]).output])
+    exe, _ = _run(g, [x])
+    with pytest.raises(TypeError, match=r"compiled for f64\[3, 4\]"):
+        exe(np.zeros((2, 4)))  # smaller: kernels would read past its end
+    with pytest.raises(TypeError, match="compiled for"):
+        exe(x.astype(np.float32))
+    with pytest.raises(TypeError, match="expected 1 inputs"):
+        exe(x, x)
+
+
+def test_setitem_writes_after_the_copy_in_a_separate_kernel():
+    x = RNG.standard_normal((4, 6))
+    g = Graph()
+    xv = g.add_input("x", TensorType("float64", x.shape))
+    y = g.create_node("np.exp", [xv]).output
+    row = g.create_node("np.getitem", [y], attrs={"index": (1,)}).output
+    y2 = g.create_node("np.setitem", [y, row], attrs={"index": (0,)}).output  # y[0] = y[1]
+    neg = g.create_node("np.negative", [y2]).output  # reads the updated copy
+    y3 = g.create_node("np.setitem", [neg, neg], attrs={"index": (slice(None),)}).output  # value in flight
+    y4 = g.create_node(
+        "np.setitem", [y3, _const(g, 7.0)], attrs={"index": (slice(None), slice(1, 5, 2))}
+    ).output
+    g.set_outputs([y4])
+    exe, _ = _run(g, [x])
+    expected = np.exp(x)
+    expected[0] = expected[1]
+    expected = -expected
+    expected[:, 1:5:2] = 7.0
+    np.testing.assert_allclose(exe(x)[0], expected, rtol=1e-12)
+
+
+def test_transposed_values_are_stored_in_the_layout_a_reshape_needs():
+    x = RNG.standard_normal((2, 3, 4)).astype(np.float32)
+    g = Graph()
+    xv = g.add_input("x", TensorType("float32", x.shape))
+    y = g.create_node("np.exp", [xv]).output
+    z = g.create_node("np.transpose", [y], attrs={"axes": (0, 2, 1)}).output
+    w = g.create_node("np.reshape", [z], attrs={"shape": (2, 12)}).output
+    sq = g.create_node("np.square", [w]).output
+    g.set_outputs([sq, y])
+    exe, plan = _run(g, [x])
+    assert len(plan.kernels) == 2  # exp (stored transposed) and square: no copy for the reshape
+    got_sq, got_y = exe(x)
+    np.testing.assert_allclose(got_sq, np.square(np.exp(x).transpose(0, 2, 1).reshape(2, 12)), rtol=1e-6)
+    np.testing.assert_allclose(got_y, np.exp(x), rtol=1e-6)

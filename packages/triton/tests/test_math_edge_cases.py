@@ -6,14 +6,61 @@ import numpy as np
 import pytest
 from numtrace_ir.graph import Graph
 from numtrace_ir.types import TensorType
-
 from numtrace_triton import Backend
 
-SPECIAL = [0.0, -0.0, 1e-30, -1e-30, 1e-8, -1e-8, 1e-3, -0.5, 0.5, 1.0, -1.0, 2.0, 10.0, -10.0, 20.0, -20.0,
-           88.0, -88.0, 100.0, 700.0, -700.0, 1e30, -1e30, np.inf, -np.inf, np.nan]
-UNARY = ["np.tanh", "np.expm1", "np.log1p", "np.sinh", "np.cosh", "np.exp", "np.log", "np.sqrt", "np.cbrt",
-         "np.isnan", "np.isinf", "np.isfinite", "np.sign", "np.signbit", "np.rint", "np.trunc", "np.arcsinh",
-         "np.arctanh", "np.log10", "np.reciprocal"]
+SPECIAL = [
+    0.0,
+    -0.0,
+    1e-30,
+    -1e-30,
+    1e-8,
+    -1e-8,
+    1e-3,
+    -0.5,
+    0.5,
+    1.0,
+    -1.0,
+    2.0,
+    10.0,
+    -10.0,
+    20.0,
+    -20.0,
+    88.0,
+    -88.0,
+    100.0,
+    700.0,
+    -700.0,
+    1e30,
+    -1e30,
+    np.inf,
+    -np.inf,
+    np.nan,
+]
+UNARY = [
+    "np.tanh",
+    "np.expm1",
+    "np.log1p",
+    "np.sinh",
+    "np.cosh",
+    "np.exp",
+    "np.log",
+    "np.sqrt",
+    "np.cbrt",
+    "np.isnan",
+    "np.isinf",
+    "np.isfinite",
+    "np.sign",
+    "np.signbit",
+    "np.rint",
+    "np.trunc",
+    "np.arcsinh",
+    "np.arctanh",
+    "np.log10",
+    "np.reciprocal",
+    "np.arctan",
+    "np.arcsin",
+    "np.arccos",
+]
 TOL = {np.dtype(np.float32): 2e-6, np.dtype(np.float64): 1e-13}
 
 
@@ -50,6 +97,15 @@ def test_unary_special_values(op, dtype):
     with np.errstate(all="ignore"):
         expected = getattr(np, op[3:])(x)
     _check(_run_unary(op, x), expected, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_inverse_trigonometry_across_its_domain(dtype):
+    x = np.linspace(-1, 1, 401).astype(dtype)
+    for op in ("np.arcsin", "np.arccos", "np.arctan"):
+        _check(_run_unary(op, x), getattr(np, op[3:])(x), dtype)
+    wide = np.concatenate([np.geomspace(1e-6, 1e6, 101), -np.geomspace(1e-6, 1e6, 101)]).astype(dtype)
+    _check(_run_unary("np.arctan", wide), np.arctan(wide), dtype)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -100,8 +156,21 @@ def test_shifts_past_the_bit_width(op):
     np.testing.assert_array_equal(_run_binary(op, x, y), getattr(np, op[3:])(x, y))
 
 
-@pytest.mark.parametrize("op", ["np.maximum", "np.minimum", "np.fmax", "np.fmin", "np.logaddexp", "np.hypot",
-                                "np.copysign", "np.logaddexp2", "np.heaviside"])
+@pytest.mark.parametrize(
+    "op",
+    [
+        "np.maximum",
+        "np.minimum",
+        "np.fmax",
+        "np.fmin",
+        "np.logaddexp",
+        "np.hypot",
+        "np.copysign",
+        "np.logaddexp2",
+        "np.heaviside",
+        "np.arctan2",
+    ],
+)
 def test_binary_nan_and_inf_semantics(op):
     vals = np.array([-np.inf, -1.5, -0.0, 0.0, 2.0, np.inf, np.nan])
     a, b = np.meshgrid(vals, vals)

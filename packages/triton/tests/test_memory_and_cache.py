@@ -1,9 +1,8 @@
 """The device-memory interface (host allocator, selection, availability) and the kernel source cache."""
 
 import numpy as np
-import pytest
-
 import numtrace_triton
+import pytest
 from numtrace_triton import kernel_cache
 from numtrace_triton.device_memory import HostAllocator, interpreter_enabled, select_allocator
 from numtrace_triton.host_buffer import HostBuffer
@@ -52,8 +51,10 @@ def test_without_interpreter_and_without_cuda_libraries(monkeypatch):
 def test_kernel_cache_writes_each_source_once_and_reuses_it(tmp_path):
     kernel_cache.set_cache_dir(tmp_path)
     try:
-        source = ("import triton\nimport triton.language as tl\n\n@triton.jit\n"
-                  "def cached_k(p, BLOCK: tl.constexpr):\n    tl.store(p + tl.arange(0, BLOCK), 1.0)\n")
+        source = (
+            "import triton\nimport triton.language as tl\n\n@triton.jit\n"
+            "def cached_k(p, BLOCK: tl.constexpr):\n    tl.store(p + tl.arange(0, BLOCK), 1.0)\n"
+        )
         fn1, path1 = kernel_cache.load_kernel("cached_k", source)
         fn2, path2 = kernel_cache.load_kernel("cached_k", source)
         assert fn1 is fn2 and path1 == path2
@@ -77,3 +78,47 @@ def test_kernel_cache_rejects_bad_names_and_missing_kernels(tmp_path):
             kernel_cache.load_kernel("missing_k", "x = 1\n")
     finally:
         kernel_cache.set_cache_dir(None)
+
+
+class _FakeCudaArray:
+    """Looks like a CUDA array to the importer (no memory is ever touched here)."""
+
+    def __init__(self, shape, typestr="<f4", strides=None, ptr=0x7F0000000000):
+        self.__cuda_array_interface__ = {
+            "shape": shape,
+            "typestr": typestr,
+            "data": (ptr, False),
+            "strides": strides,
+            "version": 3,
+        }
+
+
+def test_device_arrays_are_imported_in_place_and_checked():
+    from numtrace_triton.device_arrays import CudaArray, export_array, import_array, is_device_array
+
+    arr = _FakeCudaArray((4, 5))
+    assert is_device_array(arr) and not is_device_array(np.zeros(3))
+    buf = import_array(arr, np.float32, (4, 5), "input 0")
+    assert buf.ptr == 0x7F0000000000 and buf.nbytes == 80 and buf.owner is arr
+    contiguous_strides = _FakeCudaArray((4, 5), strides=(20, 4))
+    assert import_array(contiguous_strides, np.float32, (4, 5), "input 0").nbytes == 80
+    with pytest.raises(TypeError, match=r"expected float32\[4, 6\]"):
+        import_array(arr, np.float32, (4, 6), "input 0")
+    with pytest.raises(ValueError, match="non-contiguous"):
+        import_array(_FakeCudaArray((4, 5), strides=(40, 8)), np.float32, (4, 5), "input 0")
+    out = export_array(buf, np.float32, (4, 5), like=arr)  # an unknown library: a plain CUDA array
+    assert isinstance(out, CudaArray)
+    assert out.__cuda_array_interface__["data"] == (buf.ptr, False)
+    assert out.__cuda_array_interface__["shape"] == (4, 5)
+
+
+def test_device_arrays_are_refused_under_the_interpreter():
+    from numtrace_ir.graph import Graph
+    from numtrace_ir.types import TensorType
+
+    g = Graph()
+    x = g.add_input("x", TensorType("float32", (4, 5)))
+    g.set_outputs([g.create_node("np.exp", [x]).output])
+    exe = numtrace_triton.Backend().compile(g, [TensorType("float32", (4, 5))])
+    with pytest.raises(TypeError, match="TRITON_INTERPRET"):
+        exe(_FakeCudaArray((4, 5)))

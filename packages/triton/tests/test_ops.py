@@ -15,7 +15,6 @@ from numtrace_ir.testing import (
     reference_outputs,
     type_of,
 )
-
 from numtrace_triton import Backend
 from numtrace_triton.coverage import PARTIAL, UNLOWERED, is_lowered, unlowered_reason
 
@@ -55,8 +54,9 @@ def _run(op, sample, inputs):
     """Compile and run; the two documented kinds of refusal are checked, then the case is skipped."""
     arrays = [v for v in inputs if isinstance(v, (np.ndarray, np.generic))]
     graph = _baked_graph(op, sample)
-    complex_case = any(_is_complex(v) for v in sample.inputs) or \
-        any(_is_complex(v) for v in reference_outputs(op, sample))
+    complex_case = any(_is_complex(v) for v in sample.inputs) or any(
+        _is_complex(v) for v in reference_outputs(op, sample)
+    )
     try:
         exe = BACKEND.compile(graph, [type_of(v) for v in arrays])
     except NotImplementedError as exc:
@@ -70,7 +70,9 @@ def _run(op, sample, inputs):
 
 def test_every_registry_op_is_lowered_or_listed_with_a_reason():
     neither = [op.name for op in registry.all_ops() if not is_lowered(op) and unlowered_reason(op) is None]
-    assert not neither, f"ops neither lowered by the Triton backend nor listed in coverage.UNLOWERED: {neither}"
+    assert not neither, (
+        f"ops neither lowered by the Triton backend nor listed in coverage.UNLOWERED: {neither}"
+    )
     assert all(reason.strip() for reason in UNLOWERED.values())
 
 
@@ -99,13 +101,16 @@ def test_unlowered_op_fails_at_compile_time_naming_the_op(op):
         BACKEND.compile(graph, [type_of(v) for v in sample.inputs if isinstance(v, (np.ndarray, np.generic))])
 
 
-ELEMENTWISE_WITH_SCALARS = [(op, s) for op, s in iter_cases([o for o in LOWERED if o.kind == "elementwise"])
-                            if any(not isinstance(v, np.ndarray) for v in s.inputs)
-                            and not any(_is_complex(v) for v in s.inputs)]
+ELEMENTWISE_WITH_SCALARS = [
+    (op, s)
+    for op, s in iter_cases([o for o in LOWERED if o.kind == "elementwise"])
+    if any(not isinstance(v, np.ndarray) for v in s.inputs) and not any(_is_complex(v) for v in s.inputs)
+]
 
 
-@pytest.mark.parametrize(("op", "sample"), ELEMENTWISE_WITH_SCALARS[::3],
-                         ids=lambda x: getattr(x, "name", None) or "")
+@pytest.mark.parametrize(
+    ("op", "sample"), ELEMENTWISE_WITH_SCALARS[::3], ids=lambda x: getattr(x, "name", None) or ""
+)
 def test_runtime_python_scalar_inputs(op, sample):
     """Python scalars passed at call time (graph inputs, not constants) follow NEP 50 like constants."""
     graph = build_graph(op, sample)

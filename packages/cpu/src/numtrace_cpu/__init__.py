@@ -4,6 +4,14 @@
 `compile_graph` does the same work without the cache. See docs/cpu.md.
 """
 
+import os
+
+# OpenMP threads that busy-wait between passes take the cores BLAS and the other passes need (on a
+# 2-core machine that costs 10x): unless the user chose otherwise, the team sleeps between passes.
+# libgomp reads this once, when the interpreter's extension loads it below.
+if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+
 from numtrace_cpu.backend import Backend, compile_graph
 from numtrace_cpu.executable import Executable
 from numtrace_cpu.kernels import ISA

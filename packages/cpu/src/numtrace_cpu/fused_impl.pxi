@@ -33,6 +33,7 @@ CPU_HAS_AVX2_FMA = bool(nt_cpu_has_avx2_fma())
 cdef extern from "nt_simd.h" nogil:
     int nt_cpu_has_avx2_fma()
     void* nt_alloc_large(size_t n)
+    void nt_prefetch(const char* p, Py_ssize_t nbytes, int for_write)
     float nt_expf(float x)
     float nt_tanhf(float x)
     float sqrtf(float x)
@@ -557,11 +558,20 @@ cdef inline bint _direct(const char* p, Py_ssize_t stride, Py_ssize_t itemsize) 
     """An operand block can be used in place: unit stride and naturally aligned."""
     return stride == itemsize and (<size_t>p) % itemsize == 0
 
-cdef void _block(const Ctx* cx, char** regs, char* scratch, char** ptrs, Py_ssize_t n) noexcept nogil:
+cdef void _block(const Ctx* cx, char** regs, char* scratch, char** ptrs, Py_ssize_t n,
+                 Py_ssize_t next_n) noexcept nogil:
     """Run the program over one block of n elements whose operands start at ptrs[k] (advancing by
-    the operand's innermost stride)."""
+    the operand's innermost stride); the next next_n elements of the same row are prefetched."""
     cdef int r, k, dt, last = cx.nd - 1
     cdef Py_ssize_t st, isz
+    if next_n > 0:
+        for r in range(cx.nregs):
+            kind = cx.reg_kind[r]
+            if kind == REG_INPUT or kind == REG_OUTPUT:
+                k = cx.reg_arg[r]
+                isz = ITEMSIZE[cx.reg_dt[r]]
+                if cx.strides[k * MAXD + last] == isz:
+                    nt_prefetch(ptrs[k] + n * isz, next_n * isz, kind == REG_OUTPUT)
     for r in range(cx.nregs):
         kind = cx.reg_kind[r]
         if kind == REG_INPUT or kind == REG_OUTPUT:
@@ -598,14 +608,15 @@ cdef void _elementwise_unit(const Ctx* cx, Py_ssize_t u, char* scratch) noexcept
     cdef char* ptrs[64]
     cdef char* regs[256]
     cdef int k, last = cx.nd - 1
-    cdef Py_ssize_t inner = cx.shape[last]
+    cdef Py_ssize_t inner = cx.shape[last], n
     cdef Py_ssize_t nblk = (inner + BLOCK - 1) // BLOCK
     cdef Py_ssize_t start = (u % nblk) * BLOCK
     for k in range(cx.nops):
         ptrs[k] = cx.data[k] + start * cx.strides[k * MAXD + last]
     _offsets(cx, u // nblk, 0, last, ptrs)
     _init_const_regs(cx, regs, scratch)
-    _block(cx, regs, scratch, ptrs, inner - start if inner - start < BLOCK else BLOCK)
+    n = inner - start if inner - start < BLOCK else BLOCK
+    _block(cx, regs, scratch, ptrs, n, min(BLOCK, inner - start - n))
 
 cdef void _init_const_regs(const Ctx* cx, char** regs, char* scratch) noexcept nogil:
     cdef int r
@@ -709,7 +720,7 @@ cdef void _reduction_row(const Ctx* cx, Py_ssize_t m, char* scratch) noexcept no
             for k in range(cx.nops):
                 ptrs[k] = base[k] + start * cx.strides[k * MAXD + last]
             _offsets(cx, o, cx.nkept, last, ptrs)
-            _block(cx, regs, scratch, ptrs, n)
+            _block(cx, regs, scratch, ptrs, n, min(BLOCK, inner - start - n))
             for j in range(cx.nred):
                 _fold(&cx.reds[j], &accs[j], regs[cx.reds[j].src], n)
             start += BLOCK
@@ -732,9 +743,10 @@ cdef void _fill_consts(const Ctx* cx, char* scratch, const double* fvals, const 
         _fill(scratch + r * cx.reg_elems * 8, one, ITEMSIZE[dt], cx.reg_elems)
 
 
-# Work (elements x instructions) below which a pass stays on the calling thread: starting an
-# OpenMP team costs a few microseconds.
-cdef Py_ssize_t PARALLEL_MIN_WORK = 1 << 17
+# Work (elements x instructions) below which a pass stays on the calling thread: waking a sleeping
+# OpenMP team (see OMP_WAIT_POLICY in numtrace_cpu/__init__.py) costs tens of microseconds on a
+# busy machine, about what a single thread needs for this much work.
+cdef Py_ssize_t PARALLEL_MIN_WORK = 1 << 20
 
 
 cdef class FusedKernel:

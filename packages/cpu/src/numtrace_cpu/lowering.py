@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 from numtrace_ir import registry
+from numtrace_ir.registry import Input, Inputs, UnknownOpError
 from numtrace_ir.types import ScalarType, TensorType
 
 from numtrace_cpu.kernels import DTYPES, OPS, REDUCTIONS, REG_KINDS, ROLES, FusedKernel
@@ -195,6 +196,22 @@ def _is_matmul(node) -> bool:
     return a.dtype == b.dtype == out.dtype and out.dtype.kind in "fc" and a.ndim >= 1 and b.ndim >= 1
 
 
+def _reference_call(op, attrs: dict):
+    """(fn, attrs) with ``fn(*inputs, **attrs)`` equal to ``op.reference(*inputs, **attrs)``. When the op
+    takes plain positional inputs, its implementation is called directly with the attrs normalized
+    once here: `OpDef.reference` re-normalizes on every call, which costs more than a view."""
+    params = op.schema
+    names = [p.name for p in params if isinstance(p, Input) and not p.optional]
+    if any(isinstance(p, Inputs) or (isinstance(p, Input) and p.optional) for p in params):
+        return op.reference, dict(attrs)
+    fixed = op.normalize_attrs(dict(attrs))
+    impl = op.impl
+
+    def call(*inputs, **kw):
+        return impl(**dict(zip(names, inputs)), **kw)
+    return call, fixed
+
+
 def _is_view(node) -> bool:
     return (node.op in _VIEW_OPS and len(node.outputs) == 1 and isinstance(node.outputs[0].type, TensorType)
             and node.outputs[0].type.is_concrete)
@@ -218,8 +235,11 @@ class _Group:
 
 def _group_nodes(nodes: list, position: dict) -> list:
     """The nodes as an ordered list of units: `_Group`s and single nodes. A group runs where its last
-    node was; moving it there is legal because nothing placed after it reads from it while open."""
-    producer: dict = {}         # value -> open-or-closed group computing it (elementwise values)
+    node was; moving it there is legal because nothing placed after it reads from it while open.
+    A node joins the open groups (same iteration shape, same reduced axes) that compute one of its
+    inputs or already read one of them, so e.g. the mean and the variance of one input share a pass."""
+    producer: dict = {}         # value -> group computing it (elementwise values)
+    reader: dict = {}           # value from outside a group -> the last group that read it
     reduced_by: dict = {}       # reduction output -> its group
     units: dict = {}            # id -> unit, in execution order (re-inserting moves to the end)
 
@@ -236,40 +256,46 @@ def _group_nodes(nodes: list, position: dict) -> list:
             continue
         plan = _elementwise_plan(node)
         red = _reduction_plan(node) if plan is None else None
-        if plan is not None or red is not None:
-            shape = node.outputs[0].type.shape if plan is not None else node.inputs[0].type.shape
-            axes = red[1] if red is not None else None
-            cands: list = []
+        if plan is None and red is None:
             for v in node.inputs:
                 g = producer.get(v)
-                if (g is not None and not g.closed and g.shape == shape and g not in cands
-                        and (g.reduce_axes is None or axes is None or g.reduce_axes == axes)):
-                    cands.append(g)
-                    axes = axes if g.reduce_axes is None else g.reduce_axes
-            for v in node.inputs:   # groups it reads but cannot join are now read from outside
-                g = producer.get(v)
-                if g is not None and g not in cands:
+                if g is not None:
                     g.closed = True
-            target = cands[0] if cands else _Group(shape)
-            for other in cands[1:]:
-                _merge(target, other, producer, reduced_by, units, position)
-            if red is not None:
-                if sum(n.op in _REDUCTIONS for n in target.nodes) >= MAX_REDUCTIONS:
-                    target.closed = True
-                    target = _Group(shape)
-                target.reduce_axes = axes
-                reduced_by[node.outputs[0]] = target
-            else:
-                target.values.add(node.outputs[0])
-                producer[node.outputs[0]] = target
-            target.nodes.append(node)
-            move_to_end(target)
+            move_to_end(node)
             continue
+        shape = node.outputs[0].type.shape if plan is not None else node.inputs[0].type.shape
+        axes = red[1] if red is not None else None
+        cands: list = []
         for v in node.inputs:
             g = producer.get(v)
-            if g is not None:
+            for c in (g, reader.get(v)):
+                if c is None:
+                    continue
+                if (id(c) in units and not c.closed and c.shape == shape and c not in cands
+                        and (c.reduce_axes is None or axes is None or c.reduce_axes == axes)):
+                    cands.append(c)
+                    axes = axes if c.reduce_axes is None else c.reduce_axes
+        for v in node.inputs:   # groups it reads but cannot join are now read from outside
+            g = producer.get(v)
+            if g is not None and g not in cands:
                 g.closed = True
-        move_to_end(node)
+        target = cands[0] if cands else _Group(shape)
+        for other in cands[1:]:
+            _merge(target, other, producer, reduced_by, units, position)
+        if red is not None:
+            if sum(n.op in _REDUCTIONS for n in target.nodes) >= MAX_REDUCTIONS:
+                target.closed = True
+                target = _Group(shape)
+            target.reduce_axes = axes
+            reduced_by[node.outputs[0]] = target
+        else:
+            target.values.add(node.outputs[0])
+            producer[node.outputs[0]] = target
+        for v in node.inputs:
+            if producer.get(v) is not target:
+                reader[v] = target
+        target.nodes.append(node)
+        move_to_end(target)
     return list(units.values())
 
 
@@ -520,6 +546,13 @@ def lower(graph) -> tuple[list[Step], dict, dict]:
                                     nodes=[u]))
         else:
             kind = ViewStep if _is_view(u) else FallbackStep
+            try:
+                op = registry.get(u.op)
+            except UnknownOpError:
+                where = f" (traced at {u.loc})" if u.loc else ""
+                raise NotImplementedError(f"cpu backend: node {u.op}{where} has no kernel and the registry "
+                                          f"has no reference for it") from None
+            fn, attrs = _reference_call(op, u.attrs)
             steps.append(kind(inputs=[index[v] for v in u.inputs], outputs=[index[v] for v in u.outputs],
-                              nodes=[u], fn=registry.get(u.op).reference, attrs=dict(u.attrs)))
+                              nodes=[u], fn=fn, attrs=attrs))
     return steps, index, consts

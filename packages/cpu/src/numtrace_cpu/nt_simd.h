@@ -36,16 +36,20 @@ static inline int nt_cpu_has_avx2_fma(void) {
 #endif
 }
 
-static inline float nt_bits_to_float(int32_t i) { union { int32_t i; float f; } u; u.i = i; return u.f; }
+static inline float nt_bits_to_float(uint32_t i) { union { uint32_t i; float f; } u; u.i = i; return u.f; }
+static inline uint32_t nt_float_to_bits(float f) { union { uint32_t i; float f; } u; u.f = f; return u.i; }
 
-/* exp for float32, about 1 ulp: Cody-Waite reduction x = k ln2 + r, a degree-6
- * polynomial for exp(r), and a two-factor 2^k scaling so that subnormal results
- * stay exact.  NaN propagates, overflow gives inf, deep underflow gives 0.  The selects are
- * plain ternaries: with -fno-trapping-math GCC turns them into vector blends. */
+/* exp for float32, about 1 ulp: Cody-Waite reduction x = k ln2 + r, a degree-6 polynomial for
+ * exp(r), and 2^k applied as two factors so that subnormal results stay exact.  The input is
+ * clamped to [-104, 89], just past where the result underflows to 0 or overflows to inf, so those
+ * come out of the arithmetic itself; a NaN passes the clamp and propagates.  k is read from the
+ * mantissa of the rounding constant (no float-to-int conversion), and the only selects are the
+ * clamp, which GCC turns into vector blends under -fno-trapping-math. */
 static inline float nt_expf(float x) {
-    const float hi = 88.7228393f, lo = -103.972084f;
-    float xc = x > hi ? hi : (x < lo ? lo : x);
-    float k = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;   /* round to nearest */
+    float xc = x > 89.0f ? 89.0f : (x < -104.0f ? -104.0f : x);
+    float kf = xc * 1.44269504088896341f + 12582912.0f;     /* 1.5 * 2^23: round to nearest */
+    float k = kf - 12582912.0f;
+    int32_t ki = (int32_t)(nt_float_to_bits(kf) - 0x4B400000u);
     float r = xc - k * 0.693359375f;
     r = r - k * -2.12194440e-4f;
     float p = 1.9875691500e-4f;
@@ -55,14 +59,8 @@ static inline float nt_expf(float x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     float y = p * r * r + r + 1.0f;
-    int32_t ki = (int32_t)k;
     int32_t k1 = ki >> 1;
-    float s1 = nt_bits_to_float((k1 + 127) << 23);
-    float s2 = nt_bits_to_float((ki - k1 + 127) << 23);
-    float res = y * s1 * s2;
-    res = x > hi ? INFINITY : res;
-    res = x < lo ? 0.0f : res;
-    return x != x ? x : res;
+    return y * nt_bits_to_float((uint32_t)(k1 + 127) << 23) * nt_bits_to_float((uint32_t)(ki - k1 + 127) << 23);
 }
 
 /* tanh for float32: an odd polynomial near zero (where 1 - 2/(e^2x + 1) would
@@ -80,6 +78,17 @@ static inline float nt_tanhf(float x) {
     float e = nt_expf(2.0f * ax);
     float big = copysignf(1.0f - 2.0f / (e + 1.0f), x);
     return ax < 0.625f ? small : big;
+}
+
+/* Ask for [p, p + nbytes) ahead of use.  The interpreter reads each operand in a separate
+ * instruction loop, so the hardware prefetcher sees one stream at a time; prefetching the next
+ * block of every operand keeps all of them in flight, as a hand-fused loop would. */
+static inline void nt_prefetch(const char *p, Py_ssize_t nbytes, int for_write) {
+    if (for_write) {
+        for (Py_ssize_t i = 0; i < nbytes; i += 64) __builtin_prefetch(p + i, 1, 3);
+    } else {
+        for (Py_ssize_t i = 0; i < nbytes; i += 64) __builtin_prefetch(p + i, 0, 3);
+    }
 }
 
 /* Block reductions.  Sums accumulate in double (more accurate than NumPy's

@@ -58,6 +58,9 @@ def _evaluate(node, ins: list, known: dict):
     op = registry.get(node.op)
     if op.nondeterministic or node.outputs[0].type.kind == "complex":
         return None
+    if node.op == "prim.Constant":
+        value = node.attrs["value"]
+        return value if isinstance(value, (bool, int, float)) else None
     if node.op in _SHAPE_READS:
         t = ins[0].type
         if not (isinstance(t, TensorType) and t.is_concrete):

@@ -30,11 +30,25 @@ def compile_for_gpu(kernels: Sequence[GeneratedKernel], arch: int = 90, timeout:
     specs = []
     for k in kernels:
         _, path = load_kernel(k.name, k.source) if k.path is None else (None, k.path)
-        specs.append({"name": k.name, "path": str(path), "signature": k.signature, "constexprs": k.constexprs,
-                      "num_warps": k.num_warps})
+        specs.append(
+            {
+                "name": k.name,
+                "path": str(path),
+                "signature": k.signature,
+                "constexprs": k.constexprs,
+                "num_warps": k.num_warps,
+            }
+        )
     env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
-    proc = subprocess.run([sys.executable, "-m", "numtrace_triton.aot", str(arch)], input=json.dumps(specs),
-                          capture_output=True, text=True, env=env, timeout=timeout, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "numtrace_triton.aot", str(arch)],
+        input=json.dumps(specs),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        check=False,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"AOT compile process failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -52,8 +66,11 @@ def _compile_one(spec: dict, arch: int) -> dict:
         fn = fn.fn  # the JITFunction it tunes
     src = triton.compiler.ASTSource(fn, signature=spec["signature"], constexprs=spec["constexprs"])
     try:
-        compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32),
-                                  options={"num_warps": spec["num_warps"], "enable_fp_fusion": True})
+        compiled = triton.compile(
+            src,
+            target=GPUTarget("cuda", arch, 32),
+            options={"num_warps": spec["num_warps"], "enable_fp_fusion": True},
+        )
     except Exception as exc:  # report every kernel's failure, not just the first
         return {"name": spec["name"], "ok": False, "error": f"{type(exc).__name__}: {exc}"[-3000:]}
     return {"name": spec["name"], "ok": True, "stages": list(compiled.asm.keys())}

@@ -38,13 +38,17 @@ class Backend:
 
             target = triton.runtime.driver.active.get_current_target()
         except Exception as exc:  # no driver, no GPU, broken CUDA install: all mean "not here"
-            return False, (f"Triton found no usable GPU ({type(exc).__name__}: {exc}); set TRITON_INTERPRET=1 "
-                           "to run the generated kernels on the CPU in Triton's interpreter")
+            return False, (
+                f"Triton found no usable GPU ({type(exc).__name__}: {exc}); set TRITON_INTERPRET=1 "
+                "to run the generated kernels on the CPU in Triton's interpreter"
+            )
         if getattr(target, "backend", None) != "cuda":
             return False, f"Triton's active target is {target}; numtrace-triton supports CUDA GPUs only"
         if available_allocator_name() is None:
-            return False, ("no CUDA memory library is installed: pip install 'numtrace-triton[cupy]' or "
-                           "'numtrace-triton[cuda-python]'")
+            return False, (
+                "no CUDA memory library is installed: pip install 'numtrace-triton[cupy]' or "
+                "'numtrace-triton[cuda-python]'"
+            )
         return True, ""
 
     def compile(self, graph, input_types: Sequence) -> TritonExecutable:

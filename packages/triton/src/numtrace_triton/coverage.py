@@ -7,29 +7,27 @@ from __future__ import annotations
 from .elementwise import LOWERINGS
 from .movement import SAME_VALUE, VIEW_RULES
 
-__all__ = ["CONTRACTIONS", "PARTIAL", "REDUCTIONS", "UNLOWERED", "UNLOWERED_KINDS", "VIEW_OPS", "is_lowered",
-           "unlowered_reason"]
+__all__ = [
+    "CONTRACTIONS",
+    "PARTIAL",
+    "REDUCTIONS",
+    "UNLOWERED",
+    "UNLOWERED_KINDS",
+    "VIEW_OPS",
+    "is_lowered",
+    "unlowered_reason",
+]
 
-_NO_LIBDEVICE = ("needs a polynomial approximation: Triton's interpreter has no libdevice, and the "
-                 "backend has no portable implementation yet")
 _COPIES = "copies or rearranges data (not a view); only view-producing movement ops are lowered"
 _GATHER = "reads data-dependent addresses (gather/scatter); not lowered"
 _RANDOM = "random draws: NumPy's generators cannot be reproduced inside GPU kernels; use the cpu backend"
 
 UNLOWERED: dict[str, str] = {
-    "np.arccos": _NO_LIBDEVICE,
-    "np.arcsin": _NO_LIBDEVICE,
-    "np.arctan": _NO_LIBDEVICE,
-    "np.arctan2": _NO_LIBDEVICE,
     "np.frexp": "needs exponent bit manipulation for every float format; not lowered",
     "np.spacing": "needs ulp bit manipulation for every float format; not lowered",
     "np.nextafter": "needs ulp bit manipulation for every float format; not lowered",
     "np.gcd": "needs a data-dependent loop (Euclid); not lowered",
     "np.lcm": "needs a data-dependent loop (Euclid); not lowered",
-    "np.argmax": "Triton's argmax skips NaN where NumPy returns the first NaN; not lowered",
-    "np.argmin": "Triton's argmin skips NaN where NumPy returns the first NaN; not lowered",
-    "np.cumsum": "scans are not lowered yet (no scan kernel kind)",
-    "np.cumprod": "scans are not lowered yet (no scan kernel kind)",
     "np.einsum": "general contractions are not mapped onto the batched matmul kernel",
     "np.tensordot": "general contractions are not mapped onto the batched matmul kernel",
     "np.inner": "general contractions are not mapped onto the batched matmul kernel",
@@ -44,7 +42,6 @@ UNLOWERED: dict[str, str] = {
     "np.take": _GATHER,
     "np.take_along_axis": _GATHER,
     "np.getitem_mask": "boolean-mask indexing has a data-dependent output shape",
-    "np.setitem": "in-place writes through an index are not lowered",
 }
 
 # Whole kinds the backend does not lower (ops of these kinds need no entry above).
@@ -54,19 +51,33 @@ UNLOWERED_KINDS: dict[str, str] = {"random": _RANDOM}
 PARTIAL: dict[str, str] = {
     "np.dot": "np.dot of arrays with more than 2 dims is not lowered",
     "np.getitem": "indexing with arrays (a gather) is not lowered",
+    "np.setitem": "writing through array indices (a scatter) is not lowered",
     "np.ravel": "copies data here (not a view)",  # order="F"
     "np.pad": "np.pad with per-axis constant values is not lowered",
 }
 
 # Reductions and what they become in a reduction kernel (mean, var, std are built from sums).
-REDUCTIONS = {"np.sum": "sum", "np.prod": "prod", "np.max": "max", "np.min": "min", "np.any": "any",
-              "np.all": "all", "np.mean": "mean", "np.var": "var", "np.std": "std"}
+REDUCTIONS = {
+    "np.sum": "sum",
+    "np.prod": "prod",
+    "np.max": "max",
+    "np.min": "min",
+    "np.any": "any",
+    "np.all": "all",
+    "np.argmax": "argmax",
+    "np.argmin": "argmin",
+    "np.cumsum": "cumsum",
+    "np.cumprod": "cumprod",
+    "np.mean": "mean",
+    "np.var": "var",
+    "np.std": "std",
+}
 CONTRACTIONS = frozenset({"np.matmul", "np.dot"})  # np.dot: up to 2-D operands
 # Ops evaluated at compile time: shape arithmetic, constants, and *_like/full creation.
 FOLDED_KINDS = frozenset({"prim", "scalar", "creation"})
 
 # Movement ops lowered as views of their input (or as the input itself), or as writes into slices.
-VIEW_OPS = frozenset(VIEW_RULES) | SAME_VALUE | {"np.concatenate", "np.stack", "np.pad"}
+VIEW_OPS = frozenset(VIEW_RULES) | SAME_VALUE | {"np.concatenate", "np.stack", "np.pad", "np.setitem"}
 
 
 def unlowered_reason(op) -> str | None:
@@ -79,7 +90,7 @@ def is_lowered(op) -> bool:
     if unlowered_reason(op) is not None:
         return False
     if op.kind == "elementwise":
-        base = op.name[:-len(".outer")] if op.name.endswith(".outer") else op.name
+        base = op.name[: -len(".outer")] if op.name.endswith(".outer") else op.name
         return base in LOWERINGS or f"{base}#0" in LOWERINGS
     if op.kind == "reduction":
         return op.name in REDUCTIONS

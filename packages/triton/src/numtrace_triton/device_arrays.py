@@ -25,8 +25,13 @@ class CudaArray:
 
     @property
     def __cuda_array_interface__(self) -> dict:
-        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self._buf.ptr, False),
-                "strides": None, "version": 3}
+        return {
+            "shape": self.shape,
+            "typestr": self.dtype.str,
+            "data": (self._buf.ptr, False),
+            "strides": None,
+            "version": 3,
+        }
 
 
 def is_device_array(obj: object) -> bool:
@@ -47,14 +52,18 @@ def import_array(obj: object, dtype: np.dtype, shape: tuple[int, ...], what: str
         try:
             import cupy
         except ImportError:
-            raise TypeError(f"{what}: a DLPack CUDA array can only be used through CuPy "
-                            "(pip install 'numtrace-triton[cupy]'), or pass one with "
-                            "__cuda_array_interface__") from None
+            raise TypeError(
+                f"{what}: a DLPack CUDA array can only be used through CuPy "
+                "(pip install 'numtrace-triton[cupy]'), or pass one with "
+                "__cuda_array_interface__"
+            ) from None
         obj = cupy.from_dlpack(obj)
     cai = obj.__cuda_array_interface__
     got = np.dtype(cai["typestr"])
     if got != np.dtype(dtype) or tuple(cai["shape"]) != tuple(shape):
-        raise TypeError(f"{what}: device array is {got}{list(cai['shape'])}, expected {np.dtype(dtype)}{list(shape)}")
+        raise TypeError(
+            f"{what}: device array is {got}{list(cai['shape'])}, expected {np.dtype(dtype)}{list(shape)}"
+        )
     strides = cai.get("strides")
     if strides is not None:
         contiguous, step = True, got.itemsize
@@ -63,8 +72,10 @@ def import_array(obj: object, dtype: np.dtype, shape: tuple[int, ...], what: str
                 contiguous = False
             step *= n
         if not contiguous:
-            raise ValueError(f"{what}: non-contiguous device arrays are not supported; pass a C-contiguous "
-                             "one (e.g. cupy.ascontiguousarray)")
+            raise ValueError(
+                f"{what}: non-contiguous device arrays are not supported; pass a C-contiguous "
+                "one (e.g. cupy.ascontiguousarray)"
+            )
     return DeviceBuffer(int(cai["data"][0]), int(np.prod(shape, dtype=np.int64)) * got.itemsize, obj)
 
 
@@ -75,12 +86,15 @@ def export_array(buf: DeviceBuffer, dtype: np.dtype, shape: tuple[int, ...], lik
     try:
         if module == "cupy":
             import cupy
+
             return cupy.asarray(arr)
         if module == "torch":
             import torch
+
             return torch.as_tensor(arr, device="cuda")
         if module == "numba":
             from numba import cuda
+
             return cuda.as_cuda_array(arr)
     except ImportError:
         pass

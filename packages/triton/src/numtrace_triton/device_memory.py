@@ -87,7 +87,7 @@ class HostAllocator(DeviceAllocator):
     def empty(self, nbytes: int) -> DeviceBuffer:
         raw = np.empty(nbytes + _ALIGN, dtype=np.uint8)
         start = (-raw.ctypes.data) % _ALIGN
-        block = raw[start:start + nbytes]
+        block = raw[start : start + nbytes]
         return DeviceBuffer(block.ctypes.data, nbytes, block)
 
     def upload(self, array: np.ndarray) -> DeviceBuffer:
@@ -112,7 +112,7 @@ class HostAllocator(DeviceAllocator):
             raise TypeError("HostAllocator.host_view: the buffer was not made by a HostAllocator")
         dtype = np.dtype(dtype)
         count = int(np.prod(shape, dtype=np.int64))
-        return block[:count * dtype.itemsize].view(dtype).reshape(shape)
+        return block[: count * dtype.itemsize].view(dtype).reshape(shape)
 
 
 class CupyAllocator(DeviceAllocator):
@@ -230,7 +230,8 @@ def select_allocator() -> DeviceAllocator:
                 "numtrace-triton needs a CUDA memory library to run on a GPU, and none could be imported ("
                 + "; ".join(errors)
                 + "). Install one: pip install 'numtrace-triton[cupy]' or 'numtrace-triton[cuda-python]'; "
-                "or set TRITON_INTERPRET=1 to run kernels on the CPU in Triton's interpreter.")
+                "or set TRITON_INTERPRET=1 to run kernels on the CPU in Triton's interpreter."
+            )
     return _selected
 
 

@@ -12,14 +12,30 @@ __all__ = ["check_supported", "compute_float", "signature_type", "storage_dtype"
 
 _TL = {
     "b": "tl.int1",
-    "i1": "tl.int8", "i2": "tl.int16", "i4": "tl.int32", "i8": "tl.int64",
-    "u1": "tl.uint8", "u2": "tl.uint16", "u4": "tl.uint32", "u8": "tl.uint64",
-    "f2": "tl.float16", "f4": "tl.float32", "f8": "tl.float64",
+    "i1": "tl.int8",
+    "i2": "tl.int16",
+    "i4": "tl.int32",
+    "i8": "tl.int64",
+    "u1": "tl.uint8",
+    "u2": "tl.uint16",
+    "u4": "tl.uint32",
+    "u8": "tl.uint64",
+    "f2": "tl.float16",
+    "f4": "tl.float32",
+    "f8": "tl.float64",
 }
 _SIG = {
-    "i1": "i8", "i2": "i16", "i4": "i32", "i8": "i64",
-    "u1": "u8", "u2": "u16", "u4": "u32", "u8": "u64",
-    "f2": "fp16", "f4": "fp32", "f8": "fp64",
+    "i1": "i8",
+    "i2": "i16",
+    "i4": "i32",
+    "i8": "i64",
+    "u1": "u8",
+    "u2": "u16",
+    "u4": "u32",
+    "u8": "u64",
+    "f2": "fp16",
+    "f4": "fp32",
+    "f8": "fp64",
 }
 
 
@@ -32,8 +48,10 @@ def check_supported(dtype: np.dtype, what: str) -> np.dtype:
     """``dtype`` normalised, or ``NotImplementedError`` saying Triton has no such type."""
     dtype = np.dtype(dtype)
     if _key(dtype) not in _TL:
-        raise NotImplementedError(f"{what}: dtype {dtype} is not supported by the Triton backend "
-                                  "(Triton has no complex, string or object types)")
+        raise NotImplementedError(
+            f"{what}: dtype {dtype} is not supported by the Triton backend "
+            "(Triton has no complex, string or object types)"
+        )
     return dtype
 
 

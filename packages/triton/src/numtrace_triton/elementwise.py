@@ -36,6 +36,7 @@ def _register(*names: str) -> Callable[[Lowering], Lowering]:
         for name in names:
             LOWERINGS[name] = fn
         return fn
+
     return deco
 
 
@@ -58,11 +59,14 @@ def _named(w: SourceWriter, expr: str) -> str:
 
 # ----------------------------------------------------------------------------- arithmetic
 
+
 def _binary(symbol: str, bool_symbol: str | None = None) -> Lowering:
     """``a <symbol> b`` in the output dtype; on bools ``bool_symbol`` (NumPy's bool + is or, * is and)."""
+
     def lower(w, args, attrs, out):
         a, b = (_as(w, x, out) for x in args)
         return f"{a} {bool_symbol if out.kind == 'b' and bool_symbol else symbol} {b}"
+
     return lower
 
 
@@ -117,8 +121,11 @@ def _reciprocal(w, args, attrs, out):
         # NumPy's integer reciprocal truncates: 1 for 1, -1 for -1, 0 otherwise (and 0 for 0 here).
         x = w.let(x)
         one = w.const(1, out)
-        return _where(f"({x} == 1) | ({x} == -1)", x, w.const(0, out)) if out.kind == "i" else \
-            _where(f"{x} == 1", one, w.const(0, out))
+        return (
+            _where(f"({x} == 1) | ({x} == -1)", x, w.const(0, out))
+            if out.kind == "i"
+            else _where(f"{x} == 1", one, w.const(0, out))
+        )
     return f"{w.const(1, out)} / {x}"
 
 
@@ -139,6 +146,7 @@ def _nan_aware_extreme(pick: str, ignore_nan: bool) -> Lowering:
         if ignore_nan:  # fmax/fmin: a NaN loses unless both are NaN
             return _where(f"{a} != {a}", b, _where(f"{b} != {b}", a, f"tl.{pick}({a}, {b})"))
         return f"tl.{pick}({a}, {b}, propagate_nan=tl.PropagateNan.ALL)"
+
     return lower
 
 
@@ -179,7 +187,9 @@ def _float_divmod(w: SourceWriter, a: str, b: str, dtype: np.dtype) -> tuple[str
     mod = w.let(f"{a} % {b}")  # fmod: sign of the dividend
     div = w.let(f"({a} - {mod}) / {b}")
     fix = w.let(f"({mod} != 0) & (({b} < 0) != ({mod} < 0))")
-    mod = w.let(_where(fix, f"{mod} + {b}", _where(f"{mod} == 0", f"tl.where({b} < 0, -{zero}, {zero})", mod)))
+    mod = w.let(
+        _where(fix, f"{mod} + {b}", _where(f"{mod} == 0", f"tl.where({b} < 0, -{zero}, {zero})", mod))
+    )
     div = w.let(_where(fix, f"{div} - {one}", div))
     floordiv = w.let(f"tl.floor({div})")
     floordiv = w.let(_where(f"{div} - {floordiv} > {half}", f"{floordiv} + {one}", floordiv))
@@ -216,6 +226,7 @@ def _fmod(w, args, attrs, out):
 
 # ----------------------------------------------------------------------------- powers
 
+
 def _float_pow(w: SourceWriter, a: str, b: str, dtype: np.dtype) -> str:
     """``a ** b`` for floats via ``exp2(b * log2|a|)`` (computed in float64 for float32 accuracy)."""
     work = np.dtype(np.float64)
@@ -226,13 +237,17 @@ def _float_pow(w: SourceWriter, a: str, b: str, dtype: np.dtype) -> str:
     odd = w.let(f"{is_int} & (tl.floor({bw} / {two}) * {two} != {bw})")
     # A negative base needs an integer exponent (odd ones keep the sign), except -inf and -0.0 (C's pow).
     inf = w.const(math.inf, work)
-    neg_base = _where(is_int, _where(odd, f"-{mag}", mag),
-                      _where(f"({aw} == -{inf}) | ({aw} == {zero})", mag, w.const(math.nan, work)))
+    neg_base = _where(
+        is_int,
+        _where(odd, f"-{mag}", mag),
+        _where(f"({aw} == -{inf}) | ({aw} == {zero})", mag, w.const(math.nan, work)),
+    )
     negative = f"({aw} < {zero}) | (({aw} == {zero}) & ({one} / {aw} < {zero}))"  # -0.0 included
     res = _where(negative, neg_base, mag)
     # x**0 == 1 and 1**y == 1 even for NaN, and (-1)**(+-inf) == 1; exp2 would give NaN for these.
-    res = _where(f"({bw} == {zero}) | ({aw} == {one}) | ((tl.abs({aw}) == {one}) & (tl.abs({bw}) == {inf}))",
-                 one, res)
+    res = _where(
+        f"({bw} == {zero}) | ({aw} == {one}) | ((tl.abs({aw}) == {one}) & (tl.abs({bw}) == {inf}))", one, res
+    )
     return w.cast(w.let(res), work, dtype)
 
 
@@ -254,8 +269,9 @@ def _int_pow(w: SourceWriter, a: str, b: str, dtype: np.dtype) -> str:
     w.emit(f"    {exp} = {exp} >> {one}")
     if dtype.kind == "u":
         return result
-    negative = _where(f"{a} == {one}", one, _where(f"{a} == -{one}",
-                                                    _where(f"({b} & {one}) != 0", f"-{one}", one), zero))
+    negative = _where(
+        f"{a} == {one}", one, _where(f"{a} == -{one}", _where(f"({b} & {one}) != 0", f"-{one}", one), zero)
+    )
     return _where(f"{b} < {zero}", negative, result)
 
 
@@ -274,12 +290,15 @@ def _power(w, args, attrs, out):
 
 # ----------------------------------------------------------------------------- transcendental
 
+
 def _float_unary(body: Callable[[SourceWriter, str, np.dtype], str]) -> Lowering:
     """A float function: inputs converted to the compute float type, the result to ``out``."""
+
     def lower(w, args, attrs, out):
         work = compute_float(out)
         x = _named(w, _as(w, args[0], work))
         return w.cast(_named(w, body(w, x, work)), work, out)
+
     return lower
 
 
@@ -302,7 +321,7 @@ def _log1p(w: SourceWriter, x: str, dt: np.dtype) -> str:
     um1 = w.let(f"{u} - {w.const(1.0, dt)}")
     safe = w.let(_where(f"{um1} == 0", w.const(1.0, dt), um1))
     res = _where(f"{um1} == 0", x, f"tl.log({u}) * ({x} / {safe})")
-    return _where(f"{x} == float(\"inf\")", x, res)
+    return _where(f'{x} == float("inf")', x, res)
 
 
 def _tanh(w: SourceWriter, x: str, dt: np.dtype) -> str:
@@ -336,8 +355,11 @@ _FLOAT_UNARY: dict[str, Callable[[SourceWriter, str, np.dtype], str]] = {
     "np.log2": lambda w, x, dt: f"tl.log2({x})",
     "np.log10": lambda w, x, dt: f"tl.log({x}) * {w.const(1 / math.log(10), dt)}",
     "np.sqrt": lambda w, x, dt: f"tl.sqrt_rn({x})" if dt == np.float32 else f"tl.sqrt({x})",
-    "np.cbrt": lambda w, x, dt: _where(f"{x} < 0", f"-tl.exp2(tl.log2(-{x}) / {w.const(3.0, dt)})",
-                                       _where(f"{x} == 0", x, f"tl.exp2(tl.log2({x}) / {w.const(3.0, dt)})")),
+    "np.cbrt": lambda w, x, dt: _where(
+        f"{x} < 0",
+        f"-tl.exp2(tl.log2(-{x}) / {w.const(3.0, dt)})",
+        _where(f"{x} == 0", x, f"tl.exp2(tl.log2({x}) / {w.const(3.0, dt)})"),
+    ),
     "np.sin": lambda w, x, dt: f"tl.sin({x})",
     "np.cos": lambda w, x, dt: f"tl.cos({x})",
     "np.tan": lambda w, x, dt: f"tl.sin({x}) / tl.cos({x})",
@@ -347,10 +369,15 @@ _FLOAT_UNARY: dict[str, Callable[[SourceWriter, str, np.dtype], str]] = {
     "np.sinh": _sinh,
     "np.cosh": _cosh,
     "np.arcsinh": lambda w, x, dt: _arcsinh(w, x, dt),
-    "np.arccosh": lambda w, x, dt: f"tl.log({x} + tl.sqrt({x} - {w.const(1.0, dt)}) * tl.sqrt({x} + "
-                                   f"{w.const(1.0, dt)}))",
-    "np.arctanh": lambda w, x, dt: f"{w.const(0.5, dt)} * ("
-                                   + _log1p(w, x, dt) + " - " + _log1p(w, f"-{x}", dt) + ")",
+    "np.arctan": lambda w, x, dt: _atan(w, x, dt),
+    "np.arcsin": lambda w, x, dt: _asin(w, x, dt),
+    "np.arccos": lambda w, x, dt: _acos(w, x, dt),
+    "np.arccosh": lambda w, x, dt: (
+        f"tl.log({x} + tl.sqrt({x} - {w.const(1.0, dt)}) * tl.sqrt({x} + {w.const(1.0, dt)}))"
+    ),
+    "np.arctanh": lambda w, x, dt: (
+        f"{w.const(0.5, dt)} * (" + _log1p(w, x, dt) + " - " + _log1p(w, f"-{x}", dt) + ")"
+    ),
     "np.floor": lambda w, x, dt: f"tl.floor({x})",
     "np.ceil": lambda w, x, dt: f"tl.ceil({x})",
     "np.trunc": lambda w, x, dt: _where(f"{x} < 0", f"tl.ceil({x})", f"tl.floor({x})"),
@@ -374,6 +401,38 @@ def _arcsinh(w: SourceWriter, x: str, dt: np.dtype) -> str:
     return _where(f"{x} < 0", f"-{mag}", _where(f"{x} == 0", x, mag))
 
 
+def _atan(w: SourceWriter, x: str, dt: np.dtype) -> str:
+    """arctan by range reduction: |x| > 1 via pi/2 - atan(1/|x|), then t > tan(pi/12) via
+    pi/6 + atan((t*sqrt3 - 1) / (sqrt3 + t)); on |u| <= 0.268 the Taylor series converges fast
+    (8 terms reach float32 precision, 15 float64's)."""
+    x = _named(w, x)
+    one = w.const(1.0, dt)
+    a = w.let(f"tl.abs({x})")
+    inv = w.let(f"{a} > {one}")
+    t = w.let(_where(inv, f"{one} / {a}", a))
+    sqrt3 = w.const(math.sqrt(3.0), dt)
+    shifted = w.let(f"{t} > {w.const(2.0 - math.sqrt(3.0), dt)}")
+    u = w.let(_where(shifted, f"({t} * {sqrt3} - {one}) / ({sqrt3} + {t})", t))
+    z = w.let(f"{u} * {u}")
+    terms = 8 if dt == np.float32 else 15
+    poly = w.const((-1) ** (terms - 1) / (2 * terms - 1), dt)
+    for k in range(terms - 2, -1, -1):
+        poly = w.let(f"{poly} * {z} + {w.const((-1) ** k / (2 * k + 1), dt)}")
+    r = w.let(f"{u} * {poly} + tl.where({shifted}, {w.const(math.pi / 6, dt)}, {w.const(0.0, dt)})")
+    r = w.let(_where(inv, f"{w.const(math.pi / 2, dt)} - {r}", r))
+    return _where(f"{x} < 0", f"-{r}", _where(f"{x} == 0", x, r))
+
+
+def _asin(w: SourceWriter, x: str, dt: np.dtype) -> str:
+    one = w.const(1.0, dt)  # |x| == 1: x / 0 = +-inf, atan(+-inf) = +-pi/2; |x| > 1: sqrt(<0) = nan
+    return _atan(w, w.let(f"{x} / tl.sqrt(({one} - {x}) * ({one} + {x}))"), dt)
+
+
+def _acos(w: SourceWriter, x: str, dt: np.dtype) -> str:
+    one = w.const(1.0, dt)  # acos x = 2 atan(sqrt((1 - x) / (1 + x))): exact near 1, pi at -1
+    return f"{w.const(2.0, dt)} * {_named(w, _atan(w, w.let(f'tl.sqrt(({one} - {x}) / ({one} + {x}))'), dt))}"
+
+
 def _round_half_even(w: SourceWriter, x: str, dt: np.dtype) -> str:
     x = _named(w, x)
     half, two = w.const(0.5, dt), w.const(2.0, dt)
@@ -392,6 +451,7 @@ def _rounding(body: Callable[[SourceWriter, str, np.dtype], str]) -> Lowering:
 
     def lower(w, args, attrs, out):
         return _as(w, args[0], out) if out.kind != "f" else as_float(w, args, attrs, out)
+
     return lower
 
 
@@ -419,8 +479,28 @@ def _hypot(w, args, attrs, out):
     ratio = w.let(f"{lo} / {safe}")
     res = f"{hi} * tl.sqrt({w.const(1.0, work)} + {ratio} * {ratio})"
     inf = w.const(math.inf, work)
-    res = _where(f"({a} == {inf}) | ({b} == {inf})", inf,
-                 _where(f"({a} != {a}) | ({b} != {b})", w.const(math.nan, work), res))
+    res = _where(
+        f"({a} == {inf}) | ({b} == {inf})",
+        inf,
+        _where(f"({a} != {a}) | ({b} != {b})", w.const(math.nan, work), res),
+    )
+    return w.cast(w.let(res), work, out)
+
+
+@_register("np.arctan2")
+def _arctan2(w, args, attrs, out):
+    """C's atan2, special cases included: signed zeros pick the half-plane, inf/inf gives pi/4 multiples."""
+    work = compute_float(out)
+    y, x = (_named(w, _as(w, v, work)) for v in args)
+    zero, one, inf = w.const(0.0, work), w.const(1.0, work), w.const(math.inf, work)
+    ay, ax = w.let(f"tl.abs({y})"), w.let(f"tl.abs({x})")
+    base = w.let(_atan(w, w.let(f"{ay} / {ax}"), work))
+    base = w.let(_where(f"({ay} == {zero}) & ({ax} == {zero})", zero, base))
+    base = w.let(_where(f"({ay} == {inf}) & ({ax} == {inf})", w.const(math.pi / 4, work), base))
+    x_negative = f"({x} < {zero}) | (({x} == {zero}) & ({one} / {x} < {zero}))"
+    r = w.let(_where(x_negative, f"{w.const(math.pi, work)} - {base}", base))
+    y_negative = f"({y} < {zero}) | (({y} == {zero}) & ({one} / {y} < {zero}))"
+    res = _where(f"({x} != {x}) | ({y} != {y})", w.const(math.nan, work), _where(y_negative, f"-{r}", r))
     return w.cast(w.let(res), work, out)
 
 
@@ -438,7 +518,9 @@ def _logaddexp2(w, args, attrs, out):
     a, b = (_named(w, _as(w, x, work)) for x in args)
     m = w.let(f"tl.maximum({a}, {b})")
     tail = w.let(_log1p(w, f"tl.exp2(-tl.abs({a} - {b}))", work))
-    res = _where(f"{a} == {b}", f"{a} + {w.const(1.0, work)}", f"{m} + {tail} * {w.const(1 / math.log(2), work)}")
+    res = _where(
+        f"{a} == {b}", f"{a} + {w.const(1.0, work)}", f"{m} + {tail} * {w.const(1 / math.log(2), work)}"
+    )
     return w.cast(w.let(res), work, out)
 
 
@@ -451,6 +533,7 @@ def _heaviside(w, args, attrs, out):
 
 def _modf(part: int) -> Lowering:
     """``np.modf``: (fraction, integral part); the fraction of +-inf is +-0, NaN stays NaN."""
+
     def lower(w, args, attrs, out):
         work = compute_float(out)
         x = _named(w, _as(w, args[0], work))
@@ -458,9 +541,13 @@ def _modf(part: int) -> Lowering:
         if part == 1:
             return w.cast(whole, work, out)
         zero = w.const(0.0, work)
-        frac = _where(f"tl.abs({x}) == {w.const(math.inf, work)}", _where(f"{x} < 0", f"-{zero}", zero),
-                      f"{x} - {whole}")
+        frac = _where(
+            f"tl.abs({x}) == {w.const(math.inf, work)}",
+            _where(f"{x} < 0", f"-{zero}", zero),
+            f"{x} - {whole}",
+        )
         return w.cast(w.let(frac), work, out)
+
     return lower
 
 
@@ -475,7 +562,7 @@ def _round(w, args, attrs, out):
             return _as(w, args[0], out)
         # NumPy rounds integers to tens, hundreds, ... through float64, half to even.
         work = np.dtype(np.float64)
-        scale = w.const(10.0 ** -decimals, work)
+        scale = w.const(10.0**-decimals, work)
         r = w.let(_round_half_even(w, w.let(f"{_as(w, args[0], work)} / {scale}"), work))
         return w.cast(f"{r} * {scale}", work, out)
     work = compute_float(out)
@@ -503,10 +590,13 @@ def _nan_to_num(w, args, attrs, out):
 
 # ----------------------------------------------------------------------------- predicates & comparisons
 
+
 @_register("np.isnan")
 def _isnan(w, args, attrs, out):
     x, dt = args[0]
-    return f"{x} != {x}" if dt.kind == "f" else f"tl.zeros_like({x}) != 0" if dt.kind != "b" else f"{x} & ~{x}"
+    return (
+        f"{x} != {x}" if dt.kind == "f" else f"tl.zeros_like({x}) != 0" if dt.kind != "b" else f"{x} & ~{x}"
+    )
 
 
 @_register("np.isinf")
@@ -538,11 +628,18 @@ def _compare(symbol: str) -> Lowering:
         common = _common(args)
         a, b = (_as(w, x, common) for x in args)
         return f"{a} {symbol} {b}"
+
     return lower
 
 
-for _name, _sym in (("np.equal", "=="), ("np.not_equal", "!="), ("np.less", "<"), ("np.less_equal", "<="),
-                    ("np.greater", ">"), ("np.greater_equal", ">=")):
+for _name, _sym in (
+    ("np.equal", "=="),
+    ("np.not_equal", "!="),
+    ("np.less", "<"),
+    ("np.less_equal", "<="),
+    ("np.greater", ">"),
+    ("np.greater_equal", ">="),
+):
     _register(_name)(_compare(_sym))
 
 
@@ -550,6 +647,7 @@ def _logical(symbol: str) -> Lowering:
     def lower(w, args, attrs, out):
         a, b = (_as(w, x, np.dtype(bool)) for x in args)
         return f"{a} {symbol} {b}"
+
     return lower
 
 
@@ -584,6 +682,7 @@ def _shift(left: bool) -> Lowering:
             return _where(too_far, w.const(0, out), f"{a} << {b}")
         fill = _where(f"{a} < 0", w.const(-1, out), w.const(0, out)) if out.kind == "i" else w.const(0, out)
         return _where(too_far, fill, f"{a} >> {b}")
+
     return lower
 
 
@@ -592,6 +691,7 @@ _register("np.right_shift")(_shift(False))
 
 
 # ----------------------------------------------------------------------------- selection & conversion
+
 
 @_register("np.where")
 def _select(w, args, attrs, out):

@@ -39,13 +39,20 @@ class Tuning:
 
     @staticmethod
     def gpu() -> Tuning:
-        return Tuning(max_block=1024, max_persistent=8192, loop_block=2048, tile_elems=8192, mm_block=128,
-                      autotune=True)
+        return Tuning(
+            max_block=1024, max_persistent=8192, loop_block=2048, tile_elems=8192, mm_block=128, autotune=True
+        )
 
     @staticmethod
     def interpreter() -> Tuning:
-        return Tuning(max_block=1 << 16, max_persistent=1 << 14, loop_block=1 << 12, tile_elems=1 << 16,
-                      mm_block=128, autotune=False)
+        return Tuning(
+            max_block=1 << 16,
+            max_persistent=1 << 14,
+            loop_block=1 << 12,
+            tile_elems=1 << 16,
+            mm_block=128,
+            autotune=False,
+        )
 
 
 @dataclass
@@ -98,11 +105,11 @@ class BodyEmitter:
     def __init__(self, writer: SourceWriter, space: IndexSpace, params: dict[int, str]) -> None:
         self.w = writer
         self.space = space
-        self.params = params          # buffer id -> pointer parameter name
+        self.params = params  # buffer id -> pointer parameter name
         self.names: dict[int, tuple[str, str]] = {}  # value key -> (variable, level)
         self.dtypes: dict[int, np.dtype] = {}
         self.scalars: dict[View, str] = {}  # fully broadcast loads ...
-        self.prelude: list[str] = []         # ... emitted once at the top of the kernel
+        self.prelude: list[str] = []  # ... emitted once at the top of the kernel
         self.loaded: dict[tuple[View, str], str] = {}  # loads already in scope
 
     def operand(self, arg: Arg, level: str) -> tuple[str, np.dtype]:
@@ -123,8 +130,10 @@ class BodyEmitter:
             if name is None:
                 name = f"s{len(self.scalars)}"
                 self.scalars[view] = name
-                self.prelude.append(f"{name} = tl.load({ptr} + {view.offset} + tl.zeros([1], tl.int32))"
-                                    + (" != 0" if is_bool else ""))
+                self.prelude.append(
+                    f"{name} = tl.load({ptr} + {view.offset} + tl.zeros([1], tl.int32))"
+                    + (" != 0" if is_bool else "")
+                )
             return name
         cached = self.loaded.get((view, level))
         if cached is not None:
@@ -152,8 +161,11 @@ class BodyEmitter:
             expr = lower_elementwise(self.w, item.op, args, item.attrs, item.dtype)
         except NotImplementedError as exc:
             raise NotImplementedError(f"{item.label}: {exc}") from None
-        name = f"v{item.key}{suffix}"
-        self.w.emit(f"{name} = {expr}")
+        if expr.isidentifier():  # already a name (a temporary, or an operand the op leaves unchanged)
+            name = expr
+        else:
+            name = f"v{item.key}{suffix}"
+            self.w.emit(f"{name} = {expr}")
         self.bind(item.key, name, item.level, item.dtype)
         return name
 
@@ -175,25 +187,24 @@ class BodyEmitter:
         self.w.emit(f"tl.store({ptr} + {addr}, {value}" + (f", mask={mask})" if mask else ")"))
 
 
-def pointer_params(buffers: list[tuple[int, np.dtype]]) -> tuple[dict[int, str], dict[str, str]]:
-    """Parameter names ``p0, p1, ...`` for the distinct buffers, and their signature types."""
-    params: dict[int, str] = {}
-    signature: dict[str, str] = {}
-    for buf, dtype in buffers:
-        if buf not in params:
-            params[buf] = f"p{len(params)}"
-            signature[params[buf]] = signature_type(dtype)
-    return params, signature
+@dataclass(frozen=True)
+class Pointers:
+    """A kernel's pointer parameters ``p0, p1, ...``: one per distinct buffer, in first-use order."""
 
+    params: dict[int, str]  # buffer id -> parameter name
+    buffers: list[tuple[int, np.dtype]]  # (buffer id, storage dtype)
+    signature: dict[str, str]  # parameter name -> triton.compile pointer type
 
-def collect_buffers(views: list[View]) -> list[tuple[int, np.dtype]]:
-    """Distinct buffers in first-use order, each with the storage dtype it is accessed as."""
-    seen: dict[int, np.dtype] = {}
-    for v in views:
-        dtype = storage_dtype(v.dtype)
-        if seen.setdefault(v.buffer, dtype) != dtype:
-            raise AssertionError(f"buffer {v.buffer} accessed as both {seen[v.buffer]} and {dtype}")
-    return list(seen.items())
+    @classmethod
+    def of(cls, views: list[View]) -> Pointers:
+        seen: dict[int, np.dtype] = {}
+        for v in views:
+            dtype = storage_dtype(v.dtype)
+            if seen.setdefault(v.buffer, dtype) != dtype:
+                raise AssertionError(f"buffer {v.buffer} accessed as both {seen[v.buffer]} and {dtype}")
+        params = {buf: f"p{i}" for i, buf in enumerate(seen)}
+        signature = {params[buf]: signature_type(dtype) for buf, dtype in seen.items()}
+        return cls(params, list(seen.items()), signature)
 
 
 def item_views(items: list, stores: list[Store]) -> list[View]:
@@ -209,14 +220,57 @@ def item_views(items: list, stores: list[Store]) -> list[View]:
 HEADER = "import triton\nimport triton.language as tl\n"
 
 
-def module_source(name: str, params_doc: list[str], signature_line: str, body: list[str],
-                  decorators: list[str], helpers: str = "") -> str:
-    """A complete kernel module: imports, optional helpers, decorators, the kernel."""
-    doc = "".join(f"    # {line}\n" for line in params_doc)
-    return (f'"""numtrace generated kernel {name}."""\n{HEADER}\n{helpers}\n'
-            + "".join(f"{d}\n" for d in decorators)
-            + f"@triton.jit\ndef {name}({signature_line}):\n{doc}"
-            + "\n".join(body) + "\n")
+def assemble(
+    name: str,
+    ptrs: Pointers,
+    describe: Callable[[int], str],
+    summary: str,
+    lines: list[str],
+    *,
+    constexprs: dict[str, int],
+    grid: tuple[int, ...],
+    num_warps: int,
+    autotune: list[tuple[dict[str, int], int, int]] | None = None,
+    grid_fn: Callable[[dict], tuple[int, ...]] | None = None,
+    helpers: str = "",
+) -> GeneratedKernel:
+    """The kernel module (imports, helpers, decorators, kernel) and its launch record.
+
+    The kernel's comment header lists each pointer (``describe(buffer)``) and then ``summary``.
+
+    ``autotune`` lists ``(config, num_warps, num_stages)`` for ``triton.autotune``; the keys of the
+    configs are then chosen at launch and ``grid_fn`` gives the grid from the chosen config.
+    """
+    decorators = []
+    tuned: tuple[str, ...] = ()
+    if autotune:
+        configs = ", ".join(
+            f"triton.Config({cfg!r}, num_warps={nw}, num_stages={ns})" for cfg, nw, ns in autotune
+        )
+        decorators.append(f"@triton.autotune(configs=[{configs}], key=[])")
+        tuned = tuple(autotune[0][0])
+    signature_line = ", ".join([*ptrs.params.values(), *(f"{c}: tl.constexpr" for c in constexprs)])
+    docs = [f"{p}: {describe(b)}" for b, p in ptrs.params.items()] + [summary]
+    doc = "".join(f"    # {line}\n" for line in docs)
+    source = (
+        f'"""numtrace generated kernel {name}."""\n{HEADER}\n{helpers}\n'
+        + "".join(f"{d}\n" for d in decorators)
+        + f"@triton.jit\ndef {name}({signature_line}):\n{doc}"
+        + "\n".join(lines)
+        + "\n"
+    )
+    return GeneratedKernel(
+        name=name,
+        source=source,
+        buffers=[b for b, _ in ptrs.buffers],
+        buffer_dtypes=[d for _, d in ptrs.buffers],
+        grid=grid,
+        constexprs=dict(constexprs),
+        num_warps=num_warps,
+        signature={**ptrs.signature, **{c: "constexpr" for c in constexprs}},
+        tuned=tuned,
+        grid_fn=grid_fn,
+    )
 
 
 def needs_int64(views: list[View], *extents: int) -> bool:

@@ -19,13 +19,12 @@ from .emit_body import (
     BodyEmitter,
     GeneratedKernel,
     IndexSpace,
+    Pointers,
     Tuning,
-    collect_buffers,
+    assemble,
     item_views,
-    module_source,
     needs_int64,
     next_pow2,
-    pointer_params,
 )
 from .emit_pointwise import with_offset
 from .kernel_plan import MatmulKernel, View
@@ -34,8 +33,15 @@ from .source_writer import SourceWriter, flat_address
 __all__ = ["emit_matmul"]
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) candidates for triton.autotune on a GPU.
-_GPU_CONFIGS = ((128, 128, 32, 8, 3), (128, 64, 32, 4, 4), (64, 128, 32, 4, 4), (64, 64, 32, 4, 4),
-                (32, 64, 32, 4, 4), (16, 64, 64, 4, 3), (16, 32, 64, 4, 3))
+_GPU_CONFIGS = (
+    (128, 128, 32, 8, 3),
+    (128, 64, 32, 4, 4),
+    (64, 128, 32, 4, 4),
+    (64, 64, 32, 4, 4),
+    (32, 64, 32, 4, 4),
+    (16, 64, 64, 4, 3),
+    (16, 32, 64, 4, 3),
+)
 
 
 class _TileSpace(IndexSpace):
@@ -62,19 +68,19 @@ def _bool_load(expr: str, dtype: np.dtype) -> str:
     return f"({expr} != 0)" if np.dtype(dtype).kind == "b" else expr
 
 
-def emit_matmul(kernel: MatmulKernel, name: str, tuning: Tuning,
-                describe: Callable[[int], str]) -> GeneratedKernel:
+def emit_matmul(
+    kernel: MatmulKernel, name: str, tuning: Tuning, describe: Callable[[int], str]
+) -> GeneratedKernel:
     out = np.dtype(kernel.dtype)
     # Booleans: NumPy's matmul is an OR of ANDs, i.e. a nonzero count of (a & b).
     work = np.dtype(np.int32) if out.kind == "b" else out
     nb = len(kernel.batch)
     batch = int(np.prod(kernel.batch, dtype=np.int64))
     views = [kernel.a, kernel.b] + item_views(kernel.body, kernel.stores)
-    buffers = collect_buffers(views)
-    params, signature = pointer_params(buffers)
+    ptrs = Pointers.of(views)
     w = SourceWriter()
-    body = BodyEmitter(w, _TileSpace(nb), params)
-    pa, pb = params[kernel.a.buffer], params[kernel.b.buffer]
+    body = BodyEmitter(w, _TileSpace(nb), ptrs.params)
+    pa, pb = ptrs.params[kernel.a.buffer], ptrs.params[kernel.b.buffer]
     acc_dtype = work if work.kind != "f" or work.itemsize == 8 else np.dtype(np.float32)
     w.emit(f"acc = tl.zeros([BLOCK_M, BLOCK_N], {tl_type(acc_dtype)})")
     w.emit(f"for k0 in range(0, {kernel.k}, BLOCK_K):")
@@ -115,31 +121,29 @@ def emit_matmul(kernel: MatmulKernel, name: str, tuning: Tuning,
         f"    mask = (rm[:, None] < {kernel.m}) & (rn[None, :] < {kernel.n})",
     ]
     lines += [f"    {s}" for s in body.prelude] + w.lines
-    docs = [f"{p}: {describe(b)}" for b, p in params.items()]
-    docs.append(f"batch {kernel.batch}: [{kernel.m}, {kernel.k}] @ [{kernel.k}, {kernel.n}] -> {out}")
+    summary = f"batch {kernel.batch}: [{kernel.m}, {kernel.k}] @ [{kernel.k}, {kernel.n}] -> {out}"
     block_m = min(max(16, next_pow2(kernel.m)), tuning.mm_block)
     block_n = min(max(16, next_pow2(kernel.n)), tuning.mm_block)
     block_k = min(max(16, next_pow2(kernel.k)), 32 if tuning.autotune else tuning.mm_block)
-    decorators = []
-    tuned: tuple[str, ...] = ()
+    autotune = None
     if tuning.autotune:
         configs = [c for c in _GPU_CONFIGS if c[0] <= max(16, next_pow2(kernel.m)) * 2] or [_GPU_CONFIGS[-1]]
         block_m, block_n, block_k = configs[0][:3]
-        decorators.append("@triton.autotune(configs=[" + ", ".join(
-            f"triton.Config({{'BLOCK_M': {m}, 'BLOCK_N': {n}, 'BLOCK_K': {k}}}, num_warps={nw}, "
-            f"num_stages={ns})" for m, n, k, nw, ns in configs) + "], key=[])")
-        tuned = ("BLOCK_M", "BLOCK_N", "BLOCK_K")
-    source = module_source(
-        name, docs, ", ".join(params.values()) + ", BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, "
-        "BLOCK_K: tl.constexpr", lines, decorators)
-    signature.update(BLOCK_M="constexpr", BLOCK_N="constexpr", BLOCK_K="constexpr")
+        autotune = [({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k}, nw, ns) for m, n, k, nw, ns in configs]
     m, n = kernel.m, kernel.n
 
     def grid_fn(meta: dict) -> tuple[int, ...]:
         return (batch * -(-m // meta["BLOCK_M"]) * -(-n // meta["BLOCK_N"]),)
 
-    return GeneratedKernel(
-        name=name, source=source, buffers=[b for b, _ in buffers], buffer_dtypes=[d for _, d in buffers],
-        grid=grid_fn({"BLOCK_M": block_m, "BLOCK_N": block_n}),
+    return assemble(
+        name,
+        ptrs,
+        describe,
+        summary,
+        lines,
         constexprs={"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k},
-        num_warps=4, signature=signature, tuned=tuned, grid_fn=grid_fn)
+        grid=grid_fn({"BLOCK_M": block_m, "BLOCK_N": block_n}),
+        num_warps=4,
+        autotune=autotune,
+        grid_fn=grid_fn,
+    )

@@ -8,13 +8,12 @@ from .emit_body import (
     BodyEmitter,
     GeneratedKernel,
     IndexSpace,
+    Pointers,
     Tuning,
-    collect_buffers,
+    assemble,
     item_views,
-    module_source,
     needs_int64,
     next_pow2,
-    pointer_params,
 )
 from .kernel_plan import PointwiseKernel, View
 from .source_writer import SourceWriter, flat_address
@@ -45,16 +44,16 @@ def with_offset(offset: int, expr: str) -> str:
     return str(offset) if expr == "0" else f"{offset} + {expr}"
 
 
-def emit_pointwise(kernel: PointwiseKernel, name: str, tuning: Tuning,
-                   describe: Callable[[int], str]) -> GeneratedKernel:
+def emit_pointwise(
+    kernel: PointwiseKernel, name: str, tuning: Tuning, describe: Callable[[int], str]
+) -> GeneratedKernel:
     numel = kernel.numel
     block = min(next_pow2(numel), tuning.max_block)
     masked = numel % block != 0
     views = item_views(kernel.body, kernel.stores)
-    buffers = collect_buffers(views)
-    params, signature = pointer_params(buffers)
+    ptrs = Pointers.of(views)
     w = SourceWriter()
-    body = BodyEmitter(w, _FlatSpace(masked), params)
+    body = BodyEmitter(w, _FlatSpace(masked), ptrs.params)
     for item in kernel.body:
         body.op(item)
     for store in kernel.stores:
@@ -65,10 +64,13 @@ def emit_pointwise(kernel: PointwiseKernel, name: str, tuning: Tuning,
     if masked:
         lines.append(f"    mask = offs < {numel}")
     lines += w.lines
-    docs = [f"{p}: {describe(b)}" for b, p in params.items()] + [f"{numel} elements"]
-    source = module_source(name, docs, ", ".join(params.values()) + ", BLOCK: tl.constexpr", lines, [])
-    signature["BLOCK"] = "constexpr"
-    return GeneratedKernel(
-        name=name, source=source, buffers=[b for b, _ in buffers], buffer_dtypes=[d for _, d in buffers],
-        grid=(-(-numel // block),), constexprs={"BLOCK": block}, num_warps=4 if block <= 1024 else 8,
-        signature=signature)
+    return assemble(
+        name,
+        ptrs,
+        describe,
+        f"{numel} elements",
+        lines,
+        constexprs={"BLOCK": block},
+        grid=(-(-numel // block),),
+        num_warps=4 if block <= 1024 else 8,
+    )

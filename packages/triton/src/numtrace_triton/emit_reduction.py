@@ -21,13 +21,12 @@ from .emit_body import (
     BodyEmitter,
     GeneratedKernel,
     IndexSpace,
+    Pointers,
     Tuning,
-    collect_buffers,
+    assemble,
     item_views,
-    module_source,
     needs_int64,
     next_pow2,
-    pointer_params,
 )
 from .emit_pointwise import tile_address, with_offset
 from .kernel_plan import Const, Load, Op, Reduce, ReductionKernel, Ref, View
@@ -65,9 +64,9 @@ class _RowSpace(IndexSpace):
 
 def _identity(op: str, dtype: np.dtype) -> bool | int | float:
     """The value masked-off lanes take so that they cannot change the result."""
-    if op in ("sum", "any"):
+    if op in ("sum", "any", "cumsum"):
         return 0
-    if op in ("prod", "all"):
+    if op in ("prod", "all", "cumprod"):
         return 1
     if dtype.kind == "f":
         return -np.inf if op in ("max", "argmax") else np.inf
@@ -80,6 +79,8 @@ def _identity(op: str, dtype: np.dtype) -> bool | int | float:
 def _acc_dtype(item: Reduce, arg_dtype: np.dtype) -> np.dtype:
     if item.op in ("any", "all"):
         return np.dtype(bool)
+    if item.op in ("argmax", "argmin") and arg_dtype.kind == "b":
+        return np.dtype(np.int8)  # compared as 0/1
     if item.op in ("max", "min", "argmax", "argmin"):
         return arg_dtype
     return np.dtype(np.float32) if item.dtype.kind == "f" and item.dtype.itemsize < 4 else item.dtype
@@ -115,8 +116,11 @@ class _ReductionWriter:
             fn = "max" if item.op == "any" else "min"
             return f"tl.{fn}({tile}.to(tl.int8), axis=1) != 0"
         if item.op in ("max", "min"):
-            best = f"tl.{item.op}({tile}.to(tl.int8), axis=1) != 0" if acc.kind == "b" else \
-                f"tl.{item.op}({tile}, axis=1)"
+            best = (
+                f"tl.{item.op}({tile}.to(tl.int8), axis=1) != 0"
+                if acc.kind == "b"
+                else f"tl.{item.op}({tile}, axis=1)"
+            )
             if acc.kind != "f":
                 return best
             # Triton's max/min skip NaN; NumPy's propagate it.
@@ -146,22 +150,79 @@ class _ReductionWriter:
         self.w.emit(f"{name} = {SourceWriter.cast(expr, acc, item.dtype)}")
         self.body.bind(item.key, name, "row", item.dtype)
 
-    def _check_op(self, item: Reduce) -> None:
-        if item.op in ("argmax", "argmin"):
-            raise NotImplementedError(f"{item.label}: {item.op} is not lowered by the Triton backend "
-                                      "(Triton's argmax ignores NaN where NumPy returns the first NaN)")
+    # -- cumsum / cumprod: full-level values, with a per-row carry between chunks when looping ----
+    def _scan(self, item: Reduce, suffix: str | None) -> None:
+        """Emit scan ``item``; ``suffix`` names the pass of a looped kernel (None: persistent)."""
+        x, x_dtype = self.body.operand(item.arg, "full")
+        acc = _acc_dtype(item, x_dtype)
+        xm = self._masked(item, x, acc, x_dtype)
+        expr = f"tl.{item.op}({xm}, axis=1)"
+        name = f"v{item.key}{suffix or ''}"
+        if suffix is not None:
+            carry = f"carry{item.key}{suffix}"
+            sign, total = (
+                ("+", f"tl.sum({xm}, axis=1)")
+                if item.op == "cumsum"
+                else ("*", f"tl.reduce({xm}, 1, _multiply)")
+            )
+            self.w.emit(f"{name} = {SourceWriter.cast(f'{expr} {sign} {carry}[:, None]', acc, item.dtype)}")
+            self.w.emit(f"{carry} = {carry} {sign} {total}")
+        else:
+            self.w.emit(f"{name} = {SourceWriter.cast(expr, acc, item.dtype)}")
+        self.body.bind(item.key, name, "full", item.dtype)
+
+    # -- argmax / argmin: per-lane best value and its index, then the first best lane ---------------
+    _NO_INDEX = 2**31 - 1  # an index no element has (reduced extents stay below int32)
+
+    def _arg_init(self, item: Reduce, acc: np.dtype) -> None:
+        self.w.emit(
+            f"acc{item.key} = tl.full([BLOCK_M, BLOCK_R], {literal(_identity(item.op, acc), acc)}, "
+            f"{tl_type(acc)})"
+        )
+        self.w.emit(f"idx{item.key} = tl.full([BLOCK_M, BLOCK_R], {self._NO_INDEX}, tl.int32)")
+
+    def _arg_combine(self, item: Reduce, x: str, acc: np.dtype) -> None:
+        """Lanes see increasing indices, so a strict comparison keeps the first best; the first NaN wins."""
+        a, i = f"acc{item.key}", f"idx{item.key}"
+        better = f"({x} > {a})" if item.op == "argmax" else f"({x} < {a})"
+        if acc.kind == "f":
+            better = f"{better} | (({x} != {x}) & ({a} == {a}))"
+        take = self.w.let(f"({better} | ({i} == {self._NO_INDEX})) & mask")
+        self.w.emit(f"{a} = tl.where({take}, {x}, {a})")
+        self.w.emit(f"{i} = tl.where({take}, tl.broadcast_to(r[None, :], [BLOCK_M, BLOCK_R]), {i})")
+
+    def _arg_final(self, item: Reduce, acc: np.dtype) -> str:
+        a, i, none = f"acc{item.key}", f"idx{item.key}", self._NO_INDEX
+        best = self.w.let(f"tl.{item.op[3:]}({a}, axis=1)")
+        first = self.w.let(
+            f"tl.min(tl.where(({a} == {best}[:, None]) & ({i} != {none}), {i}, {none}), axis=1)"
+        )
+        if acc.kind == "f":  # NumPy: the first NaN, if any
+            nan_at = f"tl.min(tl.where({a} != {a}, {i}, {none}), axis=1)"
+            first = self.w.let(f"tl.where({nan_at} != {none}, {nan_at}, {first})")
+        return first
+
+    def _bind_arg(self, item: Reduce, acc: np.dtype) -> None:
+        self._bind_reduce(item, self._arg_final(item, acc), np.dtype(np.int32))
 
     # -- structure ------------------------------------------------------------------------------
     def emit_persistent(self) -> None:
         self.w.emit("r = tl.arange(0, BLOCK_R)")
-        self.w.emit("mask = row_mask[:, None] & (r < %d)[None, :]" % self.red)
+        self.w.emit(f"mask = row_mask[:, None] & (r < {self.red})[None, :]")
         for item in self.kernel.body:
             if isinstance(item, Op):
                 self.body.op(item)
                 continue
-            self._check_op(item)
+            if item.level == "full":
+                self._scan(item, None)
+                continue
             x, x_dtype = self.body.operand(item.arg, "full")
             acc = _acc_dtype(item, x_dtype)
+            if item.op in ("argmax", "argmin"):
+                self._arg_init(item, acc)
+                self._arg_combine(item, self._masked(item, x, acc, x_dtype), acc)
+                self._bind_arg(item, acc)
+                continue
             self._bind_reduce(item, self._final(item, self._masked(item, x, acc, x_dtype), acc), acc)
         for store in self.kernel.stores:
             self.body.store(store)
@@ -172,28 +233,33 @@ class _ReductionWriter:
         for item in self.kernel.body:
             args = item.args if isinstance(item, Op) else [item.arg]
             deps = max((ready[a.key] for a in args if isinstance(a, Ref)), default=0)
-            ready[item.key] = deps + 1 if isinstance(item, Reduce) else deps
+            ready[item.key] = deps + 1 if isinstance(item, Reduce) and item.level == "row" else deps
         return ready
 
-    def _needed(self, roots: list[int]) -> list[Op]:
-        """The full-level ops (in program order) that the values ``roots`` depend on, roots included."""
+    def _needed(self, roots: list[int]) -> list[Op | Reduce]:
+        """The full-level ops and scans (in program order) that ``roots`` depend on, roots included."""
         need: set[int] = set()
         stack = list(roots)
         while stack:
             key = stack.pop()
             item = self.items[key]
-            if key in need or item.level != "full" or not isinstance(item, Op):
+            if key in need or item.level != "full":
                 continue
             need.add(key)
-            stack.extend(a.key for a in item.args if isinstance(a, Ref))
+            stack.extend(
+                a.key for a in (item.args if isinstance(item, Op) else [item.arg]) if isinstance(a, Ref)
+            )
         return [item for item in self.kernel.body if item.key in need]
 
     def emit_looped(self) -> None:
         ready = self._ready()
-        reduces = [i for i in self.kernel.body if isinstance(i, Reduce)]
+        reduces = [i for i in self.kernel.body if isinstance(i, Reduce) and i.level == "row"]
         full_stores = [s for s in self.kernel.stores if s.level == "full"]
-        passes = 1 + max([ready[r.arg.key] if isinstance(r.arg, Ref) else 0 for r in reduces]
-                         + [ready[s.key] for s in full_stores], default=0)
+        passes = 1 + max(
+            [ready[r.arg.key] if isinstance(r.arg, Ref) else 0 for r in reduces]
+            + [ready[s.key] for s in full_stores],
+            default=0,
+        )
         row_ops = [i for i in self.kernel.body if isinstance(i, Op) and i.level == "row"]
         self._emit_row_ops(row_ops, ready, 0)
         for p in range(passes):
@@ -201,26 +267,39 @@ class _ReductionWriter:
             stores = [s for s in full_stores if ready[s.key] == p]
             if not mine and not stores:
                 continue
-            for item in mine:
-                self._check_op(item)
             accs = {}
             for item in mine:
                 x_dtype = self._arg_dtype(item.arg)
                 acc = _acc_dtype(item, x_dtype)
                 accs[item.key] = (f"acc{item.key}", acc, x_dtype)
+                if item.op in ("argmax", "argmin"):
+                    self._arg_init(item, acc)
+                    continue
                 init = literal(_identity(item.op, acc), acc)  # tl.full takes a scalar, not a [1] tensor
                 self.w.emit(f"acc{item.key} = tl.full([BLOCK_M, BLOCK_R], {init}, {tl_type(acc)})")
+            roots = [r.arg.key for r in mine if isinstance(r.arg, Ref)] + [s.key for s in stores]
+            needed = self._needed(roots)
+            for scan in needed:
+                if isinstance(scan, Reduce):  # a running total per row, carried across chunks
+                    acc = _acc_dtype(scan, self._arg_dtype(scan.arg))
+                    init = literal(_identity(scan.op, acc), acc)
+                    self.w.emit(f"carry{scan.key}_{p} = tl.full([BLOCK_M], {init}, {tl_type(acc)})")
             self.w.emit(f"for r0 in range(0, {self.red}, BLOCK_R):")
             self.w.indent += 1
             self.body.new_scope()
             self.w.emit("r = r0 + tl.arange(0, BLOCK_R)")
-            self.w.emit("mask = row_mask[:, None] & (r < %d)[None, :]" % self.red)
-            roots = [r.arg.key for r in mine if isinstance(r.arg, Ref)] + [s.key for s in stores]
-            for op in self._needed(roots):
-                self.body.op(op, suffix=f"_{p}")
+            self.w.emit(f"mask = row_mask[:, None] & (r < {self.red})[None, :]")
+            for op in needed:
+                if isinstance(op, Reduce):
+                    self._scan(op, f"_{p}")
+                else:
+                    self.body.op(op, suffix=f"_{p}")
             for item in mine:
                 name, acc, x_dtype = accs[item.key]
                 x, _ = self.body.operand(item.arg, "full")
+                if item.op in ("argmax", "argmin"):
+                    self._arg_combine(item, self._masked(item, x, acc, x_dtype), acc)
+                    continue
                 self.w.emit(f"{name} = {self._combine(item, name, self._masked(item, x, acc, x_dtype), acc)}")
             for store in stores:
                 self.body.store(store)
@@ -228,7 +307,10 @@ class _ReductionWriter:
             self.body.new_scope()
             for item in mine:
                 name, acc, _ = accs[item.key]
-                self._bind_reduce(item, self._final(item, name, acc), acc)
+                if item.op in ("argmax", "argmin"):
+                    self._bind_arg(item, acc)
+                else:
+                    self._bind_reduce(item, self._final(item, name, acc), acc)
             self._emit_row_ops(row_ops, ready, p + 1)
         for store in self.kernel.stores:
             if store.level == "row":
@@ -245,17 +327,17 @@ class _ReductionWriter:
                 self.body.op(op)
 
 
-def emit_reduction(kernel: ReductionKernel, name: str, tuning: Tuning,
-                   describe: Callable[[int], str]) -> GeneratedKernel:
+def emit_reduction(
+    kernel: ReductionKernel, name: str, tuning: Tuning, describe: Callable[[int], str]
+) -> GeneratedKernel:
     rows = int(np.prod(kernel.kept, dtype=np.int64))
     red = int(np.prod(kernel.reduced, dtype=np.int64))
     persistent = next_pow2(red) <= tuning.max_persistent
     block_r = next_pow2(red) if persistent else tuning.loop_block
     block_m = max(1, min(next_pow2(rows), tuning.tile_elems // block_r))
     views = item_views(kernel.body, kernel.stores)
-    buffers = collect_buffers(views)
-    params, signature = pointer_params(buffers)
-    writer = _ReductionWriter(kernel, params, persistent)
+    ptrs = Pointers.of(views)
+    writer = _ReductionWriter(kernel, ptrs.params, persistent)
     if persistent:
         writer.emit_persistent()
     else:
@@ -266,24 +348,24 @@ def emit_reduction(kernel: ReductionKernel, name: str, tuning: Tuning,
     lines += [f"    rows = {pid} * BLOCK_M + tl.arange(0, BLOCK_M)", f"    row_mask = rows < {rows}"]
     lines += w.lines
     mode = "persistent" if persistent else "looped"
-    docs = [f"{p}: {describe(b)}" for b, p in params.items()]
-    docs.append(f"{rows} rows {kernel.kept} x {red} reduced {kernel.reduced} ({mode})")
-    has_prod = any(isinstance(i, Reduce) and i.op == "prod" for i in kernel.body)
-    decorators = []
+    summary = f"{rows} rows {kernel.kept} x {red} reduced {kernel.reduced} ({mode})"
+    has_prod = any(isinstance(i, Reduce) and i.op in ("prod", "cumprod") for i in kernel.body)
+    autotune = None
     if tuning.autotune:
-        configs = _autotune_configs(rows, block_r, tuning)
-        decorators.append("@triton.autotune(configs=[" + ", ".join(
-            f"triton.Config({{'BLOCK_M': {m}}}, num_warps={nw})" for m, nw in configs) + "], key=[])")
-    source = module_source(name, docs, ", ".join(params.values())
-                           + ", BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr", lines, decorators,
-                           helpers=_PROD_HELPER if has_prod else "")
-    signature.update(BLOCK_M="constexpr", BLOCK_R="constexpr")
-    num_warps = 4 if block_m * block_r <= 2048 else 8
-    return GeneratedKernel(
-        name=name, source=source, buffers=[b for b, _ in buffers], buffer_dtypes=[d for _, d in buffers],
-        grid=(-(-rows // block_m),), constexprs={"BLOCK_M": block_m, "BLOCK_R": block_r}, num_warps=num_warps,
-        signature=signature, tuned=("BLOCK_M",) if tuning.autotune else (),
-        grid_fn=lambda meta: (-(-rows // meta["BLOCK_M"]),))
+        autotune = [({"BLOCK_M": m}, nw, 2) for m, nw in _autotune_configs(rows, block_r, tuning)]
+    return assemble(
+        name,
+        ptrs,
+        describe,
+        summary,
+        lines,
+        constexprs={"BLOCK_M": block_m, "BLOCK_R": block_r},
+        grid=(-(-rows // block_m),),
+        num_warps=4 if block_m * block_r <= 2048 else 8,
+        autotune=autotune,
+        grid_fn=lambda meta: (-(-rows // meta["BLOCK_M"]),),
+        helpers=_PROD_HELPER if has_prod else "",
+    )
 
 
 def _autotune_configs(rows: int, block_r: int, tuning: Tuning) -> list[tuple[int, int]]:

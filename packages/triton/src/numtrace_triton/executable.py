@@ -13,6 +13,7 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
+from numtrace_ir.types import TensorType
 
 from .device_arrays import export_array, import_array, is_device_array
 from .device_memory import DeviceAllocator, DeviceBuffer, interpreter_enabled
@@ -47,10 +48,13 @@ class TritonExecutable:
             fn, path = load_kernel(k.name, k.source)
             k.path = str(path)
             self._fns.append(fn)
-            infos.append(KernelInfo(k.name, k.source, k.grid, str(path), dict(k.constexprs), dict(k.signature)))
+            infos.append(
+                KernelInfo(k.name, k.source, k.grid, str(path), dict(k.constexprs), dict(k.signature))
+            )
         self.kernels: tuple[KernelInfo, ...] = tuple(infos)
-        self._consts = {b: allocator.upload(spec.data) for b, spec in enumerate(plan.buffers)
-                        if spec.role == "const"}
+        self._consts = {
+            b: allocator.upload(spec.data) for b, spec in enumerate(plan.buffers) if spec.role == "const"
+        }
         self._lock = threading.Lock()
         self._calls = 0
 
@@ -73,16 +77,33 @@ class TritonExecutable:
                 bufs[b] = import_array(value, plan.input_types[i].dtype, shape, f"input {i}")
                 like = like if like is not None else value
             else:
-                bufs[b] = self.allocator.upload(np.ascontiguousarray(value).view(spec.dtype)
-                                                if np.ndim(value) else np.asarray(value, spec.dtype))
+                bufs[b] = self.allocator.upload(self._host_input(i, value, spec.dtype))
         for b, spec in enumerate(plan.buffers):
             if spec.role in ("temp", "output"):
                 bufs[b] = self.allocator.empty(spec.nbytes)
         self._launch_all(bufs)
         with self._lock:
             self._calls += 1
-        return tuple(self._result(j, o, bufs, like, None if out is None else out[j])
-                     for j, o in enumerate(plan.outputs))
+        return tuple(
+            self._result(j, o, bufs, like, None if out is None else out[j])
+            for j, o in enumerate(plan.outputs)
+        )
+
+    def _host_input(self, i: int, value, storage: np.dtype) -> np.ndarray:
+        """Input ``i`` as the C-ordered bytes the kernels read; its type must be the compiled one
+        (a smaller array would make kernels read past its end)."""
+        t = self.plan.input_types[i]
+        if isinstance(t, TensorType):
+            array = np.asarray(value)
+            if array.dtype != t.dtype or array.shape != tuple(t.shape):
+                raise TypeError(
+                    f"input {i}: got {array.dtype}{list(array.shape)}, but this executable was "
+                    f"compiled for {t}"
+                )
+            return np.ascontiguousarray(array).view(storage)
+        if not isinstance(value, (bool, int, float, np.generic)):
+            raise TypeError(f"input {i}: expected a Python {t.kind}, got {type(value).__name__}")
+        return np.asarray(value, storage)
 
     def _launch_all(self, bufs: dict[int, DeviceBuffer]) -> None:
         if not self._interpret:
@@ -116,8 +137,9 @@ class TritonExecutable:
             return export_array(buf, spec.dtype, spec.shape, like)
         if dest is not None:
             if dest.dtype != spec.dtype or dest.shape != tuple(spec.shape):
-                raise ValueError(f"out[{j}] is {dest.dtype}{list(dest.shape)}, expected "
-                                 f"{spec.dtype}{list(spec.shape)}")
+                raise ValueError(
+                    f"out[{j}] is {dest.dtype}{list(dest.shape)}, expected {spec.dtype}{list(spec.shape)}"
+                )
             if dest.flags.c_contiguous:
                 self.allocator.download(buf, dest)
                 return dest

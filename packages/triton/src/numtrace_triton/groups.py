@@ -25,13 +25,10 @@ from .kernel_plan import (
     Ref,
     Store,
     View,
+    numel,
 )
 
 __all__ = ["Group", "LogicalLoad", "broadcast_strides", "reshape_strides"]
-
-
-def _numel(shape: tuple[int, ...]) -> int:
-    return int(np.prod(shape, dtype=np.int64))
 
 
 @dataclass(frozen=True)
@@ -42,7 +39,9 @@ class LogicalLoad:
     at: tuple[int, ...]
 
 
-def broadcast_strides(shape: tuple[int, ...], strides: tuple[int, ...], to: tuple[int, ...]) -> tuple[int, ...]:
+def broadcast_strides(
+    shape: tuple[int, ...], strides: tuple[int, ...], to: tuple[int, ...]
+) -> tuple[int, ...]:
     """Strides of a ``shape`` view broadcast (NumPy rules, right-aligned) to ``to``."""
     pad = len(to) - len(shape)
     if pad < 0:
@@ -58,8 +57,9 @@ def broadcast_strides(shape: tuple[int, ...], strides: tuple[int, ...], to: tupl
     return tuple(out)
 
 
-def reshape_strides(shape: tuple[int, ...], strides: tuple[int, ...],
-                    new: tuple[int, ...]) -> tuple[int, ...] | None:
+def reshape_strides(
+    shape: tuple[int, ...], strides: tuple[int, ...], new: tuple[int, ...]
+) -> tuple[int, ...] | None:
     """Strides viewing the same elements in C order with shape ``new``, or None if that needs a copy.
 
     NumPy's no-copy reshape rule: each run of old dims that multiplies out to a
@@ -98,12 +98,12 @@ class Group:
     gid: int
     kind: str
     numel: int
-    full: tuple[int, ...] = ()          # reduction: the shape being reduced; matmul: the output shape
+    full: tuple[int, ...] = ()  # reduction: the shape being reduced; matmul: the output shape
     reduced_axes: tuple[int, ...] = ()  # reduction only
     items: list = field(default_factory=list)
     stores: list[tuple[int, View, str, tuple[int, ...]]] = field(default_factory=list)
     deps: set[int] = field(default_factory=set)
-    matmul: dict | None = None          # matmul only: batch, m, n, k, a, b, acc_key, dtype, label, out_coords
+    matmul: dict | None = None  # matmul only: batch, m, n, k, a, b, acc_key, dtype, label, out_coords
 
     # -- shapes and levels ------------------------------------------------------------------------
     @property
@@ -125,14 +125,18 @@ class Group:
         # NumPy right-aligns: the squeezed form lines up only when the reduced axes lead.
         return self.kept_axes == tuple(range(len(self.full) - len(shape), len(self.full)))
 
-    def level_for(self, out_shape: tuple[int, ...], in_levels: list[tuple[str, tuple[int, ...]]]) -> str | None:
+    def level_for(
+        self, out_shape: tuple[int, ...], in_levels: list[tuple[str, tuple[int, ...]]]
+    ) -> str | None:
         """The level an elementwise op with ``out_shape`` and in-group inputs would run at, or None."""
         if self.kind == "pointwise":
-            return "full" if _numel(out_shape) == self.numel else None
+            return "full" if numel(out_shape) == self.numel else None
         if self.kind == "matmul":  # every value is the output tile, maybe relabelled by a reshape
-            ok = _numel(out_shape) == self.numel and all(_numel(shape) == self.numel for _, shape in in_levels)
+            ok = numel(out_shape) == self.numel and all(numel(shape) == self.numel for _, shape in in_levels)
             return "full" if ok else None
-        if out_shape == self.full and all(lvl == "full" or self.row_aligned(shape) for lvl, shape in in_levels):
+        if out_shape == self.full and all(
+            lvl == "full" or self.row_aligned(shape) for lvl, shape in in_levels
+        ):
             return "full"
         if out_shape in self.row_forms() and all(lvl == "row" for lvl, _ in in_levels):
             return "row"
@@ -165,8 +169,9 @@ class Group:
                 spread = dict(zip(self.kept_axes, b))
                 strides = tuple(spread.get(i, 0) for i in range(len(self.full)))
         order = self.kept_axes + self.reduced_axes
-        return View(v.buffer, v.dtype, v.offset, tuple(self.full[i] for i in order),
-                    tuple(strides[i] for i in order))
+        return View(
+            v.buffer, v.dtype, v.offset, tuple(self.full[i] for i in order), tuple(strides[i] for i in order)
+        )
 
     def accepts_load(self, view: View, at: tuple[int, ...]) -> bool:
         """Whether this group can read ``view`` for an op of shape ``at`` at the full level."""
@@ -191,12 +196,24 @@ class Group:
         body = []
         for item in self.items:
             if isinstance(item, Op):
-                body.append(Op(item.key, item.op, [self._arg(a, item.level) for a in item.args], item.attrs,
-                               item.dtype, item.label, item.level))
+                body.append(
+                    Op(
+                        item.key,
+                        item.op,
+                        [self._arg(a, item.level) for a in item.args],
+                        item.attrs,
+                        item.dtype,
+                        item.label,
+                        item.level,
+                    )
+                )
             else:
-                body.append(Reduce(item.key, item.op, self._arg(item.arg, "full"), item.dtype, item.label))
-        stores = [Store(key, self._coords(LogicalLoad(view, at), level), level)
-                  for key, view, level, at in self.stores]
+                arg = self._arg(item.arg, "full")
+                body.append(Reduce(item.key, item.op, arg, item.dtype, item.label, item.level))
+        stores = [
+            Store(key, self._coords(LogicalLoad(view, at), level), level)
+            for key, view, level, at in self.stores
+        ]
         if self.kind == "pointwise":
             return PointwiseKernel(self.numel, body, stores)
         if self.kind == "reduction":
@@ -204,15 +221,28 @@ class Group:
             red = tuple(self.full[i] for i in self.reduced_axes)
             return ReductionKernel(kept, red, body, stores)
         mm = self.matmul
-        return MatmulKernel(mm["batch"], mm["m"], mm["n"], mm["k"], mm["a"], mm["b"], mm["acc_key"], mm["dtype"],
-                            mm["label"], body, stores)
+        return MatmulKernel(
+            mm["batch"],
+            mm["m"],
+            mm["n"],
+            mm["k"],
+            mm["a"],
+            mm["b"],
+            mm["acc_key"],
+            mm["dtype"],
+            mm["label"],
+            body,
+            stores,
+        )
 
     def can_become_reduction(self, full: tuple[int, ...]) -> bool:
         """A pointwise group can become (part of) a reduction prologue or matmul epilogue over ``full``
         when all its accesses reshape to ``full``."""
-        if self.kind != "pointwise" or _numel(full) != self.numel:
+        if self.kind != "pointwise" or numel(full) != self.numel:
             return False
         loads = [a for item in self.items for a in item.args if isinstance(a, LogicalLoad)]
         loads += [LogicalLoad(view, at) for _, view, _, at in self.stores]
-        return all(reshape_strides(ld.at, broadcast_strides(ld.view.shape, ld.view.strides, ld.at), full)
-                   is not None for ld in loads)
+        return all(
+            reshape_strides(ld.at, broadcast_strides(ld.view.shape, ld.view.strides, ld.at), full) is not None
+            for ld in loads
+        )

@@ -65,7 +65,9 @@ class HostStorage:
         if not isinstance(other, HostStorage):
             raise TypeError(f"HostStorage.copy_: expected a HostStorage, got {type(other).__name__}")
         if other.nbytes() != self.nbytes():
-            raise ValueError(f"HostStorage.copy_: size mismatch ({other.nbytes()} bytes into {self.nbytes()})")
+            raise ValueError(
+                f"HostStorage.copy_: size mismatch ({other.nbytes()} bytes into {self.nbytes()})"
+            )
         if other.data_ptr() != self.data_ptr():
             np.copyto(self._bytes, other._bytes)
         return self
@@ -89,7 +91,9 @@ class HostBuffer:
             raise TypeError(f"HostBuffer: byte-swapped dtype {array.dtype} (expected native byte order)")
         itemsize = array.dtype.itemsize
         if any(s % itemsize for s in array.strides):
-            raise ValueError(f"HostBuffer: strides {array.strides} are not multiples of the item size {itemsize}")
+            raise ValueError(
+                f"HostBuffer: strides {array.strides} are not multiples of the item size {itemsize}"
+            )
         self._array = array
         self._storage = storage if storage is not None else HostStorage.of(array)
 
@@ -121,7 +125,9 @@ class HostBuffer:
         return self._storage
 
     def storage_offset(self) -> int:
-        return (self.data_ptr() - self._storage.data_ptr()) // self._array.dtype.itemsize if self.numel() else 0
+        return (
+            (self.data_ptr() - self._storage.data_ptr()) // self._array.dtype.itemsize if self.numel() else 0
+        )
 
     def size(self, dim: int | None = None) -> tuple[int, ...] | int:
         return self._array.shape if dim is None else self._array.shape[dim]
@@ -142,7 +148,9 @@ class HostBuffer:
             raise ValueError(f"HostBuffer.new_empty: only device='cpu' exists here, got {device!r}")
         return HostBuffer(np.empty(size, dtype=self._array.dtype))
 
-    def set_(self, storage: HostStorage, offset: int, size: Sequence[int], stride: Sequence[int]) -> HostBuffer:
+    def set_(
+        self, storage: HostStorage, offset: int, size: Sequence[int], stride: Sequence[int]
+    ) -> HostBuffer:
         """Rebind this buffer to a strided view of ``storage`` (bounds checked)."""
         if not isinstance(storage, HostStorage):
             raise TypeError(f"HostBuffer.set_: expected a HostStorage, got {type(storage).__name__}")
@@ -157,10 +165,17 @@ class HostBuffer:
             lo = offset + sum(st * (n - 1) for st, n in zip(stride, size) if st < 0)
             hi = offset + sum(st * (n - 1) for st, n in zip(stride, size) if st > 0)
             if lo < 0 or (hi + 1) * itemsize > storage.nbytes():
-                raise IndexError(f"HostBuffer.set_: view (offset {offset}, size {size}, stride {stride}) "
-                                 f"reaches outside a storage of {storage.nbytes()} bytes")
-            array = np.ndarray(size, dtype=dtype, buffer=storage.bytes, offset=offset * itemsize,
-                               strides=tuple(s * itemsize for s in stride))
+                raise IndexError(
+                    f"HostBuffer.set_: view (offset {offset}, size {size}, stride {stride}) "
+                    f"reaches outside a storage of {storage.nbytes()} bytes"
+                )
+            array = np.ndarray(
+                size,
+                dtype=dtype,
+                buffer=storage.bytes,
+                offset=offset * itemsize,
+                strides=tuple(s * itemsize for s in stride),
+            )
         else:
             array = np.empty(size, dtype=dtype)
         self._array = array

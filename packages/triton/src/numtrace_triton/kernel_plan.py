@@ -20,6 +20,8 @@ import numpy as np
 
 __all__ = [
     "Const",
+    "c_strides",
+    "numel",
     "Load",
     "MatmulKernel",
     "Op",
@@ -30,6 +32,19 @@ __all__ = [
     "Store",
     "View",
 ]
+
+
+def c_strides(shape) -> tuple[int, ...]:
+    """C-contiguous strides (in elements) of ``shape``."""
+    out, acc = [], 1
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(out))
+
+
+def numel(shape) -> int:
+    return int(np.prod(shape, dtype=np.int64))
 
 
 @dataclass(frozen=True)
@@ -87,10 +102,9 @@ class Op:
 
 @dataclass
 class Reduce:
-    """A reduction over the reduced extents of a reduction kernel (result at the ``"row"`` level).
-
-    ``op`` is one of ``sum prod max min any all argmax argmin``.
-    """
+    """A reduction over the reduced extents of a reduction kernel: ``sum prod max min any all argmax
+    argmin`` give one value per row (level ``"row"``); the scans ``cumsum cumprod`` one per element
+    (level ``"full"``)."""
 
     key: int
     op: str

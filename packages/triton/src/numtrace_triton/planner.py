@@ -13,14 +13,14 @@ registers (is stored) only when something outside its group needs it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 from numtrace_ir import registry
 from numtrace_ir.types import ScalarType, TensorType
 
-from .coverage import CONTRACTIONS, FOLDED_KINDS, PARTIAL, REDUCTIONS, VIEW_OPS, unlowered_reason
+from .coverage import CONTRACTIONS, PARTIAL, REDUCTIONS, VIEW_OPS, unlowered_reason
 from .dtypes import check_supported, storage_dtype
 from .elementwise import LOWERINGS
 from .emit_body import GeneratedKernel, Tuning
@@ -28,8 +28,15 @@ from .emit_matmul import emit_matmul
 from .emit_pointwise import emit_pointwise
 from .emit_reduction import emit_reduction
 from .groups import Group, LogicalLoad, broadcast_strides
-from .kernel_plan import Const, MatmulKernel, Op, PointwiseKernel, Reduce, Ref, View
-from .movement import SAME_VALUE, VIEW_RULES
+from .kernel_plan import Const, MatmulKernel, Op, PointwiseKernel, Reduce, Ref, View, c_strides, numel
+from .movement import (
+    SAME_VALUE,
+    VIEW_RULES,
+    order_preserving,
+    order_preserving_shapes,
+    permuted_layout,
+    view_result,
+)
 
 __all__ = ["BufferSpec", "OutputSpec", "Plan", "plan_graph"]
 
@@ -82,18 +89,6 @@ class _Loc:
     weak: str | None = None  # kind of a Python scalar (NEP 50 weak operand)
 
 
-def _c_strides(shape: Sequence[int]) -> tuple[int, ...]:
-    out, acc = [], 1
-    for n in reversed(shape):
-        out.append(acc)
-        acc *= max(n, 1)
-    return tuple(reversed(out))
-
-
-def _numel(shape: Sequence[int]) -> int:
-    return int(np.prod(shape, dtype=np.int64))
-
-
 def describe_node(node) -> str:
     """``np.tanh node %3 at model.py:12`` for error messages."""
     names = ", ".join(f"%{v.name}" if v.name else "%?" for v in node.outputs)
@@ -116,11 +111,18 @@ class _Planner:
         self._key += 1
         return self._key
 
-    def buffer(self, shape: tuple[int, ...], dtype: np.dtype, role: str, index: int | None = None,
-               data: np.ndarray | None = None, doc: str = "") -> View:
+    def buffer(
+        self,
+        shape: tuple[int, ...],
+        dtype: np.dtype,
+        role: str,
+        index: int | None = None,
+        data: np.ndarray | None = None,
+        doc: str = "",
+    ) -> View:
         sdt = storage_dtype(dtype)
-        self.buffers.append(BufferSpec(_numel(shape) * sdt.itemsize, sdt, role, index, data, doc))
-        return View(len(self.buffers) - 1, np.dtype(dtype), 0, tuple(shape), _c_strides(shape))
+        self.buffers.append(BufferSpec(numel(shape) * sdt.itemsize, sdt, role, index, data, doc))
+        return View(len(self.buffers) - 1, np.dtype(dtype), 0, tuple(shape), c_strides(shape))
 
     def new_group(self, kind: str, numel: int, **kw) -> Group:
         g = Group(len(self.groups), kind, numel, **kw)
@@ -167,8 +169,13 @@ class _Planner:
             return loc.mem
         if loc.folded is not _NOTHING:
             data = np.ascontiguousarray(np.asarray(loc.folded, dtype=loc.dtype))
-            view = self.buffer(loc.shape, loc.dtype, "const", data=data.astype(storage_dtype(loc.dtype)),
-                               doc=f"constant {loc.dtype}{list(loc.shape)}")
+            view = self.buffer(
+                loc.shape,
+                loc.dtype,
+                "const",
+                data=data.astype(storage_dtype(loc.dtype)),
+                doc=f"constant {loc.dtype}{list(loc.shape)}",
+            )
         else:
             group = loc.group
             view = self.buffer(loc.shape, loc.dtype, "temp", doc=f"temporary {loc.dtype}{list(loc.shape)}")
@@ -205,10 +212,12 @@ class _Planner:
         outs = node.outputs
         out_t = self.types[outs[0]]
         if not all(isinstance(self.types[v], TensorType) for v in outs):
-            raise NotImplementedError(f"{label}: elementwise arithmetic on runtime Python scalars only "
-                                      "(no array operand) is not lowered by the Triton backend")
+            raise NotImplementedError(
+                f"{label}: elementwise arithmetic on runtime Python scalars only "
+                "(no array operand) is not lowered by the Triton backend"
+            )
         op_name = as_op or node.op
-        base = op_name[:-len(".outer")] if op_name.endswith(".outer") else op_name
+        base = op_name[: -len(".outer")] if op_name.endswith(".outer") else op_name
         names = [base] if len(outs) == 1 else [f"{base}#{i}" for i in range(len(outs))]
         for name in names:
             if name not in LOWERINGS:
@@ -224,8 +233,11 @@ class _Planner:
             a, b = locs
             va, vb = self.materialize(a, label), self.materialize(b, label)
             nb = len(b.shape)
-            a = _Loc(a.shape + (1,) * nb, a.dtype,
-                     mem=View(va.buffer, va.dtype, va.offset, va.shape + (1,) * nb, va.strides + (0,) * nb))
+            a = _Loc(
+                a.shape + (1,) * nb,
+                a.dtype,
+                mem=View(va.buffer, va.dtype, va.offset, va.shape + (1,) * nb, va.strides + (0,) * nb),
+            )
             locs = [a, _Loc(b.shape, b.dtype, mem=vb)]
         group, level = self.choose_group(locs, shape)
         tensor_dtypes = [loc.dtype for loc in locs if loc.weak is None]
@@ -233,8 +245,9 @@ class _Planner:
         for loc in locs:
             arg = self.read(group, loc, shape, label)
             if loc.weak is not None:
-                weak = np.result_type(*tensor_dtypes, loc.folded if loc.folded is not _NOTHING
-                                      else _WEAK_EXAMPLE[loc.weak])
+                weak = np.result_type(
+                    *tensor_dtypes, loc.folded if loc.folded is not _NOTHING else _WEAK_EXAMPLE[loc.weak]
+                )
                 if isinstance(arg, Const):
                     arg = Const(arg.value, weak)
                 else:  # a runtime Python scalar, stored at its strong dtype: cast like NumPy would
@@ -264,20 +277,24 @@ class _Planner:
             if level is None:
                 continue
             outside = [loc for loc in locs if loc.group not in members and loc.folded is _NOTHING]
-            views = [loc.mem or View(0, loc.dtype, 0, loc.shape, _c_strides(loc.shape)) for loc in outside]
+            views = [loc.mem or View(0, loc.dtype, 0, loc.shape, c_strides(loc.shape)) for loc in outside]
             if level == "full" and not all(group.accepts_load(v, shape) for v in views):
                 continue
             if all(self.can_read(m, loc) for m in members for loc in outside):
                 for h in merge:
                     self.merge(group, h)
                 return group, level
-        return self.new_group("pointwise", _numel(shape)), "full"
+        return self.new_group("pointwise", numel(shape)), "full"
 
     def mergeable(self, group: Group, other: Group) -> bool:
         """Whether pointwise ``other`` can join ``group``'s kernel: same index space, no path between them."""
         if other.kind != "pointwise":
             return False
-        fits = group.numel == other.numel if group.kind == "pointwise" else other.can_become_reduction(group.full)
+        fits = (
+            group.numel == other.numel
+            if group.kind == "pointwise"
+            else other.can_become_reduction(group.full)
+        )
         return fits and not self.reaches(group, other) and not self.reaches(other, group)
 
     def merge(self, group: Group, other: Group) -> None:
@@ -318,16 +335,30 @@ class _Planner:
             elif g.kind == "pointwise" and g.can_become_reduction(full):
                 g.kind, g.full, g.reduced_axes = "reduction", full, red
                 group = g
+        if group is None:  # a sibling over the same rows: one kernel reads the input for both
+            group = next(
+                (
+                    g
+                    for g in reversed(self.groups)
+                    if g.kind == "reduction"
+                    and g.full == full
+                    and g.reduced_axes == red
+                    and self.can_read(g, x)
+                ),
+                None,
+            )
         if group is None:
-            group = self.new_group("reduction", _numel(full), full=full, reduced_axes=red)
+            group = self.new_group("reduction", numel(full), full=full, reduced_axes=red)
         arg = self.read(group, x, full, label)
         dtype = out.dtype
-        count = _numel([full[a] for a in red])
+        count = numel([full[a] for a in red])
         key = self.key()
         if kind in ("mean", "var", "std"):
             group.items.append(Reduce(key, "sum", arg, dtype, label))
             mean = self.key()
-            group.items.append(Op(mean, "np.divide", [Ref(key), Const(count, dtype)], {}, dtype, label, "row"))
+            group.items.append(
+                Op(mean, "np.divide", [Ref(key), Const(count, dtype)], {}, dtype, label, "row")
+            )
             key = mean
             if kind != "mean":
                 dev, sq, total, var = self.key(), self.key(), self.key(), self.key()
@@ -336,12 +367,24 @@ class _Planner:
                     Op(dev, "np.subtract", [arg, Ref(mean)], {}, dtype, label, "full"),
                     Op(sq, "np.multiply", [Ref(dev), Ref(dev)], {}, dtype, label, "full"),
                     Reduce(total, "sum", Ref(sq), dtype, label),
-                    Op(var, "np.divide", [Ref(total), Const(max(count - ddof, 0), dtype)], {}, dtype, label, "row"),
+                    Op(
+                        var,
+                        "np.divide",
+                        [Ref(total), Const(max(count - ddof, 0), dtype)],
+                        {},
+                        dtype,
+                        label,
+                        "row",
+                    ),
                 ]
                 key = var
                 if kind == "std":
                     key = self.key()
                     group.items.append(Op(key, "np.sqrt", [Ref(var)], {}, dtype, label, "row"))
+        elif kind in ("cumsum", "cumprod"):  # a scan: one output per input element, at the full level
+            group.items.append(Reduce(key, kind, arg, dtype, label, level="full"))
+            self.locs[node.outputs[0]] = _Loc(out.shape, dtype, group=group, key=key, level="full")
+            return
         else:
             group.items.append(Reduce(key, kind, arg, dtype, label))
         self.locs[node.outputs[0]] = _Loc(out.shape, dtype, group=group, key=key, level="row")
@@ -365,15 +408,27 @@ class _Planner:
             vb = View(vb.buffer, vb.dtype, vb.offset, vb.shape + (1,), vb.strides + (0,))
         batch = tuple(np.broadcast_shapes(va.shape[:-2], vb.shape[:-2]))
         m, k, n = va.shape[-2], va.shape[-1], vb.shape[-1]
-        va = View(va.buffer, va.dtype, va.offset, batch + (m, k),
-                  broadcast_strides(va.shape[:-2], va.strides[:-2], batch) + va.strides[-2:])
-        vb = View(vb.buffer, vb.dtype, vb.offset, batch + (k, n),
-                  broadcast_strides(vb.shape[:-2], vb.strides[:-2], batch) + vb.strides[-2:])
+        va, vb = _batched(va, batch), _batched(vb, batch)
         nb = len(batch)
         coords = list(range(nb)) + ([] if a1 else [nb]) + ([] if b1 else [nb + 1])
         key = self.key()
-        group = self.new_group("matmul", _numel(out.shape), full=out.shape, matmul=dict(
-            batch=batch, m=m, n=n, k=k, a=va, b=vb, acc_key=key, dtype=dtype, label=label, out_coords=coords))
+        group = self.new_group(
+            "matmul",
+            numel(out.shape),
+            full=out.shape,
+            matmul=dict(
+                batch=batch,
+                m=m,
+                n=n,
+                k=k,
+                a=va,
+                b=vb,
+                acc_key=key,
+                dtype=dtype,
+                label=label,
+                out_coords=coords,
+            ),
+        )
         for view in (va, vb):
             self.depend(group, view)
         self.locs[node.outputs[0]] = _Loc(out.shape, dtype, group=group, key=key)
@@ -385,12 +440,16 @@ class _Planner:
         if node.op == "np.pad":
             self.pad(node, label)
             return
+        if node.op == "np.setitem":
+            self.setitem(node, label)
+            return
         if node.op not in VIEW_OPS:
             raise NotImplementedError(f"the Triton backend has no lowering for {label}")
         rule = VIEW_RULES.get(node.op)
         x, *rest = (self.locs[v] for v in node.inputs)
-        if any(loc.folded is _NOTHING for loc in rest) or not all(isinstance(self.types[v], TensorType)
-                                                                  for v in node.outputs):
+        if any(loc.folded is _NOTHING for loc in rest) or not all(
+            isinstance(self.types[v], TensorType) for v in node.outputs
+        ):
             raise NotImplementedError(f"{label}: {PARTIAL['np.getitem']} by the Triton backend")
         outs = node.outputs
         extra = [loc.folded for loc in rest]
@@ -403,37 +462,75 @@ class _Planner:
         out_shape = self.types[outs[0]].shape
         if x.mem is None and len(outs) == 1 and self.relabel(node, rule, extra, x):
             return
+        if x.mem is None and x.folded is _NOTHING and len(outs) == 1:
+            layout = permuted_layout(rule, out_shape, node.attrs, extra, x.shape)
+            if layout is not None:
+                # Store x so that the permuted result is C-contiguous: a later reshape stays free.
+                shape, x_strides = layout
+                view = self.buffer(shape, x.dtype, "temp", doc=f"temporary {x.dtype}{list(shape)}")
+                x.mem = View(view.buffer, x.dtype, 0, x.shape, x_strides)
+                self.store(x.group, x.key, x.mem, x.level, x.shape)
+                self.locs[outs[0]] = _Loc(shape, x.dtype, mem=view)
+                self.types[outs[0]] = TensorType(x.dtype, shape)
+                return
         view = self.materialize(x, label)
         try:
-            results = _view_result(rule, out_shape, node.attrs, extra, view, len(outs))
+            results = view_result(rule, out_shape, node.attrs, extra, view, len(outs))
         except NotImplementedError as exc:
             raise NotImplementedError(f"{label}: {exc}") from None
-        if results is None and len(outs) == 1 and _order_preserving(rule, out_shape, node.attrs, extra, x.shape):
+        if (
+            results is None
+            and len(outs) == 1
+            and order_preserving(rule, out_shape, node.attrs, extra, x.shape)
+        ):
             # A reshape NumPy answers with a copy: copy to C order once, then view that.
             view = self.copy_contiguous(view, x.dtype, label)
-            (shape,) = _order_preserving_shapes(rule, out_shape, node.attrs, extra, x.shape)
-            results = [View(view.buffer, view.dtype, 0, shape, _c_strides(shape))]
+            (shape,) = order_preserving_shapes(rule, out_shape, node.attrs, extra, x.shape)
+            results = [View(view.buffer, view.dtype, 0, shape, c_strides(shape))]
         if results is None:
-            raise NotImplementedError(f"{label}: {node.op} {PARTIAL['np.ravel']}; the Triton backend does not "
-                                      "lower it")
+            raise NotImplementedError(
+                f"{label}: {node.op} {PARTIAL['np.ravel']}; the Triton backend does not lower it"
+            )
         for v, r in zip(outs, results):
             self.locs[v] = _Loc(r.shape, r.dtype, mem=r)
             self.types[v] = TensorType(r.dtype, r.shape)
 
-    def write_into(self, loc: _Loc, view: View, label: str, copies: dict[int, Group]) -> None:
-        """Make ``loc``'s value land in ``view`` (of its shape): stored by its own group when in flight,
-        else copied by a pointwise group shared with the other copies of the same size (``copies``)."""
-        if loc.mem is None and loc.folded is _NOTHING and loc.shape == view.shape:
+    def write_into(
+        self, loc: _Loc, view: View, label: str, copies: dict[int, Group], avoid: Group | None = None
+    ) -> None:
+        """Make ``loc``'s value land in ``view``: stored by its own group when in flight (and not
+        ``avoid``), else copied, broadcasting, by a pointwise group shared with the other copies of
+        the same size (``copies``)."""
+        if loc.mem is None and loc.folded is _NOTHING and loc.shape == view.shape and loc.group is not avoid:
             self.store(loc.group, loc.key, view, loc.level, loc.shape)
             return
-        numel = _numel(view.shape)
-        group = copies.get(numel)
+        size = numel(view.shape)
+        group = copies.get(size)
         if group is None or not self.can_read(group, loc):
-            group = copies[numel] = self.new_group("pointwise", numel)
+            group = copies[size] = self.new_group("pointwise", size)
         key = self.key()
         dtype = loc.dtype if loc.dtype is not None else view.dtype
-        group.items.append(Op(key, "np.positive", [self.read(group, loc, view.shape, label)], {}, dtype, label))
+        group.items.append(
+            Op(key, "np.positive", [self.read(group, loc, view.shape, label)], {}, dtype, label)
+        )
         self.store(group, key, view, "full", view.shape)
+
+    def setitem(self, node, label: str) -> None:
+        """Functional ``a[index] = value``: ``a`` copied into a fresh buffer, then ``value`` written into
+        the indexed view of it by a later kernel (never the copying one: its blocks are unordered)."""
+        a, *indices, value = (self.locs[v] for v in node.inputs)
+        if indices or "input" in node.attrs["index"]:
+            raise NotImplementedError(f"{label}: {PARTIAL['np.setitem']} by the Triton backend")
+        out = self.types[node.outputs[0]]
+        dtype = check_supported(out.dtype, label)
+        view = self.buffer(out.shape, dtype, "temp", doc=f"temporary {out}")
+        if numel(a.shape):
+            self.write_into(a, view, label, {})
+        (region,) = view_result(VIEW_RULES["np.getitem"], (), node.attrs, [], view, 1)
+        if numel(region.shape):
+            copier = self.writers.get(view.buffer, [None])[0]
+            self.write_into(value, region, label, {}, avoid=copier)
+        self.locs[node.outputs[0]] = _Loc(out.shape, dtype, mem=view)
 
     def join(self, node, label: str) -> None:
         """np.concatenate / np.stack: every input written into its slice of one fresh buffer."""
@@ -447,17 +544,17 @@ class _Planner:
             loc = self.locs[v]
             if node.op == "np.stack":
                 ax = axis % len(out.shape)
-                strides = view.strides[:ax] + view.strides[ax + 1:]
+                strides = view.strides[:ax] + view.strides[ax + 1 :]
                 sub = View(view.buffer, dtype, offset, loc.shape, strides)
                 offset += view.strides[ax]
             elif axis is None:
-                sub = View(view.buffer, dtype, offset, loc.shape, _c_strides(loc.shape))
-                offset += _numel(loc.shape)
+                sub = View(view.buffer, dtype, offset, loc.shape, c_strides(loc.shape))
+                offset += numel(loc.shape)
             else:
                 ax = axis % len(out.shape)
                 sub = View(view.buffer, dtype, offset, loc.shape, view.strides)
                 offset += loc.shape[ax] * view.strides[ax]
-            if _numel(loc.shape):
+            if numel(loc.shape):
                 self.write_into(loc, sub, label, copies)
         self.locs[node.outputs[0]] = _Loc(out.shape, dtype, mem=view)
 
@@ -467,7 +564,7 @@ class _Planner:
         (x,) = (self.locs[v] for v in node.inputs)
         dtype = check_supported(out.dtype, label)
         view = self.buffer(out.shape, dtype, "temp", doc=f"temporary {out}")
-        fill = self.new_group("pointwise", _numel(out.shape))
+        fill = self.new_group("pointwise", numel(out.shape))
         key = self.key()
         value = node.attrs.get("constant_values", 0)
         if not np.isscalar(value):
@@ -478,26 +575,27 @@ class _Planner:
         marker = np.pad(np.ones((1,) * len(out.shape), bool), node.attrs["pad_width"])
         before = [int(i[0]) for i in np.nonzero(marker)] if marker.ndim else []
         start = sum(b * s for b, s in zip(before, view.strides))
-        if _numel(x.shape):
+        if numel(x.shape):
             self.write_into(x, View(view.buffer, dtype, start, x.shape, view.strides), label, {})
         self.locs[node.outputs[0]] = _Loc(out.shape, dtype, mem=view)
 
     def relabel(self, node, rule, extra: list, x: _Loc) -> bool:
-        """An in-flight value reshaped in C order keeps its registers, if its group can index the new shape."""
-        shapes = _order_preserving_shapes(rule, self.types[node.outputs[0]].shape, node.attrs, extra, x.shape)
+        """An in-flight value reshaped in C order keeps its registers if its group can index the new shape."""
+        shapes = order_preserving_shapes(rule, self.types[node.outputs[0]].shape, node.attrs, extra, x.shape)
         if shapes is None:
             return False
         (new,) = shapes
         g = x.group
-        ok = g.kind in ("pointwise", "matmul") or \
-            (new == g.full if x.level == "full" else new in g.row_forms())
+        ok = g.kind in ("pointwise", "matmul") or (
+            new == g.full if x.level == "full" else new in g.row_forms()
+        )
         if ok:
             self.locs[node.outputs[0]] = _Loc(new, x.dtype, group=g, key=x.key, level=x.level)
         return ok
 
     def copy_contiguous(self, view: View, dtype: np.dtype, label: str) -> View:
         """A pointwise kernel copying ``view`` to a fresh C-contiguous temporary."""
-        group = self.new_group("pointwise", _numel(view.shape))
+        group = self.new_group("pointwise", numel(view.shape))
         src = _Loc(view.shape, dtype, mem=view)
         arg = self.read(group, src, view.shape, label)
         key = self.key()
@@ -510,16 +608,21 @@ class _Planner:
         for i, v in enumerate(self.graph.inputs):
             t = v.type
             if isinstance(t, ScalarType):
-                dtype = {"int": np.dtype(np.int64), "float": np.dtype(np.float64), "bool": np.dtype(bool)}.get(t.kind)
+                dtype = {
+                    "int": np.dtype(np.int64),
+                    "float": np.dtype(np.float64),
+                    "bool": np.dtype(bool),
+                }.get(t.kind)
                 if dtype is None:
-                    raise NotImplementedError(f"input {i}: Python {t.kind} scalars are not supported by the "
-                                              "Triton backend")
+                    raise NotImplementedError(
+                        f"input {i}: Python {t.kind} scalars are not supported by the Triton backend"
+                    )
                 view = self.buffer((), dtype, "input", i, doc=f"input {i} ({v.name}): Python {t.kind}")
                 self.locs[v] = _Loc((), dtype, mem=view, weak=t.kind)
                 inputs.append(view.buffer)
                 continue
             check_supported(t.dtype, f"input {i} ({v.name})")
-            if _numel(t.shape) == 0:
+            if numel(t.shape) == 0:
                 self.locs[v] = _Loc(t.shape, t.dtype, folded=np.empty(t.shape, t.dtype))
                 inputs.append(None)
                 continue
@@ -546,20 +649,26 @@ class _Planner:
         if all(loc.folded is not _NOTHING for loc in locs):
             self.fold(node, [loc.folded for loc in locs])
             return
-        shape_only = op.kind in ("prim", "scalar") and all(isinstance(v.type, ScalarType) for v in node.outputs)
+        shape_only = op.kind in ("prim", "scalar") and all(
+            isinstance(v.type, ScalarType) for v in node.outputs
+        )
         if shape_only or (op.kind == "creation" and all(loc.folded is not _NOTHING for loc in locs[1:])):
             # Shape arithmetic and *_like creation: only shapes matter, and they are concrete now.
             self.fold(node, [loc.folded if loc.folded is not _NOTHING else _shape_only(loc) for loc in locs])
             return
         self.infer_types(node, op, locs, label)
         types = [self.types[v] for v in node.outputs]
-        if all(isinstance(t, TensorType) and t.is_concrete and _numel(t.shape) == 0 for t in types):
+        if all(isinstance(t, TensorType) and t.is_concrete and numel(t.shape) == 0 for t in types):
             for v, t in zip(node.outputs, types):  # nothing to compute
                 self.locs[v] = _Loc(t.shape, t.dtype, folded=np.empty(t.shape, t.dtype))
             return
-        handler: Callable | None = {"elementwise": self.elementwise, "reduction": self.reduction,
-                                    "contraction": self.contraction, "movement": self.movement,
-                                    "index": self.movement}.get(op.kind)
+        handler: Callable | None = {
+            "elementwise": self.elementwise,
+            "reduction": self.reduction,
+            "contraction": self.contraction,
+            "movement": self.movement,
+            "index": self.movement,
+        }.get(op.kind)
         if handler is None:
             raise NotImplementedError(f"the Triton backend has no lowering for {label} ({op.kind} op)")
         handler(node, label)
@@ -571,9 +680,14 @@ class _Planner:
         if any(isinstance(t, TensorType) and not t.is_concrete for t in types):
             ins = [ScalarType(loc.weak) if loc.weak else TensorType(loc.dtype, loc.shape) for loc in locs]
             types = list(op.infer(ins, node.attrs))
-            if any(isinstance(t, TensorType) and not t.is_concrete for t in types) and node.op not in VIEW_RULES:
-                raise NotImplementedError(f"{label}: its output shape depends on runtime values; the Triton "
-                                          "backend plans kernels for concrete shapes only")
+            if (
+                any(isinstance(t, TensorType) and not t.is_concrete for t in types)
+                and node.op not in VIEW_RULES
+            ):
+                raise NotImplementedError(
+                    f"{label}: its output shape depends on runtime values; the Triton "
+                    "backend plans kernels for concrete shapes only"
+                )
         self.types.update(zip(node.outputs, types))
 
     def fold_values(self, node, values: list) -> None:
@@ -590,13 +704,18 @@ class _Planner:
         if loc.folded is not _NOTHING:
             return OutputSpec(getattr(t, "dtype", None), getattr(t, "shape", ()), folded=loc.folded)
         if isinstance(t, ScalarType):
-            raise NotImplementedError(f"output {j}: a runtime Python scalar output is not supported by the "
-                                      "Triton backend")
+            raise NotImplementedError(
+                f"output {j}: a runtime Python scalar output is not supported by the Triton backend"
+            )
         doc = f"output {j} {t}"
         mem = loc.mem
-        if mem is not None and self.buffers[mem.buffer].role == "temp" and mem.offset == 0 \
-                and mem.strides == _c_strides(mem.shape) and self.buffers[mem.buffer].nbytes == \
-                _numel(mem.shape) * storage_dtype(mem.dtype).itemsize:
+        if (
+            mem is not None
+            and self.buffers[mem.buffer].role == "temp"
+            and mem.offset == 0
+            and mem.strides == c_strides(mem.shape)
+            and self.buffers[mem.buffer].nbytes == numel(mem.shape) * storage_dtype(mem.dtype).itemsize
+        ):
             spec = self.buffers[mem.buffer]
             spec.role, spec.index, spec.doc = "output", j, doc
             return OutputSpec(t.dtype, t.shape, buffer=mem.buffer)
@@ -606,7 +725,7 @@ class _Planner:
             loc.mem = view
             return OutputSpec(t.dtype, t.shape, buffer=view.buffer)
         # An input, a constant, a view, or a buffer already returned: copy into a fresh output.
-        group = self.new_group("pointwise", _numel(t.shape))
+        group = self.new_group("pointwise", numel(t.shape))
         arg = self.read(group, loc, t.shape, f"output {j}")
         key = self.key()
         group.items.append(Op(key, "np.positive", [arg], {}, t.dtype, f"output {j}"))
@@ -643,6 +762,12 @@ class _Planner:
         return kernels
 
 
+def _batched(view: View, batch: tuple[int, ...]) -> View:
+    """``view``'s leading dims broadcast to ``batch``; its last two dims kept."""
+    strides = broadcast_strides(view.shape[:-2], view.strides[:-2], batch) + view.strides[-2:]
+    return View(view.buffer, view.dtype, view.offset, batch + view.shape[-2:], strides)
+
+
 def _summary(group: Group) -> str:
     """A few op names for the kernel's name, so listings read ``pointwise_0_add_tanh``."""
     names = []
@@ -657,82 +782,6 @@ def _summary(group: Group) -> str:
 def _shape_only(loc: _Loc) -> np.ndarray:
     """A stand-in array with ``loc``'s shape and dtype whose elements are never read."""
     return np.lib.stride_tricks.as_strided(np.zeros(1, loc.dtype), loc.shape, (0,) * len(loc.shape))
-
-
-def _view_result(rule, out_shape: tuple, attrs: dict, extra: list, view: View, n_out: int) -> list[View] | None:
-    """The strided views ``rule`` gives for an array laid out like ``view``, or None if not strided.
-
-    First on a stand-in sharing no real data (NumPy answers with views, whatever the size); if NumPy
-    copies, on an array of element offsets (small buffers only): when each result's offsets are an
-    affine function of its index (``ravel(order="F")``, a negative-step copy...), that is a view too.
-    """
-    itemsize = view.dtype.itemsize
-    lo = view.offset + sum(s * (n - 1) for s, n in zip(view.strides, view.shape) if s < 0)
-    hi = view.offset + sum(s * (n - 1) for s, n in zip(view.strides, view.shape) if s > 0) + 1
-    if lo < 0:
-        raise AssertionError("view reaches before its buffer")
-    backing = np.empty(hi, dtype=view.dtype)  # virtual memory: view ops never touch it
-    array = np.lib.stride_tricks.as_strided(backing[view.offset:], view.shape,
-                                            tuple(s * itemsize for s in view.strides))
-    results = _as_list(rule(array, out_shape, attrs, extra), n_out)
-    out = []
-    for r in results:
-        if r.size == 0:
-            out.append(View(view.buffer, view.dtype, 0, r.shape, (0,) * r.ndim))
-            continue
-        offset_bytes = r.ctypes.data - backing.ctypes.data
-        if r.dtype != view.dtype or not np.may_share_memory(r, backing) or offset_bytes % itemsize \
-                or any(s % itemsize for s in r.strides):
-            return _affine_result(rule, out_shape, attrs, extra, view, n_out, hi)
-        out.append(View(view.buffer, view.dtype, offset_bytes // itemsize, r.shape,
-                        tuple(s // itemsize for s in r.strides)))
-    return out
-
-
-_AFFINE_LIMIT = 1 << 22  # elements: beyond this, a copying movement op is not analysed
-
-
-def _affine_result(rule, out_shape, attrs, extra, view: View, n_out: int, extent: int) -> list[View] | None:
-    if extent > _AFFINE_LIMIT:
-        return None
-    offsets = np.arange(extent, dtype=np.int64)
-    array = np.lib.stride_tricks.as_strided(offsets[view.offset:], view.shape, tuple(s * 8 for s in view.strides))
-    out = []
-    for r in _as_list(rule(array, out_shape, attrs, extra), n_out):
-        r = np.asarray(r)
-        base = int(r.flat[0]) if r.size else 0
-        strides = tuple(int(r[(0,) * d + (1,) + (0,) * (r.ndim - d - 1)]) - base if n > 1 else 0
-                        for d, n in enumerate(r.shape))
-        expected = base + sum(np.arange(n).reshape((n,) + (1,) * (r.ndim - d - 1)) * s
-                              for d, (n, s) in enumerate(zip(r.shape, strides)))
-        if r.size and not np.array_equal(r, np.broadcast_to(expected, r.shape)):
-            return None
-        out.append(View(view.buffer, view.dtype, base, r.shape, strides))
-    return out
-
-
-def _as_list(result, n_out: int) -> list[np.ndarray]:
-    return [np.asarray(r) for r in result] if n_out > 1 else [np.asarray(result)]
-
-
-def _order_preserving_shapes(rule, out_shape: tuple, attrs: dict, extra: list,
-                             shape: tuple[int, ...]) -> tuple[tuple[int, ...]] | None:
-    """``(new_shape,)`` if ``rule`` on a C-contiguous array keeps the elements in C order (a reshape)."""
-    view = View(0, np.dtype(np.uint8), 0, shape, _c_strides(shape))
-    try:
-        results = _view_result(rule, out_shape, attrs, extra, view, 1)
-    except NotImplementedError:
-        return None
-    if not results:
-        return None
-    (r,) = results
-    preserved = r.offset == 0 and _numel(r.shape) == _numel(shape) and \
-        all(s == c for s, c, n in zip(r.strides, _c_strides(r.shape), r.shape) if n != 1)
-    return (r.shape,) if preserved else None
-
-
-def _order_preserving(rule, out_shape: tuple, attrs: dict, extra: list, shape: tuple[int, ...]) -> bool:
-    return _order_preserving_shapes(rule, out_shape, attrs, extra, shape) is not None
 
 
 def plan_graph(graph, tuning: Tuning) -> Plan:
