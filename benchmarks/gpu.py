@@ -17,7 +17,6 @@ interpreter against NumPy: results are checked, and the times say nothing about 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 
@@ -25,6 +24,7 @@ import numpy as np
 import numtrace as nt
 import numtrace_triton
 from numtrace_ir.types import TensorType
+from numtrace_triton.device_memory import interpreter_enabled
 
 try:
     import cupy
@@ -183,8 +183,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes and fewer repeats")
     args = parser.parse_args()
-    interpret = os.environ.get("TRITON_INTERPRET", "0") == "1"
-    gpu = not interpret and cupy is not None
+    gpu = not interpreter_enabled() and cupy is not None
     ok, why = numtrace_triton.Backend().is_available()
     if not ok:
         raise SystemExit(f"triton backend unavailable: {why}")

@@ -33,7 +33,6 @@ CPU_HAS_AVX2_FMA = bool(nt_cpu_has_avx2_fma())
 cdef extern from "nt_simd.h" nogil:
     int nt_cpu_has_avx2_fma()
     void* nt_alloc_large(size_t n)
-    void nt_prefetch(const char* p, Py_ssize_t nbytes, int for_write)
     float nt_expf(float x)
     float nt_tanhf(float x)
     float sqrtf(float x)
@@ -69,9 +68,11 @@ ctypedef fused num2:
     double
 
 cdef enum:
-    # Elements per block: a register then takes at most 8 KiB, so a program's live registers and the
-    # operands' blocks stay in L1/L2 while each instruction streams over them.
-    BLOCK = 1024
+    # Elements per block: a register then takes at most 2 KiB, so a program's registers and the
+    # operands' blocks stay in L1 while each instruction streams over them. Threads take work in
+    # chunks of CHUNK elements (a multiple of BLOCK) so per-unit setup is amortized.
+    BLOCK = 256
+    CHUNK = 16384
     MAXD = 64
 
 # ---------------------------------------------------------------------------------------------
@@ -558,20 +559,11 @@ cdef inline bint _direct(const char* p, Py_ssize_t stride, Py_ssize_t itemsize) 
     """An operand block can be used in place: unit stride and naturally aligned."""
     return stride == itemsize and (<size_t>p) % itemsize == 0
 
-cdef void _block(const Ctx* cx, char** regs, char* scratch, char** ptrs, Py_ssize_t n,
-                 Py_ssize_t next_n) noexcept nogil:
+cdef void _block(const Ctx* cx, char** regs, char* scratch, char** ptrs, Py_ssize_t n) noexcept nogil:
     """Run the program over one block of n elements whose operands start at ptrs[k] (advancing by
-    the operand's innermost stride); the next next_n elements of the same row are prefetched."""
+    the operand's innermost stride)."""
     cdef int r, k, dt, last = cx.nd - 1
     cdef Py_ssize_t st, isz
-    if next_n > 0:
-        for r in range(cx.nregs):
-            kind = cx.reg_kind[r]
-            if kind == REG_INPUT or kind == REG_OUTPUT:
-                k = cx.reg_arg[r]
-                isz = ITEMSIZE[cx.reg_dt[r]]
-                if cx.strides[k * MAXD + last] == isz:
-                    nt_prefetch(ptrs[k] + n * isz, next_n * isz, kind == REG_OUTPUT)
     for r in range(cx.nregs):
         kind = cx.reg_kind[r]
         if kind == REG_INPUT or kind == REG_OUTPUT:
@@ -604,19 +596,26 @@ cdef void _offsets(const Ctx* cx, Py_ssize_t index, int first, int stop, char** 
                 ptrs[k] += i * cx.strides[k * MAXD + d]
 
 cdef void _elementwise_unit(const Ctx* cx, Py_ssize_t u, char* scratch) noexcept nogil:
-    """Work unit u of an elementwise pass: one block of the innermost dim at one outer index."""
+    """Work unit u of an elementwise pass: CHUNK elements of the innermost dim at one outer index,
+    run block by block (the per-unit setup is paid once per chunk, not per block)."""
+    cdef char* base[64]
     cdef char* ptrs[64]
     cdef char* regs[256]
     cdef int k, last = cx.nd - 1
-    cdef Py_ssize_t inner = cx.shape[last], n
-    cdef Py_ssize_t nblk = (inner + BLOCK - 1) // BLOCK
-    cdef Py_ssize_t start = (u % nblk) * BLOCK
+    cdef Py_ssize_t inner = cx.shape[last], n, start, stop
+    cdef Py_ssize_t nchunk = (inner + CHUNK - 1) // CHUNK
+    start = (u % nchunk) * CHUNK
+    stop = start + CHUNK if start + CHUNK < inner else inner
     for k in range(cx.nops):
-        ptrs[k] = cx.data[k] + start * cx.strides[k * MAXD + last]
-    _offsets(cx, u // nblk, 0, last, ptrs)
+        base[k] = cx.data[k]
+    _offsets(cx, u // nchunk, 0, last, base)
     _init_const_regs(cx, regs, scratch)
-    n = inner - start if inner - start < BLOCK else BLOCK
-    _block(cx, regs, scratch, ptrs, n, min(BLOCK, inner - start - n))
+    while start < stop:
+        n = stop - start if stop - start < BLOCK else BLOCK
+        for k in range(cx.nops):
+            ptrs[k] = base[k] + start * cx.strides[k * MAXD + last]
+        _block(cx, regs, scratch, ptrs, n)
+        start += n
 
 cdef void _init_const_regs(const Ctx* cx, char** regs, char* scratch) noexcept nogil:
     cdef int r
@@ -720,7 +719,7 @@ cdef void _reduction_row(const Ctx* cx, Py_ssize_t m, char* scratch) noexcept no
             for k in range(cx.nops):
                 ptrs[k] = base[k] + start * cx.strides[k * MAXD + last]
             _offsets(cx, o, cx.nkept, last, ptrs)
-            _block(cx, regs, scratch, ptrs, n, min(BLOCK, inner - start - n))
+            _block(cx, regs, scratch, ptrs, n)
             for j in range(cx.nred):
                 _fold(&cx.reds[j], &accs[j], regs[cx.reds[j].src], n)
             start += BLOCK
@@ -942,7 +941,7 @@ cdef class FusedKernel:
                 for k in range(cx.nkept):
                     units *= cx.shape[k]
             else:
-                units = (cx.shape[cx.nd - 1] + BLOCK - 1) // BLOCK
+                units = (cx.shape[cx.nd - 1] + CHUNK - 1) // CHUNK
                 for k in range(cx.nd - 1):
                     units *= cx.shape[k]
             nteam = nthreads if (nthreads > 1 and units > 1 and self.work >= PARALLEL_MIN_WORK) else 1

@@ -80,17 +80,6 @@ static inline float nt_tanhf(float x) {
     return ax < 0.625f ? small : big;
 }
 
-/* Ask for [p, p + nbytes) ahead of use.  The interpreter reads each operand in a separate
- * instruction loop, so the hardware prefetcher sees one stream at a time; prefetching the next
- * block of every operand keeps all of them in flight, as a hand-fused loop would. */
-static inline void nt_prefetch(const char *p, Py_ssize_t nbytes, int for_write) {
-    if (for_write) {
-        for (Py_ssize_t i = 0; i < nbytes; i += 64) __builtin_prefetch(p + i, 1, 3);
-    } else {
-        for (Py_ssize_t i = 0; i < nbytes; i += 64) __builtin_prefetch(p + i, 0, 3);
-    }
-}
-
 /* Block reductions.  Sums accumulate in double (more accurate than NumPy's
  * float32 pairwise sum); max/min propagate NaN like np.maximum.reduce. */
 #define NT_SUM(NAME, T) \

@@ -10,7 +10,6 @@ time; none of them is imported unless chosen.
 from __future__ import annotations
 
 import abc
-import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,8 +32,10 @@ _ALIGN = 16
 
 
 def interpreter_enabled() -> bool:
-    """Whether Triton runs kernels in its CPU interpreter (``TRITON_INTERPRET=1``)."""
-    return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
+    """Whether Triton runs kernels in its CPU interpreter (``TRITON_INTERPRET``, as Triton reads it)."""
+    import triton
+
+    return bool(triton.knobs.runtime.interpret)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,17 @@ from .elementwise import LOWERINGS, lower_elementwise
 from .kernel_plan import Arg, Const, Load, Op, Ref, Store, View
 from .source_writer import SourceWriter
 
-__all__ = ["BodyEmitter", "GeneratedKernel", "IndexSpace", "Tuning", "next_pow2"]
+__all__ = [
+    "BodyEmitter",
+    "GeneratedKernel",
+    "IndexSpace",
+    "Pointers",
+    "Tuning",
+    "assemble",
+    "item_views",
+    "needs_int64",
+    "next_pow2",
+]
 
 
 def next_pow2(n: int) -> int:

@@ -117,10 +117,12 @@ class TritonExecutable:
 
     def _launch(self, k, fn, bufs: dict[int, DeviceBuffer]) -> None:
         args = [self.allocator.pointer(bufs[b], dt) for b, dt in zip(k.buffers, k.buffer_dtypes)]
-        if k.tuned and not self._interpret:
+        if self._interpret:
+            fn[k.grid](*args, **k.constexprs)
+        elif k.tuned:  # block sizes and warps come from the config triton.autotune picks
             fn[k.grid_fn](*args, enable_fp_fusion=True, **k.launch_constexprs)
         else:
-            fn[k.grid](*args, num_warps=k.num_warps, **k.constexprs)
+            fn[k.grid](*args, num_warps=k.num_warps, enable_fp_fusion=True, **k.constexprs)
 
     def _result(self, j: int, spec, bufs: dict[int, DeviceBuffer], like: object, dest: np.ndarray | None):
         if spec.buffer is None:

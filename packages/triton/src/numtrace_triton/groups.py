@@ -91,7 +91,7 @@ def reshape_strides(
     return tuple(out)
 
 
-@dataclass
+@dataclass(eq=False)  # groups are compared (and hashed) by identity
 class Group:
     """A kernel being built. ``kind``: ``pointwise``, ``reduction`` or ``matmul``."""
 

@@ -90,9 +90,10 @@ class _Loc:
 
 
 def describe_node(node) -> str:
-    """``np.tanh node %3 at model.py:12`` for error messages."""
-    names = ", ".join(f"%{v.name}" if v.name else "%?" for v in node.outputs)
-    return f"{node.op} (node {names} at {node.loc or 'unknown location'})"
+    """``np.tanh (node %h at model.py:12)`` for error messages (named outputs only)."""
+    names = ", ".join(f"%{v.name}" for v in node.outputs if v.name)
+    where = f"at {node.loc}" if node.loc else "at an unknown location"
+    return f"{node.op} ({'node ' + names + ' ' if names else ''}{where})"
 
 
 class _Planner:
@@ -188,7 +189,8 @@ class _Planner:
         if loc.group is group and loc.folded is _NOTHING:
             return Ref(loc.key)
         if loc.folded is not _NOTHING and np.ndim(loc.folded) == 0:
-            return Const(np.asarray(loc.folded).item(), loc.dtype)
+            value = np.asarray(loc.folded)  # a Python scalar takes its default dtype unless NEP 50 says else
+            return Const(value.item(), loc.dtype if loc.dtype is not None else value.dtype)
         view = self.materialize(loc, label)
         self.depend(group, view)
         return LogicalLoad(view, at)
@@ -198,14 +200,7 @@ class _Planner:
         op = registry.get(node.op)
         with np.errstate(all="ignore"):
             result = op.reference(*values, **node.attrs)
-        results = result if len(node.outputs) > 1 else (result,)
-        for v, r in zip(node.outputs, results):
-            t = v.type
-            if isinstance(t, TensorType):
-                r = np.asarray(r)
-                self.locs[v] = _Loc(t.shape, t.dtype, folded=r)
-            else:
-                self.locs[v] = _Loc((), None, folded=r, weak=t.kind)
+        self.fold_values(node, result if len(node.outputs) > 1 else (result,))
 
     def elementwise(self, node, label: str, as_op: str | None = None) -> None:
         """Add ``node`` (computed as op ``as_op`` when given) to a pointwise-compatible group."""
@@ -308,8 +303,10 @@ class _Planner:
                 g.deps.discard(other.gid)
                 if g is not group:
                     g.deps.add(group.gid)
-        for buf, writers in self.writers.items():
-            self.writers[buf] = list(dict.fromkeys(group if w is other else w for w in writers))
+        for writers in self.writers.values():
+            if other in writers:
+                i = writers.index(other)
+                writers[i : i + 1] = [] if group in writers else [group]
         for loc in self.locs.values():
             if loc.group is other:
                 loc.group = group
@@ -690,11 +687,14 @@ class _Planner:
                 )
         self.types.update(zip(node.outputs, types))
 
-    def fold_values(self, node, values: list) -> None:
+    def fold_values(self, node, values) -> None:
+        """The node's outputs are known now: ``values``, one per output."""
         for v, r in zip(node.outputs, values):
             t = v.type
-            if isinstance(t, TensorType):
-                self.locs[v] = _Loc(t.shape, t.dtype, folded=np.asarray(r, dtype=t.dtype))
+            if isinstance(t, TensorType):  # the shape from the value: the graph's may be symbolic
+                r = np.asarray(r, dtype=t.dtype)
+                self.locs[v] = _Loc(r.shape, t.dtype, folded=r)
+                self.types[v] = TensorType(t.dtype, r.shape)
             else:
                 self.locs[v] = _Loc((), None, folded=r, weak=t.kind)
 
@@ -719,10 +719,11 @@ class _Planner:
             spec = self.buffers[mem.buffer]
             spec.role, spec.index, spec.doc = "output", j, doc
             return OutputSpec(t.dtype, t.shape, buffer=mem.buffer)
-        if mem is None:
+        if loc.group is not None and (mem is None or self.writers.get(mem.buffer) == [loc.group]):
+            # Still computed by its group: that kernel also stores it, C-contiguous, as the output.
             view = self.buffer(t.shape, t.dtype, "output", j, doc=doc)
             self.store(loc.group, loc.key, view, loc.level, loc.shape)
-            loc.mem = view
+            loc.mem = loc.mem or view
             return OutputSpec(t.dtype, t.shape, buffer=view.buffer)
         # An input, a constant, a view, or a buffer already returned: copy into a fresh output.
         group = self.new_group("pointwise", numel(t.shape))
