@@ -61,3 +61,42 @@ def test_errors_name_the_node():
     g.set_outputs([n.output])
     with pytest.raises(ShapeError, match=r"np\.add\(%x, %y\)  # net\.py:9: .*do not broadcast"):
         specialize(g, [TensorType("f32", (3,)), TensorType("f32", (4,))])
+
+
+def heads_graph():
+    """``x.reshape(B, T, 4, C // 4)`` with the sizes read from the traced ``x.shape``."""
+    g = Graph()
+    x = g.add_input("x", TensorType("f32", (2, 8, 16)))
+    b, t, c = (g.create_node("prim.dim", [x], attrs={"axis": i}).output for i in range(3))
+    four = g.create_node("prim.Constant", [], attrs={"value": 4}).output
+    q = g.create_node("prim.floordiv", [c, four]).output
+    # The tracer knows the sizes it traced with, so it records the types (no symbolic proof needed).
+    r = g.create_node("prim.reshape", [x, b, t, q], attrs={"shape": ("n0", "n1", 4, "n2")},
+                      out_types=[TensorType("f32", (2, 8, 4, 4))])
+    back = g.create_node("prim.reshape", [r.output, b, t, c], attrs={"shape": ("n0", "n1", "n3")},
+                         out_types=[TensorType("f32", (2, 8, 16))])
+    g.set_outputs([back.output])
+    return g
+
+
+def test_specialize_folds_shapes_read_from_inputs():
+    g = heads_graph()
+    with pytest.raises(ShapeError, match="axis 0: expected 2, got 3"):
+        specialize(g, [TensorType("f32", (3, 5, 16))])
+    h = specialize(g, [TensorType("f32", (3, 5, 16))], check_shapes=False)
+    reshapes = [n for n in h if n.op == "prim.reshape"]
+    assert [n.attrs["shape"] for n in reshapes] == [(3, 5, 4, 4), (3, 5, 16)]
+    assert all(len(n.inputs) == 1 for n in reshapes)  # the folded scalars are no longer inputs
+    assert str(h.outputs[0].type) == "f32[3, 5, 16]"
+    h.lint()
+
+
+def test_specialize_keeps_unknown_dynamic_dims():
+    g = Graph()
+    x = g.add_input("x", TensorType("f32", (6,)))
+    n = g.add_input("n", ScalarType("int"))
+    r = g.create_node("prim.reshape", [x, n], attrs={"shape": ("k", -1)})
+    g.set_outputs([r.output])
+    h = specialize(g, [TensorType("f32", (6,)), ScalarType("int")])
+    (node,) = h.nodes
+    assert node.attrs["shape"] == ("k", -1) and len(node.inputs) == 2

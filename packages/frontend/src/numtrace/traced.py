@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from numtrace_ir import Graph, ShapeError, TensorType, registry
+from numtrace_ir import Graph, ShapeError, TensorType, registry, specialize
 
 from . import tracer as _tracing
 from .backends import get_backend
@@ -202,20 +202,10 @@ def retyped(graph: Graph, types: Sequence[Any], name: str) -> Graph:
     """A copy of ``graph`` for inputs of ``types`` (same ranks and dtypes, other sizes): every node's
     type is recomputed by its op's rule, so a size the program cannot take fails here, naming the node.
     """
-    out = Graph()
-    mapping = {old: out.add_input(old.name, t) for old, t in zip(graph.inputs, types)}
-    for node in graph.nodes:
-        try:
-            # A constant's type is its value's: kept, not re-derived.
-            fixed = tuple(v.type for v in node.outputs) if node.op == "prim.Constant" else None
-            new = out.create_node(node.op, [mapping[v] for v in node.inputs], attrs=dict(node.attrs),
-                                  loc=node.loc, out_types=fixed)
-        except (ShapeError, TypeError, ValueError) as exc:
-            raise ValueError(f"{name}(): the arguments' shapes do not fit the traced program: {node.op} at "
-                             f"{node.loc or 'unknown location'}: {exc}") from None
-        mapping.update(zip(node.outputs, new.outputs))
-    out.set_outputs([mapping[v] for v in graph.outputs])
-    return out
+    try:
+        return specialize(graph, types, check_shapes=False)
+    except (ShapeError, TypeError, ValueError) as exc:
+        raise ValueError(f"{name}(): the arguments' shapes do not fit the traced program: {exc}") from None
 
 
 class _ScalarArguments:

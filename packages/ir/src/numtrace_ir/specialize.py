@@ -9,15 +9,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from numtrace_ir import dims
 from numtrace_ir.graph import Graph, infer_types
-from numtrace_ir.registry import UnknownOpError
-from numtrace_ir.types import TensorType, Type
+from numtrace_ir.registry import UnknownOpError, get
+from numtrace_ir.types import ScalarType, TensorType, Type
+
+# Shape-generic ops whose `shape` attr names one dynamic dim per trailing scalar input, and the
+# number of tensor inputs before those scalars.
+_DYNAMIC_SHAPE_OPS = {"prim.reshape": 1, "prim.broadcast_to": 1, "prim.full": 0}
+# Ops that read only the *type* of their tensor input, so their value is known once it is concrete.
+_SHAPE_READS = ("prim.dim", "prim.size")
 
 __all__ = ["specialize"]
 
 
-def _check_input(i: int, declared: Type, given: Type, bindings: dict) -> None:
+def _check_input(i: int, declared: Type, given: Type, bindings: dict, check_shapes: bool) -> None:
     if not isinstance(given, Type):
         raise TypeError(f"specialize: input type {i} must be a numtrace_ir type, got {given!r}")
     if isinstance(declared, TensorType) and isinstance(given, TensorType):
@@ -26,7 +34,7 @@ def _check_input(i: int, declared: Type, given: Type, bindings: dict) -> None:
                             f"but given dtype {given.dtype_name}")
         if declared.ndim != given.ndim:
             raise dims.ShapeError(f"specialize: input {i} is declared {declared} but given rank {given.ndim}")
-        if given.is_concrete:
+        if check_shapes and given.is_concrete:
             try:
                 dims.match_shape(declared.shape, given.shape, bindings)
             except dims.ShapeError as e:
@@ -35,11 +43,14 @@ def _check_input(i: int, declared: Type, given: Type, bindings: dict) -> None:
         raise TypeError(f"specialize: input {i} is declared {declared} but given {given}")
 
 
-def specialize(g: Graph, input_types: Sequence[Type]) -> Graph:
+def specialize(g: Graph, input_types: Sequence[Type], *, check_shapes: bool = True) -> Graph:
     """A copy of `g` whose input types are `input_types` and whose other types follow by the op rules.
 
-    Concrete input shapes must agree with the declared ones: equal concrete dims, and each symbol
-    bound to one size across all inputs. Errors name the node and its source location.
+    With `check_shapes`, concrete input shapes must agree with the declared ones: equal concrete dims,
+    and each symbol bound to one size across all inputs. Without it only dtypes and ranks must agree,
+    for a graph traced at example shapes and run at others (the ops' rules still check every node).
+    Shape scalars the concrete types determine are folded into the dynamic-shape ops that use them.
+    Errors name the node and its source location.
     """
     types = tuple(input_types)
     if len(types) != len(g.inputs):
@@ -48,20 +59,73 @@ def specialize(g: Graph, input_types: Sequence[Type]) -> Graph:
     out = Graph()
     vmap = {}
     for i, (v, t) in enumerate(zip(g.inputs, types)):
-        _check_input(i, v.type, t, bindings)
+        _check_input(i, v.type, t, bindings, check_shapes)
         vmap[v] = out.add_input(v.name, t)
+    known: dict = {}  # new Value -> its Python value, for scalars computable from the input types
     for n in g:
         inputs = [vmap[x] for x in n.inputs]
+        attrs = n.attrs
+        if n.op in _DYNAMIC_SHAPE_OPS:
+            inputs, attrs = _fold_dynamic_shape(n.op, inputs, attrs, known)
         try:
-            new_types = infer_types(n.op, tuple(x.type for x in inputs), n.attrs)
+            new_types = infer_types(n.op, tuple(x.type for x in inputs), attrs)
             if len(new_types) != len(n.outputs):
                 raise ValueError(f"the rule gives {len(new_types)} outputs, the node has {len(n.outputs)}")
         except (dims.ShapeError, TypeError, ValueError, UnknownOpError) as e:
             where = "" if n.loc else "  # unknown location"  # the node's text ends with its location
             raise type(e)(f"specialize: {n}{where}: {e}") from e
-        m = out.create_node(n.op, inputs, n.attrs, n.loc, new_types)
+        m = out.create_node(n.op, inputs, attrs, n.loc, new_types)
+        value = _scalar_value(n.op, inputs, attrs, new_types, known)
+        if value is not None:
+            known[m.output] = value
         for old, new in zip(n.outputs, m.outputs):
             new.name = old.name
             vmap[old] = new
     out.set_outputs([vmap[v] for v in g.outputs])
     return out
+
+
+def _scalar_value(op: str, inputs, attrs: dict, out_types: tuple, known: dict):
+    """The value of a scalar node when the concrete types determine it (a shape read, a constant, or
+    scalar arithmetic on known values), else None. Folding these lets a shape computed from traced
+    shapes (``x.reshape(B, T, C // 4, 4)``) become concrete for the call being planned."""
+    if len(out_types) != 1 or not isinstance(out_types[0], ScalarType):
+        return None
+    if op == "prim.Constant":
+        value = attrs.get("value")
+        return value if isinstance(value, (bool, int, float)) else None
+    opdef = get(op)
+    if op in _SHAPE_READS:
+        t = inputs[0].type
+        if not (isinstance(t, TensorType) and t.is_concrete):
+            return None
+        # A zero-strided view has the shape without owning any memory.
+        args = [np.lib.stride_tricks.as_strided(np.zeros(1, t.dtype), t.shape, (0,) * t.ndim)]
+    elif opdef.kind == "scalar" and inputs and all(v in known for v in inputs):
+        args = [known[v] for v in inputs]
+    else:
+        return None
+    try:
+        return opdef.reference(*args, **attrs)
+    except (ArithmeticError, ValueError, TypeError):
+        return None  # e.g. a division by zero: left for the run to report
+
+
+def _fold_dynamic_shape(op: str, inputs: list, attrs: dict, known: dict) -> tuple[list, dict]:
+    """Replace the dynamic dims of a shape-generic op whose scalar inputs are known by their values."""
+    n_tensors = _DYNAMIC_SHAPE_OPS[op]
+    scalars = iter(inputs[n_tensors:])
+    kept, shape = list(inputs[:n_tensors]), []
+    for d in attrs["shape"]:
+        if not isinstance(d, str):
+            shape.append(d)
+            continue
+        v = next(scalars)
+        if v in known and isinstance(known[v], int):
+            shape.append(int(known[v]))
+        else:
+            shape.append(d)
+            kept.append(v)
+    if len(kept) == len(inputs):
+        return inputs, attrs
+    return kept, {**attrs, "shape": tuple(shape)}

@@ -1,0 +1,31 @@
+"""A trace taken at one size runs at others when the program reads its sizes from ``x.shape``."""
+
+import numpy as np
+import numtrace as nt
+import pytest
+
+
+def split_heads_and_back(x, w):
+    b, t, c = x.shape
+    q = (x @ w).reshape(b, t, 4, c // 4).transpose(0, 2, 1, 3)
+    scores = q @ q.transpose(0, 1, 3, 2)
+    mixed = scores @ q
+    return mixed.transpose(0, 2, 1, 3).reshape(b, t, c)
+
+
+@pytest.mark.triton
+def test_attention_reshapes_follow_the_batch_and_sequence(backend, rng):
+    w = rng.standard_normal((16, 16)).astype(np.float32)
+    x = rng.standard_normal((2, 8, 16)).astype(np.float32)
+    traced = nt.trace(split_heads_and_back, (x, w), check_inputs=[(x[:1, :3], w)], backend=backend)
+    for shape in [(3, 5, 16), (1, 1, 16)]:
+        x2 = rng.standard_normal(shape).astype(np.float32)
+        np.testing.assert_allclose(traced(x2, w), split_heads_and_back(x2, w), rtol=1e-4, atol=1e-4)
+
+
+def test_a_size_the_program_cannot_take_is_a_clear_error(backend, rng):
+    w = rng.standard_normal((16, 16)).astype(np.float32)
+    traced = nt.trace(split_heads_and_back, (rng.standard_normal((2, 8, 16)).astype(np.float32), w),
+                      backend=backend)
+    with pytest.raises(ValueError, match="shapes do not fit the traced program"):
+        traced(np.zeros((2, 8, 12), np.float32), w)  # 12 columns meet the 16-row weight
