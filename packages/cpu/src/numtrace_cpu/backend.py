@@ -12,7 +12,6 @@ from numtrace_ir.types import TensorType, Type
 from numtrace_cpu.executable import Executable
 from numtrace_cpu.lowering import lower
 from numtrace_cpu.planner import plan_buffers
-from numtrace_cpu.shapes import bind_shape_scalars
 
 __all__ = ["Backend", "compile_graph"]
 
@@ -27,7 +26,7 @@ def compile_graph(graph, input_types: Sequence[Type]) -> Executable:
             raise TypeError(f"input type {i} must be a numtrace_ir type, got {t!r}")
         if isinstance(t, TensorType) and not t.is_concrete:
             raise ValueError(f"input type {i} ({t}) must have concrete dims to compile for the CPU")
-    g = bind_shape_scalars(specialize(graph, types))
+    g = specialize(graph, types)   # also folds shape reads into prim.reshape & co.
     steps, index, consts = lower(g)
     by_number = {n: v.type for v, n in index.items()}
     const_numbers = {index[v]: value for v, value in consts.items()}
