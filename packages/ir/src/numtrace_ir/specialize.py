@@ -74,8 +74,12 @@ def specialize(g: Graph, input_types: Sequence[Type], *, check_shapes: bool = Tr
         except (dims.ShapeError, TypeError, ValueError, UnknownOpError) as e:
             where = "" if n.loc else "  # unknown location"  # the node's text ends with its location
             raise type(e)(f"specialize: {n}{where}: {e}") from e
-        m = out.create_node(n.op, inputs, attrs, n.loc, new_types)
         value = _scalar_value(n.op, inputs, attrs, new_types, known)
+        if value is not None and n.op != "prim.Constant":
+            # A scalar the call's types determine is a constant of the specialized program.
+            m = out.create_node("prim.Constant", [], {"value": value}, n.loc, new_types)
+        else:
+            m = out.create_node(n.op, inputs, attrs, n.loc, new_types)
         if value is not None:
             known[m.output] = value
         for old, new in zip(n.outputs, m.outputs):
@@ -106,9 +110,11 @@ def _scalar_value(op: str, inputs, attrs: dict, out_types: tuple, known: dict):
     else:
         return None
     try:
-        return opdef.reference(*args, **attrs)
+        value = opdef.reference(*args, **attrs)
     except (ArithmeticError, ValueError, TypeError):
         return None  # e.g. a division by zero: left for the run to report
+    value = value.item() if isinstance(value, np.generic) else value
+    return value if isinstance(value, (bool, int, float)) else None
 
 
 def _fold_dynamic_shape(op: str, inputs: list, attrs: dict, known: dict) -> tuple[list, dict]:
