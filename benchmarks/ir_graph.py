@@ -239,7 +239,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="10k nodes, 2 repeats (smoke run)")
     args = parser.parse_args()
+    if args.quick:
+        args.nodes, args.repeat = 10_000, 2
     layers = max(1, args.nodes // NODES_PER_LAYER)
     rng = np.random.default_rng(0)
     consts = [rng.standard_normal(4).astype(np.float32) for _ in range(layers)]

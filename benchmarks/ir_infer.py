@@ -70,7 +70,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=100_000)
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--quick", action="store_true", help="10k calls, 2 repeats (smoke run)")
     args = ap.parse_args()
+    if args.quick:
+        args.calls, args.repeat = 10_000, 2
     n = max(args.calls // len(CASES), 1)
     a, w = np.ones((4, 64), np.float32), np.ones(64, np.float32)
     print(f"median of {args.repeat} runs of {n} calls per op, microseconds per call")
