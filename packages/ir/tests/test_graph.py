@@ -172,12 +172,14 @@ def test_replace_all_uses_and_replace_input():
     g, x, y, a, m = small_graph()
     with g.inserting_before(m):
         n = g.create_node("np.negative", [a.output])
-    a.output.replace_all_uses_with(n.output)  # also rewires n itself and the graph outputs
-    assert m.inputs == (n.output, n.output) and g.outputs == (m.output, n.output)
-    assert n.inputs == (n.output,)
-    with pytest.raises(LintError, match="not defined before use"):
-        g.lint()
+    # n uses a's output: redirecting that use to n's own output would make a cycle, so nothing changes.
+    with pytest.raises(ValueError, match="replace_all_uses_with: .* at or after <Node np.negative"):
+        a.output.replace_all_uses_with(n.output)
+    assert n.inputs == (a.output,) and m.inputs == (a.output, a.output)
+    g.lint()
     n.replace_input(0, x)
+    a.output.replace_all_uses_with(n.output)  # also rewires the graph outputs
+    assert m.inputs == (n.output, n.output) and g.outputs == (m.output, n.output)
     assert a.output.users == [] and x.users == [a, n] and n.output.users == [m]
     g.lint()
     with pytest.raises(IndexError, match="input index 3 is out of range"):

@@ -58,3 +58,38 @@ def test_cases_are_deterministic():
         assert na == nb
         for x, y in zip(ia, ib):
             np.testing.assert_array_equal(x, y)
+
+
+def _sample_features(cases):
+    """Per op name: the input dtypes its samples cover, plus '0d', 'empty', 'multi' (two or more
+    array inputs) and 'bcast' (array inputs of different shapes)."""
+    features: dict[str, set[str]] = {}
+    for op, sample in cases:
+        f = features.setdefault(op.name, set())
+        arrays = [v for v in sample.inputs if isinstance(v, np.ndarray)]
+        for a in arrays:
+            f.add(a.dtype.name)
+            f.update(k for k, on in (("0d", a.ndim == 0), ("empty", a.size == 0)) if on)
+        if len(arrays) >= 2:
+            f.add("multi")
+        if len({a.shape for a in arrays}) > 1:
+            f.add("bcast")
+    return features
+
+
+def test_samples_cover_0d_empty_broadcasting_and_the_main_dtypes():
+    """The rule test above is only as strong as its samples: every elementwise op and reduction is
+    checked on 0-d and empty inputs, every multi-input elementwise op on broadcasting shapes, and each
+    of float32/float64/int32/int64/bool on most elementwise ops (the rest do not accept it)."""
+    kinds = {op.name: op.kind for op, _ in CASES}
+    features = _sample_features(CASES)
+    gaps = []
+    for name, f in features.items():
+        if kinds[name] in ("elementwise", "reduction"):
+            wanted = ["0d", "empty"] + (["bcast"] if kinds[name] == "elementwise" and "multi" in f else [])
+            gaps += [(name, k) for k in wanted if k not in f]
+    assert gaps == []
+    elementwise = [f for name, f in features.items() if kinds[name] == "elementwise"]
+    for dtype in ("float32", "float64", "int32", "int64", "bool"):
+        covered = sum(dtype in f for f in elementwise)
+        assert covered >= 0.8 * len(elementwise), (dtype, covered, len(elementwise))

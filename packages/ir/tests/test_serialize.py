@@ -154,3 +154,71 @@ def test_corrupt_member_data():
 def test_loads_rejects_non_bytes():
     with pytest.raises(TypeError, match="expects bytes"):
         serialize.loads("text")
+
+
+def deflated(members):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, content in members.items():
+            z.writestr(name, content)
+    return buf.getvalue()
+
+
+def test_zip_bombs_are_refused_before_decompressing(monkeypatch):
+    bomb = deflated({"manifest.json": b" " * (1 << 24)})  # 16 MiB in about 16 KiB
+    assert len(bomb) < 1 << 15
+    with pytest.raises(FormatError, match="decompress to 16777216 bytes, more than max_bytes=1048576"):
+        serialize.loads(bomb, max_bytes=1 << 20)
+    monkeypatch.setattr(serialize, "MAX_MEMBERS", 8)
+    with pytest.raises(FormatError, match="has 9 members; at most 8 are allowed"):
+        serialize.loads(deflated({f"m{i}": b"" for i in range(9)}))
+    monkeypatch.undo()
+    with pytest.raises(TypeError, match="max_bytes must be an int >= 0"):
+        serialize.loads(good(), max_bytes=-1)
+    # A real payload passes a bound just above its size and fails one just below.
+    data = good()
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        size = sum(info.file_size for info in z.infolist())
+    serialize.loads(data, max_bytes=size)
+    with pytest.raises(FormatError, match="more than max_bytes"):
+        serialize.loads(data, max_bytes=size - 1)
+
+
+def test_a_member_larger_than_its_declared_size_is_corrupt():
+    # The directory claims 2 bytes; zipfile stops there, so memory stays bounded and the CRC fails.
+    data = bytearray(deflated({"manifest.json": b"{" + b" " * 100000 + b"}"}))
+    central = data.rfind(b"PK\x01\x02")
+    data[central + 24:central + 28] = (2).to_bytes(4, "little")
+    with pytest.raises(FormatError, match="'manifest.json' is corrupt"):
+        serialize.loads(bytes(data))
+
+
+def test_duplicate_member_names_are_refused():
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z, pytest.warns(UserWarning, match="Duplicate name"):
+        z.writestr("manifest.json", b"{}")
+        z.writestr("manifest.json", b"{}")
+    with pytest.raises(FormatError, match="names a member twice"):
+        serialize.loads(buf.getvalue())
+
+
+@pytest.mark.parametrize("cut", [0.1, 0.5, 0.9, 0.99])
+def test_truncated_payloads_raise_format_error(cut):
+    data = good()
+    with pytest.raises(FormatError):
+        serialize.loads(data[:int(len(data) * cut)])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_random_byte_flips_raise_format_error_or_load(seed):
+    # Flips in zip headers hit zipfile's less common errors (NotImplementedError for a "version"...).
+    data = good()
+    rng = np.random.default_rng(seed)
+    for _ in range(400):
+        flipped = bytearray(data)
+        for at in rng.integers(0, len(data), rng.integers(1, 4)):
+            flipped[at] = rng.integers(0, 256)
+        try:
+            serialize.loads(bytes(flipped))
+        except FormatError:
+            pass

@@ -62,11 +62,22 @@ cpdef str check_loc(object loc):
     """Validate a source location (`"file:line"`): one line, no outer spaces."""
     if loc is None or loc in _valid_locs:
         return loc
-    if not isinstance(loc, str) or not loc or loc != loc.strip() or "\n" in loc or "\r" in loc:
-        raise ValueError(f"invalid source location {loc!r}: expected a one-line string such as 'model.py:12'")
+    if (not isinstance(loc, str) or not loc or loc != loc.strip() or "\n" in loc or "\r" in loc
+            or not _utf8_encodable(loc)):
+        raise ValueError(f"invalid source location {loc!r}: expected a one-line UTF-8 string such as "
+                         f"'model.py:12'")
     if len(_valid_locs) < 1 << 16:
         _valid_locs.add(loc)
     return loc
+
+
+cdef bint _utf8_encodable(str s):
+    # Lone surrogates print but cannot be serialized (the text IR is stored as UTF-8).
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 cdef dict _checked_attrs(str op, dict attrs):
@@ -196,6 +207,8 @@ cdef class Value:
             return
         cdef Node n
         cdef list users = self._use_list()
+        for n in users:
+            _check_defined_before(other, n, "replace_all_uses_with")
         for n in set(users):
             n._inputs = tuple([other if v is self else v for v in n._inputs])
         for n in users:
@@ -213,6 +226,18 @@ cdef class Value:
 
 def _node_pos(Node n):
     return n._pos
+
+
+cdef _check_defined_before(Value v, Node user, str what):
+    # SSA order: a node may only use values defined before it (a graph input or an earlier node's
+    # output); anything else would make a cycle or a use before definition.
+    cdef Node producer
+    if v._node == NULL:
+        return
+    producer = <Node>v._node
+    if producer is user or producer._pos >= user._pos:
+        raise ValueError(f"{what}: {v!r} is defined at or after {user!r}, where it would be used; "
+                         f"a node may only use values defined before it")
 
 
 @cython.no_gc
@@ -272,6 +297,7 @@ cdef class Node:
             raise IndexError(f"{self.op} has {n} inputs; input index {i} is out of range")
         if value._graph != self._graph or self._graph == NULL:
             raise ValueError(f"{self.op}: the replacement input must be a value of the same graph")
+        _check_defined_before(value, self, "replace_input")
         value._add_use(self)
         (<Value>self._inputs[i])._remove_use(self)
         self._inputs = self._inputs[:i] + (value,) + self._inputs[i + 1:]
@@ -290,7 +316,12 @@ cdef class _InsertionPoint:
     cdef Node before
     cdef Node saved
 
+    def __init__(self):
+        raise TypeError("insertion points are created by Graph.inserting_before/inserting_after")
+
     def __enter__(self):
+        if self.graph is None:  # made by __new__ from Python: nothing to move
+            raise TypeError("insertion points are created by Graph.inserting_before/inserting_after")
         self.saved = self.graph._insert_before
         self.graph._insert_before = self.before
         return self
@@ -298,6 +329,8 @@ cdef class _InsertionPoint:
     def __exit__(self, *exc):
         # The saved anchor may have been erased meanwhile: then insert at the end.
         cdef Node saved = self.saved
+        if self.graph is None:
+            return False
         self.graph._insert_before = saved if saved is None or saved._graph == <PyObject*>self.graph else None
         return False
 
@@ -381,6 +414,8 @@ cdef class Graph:
         for i in range(len(ins)):
             if not _in_graph(ins[i], self):
                 raise ValueError(f"{op}: input {i} is not a value of this graph: {ins[i]!r}")
+            if self._insert_before is not None:
+                _check_defined_before(<Value>ins[i], self._insert_before, op)
         attrs = _checked_attrs(op, attrs) if attrs else {}
         check_loc(loc)
         if out_types is None:
@@ -449,7 +484,7 @@ cdef class Graph:
         """Context manager: nodes created inside it go right before `node`."""
         if node._graph != <PyObject*>self:
             raise ValueError("inserting_before: the node is not in this graph")
-        p = _InsertionPoint()
+        cdef _InsertionPoint p = _InsertionPoint.__new__(_InsertionPoint)
         p.graph, p.before = self, node
         return p
 
@@ -457,7 +492,7 @@ cdef class Graph:
         """Context manager: nodes created inside it go after `node`, in creation order."""
         if node._graph != <PyObject*>self:
             raise ValueError("inserting_after: the node is not in this graph")
-        p = _InsertionPoint()
+        cdef _InsertionPoint p = _InsertionPoint.__new__(_InsertionPoint)
         p.graph, p.before = self, node._next
         return p
 

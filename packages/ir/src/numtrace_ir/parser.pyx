@@ -51,7 +51,7 @@ cdef class _Parser:
     # Nesting of types and literals being read: bounded, so that no text can exhaust the C stack.
     cdef int depth
 
-    def __init__(self, arrays):
+    def __cinit__(self, arrays):
         self.g = Graph()
         self.values = {}
         self.type_cache = {}
@@ -196,7 +196,7 @@ cdef class _Parser:
             for item in _split_top(body):
                 item = item.strip()
                 try:
-                    dims.append(int(item) if item.isdigit() else check_dim(item))
+                    dims.append(check_dim(int(item) if item.isdigit() else item))
                 except (TypeError, ValueError) as e:
                     self.fail(f"bad dim {item!r}: {e}", self.pos + 1)
         t = TensorType(dtype, tuple(dims))

@@ -29,10 +29,15 @@ from numtrace_ir.parser import ParseError, parse
 from numtrace_ir.printer import format_graph
 from numtrace_ir.types import normalize_dtype
 
-__all__ = ["FORMAT_VERSION", "FormatError", "dumps", "loads"]
+__all__ = ["FORMAT_VERSION", "FormatError", "MAX_MEMBERS", "MAX_TOTAL_BYTES", "dumps", "loads"]
 
 FORMAT_NAME = "numtrace-ir"
 FORMAT_VERSION = 1
+# Bounds checked against the zip's directory before anything is decompressed, so that a small
+# hostile payload (a zip bomb) cannot make `loads` allocate without limit. `loads(max_bytes=...)`
+# raises the total for payloads with larger weights.
+MAX_MEMBERS = 1 << 16
+MAX_TOTAL_BYTES = 1 << 33
 
 
 class FormatError(ValueError):
@@ -101,13 +106,26 @@ def dumps(graphs: Mapping[str, Graph], meta: Mapping[str, Any] | None = None,
 class _Reader:
     """Reads members of one payload, turning every low-level failure into a `FormatError`."""
 
-    def __init__(self, data: bytes):
+    def __init__(self, data: bytes, max_bytes: int):
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"loads expects bytes, got {type(data).__name__}")
+        if type(max_bytes) is not int or max_bytes < 0:
+            raise TypeError(f"max_bytes must be an int >= 0, got {max_bytes!r}")
         try:
             self.zip = zipfile.ZipFile(io.BytesIO(bytes(data)))
-        except (zipfile.BadZipFile, ValueError, OSError) as e:
+        except Exception as e:  # zipfile also raises NotImplementedError, struct.error, EOFError...
             raise FormatError(f"not a numtrace-ir file: not a zip archive ({e})") from None
+        infos = self.zip.infolist()
+        if len(infos) > MAX_MEMBERS:
+            raise FormatError(f"the archive has {len(infos)} members; at most {MAX_MEMBERS} are allowed")
+        names = [info.filename for info in infos]
+        if len(set(names)) != len(names):
+            raise FormatError("the archive names a member twice")
+        # zipfile never decompresses past a member's declared size, so these sizes bound memory.
+        total = sum(info.file_size for info in infos)
+        if total > max_bytes:
+            raise FormatError(f"the archive's members decompress to {total} bytes, more than "
+                              f"max_bytes={max_bytes}")
 
     def read(self, member: str) -> bytes:
         if not isinstance(member, str):
@@ -149,9 +167,11 @@ def _names(manifest: dict, key: str) -> dict[str, str]:
     return table
 
 
-def loads(data: bytes) -> tuple[dict[str, Graph], dict[str, Any], dict[str, np.ndarray]]:
-    """Read what `dumps` wrote: `(graphs, meta, arrays)`. `FormatError` for malformed data."""
-    r = _Reader(data)
+def loads(data: bytes, *, max_bytes: int = MAX_TOTAL_BYTES
+          ) -> tuple[dict[str, Graph], dict[str, Any], dict[str, np.ndarray]]:
+    """Read what `dumps` wrote: `(graphs, meta, arrays)`. `FormatError` for malformed data, including
+    more than `MAX_MEMBERS` members or members that decompress to more than `max_bytes` in total."""
+    r = _Reader(data, max_bytes)
     manifest = r.json("manifest.json")
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
         raise FormatError("manifest.json does not describe a numtrace-ir file")

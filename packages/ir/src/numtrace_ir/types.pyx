@@ -60,12 +60,18 @@ def dtype_name(dtype):
     return _NAME_OF[normalize_dtype(dtype)]
 
 
+# Backends index with int64: a larger dim could not describe an array they can run on.
+cdef object _MAX_DIM = (1 << 63) - 1
+
+
 cpdef object check_dim(object d):
     """Validate one dim: an `int >= 0` or a symbol/expression string that the text form can hold."""
     cdef int depth = 0
     if type(d) is int:
         if d < 0:
             raise ValueError(f"dims must be >= 0, got {d}")
+        if d > _MAX_DIM:
+            raise ValueError(f"dims must fit in int64 (at most {_MAX_DIM}), got {d}")
         return d
     if isinstance(d, str):
         s = <str>d
@@ -100,6 +106,11 @@ def format_dim(d):
 cdef class Type:
     """Base of all value types: immutable, compared, hashed and pickled by their constructor arguments."""
 
+    def __init__(self, *args):
+        # The base holds no type: only its subclasses (which set `_args` in __cinit__) are types.
+        if type(self) is Type or self._args is None:
+            raise TypeError("Type is abstract: use TensorType, ScalarType or TupleType")
+
     def __hash__(self):
         return self._hash
 
@@ -133,7 +144,7 @@ cdef class TensorType(Type):
                 raise TypeError(f"TensorType shape must be a tuple of dims, got {shape!r}")
             shape = tuple(shape)
         for d in <tuple>shape:
-            if type(d) is not int or d < 0:
+            if type(d) is not int or d < 0 or d > _MAX_DIM:
                 shape = tuple([check_dim(x) for x in <tuple>shape])
                 break
         self.shape = <tuple>shape

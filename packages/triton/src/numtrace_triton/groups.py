@@ -174,7 +174,7 @@ class Group:
         )
 
     def accepts_load(self, view: View, at: tuple[int, ...]) -> bool:
-        """Whether this group can read ``view`` for an op of shape ``at`` at the full level."""
+        """Whether this group can read (or write) ``view`` for an op of shape ``at`` at the full level."""
         if self.kind == "pointwise" or at == self.full:
             return True
         return reshape_strides(at, broadcast_strides(view.shape, view.strides, at), self.full) is not None

@@ -143,12 +143,31 @@ class _Planner:
         return False
 
     def can_read(self, group: Group, loc: _Loc) -> bool:
-        """Whether ``group`` may read ``loc`` from memory without creating a cycle of kernels."""
+        """Whether ``group`` may read ``loc`` from memory without creating a cycle of kernels.
+
+        Never a buffer ``group`` writes itself: its programs run unordered, so a load could see the
+        element before (or after) another program stores it."""
         writers = self.writers.get(loc.mem.buffer, []) if loc.mem is not None else [loc.group]
-        return all(w is group or not self.reaches(w, group) for w in writers)
+        return not any(self.reaches(w, group) for w in writers)
 
     def store(self, group: Group, key: int, view: View, level: str, shape: tuple[int, ...]) -> None:
-        """``group`` writes value ``key`` through ``view``, after every earlier writer of that buffer."""
+        """``group`` writes value ``key`` through ``view``, after every earlier writer of that buffer.
+
+        A matmul or reduction kernel addresses memory through its full shape; a view of a relabelled
+        value that does not reshape to it (a transposed layout, a slice of a concatenation) is written
+        C-contiguously (which always reshapes) and copied into ``view`` by a pointwise kernel."""
+        if level == "full" and not group.accepts_load(view, shape):
+            temp = self.buffer(shape, view.dtype, "temp", doc=f"temporary {view.dtype}{list(shape)}")
+            self._record_store(group, key, temp, level, shape)
+            copy = self.new_group("pointwise", numel(shape))
+            arg = self.read(copy, _Loc(shape, view.dtype, mem=temp), shape, "relayout")
+            copy_key = self.key()
+            copy.items.append(Op(copy_key, "np.positive", [arg], {}, view.dtype, "relayout"))
+            group = copy
+            key = copy_key
+        self._record_store(group, key, view, level, shape)
+
+    def _record_store(self, group: Group, key: int, view: View, level: str, shape: tuple[int, ...]) -> None:
         writers = self.writers.setdefault(view.buffer, [])
         for w in writers:
             if w is not group:
@@ -461,7 +480,8 @@ class _Planner:
             return
         if x.mem is None and x.folded is _NOTHING and len(outs) == 1:
             layout = permuted_layout(rule, out_shape, node.attrs, extra, x.shape)
-            if layout is not None:
+            stored = None if layout is None else View(0, x.dtype, 0, x.shape, layout[1])
+            if stored is not None and (x.level != "full" or x.group.accepts_load(stored, x.shape)):
                 # Store x so that the permuted result is C-contiguous: a later reshape stays free.
                 shape, x_strides = layout
                 view = self.buffer(shape, x.dtype, "temp", doc=f"temporary {x.dtype}{list(shape)}")
