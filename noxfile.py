@@ -97,5 +97,5 @@ def bench(session: nox.Session) -> None:
     _install(session, ALL)
     session.install("numexpr", "threadpoolctl")
     env = {"TRITON_INTERPRET": os.environ.get("TRITON_INTERPRET", "1")}
-    for script in sorted((ROOT / "benchmarks").glob("*.py")):
+    for script in sorted((ROOT / "benchmarks").glob("[!_]*.py")):  # _*.py are shared helpers
         session.run("python", str(script), *session.posargs, env=env)

@@ -29,6 +29,7 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 import numtrace as nt  # noqa: E402
 import numtrace_cpu  # noqa: E402
+from _timing import median_seconds  # noqa: E402
 from numtrace_ir import Graph  # noqa: E402
 from numtrace_ir.types import TensorType  # noqa: E402
 
@@ -36,17 +37,6 @@ try:
     import numexpr
 except ImportError:  # numexpr is a baseline only
     numexpr = None
-
-
-def median_seconds(fn, number: int, repeat: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        for _ in range(number):
-            fn()
-        times.append((time.perf_counter() - start) / number)
-    return statistics.median(times)
 
 
 def _fmt(seconds: float) -> str:

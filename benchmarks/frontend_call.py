@@ -13,23 +13,11 @@ Workloads (medians of repeated timings, numtrace beside NumPy eager):
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import numpy as np
 import numtrace as nt
+from _timing import median_seconds
 from numtrace import nn
-
-
-def median_seconds(fn, number: int, repeat: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        for _ in range(number):
-            fn()
-        times.append((time.perf_counter() - start) / number)
-    return statistics.median(times)
 
 
 def w4(x, y):

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
 import numpy as np
 import numtrace as nt
 import numtrace_triton
+from _timing import median_seconds
 from numtrace_ir.types import TensorType
 from numtrace_triton.device_memory import interpreter_enabled
 
@@ -117,17 +117,6 @@ def gpu_median_ms(fn, repeat: int, number: int) -> float:
     return statistics.median(times)
 
 
-def host_median_ms(fn, repeat: int, number: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        for _ in range(number):
-            fn()
-        times.append((time.perf_counter() - start) * 1e3 / number)
-    return statistics.median(times)
-
-
 def copy_bandwidth_gbs(nbytes: int, repeat: int) -> float:
     """Device-to-device copy speed (read + write) measured now, the ceiling for W1."""
     src = cupy.empty(nbytes // 4, dtype=cupy.float32)
@@ -163,8 +152,8 @@ def run(
             baselines["torch"] = gpu_median_ms(lambda: torch_version(name)(*tdev), repeat, 3)
     else:
         got = exe(*host_inputs)[0]
-        ours = host_median_ms(lambda: exe(*host_inputs), repeat, 1)
-        baselines = {"numpy": host_median_ms(lambda: fn(*host_inputs), repeat, 1)}
+        ours = 1e3 * median_seconds(lambda: exe(*host_inputs), 1, repeat)
+        baselines = {"numpy": 1e3 * median_seconds(lambda: fn(*host_inputs), 1, repeat)}
     err = float(np.max(np.abs(got - expected) / (1 + np.abs(expected))))
     line = f"{name:<10} numtrace-triton {ours:9.3f} ms"
     for base, ms in baselines.items():

@@ -13,10 +13,9 @@ Target: about 1 us per memoized infer, i.e. <= 0.1 s of inference in a 100k-node
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import numpy as np
+from _timing import median_seconds
 from numtrace_ir import registry
 from numtrace_ir.types import ScalarType, TensorType
 
@@ -34,17 +33,6 @@ CASES = [  # (op, input types, attrs, eager NumPy call on real 64-element data)
 ]
 
 
-def per_call(fn, n: int, repeat: int) -> float:
-    """Median seconds per call of `fn` over `repeat` runs of `n` calls."""
-    runs = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        for _ in range(n):
-            fn()
-        runs.append((time.perf_counter() - t) / n)
-    return statistics.median(runs)
-
-
 def baseline(types):
     shapes = [t.shape if isinstance(t, TensorType) else () for t in types]
     concrete = [tuple(d if isinstance(d, int) else 1 for d in s) for s in shapes]
@@ -58,11 +46,11 @@ def measure(name, types, attrs, eager, data, n: int, repeat: int) -> tuple[float
     op = registry.get(name)
     op.infer(types, attrs)
     few = max(n // 10, 1)
-    memo = per_call(lambda: op.infer(types, attrs), n, repeat)
-    cold = per_call(lambda: op._infer(types, attrs), few, repeat)
+    memo = median_seconds(lambda: op.infer(types, attrs), n, repeat)
+    cold = median_seconds(lambda: op._infer(types, attrs), few, repeat)
     elementwise = op.kind == "elementwise"
-    base = per_call(lambda: baseline(types), few, repeat) if elementwise else float("nan")
-    eag = per_call(lambda: eager(*data), few, repeat) if eager else float("nan")
+    base = median_seconds(lambda: baseline(types), few, repeat) if elementwise else float("nan")
+    eag = median_seconds(lambda: eager(*data), few, repeat) if eager else float("nan")
     return memo, cold, base, eag
 
 
