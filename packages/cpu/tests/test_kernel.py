@@ -38,6 +38,34 @@ def test_builds_agree_on_transcendentals(module):
 
 
 @pytest.mark.parametrize("module", BUILDS, ids=lambda m: m.__name__)
+@pytest.mark.parametrize("n", [1, 7, 8, 13, 263])
+def test_transcendental_edges_any_length_in_place(module, n):
+    """Every element, the last partial vector of a block included, keeps the scalar function's edge
+    cases: exact +-1 past tanh's saturation point, x itself for tiny x (sign of zero kept), NaN out
+    for NaN in, and exp's overflow, underflow and subnormal results; run in place as well."""
+    edge = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 1e-30, -3e-4, 8.0, -8.0, 1e30, 7.9, 88.7, 89.5,
+                     -87.0, -95.0, -103.9, -110.0, 86.7, 0.5], np.float32)
+    x = np.resize(edge, n)
+    for name, ref in (("exp", np.exp), ("tanh", np.tanh)):
+        regs = [(F32, INPUT, 0), (F32, OUTPUT, 1)]
+        k = module.FusedKernel(x.shape, (), regs, [], [(OPS[name][0], F32, 1, 0, -1, -1)], [],
+                               [(F32, ROLES["input"]), (F32, ROLES["output"])])
+        out = np.empty_like(x)
+        k.run([x, out], 1)
+        inplace = x.copy()
+        k.run([inplace, inplace], 1)
+        np.testing.assert_array_equal(inplace, out)
+        with np.errstate(all="ignore"):
+            expected = ref(x.astype(np.float64)).astype(np.float32)
+        np.testing.assert_allclose(out, expected, rtol=3e-7 * 8, atol=1e-44, equal_nan=True)
+        if name == "tanh":
+            big = np.abs(x) > 7.91
+            assert np.array_equal(out[big], np.sign(x[big]))
+            tiny = np.abs(x) < 4e-4
+            assert np.array_equal(out[tiny].view(np.uint32), x[tiny].view(np.uint32))
+
+
+@pytest.mark.parametrize("module", BUILDS, ids=lambda m: m.__name__)
 def test_operand_checks(module):
     k = _add_kernel(module)
     a = np.ones(10, np.float32)

@@ -33,8 +33,8 @@ CPU_HAS_AVX2_FMA = bool(nt_cpu_has_avx2_fma())
 cdef extern from "nt_simd.h" nogil:
     int nt_cpu_has_avx2_fma()
     void* nt_alloc_large(size_t n)
-    float nt_expf(float x)
-    float nt_tanhf(float x)
+    void nt_expf_loop(float* d, const float* a, Py_ssize_t n)
+    void nt_tanhf_loop(float* d, const float* a, Py_ssize_t n)
     float sqrtf(float x)
     double nt_sum_f32(const float* a, Py_ssize_t n)
     double nt_sum_f64(const double* a, Py_ssize_t n)
@@ -278,11 +278,9 @@ cdef void _unary(int op, num* d, const num* a, Py_ssize_t n) noexcept nogil:
                 d[i] = ~a[i]
     elif num is float:
         if op == OP_EXP:
-            for i in range(n):
-                d[i] = nt_expf(a[i])
+            nt_expf_loop(d, a, n)
         elif op == OP_TANH:
-            for i in range(n):
-                d[i] = nt_tanhf(a[i])
+            nt_tanhf_loop(d, a, n)
         elif op == OP_SQRT:
             for i in range(n):
                 d[i] = sqrtf(a[i])
