@@ -227,6 +227,36 @@ def test_module_state_api(rng):
         Broken()
 
 
+class RunningMean(nt.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("mean", np.zeros(3, np.float32))
+        self.register_buffer("calls", np.zeros(1, np.float32))
+
+    def forward(self, x):
+        self.calls += 1
+        if self.training:
+            self.mean = 0.9 * self.mean + 0.1 * x.mean(0)
+        return x - self.mean
+
+
+def test_assigning_a_buffer_keeps_it_a_buffer(rng):
+    """``self.mean = ...`` updates the buffer (as in torch); while tracing, in-place ``+=`` is recorded and
+    replacing the buffer is a clear error that leaves the module intact."""
+    model = RunningMean()
+    x = rng.standard_normal((4, 3)).astype(np.float32)
+    model(x)
+    assert list(model.state_dict()) == ["mean", "calls"]
+    np.testing.assert_allclose(model.mean, 0.1 * x.mean(0), rtol=1e-6)
+    with pytest.raises(RuntimeError, match="RunningMean.mean is a buffer, and a trace cannot update"):
+        nt.trace(model, x, backend="reference")
+    assert type(model.mean) is np.ndarray and list(model.state_dict()) == ["mean", "calls"]
+    model.eval()
+    traced = nt.trace(model, x, backend="reference", check_trace=False)
+    np.testing.assert_allclose(traced(x), x - model.mean, rtol=1e-6)
+    assert type(model.calls) is np.ndarray and list(model.state_dict()) == ["mean", "calls"]
+
+
 def test_module_with_keyword_example_inputs(rng):
     class Scale(nt.Module):
         def __init__(self):

@@ -1,5 +1,8 @@
 """Saving and loading traces, and the ``numtrace`` command line."""
 
+import copy
+import io
+import pickle
 import zipfile
 
 import numpy as np
@@ -47,6 +50,36 @@ def test_module_round_trip_keeps_state_and_tree(tmp_path, rng):
     loaded.load_state_dict(new)
     np.testing.assert_array_equal(loaded(x), np.zeros((3, 2), np.float32))
     np.testing.assert_allclose(traced(x), model(x), rtol=1e-6)  # the loaded copy is independent
+
+
+def test_a_method_of_a_traced_module_saves_with_its_state(tmp_path, backend, rng):
+    """``traced.forward.save`` alone: the state it reads goes into the file, so it loads on its own."""
+    model = _model()
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    traced = nt.trace(model, x, backend="reference")
+    path = tmp_path / "forward.nt"
+    traced.forward.save(path)
+    loaded = nt.load(path, backend=backend)
+    np.testing.assert_allclose(loaded(x), model(x), rtol=1e-5, atol=1e-6)
+
+
+def test_pickle_deepcopy_and_file_objects(backend, rng):
+    """Pickling (multiprocessing, deepcopy) and ``save``/``load`` on file objects use the saved form."""
+    model = _model()
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    traced = nt.trace(model, x, backend=backend)
+    traced(x)  # compiled executables and the lock are not part of the pickle
+    function = nt.trace(lambda x: x * 2.0, (x,), backend=backend)
+    np.testing.assert_allclose(pickle.loads(pickle.dumps(function))(x), x * 2.0)
+    np.testing.assert_allclose(copy.deepcopy(function)(x), x * 2.0)
+    copied = pickle.loads(pickle.dumps(traced))
+    np.testing.assert_allclose(copied(x), model(x), rtol=1e-6)
+    copied.load_state_dict({k: np.zeros_like(v) for k, v in copied.state_dict().items()})
+    np.testing.assert_array_equal(copied(x), np.zeros((3, 2), np.float32))  # state still shared inside
+    buffer = io.BytesIO()
+    traced.save(buffer)
+    buffer.seek(0)
+    np.testing.assert_allclose(nt.load(buffer)(x), model(x), rtol=1e-6)
 
 
 def _edit_meta(source, dest, old: bytes, new: bytes):

@@ -29,3 +29,13 @@ def test_a_size_the_program_cannot_take_is_a_clear_error(backend, rng):
                       backend=backend)
     with pytest.raises(ValueError, match="shapes do not fit the traced program"):
         traced(np.zeros((2, 8, 12), np.float32), w)  # 12 columns meet the 16-row weight
+
+
+def test_numpy_ufunc_of_a_shape_is_recorded(backend, rng):
+    """``np.sqrt(q.shape[-1])`` (attention's scale) follows the size instead of baking the traced one."""
+    def scaled(q):
+        return q / np.sqrt(q.shape[-1]) + np.maximum(q.shape[0], 2)
+
+    traced = nt.trace(scaled, (rng.standard_normal((4, 3)).astype(np.float32),), backend=backend)
+    q = rng.standard_normal((6, 5)).astype(np.float32)
+    np.testing.assert_allclose(traced(q), scaled(q), rtol=1e-6)

@@ -236,6 +236,16 @@ def test_keyword_example_inputs(backend, rng):
         nt.trace(f, example_kwarg_inputs={"nope": x}, backend="reference")
 
 
+def test_misspelled_or_repeated_keyword_is_named(backend, rng):
+    """A misspelled or repeated keyword is the error, not the argument it leaves missing."""
+    x, y = _f32(rng, 3), _f32(rng, 3)
+    traced = nt.trace(lambda x, y: x - y, (x, y), backend=backend)
+    with pytest.raises(TypeError, match="unexpected or repeated keyword argument\\(s\\) 'z'"):
+        traced(x, z=y)
+    with pytest.raises(TypeError, match="unexpected or repeated keyword argument\\(s\\) 'x'"):
+        traced(y, x=x)
+
+
 def test_python_scalars_are_baked_in(rng):
     def f(x, k):
         return x * k
@@ -278,6 +288,17 @@ def test_outside_arrays_become_frozen_constants(backend, rng):
         GLOBAL = saved
 
 
+def test_non_native_byte_order_constants_and_inputs(backend, rng):
+    """Backends take native byte order: a big-endian constant is stored native, a big-endian input is
+    a clear error at trace time (as at call time), not a failure of the checker's run."""
+    big_endian = np.arange(4, dtype=">f4")
+    x = _f32(rng, 2, 4)
+    traced = nt.trace(lambda x: x * big_endian, (x,), backend=backend)
+    np.testing.assert_allclose(traced(x), x * big_endian)
+    with pytest.raises(TypeError, match="input 'x' has non-native byte order"):
+        nt.trace(lambda x: x * 2.0, (x.astype(">f4"),), backend=backend)
+
+
 @pytest.mark.parametrize("returned, kind", [(lambda x: (x,), tuple), (lambda x: (x, (x * 2,)), tuple),
                                             (lambda x: x, np.ndarray)])
 def test_tuple_outputs_keep_their_structure(returned, kind, rng):
@@ -313,7 +334,8 @@ def test_dict_output_needs_strict_false(rng):
 @pytest.mark.parametrize("returned, match", [(lambda x: None, "returned nothing"),
                                              (lambda x: 3, "only Python values"),
                                              (lambda x: (1.0, "a"), "only Python values"),
-                                             (lambda x: (x, "a"), "str")])
+                                             (lambda x: (x, "a"), "str"),
+                                             (lambda x: (x, x.shape[0]), r"output\[1\] .* is a int \(2\)")])
 def test_bad_outputs_are_clear_errors(returned, match, rng):
     with pytest.raises((RuntimeError, TypeError), match=match):
         nt.trace(returned, (_f32(rng, 2),), backend="reference")
@@ -438,6 +460,20 @@ def test_unsupported_array_operations_are_clear_errors(rng):
         nt.trace(lambda x: x.tobytes(), (x,), backend="reference")
     with pytest.raises(TypeError, match="out= must be a traced array"):
         nt.trace(lambda x: np.add(x, 1.0, out=np.empty(3, np.float32)), (x,), backend="reference")
+
+
+@pytest.mark.parametrize("write", [lambda x: np.putmask(x, x > 0, 0.0), lambda x: np.copyto(x, 1.0),
+                                   lambda x: np.fill_diagonal(x, 9.0)])
+def test_in_place_write_by_an_unsupported_function_is_an_error(write):
+    """Frozen as a constant, the write would be missing from the graph while later ops computed with it."""
+    def f(x):
+        write(x)
+        return x * 2.0
+
+    x = np.linspace(-1.0, 1.0, 9, dtype=np.float32).reshape(3, 3)
+    with pytest.warns(nt.TracerWarning, match="not supported"), \
+            pytest.raises(NotImplementedError, match="wrote into a traced array in place"):
+        nt.trace(f, (x,), backend="reference")
 
 
 def test_default_backend_is_cpu(rng):

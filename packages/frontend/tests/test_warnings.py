@@ -102,3 +102,15 @@ def test_shape_reads_do_not_warn():
         warnings.simplefilter("error")
         traced = _trace(f, X)
     np.testing.assert_allclose(traced(np.ones((4, 3), np.float32)), np.full(12, 3.0))
+
+
+def test_numpy_runtime_warnings_while_tracing_point_at_the_user_line():
+    """NumPy's own warnings from the eager run (log(0), ...) name the user's line, as untraced NumPy's do."""
+    def f(x):
+        return np.log(x) * 2.0  # LOG
+
+    with pytest.warns(RuntimeWarning, match="divide by zero encountered in log") as record:
+        _trace(f, np.array([0.0, 1.0]))
+    assert [w.filename for w in record] == [HERE]
+    with open(HERE) as src:
+        assert "# LOG" in src.readlines()[record[0].lineno - 1]

@@ -14,7 +14,7 @@ import numpy as np
 from numtrace_ir import registry
 
 from .errors import TracerWarning
-from .source import warn_at_user_line
+from .source import run_at_user_line, warn_at_user_line
 from .tracer import Tracer, current_tracer
 
 
@@ -49,6 +49,11 @@ def numpy_name(func: Any, method: str = "__call__") -> str:
     return base if method == "__call__" else f"{base}.{method}"
 
 
+def _short_name(func: Any, method: str) -> str:
+    """The name NumPy's floating-point warnings use: ``log``, ``reduce``."""
+    return getattr(func, "__name__", "ufunc") if method == "__call__" else method
+
+
 def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
     """Run ``func.method(*args, **kwargs)`` (``method`` is a ufunc method or ``"__call__"``) and record it."""
     tracer = active_tracer(numpy_name(func, method))
@@ -67,7 +72,7 @@ def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
     if op is None:
         result = frozen_call(tracer, func, method, args, kwargs)
     else:
-        concrete = eager(*unwrap(args), **unwrap(kwargs))
+        concrete = run_at_user_line(_short_name(func, method), eager, *unwrap(args), **unwrap(kwargs))
         result = _dynamic_shape(tracer, func, args, kwargs, concrete)
         if result is None:
             inputs, attrs = op.bind(args, kwargs)
@@ -133,7 +138,30 @@ def frozen_call(tracer: Tracer, func: Any, method: str, args: tuple, kwargs: dic
         TracerWarning,
     )
     eager = func if method == "__call__" else getattr(func, method)
-    return freeze(tracer, eager(*unwrap(args), **unwrap(kwargs)))
+    arguments = _traced_arrays((args, kwargs))
+    before = [a._value.copy() for a in arguments]
+    concrete = run_at_user_line(_short_name(func, method), eager, *unwrap(args), **unwrap(kwargs))
+    result = freeze(tracer, concrete)
+    for array, old in zip(arguments, before):
+        # A write the graph cannot see would leave the trace computing from values that the graph lacks.
+        if not np.array_equal(array._value, old, equal_nan=array._value.dtype.kind in "fc"):
+            raise NotImplementedError(f"{name} wrote into a traced array in place, which numtrace cannot "
+                                      "record (the function is not in its op registry); write it with "
+                                      "indexing assignment or np.where instead")
+    return result
+
+
+def _traced_arrays(obj: Any) -> list:
+    """The traced arrays in ``obj`` (containers walked), each once."""
+    from .proxy import TracedArray
+
+    if isinstance(obj, TracedArray):
+        return [obj]
+    items = obj.values() if isinstance(obj, dict) else obj if isinstance(obj, (tuple, list)) else ()
+    found: dict[int, Any] = {}
+    for item in items:
+        found.update((id(a), a) for a in _traced_arrays(item))
+    return list(found.values())
 
 
 def freeze(tracer: Tracer, result: Any) -> Any:

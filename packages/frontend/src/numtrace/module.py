@@ -56,6 +56,9 @@ class Module:
 
     def __setattr__(self, name: str, value: Any) -> None:
         params, buffers, modules = self._state_dicts()
+        if name in buffers and not isinstance(value, (Parameter, Module)):
+            self._assign_buffer(name, value)
+            return
         for table in (params, buffers, modules):
             table.pop(name, None)
         if isinstance(value, Parameter):
@@ -66,6 +69,25 @@ class Module:
             object.__setattr__(self, name, value)
             return
         self.__dict__.pop(name, None)
+
+    def _assign_buffer(self, name: str, value: Any) -> None:
+        """An array assigned to a buffer's name is the buffer's new value (``self.n += 1``, a running mean):
+        the name stays a buffer, so it is still saved and traced. While tracing, the buffer is a graph input
+        that the trace cannot update: an in-place write is recorded as any other, a new array is an error
+        (storing the traced array would break the module once the trace ends).
+        """
+        from .proxy import TracedArray
+
+        buffers = self.__dict__["_buffers"]
+        tracer = current_tracer()
+        old = buffers[name]
+        if tracer is not None and old is not None and value is tracer.state_proxy(old):
+            return  # self.n += 1 on the traced buffer: the write is already in the graph
+        if isinstance(value, TracedArray):
+            raise RuntimeError(f"{type(self).__name__}.{name} is a buffer, and a trace cannot update module "
+                               "state (buffers are inputs of the traced graph, read at each call); return "
+                               "the new value instead, or update the buffer outside the traced method")
+        buffers[name] = None if value is None else np.asarray(value)
 
     def __getattr__(self, name: str) -> Any:
         # Only called when normal lookup fails: state lives in the three tables.

@@ -144,6 +144,7 @@ def _flatten_output(tracer: Tracer, obj: Any, where: str, strict: bool, leaves: 
                 raise TypeError(f"{where}: output dict keys must be strings, got {key!r}")
         return Dict_(list(obj), [_flatten_output(tracer, v, f"{where}[{k!r}]", strict, leaves)
                                  for k, v in obj.items()])
-    raise TypeError(f"{where} of the traced function is a {type(obj).__name__} ({obj!r:.60}); traced "
+    kind = "int" if isinstance(obj, int) else type(obj).__name__  # a shape read (TracedInt) is an int
+    raise TypeError(f"{where} of the traced function is a {kind} ({obj!r:.60}); traced "
                     "functions may only return arrays and (nested) tuples of arrays (lists and dicts "
                     "with strict=False)")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
+from typing import IO
 
 import numpy as np
 from numtrace_ir import FormatError, serialize
@@ -30,8 +31,18 @@ def _method_meta(fn: TracedFunction) -> dict:
             "state_names": list(fn.state_names)}
 
 
-def save_traced(obj: TracedFunction | TracedModule, path: str | os.PathLike) -> None:
-    """Write ``obj`` to ``path`` (a zip; see numtrace_ir.serialize for the container)."""
+def save_traced(obj: TracedFunction | TracedModule, path: str | os.PathLike | IO[bytes]) -> None:
+    """Write ``obj`` to ``path`` or a binary file object (a zip; see numtrace_ir.serialize)."""
+    data = dumps_traced(obj)
+    if hasattr(path, "write"):
+        path.write(data)
+        return
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def dumps_traced(obj: TracedFunction | TracedModule) -> bytes:
+    """The saved form of ``obj`` as bytes (also how traces pickle)."""
     if isinstance(obj, TracedModule):
         methods = obj.methods
         state = obj.state_dict()
@@ -43,23 +54,31 @@ def save_traced(obj: TracedFunction | TracedModule, path: str | os.PathLike) -> 
                   "state": {name: canonical[id(a)] for name, a in state.items()}}
         backend = next(iter(methods.values())).backend
     else:
-        methods, arrays, module, backend = {"forward": obj}, {}, None, obj.backend
+        # A traced module's method carries the state it reads; saved with it, it loads on its own.
+        methods, module, backend = {"forward": obj}, None, obj.backend
+        arrays = {name: np.asarray(a) for name, a in zip(obj.state_names, obj._state)}
     meta = {"format": FORMAT, "version": VERSION, "kind": "module" if module else "function",
             "name": next(iter(methods.values())).__name__ if module is None else obj._type,
             "backend": backend, "methods": {name: _method_meta(fn) for name, fn in methods.items()},
             "module": module}
-    data = serialize.dumps({name: fn.graph for name, fn in methods.items()}, meta, arrays)
-    with open(path, "wb") as f:
-        f.write(data)
+    return serialize.dumps({name: fn.graph for name, fn in methods.items()}, meta, arrays)
 
 
-def load(path: str | os.PathLike, backend: str | None = None) -> TracedFunction | TracedModule:
-    """Read a trace written by ``.save``; ``backend`` defaults to the one it was saved with."""
+def load(path: str | os.PathLike | IO[bytes], backend: str | None = None) -> TracedFunction | TracedModule:
+    """Read a trace written by ``.save`` from a path or a binary file object; ``backend`` defaults to the
+    one it was saved with."""
+    if hasattr(path, "read"):
+        return loads_traced(path.read(), backend, where=repr(getattr(path, "name", "<file object>")))
     with open(path, "rb") as f:
-        data = f.read()
+        return loads_traced(f.read(), backend, where=repr(os.fspath(path)))
+
+
+def loads_traced(data: bytes, backend: str | None = None, where: str = "<bytes>"
+                 ) -> TracedFunction | TracedModule:
+    """Rebuild a trace from ``dumps_traced`` bytes."""
     graphs, meta, arrays = serialize.loads(data)
     if meta.get("format") != FORMAT:
-        raise FormatError(f"{os.fspath(path)!r} is a numtrace-ir file but not a saved numtrace trace")
+        raise FormatError(f"{where} is a numtrace-ir file but not a saved numtrace trace")
     if meta.get("version") != VERSION:
         raise FormatError(f"saved trace version {meta.get('version')!r} is not supported "
                           f"(expected {VERSION})")
@@ -70,7 +89,7 @@ def load(path: str | os.PathLike, backend: str | None = None) -> TracedFunction 
     try:
         return _rebuild(graphs, meta, arrays, backend)
     except (KeyError, TypeError, IndexError, AttributeError, ValueError) as exc:
-        raise FormatError(f"saved trace {os.fspath(path)!r} is malformed: "
+        raise FormatError(f"saved trace {where} is malformed: "
                           f"{type(exc).__name__}: {exc}") from None
 
 
@@ -80,6 +99,8 @@ def _rebuild(graphs: dict, meta: dict, arrays: dict, backend: str) -> TracedFunc
     if module is not None:
         for name, canonical in module["state"].items():
             state[name] = arrays[canonical]
+    else:
+        state.update(arrays)
     methods = {}
     for name, info in meta["methods"].items():
         graph = graphs[name]

@@ -10,7 +10,9 @@ from __future__ import annotations
 import os
 import sys
 import warnings
+from collections.abc import Callable
 from types import FrameType
+from typing import Any
 
 import numpy as np
 
@@ -53,3 +55,21 @@ def warn_at_user_line(message: str, category: type[Warning]) -> None:
         message, category, frame.f_code.co_filename, frame.f_lineno,
         module=module_globals.get("__name__", "<unknown>"), registry=registry,
     )
+
+
+def run_at_user_line(name: str, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``func(*args, **kwargs)``, the eager run of a traced op, with NumPy's floating-point warnings
+    ("divide by zero encountered in log") issued at the user's source line, as untraced NumPy issues them.
+
+    ``np.errstate`` is context-local, so this is safe while other threads trace (``catch_warnings`` is not).
+    """
+    settings = np.geterr()
+    modes = set(settings.values())
+    if "warn" not in modes or modes & {"call", "log"}:  # those use the user's own errcall: leave it
+        return func(*args, **kwargs)
+
+    def report(error: str, flag: int) -> None:
+        warn_at_user_line(f"{error} encountered in {name}", RuntimeWarning)
+
+    with np.errstate(call=report, **{kind: "call" for kind, how in settings.items() if how == "warn"}):
+        return func(*args, **kwargs)

@@ -104,16 +104,17 @@ class TracedFunction:
             raise TypeError(f"{self.__name__}() takes {len(names)} argument(s) ({', '.join(names)}) "
                             "as traced, "
                             f"got {len(args)}")
+        # Unexpected and repeated keywords first: they explain a "missing" argument (a misspelled name).
+        extra = set(kwargs) - set(names[len(args):])
+        if extra:
+            raise TypeError(f"{self.__name__}() got unexpected or repeated keyword argument(s) "
+                            f"{', '.join(sorted(map(repr, extra)))}; traced with {', '.join(names)}")
         bound = list(args)
         for name in names[len(args):]:
             if name not in kwargs:
                 raise TypeError(f"{self.__name__}() missing argument {name!r} "
                                 f"(traced with {', '.join(names)})")
             bound.append(kwargs[name])
-        extra = set(kwargs) - set(names[len(args):])
-        if extra:
-            raise TypeError(f"{self.__name__}() got unexpected or repeated keyword argument(s) "
-                            f"{', '.join(sorted(map(repr, extra)))}; traced with {', '.join(names)}")
         leaves: list = []
         for name, spec, value in zip(names, self.in_spec.children, bound):
             spec.extract(value, leaves, f"argument {name!r}")
@@ -185,10 +186,18 @@ class TracedFunction:
                               state_names=self.state_names)
 
     def save(self, path: Any) -> None:
-        """Write the trace (graph, call structure, backend name) to ``path``; see ``numtrace.load``."""
+        """Write the trace (graph, call structure, state, backend name) to ``path`` or a binary file
+        object; see ``numtrace.load``."""
         from .saving import save_traced
 
         save_traced(self, path)
+
+    def __reduce__(self) -> tuple:
+        """Pickled (and deep-copied) as its saved form: no lock or compiled code, and state stays shared
+        between the methods of a module."""
+        from .saving import dumps_traced, loads_traced
+
+        return (loads_traced, (dumps_traced(self), self.backend))
 
     def stats(self) -> dict:
         """Per compiled signature, the backend's statistics."""

@@ -43,6 +43,17 @@ class TracedInt(int):
     def __reduce__(self):
         return (int, (int(self),))
 
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        """``np.sqrt(x.shape[-1])`` and the like are recorded (NumPy would otherwise read the plain int).
+
+        The result is a 0-d traced array, typed as NumPy types it (``np.int64``, not a weak Python int).
+        """
+        from . import dispatch
+
+        if current_tracer() is not self._tracer:
+            return getattr(ufunc, method)(*dispatch.unwrap(inputs), **dispatch.unwrap(kwargs))
+        return dispatch.call(ufunc, method, inputs, kwargs)
+
 
 def _binary(name: str, reflected: bool):
     py_op = getattr(operator, name)

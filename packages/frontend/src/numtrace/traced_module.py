@@ -112,6 +112,12 @@ class TracedModule(TracedSubmodule):
 
         save_traced(self, path)
 
+    def __reduce__(self) -> tuple:
+        """Pickled (and deep-copied) as its saved form, like ``TracedFunction``."""
+        from .saving import dumps_traced, loads_traced
+
+        return (loads_traced, (dumps_traced(self), self.backend))
+
     def __repr__(self) -> str:
         mode = "training" if self.training else "eval"
         return f"<numtrace.TracedModule {self._type} ({mode} mode) methods: {', '.join(self._methods)}>"

@@ -84,6 +84,9 @@ class Tracer:
     def add_input(self, name: str, array: np.ndarray) -> Any:
         from .proxy import TracedArray
 
+        if not array.dtype.isnative:  # as a call would be: backends take native byte order only
+            raise TypeError(f"input {name!r} has non-native byte order ({array.dtype.str}); convert it with "
+                            "a.astype(a.dtype.newbyteorder('='))")
         value = self.graph.add_input(name, tensor_type_of(array, f"input {name!r}"))
         return TracedArray(self, value, array)
 
@@ -101,10 +104,14 @@ class Tracer:
             self.state_arrays.append(array)
         return proxy
 
+    def state_proxy(self, array: Any) -> Any:
+        """The traced input already made for module state ``array`` in this trace, or None."""
+        return self._state_proxies.get(id(array))
+
     def constant(self, value: Any) -> Any:
         """A ``prim.Constant`` node for an array or Python scalar; arrays are copied (frozen now)."""
         if isinstance(value, (np.ndarray, np.generic)):
-            value = np.array(value, copy=True)
+            value = np.array(value, copy=True, dtype=value.dtype.newbyteorder("="))  # backends: native only
             out_type = tensor_type_of(value, "constant")
         else:
             # Exact Python types (an IntEnum is an int constant): attrs hold only those.
