@@ -212,6 +212,17 @@ def _reference_call(op, attrs: dict):
     return call, fixed
 
 
+def _basic_index_view(node):
+    """``x[key]`` for a static key (ints, slices, None, Ellipsis) as NumPy's own view: the reference
+    copies (its results are values), which would turn a free slice into a pass over the data."""
+    if node.op != "np.getitem" or len(node.inputs) != 1:
+        return None
+    key = tuple(node.attrs["index"])
+    if Ellipsis not in key:
+        key += (Ellipsis,)   # keeps an all-int key a 0-d array, not a NumPy scalar
+    return lambda a: a[key]
+
+
 def _is_view(node) -> bool:
     return (node.op in _VIEW_OPS and len(node.outputs) == 1 and isinstance(node.outputs[0].type, TensorType)
             and node.outputs[0].type.is_concrete)
@@ -552,7 +563,9 @@ def lower(graph) -> tuple[list[Step], dict, dict]:
                 where = f" (traced at {u.loc})" if u.loc else ""
                 raise NotImplementedError(f"cpu backend: node {u.op}{where} has no kernel and the registry "
                                           f"has no reference for it") from None
-            fn, attrs = _reference_call(op, u.attrs)
+            fn, attrs = _basic_index_view(u) if kind is ViewStep else None, {}
+            if fn is None:
+                fn, attrs = _reference_call(op, u.attrs)
             steps.append(kind(inputs=[index[v] for v in u.inputs], outputs=[index[v] for v in u.outputs],
                               nodes=[u], fn=fn, attrs=attrs))
     return steps, index, consts
