@@ -108,6 +108,9 @@ def test_out_and_fresh_outputs():
     expected = _w1(a, *xs[1:])
     exe(a, *xs[1:], out=(a,))
     np.testing.assert_allclose(a, expected, rtol=1e-5, atol=1e-6)
+    for bad in (out, (o for o in (out,)), (out, out)):   # not a sequence of one array
+        with pytest.raises(ValueError, match="out= must be a sequence of 1 arrays"):
+            exe(*xs, out=bad)
 
 
 def test_outputs_that_are_inputs_constants_or_repeats_are_copies():
@@ -220,6 +223,34 @@ def test_views_keep_their_buffer_alive():
     assert not np.shares_memory(got_t, got_s)
     assert exe.stats()["views"] == 2 and exe.stats()["fallbacks"] == 0
 
+
+def test_view_of_a_0d_value_that_numpy_returns_as_a_scalar():
+    # np.flip of a 0-d array returns a NumPy scalar, which a fused pass cannot take as an operand.
+    g = Graph()
+    x = g.add_input("x", TensorType(F32, ()))
+    s = g.create_node("np.sin", [x]).output
+    f = g.create_node("np.flip", [s], attrs={"axis": None}).output
+    g.set_outputs([g.create_node("np.negative", [f]).output, f])
+    exe = compile_graph(g, [TensorType(F32, ())])
+    neg, flipped = exe(np.array(3.0, F32))
+    assert type(neg) is np.ndarray and type(flipped) is np.ndarray
+    np.testing.assert_allclose(neg, -np.sin(np.float32(3.0)), rtol=1e-6)
+    np.testing.assert_allclose(flipped, np.sin(np.float32(3.0)), rtol=1e-6)
+
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")   # np.matrix
+def test_ndarray_subclass_inputs_run_with_ndarray_semantics():
+    # np.matrix keeps 2 dims under x[0]: the view step must see a plain ndarray, as the graph does.
+    g = Graph()
+    x = g.add_input("x", TensorType(F32, (3, 4)))
+    row = g.create_node("np.getitem", [x], attrs={"index": (0,)}).output
+    g.set_outputs([g.create_node("np.negative", [row]).output, row])
+    exe = compile_graph(g, [TensorType(F32, (3, 4))])
+    xv = np.arange(12, dtype=F32).reshape(3, 4)
+    for arg in (np.asmatrix(xv), np.ma.masked_array(xv)):
+        neg, r = exe(arg)
+        assert type(neg) is np.ndarray and type(r) is np.ndarray
+        np.testing.assert_array_equal(neg, -xv[0])
+        np.testing.assert_array_equal(r, xv[0])
 
 def test_large_outputs_recycle_memory_only_once_released():
     n = 1 << 19   # 2 MiB of float32: a recycled block

@@ -38,6 +38,18 @@ def test_builds_agree_on_transcendentals(module):
 
 
 @pytest.mark.parametrize("module", BUILDS, ids=lambda m: m.__name__)
+@pytest.mark.parametrize(("dt", "np_dt"), [(F32, np.float32), (F64, np.float64)])
+def test_negative_flips_the_sign_of_zero(module, dt, np_dt):
+    x = np.array([0.0, -0.0, 1.5, np.inf, np.nan], np_dt)
+    k = module.FusedKernel(x.shape, (), [(dt, INPUT, 0), (dt, OUTPUT, 1)], [],
+                           [(OPS["negative"][0], dt, 1, 0, -1, -1)], [],
+                           [(dt, ROLES["input"]), (dt, ROLES["output"])])
+    out = np.empty_like(x)
+    k.run([x, out], 1)
+    np.testing.assert_array_equal(out, -x)
+    np.testing.assert_array_equal(np.signbit(out), np.signbit(-x))   # -(+0.0) is -0.0
+
+@pytest.mark.parametrize("module", BUILDS, ids=lambda m: m.__name__)
 @pytest.mark.parametrize("n", [1, 7, 8, 13, 263])
 def test_transcendental_edges_any_length_in_place(module, n):
     """Every element, the last partial vector of a block included, keeps the scalar function's edge

@@ -79,6 +79,18 @@ def test_looped_reductions_over_any_axes(op, axis):
 
 
 @pytest.mark.parametrize("tuning", [None, LOOPED], ids=["persistent", "looped"])
+def test_float16_mean_sums_in_float32_like_numpy(tuning):
+    x = np.full((2, 300), 600, np.float16)  # the row sum, 180000, overflows float16
+    g = Graph()
+    xv = g.add_input("x", TensorType("float16", x.shape))
+    g.set_outputs([g.create_node("np.mean", [xv], attrs={"axis": 1}).output])
+    exe, _ = _run(g, [x], tuning)
+    (got,) = exe(x)
+    assert got.dtype == np.float16
+    np.testing.assert_array_equal(got, x.mean(axis=1))
+
+
+@pytest.mark.parametrize("tuning", [None, LOOPED], ids=["persistent", "looped"])
 @pytest.mark.parametrize("op", ["np.argmax", "np.argmin"])
 def test_arg_reductions_return_the_first_best_or_first_nan(op, tuning):
     x = np.round(RNG.standard_normal((5, 23)), 1)  # rounding makes ties
@@ -199,9 +211,27 @@ def test_out_argument_and_fresh_outputs():
 def test_unlowered_op_names_the_node_and_its_location():
     g = Graph()
     x = g.add_input("x", TensorType("int64", (4,)))
-    g.set_outputs([g.create_node("np.gcd", [x, x], loc="model.py:12").output])
-    with pytest.raises(NotImplementedError, match=r"np\.gcd .*model\.py:12.*Euclid"):
+    y = g.create_node("np.negative", [x]).output
+    g.set_outputs([g.create_node("np.gcd", [x, y], loc="model.py:12").output])
+    # Unnamed values are named as the text IR prints them: %2 is the third value.
+    with pytest.raises(NotImplementedError, match=r"np\.gcd \(node %2 at model\.py:12\).*Euclid"):
         Backend().compile(g, [TensorType("int64", (4,))])
+
+
+def test_an_unlowered_op_of_values_known_when_planned_is_folded():
+    # A causal mask np.tril(np.ones((T, T), bool)) with T = x.shape[0]: known once shapes are.
+    x = RNG.standard_normal((3, 3))
+    g = Graph()
+    xv = g.add_input("x", TensorType("float64", x.shape))
+    n = g.create_node("prim.dim", [xv], attrs={"axis": 0}).output
+    ones = g.create_node(
+        "prim.full", [n, n], attrs={"shape": ("n0", "n0"), "fill_value": 1, "dtype": np.dtype(bool)}
+    ).output
+    mask = g.create_node("np.tril", [ones], attrs={"k": 0}).output
+    g.set_outputs([g.create_node("np.where", [mask, xv, _const(g, 0.0)]).output])
+    exe, plan = _run(g, [x])
+    assert len(plan.kernels) == 1
+    np.testing.assert_array_equal(exe(x)[0], np.tril(x))
 
 
 def test_generated_source_is_inspectable():
@@ -318,6 +348,46 @@ def test_setitem_writes_after_the_copy_in_a_separate_kernel():
     expected = -expected
     expected[:, 1:5:2] = 7.0
     np.testing.assert_allclose(exe(x)[0], expected, rtol=1e-12)
+
+
+def test_a_value_written_twice_after_a_copy_does_not_make_a_kernel_cycle():
+    # a[1:3] += 1 is traced as two setitems of one in-flight value; concatenate([t, x, t]) writes
+    # t twice around another writer. Storing t again from its own kernel would order it both
+    # before and after the copy: it goes through a copy kernel instead.
+    x = RNG.standard_normal((4, 3))
+    g = Graph()
+    xv = g.add_input("x", TensorType("float64", x.shape))
+    index = {"index": (slice(1, 3),)}
+    t = g.create_node("np.exp", [g.create_node("np.getitem", [xv], attrs=index).output]).output
+    y = g.create_node("np.setitem", [xv, t], attrs=index).output
+    y = g.create_node("np.setitem", [y, t], attrs=index).output
+    cat = g.create_node("np.concatenate", [t, y, t], attrs={"axis": 0}).output
+    g.set_outputs([y, cat])
+    exe, _ = _run(g, [x])
+    expected = x.copy()
+    expected[1:3] = np.exp(x[1:3])
+    got = exe(x)
+    np.testing.assert_allclose(got[0], expected, rtol=1e-12)
+    np.testing.assert_allclose(got[1], np.concatenate([expected[1:3], expected, expected[1:3]]), rtol=1e-12)
+
+
+def test_an_index_computed_from_traced_dims_is_a_view_not_a_gather():
+    # x[x.shape[0] - 1] and y[x.shape[0] - 1, 1:] = 9: the index is a graph input, known when planned.
+    for rows in (3, 5):
+        x = RNG.standard_normal((rows, 4))
+        g = Graph()
+        xv = g.add_input("x", TensorType("float64", x.shape))
+        dim = g.create_node("prim.dim", [xv], attrs={"axis": 0}).output
+        last = g.create_node("prim.sub", [dim, _const(g, 1)]).output
+        row = g.create_node("np.getitem", [xv, last], attrs={"index": ("input",)}).output
+        index = {"index": ("input", slice(1, None))}
+        g.set_outputs([row, g.create_node("np.setitem", [xv, last, _const(g, 9.0)], attrs=index).output])
+        exe, _ = _run(g, [x])
+        expected = x.copy()
+        expected[-1, 1:] = 9.0
+        got = exe(x)
+        np.testing.assert_array_equal(got[0], x[-1])
+        np.testing.assert_array_equal(got[1], expected)
 
 
 def test_transposed_values_are_stored_in_the_layout_a_reshape_needs():

@@ -1,8 +1,12 @@
 """The device-memory interface (host allocator, selection, availability) and the kernel source cache."""
 
+import threading
+
 import numpy as np
 import numtrace_triton
 import pytest
+from numtrace_ir.graph import Graph
+from numtrace_ir.types import TensorType
 from numtrace_triton import kernel_cache
 from numtrace_triton.device_memory import HostAllocator, interpreter_enabled, select_allocator
 from numtrace_triton.host_buffer import HostBuffer
@@ -122,3 +126,27 @@ def test_device_arrays_are_refused_under_the_interpreter():
     exe = numtrace_triton.Backend().compile(g, [TensorType("float32", (4, 5))])
     with pytest.raises(TypeError, match="TRITON_INTERPRET"):
         exe(_FakeCudaArray((4, 5)))
+
+
+def test_an_executable_runs_from_several_threads_under_the_interpreter():
+    # The interpreter patches triton.language during a launch: concurrent launches must not overlap.
+    g = Graph()
+    xv = g.add_input("x", TensorType("float64", (3, 5)))
+    g.set_outputs([g.create_node("np.sum", [g.create_node("np.exp", [xv]).output], attrs={"axis": 1}).output])
+    exe = numtrace_triton.Backend().compile(g, [TensorType("float64", (3, 5))])
+    x = np.random.default_rng(3).standard_normal((3, 5))
+    errors = []
+
+    def work():
+        for _ in range(20):
+            try:
+                np.testing.assert_allclose(exe(x)[0], np.exp(x).sum(1), rtol=1e-12)
+            except Exception as e:  # any failure, reported below
+                errors.append(repr(e))
+
+    threads = [threading.Thread(target=work) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []

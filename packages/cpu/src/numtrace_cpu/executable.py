@@ -67,8 +67,9 @@ class Executable(CallPlan):
         """The arrays the steps write: `out` itself, or fresh ones when `out` may overlap an input."""
         if any(mode in (_SCALAR, _DYNAMIC) for _, _, mode in self._outputs):
             raise ValueError("out= needs every output to be an array of a shape known before the call")
-        if isinstance(out, np.ndarray) or len(out) != len(self._outputs):
-            raise ValueError(f"out= must be a sequence of {len(self._outputs)} arrays")
+        if not isinstance(out, Sequence) or len(out) != len(self._outputs):
+            got = f"{len(out)} items" if isinstance(out, Sequence) else f"a {type(out).__name__}"
+            raise ValueError(f"out= must be a sequence of {len(self._outputs)} arrays, got {got}")
         for j, (o, (_, t, _)) in enumerate(zip(out, self._outputs)):
             if not isinstance(o, np.ndarray) or o.dtype != t.dtype or o.shape != tuple(t.shape):
                 got = f"{o.dtype}{list(o.shape)}" if isinstance(o, np.ndarray) else type(o).__name__
@@ -159,6 +160,8 @@ def _check_input(i: int, x: Any, t: Any) -> Any:
             raise TypeError(f"input {i} has dtype {x.dtype}; this executable was compiled for {t}")
         if x.shape != t.shape:
             raise ValueError(f"input {i} has shape {x.shape}; this executable was compiled for {t}")
+        if type(x) is not np.ndarray:   # a subclass (np.matrix, ...): the graph has ndarray semantics
+            x = x.view(np.ndarray)
     elif isinstance(t, ScalarType):
         if not isinstance(x, _SCALAR_PY[t.kind]) or (t.kind != "bool" and isinstance(x, (bool, np.bool_))):
             raise TypeError(f"input {i} must be a Python {t.kind}, got {type(x).__name__}")
@@ -201,6 +204,8 @@ def _view_runner(step: ViewStep, types: dict):
             r = fn(*[env[i] for i in ins], **attrs)
         except Exception as exc:
             raise RuntimeError(f"{_where(step)}: {type(exc).__name__}: {exc}") from exc
+        if type(r) is not np.ndarray:   # e.g. np.flip of a 0-d array returns a NumPy scalar
+            r = np.asarray(r)
         if r.dtype != t.dtype or r.shape != t.shape:
             raise RuntimeError(f"{_where(step)}: the reference returned {r.dtype}{list(r.shape)}, "
                                f"the op's rule says {t}")

@@ -253,7 +253,10 @@ cdef void _unary(int op, num* d, const num* a, Py_ssize_t n) noexcept nogil:
             memcpy(d, a, n * sizeof(num))   # registers either coincide or do not overlap
     elif op == OP_NEG:
         for i in range(n):
-            d[i] = _wrap_sub(<num>0, a[i])
+            if num is float or num is double:
+                d[i] = -a[i]   # not 0 - x: -(+0.0) is -0.0
+            else:
+                d[i] = _wrap_sub(<num>0, a[i])
     elif op == OP_ABS:
         for i in range(n):
             if num is float or num is double:

@@ -3,7 +3,9 @@
 Each call allocates its own temporaries and outputs, so one executable can be
 called from several threads at once. Under the interpreter, NumPy's
 floating-point warnings are silenced around launches: masked-off lanes compute
-on padding (``log(0)``...), as they do silently on a GPU.
+on padding (``log(0)``...), as they do silently on a GPU; and launches run one
+at a time, since the interpreter patches ``triton.language`` process-wide while
+a kernel runs.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ from .kernel_cache import load_kernel
 from .planner import Plan
 
 __all__ = ["KernelInfo", "TritonExecutable"]
+
+# Triton's interpreter patches triton.language while a kernel runs: one launch at a time.
+_INTERPRETER_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -110,7 +115,7 @@ class TritonExecutable:
             for k, fn in zip(self.plan.kernels, self._fns):
                 self._launch(k, fn, bufs)
             return
-        with np.errstate(all="ignore"), warnings.catch_warnings():
+        with _INTERPRETER_LOCK, np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             for k, fn in zip(self.plan.kernels, self._fns):
                 self._launch(k, fn, bufs)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from numtrace_ir import registry
+from numtrace_ir.printer import value_names
 from numtrace_ir.types import ScalarType, TensorType
 
 from .coverage import CONTRACTIONS, PARTIAL, REDUCTIONS, VIEW_OPS, unlowered_reason
@@ -89,9 +90,13 @@ class _Loc:
     weak: str | None = None  # kind of a Python scalar (NEP 50 weak operand)
 
 
-def describe_node(node) -> str:
-    """``np.tanh (node %h at model.py:12)`` for error messages (named outputs only)."""
-    names = ", ".join(f"%{v.name}" for v in node.outputs if v.name)
+def describe_node(node, names: dict | None = None) -> str:
+    """``np.tanh (node %h at model.py:12)`` for error messages: outputs as the text IR prints them
+    (``names``, from ``value_names``), else the named ones only."""
+    if names is not None:
+        names = ", ".join(f"%{names[v]}" for v in node.outputs if v in names)
+    else:
+        names = ", ".join(f"%{v.name}" for v in node.outputs if v.name)
     where = f"at {node.loc}" if node.loc else "at an unknown location"
     return f"{node.op} ({'node ' + names + ' ' if names else ''}{where})"
 
@@ -100,6 +105,7 @@ class _Planner:
     def __init__(self, graph, tuning: Tuning) -> None:
         self.graph = graph
         self.tuning = tuning
+        self.names = value_names(graph)  # as the text IR prints them, for error messages
         self.buffers: list[BufferSpec] = []
         self.groups: list[Group] = []
         self.writers: dict[int, list[Group]] = {}  # buffer -> the groups writing it, in write order
@@ -149,6 +155,12 @@ class _Planner:
         element before (or after) another program stores it."""
         writers = self.writers.get(loc.mem.buffer, []) if loc.mem is not None else [loc.group]
         return not any(self.reaches(w, group) for w in writers)
+
+    def can_write(self, group: Group, view: View) -> bool:
+        """Whether ``group`` may write into ``view``'s buffer after its earlier writers without a cycle
+        (an earlier writer that already runs after ``group``, such as a copy of a value ``group``
+        also wrote elsewhere)."""
+        return not any(w is not group and self.reaches(w, group) for w in self.writers.get(view.buffer, []))
 
     def store(self, group: Group, key: int, view: View, level: str, shape: tuple[int, ...]) -> None:
         """``group`` writes value ``key`` through ``view``, after every earlier writer of that buffer.
@@ -367,6 +379,8 @@ class _Planner:
             group = self.new_group("reduction", numel(full), full=full, reduced_axes=red)
         arg = self.read(group, x, full, label)
         dtype = out.dtype
+        if kind == "mean" and dtype == np.float16:
+            dtype = np.dtype(np.float32)  # summed and divided in float32 as NumPy does, rounded once
         count = numel([full[a] for a in red])
         key = self.key()
         if kind in ("mean", "var", "std"):
@@ -397,13 +411,17 @@ class _Planner:
                 if kind == "std":
                     key = self.key()
                     group.items.append(Op(key, "np.sqrt", [Ref(var)], {}, dtype, label, "row"))
+            if dtype != out.dtype:
+                cast = self.key()
+                group.items.append(Op(cast, "np.astype", [Ref(key)], {}, out.dtype, label, "row"))
+                key = cast
         elif kind in ("cumsum", "cumprod"):  # a scan: one output per input element, at the full level
             group.items.append(Reduce(key, kind, arg, dtype, label, level="full"))
             self.locs[node.outputs[0]] = _Loc(out.shape, dtype, group=group, key=key, level="full")
             return
         else:
             group.items.append(Reduce(key, kind, arg, dtype, label))
-        self.locs[node.outputs[0]] = _Loc(out.shape, dtype, group=group, key=key, level="row")
+        self.locs[node.outputs[0]] = _Loc(out.shape, out.dtype, group=group, key=key, level="row")
 
     def contraction(self, node, label: str) -> None:
         a, b = (self.locs[v] for v in node.inputs)
@@ -463,6 +481,10 @@ class _Planner:
             raise NotImplementedError(f"the Triton backend has no lowering for {label}")
         rule = VIEW_RULES.get(node.op)
         x, *rest = (self.locs[v] for v in node.inputs)
+        attrs = node.attrs
+        if node.op == "np.getitem" and rest:
+            attrs = {**attrs, "index": _static_index(attrs["index"], rest)}
+            rest = []
         if any(loc.folded is _NOTHING for loc in rest) or not all(
             isinstance(self.types[v], TensorType) for v in node.outputs
         ):
@@ -476,10 +498,10 @@ class _Planner:
                 self.locs[outs[0]] = x  # a copy of an immutable value is the value
             return
         out_shape = self.types[outs[0]].shape
-        if x.mem is None and len(outs) == 1 and self.relabel(node, rule, extra, x):
+        if x.mem is None and len(outs) == 1 and self.relabel(node, rule, attrs, extra, x):
             return
         if x.mem is None and x.folded is _NOTHING and len(outs) == 1:
-            layout = permuted_layout(rule, out_shape, node.attrs, extra, x.shape)
+            layout = permuted_layout(rule, out_shape, attrs, extra, x.shape)
             stored = None if layout is None else View(0, x.dtype, 0, x.shape, layout[1])
             if stored is not None and (x.level != "full" or x.group.accepts_load(stored, x.shape)):
                 # Store x so that the permuted result is C-contiguous: a later reshape stays free.
@@ -492,17 +514,13 @@ class _Planner:
                 return
         view = self.materialize(x, label)
         try:
-            results = view_result(rule, out_shape, node.attrs, extra, view, len(outs))
+            results = view_result(rule, out_shape, attrs, extra, view, len(outs))
         except NotImplementedError as exc:
             raise NotImplementedError(f"{label}: {exc}") from None
-        if (
-            results is None
-            and len(outs) == 1
-            and order_preserving(rule, out_shape, node.attrs, extra, x.shape)
-        ):
+        if results is None and len(outs) == 1 and order_preserving(rule, out_shape, attrs, extra, x.shape):
             # A reshape NumPy answers with a copy: copy to C order once, then view that.
             view = self.copy_contiguous(view, x.dtype, label)
-            (shape,) = order_preserving_shapes(rule, out_shape, node.attrs, extra, x.shape)
+            (shape,) = order_preserving_shapes(rule, out_shape, attrs, extra, x.shape)
             results = [View(view.buffer, view.dtype, 0, shape, c_strides(shape))]
         if results is None:
             raise NotImplementedError(
@@ -518,12 +536,18 @@ class _Planner:
         """Make ``loc``'s value land in ``view``: stored by its own group when in flight (and not
         ``avoid``), else copied, broadcasting, by a pointwise group shared with the other copies of
         the same size (``copies``)."""
-        if loc.mem is None and loc.folded is _NOTHING and loc.shape == view.shape and loc.group is not avoid:
+        if (
+            loc.mem is None
+            and loc.folded is _NOTHING
+            and loc.shape == view.shape
+            and loc.group is not avoid
+            and self.can_write(loc.group, view)
+        ):
             self.store(loc.group, loc.key, view, loc.level, loc.shape)
             return
         size = numel(view.shape)
         group = copies.get(size)
-        if group is None or not self.can_read(group, loc):
+        if group is None or not self.can_read(group, loc) or not self.can_write(group, view):
             group = copies[size] = self.new_group("pointwise", size)
         key = self.key()
         dtype = loc.dtype if loc.dtype is not None else view.dtype
@@ -536,14 +560,15 @@ class _Planner:
         """Functional ``a[index] = value``: ``a`` copied into a fresh buffer, then ``value`` written into
         the indexed view of it by a later kernel (never the copying one: its blocks are unordered)."""
         a, *indices, value = (self.locs[v] for v in node.inputs)
-        if indices or "input" in node.attrs["index"]:
+        index = _static_index(node.attrs["index"], indices)
+        if "input" in index:
             raise NotImplementedError(f"{label}: {PARTIAL['np.setitem']} by the Triton backend")
         out = self.types[node.outputs[0]]
         dtype = check_supported(out.dtype, label)
         view = self.buffer(out.shape, dtype, "temp", doc=f"temporary {out}")
         if numel(a.shape):
             self.write_into(a, view, label, {})
-        (region,) = view_result(VIEW_RULES["np.getitem"], (), node.attrs, [], view, 1)
+        (region,) = view_result(VIEW_RULES["np.getitem"], (), {"index": index}, [], view, 1)
         if numel(region.shape):
             copier = self.writers.get(view.buffer, [None])[0]
             self.write_into(value, region, label, {}, avoid=copier)
@@ -596,9 +621,9 @@ class _Planner:
             self.write_into(x, View(view.buffer, dtype, start, x.shape, view.strides), label, {})
         self.locs[node.outputs[0]] = _Loc(out.shape, dtype, mem=view)
 
-    def relabel(self, node, rule, extra: list, x: _Loc) -> bool:
+    def relabel(self, node, rule, attrs: dict, extra: list, x: _Loc) -> bool:
         """An in-flight value reshaped in C order keeps its registers if its group can index the new shape."""
-        shapes = order_preserving_shapes(rule, self.types[node.outputs[0]].shape, node.attrs, extra, x.shape)
+        shapes = order_preserving_shapes(rule, self.types[node.outputs[0]].shape, attrs, extra, x.shape)
         if shapes is None:
             return False
         (new,) = shapes
@@ -652,12 +677,12 @@ class _Planner:
         return Plan(self.buffers, self.emit(), inputs, outputs, [v.type for v in self.graph.inputs])
 
     def node(self, node) -> None:
-        label = describe_node(node)
+        label = describe_node(node, self.names)
         op = registry.get(node.op)
-        reason = unlowered_reason(op)
-        if reason is not None:
-            raise NotImplementedError(f"{label}: {reason}")
         locs = [self.locs[v] for v in node.inputs]
+        reason = unlowered_reason(op)
+        if reason is not None and (op.nondeterministic or any(loc.folded is _NOTHING for loc in locs)):
+            raise NotImplementedError(f"{label}: {reason}")  # else folded below, like a constant
         if node.op == "prim.Constant":
             self.fold_values(node, [node.attrs["value"]])
             return
@@ -798,6 +823,21 @@ def _summary(group: Group) -> str:
             names.append(op)
     text = "_".join(names[:3]) or ("" if group.kind == "matmul" else "copy")
     return "".join(c if c.isalnum() or c == "_" else "_" for c in text)
+
+
+def _static_index(index: tuple, indices: list[_Loc]) -> tuple:
+    """``index`` with each ``"input"`` placeholder whose index is a Python int known at compile time
+    (``x[x.shape[0] - 1]``) replaced by that int; placeholders of index arrays are kept."""
+    it = iter(indices)
+    out = []
+    for entry in index:
+        if entry == "input":
+            loc = next(it)
+            value = loc.folded
+            if loc.weak == "int" and isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+                entry = int(value)
+        out.append(entry)
+    return tuple(out)
 
 
 def _shape_only(loc: _Loc) -> np.ndarray:
