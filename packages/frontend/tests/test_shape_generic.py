@@ -39,3 +39,19 @@ def test_numpy_ufunc_of_a_shape_is_recorded(backend, rng):
     traced = nt.trace(scaled, (rng.standard_normal((4, 3)).astype(np.float32),), backend=backend)
     q = rng.standard_normal((6, 5)).astype(np.float32)
     np.testing.assert_allclose(traced(q), scaled(q), rtol=1e-6)
+
+
+@pytest.mark.triton
+def test_float_arithmetic_on_shapes_is_recorded(backend, rng):
+    """``n * 0.5``, ``n / 4``, ``1 / n`` on a traced size are recorded floats, so scales taken from a
+    shape follow the input; the output dtype is NumPy's (Python floats stay weak)."""
+    def scale(x):
+        n, d = x.shape
+        return x * (n - 1.5) / (d * 2.0) + 1 / d - (-(n * 0.25)) + n / 4
+
+    traced = nt.trace(scale, (rng.standard_normal((3, 4)).astype(np.float32),), backend=backend)
+    x = rng.standard_normal((5, 7)).astype(np.float32)
+    got = traced(x)
+    assert got.dtype == scale(x).dtype == np.float32
+    np.testing.assert_allclose(got, scale(x), rtol=1e-6)
+    assert "prim.truediv" in str(traced.graph) and "prim.Constant[value=6.0]" not in str(traced.graph)

@@ -21,12 +21,14 @@ from .tracer import Tracer, current_tracer
 def unwrap(obj: Any) -> Any:
     """``obj`` with every traced array replaced by its concrete value (containers walked)."""
     from .proxy import TracedArray
-    from .traced_int import TracedInt
+    from .traced_int import TracedFloat, TracedInt
 
     if isinstance(obj, TracedArray):
         return obj._value
     if isinstance(obj, TracedInt):
         return int(obj)
+    if isinstance(obj, TracedFloat):
+        return float(obj)
     if isinstance(obj, (tuple, list)):
         items = [unwrap(x) for x in obj]
         return tuple(items) if isinstance(obj, tuple) else items

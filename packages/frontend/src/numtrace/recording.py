@@ -144,7 +144,8 @@ def _flatten_output(tracer: Tracer, obj: Any, where: str, strict: bool, leaves: 
                 raise TypeError(f"{where}: output dict keys must be strings, got {key!r}")
         return Dict_(list(obj), [_flatten_output(tracer, v, f"{where}[{k!r}]", strict, leaves)
                                  for k, v in obj.items()])
-    kind = "int" if isinstance(obj, int) else type(obj).__name__  # a shape read (TracedInt) is an int
+    # A shape read (TracedInt, TracedFloat) is named as the Python number it is.
+    kind = "int" if isinstance(obj, int) else "float" if isinstance(obj, float) else type(obj).__name__
     raise TypeError(f"{where} of the traced function is a {kind} ({obj!r:.60}); traced "
                     "functions may only return arrays and (nested) tuples of arrays (lists and dicts "
                     "with strict=False)")

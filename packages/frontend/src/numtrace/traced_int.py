@@ -14,18 +14,11 @@ from typing import Any
 
 from .tracer import current_tracer
 
-# Python operator -> the prim op that records it on ints (looked up in the registry).
-_INT_OPS = {
-    "add": "prim.add", "sub": "prim.sub", "mul": "prim.mul",
-    "floordiv": "prim.floordiv", "mod": "prim.mod",
-}
 
+class _TracedScalar:
+    """What `TracedInt` and `TracedFloat` share: the tracer and graph value behind a Python number."""
 
-class TracedInt(int):
-    """An ``int`` whose value was computed from traced shapes; arithmetic on it is recorded."""
-
-
-    def __new__(cls, value: int, tracer: Any, graph_value: Any) -> TracedInt:
+    def __new__(cls, value: Any, tracer: Any, graph_value: Any) -> Any:
         self = super().__new__(cls, value)
         self._tracer = tracer
         self._value = graph_value
@@ -37,14 +30,8 @@ class TracedInt(int):
                                "outlive the trace that produced them")
         return self._value
 
-    def __repr__(self) -> str:
-        return int.__repr__(self)
-
-    def __reduce__(self):
-        return (int, (int(self),))
-
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        """``np.sqrt(x.shape[-1])`` and the like are recorded (NumPy would otherwise read the plain int).
+        """``np.sqrt(x.shape[-1])`` and the like are recorded (NumPy would otherwise read the plain number).
 
         The result is a 0-d traced array, typed as NumPy types it (``np.int64``, not a weak Python int).
         """
@@ -55,15 +42,41 @@ class TracedInt(int):
         return dispatch.call(ufunc, method, inputs, kwargs)
 
 
-def _binary(name: str, reflected: bool):
-    py_op = getattr(operator, name)
-    prim = _INT_OPS[name]
+class TracedInt(_TracedScalar, int):
+    """An ``int`` whose value was computed from traced shapes; arithmetic on it is recorded."""
 
-    def method(self: TracedInt, other: Any) -> Any:
-        if type(other) is not int and not isinstance(other, TracedInt):
+    def __repr__(self) -> str:
+        return int.__repr__(self)
+
+    def __reduce__(self):
+        return (int, (int(self),))
+
+
+class TracedFloat(_TracedScalar, float):
+    """A ``float`` computed from traced shapes (``x.shape[-1] ** 0.5`` aside: ``d * 0.5``, ``1 / d``);
+    arithmetic on it is recorded, so a scale taken from a shape follows the input at run time."""
+
+    def __repr__(self) -> str:
+        return float.__repr__(self)
+
+    def __reduce__(self):
+        return (float, (float(self),))
+
+
+def _plain(x: Any) -> Any:
+    return float(x) if isinstance(x, float) else int(x)
+
+
+def _binary(name: str, reflected: bool, numbers: tuple):
+    """The recorded ``__name__`` (or its reflection) for operands of the types in `numbers`."""
+    py_op = getattr(operator, name)
+    prim = f"prim.{name}"
+
+    def method(self: _TracedScalar, other: Any) -> Any:
+        if type(other) not in numbers and not isinstance(other, _TracedScalar):
             return NotImplemented
         a, b = (other, self) if reflected else (self, other)
-        result = py_op(int(a), int(b))
+        result = py_op(_plain(a), _plain(b))
         tracer = self._tracer
         if current_tracer() is not tracer:
             return result
@@ -73,16 +86,21 @@ def _binary(name: str, reflected: bool):
     return method
 
 
-def _neg(self: TracedInt) -> Any:
+def _neg(self: _TracedScalar) -> Any:
     tracer = self._tracer
     if current_tracer() is not tracer:
-        return -int(self)
-    return tracer.record("prim.neg", [self], {}, -int(self))
+        return -_plain(self)
+    return tracer.record("prim.neg", [self], {}, -_plain(self))
 
 
-TracedInt.__neg__ = _neg
-
-for _name in _INT_OPS:
-    setattr(TracedInt, f"__{_name}__", _binary(_name, False))
-    setattr(TracedInt, f"__r{_name}__", _binary(_name, True))
-del _name
+# With an int, an int's floor division and modulo stay ints (recorded); with a float (or true division),
+# the result is a recorded TracedFloat. Other operators (``**``, comparisons) give plain numbers.
+for _cls in (TracedInt, TracedFloat):
+    _cls.__neg__ = _neg
+    for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod"):
+        _numbers = (int, float) if _name in ("add", "sub", "mul", "truediv") else (int,)
+        if _cls is TracedFloat and _name in ("floordiv", "mod"):
+            continue
+        setattr(_cls, f"__{_name}__", _binary(_name, False, _numbers))
+        setattr(_cls, f"__r{_name}__", _binary(_name, True, _numbers))
+del _cls, _name, _numbers

@@ -125,11 +125,11 @@ class Tracer:
     def value_of(self, obj: Any) -> Any:
         """The graph value for an op input: traced values as is, anything else as a new constant."""
         from .proxy import TracedArray
-        from .traced_int import TracedInt
+        from .traced_int import _TracedScalar
 
         if isinstance(obj, TracedArray):
             return obj._graph_value(self)
-        if isinstance(obj, TracedInt):
+        if isinstance(obj, _TracedScalar):
             return obj._graph_value(self)
         if isinstance(obj, (np.ndarray, np.generic)):
             return self.constant(obj)
@@ -193,13 +193,15 @@ class Tracer:
     def wrap(self, value: Any, concrete: Any) -> Any:
         """A traced value for graph value ``value`` whose eager result is ``concrete``."""
         from .proxy import TracedArray
-        from .traced_int import TracedInt
+        from .traced_int import TracedFloat, TracedInt
 
         vtype = value.type
         if isinstance(vtype, TensorType):
             return TracedArray(self, value, np.asarray(concrete))
         if isinstance(vtype, ScalarType) and vtype.kind == "int":
             return TracedInt(int(concrete), self, value)
+        if isinstance(vtype, ScalarType) and vtype.kind == "float":
+            return TracedFloat(float(concrete), self, value)
         return concrete
 
 
