@@ -55,3 +55,15 @@ def test_float_arithmetic_on_shapes_is_recorded(backend, rng):
     assert got.dtype == scale(x).dtype == np.float32
     np.testing.assert_allclose(got, scale(x), rtol=1e-6)
     assert "prim.truediv" in str(traced.graph) and "prim.Constant[value=6.0]" not in str(traced.graph)
+
+
+def test_empty_with_traced_dims_follows_the_shape(backend, rng):
+    """``np.empty((n, 2))`` is recorded like ``np.zeros``: its contents are unspecified, its shape is not."""
+    def f(x):
+        buf = np.empty((x.shape[0], 2), x.dtype)
+        buf[:] = 1
+        return x.sum(axis=1, keepdims=True) * buf
+
+    traced = nt.trace(f, (rng.standard_normal((3, 4)).astype(np.float32),), backend=backend)
+    x = rng.standard_normal((6, 4)).astype(np.float32)
+    np.testing.assert_allclose(traced(x), f(x), rtol=1e-6)

@@ -86,6 +86,15 @@ def test_unsupported_numpy_function_becomes_a_constant():
     np.testing.assert_allclose(traced(np.zeros_like(X)), np.unwrap(X))
 
 
+def test_arange_of_a_traced_size_warns_that_it_is_baked_in():
+    def f(x):
+        return x * np.arange(x.shape[1])
+
+    with pytest.warns(nt.TracerWarning, match="np.arange was given a size read from a traced shape") as record:
+        _trace(f, X)
+    _assert_one_warning_here(record, "stale")
+
+
 def test_library_code_does_not_warn():
     model = nt.nn.Sequential(nt.nn.Linear(3, 4, seed=0), nt.nn.GELU(), nt.nn.LayerNorm(4), nt.nn.ReLU())
     with warnings.catch_warnings():

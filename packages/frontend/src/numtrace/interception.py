@@ -1,9 +1,10 @@
 """NumPy entry points that take no array argument, and so never reach ``__array_function__``.
 
 While any trace is active, these module attributes are replaced by wrappers:
-``np.random.*`` draws (recorded as nondeterministic nodes), ``np.zeros/ones/full``
-with a shape computed from traced ints (recorded as ``prim.full``), and
-``np.ascontiguousarray`` (routed like any array function). A wrapper called on a
+``np.random.*`` draws (recorded as nondeterministic nodes), ``np.zeros/ones/full/empty``
+with a shape computed from traced ints (recorded as ``prim.full``),
+``np.ascontiguousarray`` (routed like any array function), and ``np.arange`` and other
+number-reading constructors, which warn when given a traced size (their results are constants). A wrapper called on a
 thread that is not tracing, or with nothing traced in its arguments, calls the
 original. Patching is reference-counted, so concurrent traces share one patch.
 """
@@ -20,7 +21,9 @@ import numpy as np
 from numtrace_ir import registry
 
 from . import dispatch
-from .traced_int import TracedInt
+from .errors import TracerWarning
+from .source import warn_at_user_line
+from .traced_int import TracedInt, _TracedScalar
 from .tracer import current_tracer
 
 _lock = threading.Lock()
@@ -69,6 +72,21 @@ def _fill_value(args: tuple, kwargs: dict) -> Any:
     return value
 
 
+def _baking_wrapper(original: Any) -> Any:
+    """A function the registry lacks that reads numbers (``np.arange(n)``): with a traced size among
+    them, its result is a constant of the traced size, stale at other sizes, so say so."""
+    @functools.wraps(original)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        traced = [a for a in (*args, *kwargs.values()) if isinstance(a, _TracedScalar)]
+        if current_tracer() is not None and traced:
+            warn_at_user_line(
+                f"np.{original.__name__} was given a size read from a traced shape ({traced[0]!r}); "
+                f"numtrace cannot record it, so its result is a constant of the traced size and will "
+                f"be stale when called with other shapes", TracerWarning)
+        return original(*dispatch.unwrap(args), **dispatch.unwrap(kwargs))
+    return call
+
+
 def _dispatching_wrapper(original: Any) -> Any:
     """A NumPy function that converts its argument with ``__array__``: route traced arguments to the op."""
     @functools.wraps(original)
@@ -93,6 +111,10 @@ def _patches() -> list[tuple[Any, str, Any]]:
     patches.append((np, "zeros", _creation_wrapper(np.zeros, lambda a, k: 0)))
     patches.append((np, "ones", _creation_wrapper(np.ones, lambda a, k: 1)))
     patches.append((np, "full", _creation_wrapper(np.full, _fill_value)))
+    # np.empty's contents are unspecified, so zeros are one valid result that follows traced dims.
+    patches.append((np, "empty", _creation_wrapper(np.empty, lambda a, k: 0)))
+    for name in ("arange", "linspace", "eye", "identity", "tri"):
+        patches.append((np, name, _baking_wrapper(getattr(np, name))))
     if registry.for_numpy(np.ascontiguousarray) is not None:
         patches.append((np, "ascontiguousarray", _dispatching_wrapper(np.ascontiguousarray)))
     return patches
