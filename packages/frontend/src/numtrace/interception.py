@@ -1,12 +1,13 @@
 """NumPy entry points that take no array argument, and so never reach ``__array_function__``.
 
 While any trace is active, these module attributes are replaced by wrappers:
-``np.random.*`` draws (recorded as nondeterministic nodes),
-``np.zeros/ones/full/empty`` with a shape computed from traced ints (recorded as ``prim.full``),
+``np.random.*`` draws (recorded as nondeterministic nodes), ``np.zeros/ones/full/empty``
+with a shape computed from traced ints (recorded as ``prim.full``),
 ``np.ascontiguousarray`` (routed like any array function), and ``np.arange`` and other
-number-reading constructors, which warn when given a traced size (their results are constants). A wrapper called on a
-thread that is not tracing, or with nothing traced in its arguments, calls the
-original. Patching is reference-counted, so concurrent traces share one patch.
+number-reading constructors, which warn when given a traced size (their results are
+constants). A wrapper called on a thread that is not tracing, or with nothing traced in
+its arguments, calls the original. Patching is reference-counted, so concurrent traces
+share one patch.
 """
 
 from __future__ import annotations
