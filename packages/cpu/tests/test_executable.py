@@ -34,7 +34,7 @@ def _inputs(n, seed=0, dtype=F32):
     return [rng.standard_normal(n).astype(dtype) for _ in range(4)]
 
 
-@pytest.mark.parametrize("n", [0, 1, 7, 511, 512, 513, 1023, 1024, 1025, 16385, 300_001])  # around BLOCK, CHUNK
+@pytest.mark.parametrize("n", [0, 1, 7, 511, 512, 513, 1023, 1024, 1025, 16385, 300_001])  # BLOCK, CHUNK
 def test_w1_sizes_and_threads(n):
     exe = compile_graph(_w1_graph(), [TensorType(F32, (n,))] * 4)
     xs = _inputs(n)
