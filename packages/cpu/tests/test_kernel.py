@@ -22,14 +22,19 @@ def _add_kernel(module, shape=(10,)):
                               [(F32, ROLES["input"]), (F32, ROLES["input"]), (F32, ROLES["output"])])
 
 
+def _unary_kernel(module, name, dt, shape):
+    """out = name(x) over `shape`: one instruction, one input, one output of dtype code `dt`."""
+    return module.FusedKernel(shape, (), [(dt, INPUT, 0), (dt, OUTPUT, 1)], [],
+                              [(OPS[name][0], dt, 1, 0, -1, -1)], [],
+                              [(dt, ROLES["input"]), (dt, ROLES["output"])])
+
+
 @pytest.mark.parametrize("module", BUILDS, ids=lambda m: m.__name__)
 def test_builds_agree_on_transcendentals(module):
     x = np.linspace(-110, 100, 20001, dtype=np.float32)
     x[:3] = [np.nan, np.inf, -np.inf]
     for name, ref in (("exp", np.exp), ("tanh", np.tanh)):
-        regs = [(F32, INPUT, 0), (F32, OUTPUT, 1)]
-        k = module.FusedKernel(x.shape, (), regs, [], [(OPS[name][0], F32, 1, 0, -1, -1)], [],
-                               [(F32, ROLES["input"]), (F32, ROLES["output"])])
+        k = _unary_kernel(module, name, F32, x.shape)
         out = np.empty_like(x)
         k.run([x, out], 1)
         with np.errstate(all="ignore"):
@@ -41,13 +46,12 @@ def test_builds_agree_on_transcendentals(module):
 @pytest.mark.parametrize(("dt", "np_dt"), [(F32, np.float32), (F64, np.float64)])
 def test_negative_flips_the_sign_of_zero(module, dt, np_dt):
     x = np.array([0.0, -0.0, 1.5, np.inf, np.nan], np_dt)
-    k = module.FusedKernel(x.shape, (), [(dt, INPUT, 0), (dt, OUTPUT, 1)], [],
-                           [(OPS["negative"][0], dt, 1, 0, -1, -1)], [],
-                           [(dt, ROLES["input"]), (dt, ROLES["output"])])
+    k = _unary_kernel(module, "negative", dt, x.shape)
     out = np.empty_like(x)
     k.run([x, out], 1)
     np.testing.assert_array_equal(out, -x)
     np.testing.assert_array_equal(np.signbit(out), np.signbit(-x))   # -(+0.0) is -0.0
+
 
 @pytest.mark.parametrize("module", BUILDS, ids=lambda m: m.__name__)
 @pytest.mark.parametrize("n", [1, 7, 8, 13, 263])
@@ -59,9 +63,7 @@ def test_transcendental_edges_any_length_in_place(module, n):
                      -87.0, -95.0, -103.9, -110.0, 86.7, 0.5], np.float32)
     x = np.resize(edge, n)
     for name, ref in (("exp", np.exp), ("tanh", np.tanh)):
-        regs = [(F32, INPUT, 0), (F32, OUTPUT, 1)]
-        k = module.FusedKernel(x.shape, (), regs, [], [(OPS[name][0], F32, 1, 0, -1, -1)], [],
-                               [(F32, ROLES["input"]), (F32, ROLES["output"])])
+        k = _unary_kernel(module, name, F32, x.shape)
         out = np.empty_like(x)
         k.run([x, out], 1)
         inplace = x.copy()
