@@ -563,7 +563,7 @@ def lower(graph) -> tuple[list[Step], dict, dict]:
                 where = f" (traced at {u.loc})" if u.loc else ""
                 raise NotImplementedError(f"cpu backend: node {u.op}{where} has no kernel and the registry "
                                           f"has no reference for it") from None
-            fn, attrs = _basic_index_view(u) if kind is ViewStep else None, {}
+            fn, attrs = _basic_index_view(u), {}
             if fn is None:
                 fn, attrs = _reference_call(op, u.attrs)
             steps.append(kind(inputs=[index[v] for v in u.inputs], outputs=[index[v] for v in u.outputs],

@@ -21,14 +21,12 @@ from .tracer import Tracer, current_tracer
 def unwrap(obj: Any) -> Any:
     """``obj`` with every traced array replaced by its concrete value (containers walked)."""
     from .proxy import TracedArray
-    from .traced_int import TracedFloat, TracedInt
+    from .traced_int import TracedScalar, plain
 
     if isinstance(obj, TracedArray):
         return obj._value
-    if isinstance(obj, TracedInt):
-        return int(obj)
-    if isinstance(obj, TracedFloat):
-        return float(obj)
+    if isinstance(obj, TracedScalar):
+        return plain(obj)
     if isinstance(obj, (tuple, list)):
         items = [unwrap(x) for x in obj]
         return tuple(items) if isinstance(obj, tuple) else items

@@ -24,7 +24,7 @@ from numtrace_ir import registry
 from . import dispatch
 from .errors import TracerWarning
 from .source import warn_at_user_line
-from .traced_int import TracedInt, _TracedScalar
+from .traced_int import TracedInt, TracedScalar
 from .tracer import current_tracer
 
 _lock = threading.Lock()
@@ -78,7 +78,7 @@ def _baking_wrapper(original: Any) -> Any:
     them, its result is a constant of the traced size, stale at other sizes, so say so."""
     @functools.wraps(original)
     def call(*args: Any, **kwargs: Any) -> Any:
-        traced = [a for a in (*args, *kwargs.values()) if isinstance(a, _TracedScalar)]
+        traced = [a for a in (*args, *kwargs.values()) if isinstance(a, TracedScalar)]
         if current_tracer() is not None and traced:
             warn_at_user_line(
                 f"np.{original.__name__} was given a size read from a traced shape ({traced[0]!r}); "

@@ -41,6 +41,12 @@ def save_traced(obj: TracedFunction | TracedModule, path: str | os.PathLike | IO
         f.write(data)
 
 
+def reduce_traced(obj: TracedFunction | TracedModule) -> tuple:
+    """``__reduce__`` of traces: pickled (and deep-copied) as their saved form, so no lock or compiled
+    code is pickled and a module's methods still share their state afterwards."""
+    return (loads_traced, (dumps_traced(obj), obj.backend))
+
+
 def dumps_traced(obj: TracedFunction | TracedModule) -> bytes:
     """The saved form of ``obj`` as bytes (also how traces pickle)."""
     if isinstance(obj, TracedModule):

@@ -193,11 +193,9 @@ class TracedFunction:
         save_traced(self, path)
 
     def __reduce__(self) -> tuple:
-        """Pickled (and deep-copied) as its saved form: no lock or compiled code, and state stays shared
-        between the methods of a module."""
-        from .saving import dumps_traced, loads_traced
+        from .saving import reduce_traced
 
-        return (loads_traced, (dumps_traced(self), self.backend))
+        return reduce_traced(self)
 
     def stats(self) -> dict:
         """Per compiled signature, the backend's statistics."""

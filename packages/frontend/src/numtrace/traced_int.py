@@ -15,7 +15,7 @@ from typing import Any
 from .tracer import current_tracer
 
 
-class _TracedScalar:
+class TracedScalar:
     """What `TracedInt` and `TracedFloat` share: the tracer and graph value behind a Python number."""
 
     def __new__(cls, value: Any, tracer: Any, graph_value: Any) -> Any:
@@ -42,7 +42,7 @@ class _TracedScalar:
         return dispatch.call(ufunc, method, inputs, kwargs)
 
 
-class TracedInt(_TracedScalar, int):
+class TracedInt(TracedScalar, int):
     """An ``int`` whose value was computed from traced shapes; arithmetic on it is recorded."""
 
     def __repr__(self) -> str:
@@ -52,7 +52,7 @@ class TracedInt(_TracedScalar, int):
         return (int, (int(self),))
 
 
-class TracedFloat(_TracedScalar, float):
+class TracedFloat(TracedScalar, float):
     """A ``float`` computed from traced shapes (``x.shape[-1] ** 0.5`` aside: ``d * 0.5``, ``1 / d``);
     arithmetic on it is recorded, so a scale taken from a shape follows the input at run time."""
 
@@ -63,7 +63,8 @@ class TracedFloat(_TracedScalar, float):
         return (float, (float(self),))
 
 
-def _plain(x: Any) -> Any:
+def plain(x: Any) -> Any:
+    """The plain Python number of a traced (or plain) int or float."""
     return float(x) if isinstance(x, float) else int(x)
 
 
@@ -72,11 +73,11 @@ def _binary(name: str, reflected: bool, numbers: tuple):
     py_op = getattr(operator, name)
     prim = f"prim.{name}"
 
-    def method(self: _TracedScalar, other: Any) -> Any:
-        if type(other) not in numbers and not isinstance(other, _TracedScalar):
+    def method(self: TracedScalar, other: Any) -> Any:
+        if type(other) not in numbers and not isinstance(other, TracedScalar):
             return NotImplemented
         a, b = (other, self) if reflected else (self, other)
-        result = py_op(_plain(a), _plain(b))
+        result = py_op(plain(a), plain(b))
         tracer = self._tracer
         if current_tracer() is not tracer:
             return result
@@ -86,21 +87,21 @@ def _binary(name: str, reflected: bool, numbers: tuple):
     return method
 
 
-def _neg(self: _TracedScalar) -> Any:
+def _neg(self: TracedScalar) -> Any:
     tracer = self._tracer
     if current_tracer() is not tracer:
-        return -_plain(self)
-    return tracer.record("prim.neg", [self], {}, -_plain(self))
+        return -plain(self)
+    return tracer.record("prim.neg", [self], {}, -plain(self))
 
 
-# With an int, an int's floor division and modulo stay ints (recorded); with a float (or true division),
-# the result is a recorded TracedFloat. Other operators (``**``, comparisons) give plain numbers.
-for _cls in (TracedInt, TracedFloat):
+# The recorded operators and the plain operand types each takes: an int's floor division and modulo
+# stay ints; with a float (or true division) the result is a recorded TracedFloat. Other operators
+# (``**``, comparisons) give plain numbers.
+_FLOAT_OPS = {"add": (int, float), "sub": (int, float), "mul": (int, float), "truediv": (int, float)}
+_INT_OPS = {**_FLOAT_OPS, "floordiv": (int,), "mod": (int,)}
+for _cls, _ops in ((TracedInt, _INT_OPS), (TracedFloat, _FLOAT_OPS)):
     _cls.__neg__ = _neg
-    for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod"):
-        _numbers = (int, float) if _name in ("add", "sub", "mul", "truediv") else (int,)
-        if _cls is TracedFloat and _name in ("floordiv", "mod"):
-            continue
+    for _name, _numbers in _ops.items():
         setattr(_cls, f"__{_name}__", _binary(_name, False, _numbers))
         setattr(_cls, f"__r{_name}__", _binary(_name, True, _numbers))
-del _cls, _name, _numbers
+del _cls, _ops, _name, _numbers

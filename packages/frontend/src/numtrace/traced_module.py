@@ -113,10 +113,9 @@ class TracedModule(TracedSubmodule):
         save_traced(self, path)
 
     def __reduce__(self) -> tuple:
-        """Pickled (and deep-copied) as its saved form, like ``TracedFunction``."""
-        from .saving import dumps_traced, loads_traced
+        from .saving import reduce_traced
 
-        return (loads_traced, (dumps_traced(self), self.backend))
+        return reduce_traced(self)
 
     def __repr__(self) -> str:
         mode = "training" if self.training else "eval"

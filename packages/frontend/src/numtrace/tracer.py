@@ -125,11 +125,9 @@ class Tracer:
     def value_of(self, obj: Any) -> Any:
         """The graph value for an op input: traced values as is, anything else as a new constant."""
         from .proxy import TracedArray
-        from .traced_int import _TracedScalar
+        from .traced_int import TracedScalar
 
-        if isinstance(obj, TracedArray):
-            return obj._graph_value(self)
-        if isinstance(obj, _TracedScalar):
+        if isinstance(obj, (TracedArray, TracedScalar)):
             return obj._graph_value(self)
         if isinstance(obj, (np.ndarray, np.generic)):
             return self.constant(obj)

@@ -483,8 +483,8 @@ class _Planner:
         x, *rest = (self.locs[v] for v in node.inputs)
         attrs = node.attrs
         if node.op == "np.getitem" and rest:
-            attrs = {**attrs, "index": _static_index(attrs["index"], rest)}
-            rest = []
+            index, rest = _static_index(attrs["index"], rest)
+            attrs = {**attrs, "index": index}
         if any(loc.folded is _NOTHING for loc in rest) or not all(
             isinstance(self.types[v], TensorType) for v in node.outputs
         ):
@@ -560,8 +560,8 @@ class _Planner:
         """Functional ``a[index] = value``: ``a`` copied into a fresh buffer, then ``value`` written into
         the indexed view of it by a later kernel (never the copying one: its blocks are unordered)."""
         a, *indices, value = (self.locs[v] for v in node.inputs)
-        index = _static_index(node.attrs["index"], indices)
-        if "input" in index:
+        index, indices = _static_index(node.attrs["index"], indices)
+        if indices:
             raise NotImplementedError(f"{label}: {PARTIAL['np.setitem']} by the Triton backend")
         out = self.types[node.outputs[0]]
         dtype = check_supported(out.dtype, label)
@@ -825,19 +825,21 @@ def _summary(group: Group) -> str:
     return "".join(c if c.isalnum() or c == "_" else "_" for c in text)
 
 
-def _static_index(index: tuple, indices: list[_Loc]) -> tuple:
+def _static_index(index: tuple, indices: list[_Loc]) -> tuple[tuple, list[_Loc]]:
     """``index`` with each ``"input"`` placeholder whose index is a Python int known at compile time
-    (``x[x.shape[0] - 1]``) replaced by that int; placeholders of index arrays are kept."""
+    (``x[x.shape[0] - 1]``) replaced by that int, and the index inputs still placeholders (arrays)."""
     it = iter(indices)
-    out = []
+    out, left = [], []
     for entry in index:
         if entry == "input":
             loc = next(it)
             value = loc.folded
             if loc.weak == "int" and isinstance(value, (int, np.integer)) and not isinstance(value, bool):
                 entry = int(value)
+            else:
+                left.append(loc)
         out.append(entry)
-    return tuple(out)
+    return tuple(out), left
 
 
 def _shape_only(loc: _Loc) -> np.ndarray:
