@@ -33,7 +33,6 @@ X = np.linspace(-1.0, 1.0, 6, dtype=np.float32).reshape(2, 3)
     (lambda x: x.sum().item(), ".item()"),
     (lambda x: x.tolist(), ".tolist()"),
     (lambda x: np.asarray(x), "np.asarray"),
-    (lambda x: len(x), "len()"),
 ])
 def test_conversions_warn_at_the_user_line(convert, what):
     def f(x):
@@ -60,18 +59,37 @@ def test_data_dependent_branch_warns_and_records_the_branch_taken():
     np.testing.assert_allclose(traced(-np.ones(3, np.float32)), -2.0)  # the traced branch, always
 
 
-def test_iteration_warns_and_records_rows():
+def _assert_guarded_and_retraced(f, guard):
+    """No warning while tracing; the guard is listed; a call at another length traces again, correctly."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        traced = _trace(f, X)
+    assert any(g.startswith(guard) for g in traced.guards), traced.guards
+    y = np.arange(12, dtype=np.float32).reshape(4, 3)
+    with pytest.warns(nt.TracerWarning, match="re-tracing"):
+        np.testing.assert_allclose(traced(y), f(y), rtol=1e-6)
+    np.testing.assert_allclose(traced(X), f(X), rtol=1e-6)  # the first graph still serves its shapes
+    assert traced.stats()["retraces"] == 1
+
+
+def test_iteration_unrolls_over_a_guarded_length():
     def f(x):
         total = x[0] * 0.0
         for row in x:
             total = total + row
         return total
 
-    with pytest.warns(nt.TracerWarning, match="Iterating over a traced array") as record:
-        traced = _trace(f, X)
-    _assert_one_warning_here(record, "traced length 2")
-    y = X + 1.0
-    np.testing.assert_allclose(traced(y), y.sum(axis=0), rtol=1e-6)
+    _assert_guarded_and_retraced(f, "x.shape[0] == 2")
+
+
+def test_len_and_range_of_a_shape_are_guarded():
+    def f(x):
+        total = x[0] * 0.0
+        for i in range(len(x)):
+            total = total + x[i] * float(i)
+        return total
+
+    _assert_guarded_and_retraced(f, "x.shape[0] == 2")
 
 
 def test_unsupported_numpy_function_becomes_a_constant():
@@ -86,13 +104,11 @@ def test_unsupported_numpy_function_becomes_a_constant():
     np.testing.assert_allclose(traced(np.zeros_like(X)), np.unwrap(X))
 
 
-def test_arange_of_a_traced_size_warns_that_it_is_baked_in():
+def test_arange_of_a_traced_size_is_guarded():
     def f(x):
-        return x * np.arange(x.shape[1])
+        return x * np.arange(x.shape[1])[None, :] + np.arange(x.shape[0])[:, None]
 
-    with pytest.warns(nt.TracerWarning, match="np.arange was given a size read from a traced") as record:
-        _trace(f, X)
-    _assert_one_warning_here(record, "stale")
+    _assert_guarded_and_retraced(f, "x.shape[0] == 2")
 
 
 def test_library_code_does_not_warn():

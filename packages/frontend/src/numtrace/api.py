@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from numtrace_ir import GuardError, TensorType, specialize
 
 from .checker import Checker, clone, graph_diagnostics
 from .errors import TracerWarning, TracingCheckError
@@ -100,13 +101,19 @@ class _Call:
 
 def _trace_once(func: Callable, call: _Call, strict: bool, backend: str) -> TracedFunction:
     rec = record_function(func, call.args, call.kwargs, strict=strict)
-    return _traced_function(rec, _function_name(func), backend)
+
+    def retrace(args: tuple) -> TracedFunction:
+        again = _Call(args, None) if call.kwargs is None else _Call(None, dict(zip(rec.arg_names, args)))
+        return _trace_once(func, again, strict, backend)
+
+    return _traced_function(rec, _function_name(func), backend, retrace)
 
 
-def _traced_function(rec: Recording, name: str, backend: str) -> TracedFunction:
+def _traced_function(rec: Recording, name: str, backend: str,
+                     retrace: Callable[[tuple], TracedFunction]) -> TracedFunction:
     return TracedFunction(rec.graph, name=name, arg_names=rec.arg_names, in_spec=rec.in_spec,
                           out_spec=rec.out_spec, backend=backend, state=rec.state_arrays,
-                          state_names=rec.state_names)
+                          state_names=rec.state_names, mutated=rec.mutated, retrace=retrace)
 
 
 def _check_one(func: Callable, traced: TracedFunction, retrace: Callable[[], TracedFunction], call: _Call,
@@ -121,14 +128,38 @@ def _check_one(func: Callable, traced: TracedFunction, retrace: Callable[[], Tra
                                 f"{kind} with test inputs.\nException:\n\t{type(exc).__name__}: {exc}"
                                 ) from exc
     checker = Checker(kind, tolerance, traced.graph)
-    traced_outs = checker.run(lambda: call.apply(traced), "trace", traced.graph, checked.graph)
+    broken = _broken_guard(traced, call)
+    with warnings.catch_warnings():
+        # The trace re-traces for check inputs whose shapes break a guard; that is said once, below.
+        warnings.filterwarnings("ignore", "numtrace: re-tracing", TracerWarning)
+        traced_outs = checker.run(lambda: call.apply(traced), "trace", traced.graph, checked.graph)
     fn_outs = checker.run(lambda: call.apply(func), "Python function", traced.graph, checked.graph)
     if checker.compare(traced_outs, fn_outs, "Python function"):
         check_outs = checker.run(lambda: call.apply(checked), "repeated trace", traced.graph, checked.graph)
         checker.compare(traced_outs, check_outs, "repeated trace")
+    if broken is not None:
+        # Another program for other shapes is expected: calls at such shapes trace again.
+        warnings.warn(f"The {kind} was specialized to the example inputs' shapes: {broken}. Calls with such "
+                      "shapes trace the Python function again.", TracerWarning, stacklevel=3)
+        return
     graph_diff, constant_diff = graph_diagnostics(traced.graph, checked.graph)
     if graph_diff is not None or constant_diff is not None:
         raise TracingCheckError(graph_diff, constant_diff)
+
+
+def _broken_guard(traced: TracedFunction, call: _Call) -> GuardError | None:
+    """The guard of ``traced`` that the shapes of the check inputs ``call`` break, if any."""
+    c = call.cloned()
+    try:
+        leaves = traced._gather(c.args, c.kwargs or {})
+        types = [TensorType(np.asarray(a).dtype, np.shape(a)) for a in leaves]
+        types += [v.type for v in traced.graph.inputs[len(types):]]
+        specialize(traced.graph, types, check_shapes=False)
+    except GuardError as exc:
+        return exc
+    except Exception:
+        return None  # a bad call: running the trace reports it
+    return None
 
 
 def _forward_checks(check_inputs: Sequence[Any] | None) -> list[dict] | None:
@@ -181,5 +212,10 @@ def _trace_module_once(mod: Module, inputs: Mapping[str, Any], strict: bool, bac
             rec = record_function(method, (), dict(example), strict=strict, state_names=first_name)
         else:
             rec = record_function(method, _as_args(example), None, strict=strict, state_names=first_name)
-        methods[name] = _traced_function(rec, name, backend)
+
+        def retrace(args: tuple, name: str = name, rec: Recording = rec) -> TracedFunction:
+            again = dict(zip(rec.arg_names, args)) if kwargs else args
+            return _trace_module_once(mod, {name: again}, strict, backend, kwargs)._methods[name]
+
+        methods[name] = _traced_function(rec, name, backend, retrace)
     return TracedModule(type(mod).__name__, methods, state, module_tree(mod), mod.training)

@@ -8,6 +8,7 @@ the op is recorded out of place and the ``out`` arrays are rebound to the result
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,25 @@ def unwrap(obj: Any) -> Any:
         return tuple(items) if isinstance(obj, tuple) else items
     if isinstance(obj, dict):
         return {k: unwrap(v) for k, v in obj.items()}
+    if type(obj) is slice:
+        return slice(unwrap(obj.start), unwrap(obj.stop), unwrap(obj.step))
+    return obj
+
+
+def guarded(obj: Any) -> Any:
+    """``obj`` with traced numbers replaced by their values, each guarded (containers and slices
+    walked): for values that leave the graph, such as the arguments of a function run as a constant."""
+    from .traced_int import TracedScalar
+
+    if isinstance(obj, TracedScalar):
+        return obj.guarded()
+    if isinstance(obj, (tuple, list)):
+        items = [guarded(x) for x in obj]
+        return tuple(items) if isinstance(obj, tuple) else items
+    if isinstance(obj, dict):
+        return {k: guarded(v) for k, v in obj.items()}
+    if type(obj) is slice:
+        return slice(guarded(obj.start), guarded(obj.stop), guarded(obj.step))
     return obj
 
 
@@ -102,7 +122,7 @@ def _dynamic_shape(tracer: Tracer, func: Any, args: tuple, kwargs: dict, concret
     dims = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
     if not any(isinstance(d, TracedInt) for d in dims):
         return None
-    entries = tuple(tracer.symbol(d) if isinstance(d, TracedInt) else int(d) for d in dims)
+    entries = tuple(tracer.symbol(d) if isinstance(d, TracedInt) else operator.index(d) for d in dims)
     scalars = [d for d in dims if isinstance(d, TracedInt)]
     return tracer.record(prim, [args[0], *scalars], {"shape": entries}, concrete, exact=True)
 
@@ -138,6 +158,7 @@ def frozen_call(tracer: Tracer, func: Any, method: str, args: tuple, kwargs: dic
         TracerWarning,
     )
     eager = func if method == "__call__" else getattr(func, method)
+    args, kwargs = guarded(args), guarded(kwargs)  # the constant holds only for these sizes
     arguments = _traced_arrays((args, kwargs))
     before = [a._value.copy() for a in arguments]
     concrete = run_at_user_line(_short_name(func, method), eager, *unwrap(args), **unwrap(kwargs))

@@ -15,16 +15,20 @@ import numpy as np
 from numtrace_ir import registry
 
 from . import dispatch
+from .traced_int import TracedScalar
 from .tracer import Tracer
 
 _BASIC = (int, slice, type(None), type(Ellipsis))
 
 
 def _normalize(key: Any) -> Any:
-    """Lists in a key become arrays (NumPy reads them as index arrays); the rest is kept."""
+    """Lists in a key become arrays (NumPy reads them as index arrays); traced numbers (``x[n - 1]``,
+    ``x[:n // 2]``) are guarded; the rest is kept."""
     from .proxy import TracedArray
 
     def one(entry):
+        if isinstance(entry, (TracedScalar, slice)):
+            return dispatch.guarded(entry)
         if isinstance(entry, list):
             return np.asarray(dispatch.unwrap(entry)) if not any(isinstance(e, TracedArray) for e in entry) \
                 else np.stack(entry)

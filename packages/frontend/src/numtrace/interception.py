@@ -4,15 +4,16 @@ While any trace is active, these module attributes are replaced by wrappers:
 ``np.random.*`` draws (recorded as nondeterministic nodes), ``np.zeros/ones/full/empty``
 with a shape computed from traced ints (recorded as ``prim.full``),
 ``np.ascontiguousarray`` (routed like any array function), and ``np.arange`` and other
-number-reading constructors, which warn when given a traced size (their results are
-constants). A wrapper called on a thread that is not tracing, or with nothing traced in
-its arguments, calls the original. Patching is reference-counted, so concurrent traces
-share one patch.
+number-reading constructors, whose results are constants: a traced size given to them is
+guarded, so the constant is never used at shapes that would change it. A wrapper called on
+a thread that is not tracing, or with nothing traced in its arguments, calls the original.
+Patching is reference-counted, so concurrent traces share one patch.
 """
 
 from __future__ import annotations
 
 import functools
+import operator
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,9 +23,7 @@ import numpy as np
 from numtrace_ir import registry
 
 from . import dispatch
-from .errors import TracerWarning
-from .source import warn_at_user_line
-from .traced_int import TracedInt, TracedScalar
+from .traced_int import TracedInt
 from .tracer import current_tracer
 
 _lock = threading.Lock()
@@ -53,11 +52,11 @@ def _creation_wrapper(original: Any, fill: Any) -> Any:
         dims = shape if isinstance(shape, (tuple, list)) else (shape,)
         if tracer is None or not any(isinstance(d, TracedInt) for d in dims):
             return original(shape, *args, **kwargs)
-        result = original(tuple(int(d) for d in dims), *args, **kwargs)
+        result = original(tuple(dispatch.unwrap(d) for d in dims), *args, **kwargs)
         if not isinstance(result, np.ndarray) or result.dtype.kind not in "biufc":
             return result
         value = fill(args, kwargs)
-        entries = tuple(tracer.symbol(d) if isinstance(d, TracedInt) else int(d) for d in dims)
+        entries = tuple(tracer.symbol(d) if isinstance(d, TracedInt) else operator.index(d) for d in dims)
         scalars = [d for d in dims if isinstance(d, TracedInt)]
         attrs = {"shape": entries, "fill_value": value.item() if isinstance(value, np.generic) else value,
                  "dtype": result.dtype}
@@ -74,17 +73,13 @@ def _fill_value(args: tuple, kwargs: dict) -> Any:
 
 
 def _baking_wrapper(original: Any) -> Any:
-    """A function the registry lacks that reads numbers (``np.arange(n)``): with a traced size among
-    them, its result is a constant of the traced size, stale at other sizes, so say so."""
+    """A function the registry lacks that reads numbers (``np.arange(n)``): a size read from a traced
+    shape is used with a guard, so the constant result is never used at shapes that change it."""
     @functools.wraps(original)
     def call(*args: Any, **kwargs: Any) -> Any:
-        traced = [a for a in (*args, *kwargs.values()) if isinstance(a, TracedScalar)]
-        if current_tracer() is not None and traced:
-            warn_at_user_line(
-                f"np.{original.__name__} was given a size read from a traced shape ({traced[0]!r}); "
-                f"numtrace cannot record it, so its result is a constant of the traced size and will "
-                f"be stale when called with other shapes", TracerWarning)
-        return original(*dispatch.unwrap(args), **dispatch.unwrap(kwargs))
+        if current_tracer() is None:
+            return original(*args, **kwargs)
+        return original(*dispatch.guarded(args), **dispatch.guarded(kwargs))
     return call
 
 

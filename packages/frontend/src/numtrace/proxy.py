@@ -150,8 +150,10 @@ class TracedArray:
         return self._value.dtype
 
     @property
-    def size(self) -> int:
-        return int(self._value.size)
+    def size(self) -> Any:
+        """The element count as a traced int (``prim.size``): ``x.sum() / x.size`` follows the input."""
+        tracer = dispatch.active_tracer("x.size")
+        return tracer.record("prim.size", [self], {}, int(self._value.size))
 
     @property
     def itemsize(self) -> int:
@@ -220,18 +222,16 @@ class TracedArray:
         return self._value.tolist()
 
     def __len__(self) -> int:
-        _warn_conversion("a Python int (len())")
-        return len(self._value)
+        """Python makes ``len()`` a plain int, so the length is guarded (``x.shape[0]`` stays traced)."""
+        if self._value.ndim == 0:
+            raise TypeError("len() of unsized object")
+        return self.shape[0].guarded()
 
     def __iter__(self):
+        """Iteration unrolls over the traced length, which is guarded."""
         if self._value.ndim == 0:
             raise TypeError("iteration over a 0-d array")
-        warn_at_user_line(
-            "Iterating over a traced array: the number of iterations is fixed to the traced length "
-            f"{len(self._value)}, and the trace might not generalize to inputs of another length.",
-            TracerWarning,
-        )
-        return (self[i] for i in range(self._value.shape[0]))
+        return (self[i] for i in range(len(self)))
 
     def __getstate__(self):
         raise TypeError("a traced array cannot be pickled or copied out of its trace")

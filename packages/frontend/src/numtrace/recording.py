@@ -15,11 +15,12 @@ from typing import Any
 import numpy as np
 from numtrace_ir import Graph, passes
 
-from .containers import Dict_, Leaf, Sequence_, Spec, flatten, is_array
+from .containers import Const, Dict_, Leaf, Sequence_, Spec, flatten, is_array
 from .dispatch import freeze
 from .errors import TracerWarning
 from .proxy import TracedArray
 from .source import warn_at_user_line
+from .traced_int import plain
 from .tracer import Tracer
 
 
@@ -27,13 +28,15 @@ class Recording:
     """What one trace run produced: the graph and the structures needed to call it."""
 
     def __init__(self, graph: Graph, arg_names: list[str], in_spec: Spec, out_spec: Spec,
-                 state_names: list[str], state_arrays: list[np.ndarray]):
+                 state_names: list[str], state_arrays: list[np.ndarray], mutated: list[int]):
         self.graph = graph
         self.arg_names = arg_names
         self.in_spec = in_spec
         self.out_spec = out_spec
         self.state_names = state_names
         self.state_arrays = state_arrays
+        # Graph input indices the function wrote into; their new values follow the outputs.
+        self.mutated = mutated
 
 
 def parameter_names(func: Callable, count: int, keywords: Mapping[str, Any] | None) -> list[str]:
@@ -87,18 +90,25 @@ def record_function(func: Callable, args: tuple, kwargs: Mapping[str, Any] | Non
             result = func(**dict(zip(names, rebuilt)))
         else:
             result = func(*rebuilt)
+        # Inputs (arguments, then module state) whose graph value is no longer the input's: written into.
+        inputs = [*proxies, *(tracer.state_proxy(a) for a in tracer.state_arrays)]
+        mutated = [i for i, p in enumerate(inputs) if p._graph_value(tracer) is not tracer.graph.inputs[i]]
         out_leaves: list = []
-        out_spec = _output_spec(tracer, result, strict, out_leaves)
-        tracer.graph.set_outputs([p._graph_value(tracer) for p in out_leaves])
+        out_spec = _output_spec(tracer, result, strict, out_leaves, bool(mutated))
+        returned = [*out_leaves, *(inputs[i] for i in mutated)]
+        tracer.graph.set_outputs([p._graph_value(tracer) for p in returned])
     passes.dce(tracer.graph)
     return Recording(tracer.graph, names, in_spec, out_spec, list(tracer.state_order),
-                     list(tracer.state_arrays))
+                     list(tracer.state_arrays), mutated)
 
 
-def _output_spec(tracer: Tracer, result: Any, strict: bool, leaves: list) -> Spec:
+def _output_spec(tracer: Tracer, result: Any, strict: bool, leaves: list, mutates: bool) -> Spec:
     if result is None:
-        raise RuntimeError("the traced function returned nothing (None); it must return an array or a "
-                           "tuple of arrays computed from its inputs")
+        if mutates:  # a function that updates its arguments in place
+            return Const(None)
+        raise RuntimeError("the traced function returned nothing (None) and wrote into none of its "
+                           "arguments; it must return an array or a tuple of arrays computed from its "
+                           "inputs, or update its argument arrays in place")
     if not _holds_array(result):
         raise RuntimeError(f"the traced function returned only Python values ({result!r:.100}); it must "
                            "return at least one array")
@@ -145,7 +155,8 @@ def _flatten_output(tracer: Tracer, obj: Any, where: str, strict: bool, leaves: 
         return Dict_(list(obj), [_flatten_output(tracer, v, f"{where}[{k!r}]", strict, leaves)
                                  for k, v in obj.items()])
     # A shape read (TracedInt, TracedFloat) is named as the Python number it is.
-    kind = "int" if isinstance(obj, int) else "float" if isinstance(obj, float) else type(obj).__name__
+    number = plain(obj)
+    kind = "int" if isinstance(number, int) else "float" if isinstance(number, float) else type(obj).__name__
     raise TypeError(f"{where} of the traced function is a {kind} ({obj!r:.60}); traced "
                     "functions may only return arrays and (nested) tuples of arrays (lists and dicts "
                     "with strict=False)")

@@ -28,7 +28,7 @@ VERSION = 1
 def _method_meta(fn: TracedFunction) -> dict:
     return {"arg_names": list(fn.arg_names), "in_spec": fn.in_spec.to_json(),
             "out_spec": fn.out_spec.to_json(),
-            "state_names": list(fn.state_names)}
+            "state_names": list(fn.state_names), "mutated": list(fn.mutated)}
 
 
 def save_traced(obj: TracedFunction | TracedModule, path: str | os.PathLike | IO[bytes]) -> None:
@@ -116,15 +116,20 @@ def _rebuild(graphs: dict, meta: dict, arrays: dict, backend: str) -> TracedFunc
         state_names = [str(n) for n in info["state_names"]]
         arg_names = [str(n) for n in info["arg_names"]]
         out_spec = spec_from_json(info["out_spec"])
+        mutated = info.get("mutated", [])
+        if not isinstance(mutated, list) or any(type(i) is not int or not 0 <= i < len(graph.inputs)
+                                                for i in mutated) or len(mutated) > len(graph.outputs):
+            raise FormatError(f"saved method {name!r}: 'mutated' must list graph input indices")
         check_leaves(in_spec, len(graph.inputs) - len(state_names), f"saved method {name!r} inputs")
-        check_leaves(out_spec, len(graph.outputs), f"saved method {name!r} outputs")
+        check_leaves(out_spec, len(graph.outputs) - len(mutated), f"saved method {name!r} outputs")
         if len(arg_names) != len(in_spec.children):
             raise FormatError(f"saved method {name!r}: {len(arg_names)} argument names for "
                               f"{len(in_spec.children)} arguments")
         methods[name] = TracedFunction(graph, name=name if module is not None else meta["name"],
                                        arg_names=arg_names, in_spec=in_spec,
                                        out_spec=out_spec, backend=backend,
-                                       state=[state[n] for n in state_names], state_names=state_names)
+                                       state=[state[n] for n in state_names], state_names=state_names,
+                                       mutated=mutated)
     if module is None:
         return methods["forward"]
     return TracedModule(module["type"], methods, state, module["tree"], bool(module["training"]))

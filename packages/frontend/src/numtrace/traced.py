@@ -10,26 +10,40 @@ miss, where the backend compiles anyway.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from numtrace_ir import Graph, ShapeError, TensorType, registry, specialize
+from numtrace_ir import Graph, GuardError, ShapeError, TensorType, registry, specialize
 
 from . import tracer as _tracing
 from .backends import get_backend
 from .containers import Leaf, Sequence_, Spec
+from .errors import TracerWarning
+from .traced_int import plain
+
+# Specializations (re-traces for shapes that break a guard) one traced function may hold.
+RECOMPILE_LIMIT = 8
 
 
 class TracedFunction:
     """A function traced into ``graph``; calling it runs the graph on ``backend``.
 
     ``graph`` inputs are the argument arrays in flattening order, followed by module
-    state (``state_names``) for a method of a traced module.
+    state (``state_names``) for a method of a traced module. Its outputs are the function's
+    outputs, followed by the new contents of the inputs it wrote into (``mutated``: graph input
+    indices), which are copied back into the caller's arrays after each call, as NumPy would have
+    written them.
+
+    ``retrace(args) -> TracedFunction``, when the Python function is at hand, traces it again for a
+    call whose shapes break one of the graph's guards (``guards``); without it such a call raises
+    ``GuardError``.
     """
 
     def __init__(self, graph: Graph, *, name: str, arg_names: Sequence[str], in_spec: Spec, out_spec: Spec,
-                 backend: str, state: Sequence[np.ndarray] = (), state_names: Sequence[str] = ()):
+                 backend: str, state: Sequence[np.ndarray] = (), state_names: Sequence[str] = (),
+                 mutated: Sequence[int] = (), retrace: Callable[[tuple], TracedFunction] | None = None):
         self.graph = graph
         self.__name__ = name
         self.arg_names = tuple(arg_names)
@@ -40,6 +54,12 @@ class TracedFunction:
         # load_state_dict is seen by every later call.
         self._state = tuple(np.asarray(a) for a in state)
         self._num_leaves = len(graph.inputs) - len(self._state)
+        self.mutated = tuple(mutated)
+        self._num_outputs = len(graph.outputs) - len(self.mutated)
+        self._retrace = retrace
+        # The graphs this function runs: this one first, then re-traces for shapes that broke a guard.
+        self._variants: list[TracedFunction] = [self]
+        self.retraces = 0
         # Fast paths: arguments that are exactly the flat arrays; one array returned.
         self._flat_args = isinstance(in_spec, Sequence_) and all(isinstance(c, Leaf)
                                                                  for c in in_spec.children)
@@ -65,15 +85,40 @@ class TracedFunction:
         except AttributeError:
             leaves = self._converted(leaves)
             key = tuple([(a.dtype, a.shape) for a in leaves])
-        executable = self._cache.get(key)
-        if executable is None:
-            executable = self._compile(leaves, key)
-        outs = executable(*leaves, *self._state)
-        return outs[0] if self._single_output else self.out_spec.build(outs)
+        entry = self._cache.get(key)
+        if entry is None:
+            entry = self._compile(leaves, key)
+        variant, executable = entry
+        outs = executable(*leaves, *variant._state)
+        if variant.mutated:
+            variant._write_back(leaves, outs)
+        return outs[0] if variant._single_output else variant.out_spec.build(outs)
+
+    def _write_back(self, leaves: Sequence[Any], outs: Sequence[np.ndarray]) -> None:
+        """Copy the new contents of the inputs the function wrote into back into the caller's arrays."""
+        arrays = [*leaves, *self._state]
+        for k, i in enumerate(self.mutated):
+            target = arrays[i]
+            if not isinstance(target, np.ndarray):
+                raise TypeError(f"{self.__name__}(): argument {self._leaf_name(i)} is written into by the "
+                                f"traced function, so it must be a NumPy array, got {type(target).__name__}")
+            np.copyto(target, outs[self._num_outputs + k], casting="no")
+
+    @property
+    def guards(self) -> list[str]:
+        """The guards of the graph: what the trace was specialized on, one line each
+        (``x.shape[0] == 5  # model.py:12``)."""
+        from numtrace_ir.guards import guard_text
+
+        return [f"{guard_text(n)} == {n.attrs['expected']!r}" + (f"  # {n.loc}" if n.loc else "")
+                for n in self.graph.nodes if n.op == "prim.guard"]
 
     def _inline(self, leaves: Sequence[Any]) -> Any:
         """Called while another function is traced: record this graph's nodes into that trace."""
         tracer = _tracing.current_tracer()
+        if self.mutated:
+            raise NotImplementedError(f"{self.__name__} writes into its arguments; calling it from a "
+                                      "function being traced is not supported")
         env: dict[Any, Any] = dict(zip(self.graph.inputs, [*leaves, *self._state]))
         for node in self.graph.nodes:
             inputs = [env[v] for v in node.inputs]
@@ -124,23 +169,58 @@ class TracedFunction:
         name = self.graph.inputs[i].name
         return repr(name) if name else f"#{i}"
 
-    def _compile(self, leaves: Sequence[np.ndarray], key: tuple) -> Any:
-        """Signature miss: validate the call against the graph inputs, then compile and cache."""
+    def _compile(self, leaves: Sequence[np.ndarray], key: tuple) -> tuple:
+        """Signature miss: validate the call, pick the first graph whose guards hold for its shapes (or
+        re-trace), compile it and cache ``(graph's function, executable)``. Guards are evaluated here,
+        once per signature, never per call."""
         self._converted(leaves)  # only arrays and NumPy scalars reach a backend
-        types = []
-        for i, (a, declared) in enumerate(zip(leaves, self.graph.inputs)):
-            types.append(self._check_leaf(i, a, declared.type))
-        types.extend(self.graph.inputs[len(leaves) + j].type for j in range(len(self._state)))
+        types = [self._check_leaf(i, a, declared.type)
+                 for i, (a, declared) in enumerate(zip(leaves, self.graph.inputs))]
+        with self._lock:
+            entry = None
+            broken = None
+            for variant in self._variants:
+                try:
+                    entry = (variant, variant._executable(types))
+                    break
+                except GuardError as exc:
+                    broken = exc
+            if entry is None:
+                variant = self._specialization(leaves, broken)
+                entry = (variant, variant._executable(types))
+            if any(not d[1] for d in key):
+                # A 0-d argument may arrive as a NumPy scalar, whose signature key equals the 0-d array's.
+                entry = (entry[0], _ScalarArguments(entry[1]))
+            self._cache[key] = entry
+        return entry
+
+    def _executable(self, leaf_types: list) -> Any:
+        """This graph compiled for the call's argument types; `GuardError` if a guard does not hold."""
+        types = [*leaf_types, *(v.type for v in self.graph.inputs[len(leaf_types):])]
         graph = self.graph
         if any(t != v.type for t, v in zip(types, graph.inputs)):
             graph = retyped(graph, types, self.__name__)
-        executable = self._backend.compile(graph, types)
-        if any(not d[1] for d in key):
-            # A 0-d argument may arrive as a NumPy scalar, whose signature key equals the 0-d array's.
-            executable = _ScalarArguments(executable)
-        with self._lock:
-            self._cache[key] = executable
-        return executable
+        return self._backend.compile(graph, types)
+
+    def _specialization(self, leaves: Sequence[np.ndarray], broken: GuardError) -> TracedFunction:
+        """A new trace for shapes that break a guard of every graph so far (or the clear refusal)."""
+        if self._retrace is None:
+            refusal = GuardError(broken.guard, broken.loc, broken.traced, broken.now)
+            refusal.args = (f"{self.__name__}(): {broken}. This trace has no Python function to trace again "
+                            "(it was loaded from a file): trace the function with inputs of these shapes",)
+            raise refusal
+        if len(self._variants) > RECOMPILE_LIMIT:
+            raise RuntimeError(f"{self.__name__}(): traced again {RECOMPILE_LIMIT} times for new input "
+                               "shapes "
+                               f"and the shapes of this call still break a guard ({broken}); the function "
+                               "branches on its input shapes too often to be traced once per shape")
+        warnings.warn(f"numtrace: re-tracing {self.__name__}() for input shapes "
+                      f"{[tuple(a.shape) for a in leaves]}: {broken}", TracerWarning, stacklevel=4)
+        args = self.in_spec.build([np.array(a, copy=True) for a in leaves])  # tracing runs the code eagerly
+        variant = self._retrace(args)
+        self._variants.append(variant)
+        self.retraces += 1
+        return variant
 
     def _check_leaf(self, i: int, a: np.ndarray, declared: Any) -> TensorType:
         what = f"{self.__name__}(): argument {self._leaf_name(i)}"
@@ -183,7 +263,7 @@ class TracedFunction:
         """The same graph on another backend (a new object; executables are compiled on first call)."""
         return TracedFunction(self.graph, name=self.__name__, arg_names=self.arg_names, in_spec=self.in_spec,
                               out_spec=self.out_spec, backend=backend, state=self._state,
-                              state_names=self.state_names)
+                              state_names=self.state_names, mutated=self.mutated, retrace=self._retrace)
 
     def save(self, path: Any) -> None:
         """Write the trace (graph, call structure, state, backend name) to ``path`` or a binary file
@@ -198,8 +278,11 @@ class TracedFunction:
         return reduce_traced(self)
 
     def stats(self) -> dict:
-        """Per compiled signature, the backend's statistics."""
-        return {repr(k): exe.stats() for k, exe in list(self._cache.items())}
+        """Per compiled signature, the backend's statistics (with ``retraces``: how many times the
+        function was traced again for shapes that broke a guard)."""
+        stats: dict[str, Any] = {repr(k): exe.stats() for k, (_, exe) in list(self._cache.items())}
+        stats["retraces"] = self.retraces
+        return stats
 
     def __repr__(self) -> str:
         return f"<numtrace.TracedFunction {self.__name__}({', '.join(self.arg_names)}) on {self.backend!r}>"
@@ -211,6 +294,8 @@ def retyped(graph: Graph, types: Sequence[Any], name: str) -> Graph:
     """
     try:
         return specialize(graph, types, check_shapes=False)
+    except GuardError:
+        raise
     except (ShapeError, TypeError, ValueError) as exc:
         raise ValueError(f"{name}(): the arguments' shapes do not fit the traced program: {exc}") from None
 
@@ -235,4 +320,4 @@ def _concrete(value: Any) -> Any:
     concrete = getattr(value, "_value", None)
     if isinstance(concrete, np.ndarray):
         return concrete
-    return int(value) if isinstance(value, int) else value
+    return plain(value)

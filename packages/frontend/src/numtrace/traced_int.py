@@ -1,107 +1,252 @@
-"""``TracedInt``: a shape read from a traced array (``x.shape[0]``) that stays in the graph.
+"""Traced Python numbers: a shape read from a traced array (``x.shape[0]``, ``x.size``) and arithmetic on it.
 
-It *is* an ``int`` (so ``range(n)``, slicing and NumPy calls just work with its
-value) and also carries the graph value that computes it (a ``prim.dim`` node, or
-scalar arithmetic on such nodes). Where an op takes a scalar as a graph input, the
-recorded value is used, so the trace follows the actual shape at run time; where an
-op takes it as a static attribute, it is baked in as a plain int.
+A ``TracedInt`` / ``TracedFloat`` holds the plain number seen while tracing (``_py``) and the graph
+value that computes it from the input shapes (``_ir``). Arithmetic on it (``+ - * / // % **``,
+``math.floor``, ``round``) is recorded, so a size computed from shapes follows the input at run time.
+
+They are deliberately *not* ``int``/``float`` subclasses: C code reads a subclass's value without
+asking it, so a size could leave the graph silently (``range(n)``, ``np.float32(n)``, a slice bound).
+As plain objects, every way a value can leave as a Python number goes through a method here
+(``__index__``, ``__int__``, ``__float__``, ``__bool__``, comparisons, ``__array__``), and each of
+those records a **guard**: the expression, the value it had, the user's line. A call at shapes that
+break a guard re-traces or refuses (see ``traced.py``); it never runs a graph recorded for other shapes.
 """
 
 from __future__ import annotations
 
+import math
 import operator
 from typing import Any
 
+import numpy as np
+
 from .tracer import current_tracer
+
+_NUMBERS = (bool, int, float, np.integer, np.floating)
 
 
 class TracedScalar:
-    """What `TracedInt` and `TracedFloat` share: the tracer and graph value behind a Python number."""
+    """What ``TracedInt`` and ``TracedFloat`` share: the plain number, its tracer and graph value."""
 
-    def __new__(cls, value: Any, tracer: Any, graph_value: Any) -> Any:
-        self = super().__new__(cls, value)
+    __slots__ = ("_py", "_tracer", "_ir")
+    __array_priority__ = 1001  # NumPy scalars and arrays on the left defer to __array_ufunc__
+
+    def __init__(self, value: Any, tracer: Any, graph_value: Any) -> None:
+        self._py = value
         self._tracer = tracer
-        self._value = graph_value
-        return self
+        self._ir = graph_value
 
     def _graph_value(self, tracer: Any) -> Any:
         if tracer is not self._tracer:
             raise RuntimeError("a shape value from another trace was used; traced values cannot "
                                "outlive the trace that produced them")
-        return self._value
+        return self._ir
 
+    def _live(self) -> Any:
+        """The tracer, while this value's trace is being recorded on this thread; else None."""
+        tracer = self._tracer
+        return tracer if current_tracer() is tracer else None
+
+    def guarded(self) -> Any:
+        """The plain number, for a use the graph cannot follow: records the guard that keeps the trace
+        from running at shapes where this number would be different."""
+        tracer = self._live()
+        if tracer is not None:
+            tracer.guard(self._ir, self._py)
+        return self._py
+
+    # -- leaving the graph: each is a guard -------------------------------------------------------
+    def __bool__(self) -> bool:
+        return bool(self.guarded())
+
+    def __int__(self) -> int:
+        return int(self.guarded())
+
+    def __float__(self) -> float:
+        return float(self.guarded())
+
+    def __complex__(self) -> complex:
+        return complex(self.guarded())
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return np.asarray(self.guarded(), dtype=dtype)
+
+    def __hash__(self) -> int:
+        return hash(self._py)  # a dict lookup then compares with ==, which guards
+
+    def __repr__(self) -> str:
+        return repr(self._py)
+
+    def __str__(self) -> str:
+        return str(self._py)
+
+    def __format__(self, spec: str) -> str:
+        return format(self._py, spec)
+
+    def __reduce__(self) -> tuple:
+        return (type(self._py), (self._py,))
+
+    def __copy__(self) -> Any:
+        return self
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        return self
+
+    # -- NumPy --------------------------------------------------------------------------------------
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        """``np.sqrt(x.shape[-1])`` and the like are recorded (NumPy would otherwise read the plain number).
-
-        The result is a 0-d traced array, typed as NumPy types it (``np.int64``, not a weak Python int).
-        """
+        """``np.sqrt(x.shape[-1])`` and the like are recorded; the result is a 0-d traced array typed as
+        NumPy types it (``np.float64``, not a weak Python float)."""
         from . import dispatch
 
         if current_tracer() is not self._tracer:
             return getattr(ufunc, method)(*dispatch.unwrap(inputs), **dispatch.unwrap(kwargs))
         return dispatch.call(ufunc, method, inputs, kwargs)
 
+    # -- rounding: recorded, the results are traced ints ---------------------------------------------
+    def _rounded(self, name: str, fn: Any) -> Any:
+        tracer = self._live()
+        if tracer is None:
+            return fn(self._py)
+        if isinstance(self, TracedInt):
+            return self  # already whole
+        return tracer.record(f"prim.{name}", [self], {}, fn(self._py))
 
-class TracedInt(TracedScalar, int):
-    """An ``int`` whose value was computed from traced shapes; arithmetic on it is recorded."""
+    def __floor__(self) -> Any:
+        return self._rounded("floor", math.floor)
 
-    def __repr__(self) -> str:
-        return int.__repr__(self)
+    def __ceil__(self) -> Any:
+        return self._rounded("ceil", math.ceil)
 
-    def __reduce__(self):
-        return (int, (int(self),))
+    def __trunc__(self) -> Any:
+        return self._rounded("int", math.trunc)
+
+    def __round__(self, ndigits: Any = None) -> Any:
+        if ndigits is not None:
+            return round(self.guarded(), ndigits)
+        return self._rounded("round", round)
 
 
-class TracedFloat(TracedScalar, float):
-    """A ``float`` computed from traced shapes (``x.shape[-1] ** 0.5`` aside: ``d * 0.5``, ``1 / d``);
-    arithmetic on it is recorded, so a scale taken from a shape follows the input at run time."""
+class TracedInt(TracedScalar):
+    """An int computed from traced shapes; arithmetic on it is recorded, other uses are guarded."""
 
-    def __repr__(self) -> str:
-        return float.__repr__(self)
+    __slots__ = ()
 
-    def __reduce__(self):
-        return (float, (float(self),))
+    def __index__(self) -> int:
+        return self.guarded()
+
+
+class TracedFloat(TracedScalar):
+    """A float computed from traced shapes (``d * 0.5``, ``1 / d``, ``d ** 0.5``); arithmetic on it is
+    recorded, so a scale taken from a shape follows the input at run time."""
+
+    __slots__ = ()
 
 
 def plain(x: Any) -> Any:
-    """The plain Python number of a traced (or plain) int or float."""
-    return float(x) if isinstance(x, float) else int(x)
+    """The plain Python number of a traced (or plain) number, read without a guard: only for code that
+    records the number's graph value as well."""
+    return x._py if isinstance(x, TracedScalar) else x
 
 
-def _binary(name: str, reflected: bool, numbers: tuple):
-    """The recorded ``__name__`` (or its reflection) for operands of the types in `numbers`."""
+def _is_real(x: Any) -> bool:
+    return isinstance(x, (*_NUMBERS, TracedScalar)) and not isinstance(x, complex)
+
+
+def _records_pow(a: Any, b: Any) -> bool:
+    """``a ** b`` is recorded unless its result kind could change with the traced values: an int power
+    is an int only while the exponent is not negative, so an int exponent must be a plain literal."""
+    if isinstance(plain(a), float) or isinstance(plain(b), float):
+        return True
+    return not isinstance(b, TracedScalar) and plain(b) >= 0
+
+
+def _binary(name: str, reflected: bool):
+    """The recorded ``__name__`` (or its reflection) for real number operands."""
     py_op = getattr(operator, name)
     prim = f"prim.{name}"
 
     def method(self: TracedScalar, other: Any) -> Any:
-        if type(other) not in numbers and not isinstance(other, TracedScalar):
+        if not _is_real(other):
             return NotImplemented
+        if isinstance(other, (np.integer, np.floating)):
+            other = other.item()  # NumPy scalars as the Python numbers they hold (a strong type is NumPy's)
         a, b = (other, self) if reflected else (self, other)
         result = py_op(plain(a), plain(b))
-        tracer = self._tracer
-        if current_tracer() is not tracer:
+        tracer = self._live()
+        if tracer is None:
             return result
+        if name == "pow" and not _records_pow(a, b):
+            return py_op(a.guarded() if isinstance(a, TracedScalar) else a,
+                         b.guarded() if isinstance(b, TracedScalar) else b)
         return tracer.record(prim, [a, b], {}, result)
 
     method.__name__ = f"__r{name}__" if reflected else f"__{name}__"
     return method
 
 
+def _compare(name: str):
+    """``n < 3`` and friends: recorded, and guarded, since Python branches on the plain bool."""
+    py_op = getattr(operator, name)
+
+    def method(self: TracedScalar, other: Any) -> Any:
+        if not _is_real(other):
+            return NotImplemented
+        if isinstance(other, (np.integer, np.floating)):
+            other = other.item()
+        result = py_op(self._py, plain(other))
+        tracer = self._live()
+        if tracer is not None:
+            tracer.guard(tracer.record_node(f"prim.{name}", [self, other], {}, result).output, result)
+        return result
+
+    method.__name__ = f"__{name}__"
+    return method
+
+
+def _guarded_binary(name: str, reflected: bool):
+    """An operator the graph does not record (``&``, ``<<``, ``divmod``): computed on guarded numbers."""
+    py_op = divmod if name == "divmod" else getattr(operator, f"{name}_" if name in ("and", "or") else name)
+    accepts = _is_real if name == "divmod" else (lambda x: isinstance(x, (int, np.integer, TracedInt)))
+
+    def method(self: TracedScalar, other: Any) -> Any:
+        if not accepts(other):
+            return NotImplemented
+        mine = self.guarded()
+        theirs = other.guarded() if isinstance(other, TracedScalar) else other
+        return py_op(theirs, mine) if reflected else py_op(mine, theirs)
+
+    method.__name__ = f"__r{name}__" if reflected else f"__{name}__"
+    return method
+
+
 def _neg(self: TracedScalar) -> Any:
-    tracer = self._tracer
-    if current_tracer() is not tracer:
-        return -plain(self)
-    return tracer.record("prim.neg", [self], {}, -plain(self))
+    tracer = self._live()
+    if tracer is None:
+        return -self._py
+    return tracer.record("prim.neg", [self], {}, -self._py)
 
 
-# The recorded operators and the plain operand types each takes: an int's floor division and modulo
-# stay ints; with a float (or true division) the result is a recorded TracedFloat. Other operators
-# (``**``, comparisons) give plain numbers.
-_FLOAT_OPS = {"add": (int, float), "sub": (int, float), "mul": (int, float), "truediv": (int, float)}
-_INT_OPS = {**_FLOAT_OPS, "floordiv": (int,), "mod": (int,)}
-for _cls, _ops in ((TracedInt, _INT_OPS), (TracedFloat, _FLOAT_OPS)):
+def _pos(self: TracedScalar) -> Any:
+    return self
+
+
+def _abs(self: TracedScalar) -> Any:
+    return abs(self.guarded())
+
+
+for _cls in (TracedInt, TracedFloat):
     _cls.__neg__ = _neg
-    for _name, _numbers in _ops.items():
-        setattr(_cls, f"__{_name}__", _binary(_name, False, _numbers))
-        setattr(_cls, f"__r{_name}__", _binary(_name, True, _numbers))
-del _cls, _ops, _name, _numbers
+    _cls.__pos__ = _pos
+    _cls.__abs__ = _abs
+    for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow"):
+        setattr(_cls, f"__{_name}__", _binary(_name, False))
+        setattr(_cls, f"__r{_name}__", _binary(_name, True))
+    for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
+        setattr(_cls, f"__{_name}__", _compare(_name))
+    _cls.__divmod__ = _guarded_binary("divmod", False)
+    _cls.__rdivmod__ = _guarded_binary("divmod", True)
+for _name in ("and", "or", "xor", "lshift", "rshift"):
+    setattr(TracedInt, f"__{_name}__", _guarded_binary(_name, False))
+    setattr(TracedInt, f"__r{_name}__", _guarded_binary(_name, True))
+TracedInt.__invert__ = lambda self: ~self.guarded()
+del _cls, _name

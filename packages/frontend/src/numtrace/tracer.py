@@ -54,6 +54,8 @@ class Tracer:
         self.mask_count = 0
         # Weak references to every traced array made, for the aliasing check of in-place writes.
         self.live: list[weakref.ref] = []
+        # (graph value, expected) of the guards recorded so far: each is recorded once.
+        self._guarded: set = set()
 
     def live_arrays(self) -> list:
         arrays = [a for a in (ref() for ref in self.live) if a is not None]
@@ -137,6 +139,15 @@ class Tracer:
             return self.constant(np.asarray(obj))  # NumPy reads a nested list of numbers as an array
         raise TypeError(f"cannot use {type(obj).__name__} {obj!r:.80} as an array operand in a trace")
 
+    def guard(self, value: Any, expected: Any) -> None:
+        """Record that the trace holds only while scalar graph value ``value`` equals ``expected``
+        (a number computed from input shapes that left the graph as a plain Python value)."""
+        key = (value, type(expected), expected)
+        if key in self._guarded:
+            return
+        self._guarded.add(key)
+        self.graph.create_node("prim.guard", [value], attrs={"expected": expected}, loc=user_location())
+
     # -- recording --------------------------------------------------------------------------
     def symbol(self, traced_int: Any) -> str:
         """The dim symbol standing for a traced int in a dynamic shape attr: one per graph value, so two
@@ -200,6 +211,8 @@ class Tracer:
             return TracedInt(int(concrete), self, value)
         if isinstance(vtype, ScalarType) and vtype.kind == "float":
             return TracedFloat(float(concrete), self, value)
+        if isinstance(vtype, ScalarType) and vtype.kind == "bool":
+            return bool(concrete)
         return concrete
 
 
@@ -222,7 +235,10 @@ def tensor_type_of(array: np.ndarray, what: str) -> TensorType:
 def attr_value(value: Any, where: str) -> Any:
     """``value`` as a static attribute: NumPy scalars and traced ints become Python values, lists tuples."""
     from .proxy import TracedArray
+    from .traced_int import TracedScalar
 
+    if isinstance(value, TracedScalar):
+        return value.guarded()  # baked into the node: the trace holds only for this value
     if value is None or type(value) in (bool, int, float, complex, str, slice) or value is Ellipsis:
         if type(value) is slice:
             return slice(*(attr_value(v, where) for v in (value.start, value.stop, value.step)))

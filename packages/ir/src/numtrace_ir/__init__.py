@@ -4,6 +4,7 @@ from numtrace_ir import passes, registry, serialize
 from numtrace_ir.canonical import canonical_text, canonicalize, graphs_equal
 from numtrace_ir.dims import ShapeError
 from numtrace_ir.graph import Graph, LintError, Node, Value
+from numtrace_ir.guards import GuardError
 from numtrace_ir.parser import ParseError, parse
 from numtrace_ir.registry import OpDef, UnknownOpError
 from numtrace_ir.serialize import FormatError
@@ -22,6 +23,7 @@ __all__ = [
     "DTYPE_NAMES",
     "FormatError",
     "Graph",
+    "GuardError",
     "LintError",
     "Node",
     "OpDef",

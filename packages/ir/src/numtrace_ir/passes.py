@@ -25,18 +25,32 @@ def _nondeterministic(op: str) -> bool:
         return True  # an op we know nothing about is never merged
 
 
+def _effect(op: str) -> bool:
+    from numtrace_ir.registry import UnknownOpError, get
+
+    try:
+        return get(op).effect
+    except UnknownOpError:
+        return False
+
+
 def _array_digest(a: np.ndarray) -> str:
     # Stands in for the elements in CSE keys: printing a large weight in full would dominate the pass.
     return hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()
 
 
 def dce(g: Graph) -> int:
-    """Erase nodes none of whose outputs is used or returned; returns how many were erased."""
+    """Erase nodes none of whose outputs is used or returned; returns how many were erased. Guards
+    (ops with an ``effect``) are kept: the checks they make are what they are for."""
     live_outputs = set(g.outputs)
+    effects: dict[str, bool] = {}
     removed = 0
     # Reverse program order: erasing a node may leave its producers unused, and they come earlier.
     for n in reversed(g.nodes):
-        if all(not v.uses and v not in live_outputs for v in n.outputs):
+        effect = effects.get(n.op)
+        if effect is None:
+            effect = effects[n.op] = _effect(n.op)
+        if not effect and all(not v.uses and v not in live_outputs for v in n.outputs):
             g.erase_node(n)
             removed += 1
     return removed

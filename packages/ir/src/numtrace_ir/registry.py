@@ -144,6 +144,7 @@ class OpDef:
         "numpy_targets",
         "nondeterministic",
         "data_dependent_shape",
+        "effect",
         "doc",
         "_sample_fn",
         "_binder",
@@ -166,6 +167,7 @@ class OpDef:
         samples: Callable | None = None,
         nondeterministic: bool = False,
         data_dependent_shape: bool = False,
+        effect: bool = False,
         doc: str = "",
         binder: Callable | None = None,
         memo_key: Callable[[dict | None], Any] | None = None,
@@ -180,6 +182,8 @@ class OpDef:
         self.numpy_targets = tuple(t if isinstance(t, tuple) else (t, "__call__") for t in numpy_targets)
         self.nondeterministic = nondeterministic
         self.data_dependent_shape = data_dependent_shape
+        # A check (a guard) that matters even when its output is unused: never dead code.
+        self.effect = effect
         self.doc = doc
         self._sample_fn = samples
         # A call convention the schema cannot express (``x[key]``): args, kwargs -> inputs, attrs.
@@ -403,6 +407,7 @@ class OpDef:
             self.impl,
             nondeterministic=self.nondeterministic,
             data_dependent_shape=self.data_dependent_shape,
+            effect=self.effect,
             doc=self.doc,
             binder=binder or self._binder,
             memo_key=self._memo_key,
@@ -480,6 +485,7 @@ def markdown_table() -> str:
             for n, on in (
                 ("nondeterministic", op.nondeterministic),
                 ("data-dependent shape", op.data_dependent_shape),
+                ("guard", op.effect),
             )
             if on
         )

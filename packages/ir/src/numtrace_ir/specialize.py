@@ -13,6 +13,7 @@ import numpy as np
 
 from numtrace_ir import dims
 from numtrace_ir.graph import Graph, infer_types
+from numtrace_ir.guards import GuardError, guard_text
 from numtrace_ir.registry import UnknownOpError, get
 from numtrace_ir.types import ScalarType, TensorType, Type
 
@@ -49,8 +50,9 @@ def specialize(g: Graph, input_types: Sequence[Type], *, check_shapes: bool = Tr
     With `check_shapes`, concrete input shapes must agree with the declared ones: equal concrete dims,
     and each symbol bound to one size across all inputs. Without it only dtypes and ranks must agree,
     for a graph traced at example shapes and run at others (the ops' rules still check every node).
-    Shape scalars the concrete types determine are folded into the dynamic-shape ops that use them.
-    Errors name the node and its source location.
+    Shape scalars the concrete types determine are folded into the dynamic-shape ops that use them,
+    and every guard they decide is checked: a broken one raises `GuardError` (naming the guard and the
+    user's line that made it); a kept one becomes a constant. Errors name the node and its location.
     """
     types = tuple(input_types)
     if len(types) != len(g.inputs):
@@ -74,7 +76,10 @@ def specialize(g: Graph, input_types: Sequence[Type], *, check_shapes: bool = Tr
         except (dims.ShapeError, TypeError, ValueError, UnknownOpError) as e:
             where = "" if n.loc else "  # unknown location"  # the node's text ends with its location
             raise type(e)(f"specialize: {n}{where}: {e}") from e
-        value = _scalar_value(n.op, inputs, attrs, new_types, known)
+        if n.op == "prim.guard":
+            value = _check_guard(n, inputs[0], known)
+        else:
+            value = _scalar_value(n.op, inputs, attrs, new_types, known)
         if value is not None and n.op != "prim.Constant":
             # A scalar the call's types determine is a constant of the specialized program.
             m = out.create_node("prim.Constant", [], {"value": value}, n.loc, new_types)
@@ -87,6 +92,17 @@ def specialize(g: Graph, input_types: Sequence[Type], *, check_shapes: bool = Tr
             vmap[old] = new
     out.set_outputs([vmap[v] for v in g.outputs])
     return out
+
+
+def _check_guard(node, guarded, known: dict):
+    """True when the guard holds for the call's types; None when they do not decide it (kept as a
+    run-time check); `GuardError` when it is broken."""
+    if guarded not in known:
+        return None
+    expected, now = node.attrs["expected"], known[guarded]
+    if now != expected:
+        raise GuardError(guard_text(node), node.loc, expected, now)
+    return True
 
 
 def _scalar_value(op: str, inputs, attrs: dict, out_types: tuple, known: dict):

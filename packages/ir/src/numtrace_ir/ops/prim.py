@@ -12,6 +12,7 @@ and by a fresh symbol otherwise; as the values are only known at run time, these
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable
 
@@ -19,6 +20,7 @@ import numpy as np
 
 from numtrace_ir import dims
 from numtrace_ir.dims import ShapeError
+from numtrace_ir.guards import GuardError
 from numtrace_ir.ops import rules
 from numtrace_ir.ops import sampling as S
 from numtrace_ir.registry import Attr, Input, Inputs, OpDef, Sample, register
@@ -135,8 +137,10 @@ def _kind(name, t) -> int:
     return _RANK[t.kind]
 
 
-def scalar_op(suffix: str, fn: Callable, *, result: Callable[[list[int]], int | None], nin: int = 2) -> OpDef:
-    """A Python operator on scalars; `result(ranks)` gives the result kind's rank (TypeError if none)."""
+def scalar_op(suffix: str, fn: Callable, *, result: Callable[[list[int]], int | None], nin: int = 2,
+              negative_int: int = -3) -> OpDef:
+    """A Python operator on scalars; `result(ranks)` gives the result kind's rank (TypeError if none).
+    Samples pair 7, 2.5, True and 1-2j, with `negative_int` as the second int operand."""
     name = f"prim.{suffix}"
 
     def rule(types, attrs):
@@ -149,12 +153,17 @@ def scalar_op(suffix: str, fn: Callable, *, result: Callable[[list[int]], int | 
         values = {"bool": True, "int": 7, "float": 2.5, "complex": 1 - 2j}
         for k1 in values:
             for k2 in values if nin == 2 else (None,):
-                args = (values[k1],) if nin == 1 else (values[k1], -3 if k2 == "int" else values[k2])
+                second = negative_int if k2 == "int" else values.get(k2)
+                args = (values[k1],) if nin == 1 else (values[k1], second)
                 if result([_RANK[k] for k in (k1, k2) if k]) is not None:
                     yield Sample(args)
 
     params = [Input("a", "scalar")] + ([Input("b", "scalar")] if nin == 2 else [])
     return register(OpDef(name, "scalar", params, rule, rules.positional(fn), samples=samples))
+
+
+def _python_pow(a, b):
+    return a**b
 
 
 def _arith(ranks):
@@ -178,6 +187,44 @@ for _cmp in ("lt", "le", "gt", "ge"):
     scalar_op(_cmp, getattr(operator, _cmp), result=lambda r: None if max(r) == 3 else 0)
 scalar_op("int", int, result=lambda r: None if r[0] == 3 else 1, nin=1)
 scalar_op("float", float, result=lambda r: None if r[0] == 3 else 2, nin=1)
+# ``**`` of Python numbers: an int result only for an int base and a non-negative int exponent, which
+# the tracer records only when the exponent is such a literal (``n ** 2``); any float makes a float.
+scalar_op("pow", _python_pow, result=lambda r: None if max(r) == 3 else max(max(r), 1), negative_int=3)
+# ``math.floor``/``math.ceil``/``round`` of a real number: ints.
+for _name, _fn in (("floor", math.floor), ("ceil", math.ceil), ("round", round)):
+    scalar_op(_name, _fn, result=lambda r: None if r[0] == 3 else 1, nin=1)
+
+
+# -- guards ---------------------------------------------------------------------------------------
+
+
+def _guard_rule(types, attrs):
+    if len(types) != 1 or type(types[0]) is not ScalarType:
+        raise TypeError(f"prim.guard: guards one Python scalar, got {types}")
+    return ScalarType("bool")
+
+
+def _guard(value, expected):
+    """The run-time form of a guard (the reference backend runs it; `specialize` folds it away)."""
+    if value != expected:
+        raise GuardError("the guarded value", None, expected, value)
+    return True
+
+
+register(
+    OpDef(
+        "prim.guard",
+        "prim",
+        [Input("value", "scalar"), Attr("expected", convert=rules.to_scalar)],
+        _guard_rule,
+        lambda value, expected: _guard(value, expected),
+        samples=lambda rng: iter((Sample((3,), {"expected": 3}), Sample((2.5,), {"expected": 2.5}),
+                                  Sample((True,), {"expected": True}))),
+        effect=True,
+        doc="the trace holds only while `value` (computed from input shapes) equals `expected`; "
+        "checked once per input signature by `specialize` (see numtrace_ir.guards)",
+    )
+)
 
 
 # -- shape-generic reshape / broadcast_to / full ----------------------------------------------------

@@ -3,6 +3,7 @@ attr converters. Rules raise `ShapeError` for shapes and `TypeError` for dtypes,
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -97,9 +98,15 @@ def first_tensor(op: str, types: tuple) -> TensorType:
 
 
 def to_int(v: Any) -> int:
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+    """An int attr; as in NumPy, any object with ``__index__`` is one (a traced size is read through it,
+    which makes the tracer guard the value it bakes in)."""
+    if isinstance(v, (bool, np.bool_)):
         raise TypeError(f"expected an int, got {type(v).__name__} {v!r}")
-    return int(v)
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    if hasattr(type(v), "__index__") and not isinstance(v, np.ndarray):
+        return operator.index(v)
+    raise TypeError(f"expected an int, got {type(v).__name__} {v!r}")
 
 
 def to_ints(v: Any) -> tuple[int, ...]:
@@ -142,6 +149,8 @@ def to_scalar(v: Any) -> int | float | bool | complex:
     if isinstance(v, np.generic):
         v = v.item()
     if not isinstance(v, (bool, int, float, complex)):
+        if hasattr(type(v), "__index__") and not isinstance(v, np.ndarray):
+            return operator.index(v)  # an int-like object (a traced size): read through its protocol
         raise TypeError(f"expected a Python scalar, got {type(v).__name__} {v!r}")
     return v
 
