@@ -241,20 +241,39 @@ class RunningMean(nt.Module):
 
 
 def test_assigning_a_buffer_keeps_it_a_buffer(rng):
-    """``self.mean = ...`` updates the buffer (as in torch); while tracing, in-place ``+=`` is recorded and
-    replacing the buffer is a clear error that leaves the module intact."""
-    model = RunningMean()
+    """``self.mean = ...`` updates the buffer (as in torch); a trace records it as a write into the buffer,
+    which each call of the trace makes on the module's own array, as the eager module would."""
+    model, eager = RunningMean(), RunningMean()
     x = rng.standard_normal((4, 3)).astype(np.float32)
     model(x)
     assert list(model.state_dict()) == ["mean", "calls"]
     np.testing.assert_allclose(model.mean, 0.1 * x.mean(0), rtol=1e-6)
-    with pytest.raises(RuntimeError, match="RunningMean.mean is a buffer, and a trace cannot update"):
-        nt.trace(model, x, backend="reference")
+    traced = nt.trace(model, x, backend="reference", check_trace=False)  # tracing runs forward once more
     assert type(model.mean) is np.ndarray and list(model.state_dict()) == ["mean", "calls"]
+    eager.load_state_dict(model.state_dict())
+    for n in (4, 1, 9):
+        y = rng.standard_normal((n, 3)).astype(np.float32)
+        np.testing.assert_allclose(traced(y), eager(y), rtol=1e-6)
+        np.testing.assert_allclose(model.mean, eager.mean, rtol=1e-6)
+        np.testing.assert_allclose(model.calls, eager.calls)
     model.eval()
     traced = nt.trace(model, x, backend="reference", check_trace=False)
     np.testing.assert_allclose(traced(x), x - model.mean, rtol=1e-6)
     assert type(model.calls) is np.ndarray and list(model.state_dict()) == ["mean", "calls"]
+
+
+def test_a_buffer_assigned_another_shape_is_a_clear_error(rng):
+    class Grow(nt.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("seen", np.zeros(3, np.float32))
+
+        def forward(self, x):
+            self.seen = x.sum(0)
+            return x
+
+    with pytest.raises(ValueError, match="must keep its shape"):
+        nt.trace(Grow(), np.ones((2, 4), np.float32), backend="reference")
 
 
 def test_module_with_keyword_example_inputs(rng):

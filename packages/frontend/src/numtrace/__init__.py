@@ -5,6 +5,8 @@ array operation into a ``numtrace_ir.Graph``, checks the trace, and returns a
 callable that runs the graph on a backend (``reference``, ``cpu``, ``triton``).
 """
 
+from numtrace_ir import GuardError
+
 from . import nn
 from .api import trace, trace_module
 from .backends import available_backends, installed_backends
@@ -16,6 +18,7 @@ from .traced_module import TracedModule
 from .tracer import is_tracing
 
 __all__ = [
+    "GuardError",
     "Module",
     "Parameter",
     "TracedFunction",

@@ -62,7 +62,8 @@ def getitem(x: Any, key: Any) -> Any:
     key = _normalize(key)
     concrete = x._value[dispatch.unwrap(key)]
     result = record_get(tracer, x, key, concrete)
-    if _is_basic(key) and isinstance(concrete, np.ndarray) and np.shares_memory(concrete, x._value):
+    # A basic key always gives NumPy's view (even an empty one, which shares no memory to test for).
+    if _is_basic(key) and isinstance(concrete, np.ndarray):
         result._parent = x
         result._index = key
         result._seen = x._version

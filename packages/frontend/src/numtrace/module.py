@@ -73,8 +73,8 @@ class Module:
     def _assign_buffer(self, name: str, value: Any) -> None:
         """An array assigned to a buffer's name is the buffer's new value (``self.n += 1``, a running mean):
         the name stays a buffer, so it is still saved and traced. While tracing, the buffer is a graph input
-        that the trace cannot update: an in-place write is recorded as any other, a new array is an error
-        (storing the traced array would break the module once the trace ends).
+        and the assignment a write into it, which each call of the trace copies back into the module's
+        array (so the new value must fit the buffer's shape and dtype, as ``np.copyto`` casts).
         """
         from .proxy import TracedArray
 
@@ -84,9 +84,16 @@ class Module:
         if tracer is not None and old is not None and value is tracer.state_proxy(old):
             return  # self.n += 1 on the traced buffer: the write is already in the graph
         if isinstance(value, TracedArray):
-            raise RuntimeError(f"{type(self).__name__}.{name} is a buffer, and a trace cannot update module "
-                               "state (buffers are inputs of the traced graph, read at each call); return "
-                               "the new value instead, or update the buffer outside the traced method")
+            if old is None or tracer is None:
+                raise RuntimeError(f"{type(self).__name__}.{name} is a buffer without a value, so a trace "
+                                   "cannot write a traced array into it; register it with an array first")
+            try:
+                tracer.state(old)._assign(value, f"{type(self).__name__}.{name} = ...")
+            except ValueError as exc:
+                raise ValueError(f"{type(self).__name__}.{name} = ...: a traced method writes the new value "
+                                 f"into the buffer, which must keep its shape {old.shape} and dtype "
+                                 f"{old.dtype}: {exc}") from None
+            return
         buffers[name] = None if value is None else np.asarray(value)
 
     def __getattr__(self, name: str) -> Any:
