@@ -140,13 +140,21 @@ def _through_a_view(x):
     return x.sum()
 
 
+def _through_transpose_and_reshape(x):
+    x.T[0] = 1.0
+    flat = x.reshape(-1)
+    flat[::2] *= -1.0
+    return np.swapaxes(x, 0, 1) * 1.0
+
+
 def _two_arguments(x, y):
     x += y
     y -= 1.0
     return x + y
 
 
-MUTATORS = [_step, _slice_add, _out_into_input, _masked_fill, _through_a_view, _two_arguments]
+MUTATORS = [_step, _slice_add, _out_into_input, _masked_fill, _through_a_view, _through_transpose_and_reshape,
+            _two_arguments]
 
 
 @pytest.mark.triton

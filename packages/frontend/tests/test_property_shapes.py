@@ -48,6 +48,9 @@ STEPS = {
     "write_arg_mask": lambda x, y: _then(x, y.__setitem__(y > 0.5, 0.25)),
     "write_arg_view": lambda x, y: _then(x, y[:, 0].__imul__(3.0)),
     "write_arg_tail": lambda x, y: _then(x, y[1:].__isub__(0.5)),
+    "write_arg_transposed": lambda x, y: _then(x, y.T.__setitem__(0, x.mean())),
+    "write_arg_flat": lambda x, y: _then(x, y.reshape(-1)[::2].__imul__(-1.0)),
+    "read_arg_transposed": lambda x, y: x + y.T.sum(0)[:, None].mean(),
 }
 
 

@@ -186,12 +186,27 @@ def test_writes_through_views_update_their_base(backend, rng):
 
 def test_untracked_alias_write_warns(rng):
     def f(x):
-        t = x.T  # a NumPy view the tracer does not track
+        t = np.flip(x)  # a NumPy view the tracer does not track
         x[0] = 0.0
         return t
 
     with pytest.warns(nt.TracerWarning, match="other traced array"):
         nt.trace(f, (_f32(rng, 2, 2),), backend="reference", check_trace=False)
+
+
+def test_transpose_and_reshape_views_follow_writes(backend, rng):
+    def f(x):
+        t = x.T
+        x[0] = 0.0  # seen through t
+        x.reshape(-1)[-1] = 7.0
+        return t * 1.0
+
+    traced = nt.trace(f, (_f32(rng, 2, 3),), backend=backend)
+    for shape in ((2, 3), (5, 3)):
+        a = _f32(rng, *shape)
+        ours, eager = a.copy(), a.copy()
+        np.testing.assert_array_equal(traced(ours), f(eager))
+        np.testing.assert_array_equal(ours, eager)
 
 
 def test_container_inputs_and_dict_keys(backend, rng):

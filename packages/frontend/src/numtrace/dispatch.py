@@ -97,6 +97,8 @@ def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
         if result is None:
             inputs, attrs = op.bind(args, kwargs)
             result = tracer.record(op.name, inputs, attrs, concrete)
+            if op.view is not None:
+                _track_view(op, func, args, kwargs, inputs, attrs, result)
     if where is not True:
         result = _select(where, result, out)
     if out is None:
@@ -124,7 +126,23 @@ def _dynamic_shape(tracer: Tracer, func: Any, args: tuple, kwargs: dict, concret
         return None
     entries = tuple(tracer.symbol(d) if isinstance(d, TracedInt) else operator.index(d) for d in dims)
     scalars = [d for d in dims if isinstance(d, TracedInt)]
-    return tracer.record(prim, [args[0], *scalars], {"shape": entries}, concrete, exact=True)
+    inputs, attrs = [args[0], *scalars], {"shape": entries}
+    result = tracer.record(prim, inputs, attrs, concrete, exact=True)
+    op = registry.get(prim)
+    if op.view is not None:
+        _track_view(op, func, args, kwargs, inputs, attrs, result)
+    return result
+
+
+def _track_view(op: Any, func: Any, args: tuple, kwargs: dict, inputs: list, attrs: dict,
+                result: Any) -> None:
+    """Make ``result`` a tracked view of its base where NumPy returned a view, so writes reach the base."""
+    from .views import op_view
+
+    recipe = op_view(op, func, args, kwargs, inputs, attrs, result)
+    if recipe is not None:
+        base = inputs[0]
+        result._parent, result._view, result._seen = base, recipe, base._version
 
 
 def _select(where: Any, result: Any, out: tuple) -> Any:

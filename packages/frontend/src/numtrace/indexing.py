@@ -57,6 +57,21 @@ def record_get(tracer: Tracer, parent: Any, key: Any, concrete: np.ndarray) -> A
     return tracer.record(name, inputs, attrs, concrete)
 
 
+class BasicIndex:
+    """How a view made by basic indexing relates to its base (see views.py for the other kinds)."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: Any):
+        self.key = key
+
+    def read(self, tracer: Tracer, base: Any, concrete: np.ndarray) -> Any:
+        return record_get(tracer, base, self.key, concrete)._ir
+
+    def write(self, tracer: Tracer, base: Any, view: Any) -> Any:
+        return record_set(tracer, base, self.key, view)
+
+
 def getitem(x: Any, key: Any) -> Any:
     tracer = dispatch.active_tracer("x[...]")
     key = _normalize(key)
@@ -65,7 +80,7 @@ def getitem(x: Any, key: Any) -> Any:
     # A basic key always gives NumPy's view (even an empty one, which shares no memory to test for).
     if _is_basic(key) and isinstance(concrete, np.ndarray):
         result._parent = x
-        result._index = key
+        result._view = BasicIndex(key)
         result._seen = x._version
     return result
 

@@ -38,7 +38,7 @@ def _warn_conversion(what: str) -> None:
 class TracedArray:
     """An array being traced: concrete value + graph value; behaves like an ndarray."""
 
-    __slots__ = ("_value", "_ir", "_tracer", "_parent", "_index", "_seen", "_version", "__weakref__")
+    __slots__ = ("_value", "_ir", "_tracer", "_parent", "_view", "_seen", "_version", "__weakref__")
 
     # An ndarray on the left of an operator defers to this class (via __array_ufunc__).
     __array_priority__ = 1000
@@ -48,9 +48,9 @@ class TracedArray:
         self._tracer = tracer
         self._ir = value
         self._value = concrete
-        # View bookkeeping (set by indexing for views): the parent, the key, the parent's version seen.
+        # View bookkeeping (see views.py): the parent, how this view relates to it, the parent's version seen.
         self._parent: TracedArray | None = None
-        self._index: Any = None
+        self._view: Any = None
         self._seen = 0
         self._version = 0
         tracer.live.append(weakref.ref(self))
@@ -65,7 +65,7 @@ class TracedArray:
             parent._graph_value(tracer)
             if self._seen != parent._version:
                 # The parent was written since this view was taken: read it again.
-                self._ir = indexing.record_get(tracer, parent, self._index, self._value)._ir
+                self._ir = self._view.read(tracer, parent, self._value)
                 self._seen = parent._version
         return self._ir
 
@@ -88,7 +88,7 @@ class TracedArray:
         self._version += 1
         parent = self._parent
         if parent is not None:
-            written = indexing.record_set(tracer, parent, self._index, self)
+            written = self._view.write(tracer, parent, self)
             parent._rebind(tracer, written, what)
             self._seen = parent._version
 
@@ -108,9 +108,9 @@ class TracedArray:
         if aliases:
             warn_at_user_line(
                 f"{what} writes to memory that {aliases} other traced array(s) also refer to (for example "
-                "a reshape or transpose view). Only views made by basic indexing (x[1:], x[0]) are updated "
-                "in the trace; the others keep their old value in the graph, so the trace might be "
-                "incorrect.",
+                "a diagonal or a strided view). Only views made by basic indexing (x[1:], x[0]), reshape "
+                "and transpose are updated in the trace; the others keep their old value in the graph, so "
+                "the trace might be incorrect.",
                 TracerWarning,
             )
 

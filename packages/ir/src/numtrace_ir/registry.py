@@ -145,6 +145,7 @@ class OpDef:
         "nondeterministic",
         "data_dependent_shape",
         "effect",
+        "view",
         "doc",
         "_sample_fn",
         "_binder",
@@ -168,6 +169,7 @@ class OpDef:
         nondeterministic: bool = False,
         data_dependent_shape: bool = False,
         effect: bool = False,
+        view: str | None = None,
         doc: str = "",
         binder: Callable | None = None,
         memo_key: Callable[[dict | None], Any] | None = None,
@@ -184,6 +186,12 @@ class OpDef:
         self.data_dependent_shape = data_dependent_shape
         # A check (a guard) that matters even when its output is unused: never dead code.
         self.effect = effect
+        # NumPy returns a view of the first input holding all its elements, regrouped (``"reshape"``:
+        # reshape, ravel, squeeze, expand_dims) or with permuted axes (``"permute"``: transpose,
+        # swapaxes, moveaxis), so a write into the result is a write into the input.
+        if view not in (None, "reshape", "permute"):
+            raise ValueError(f"op {name}: view must be None, 'reshape' or 'permute', got {view!r}")
+        self.view = view
         self.doc = doc
         self._sample_fn = samples
         # A call convention the schema cannot express (``x[key]``): args, kwargs -> inputs, attrs.
@@ -408,6 +416,7 @@ class OpDef:
             nondeterministic=self.nondeterministic,
             data_dependent_shape=self.data_dependent_shape,
             effect=self.effect,
+            view=self.view,
             doc=self.doc,
             binder=binder or self._binder,
             memo_key=self._memo_key,
@@ -486,6 +495,7 @@ def markdown_table() -> str:
                 ("nondeterministic", op.nondeterministic),
                 ("data-dependent shape", op.data_dependent_shape),
                 ("guard", op.effect),
+                (f"{op.view} view", op.view is not None),
             )
             if on
         )

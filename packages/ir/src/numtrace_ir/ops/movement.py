@@ -36,6 +36,7 @@ def movement(
     cases: list,
     dtypes: tuple = S.DTYPES,
     doc: str = "",
+    view: str | None = None,
 ) -> OpDef:
     """Register an op whose output has the input's dtype and the shape `shape_rule(name, t, attrs)`."""
 
@@ -52,6 +53,7 @@ def movement(
             impl,
             numpy_targets=targets,
             samples=S.sweep(cases, dtypes),
+            view=view,
             doc=doc,
         )
     )
@@ -81,6 +83,7 @@ movement(
         (((6,),), {"shape": (3, 2), "order": "F"}),
     ],
     doc="`ndarray.reshape(*dims)` is normalised to a shape tuple by the tracer",
+    view="reshape",
 )
 movement(
     "np.ravel",
@@ -89,6 +92,7 @@ movement(
     lambda a, order: np.ravel(a, order),
     [np.ravel, np.ndarray.ravel, np.ndarray.flatten],
     [(((3, 4),), {}), (((),), {}), (((0, 2),), {}), (((2, 3, 4),), {"order": "F"})],
+    view="reshape",
 )
 
 
@@ -117,6 +121,7 @@ movement(
         (((),), {}),
         (((0, 2),), {}),
     ],
+    view="permute",
 )
 
 
@@ -138,6 +143,7 @@ movement(
         (((2, 3, 4),), {"axis1": -1, "axis2": 0}),
         (((0, 2, 1),), {"axis1": 1, "axis2": 1}),
     ],
+    view="permute",
 )
 
 
@@ -166,6 +172,7 @@ movement(
         (((2, 3, 4),), {"source": (0, 1), "destination": (2, 0)}),
         (((0, 3),), {"source": 1, "destination": 0}),
     ],
+    view="permute",
 )
 
 
@@ -183,6 +190,7 @@ movement(
     lambda a, axis: np.expand_dims(a, axis),
     [np.expand_dims],
     [(((3, 4),), {"axis": 0}), (((3, 4),), {"axis": (-1, 1)}), (((),), {"axis": 0}), (((0,),), {"axis": 1})],
+    view="reshape",
 )
 
 
@@ -211,6 +219,7 @@ movement(
         (((),), {}),
         (((0, 1),), {"axis": 1}),
     ],
+    view="reshape",
 )
 
 

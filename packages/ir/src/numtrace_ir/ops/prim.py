@@ -340,6 +340,7 @@ register(
         lambda a, dims, shape: np.reshape(a, _concrete(shape, dims)),
         samples=_dyn_samples("reshape"),
         binder=_dyn_binder("prim.reshape", 1),
+        view="reshape",
         data_dependent_shape=True,
         doc="reshape to a shape computed from traced ints (``x.reshape(x.shape[0], -1)``)",
     )

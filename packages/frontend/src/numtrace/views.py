@@ -1,0 +1,89 @@
+"""How a traced view relates to its base: read it again after the base changed, write it back into the base.
+
+NumPy's views share memory with their base, so a write into one is a write into the other. The graph is
+functional: a view is a node computing a new value, so the tracer keeps, for each view, a recipe that
+re-reads it from the base's latest graph value (after a write into the base) and one that turns a write
+into the view into the base's new value:
+
+- ``indexing.BasicIndex``: ``x[1:]``, ``x[0]``, ``x[:, None]`` (``np.getitem`` / ``np.setitem``);
+- ``Regrouped``: reshape, ravel, squeeze, expand_dims (the op again / a reshape to the base's shape);
+- ``Permuted``: transpose, ``.T``, swapaxes, moveaxis (the op again / the inverse transpose).
+
+The op facts come from the registry (``OpDef.view``), not from op names.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+class _OpView:
+    """A view made by a registry op: re-read by recording the op again on the base's latest value."""
+
+    __slots__ = ("op", "extra", "attrs")
+
+    def __init__(self, op: str, extra: list, attrs: dict):
+        self.op, self.extra, self.attrs = op, extra, attrs
+
+    def read(self, tracer: Any, base: Any, concrete: np.ndarray) -> Any:
+        return tracer.record_node(self.op, [base, *self.extra], self.attrs, concrete,
+                                  exact=self.op.startswith("prim.")).output
+
+
+class Regrouped(_OpView):
+    """All of the base's elements in C order, in another shape: written back by a reshape."""
+
+    __slots__ = ()
+
+    def write(self, tracer: Any, base: Any, view: Any) -> Any:
+        return np.reshape(view, base.shape)._ir
+
+
+class Permuted(_OpView):
+    """The base with its axes permuted by ``perm``: written back by the inverse permutation."""
+
+    __slots__ = ("inverse",)
+
+    def __init__(self, op: str, extra: list, attrs: dict, perm: tuple):
+        super().__init__(op, extra, attrs)
+        self.inverse = tuple(int(i) for i in np.argsort(perm))
+
+    def write(self, tracer: Any, base: Any, view: Any) -> Any:
+        return np.transpose(view, self.inverse)._ir
+
+
+def op_view(op: Any, func: Any, args: tuple, kwargs: dict, inputs: list, attrs: dict, result: Any) -> Any:
+    """The recipe for ``result`` of registry op ``op`` if NumPy made it a view of its first input (a
+    traced array), else None."""
+    from .proxy import TracedArray
+
+    base = inputs[0] if inputs else None
+    if op.view is None or not isinstance(base, TracedArray) or not isinstance(result, TracedArray):
+        return None
+    if result._value.size == 0 or not np.shares_memory(result._value, base._value):
+        return None  # NumPy copied (``ravel`` of a transposed array): writes do not reach the base
+    if op.view == "reshape":
+        if attrs.get("order", "C") != "C":
+            return None
+        return Regrouped(op.name, inputs[1:], attrs)
+    perm = _permutation(func, args, kwargs, base._value)
+    return None if perm is None else Permuted(op.name, inputs[1:], attrs, perm)
+
+
+def _permutation(func: Any, args: tuple, kwargs: dict, base: np.ndarray) -> tuple | None:
+    """Which base axis each axis of ``func(base, ...)`` is, read from the strides of the same call on a
+    stand-in whose axes all have distinct strides."""
+    from .dispatch import unwrap
+
+    ndim = base.ndim
+    probe = np.lib.stride_tricks.as_strided(np.zeros(ndim + 1), shape=(1,) * ndim,
+                                            strides=tuple(8 * (i + 1) for i in range(ndim)))
+    try:
+        moved = func(probe, *unwrap(args[1:]), **unwrap(kwargs))
+    except Exception:
+        return None
+    by_stride = {8 * (i + 1): i for i in range(ndim)}
+    perm = tuple(by_stride.get(s) for s in getattr(moved, "strides", ()))
+    return perm if len(perm) == ndim and sorted(perm) == list(range(ndim)) else None
