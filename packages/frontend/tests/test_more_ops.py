@@ -1,7 +1,9 @@
 """Programs calling np.linalg (norm, inv, solve, det), np.diff, the stacking helpers, atleast_nd, diag,
-broadcast_arrays, isclose, percentile/quantile/median and .real/.imag record those ops
-(warnings are errors here, so a frozen constant's TracerWarning fails the test), and the trace runs
+broadcast_arrays, isclose, percentile/quantile/median, .real/.imag and copy.copy/deepcopy record those
+ops (warnings are errors here, so a frozen constant's TracerWarning fails the test), and the trace runs
 at another input size, equal to eager NumPy."""
+
+import copy
 
 import numpy as np
 import numtrace as nt
@@ -122,3 +124,22 @@ def test_percentile_out_of_range_is_a_clear_error(rng):
     with pytest.raises(ValueError):
         nt.trace(lambda x: np.percentile(x, 150), (rng.standard_normal((4, 3)),))
 
+
+def copies(x):
+    y = copy.copy(x)
+    y[0] = 0.0  # a write to the copy leaves x alone ...
+    z = x * 1.0
+    w = copy.deepcopy([z, z])
+    assert w[0] is w[1]  # one copy per array within one deepcopy, as for ndarrays
+    z[1:] *= 2.0  # ... and a write to the original leaves the copy alone
+    return x + y, z - w[0], y
+
+
+def test_copy_and_deepcopy_record_a_copy(backend, rng):
+    x = rng.standard_normal((4, 3))
+    traced = nt.trace(copies, (x,), backend=backend)
+    text = str(traced.graph)
+    assert text.count("np.copy[") == 2 and "copy.py" not in text, text  # located at the user's lines
+    for inputs in (x, rng.standard_normal((7, 3))):
+        for g, e in zip(traced(inputs), copies(inputs)):
+            np.testing.assert_array_equal(g, e)
