@@ -13,7 +13,8 @@ import nox
 
 ROOT = Path(__file__).resolve().parent
 PACKAGES = ROOT / "packages"
-TEST_DEPS = ["pytest>=7", "hypothesis>=6"]
+# scipy: its special functions are the foreign ufuncs the tracer records by name.
+TEST_DEPS = ["pytest>=7", "hypothesis>=6", "scipy"]
 
 # Each package with the local packages it declares as dependencies (exact pins
 # to the same VERSION), in install order.
@@ -68,6 +69,15 @@ def triton(session: nox.Session) -> None:
     """The Triton backend's tests in interpreter mode (no GPU needed)."""
     _install(session, ["ir", "frontend", "triton"])
     _pytest(session, "triton")
+
+
+@nox.session
+def stress(session: nox.Session) -> None:
+    """The long runs: the shape-idiom property test with 20k programs per backend."""
+    _install(session, ["ir", "frontend", "cpu"])
+    session.run("python", "-m", "pytest", str(PACKAGES / "frontend" / "tests" / "test_property_shapes.py"),
+                "-q", "-p", "no:cacheprovider", *session.posargs,
+                env={"NUMTRACE_PROPERTY_EXAMPLES": "20000"})
 
 
 @nox.session

@@ -120,7 +120,10 @@ def _check_one(func: Callable, traced: TracedFunction, retrace: Callable[[], Tra
                tolerance: float, kind: str) -> None:
     """One round of the checker (see checker.py) for one set of check inputs."""
     try:
-        checked = retrace()
+        with warnings.catch_warnings():
+            # The trace warned about its untraceable code already: say it once, not again per check.
+            warnings.simplefilter("ignore", TracerWarning)
+            checked = retrace()
     except TracingCheckError:
         raise
     except Exception as exc:

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 from numtrace_ir import registry
+from numtrace_ir.ops.foreign import ufunc_name
 
 from .errors import TracerWarning
 from .source import run_at_user_line, warn_at_user_line
@@ -64,8 +65,17 @@ def active_tracer(where: str) -> Tracer:
 
 
 def numpy_name(func: Any, method: str = "__call__") -> str:
+    """How messages name ``func``: ``np.add``, ``scipy.special.expit``, ``mylib.func``."""
     name = getattr(func, "__name__", repr(func))
-    base = f"np.{name}" if isinstance(func, np.ufunc) or getattr(np, name, None) is func else name
+    if getattr(np, name, None) is func:
+        base = f"np.{name}"
+    elif isinstance(func, np.ufunc):
+        base = ufunc_name(func) or name
+    else:
+        public = [p for p in str(getattr(func, "__module__", None) or "").split(".") if not p.startswith("_")]
+        if public[:1] == ["numpy"]:
+            public[0] = "np"
+        base = ".".join([*public, name])
     return base if method == "__call__" else f"{base}.{method}"
 
 
@@ -89,7 +99,12 @@ def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
         raise ValueError(f"{numpy_name(func, method)}: where= without out= leaves the masked-out elements "
                          "uninitialized, which a trace cannot reproduce; pass out= as well")
     op = registry.for_numpy(func, method)
-    if op is None:
+    foreign = ufunc_name(func) if op is None and isinstance(func, np.ufunc) and method == "__call__" \
+        and not kwargs else None
+    if foreign is not None:  # a ufunc of another library (scipy.special.expit): recorded by name
+        concrete = run_at_user_line(_short_name(func, method), eager, *unwrap(args))
+        result = tracer.record("np.ufunc", list(args), {"ufunc": foreign}, concrete)
+    elif op is None:
         result = frozen_call(tracer, func, method, args, kwargs)
     else:
         concrete = run_at_user_line(_short_name(func, method), eager, *unwrap(args), **unwrap(kwargs))

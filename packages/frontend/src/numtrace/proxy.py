@@ -279,6 +279,18 @@ class TracedArray:
     def conjugate(self) -> Any:
         return np.conjugate(self)
 
+    def __copy__(self) -> Any:
+        """``copy.copy(x)``: a recorded ``np.copy``, a new array as for an ndarray (writes to either
+        one leave the other alone)."""
+        return np.copy(self)
+
+    def __deepcopy__(self, memo: dict) -> Any:
+        """``copy.deepcopy(x)``: a recorded ``np.copy``, shared within one deepcopy call as usual."""
+        result = memo.get(id(self))
+        if result is None:
+            result = memo[id(self)] = np.copy(self)
+        return result
+
 
 def _method(name: str):
     func = getattr(np, name)

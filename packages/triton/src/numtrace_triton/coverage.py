@@ -20,10 +20,15 @@ __all__ = [
 
 _COPIES = "copies or rearranges data (not a view); only view-producing movement ops are lowered"
 _GATHER = "reads data-dependent addresses (gather/scatter); not lowered"
+_ORDER_STATS = "order statistics need a sort or partition along the axis; sorting is not lowered"
+_LAPACK = "dense factorizations (LU with pivoting, as LAPACK's getrf/gesv) are not lowered"
+_JOIN = "joins that first reshape each input are not lowered (np.concatenate and np.stack are)"
+_PER_INPUT = "one output per input; only single-input view ops are lowered (np.reshape, np.broadcast_to)"
 _RANDOM = "random draws: NumPy's generators cannot be reproduced inside GPU kernels; use the cpu backend"
 
 UNLOWERED: dict[str, str] = {
     "np.frexp": "needs exponent bit manipulation for every float format; not lowered",
+    "np.ufunc": "a ufunc of another library (scipy.special, ...) has no Triton source; refused by name",
     "np.spacing": "needs ulp bit manipulation for every float format; not lowered",
     "np.nextafter": "needs ulp bit manipulation for every float format; not lowered",
     "np.gcd": "needs a data-dependent loop (Euclid); not lowered",
@@ -42,6 +47,28 @@ UNLOWERED: dict[str, str] = {
     "np.take": _GATHER,
     "np.take_along_axis": _GATHER,
     "np.getitem_mask": "boolean-mask indexing has a data-dependent output shape",
+    "np.isclose": "a composite test (abs, compare, isfinite, isnan per element) with no kernel of its own; "
+    "not lowered",
+    "np.real": "complex parts: Triton has no complex type (a real array's real part, a copy, is not "
+    "special-cased); not lowered",
+    "np.imag": "complex parts: Triton has no complex type (a real array's imaginary part, zeros, is not "
+    "special-cased); not lowered",
+    "np.diff": "a stencil along one axis (differences of shifted slices, n times); not lowered",
+    "np.median": _ORDER_STATS,
+    "np.percentile": _ORDER_STATS,
+    "np.quantile": _ORDER_STATS,
+    "np.linalg.norm": "vector and matrix norms (ord=±2 and 'nuc' take an SVD) are not lowered",
+    "np.linalg.inv": _LAPACK,
+    "np.linalg.det": _LAPACK,
+    "np.linalg.solve": _LAPACK,
+    "np.hstack": _JOIN,
+    "np.vstack": _JOIN,
+    "np.column_stack": _JOIN,
+    "np.atleast_1d": _PER_INPUT,
+    "np.atleast_2d": _PER_INPUT,
+    "np.atleast_3d": _PER_INPUT,
+    "np.broadcast_arrays": _PER_INPUT,
+    "np.diag": "a 1-d input builds a new square matrix (a copy, not a view); not lowered",
 }
 
 # Whole kinds the backend does not lower (ops of these kinds need no entry above).

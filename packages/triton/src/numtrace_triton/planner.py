@@ -98,7 +98,9 @@ def describe_node(node, names: dict | None = None) -> str:
     else:
         names = ", ".join(f"%{v.name}" for v in node.outputs if v.name)
     where = f"at {node.loc}" if node.loc else "at an unknown location"
-    return f"{node.op} ({'node ' + names + ' ' if names else ''}{where})"
+    # String attrs name what a generic op stands for (``np.ufunc[ufunc=scipy.special.expit]``).
+    named = ", ".join(f"{k}={v}" for k, v in node.attrs.items() if isinstance(v, str) and len(v) < 80)
+    return f"{node.op}{'[' + named + ']' if named else ''} ({'node ' + names + ' ' if names else ''}{where})"
 
 
 class _Planner:

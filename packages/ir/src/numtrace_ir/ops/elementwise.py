@@ -299,3 +299,80 @@ register(
         samples=_nan_to_num_samples,
     )
 )
+
+
+def _isclose_rule(types, attrs):
+    name = "np.isclose"
+    if all(type(t) is not TensorType for t in types):
+        raise TypeError(f"{name}: expected at least one array, got {types[0]} and {types[1]}")
+    rules.probe_dtype(name, np.isclose, *(rules.example(t) for t in types))  # rejects what NumPy does
+    return TensorType(np.dtype(bool), rules.broadcast(name, *(rules.shape_of(t) for t in types)))
+
+
+def _isclose_samples(rng):
+    for dt in S.DTYPES:
+        a = S.array(rng, (3, 4), dt)
+        yield Sample((a, a + (S.array(rng, (3, 4), dt, (0.0, 2.0)) * 1e-6).astype(dt)))
+    for sa, sb in S.BINARY_SHAPES:
+        yield Sample((S.array(rng, sa, "f8"), S.array(rng, sb, "f8")))
+    x = S.array(rng, (2, 5), "f4")
+    y = x + np.float32(1e-3)
+    x[0, :3] = y[0, :3] = [np.nan, np.inf, -np.inf]
+    yield Sample((x, y), {"equal_nan": True}, note="nan and inf")
+    yield Sample((x, y), {"rtol": 1e-2, "atol": 0.0}, note="rtol only")
+    yield Sample((x, y), {"rtol": 0.0, "atol": 2e-3}, note="atol only")
+    yield Sample((S.array(rng, (3, 4), "f8"), 0.5), {"atol": 1.0}, note="weak scalar")
+    yield Sample((1, S.array(rng, (4,), "i4")), {}, note="weak int and int array")
+
+
+register(
+    OpDef(
+        "np.isclose",
+        "elementwise",
+        [
+            Input("a", "any"),
+            Input("b", "any"),
+            Attr("rtol", 1e-05, lambda v: float(rules.to_scalar(v))),
+            Attr("atol", 1e-08, lambda v: float(rules.to_scalar(v))),
+            Attr("equal_nan", False, rules.to_bool),
+        ],
+        _isclose_rule,
+        lambda a, b, rtol, atol, equal_nan: np.isclose(a, b, rtol, atol, equal_nan),
+        numpy_targets=[np.isclose],
+        samples=_isclose_samples,
+        doc="``|a - b| <= atol + rtol * |b|`` elementwise (inf equals inf of the same sign); "
+        "`rtol`/`atol` are static numbers",
+    )
+)
+
+
+def _complex_part_rule(name):
+    def rule(types, attrs):
+        t = rules.first_tensor(name, types)
+        dt = np.dtype(f"f{t.dtype.itemsize // 2}") if t.dtype.kind == "c" else t.dtype
+        return TensorType(dt, t.shape)
+
+    return rule
+
+
+def _complex_part_samples(rng):
+    for dt in S.DTYPES + (np.dtype("c8"), np.dtype("c16")):
+        yield Sample((S.array(rng, (3, 4), dt),))
+    for shape in ((), (0, 2), (2, 3, 4)):
+        yield Sample((np.asarray(S.array(rng, shape, "c8")),))  # S.array gives a NumPy scalar for ()
+    yield Sample((S.array(rng, (), "f8"),))
+
+
+for _name, _fn in (("np.real", np.real), ("np.imag", np.imag)):
+    register(
+        OpDef(
+            _name,
+            "elementwise",
+            [Input("val")],
+            _complex_part_rule(_name),
+            (lambda fn: lambda val: np.array(fn(val), copy=True))(_fn),
+            numpy_targets=[_fn],
+            samples=_complex_part_samples,
+            doc="`x.real` / `x.imag` of a traced array record this op; of a real array: a copy / zeros",
+        )
+    )

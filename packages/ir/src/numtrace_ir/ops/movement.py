@@ -794,3 +794,211 @@ for _method, _name, _param, _empty in (
     register_target(
         _method, "__call__", get(_name).variant(binder=_method_varargs_binder(_name, _param, _empty))
     )
+
+
+# -- stacking helpers, atleast_nd, diag, broadcast_arrays -------------------------------------------
+
+_CASTING = rules.one_of("no", "equiv", "safe", "same_kind", "unsafe")
+
+
+def _atleast(shape: tuple, ndim: int) -> tuple:
+    """The shape of ``np.atleast_{ndim}d`` of an array of `shape`."""
+    if len(shape) >= ndim:
+        return shape
+    if ndim == 3 and len(shape) == 2:
+        return shape + (1,)
+    if ndim == 3 and len(shape) == 1:
+        return (1,) + shape + (1,)
+    return (1,) * (ndim - len(shape)) + shape
+
+
+def _stack_rule(name: str, reshape, axis_of):
+    """hstack/vstack/column_stack: each input reshaped by `reshape`, then concatenated along
+    `axis_of(first reshaped ndim)`, with concatenate's dtype rule and NumPy's casting check."""
+    concat = _join_rule(name, False)
+
+    def rule(types, attrs):
+        for t in types:
+            if type(t) is not TensorType:
+                raise TypeError(f"{name}: expected arrays, got {t}")
+        shaped = tuple(TensorType(t.dtype, reshape(t.shape)) for t in types)
+        dtype, casting = attrs.get("dtype"), attrs.get("casting", "same_kind")
+        out = concat(shaped, {"axis": axis_of(shaped[0].ndim), "dtype": dtype})
+        for t in types:
+            if not np.can_cast(t.dtype, out.dtype, casting):
+                raise TypeError(f"{name}: cannot cast {t.dtype} to {out.dtype} with casting={casting!r}")
+        return out
+
+    return rule
+
+
+def _stack_samples(shapes_list, kw: bool):
+    def samples(rng):
+        for dt in S.DTYPES:
+            yield Sample((S.array(rng, shapes_list[0][0], dt), S.array(rng, shapes_list[0][1], dt)))
+        for shapes in shapes_list[1:]:
+            yield Sample(tuple(S.array(rng, s, "f8") for s in shapes))
+        yield Sample((S.array(rng, shapes_list[0][0], "i4"), S.array(rng, shapes_list[0][1], "f4")),
+                     note="mixed dtypes")
+        if kw:
+            yield Sample((S.array(rng, shapes_list[0][0], "f8"),) * 2, {"dtype": np.dtype("f4")})
+            yield Sample((S.array(rng, shapes_list[0][0], "i8"),) * 2,
+                         {"dtype": np.dtype("f4"), "casting": "same_kind"})
+            yield Sample((S.array(rng, shapes_list[0][0], "f4"),) * 2, {"casting": "no"})
+
+    return samples
+
+
+for _name, _fn, _reshape, _axis_of, _kw, _shapes in (
+    (
+        "np.hstack",
+        np.hstack,
+        lambda s: _atleast(s, 1),
+        lambda nd: 0 if nd == 1 else 1,
+        True,
+        [((2, 3), (2, 4)), ((3,), (2,)), ((), (2,), ()), ((2, 0), (2, 1)), ((2, 1, 3), (2, 2, 3)),
+         ((0,), (0,))],
+    ),
+    (
+        "np.vstack",
+        np.vstack,
+        lambda s: _atleast(s, 2),
+        lambda nd: 0,
+        True,
+        [((2, 3), (4, 3)), ((3,), (3,)), ((3,), (2, 3)), ((), ()), ((0, 3), (1, 3)),
+         ((2, 3, 4), (1, 3, 4))],
+    ),
+    (
+        "np.column_stack",
+        np.column_stack,
+        lambda s: (s + (1,) if len(s) == 1 else (1, 1)) if len(s) < 2 else s,
+        lambda nd: 1,
+        False,
+        [((3, 2), (3, 4)), ((3,), (3,)), ((3,), (3, 2)), ((), (1, 2)), ((0,), (0, 2)),
+         ((2, 3, 4), (2, 1, 4))],
+    ),
+):
+    _params = [Inputs("tup")]
+    if _kw:
+        _params += [Attr("dtype", None, rules.to_dtype_or_none), Attr("casting", "same_kind", _CASTING)]
+    register(
+        OpDef(
+            _name,
+            "movement",
+            _params,
+            _stack_rule(_name, _reshape, _axis_of),
+            (lambda fn, kw: (lambda tup, **attrs: fn(tup, **attrs)))(_fn, _kw),
+            numpy_targets=[_fn],
+            samples=_stack_samples(_shapes, _kw),
+            doc="the inputs are made at least 1-d (hstack), 2-d (vstack) or columns (column_stack), "
+            "then concatenated",
+        )
+    )
+
+
+def _atleast_op(ndim: int) -> OpDef:
+    name = f"np.atleast_{ndim}d"
+    fn = getattr(np, f"atleast_{ndim}d")
+
+    def rule(types, attrs):
+        for t in types:
+            if type(t) is not TensorType:
+                raise TypeError(f"{name}: expected arrays, got {t}")
+        return tuple(TensorType(t.dtype, _atleast(t.shape, ndim)) for t in types)
+
+    def impl(arys):
+        out = fn(*arys)
+        return tuple(np.array(a, copy=True) for a in out) if len(arys) > 1 else np.array(out, copy=True)
+
+    def samples(rng):
+        for dt in S.DTYPES:
+            yield Sample((S.array(rng, (3,), dt),))
+        several = (((), (3,), (2, 3), (2, 3, 4)), ((0, 2), (1,)))
+        for shapes in (((),), ((2, 3),), ((2, 3, 4, 1),), ((0,),)) + several:
+            yield Sample(tuple(S.array(rng, s, "f8") for s in shapes))
+
+    return register(
+        OpDef(
+            name,
+            "movement",
+            [Inputs("arys", star=True)],
+            rule,
+            impl,
+            numpy_targets=[fn],
+            samples=samples,
+            doc="one output per input (NumPy returns one array for one input, a tuple for several)",
+        )
+    )
+
+
+for _ndim in (1, 2, 3):
+    _atleast_op(_ndim)
+
+
+def _diag(name, t, attrs):
+    k = attrs["k"]
+    if t.ndim == 1:
+        n = dims.add(t.shape[0], abs(k))
+        return (n, n)
+    if t.ndim == 2:
+        return _diagonal(name, t, {"offset": k, "axis1": 0, "axis2": 1})[-1:]
+    raise ShapeError(f"{name}: input must be 1- or 2-d, got {t}")
+
+
+movement(
+    "np.diag",
+    [Attr("k", 0, rules.to_int)],
+    _diag,
+    lambda a, k: np.array(np.diag(a, k), copy=True),
+    [np.diag],
+    [
+        (((3,),), {}),
+        (((3,),), {"k": 2}),
+        (((4,),), {"k": -1}),
+        (((3, 4),), {}),
+        (((3, 4),), {"k": 1}),
+        (((4, 3),), {"k": -2}),
+        (((3, 4),), {"k": 7}),
+        (((0,),), {"k": 1}),
+        (((0, 3),), {}),
+    ],
+    doc="a 1-d input gives the square matrix with it on diagonal k; a 2-d input gives diagonal k",
+)
+
+
+def _broadcast_arrays_rule(types, attrs):
+    name = "np.broadcast_arrays"
+    shape = rules.broadcast(name, *(rules.shape_of(t) for t in types))
+    return tuple(
+        TensorType(t.dtype if type(t) is TensorType else np.asarray(rules.example(t)).dtype, shape)
+        for t in types
+    )
+
+
+def _broadcast_arrays_samples(rng):
+    for dt in S.DTYPES:
+        yield Sample((S.array(rng, (3, 1), dt), S.array(rng, (4,), dt)))
+    for shapes in (((2, 1, 4), (3, 1)), ((3,),), ((), (2, 3), (3,)), ((0, 3), (1, 3)), ((), ())):
+        yield Sample(tuple(S.array(rng, s, "f4") for s in shapes))
+    yield Sample((S.array(rng, (2, 3), "i4"), S.array(rng, (3,), "f8")), note="dtypes kept")
+    yield Sample((S.array(rng, (2, 3), "f4"), 1.5), note="a Python scalar becomes a float64 array")
+
+
+def _broadcast_arrays_impl(args):
+    out = tuple(np.array(a, copy=True) for a in np.broadcast_arrays(*args))
+    return out if len(out) > 1 else out[0]  # a single-output op returns its array, not a 1-tuple
+
+
+register(
+    OpDef(
+        "np.broadcast_arrays",
+        "movement",
+        [Inputs("args", "any", star=True), Unsupported("subok", False)],
+        _broadcast_arrays_rule,
+        _broadcast_arrays_impl,
+        numpy_targets=[np.broadcast_arrays],
+        samples=_broadcast_arrays_samples,
+        doc="one output per input, each a copy (NumPy's are read-only views); dtypes are kept; "
+        "NumPy's tuple of one array for one input is one output",
+    )
+)

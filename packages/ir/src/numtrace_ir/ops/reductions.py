@@ -178,3 +178,55 @@ register(scan_op("np.cumsum", np.cumsum, [np.cumsum, np.ndarray.cumsum]))
 register(scan_op("np.cumprod", np.cumprod, [np.cumprod, np.ndarray.cumprod]))
 for _ufunc, _op in ((np.add, "np.cumsum"), (np.multiply, "np.cumprod")):
     register_target(_ufunc, "accumulate", get(_op).variant(axis=0))
+
+
+def _diff_rule(types, attrs):
+    name = "np.diff"
+    t = rules.first_tensor(name, types)
+    n = attrs["n"]
+    if n < 0:
+        raise ShapeError(f"{name}: order must be non-negative but got {n}")
+    if t.ndim == 0:
+        raise ShapeError(f"{name}: diff requires input that is at least one dimensional")
+    ax = rules.axis(name, attrs["axis"], t.ndim)
+    if n == 0:
+        return t
+    dt = rules.probe_dtype(name, np.diff, np.ones((2,), t.dtype))
+    return TensorType(dt, t.shape[:ax] + (dims.maximum(dims.sub(t.shape[ax], n), 0),) + t.shape[ax + 1 :])
+
+
+def _diff_samples(rng):
+    for dt in S.DTYPES:
+        yield Sample((S.array(rng, (3, 5), dt),), {})
+    for shape, attrs in (
+        ((3, 5), {"n": 2}),
+        ((4, 3), {"axis": 0}),
+        ((2, 3, 4), {"axis": 1, "n": 2}),
+        ((6,), {"n": 0}),
+        ((3,), {"n": 5}),
+        ((0, 3), {"axis": 0}),
+        ((3, 0), {}),
+    ):
+        yield Sample((S.array(rng, shape, "f8"),), attrs)
+    yield Sample((S.array(rng, (5,), "bool"),), {"n": 2}, note="bool diff is not_equal")
+
+
+register(
+    OpDef(
+        "np.diff",
+        "other",
+        [
+            Input("a"),
+            Attr("n", 1, rules.to_int),
+            Attr("axis", -1, rules.to_int),
+            Unsupported("prepend", np._NoValue),
+            Unsupported("append", np._NoValue),
+        ],
+        _diff_rule,
+        lambda a, n, axis: np.array(np.diff(a, n, axis), copy=True),
+        numpy_targets=[np.diff],
+        samples=_diff_samples,
+        doc="n-th differences along one axis (bool arrays: not_equal); the axis shrinks by n, to at "
+        "least 0; `prepend`/`append` are not supported (concatenate first)",
+    )
+)

@@ -1,0 +1,160 @@
+"""Order statistics: `percentile`, `quantile`, `median`. The reference is NumPy's (a partition and
+an interpolation); every `method` NumPy has is an attr value, and the result dtype depends on it
+(``'lower'`` of ints stays int, ``'linear'`` of ints is float64), so the rule probes NumPy with it.
+``q`` is static: a number or a 1-d sequence, whose length leads the result's shape."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from numtrace_ir.ops import rules
+from numtrace_ir.ops import sampling as S
+from numtrace_ir.ops.reductions import _reduced_shape
+from numtrace_ir.registry import Attr, Input, OpDef, Sample, Unsupported, register
+from numtrace_ir.types import TensorType
+
+METHODS = (
+    "inverted_cdf",
+    "averaged_inverted_cdf",
+    "closest_observation",
+    "interpolated_inverted_cdf",
+    "hazen",
+    "weibull",
+    "linear",
+    "median_unbiased",
+    "normal_unbiased",
+    "lower",
+    "higher",
+    "midpoint",
+    "nearest",
+)
+
+
+def _to_q(high: float):
+    """``q`` -> a float or a tuple of floats in [0, high] (NumPy's range check, done at trace time)."""
+
+    def convert(v):
+        if isinstance(v, np.ndarray):
+            if v.ndim > 1:
+                raise ValueError(f"q must be a number or 1-d, got an array of shape {v.shape}")
+            v = v.tolist()
+        items = tuple(v) if isinstance(v, (list, tuple)) else None
+        values = tuple(float(rules.to_scalar(x)) for x in (items if items is not None else (v,)))
+        for x in values:
+            if not 0 <= x <= high:
+                raise ValueError(f"q must be in the range [0, {high:g}], got {x!r}")
+        return values if items is not None else values[0]
+
+    return convert
+
+
+def _quantile_rule(name: str, fn, q_example):
+    def rule(types, attrs):
+        t = rules.first_tensor(name, types)
+        shape = _reduced_shape(name, t.shape, attrs["axis"], attrs["keepdims"], False)
+        method = attrs.get("method", "linear")
+        dt = rules.probe_dtype(name, fn, np.ones((1,), t.dtype), q_example, method=method)
+        q = attrs.get("q")
+        return TensorType(dt, ((len(q),) if isinstance(q, tuple) else ()) + shape)
+
+    return rule
+
+
+def _q_samples(high: float):
+    scale = high / 100.0
+
+    def samples(rng):
+        q50 = 50 * scale
+        for dt in S.NUMERIC:
+            yield Sample((S.array(rng, (3, 4), dt),), {"q": q50, "axis": 1})
+        yield Sample((S.array(rng, (5,), "bool"),), {"q": q50, "method": "lower"}, note="bool, lower")
+        for method in METHODS:
+            yield Sample((S.array(rng, (2, 5), "f8"),), {"q": (10 * scale, 75 * scale), "axis": 1,
+                                                          "method": method}, note=method)
+            yield Sample((S.array(rng, (7,), "i4"),), {"q": 30 * scale, "method": method},
+                         note=f"int {method}")
+        for shape, attrs in (
+            ((3, 4), {"q": 25 * scale}),
+            ((3, 4), {"q": (0.0, 100 * scale), "axis": 0, "keepdims": True}),
+            ((2, 3, 4), {"q": q50, "axis": (0, 2)}),
+            ((2, 3, 4), {"q": (20 * scale, 40 * scale, 60 * scale), "axis": -1, "keepdims": True}),
+            ((), {"q": q50}),
+            ((0, 3), {"q": q50, "axis": 1}),
+            ((0, 3), {"q": (10 * scale,), "axis": 1, "keepdims": True}),
+        ):
+            yield Sample((S.array(rng, shape, "f8"),), attrs)
+        yield Sample((S.array(rng, (4, 3), "f4"),), {"q": q50, "axis": 0, "overwrite_input": True})
+
+    return samples
+
+
+def _quantile_op(name: str, fn, high: float) -> OpDef:
+    params = [
+        Input("a"),
+        Attr("q", convert=_to_q(high)),
+        Attr("axis", None, rules.to_axis),
+        Unsupported("out"),
+        Attr("overwrite_input", False, rules.to_bool),
+        Attr("method", "linear", rules.one_of(*METHODS)),
+        Attr("keepdims", False, rules.to_bool),
+        Unsupported("weights"),
+        Unsupported("interpolation"),
+    ]
+
+    def impl(a, q, axis, overwrite_input, method, keepdims):
+        # overwrite_input only lets NumPy reorder its input; the graph's input is never written.
+        return fn(a, q, axis, method=method, keepdims=keepdims)
+
+    return register(
+        OpDef(
+            name,
+            "reduction",
+            params,
+            _quantile_rule(name, fn, 0.5 * high),
+            impl,
+            numpy_targets=[fn],
+            samples=_q_samples(high),
+            doc="`overwrite_input` is accepted and ignored (NumPy may only scramble the input with it); "
+            "`weights` is not supported",
+        )
+    )
+
+
+_quantile_op("np.percentile", np.percentile, 100.0)
+_quantile_op("np.quantile", np.quantile, 1.0)
+
+
+def _median_samples(rng):
+    for dt in S.NUMERIC:
+        yield Sample((S.array(rng, (3, 4), dt),), {"axis": 1})
+    for shape, attrs in (
+        ((3, 4), {}),
+        ((4, 4), {"axis": 0, "keepdims": True}),
+        ((2, 3, 4), {"axis": (0, 2)}),
+        ((2, 3, 5), {"axis": -1, "keepdims": True}),
+        ((), {}),
+        ((0, 3), {"axis": 1}),
+        ((0, 3), {"axis": 1, "keepdims": True}),
+    ):
+        yield Sample((S.array(rng, shape, "f8"),), attrs)
+    yield Sample((S.array(rng, (4, 3), "f4"),), {"axis": 0, "overwrite_input": True})
+
+
+register(
+    OpDef(
+        "np.median",
+        "reduction",
+        [
+            Input("a"),
+            Attr("axis", None, rules.to_axis),
+            Unsupported("out"),
+            Attr("overwrite_input", False, rules.to_bool),
+            Attr("keepdims", False, rules.to_bool),
+        ],
+        _quantile_rule("np.median", lambda a, q, method: np.median(a), None),
+        lambda a, axis, overwrite_input, keepdims: np.median(a, axis, keepdims=keepdims),
+        numpy_targets=[np.median],
+        samples=_median_samples,
+        doc="`overwrite_input` is accepted and ignored",
+    )
+)
