@@ -12,6 +12,7 @@ import numpy as np
 
 from .checker import Checker, clone, graph_diagnostics
 from .errors import TracerWarning, TracingCheckError
+from .interception import generators_traced
 from .module import Module
 from .recording import Recording, record_function
 from .traced import TracedFunction
@@ -99,7 +100,8 @@ class _Call:
 
 
 def _trace_once(func: Callable, call: _Call, strict: bool, backend: str) -> TracedFunction:
-    rec = record_function(func, call.args, call.kwargs, strict=strict)
+    with generators_traced(func):  # closed-over np.random.Generators: their draws are recorded
+        rec = record_function(func, call.args, call.kwargs, strict=strict)
     return _traced_function(rec, _function_name(func), backend)
 
 

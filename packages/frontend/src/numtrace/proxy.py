@@ -281,17 +281,26 @@ class TracedArray:
 
 
 def _method(name: str):
-    func = getattr(np, name)
+    """``x.name(...)``: the registry's ``np.ndarray.name`` variant where it has one (the method's own
+    signature and defaults: ``x.clip(0.0)``, ``x.round(2)``), else ``np.name(x, ...)``."""
+    method_func = getattr(np.ndarray, name)
+    if dispatch.registry.for_numpy(method_func) is not None:
+        def method(self: TracedArray, *args: Any, **kwargs: Any) -> Any:
+            return dispatch.call(method_func, "__call__", (self, *args), kwargs)
 
-    def method(self: TracedArray, *args: Any, **kwargs: Any) -> Any:
-        return func(self, *args, **kwargs)
+        method.__doc__ = f"``ndarray.{name}`` applied to this array (recorded)."
+    else:
+        func = getattr(np, name)
 
+        def method(self: TracedArray, *args: Any, **kwargs: Any) -> Any:
+            return func(self, *args, **kwargs)
+
+        method.__doc__ = f"``np.{name}`` applied to this array (recorded)."
     method.__name__ = name
-    method.__doc__ = f"``np.{name}`` applied to this array (recorded)."
     return method
 
 
-# ndarray methods whose signature is the NumPy function's with the array first.
+# ndarray methods: through the registry's method variant, or the NumPy function with the array first.
 for _name in ("sum", "mean", "std", "var", "prod", "max", "min", "argmax", "argmin", "any", "all",
               "cumsum", "cumprod", "clip", "dot", "squeeze", "ravel", "swapaxes", "repeat", "take",
               "argsort", "round", "nonzero", "diagonal", "trace", "conj", "searchsorted", "compress",
