@@ -83,7 +83,8 @@ def test_generator_methods_bind_without_the_generator():
     rng = np.random.default_rng(0)
     op = registry.for_numpy(np.random.Generator.normal)
     assert op.name == "np.random.Generator.normal" and op.nondeterministic
-    assert op.bind([rng, 1.0], {"size": [2, 3]}) == ([], {"loc": 1.0, "scale": 1.0, "size": (2, 3)})
+    assert op.bind([rng, 1.0], {"size": [2, 3]}) == (
+        [], {"loc": 1.0, "scale": 1.0, "size": (2, 3), "omitted": ("state",)})
     with pytest.raises(TypeError, match="expected a numpy.random.Generator"):
         op.bind([1.0], {})
     out = op.reference(**op.bind([rng], {"size": 4})[1])
@@ -107,8 +108,8 @@ def test_every_numpy_target_is_callable():
 def test_bind_positional_and_keyword_in_numpy_order():
     x = np.ones((2, 3))
     inputs, attrs = registry.get("np.sum").bind([x, 1], {"keepdims": True})
-    assert inputs == [x] and attrs == {"axis": 1, "dtype": None, "keepdims": True}
-    assert list(attrs) == ["axis", "dtype", "keepdims"]  # schema order
+    assert inputs == [x] and attrs == {"axis": 1, "dtype": None, "keepdims": True, "initial": None}
+    assert list(attrs) == ["axis", "dtype", "keepdims", "initial"]  # schema order
     _, attrs = registry.get("np.sum").bind([x], {"axis": [0, 1], "dtype": "float32"})
     assert attrs["axis"] == (0, 1) and attrs["dtype"] is F32
 

@@ -169,6 +169,8 @@ def _reduction_plan(node):
     """(interpreter reduction, reduced axes, cast-to-bool first) or None."""
     if node.op not in _REDUCTIONS or len(node.inputs) != 1 or len(node.outputs) != 1:
         return None
+    if node.attrs.get("initial") is not None:  # not in the kernels: the reference runs it
+        return None
     src, out = node.inputs[0].type, node.outputs[0].type
     if not (_supported_dtype(src) and _supported_dtype(out)):
         return None

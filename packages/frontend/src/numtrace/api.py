@@ -13,6 +13,7 @@ from numtrace_ir import GuardError, TensorType, specialize
 
 from .checker import Checker, clone, graph_diagnostics
 from .errors import TracerWarning, TracingCheckError
+from .interception import generators_traced
 from .module import Module
 from .recording import Recording, record_function
 from .traced import TracedFunction
@@ -100,7 +101,8 @@ class _Call:
 
 
 def _trace_once(func: Callable, call: _Call, strict: bool, backend: str) -> TracedFunction:
-    rec = record_function(func, call.args, call.kwargs, strict=strict)
+    with generators_traced(func):  # closed-over np.random.Generators: their draws are recorded
+        rec = record_function(func, call.args, call.kwargs, strict=strict)
 
     def retrace(args: tuple) -> TracedFunction:
         again = _Call(args, None) if call.kwargs is None else _Call(None, dict(zip(rec.arg_names, args)))

@@ -1,34 +1,129 @@
 """NumPy entry points that take no array argument, and so never reach ``__array_function__``.
 
 While any trace is active, these module attributes are replaced by wrappers:
-``np.random.*`` draws (recorded as nondeterministic nodes), ``np.zeros/ones/full/empty``
+``np.random.*`` draws (recorded as nondeterministic nodes), ``np.random.default_rng`` (a
+`TracedGenerator` whose draws are recorded; closed-over generators are swapped for one while
+their function is traced, see `generators_traced`), ``np.zeros/ones/full/empty``
 with a shape computed from traced ints (recorded as ``prim.full``),
 ``np.ascontiguousarray`` (routed like any array function), and ``np.arange`` and other
 number-reading constructors, whose results are constants: a traced size given to them is
 guarded, so the constant is never used at shapes that would change it. A wrapper called on
 a thread that is not tracing, or with nothing traced in its arguments, calls the original.
 Patching is reference-counted, so concurrent traces share one patch.
+
+NumPy's compiled random modules call ``np.empty`` and friends themselves and cast the result
+to an ndarray unchecked: a wrapper's traced array reaching them is read as raw memory (this
+crashed the interpreter). They see `_UnpatchedNumpy` instead, which runs the originals on
+plain values, so no traced value reaches NumPy's compiled code through these wrappers.
 """
 
 from __future__ import annotations
 
 import functools
 import operator
+import sys
 import threading
+import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 from numtrace_ir import registry
+from numtrace_ir.ops import random as random_ops
 
 from . import dispatch
-from .traced_int import TracedInt
-from .tracer import current_tracer
+from .errors import TracerWarning
+from .source import user_location, warn_at_user_line
+from .traced_int import TracedInt, TracedScalar
+from .tracer import attr_value, current_tracer, tensor_type_of
 
 _lock = threading.Lock()
+_local = threading.local()  # recording_draw: > 0 while a recorded draw runs eagerly on this thread
 _depth = 0
 _saved: list[tuple[Any, str, Any]] = []
+
+
+def _split_size(tracer: Any, value: Any, scalars: list) -> tuple[Any, Any]:
+    """A ``size`` argument as (the attr: each traced int replaced by its dim symbol, appended to
+    `scalars`; the plain size NumPy draws with)."""
+    if isinstance(value, TracedScalar):
+        if not isinstance(value, TracedInt):
+            raise TypeError(f"a random draw's size must hold ints, got the traced float {value!r}")
+        scalars.append(value)
+        return tracer.symbol(value), dispatch.unwrap(value)
+    if isinstance(value, (tuple, list)):
+        pairs = [_split_size(tracer, v, scalars) for v in value]
+        return tuple(a for a, _ in pairs), tuple(p for _, p in pairs)
+    return value, value
+
+
+def _size_position(op: Any, args: tuple, kwargs: dict, skip: int) -> Any:
+    """Where a draw's ``size`` is: ``"*"`` when every positional argument is a dim
+    (``np.random.rand(*x.shape)``), ``"size"`` as a keyword, its position, or None when not given."""
+    if op.name in ("np.random.rand", "np.random.randn"):
+        return "*"
+    if "size" in kwargs:
+        return "size"
+    names = [p.name for p in op.params if isinstance(p, registry.Attr)]
+    position = skip + names.index("size")
+    return position if position < len(args) else None
+
+
+def record_draw(tracer: Any, op: Any, eager: Any, args: tuple, kwargs: dict, *, skip: int = 0,
+                state: Any = None) -> Any:
+    """Draw eagerly (with plain numbers) and record the draw: traced ints in ``size`` become dim inputs
+    (the draw follows the input's shape at run time); with a traced generator ``state`` the node also
+    returns the next state, and the result is ``(state', values)``. `skip`: leading arguments that are
+    not NumPy's (the generator of a method)."""
+    where = _size_position(op, args, kwargs, skip)
+    scalars: list = []
+    args, kwargs = list(args), dict(kwargs)
+    plain_args, plain_kwargs = list(args), dict(kwargs)
+    if where == "*":
+        pairs = [_split_size(tracer, a, scalars) for a in args]
+        args, plain_args = [a for a, _ in pairs], [p for _, p in pairs]
+    elif where == "size":
+        kwargs["size"], plain_kwargs["size"] = _split_size(tracer, kwargs["size"], scalars)
+    elif where is not None:
+        args[where], plain_args[where] = _split_size(tracer, args[where], scalars)
+    # A number read from a shape given as a distribution parameter is baked into the node: guarded.
+    args, kwargs = dispatch.guarded(args), dispatch.guarded(kwargs)
+    with _recorded_draw():
+        values = np.asarray(eager(*dispatch.unwrap(plain_args[skip:]), **dispatch.unwrap(plain_kwargs)))
+    inputs, attrs = op.bind(tuple(args), kwargs)
+    concrete: Any = values
+    if state is not None:
+        attrs = {**attrs, "omitted": ()}
+        inputs = [state, *scalars]
+        with _recorded_draw():
+            concrete = (random_ops.pack_state(eager.__self__.bit_generator), values)
+    else:
+        inputs = scalars
+    return _record_exact(tracer, op, inputs, attrs, concrete)
+
+
+@contextmanager
+def _recorded_draw() -> Iterator[None]:
+    """NumPy random code run by numtrace itself (a recorded draw, reading a state): not a draw it missed."""
+    _local.recording_draw = getattr(_local, "recording_draw", 0) + 1
+    try:
+        yield
+    finally:
+        _local.recording_draw -= 1
+
+
+def _record_exact(tracer: Any, op: Any, inputs: list, attrs: dict, concrete: Any) -> Any:
+    """Record a node whose output types are those of NumPy's eager results: a size naming traced dims
+    has only symbols in the op's rule, and the traced shapes hold for the call being traced."""
+    values = [tracer.value_of(x) for x in inputs]
+    attrs = {k: attr_value(v, f"{op.name}: attribute {k}") for k, v in attrs.items()}
+    op.infer(tuple(v.type for v in values), attrs)  # the rule still validates the call
+    results = concrete if isinstance(concrete, tuple) else (concrete,)
+    out_types = tuple(tensor_type_of(np.asarray(r), op.name) for r in results)
+    node = tracer.graph.create_node(op.name, values, attrs=attrs, loc=user_location(), out_types=out_types)
+    wrapped = tuple(tracer.wrap(v, r) for v, r in zip(node.outputs, results))
+    return wrapped if isinstance(concrete, tuple) else wrapped[0]
 
 
 def _random_wrapper(original: Any) -> Any:
@@ -37,11 +132,119 @@ def _random_wrapper(original: Any) -> Any:
         tracer = current_tracer()
         if tracer is None:
             return original(*args, **kwargs)
-        op = registry.for_numpy(original)
-        result = original(*dispatch.unwrap(args), **dispatch.unwrap(kwargs))
-        inputs, attrs = op.bind(args, kwargs)
-        return tracer.record(op.name, inputs, attrs, np.asarray(result))
+        return record_draw(tracer, registry.for_numpy(original), original, args, kwargs)
     return draw
+
+
+class TracedGenerator(np.random.Generator):
+    """A ``np.random.Generator`` whose draws are recorded while its trace runs.
+
+    It shares the user's bit generator, so the traced run draws what the eager run draws. A generator
+    the traced function made itself (``np.random.default_rng(seed)``) carries its state as a graph
+    value, so every call of the traced function starts from that seed (or, unseeded, from fresh
+    entropy) as the eager function would; one from outside the function (closed over) has no state in
+    the graph and draws from a process-wide stream at run time.
+    """
+
+    def __init__(self, bit_generator: Any, state: Any = None) -> None:
+        super().__init__(bit_generator)
+        self._state = state
+
+    def __reduce__(self):
+        return (np.random.Generator, (self.bit_generator,))
+
+
+def _generator_method(name: str, op: Any) -> Any:
+    base = getattr(np.random.Generator, name)
+
+    @functools.wraps(base)
+    def method(self: TracedGenerator, *args: Any, **kwargs: Any) -> Any:
+        tracer = current_tracer()
+        eager = getattr(super(TracedGenerator, self), name)
+        if tracer is None:
+            return eager(*args, **kwargs)
+        result = record_draw(tracer, op, eager, (self, *args), kwargs, skip=1, state=self._state)
+        if self._state is None:
+            return result
+        self._state, values = result
+        return values
+    return method
+
+
+def _unsupported_method(name: str) -> Any:
+    base = getattr(np.random.Generator, name)
+
+    @functools.wraps(base)
+    def method(self: TracedGenerator, *args: Any, **kwargs: Any) -> Any:
+        if current_tracer() is None:
+            return getattr(super(TracedGenerator, self), name)(*args, **kwargs)
+        raise NotImplementedError(
+            f"Generator.{name} cannot be traced: numtrace records only the Generator methods "
+            f"{', '.join(sorted(random_ops.GENERATOR_METHODS))} (a draw it cannot record would be frozen "
+            "into the trace as constant numbers); draw outside the traced function and pass the array in")
+    return method
+
+
+for _name in dir(np.random.Generator):
+    if _name.startswith("_") or _name in ("bit_generator",):
+        continue
+    if _name in random_ops.GENERATOR_METHODS:
+        setattr(TracedGenerator, _name, _generator_method(_name, random_ops.GENERATOR_METHODS[_name]))
+    elif callable(getattr(np.random.Generator, _name)):
+        setattr(TracedGenerator, _name, _unsupported_method(_name))
+del _name
+
+
+def _default_rng_wrapper(original: Any) -> Any:
+    """``np.random.default_rng(seed)`` inside a traced function: a `TracedGenerator` whose state starts
+    the graph's chain of draws (a constant for a seed, a fresh-entropy node without one)."""
+    @functools.wraps(original)
+    def default_rng(seed: Any = None) -> Any:
+        tracer = current_tracer()
+        if tracer is None or isinstance(seed, np.random.Generator):
+            return original(seed)
+        with _recorded_draw():
+            real = original(dispatch.unwrap(seed))
+            if isinstance(seed, np.random.BitGenerator) or type(real.bit_generator) is not np.random.PCG64:
+                return TracedGenerator(real.bit_generator)  # state outliving the call: drawn as closed over
+            packed = random_ops.pack_state(real.bit_generator)
+        if seed is None:
+            state = _record_exact(tracer, registry.get("np.random.default_rng"), [], {}, packed)
+        else:
+            state = dispatch.freeze(tracer, packed)
+        return TracedGenerator(real.bit_generator, state)
+    return default_rng
+
+
+@contextmanager
+def generators_traced(func: Any) -> Iterator[None]:
+    """While `func` is traced, the generators it closes over (closure cells, and globals its code names)
+    are `TracedGenerator` objects sharing their bit generators, so their draws are recorded."""
+    func = getattr(func, "__func__", func)
+    swapped: list[tuple[Any, Any, Any]] = []  # (cell or globals dict, key, original)
+    for cell in getattr(func, "__closure__", None) or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if type(value) is np.random.Generator:
+            swapped.append((cell, None, value))
+            cell.cell_contents = TracedGenerator(value.bit_generator)
+    code, env = getattr(func, "__code__", None), getattr(func, "__globals__", None)
+    if code is not None and env is not None:
+        for name in code.co_names:
+            value = env.get(name)
+            if type(value) is np.random.Generator:
+                swapped.append((env, name, value))
+                env[name] = TracedGenerator(value.bit_generator)
+    try:
+        yield
+    finally:
+        for where, key, original in reversed(swapped):
+            if key is None:
+                where.cell_contents = original
+            else:
+                where[key] = original
 
 
 def _creation_wrapper(original: Any, fill: Any) -> Any:
@@ -104,6 +307,7 @@ def _patches() -> list[tuple[Any, str, Any]]:
             name = getattr(func, "__name__", None)
             if method == "__call__" and name and getattr(np.random, name, None) is func:
                 patches.append((np.random, name, _random_wrapper(func)))
+    patches.append((np.random, "default_rng", _default_rng_wrapper(np.random.default_rng)))
     patches.append((np, "zeros", _creation_wrapper(np.zeros, lambda a, k: 0)))
     patches.append((np, "ones", _creation_wrapper(np.ones, lambda a, k: 1)))
     patches.append((np, "full", _creation_wrapper(np.full, _fill_value)))
@@ -116,15 +320,61 @@ def _patches() -> list[tuple[Any, str, Any]]:
     return patches
 
 
+class _UnpatchedNumpy(types.ModuleType):
+    """What NumPy's compiled random modules see as ``np`` during a trace: numpy, with the originals of
+    the functions numtrace patched. Their Cython code calls ``np.empty(size)`` and casts the result to
+    an ndarray without a check, so a wrapper's traced array (or any proxy) reaching it would be read as
+    an ndarray's memory and crash the interpreter. Arguments are unwrapped to plain values as well."""
+
+    def __init__(self, originals: dict[str, Any]) -> None:
+        super().__init__("numpy")
+        for name, original in originals.items():
+            setattr(self, name, _plain_call(original, unseen_draw=name == "empty"))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(np, name)
+
+
+def _plain_call(original: Any, unseen_draw: bool = False) -> Any:
+    """`original` on plain values. With `unseen_draw` (``np.empty``, which NumPy's draws allocate their
+    output with), a call while tracing that no recorded draw made is a draw the tracer cannot see."""
+    @functools.wraps(original)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if unseen_draw and current_tracer() is not None and not getattr(_local, "recording_draw", 0):
+            warn_at_user_line(
+                "a random draw numtrace does not intercept ran while tracing (a np.random.Generator or "
+                "RandomState reached through an attribute or a container, or a Generator method numtrace "
+                "does not record): its values become constants of the trace, the same on every call. "
+                "Create the generator inside the traced function, or close over it, to record its draws",
+                TracerWarning)
+        return original(*dispatch.unwrap(args), **dispatch.unwrap(kwargs))
+    return call
+
+
+def _compiled_numpy_users() -> list[Any]:
+    """NumPy's compiled modules that call ``np.*`` functions: those of ``numpy.random``."""
+    import numpy.random  # noqa: F401  (numpy imports it lazily; its submodules load with it)
+
+    return [m for n, m in list(sys.modules.items())
+            if n.startswith("numpy.random.") and vars(m).get("np") is np]
+
+
 @contextmanager
 def numpy_intercepted() -> Iterator[None]:
     """Install the wrappers for the duration of a trace (nested and concurrent traces share them)."""
     global _depth
     with _lock:
         if _depth == 0:
+            originals: dict[str, Any] = {}
             for module, name, wrapper in _patches():
                 _saved.append((module, name, getattr(module, name)))
+                if module is np:
+                    originals[name] = getattr(module, name)
                 setattr(module, name, wrapper)
+            shim = _UnpatchedNumpy(originals)
+            for module in _compiled_numpy_users():
+                _saved.append((module, "np", np))
+                module.np = shim
         _depth += 1
     try:
         yield

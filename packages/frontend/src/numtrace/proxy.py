@@ -179,6 +179,23 @@ class TracedArray:
     def imag(self) -> TracedArray:
         return np.imag(self)
 
+    # -- the Python array API ---------------------------------------------------------------------
+    def __array_namespace__(self, api_version: str | None = None) -> Any:
+        """NumPy's functions, with ``asarray`` keeping traced arrays traced: libraries that dispatch on
+        the array API (SciPy with ``SCIPY_ARRAY_API=1``) are recorded instead of frozen."""
+        from . import array_api
+
+        return array_api
+
+    @property
+    def device(self) -> str:
+        return "cpu"
+
+    def to_device(self, device: Any, stream: Any = None) -> TracedArray:
+        if device != "cpu":
+            raise ValueError(f"traced arrays live on the cpu device, got {device!r}")
+        return self
+
     def __getattr__(self, name: str) -> Any:
         # Only reached for names the class does not define.
         if not name.startswith("_") and hasattr(np.ndarray, name):
@@ -293,17 +310,26 @@ class TracedArray:
 
 
 def _method(name: str):
-    func = getattr(np, name)
+    """``x.name(...)``: the registry's ``np.ndarray.name`` variant where it has one (the method's own
+    signature and defaults: ``x.clip(0.0)``, ``x.round(2)``), else ``np.name(x, ...)``."""
+    method_func = getattr(np.ndarray, name)
+    if dispatch.registry.for_numpy(method_func) is not None:
+        def method(self: TracedArray, *args: Any, **kwargs: Any) -> Any:
+            return dispatch.call(method_func, "__call__", (self, *args), kwargs)
 
-    def method(self: TracedArray, *args: Any, **kwargs: Any) -> Any:
-        return func(self, *args, **kwargs)
+        method.__doc__ = f"``ndarray.{name}`` applied to this array (recorded)."
+    else:
+        func = getattr(np, name)
 
+        def method(self: TracedArray, *args: Any, **kwargs: Any) -> Any:
+            return func(self, *args, **kwargs)
+
+        method.__doc__ = f"``np.{name}`` applied to this array (recorded)."
     method.__name__ = name
-    method.__doc__ = f"``np.{name}`` applied to this array (recorded)."
     return method
 
 
-# ndarray methods whose signature is the NumPy function's with the array first.
+# ndarray methods: through the registry's method variant, or the NumPy function with the array first.
 for _name in ("sum", "mean", "std", "var", "prod", "max", "min", "argmax", "argmin", "any", "all",
               "cumsum", "cumprod", "clip", "dot", "squeeze", "ravel", "swapaxes", "repeat", "take",
               "argsort", "round", "nonzero", "diagonal", "trace", "conj", "searchsorted", "compress",
@@ -351,9 +377,20 @@ def _ndim(a: Any) -> int:
     return np.ndim(dispatch.unwrap(a))
 
 
-def _size(a: Any, axis: int | None = None) -> int:
-    return np.size(dispatch.unwrap(a), axis)
+def _size(a: Any, axis: int | None = None) -> Any:
+    if not isinstance(a, TracedArray):
+        return np.size(dispatch.unwrap(a), axis)
+    return a.size if axis is None else a.shape[axis]  # traced: they follow the input
+
+
+def _about_dtypes(func: Any) -> Any:
+    """A function of dtypes only (``np.result_type``): dtypes are fixed by the trace's signature."""
+    return lambda *args, **kwargs: func(*dispatch.unwrap(args), **dispatch.unwrap(kwargs))
 
 
 # Array functions that return Python values about the array, not arrays: answered directly.
-_SPECIAL_FUNCTIONS: dict[Any, Any] = {np.shape: _shape, np.ndim: _ndim, np.size: _size}
+_SPECIAL_FUNCTIONS: dict[Any, Any] = {
+    np.shape: _shape, np.ndim: _ndim, np.size: _size,
+    **{f: _about_dtypes(f) for f in (np.result_type, np.iscomplexobj, np.isrealobj, np.can_cast,
+                                     np.min_scalar_type)},
+}

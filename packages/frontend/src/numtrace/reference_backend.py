@@ -75,13 +75,17 @@ class ReferenceExecutable:
         for s, index in last_use.items():
             if s not in keep:
                 self.steps[index].free.append(s)
-        # Outputs that are not freshly computed (inputs, constants, repeats) are copied.
+        # Outputs that are not freshly computed (inputs, constants, repeats) are copied; computed ones
+        # are copied when they share memory with an input, a constant or an earlier output (a reference
+        # may return a view: np.reshape, np.transpose...), checked per call (see __call__).
         fresh: set[int] = set()
         self.copy_output: list[bool] = []
         computed = {s for step in self.steps if step.fn is not _constant for s in step.outputs}
         for s in self.output_slots:
             self.copy_output.append(s not in computed or s in fresh)
             fresh.add(s)
+        self.constants = [np.asarray(step.attrs["value"]) for step in self.steps if step.fn is _constant
+                          and isinstance(step.attrs["value"], (np.ndarray, np.generic))]
 
     def __call__(self, *inputs: Any, out: Sequence[np.ndarray] | None = None) -> tuple:
         env: list[Any] = [None] * self.num_slots
@@ -101,11 +105,15 @@ class ReferenceExecutable:
                     env[s] = r
             for s in step.free:
                 env[s] = None
+        # Contract: every output is a fresh array, sharing memory with no input and no other output.
+        held = [a for a in inputs if isinstance(a, np.ndarray)] + self.constants
         results = []
         for s, copy in zip(self.output_slots, self.copy_output):
-            value = env[s]
-            value = np.array(value, copy=True) if copy else np.asarray(value)
+            value = np.asarray(env[s])
+            if copy or any(np.may_share_memory(value, h) for h in held):
+                value = np.array(value, copy=True)
             results.append(value)
+            held.append(value)
         if out is not None:
             return _write_outputs(results, out)
         return tuple(results)

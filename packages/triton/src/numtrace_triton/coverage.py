@@ -81,6 +81,7 @@ PARTIAL: dict[str, str] = {
     "np.setitem": "writing through array indices (a scatter) is not lowered",
     "np.ravel": "copies data here (not a view)",  # order="F"
     "np.pad": "np.pad with per-axis constant values is not lowered",
+    **{name: f"{name} with initial= is not lowered" for name in ("np.sum", "np.prod", "np.max", "np.min")},
 }
 
 # Reductions and what they become in a reduction kernel (mean, var, std are built from sums).

@@ -348,6 +348,8 @@ class _Planner:
         kind = REDUCTIONS.get(node.op)
         if kind is None:
             raise NotImplementedError(f"the Triton backend has no lowering for {label}")
+        if node.attrs.get("initial") is not None:
+            raise NotImplementedError(f"{label}: {PARTIAL[node.op]}")
         (x,) = [self.locs[v] for v in node.inputs]
         out = self.types[node.outputs[0]]
         check_supported(x.dtype, label)

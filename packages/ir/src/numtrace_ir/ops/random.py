@@ -1,10 +1,18 @@
 """Random draws, recorded as nondeterministic nodes so a traced function draws fresh values on every
-call. Distribution parameters are static attrs.
+call. Distribution parameters are static attrs; a ``size`` may name symbolic dims (``("n0", 3)``),
+each given by an int scalar input (``dims``), so a draw sized by ``x.shape`` follows the input's shape
+at run time, as ``prim.full`` does.
 
-`np.random.*` draw from NumPy's global generator, as the untraced code does. A `Generator` object is
-state the IR cannot carry: ``rng.normal(...)`` traces to `np.random.Generator.normal`, whose
-reference draws from a process-wide generator seeded from OS entropy, so the distribution is the
-user's but the stream is not (a seeded `Generator` does not make a traced function repeatable).
+`np.random.*` draw from NumPy's global generator, as the untraced code does: after
+``np.random.seed(s)`` a traced call draws what the eager call draws.
+
+`np.random.Generator` methods come in two forms. With a ``state`` input (a PCG64 state packed into a
+``uint64[6]`` tensor, see `pack_state`) the draw is a pure function ``state -> (state', values)``: a
+generator the traced function creates itself starts its chain from its seeded state (a constant) or,
+unseeded, from `np.random.default_rng` (fresh OS entropy per call), so each call draws what the eager
+function draws. Without a state (a generator that outlives the call, e.g. closed over), the IR cannot
+carry the object: the draw uses a process-wide generator seeded from OS entropy, so the distribution
+is the user's but the stream is not.
 """
 
 from __future__ import annotations
@@ -13,20 +21,98 @@ from collections.abc import Callable
 
 import numpy as np
 
+from numtrace_ir import dims as _dims
 from numtrace_ir.ops import rules
-from numtrace_ir.registry import Attr, OpDef, Sample, get, register
-from numtrace_ir.types import TensorType
+from numtrace_ir.registry import Attr, Input, Inputs, OpDef, Sample, get, register
+from numtrace_ir.types import ScalarType, TensorType
+
+STATE_SIZE = 6
+_MASK = (1 << 64) - 1
+
+
+def pack_state(bit_generator: np.random.BitGenerator) -> np.ndarray:
+    """A PCG64 bit generator's state as ``uint64[6]``: state (hi, lo), increment (hi, lo), whether a
+    32-bit half is buffered, and that half. `TypeError` for other bit generators."""
+    st = bit_generator.state
+    if st.get("bit_generator") != "PCG64":
+        raise TypeError(
+            f"only PCG64 generators (np.random.default_rng) can be traced, got {st.get('bit_generator')}"
+        )
+    s, inc = st["state"]["state"], st["state"]["inc"]
+    return np.array([s >> 64, s & _MASK, inc >> 64, inc & _MASK, st["has_uint32"], st["uinteger"]], np.uint64)
+
+
+def unpack_state(state: np.ndarray) -> np.random.Generator:
+    """A fresh Generator in the packed `state` (see `pack_state`)."""
+    v = [int(x) for x in np.asarray(state, np.uint64).reshape(STATE_SIZE)]
+    bg = np.random.PCG64()
+    bg.state = {"bit_generator": "PCG64", "state": {"state": (v[0] << 64) | v[1], "inc": (v[2] << 64) | v[3]},
+                "has_uint32": v[4], "uinteger": v[5]}
+    return np.random.Generator(bg)
+
+
+_STATE_TYPE = TensorType(np.dtype(np.uint64), (STATE_SIZE,))
 
 
 def _size(v):
-    return None if v is None else rules.to_shape(v)
+    """None (one value), or a shape whose entries are ints or dim symbols (each an int input)."""
+    if v is None:
+        return None
+    entries = v if isinstance(v, (tuple, list)) else (v,)
+    out = []
+    for d in entries:
+        if isinstance(d, str):
+            d = _dims.normalize(d)
+            if not isinstance(d, str):
+                raise ValueError(f"a dynamic dim must be symbolic (pass a static size as an int), got {d!r}")
+            out.append(d)
+        else:
+            d = rules.to_int(d)
+            if d < 0:
+                raise ValueError(f"negative dimensions are not allowed: {v!r}")
+            out.append(d)
+    return tuple(out)
 
 
-def _rule(types, attrs):
+def _concrete(size, dims):
+    if size is None:
+        return None
+    it = iter(dims)
+    return tuple(int(next(it)) if isinstance(d, str) else d for d in size)
+
+
+def _draw_type(types, attrs, name):
+    size = attrs["size"]
+    symbols = sum(isinstance(d, str) for d in size) if size is not None else 0
+    if symbols != len(types):
+        raise TypeError(
+            f"{name}: size {size} names {symbols} dynamic dims but {len(types)} int inputs were given"
+        )
+    for t in types:
+        if t != ScalarType("int"):
+            raise TypeError(f"{name}: dynamic dims must be int scalars, got {t}")
     dtype = attrs.get("dtype") or np.dtype(np.float64)
-    if attrs["size"] is None and dtype.kind == "f":  # NumPy returns a Python float, whatever the dtype
+    if size is None and dtype.kind == "f":  # NumPy returns a Python float, whatever the dtype
         dtype = np.dtype(np.float64)
-    return TensorType(dtype, attrs["size"] or ())
+    return TensorType(dtype, size or ())
+
+
+def _call_binder(name: str, call: OpDef, skip_self: bool):
+    """Bind NumPy's call (``np.random.normal(loc, scale, size)``, ``rng.normal(...)`` with the generator
+    first when `skip_self`) against `call`, the attrs-only schema; the graph inputs (dims, state) are the
+    tracer's to add."""
+
+    def bind(args, kwargs):
+        if skip_self:
+            if not args or not isinstance(args[0], np.random.Generator):
+                raise TypeError(f"{name}: expected a numpy.random.Generator as the first argument")
+            args = args[1:]
+        _, attrs = call.bind_schema(args, kwargs)
+        if skip_self:
+            attrs["omitted"] = ("state",)  # the tracer passes a state input where it has one
+        return [], attrs
+
+    return bind
 
 
 def _dims_binder(name):
@@ -38,6 +124,22 @@ def _dims_binder(name):
         return [], {"size": tuple(args) if args else None}
 
     return bind
+
+
+def _samples(cases, stateful=False):
+    def samples(rng):
+        none = {"omitted": ("state",)} if stateful else {}
+        for attrs in cases:
+            for size in (None, (3, 4), (0,)):
+                yield Sample((), {**attrs, **none, "size": size})
+        yield Sample((3,), {**cases[0], **none, "size": ("n", 2)}, note="size from a traced dim")
+        if stateful:
+            state = pack_state(np.random.default_rng(7).bit_generator)
+            for attrs in cases:
+                yield Sample((state,), {**attrs, "size": (2, 3)}, note="seeded state")
+            yield Sample((state, 4), {**cases[0], "size": (2, "n")}, note="seeded state, traced dim")
+
+    return samples
 
 
 def random_op(
@@ -52,25 +154,22 @@ def random_op(
     """A draw of shape ``size`` (None: one value, as a 0-d array) by `fn`; `target` (default `fn`) is
     the NumPy function that traces to it."""
 
-    def impl(**attrs):
-        return np.asarray(fn(**attrs))
+    def impl(dims, size, **attrs):
+        return np.asarray(fn(size=_concrete(size, dims), **attrs))
 
-    def samples(rng):
-        for attrs in cases:
-            for size in (None, (3, 4), (0,)):
-                yield Sample((), {**attrs, "size": size})
-
+    call = OpDef(name, "random", params, lambda types, attrs: None, impl)
     return register(
         OpDef(
             name,
             "random",
-            params,
-            _rule,
+            [Inputs("dims", "scalar", star=True, minimum=0), *params],
+            lambda types, attrs: _draw_type(types, attrs, name),
             impl,
             numpy_targets=[target or fn],
-            samples=samples,
+            samples=_samples(cases),
             nondeterministic=True,
-            binder=binder,
+            data_dependent_shape=True,  # a size may name dims given at run time
+            binder=binder or _call_binder(name, call, False),
         )
     )
 
@@ -120,15 +219,22 @@ random_op(
 _GENERATOR = np.random.default_rng()
 
 
-def _method_binder(name: str):
-    """``rng.method(*args, **kwargs)``: the generator (first argument) is dropped, see the module doc."""
+def _fresh_state():
+    return pack_state(np.random.default_rng().bit_generator)
 
-    def bind(args, kwargs):
-        if not args or not isinstance(args[0], np.random.Generator):
-            raise TypeError(f"{name}: expected a numpy.random.Generator as the first argument")
-        return get(name).bind_schema(args[1:], kwargs)
 
-    return bind
+register(
+    OpDef(
+        "np.random.default_rng",
+        "random",
+        [],
+        lambda types, attrs: _STATE_TYPE,
+        _fresh_state,
+        samples=lambda rng: [Sample(())],
+        nondeterministic=True,
+        doc="the packed state of ``np.random.default_rng()`` (no seed: fresh OS entropy on every call)",
+    )
+)
 
 
 def _float_dtype(v):
@@ -138,7 +244,43 @@ def _float_dtype(v):
     return dt
 
 
+def _generator_op(method: str, params: list, cases: tuple) -> OpDef:
+    name = f"np.random.Generator.{method}"
+
+    def impl(state, dims, size, **attrs):
+        size = _concrete(size, dims)
+        if state is None:
+            return np.asarray(getattr(_GENERATOR, method)(size=size, **attrs))
+        gen = unpack_state(state)
+        values = np.asarray(getattr(gen, method)(size=size, **attrs))
+        return pack_state(gen.bit_generator), values
+
+    def rule(types, attrs):
+        stateful = "state" not in attrs["omitted"]
+        if stateful and types[0] != _STATE_TYPE:
+            raise TypeError(f"{name}: the state must be {_STATE_TYPE}, got {types[0]}")
+        out = _draw_type(types[1:] if stateful else types, attrs, name)
+        return (_STATE_TYPE, out) if stateful else out
+
+    call = OpDef(name, "random", params, lambda types, attrs: None, impl)
+    return register(
+        OpDef(
+            name,
+            "random",
+            [Input("state", optional=True), Inputs("dims", "scalar", star=True, minimum=0), *params],
+            rule,
+            impl,
+            numpy_targets=[(getattr(np.random.Generator, method), "__call__")],
+            samples=_samples(cases, stateful=True),
+            nondeterministic=True,
+            data_dependent_shape=True,  # a size may name dims given at run time
+            binder=_call_binder(name, call, True),
+        )
+    )
+
+
 _FLOAT_DTYPE = Attr("dtype", np.dtype(np.float64), _float_dtype)
+GENERATOR_METHODS = {}
 for _method, _params, _cases in (
     ("random", [_SIZE, _FLOAT_DTYPE], ({}, {"dtype": np.dtype(np.float32)})),
     ("standard_normal", [_SIZE, _FLOAT_DTYPE], ({}, {"dtype": np.dtype(np.float32)})),
@@ -156,12 +298,6 @@ for _method, _params, _cases in (
         ({"low": 5}, {"low": -3, "high": 3, "dtype": np.dtype(np.int32), "endpoint": True}),
     ),
 ):
-    _name = f"np.random.Generator.{_method}"
-    random_op(
-        _name,
-        getattr(_GENERATOR, _method),
-        _params,
-        target=getattr(np.random.Generator, _method),
-        binder=_method_binder(_name),
-        cases=_cases,
-    )
+    GENERATOR_METHODS[_method] = _generator_op(_method, _params, _cases)
+del _method, _params, _cases
+__all__ = ["GENERATOR_METHODS", "STATE_SIZE", "get", "pack_state", "random_op", "unpack_state"]

@@ -49,6 +49,7 @@ def reduction_op(
     nonempty: bool = False,
     single_axis: bool = False,
     dtypes: tuple = S.DTYPES,
+    initial: bool = False,
 ) -> OpDef:
     """A reduction over ``axis`` (None, int, tuple; `single_axis` ops take None or an int) with
     ``keepdims`` and, where NumPy has them, ``dtype`` and ``ddof``. The output dtype is NumPy's,
@@ -60,12 +61,19 @@ def reduction_op(
     if ddof:
         params.append(Attr("ddof", 0, rules.to_int))
     params.append(Attr("keepdims", False, rules.to_bool))
+    impl = fn
+    if initial:  # NumPy's own default is a sentinel: the reference passes initial only when given
+        params.append(Attr("initial", None, lambda v: None if v is None else rules.to_scalar(v)))
+
+        def impl(a, initial=None, **attrs):
+            return fn(a, **attrs) if initial is None else fn(a, initial=initial, **attrs)
 
     def rule(types, attrs):
         t = rules.first_tensor(name, types)
-        shape = _reduced_shape(name, t.shape, attrs["axis"], attrs["keepdims"], nonempty)
-        extra = {k: attrs[k] for k in ("dtype",) if k in attrs}
-        return TensorType(rules.probe_dtype(name, fn, np.ones((1,), t.dtype), **extra), shape)
+        given = attrs.get("initial") is not None
+        shape = _reduced_shape(name, t.shape, attrs["axis"], attrs["keepdims"], nonempty and not given)
+        extra = {k: attrs[k] for k in ("dtype", "initial") if attrs.get(k) is not None}
+        return TensorType(rules.probe_dtype(name, impl, np.ones((1,), t.dtype), **extra), shape)
 
     def samples(rng):
         dts = S.supported(lambda dt: fn(S.ones(dt)), dtypes)
@@ -82,16 +90,19 @@ def reduction_op(
             yield Sample((S.array(rng, (2, 3), "i4"),), {"axis": 0, "dtype": np.dtype("f4")})
         if ddof:
             yield Sample((S.array(rng, (4, 3), "f4"),), {"axis": 0, "ddof": 1})
+        if initial:
+            yield Sample((S.array(rng, (3, 4), "f8", domain),), {"axis": 1, "initial": 0.5})
+            yield Sample((S.array(rng, (0, 3), "f8", domain),), {"axis": 0, "initial": 2.0})
 
     # NumPy's reductions take every schema parameter by keyword (`a=`, `axis=`, ...).
-    return OpDef(name, "reduction", params, rule, fn, numpy_targets=targets, samples=samples)
+    return OpDef(name, "reduction", params, rule, impl, numpy_targets=targets, samples=samples)
 
 
 # Reducing zero elements warns (mean of an empty slice: nan) for these; samples avoid it.
 _WARN_EMPTY = {"np.mean", "np.var", "np.std"}
 
-register(reduction_op("np.sum", np.sum, targets=[np.sum, np.ndarray.sum]))
-register(reduction_op("np.prod", np.prod, targets=[np.prod, np.ndarray.prod]))
+register(reduction_op("np.sum", np.sum, targets=[np.sum, np.ndarray.sum], initial=True))
+register(reduction_op("np.prod", np.prod, targets=[np.prod, np.ndarray.prod], initial=True))
 register(reduction_op("np.mean", np.mean, targets=[np.mean, np.ndarray.mean]))
 register(reduction_op("np.var", np.var, targets=[np.var, np.ndarray.var], ddof=True, dtypes=S.NUMERIC))
 register(reduction_op("np.std", np.std, targets=[np.std, np.ndarray.std], ddof=True, dtypes=S.NUMERIC))
@@ -105,6 +116,7 @@ for _fn, _arg in ((np.max, np.argmax), (np.min, np.argmin)):
             targets=[_fn, getattr(np, f"a{_name}"), _method],
             dtype_attr=False,
             nonempty=True,
+            initial=True,
         )
     )
     register(
