@@ -101,6 +101,32 @@ def demo(session: nox.Session) -> None:
     session.run("python", str(ROOT / "examples" / "demo.py"))
 
 
+# Libraries whose functions the integration suite traces (test-only dependencies), pinned to the
+# versions the suite was written against. filterpy is installed without its plotting dependency
+# (matplotlib), which none of the traced functions import; scipy is what filterpy and properscoring
+# import.
+INTEGRATION_DEPS = [
+    "scipy==1.17.1",
+    "numpy-financial==1.0.0",
+    "pymap3d==3.2.0",
+    "transforms3d==0.4.2",
+    "AHRS==0.4.0",
+    "haversine==2.9.0",
+    "properscoring==0.1",
+]
+INTEGRATION_NO_DEPS = ["filterpy==1.4.5"]
+
+
+@nox.session
+def integration(session: nox.Session) -> None:
+    """Library functions traced at one batch size, called at others: reproduced / loud / silent each."""
+    _install(session, ["ir", "frontend", "cpu"])
+    session.install(*INTEGRATION_DEPS)
+    session.install("--no-deps", *INTEGRATION_NO_DEPS)
+    session.run("python", "-m", "pytest", str(PACKAGES / "frontend" / "tests_integration"), "-q",
+                "-p", "no:cacheprovider", *session.posargs)
+
+
 @nox.session
 def bench(session: nox.Session) -> None:
     """Every benchmark in benchmarks/ (numtrace beside its baselines); pass --quick for a smoke run."""
