@@ -32,7 +32,8 @@ X = np.linspace(-1.0, 1.0, 6, dtype=np.float32).reshape(2, 3)
     (lambda x: [0, 1, 2][x.astype(np.int64)[1, 2]], "Python index"),
     (lambda x: x.sum().item(), ".item()"),
     (lambda x: x.tolist(), ".tolist()"),
-    (lambda x: np.asarray(x), "np.asarray"),
+    (lambda x: x.__array__(), "np.asarray"),
+    (lambda x: np.asarray(x, order="C", like=None), "np.asarray"),
 ])
 def test_conversions_warn_at_the_user_line(convert, what):
     def f(x):
@@ -139,3 +140,28 @@ def test_numpy_runtime_warnings_while_tracing_point_at_the_user_line():
     assert [w.filename for w in record] == [HERE]
     with open(HERE) as src:
         assert "# LOG" in src.readlines()[record[0].lineno - 1]
+
+
+@pytest.mark.parametrize("convert", [
+    lambda x: np.asarray(x),
+    lambda x: np.asanyarray(x) * 1.0,
+    lambda x: np.array(x),
+    lambda x: np.asarray(x, dtype=np.float64),
+    lambda x: np.array(x, dtype=np.float32, copy=True),
+    lambda x: np.array([x[0], x[1]]),
+])
+def test_asarray_and_array_of_a_traced_array_stay_traced(convert):
+    """Library code begins with ``x = np.asarray(x)``: the result is the traced array (cast or copied as
+    NumPy would), so the library's work is recorded, not frozen."""
+    def f(x):
+        y = convert(x)
+        y[0] = 0.0 if y.dtype.kind == "f" else 0  # a copy protects x, asarray's result is x
+        return x * 2.0, y
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        traced = _trace(f, X)
+    y = np.arange(12, dtype=np.float32).reshape(4, 3)
+    for got, expected in zip(traced(y.copy()), f(y.copy())):
+        np.testing.assert_array_equal(got, expected)
+        assert got.dtype == expected.dtype

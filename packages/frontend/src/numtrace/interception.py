@@ -298,6 +298,36 @@ def _dispatching_wrapper(original: Any) -> Any:
     return call
 
 
+def _conversion_wrapper(original: Any, copies: bool | None) -> Any:
+    """``np.asarray(x)`` / ``np.array(x)`` of a traced array keep it traced (cast and copied as NumPy
+    would): library code that starts with ``x = np.asarray(x)`` is recorded instead of frozen. A list of
+    traced arrays is stacked. Options the tracer cannot follow (``ndmin``, ``subok``) convert as before,
+    with the conversion's warning."""
+    @functools.wraps(original)
+    def convert(obj: Any, *args: Any, **kwargs: Any) -> Any:
+        from .proxy import TracedArray
+
+        if current_tracer() is None or len(args) > 1 or set(kwargs) - {"dtype", "copy", "order", "device"}:
+            return original(obj, *args, **kwargs)
+        if isinstance(obj, (list, tuple)) and obj and any(isinstance(e, TracedArray) for e in obj) \
+                and all(isinstance(e, (TracedArray, np.ndarray, int, float, complex)) for e in obj):
+            obj = np.stack([e if isinstance(e, TracedArray) else np.asarray(e) for e in obj])
+            kwargs = {**kwargs, "copy": None}
+        if not isinstance(obj, TracedArray):
+            return original(obj, *args, **kwargs)
+        dtype = args[0] if args else kwargs.get("dtype")
+        copy = kwargs.get("copy", copies)
+        result = obj
+        if dtype is not None and np.dtype(dtype) != obj.dtype:
+            if copy is False:
+                raise ValueError("Unable to avoid copy while creating an array as requested.")
+            result = np.astype(obj, dtype)
+        elif copy:
+            result = np.copy(obj)
+        return result
+    return convert
+
+
 def _patches() -> list[tuple[Any, str, Any]]:
     patches = []
     for op in registry.all_ops():
@@ -315,6 +345,9 @@ def _patches() -> list[tuple[Any, str, Any]]:
     patches.append((np, "empty", _creation_wrapper(np.empty, lambda a, k: 0)))
     for name in ("arange", "linspace", "eye", "identity", "tri"):
         patches.append((np, name, _baking_wrapper(getattr(np, name))))
+    patches.append((np, "asarray", _conversion_wrapper(np.asarray, copies=None)))
+    patches.append((np, "asanyarray", _conversion_wrapper(np.asanyarray, copies=None)))
+    patches.append((np, "array", _conversion_wrapper(np.array, copies=True)))
     if registry.for_numpy(np.ascontiguousarray) is not None:
         patches.append((np, "ascontiguousarray", _dispatching_wrapper(np.ascontiguousarray)))
     return patches
