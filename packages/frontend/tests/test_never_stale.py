@@ -23,6 +23,11 @@ def _split(x):
     return x[:k].mean(0) - x[k:].mean(0) if k < x.shape[0] else x[:k].mean(0)
 
 
+def _write_interior(x):
+    x[1 : x.shape[0] - 1] = 0.5
+    return x
+
+
 def _loop(x):
     total = x[0] * 0.0
     for i in range(x.shape[0]):
@@ -40,11 +45,18 @@ PROGRAMS = {
     "np_float32": (lambda x: x / np.float32(x.shape[0]), 2),
     "np_prod": (lambda x: x / np.prod(x.shape), 2),
     "split": (_split, 2),
-    "slice_minus_one": (lambda x: x[: x.shape[0] - 1] * 2.0, 2),
+    "slice_minus_one": (lambda x: x[: x.shape[0] - 1] * 2.0, 0),
+    "slice_second_half": (lambda x: x[x.shape[0] // 2:] * 2.0, 0),
+    "index_last": (lambda x: x[x.shape[0] - 1] * 2.0, 0),
+    "floor_split": (lambda x: x[: max(math.floor(0.8 * x.shape[0]), 1)].sum(0), 1),  # max() compares: n=1
+    "write_interior": (lambda x: _write_interior(x.copy()), 0),
+    "linspace": (lambda x: x * np.linspace(0.0, 1.0, x.shape[0])[:, None], 0),
+    "eye": (lambda x: x.T @ np.eye(x.shape[0]) @ x + np.tri(x.shape[1]), 0),
     "slice_half_len": (lambda x: x[: len(x) // 2 + 1] * 2.0, 2),
     "branch": (lambda x: x[0] * 1.0 if x.shape[0] == 1 else x * 1.0, 1),  # 1000 takes batch 5's branch
     "loop": (_loop, 2),
-    "arange": (lambda x: x + np.arange(x.shape[0])[:, None], 2),
+    "arange": (lambda x: x + np.arange(x.shape[0])[:, None], 0),
+    "arange_start_stop": (lambda x: x * np.arange(1, x.shape[0] + 1)[:, None], 0),
     "ones_size": (lambda x: x + np.ones(x.size).reshape(x.shape), 0),
     "len_mean": (lambda x: x.sum(0) / len(x), 2),
 }
@@ -86,6 +98,7 @@ def test_guards_are_listed_printed_and_saved():
     (guard,) = traced.guards
     assert guard.startswith("x.shape[0] == 4  # ") and guard.endswith(f"{__file__}:{_line_of('# SQRT')}")
     assert "prim.guard[expected=4]" in str(traced.graph)
+    assert str(traced.graph).splitlines()[1] == "  # guard: x.shape[0] == 4"
     buffer = io.BytesIO()
     traced.save(buffer)
     loaded = nt.load(io.BytesIO(buffer.getvalue()))
@@ -195,3 +208,17 @@ def test_mutations_survive_save_and_load():
     w = np.ones(3)
     assert loaded(w, np.full(3, 2.0)) is None
     np.testing.assert_allclose(w, 1.0 - LR * 2.0)
+
+
+def test_a_branch_on_a_data_dependent_size_is_guarded_at_run_time(backend):
+    """A mask's count is known only while running: its guard is checked then, and a call that breaks it
+    uses the graph traced for the other branch (traced once), never the stale one."""
+    def f(x):
+        y = x[x > 0.5]
+        return y * 2.0 if y.shape[0] > 2 else y - 1.0
+
+    traced = nt.trace(f, (np.array([0.9, 0.8, 0.7, 0.1]),), backend=backend)
+    few, many = np.array([0.9, 0.1, 0.2, 0.3]), np.array([0.6, 0.8, 0.7, 0.1])
+    for x in (few, many, few, many):
+        np.testing.assert_allclose(_call_quietly(traced, x), f(x))
+    assert traced.stats()["retraces"] == 1

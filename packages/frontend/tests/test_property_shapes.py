@@ -51,6 +51,10 @@ STEPS = {
     "write_arg_transposed": lambda x, y: _then(x, y.T.__setitem__(0, x.mean())),
     "write_arg_flat": lambda x, y: _then(x, y.reshape(-1)[::2].__imul__(-1.0)),
     "read_arg_transposed": lambda x, y: x + y.T.sum(0)[:, None].mean(),
+    "write_arg_interior": lambda x, y: _then(x, y.__setitem__(slice(1, y.shape[0] - 1), 0.125)),
+    "last_row": lambda x, y: x - x[x.shape[0] - 1],
+    "seeded_noise": lambda x, y: x + np.random.default_rng(7).random(x.shape),
+    "linspace_rows": lambda x, y: x * np.linspace(0.0, 1.0, x.shape[0])[:, None],
 }
 
 

@@ -15,20 +15,18 @@ import numpy as np
 from numtrace_ir import registry
 
 from . import dispatch
-from .traced_int import TracedScalar
+from .traced_int import TracedInt, TracedScalar
 from .tracer import Tracer
 
 _BASIC = (int, slice, type(None), type(Ellipsis))
 
 
 def _normalize(key: Any) -> Any:
-    """Lists in a key become arrays (NumPy reads them as index arrays); traced numbers (``x[n - 1]``,
-    ``x[:n // 2]``) are guarded; the rest is kept."""
+    """Lists in a key become arrays (NumPy reads them as index arrays); the rest is kept (traced numbers
+    are recorded, see `_traced_numbers`)."""
     from .proxy import TracedArray
 
     def one(entry):
-        if isinstance(entry, (TracedScalar, slice)):
-            return dispatch.guarded(entry)
         if isinstance(entry, list):
             return np.asarray(dispatch.unwrap(entry)) if not any(isinstance(e, TracedArray) for e in entry) \
                 else np.stack(entry)
@@ -39,7 +37,55 @@ def _normalize(key: Any) -> Any:
 
 def _is_basic(key: Any) -> bool:
     entries = key if isinstance(key, tuple) else (key,)
-    return all(isinstance(e, _BASIC) and not isinstance(e, bool) for e in entries)
+    return all(isinstance(e, (*_BASIC, TracedInt)) and not isinstance(e, bool) for e in entries)
+
+
+def _traced_numbers(key: Any) -> tuple[Any, Any, list]:
+    """``key`` with its traced numbers (``x[n - 1]``, ``x[: n // 2]``) read: (the plain key, the key with
+    ``"$k"`` for the k-th traced number, the traced numbers)."""
+    numbers: list = []
+
+    def mark(v):
+        if isinstance(v, TracedScalar):
+            numbers.append(v)
+            return f"${len(numbers) - 1}"
+        if type(v) is slice:
+            return slice(mark(v.start), mark(v.stop), mark(v.step))
+        return v
+
+    def read(v):  # only the numbers: traced index arrays stay traced
+        if isinstance(v, TracedScalar):
+            return v._py
+        if type(v) is slice:
+            return slice(read(v.start), read(v.stop), read(v.step))
+        return v
+
+    entries = key if isinstance(key, tuple) else (key,)
+    marked = tuple(mark(e) for e in entries)
+    plain = tuple(read(e) for e in entries) if isinstance(key, tuple) else read(key)
+    return plain, marked, numbers
+
+
+def _holds_traced(entry: Any) -> bool:
+    if type(entry) is slice:
+        return any(isinstance(b, TracedScalar) for b in (entry.start, entry.stop, entry.step))
+    return isinstance(entry, TracedScalar)
+
+
+def _record_indexing(tracer: Tracer, name: str, args: tuple, key: Any, extra: dict, result: Any,
+                     node_only: bool = False) -> Any:
+    """Record an indexing op; with traced numbers in the key, as ``prim.dynamic`` (see record_dynamic)."""
+    plain, marked, numbers = _traced_numbers(key)
+    args = tuple(plain if a is key else a for a in args)
+    inputs, attrs = registry.get(name).bind(args, extra)
+    if numbers:
+        index = tuple(m if _holds_traced(e) else i for m, e, i in
+                      zip(marked, key if isinstance(key, tuple) else (key,), attrs["index"]))
+        recorded = tracer.record_dynamic(name, inputs, {**attrs, "index": index}, numbers, result)
+        return recorded._graph_value(tracer) if node_only else recorded
+    if node_only:
+        return tracer.record_node(name, inputs, attrs, result).output
+    return tracer.record(name, inputs, attrs, result)
 
 
 def _op_for(tracer: Tracer, key: Any) -> tuple[str, dict]:
@@ -53,8 +99,7 @@ def _op_for(tracer: Tracer, key: Any) -> tuple[str, dict]:
 def record_get(tracer: Tracer, parent: Any, key: Any, concrete: np.ndarray) -> Any:
     """Record ``parent[key]`` whose NumPy result is ``concrete``; returns the traced result."""
     name, extra = _op_for(tracer, key)
-    inputs, attrs = registry.get(name).bind((parent, key), extra)
-    return tracer.record(name, inputs, attrs, concrete)
+    return _record_indexing(tracer, name, (parent, key), key, extra, concrete)
 
 
 class BasicIndex:
@@ -87,8 +132,8 @@ def getitem(x: Any, key: Any) -> Any:
 
 def record_set(tracer: Tracer, target: Any, key: Any, value: Any) -> Any:
     """Record ``target[key] = value`` functionally; returns the graph value of the updated array."""
-    inputs, attrs = registry.get("np.setitem").bind((target, key, value), {})
-    return tracer.record_node("np.setitem", inputs, attrs, target._value).output
+    return _record_indexing(tracer, "np.setitem", (target, key, value), key, {}, target._value,
+                            node_only=True)
 
 
 def setitem(x: Any, key: Any, value: Any) -> None:

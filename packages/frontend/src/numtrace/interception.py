@@ -275,14 +275,33 @@ def _fill_value(args: tuple, kwargs: dict) -> Any:
     return value
 
 
-def _baking_wrapper(original: Any) -> Any:
-    """A function the registry lacks that reads numbers (``np.arange(n)``): a size read from a traced
-    shape is used with a guard, so the constant result is never used at shapes that change it."""
+def _numbers_wrapper(original: Any, op_name: str, rename: dict | None = None) -> Any:
+    """A creation function of numbers (``np.arange(n)``, ``np.eye(n)``): given a number read from a traced
+    shape, it is recorded as ``prim.dynamic`` of its registry op, with that number as a graph value, so
+    the array follows the input's shapes. ``rename`` maps the function's parameters onto the op's
+    (``np.identity(n)`` is ``np.eye(N=n)``). Anything else runs as it is: a constant of the trace."""
+    op = registry.get(op_name)
+    names = [p.name for p in op.params]
+
     @functools.wraps(original)
     def call(*args: Any, **kwargs: Any) -> Any:
-        if current_tracer() is None:
+        tracer = current_tracer()
+        if tracer is None or not any(isinstance(v, TracedScalar) for v in (*args, *kwargs.values())):
             return original(*args, **kwargs)
-        return original(*dispatch.guarded(args), **dispatch.guarded(kwargs))
+        result = original(*dispatch.unwrap(args), **dispatch.unwrap(kwargs))
+        given = dict(zip(rename["positional"] if rename else names, args))
+        given.update(((rename or {}).get(key, key), value) for key, value in kwargs.items())
+        numbers: list = []
+        marked = {}
+        for key, value in given.items():
+            if isinstance(value, TracedScalar):
+                numbers.append(value)
+                marked[key] = f"${len(numbers) - 1}"
+        try:  # validated with this call's numbers; the marked ones are filled in at each call
+            bound = op.normalize_attrs({k: dispatch.unwrap(v) for k, v in given.items()})
+        except (TypeError, ValueError):
+            return original(*dispatch.guarded(args), **dispatch.guarded(kwargs))
+        return tracer.record_dynamic(op_name, [], {**bound, **marked}, numbers, result)
     return call
 
 
@@ -343,8 +362,10 @@ def _patches() -> list[tuple[Any, str, Any]]:
     patches.append((np, "full", _creation_wrapper(np.full, _fill_value)))
     # np.empty's contents are unspecified, so zeros are one valid result that follows traced dims.
     patches.append((np, "empty", _creation_wrapper(np.empty, lambda a, k: 0)))
-    for name in ("arange", "linspace", "eye", "identity", "tri"):
-        patches.append((np, name, _baking_wrapper(getattr(np, name))))
+    for name in ("arange", "linspace", "eye", "tri"):
+        patches.append((np, name, _numbers_wrapper(getattr(np, name), f"np.{name}")))
+    patches.append((np, "identity", _numbers_wrapper(np.identity, "np.eye", {"positional": ["N", "dtype"],
+                                                                             "n": "N"})))
     patches.append((np, "asarray", _conversion_wrapper(np.asarray, copies=None)))
     patches.append((np, "asanyarray", _conversion_wrapper(np.asanyarray, copies=None)))
     patches.append((np, "array", _conversion_wrapper(np.array, copies=True)))

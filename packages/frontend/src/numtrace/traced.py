@@ -59,6 +59,8 @@ class TracedFunction:
         self._retrace = retrace
         # The graphs this function runs: this one first, then re-traces for shapes that broke a guard.
         self._variants: list[TracedFunction] = [self]
+        # Per signature, the (graph, executable) pairs tried for guards decided only at run time.
+        self._alternatives: dict[tuple, list] = {}
         self.retraces = 0
         # Fast paths: arguments that are exactly the flat arrays; one array returned.
         self._flat_args = isinstance(in_spec, Sequence_) and all(isinstance(c, Leaf)
@@ -89,10 +91,50 @@ class TracedFunction:
         if entry is None:
             entry = self._compile(leaves, key)
         variant, executable = entry
-        outs = executable(*leaves, *variant._state)
+        try:
+            outs = executable(*leaves, *variant._state)
+        except Exception as exc:
+            broken = _guard_failure(exc)
+            if broken is None:
+                raise
+            return self._guard_failed_at_run_time(leaves, key, broken, entry)
         if variant.mutated:
             variant._write_back(leaves, outs)
         return outs[0] if variant._single_output else variant.out_spec.build(outs)
+
+    def _guard_failed_at_run_time(self, leaves: Sequence[Any], key: tuple, broken: GuardError,
+                                  failed: tuple) -> Any:
+        """A guard that the shapes alone do not decide (it reads a data-dependent size, such as a mask's
+        count) failed while running; nothing was written back yet. Another graph for this signature whose
+        guards hold is used, or the function is traced again for this call."""
+        alternatives = self._alternatives.setdefault(key, [failed])
+        for entry in alternatives:
+            if entry is failed:
+                continue
+            try:
+                result = entry[0]._run(entry[1], leaves)
+            except Exception as exc:
+                if _guard_failure(exc) is None:
+                    raise
+                continue
+            self._cache[key] = entry
+            return result
+        types = [self._check_leaf(i, a, declared.type) for i, (a, declared) in
+                 enumerate(zip(leaves, self.graph.inputs))]
+        with self._lock:
+            variant = self._specialization(leaves, broken)
+            entry = (variant, variant._executable(types))
+            if any(not d[1] for d in key):
+                entry = (entry[0], _ScalarArguments(entry[1]))
+            alternatives.append(entry)
+            self._cache[key] = entry
+        return variant._run(entry[1], leaves)
+
+    def _run(self, executable: Any, leaves: Sequence[Any]) -> Any:
+        outs = executable(*leaves, *self._state)
+        if self.mutated:
+            self._write_back(leaves, outs)
+        return outs[0] if self._single_output else self.out_spec.build(outs)
 
     def _write_back(self, leaves: Sequence[Any], outs: Sequence[np.ndarray]) -> None:
         """Copy the new contents of the inputs the function wrote into back into the caller's arrays."""
@@ -298,6 +340,16 @@ def retyped(graph: Graph, types: Sequence[Any], name: str) -> Graph:
         raise
     except (ShapeError, TypeError, ValueError) as exc:
         raise ValueError(f"{name}(): the arguments' shapes do not fit the traced program: {exc}") from None
+
+
+def _guard_failure(exc: BaseException) -> GuardError | None:
+    """The GuardError behind an executable's error (backends wrap it naming the node), if any."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, GuardError):
+            return exc
+        exc, seen = exc.__cause__, seen + 1
+    return None
 
 
 class _ScalarArguments:

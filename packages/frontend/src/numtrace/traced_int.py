@@ -55,12 +55,22 @@ class TracedScalar:
             tracer.guard(self._ir, self._py)
         return self._py
 
+    def _guarded_result(self, op: str, args: list, result: Any) -> Any:
+        """``result`` of recording ``op`` on this value, guarded: the guard holds while the *result*
+        stays the same (``int(0.8 * n)`` keeps a trace for every n with the same integer part)."""
+        tracer = self._live()
+        if tracer is not None:
+            tracer.guard(tracer.record_node(op, [self, *args], {}, result).output, result)
+        return result
+
     # -- leaving the graph: each is a guard -------------------------------------------------------
     def __bool__(self) -> bool:
-        return bool(self.guarded())
+        return self._guarded_result("prim.ne", [0], self._py != 0)
 
     def __int__(self) -> int:
-        return int(self.guarded())
+        if isinstance(self._py, int):
+            return self.guarded()
+        return self._guarded_result("prim.int", [], int(self._py))
 
     def __float__(self) -> float:
         return float(self.guarded())

@@ -148,6 +148,16 @@ class Tracer:
         self._guarded.add(key)
         self.graph.create_node("prim.guard", [value], attrs={"expected": expected}, loc=user_location())
 
+    def record_dynamic(self, op_name: str, inputs: list, attrs: dict, numbers: list, result: Any) -> Any:
+        """Record ``op_name`` whose attrs hold ``"$k"`` where the k-th of ``numbers`` (traced numbers) goes,
+        as a ``prim.dynamic`` node: the numbers stay graph values, so the op follows the input's shapes."""
+        array = np.asarray(result)
+        self._dynamic_count = getattr(self, "_dynamic_count", 0) + 1
+        shape = tuple(f"v{self._dynamic_count}_{i}" for i in range(array.ndim))
+        attrs = {"op": op_name, "attrs": tuple(attrs.items()), "scalars": len(numbers), "shape": shape,
+                 "dtype": array.dtype}
+        return self.record("prim.dynamic", [*inputs, *numbers], attrs, result, exact=True)
+
     # -- recording --------------------------------------------------------------------------
     def symbol(self, traced_int: Any) -> str:
         """The dim symbol standing for a traced int in a dynamic shape attr: one per graph value, so two

@@ -47,6 +47,9 @@ def expression(value: Any, depth: int = 0) -> str:
         return f"({text})" if depth else text
     if short == "neg" and len(args) == 1:
         return f"-{args[0]}"
+    if short in ("int", "float", "floor", "ceil", "round") and len(args) == 1:
+        inner = args[0][1:-1] if args[0].startswith("(") and args[0].endswith(")") else args[0]
+        return f"{'math.' if short in ('floor', 'ceil') else ''}{short}({inner})"
     return f"{op}({', '.join(args)})"
 
 

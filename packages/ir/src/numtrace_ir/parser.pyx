@@ -467,7 +467,7 @@ cdef class _Parser:
             self.pos = 0
             self.line_no += 1
             self.skip_ws()
-            if self.pos == self.n:
+            if self.pos == self.n or self.s[self.pos] == u"#":  # blank, or a comment line
                 continue
             if state == 0:
                 self.header()

@@ -70,12 +70,27 @@ cpdef str format_graph(Graph g, object array_ref=None, bint debug_names=True, bi
     cdef Value v
     cdef Node n = g._head
     cdef list lines = ["graph(" + ", ".join([f"%{names[v]} : {v.type}" for v in g._inputs]) + "):"]
+    lines.extend(_guard_comments(g))
     while n is not None:
         lines.append(_node_line(n, names, array_ref, locs))
         n = n._next
     lines.append("  return (" + ", ".join(["%" + names.get(v, "<undefined>") for v in g._outputs]) + ")")
     lines.append("")
     return "\n".join(lines)
+
+
+cdef list _guard_comments(Graph g):
+    """`# guard: x.shape[0] == 5` lines under the header: what the graph was specialized on at a glance
+    (the `prim.guard` nodes below are the guards themselves; the parser skips comment lines)."""
+    from numtrace_ir.guards import guard_text
+
+    cdef Node n = g._head
+    cdef list lines = []
+    while n is not None:
+        if n.op == "prim.guard":
+            lines.append(f"  # guard: {guard_text(n)} == {format_attr(n._attrs['expected'])}")
+        n = n._next
+    return lines
 
 
 def format_node(Node n):

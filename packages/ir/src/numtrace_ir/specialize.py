@@ -17,9 +17,22 @@ from numtrace_ir.guards import GuardError, guard_text
 from numtrace_ir.registry import UnknownOpError, get
 from numtrace_ir.types import ScalarType, TensorType, Type
 
-# Shape-generic ops whose `shape` attr names one dynamic dim per trailing scalar input, and the
-# number of tensor inputs before those scalars.
-_DYNAMIC_SHAPE_OPS = {"prim.reshape": 1, "prim.broadcast_to": 1, "prim.full": 0}
+# Shape-generic ops whose `shape` attr names one dynamic dim per trailing scalar input; random draws
+# do the same with their `size` attr (see `_dynamic_shape_attr`).
+_DYNAMIC_SHAPE_OPS = {"prim.reshape": "shape", "prim.broadcast_to": "shape", "prim.full": "shape"}
+_dynamic_attr_of: dict[str, str | None] = {}
+
+
+def _dynamic_shape_attr(op: str) -> str | None:
+    """The attr of `op` naming dims that trailing scalar inputs supply, or None."""
+    if op not in _dynamic_attr_of:
+        try:
+            opdef = get(op)
+        except UnknownOpError:
+            opdef = None
+        random_size = opdef is not None and opdef.kind == "random" and "size" in opdef.attr_names
+        _dynamic_attr_of[op] = _DYNAMIC_SHAPE_OPS.get(op) or ("size" if random_size else None)
+    return _dynamic_attr_of[op]
 # Ops that read only the *type* of their tensor input, so their value is known once it is concrete.
 _SHAPE_READS = ("prim.dim", "prim.size")
 
@@ -67,24 +80,28 @@ def specialize(g: Graph, input_types: Sequence[Type], *, check_shapes: bool = Tr
     for n in g:
         inputs = [vmap[x] for x in n.inputs]
         attrs = n.attrs
-        if n.op in _DYNAMIC_SHAPE_OPS:
-            inputs, attrs = _fold_dynamic_shape(n.op, inputs, attrs, known)
+        op = n.op
+        shape_attr = _dynamic_shape_attr(op)
+        if shape_attr is not None and isinstance(attrs.get(shape_attr), tuple):
+            inputs, attrs = _fold_dynamic_shape(shape_attr, inputs, attrs, known)
+        elif op == "prim.dynamic":
+            op, inputs, attrs = _fold_dynamic_attrs(inputs, attrs, known)
         try:
-            new_types = infer_types(n.op, tuple(x.type for x in inputs), attrs)
+            new_types = infer_types(op, tuple(x.type for x in inputs), attrs)
             if len(new_types) != len(n.outputs):
                 raise ValueError(f"the rule gives {len(new_types)} outputs, the node has {len(n.outputs)}")
         except (dims.ShapeError, TypeError, ValueError, UnknownOpError) as e:
             where = "" if n.loc else "  # unknown location"  # the node's text ends with its location
             raise type(e)(f"specialize: {n}{where}: {e}") from e
-        if n.op == "prim.guard":
+        if op == "prim.guard":
             value = _check_guard(n, inputs[0], known)
         else:
-            value = _scalar_value(n.op, inputs, attrs, new_types, known)
-        if value is not None and n.op != "prim.Constant":
+            value = _scalar_value(op, inputs, attrs, new_types, known)
+        if value is not None and op != "prim.Constant":
             # A scalar the call's types determine is a constant of the specialized program.
             m = out.create_node("prim.Constant", [], {"value": value}, n.loc, new_types)
         else:
-            m = out.create_node(n.op, inputs, attrs, n.loc, new_types)
+            m = out.create_node(op, inputs, attrs, n.loc, new_types)
         if value is not None:
             known[m.output] = value
         for old, new in zip(n.outputs, m.outputs):
@@ -133,12 +150,25 @@ def _scalar_value(op: str, inputs, attrs: dict, out_types: tuple, known: dict):
     return value if isinstance(value, (bool, int, float)) else None
 
 
-def _fold_dynamic_shape(op: str, inputs: list, attrs: dict, known: dict) -> tuple[list, dict]:
-    """Replace the dynamic dims of a shape-generic op whose scalar inputs are known by their values."""
-    n_tensors = _DYNAMIC_SHAPE_OPS[op]
+def _fold_dynamic_attrs(inputs: list, attrs: dict, known: dict) -> tuple[str, list, dict]:
+    """A `prim.dynamic` node whose numbers the call's types determine becomes its target op."""
+    k = attrs["scalars"]
+    numbers = inputs[len(inputs) - k :]
+    if not all(v in known for v in numbers):
+        return "prim.dynamic", inputs, attrs
+    from numtrace_ir.ops.prim import dynamic_call
+
+    op, op_inputs, filled = dynamic_call(attrs, [*inputs[: len(inputs) - k], *(known[v] for v in numbers)])
+    return op.name, op_inputs, filled
+
+
+def _fold_dynamic_shape(shape_attr: str, inputs: list, attrs: dict, known: dict) -> tuple[list, dict]:
+    """Replace the dynamic dims of a shape-generic op whose (trailing) scalar inputs are known by their
+    values."""
+    n_tensors = len(inputs) - sum(isinstance(d, str) for d in attrs[shape_attr])
     scalars = iter(inputs[n_tensors:])
     kept, shape = list(inputs[:n_tensors]), []
-    for d in attrs["shape"]:
+    for d in attrs[shape_attr]:
         if not isinstance(d, str):
             shape.append(d)
             continue
@@ -150,4 +180,4 @@ def _fold_dynamic_shape(op: str, inputs: list, attrs: dict, known: dict) -> tupl
             kept.append(v)
     if len(kept) == len(inputs):
         return inputs, attrs
-    return kept, {**attrs, "shape": tuple(shape)}
+    return kept, {**attrs, shape_attr: tuple(shape)}

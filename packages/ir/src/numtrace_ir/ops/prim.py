@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import operator
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -23,7 +24,7 @@ from numtrace_ir.dims import ShapeError
 from numtrace_ir.guards import GuardError
 from numtrace_ir.ops import rules
 from numtrace_ir.ops import sampling as S
-from numtrace_ir.registry import Attr, Input, Inputs, OpDef, Sample, register
+from numtrace_ir.registry import Attr, Input, Inputs, OpDef, Sample, get, register
 from numtrace_ir.types import ScalarType, TensorType, normalize_dtype
 
 _RANK = {"bool": 0, "int": 1, "float": 2, "complex": 3}
@@ -375,3 +376,80 @@ register(
         doc="``np.zeros/ones/full(shape)`` with a shape computed from traced ints",
     )
 )
+
+
+# -- an op whose attributes come from traced numbers ---------------------------------------------------
+
+_PLACEHOLDER = re.compile(r"\$(\d+)\Z")
+
+
+def fill_placeholders(value, scalars):
+    """`value` with each ``"$k"`` (tuples and slices walked) replaced by ``scalars[k]``."""
+    if type(value) is str:
+        m = _PLACEHOLDER.match(value)
+        return scalars[int(m.group(1))] if m else value
+    if type(value) is tuple:
+        return tuple(fill_placeholders(v, scalars) for v in value)
+    if type(value) is slice:
+        return slice(*(fill_placeholders(v, scalars) for v in (value.start, value.stop, value.step)))
+    return value
+
+
+def dynamic_call(attrs: dict, inputs: list) -> tuple:
+    """(the target op, its inputs, its attrs) of a `prim.dynamic` node once its numbers are known."""
+    op = get(attrs["op"])
+    k = attrs["scalars"]
+    op_inputs, scalars = list(inputs[: len(inputs) - k]), list(inputs[len(inputs) - k :])
+    filled = {name: fill_placeholders(v, scalars) for name, v in attrs["attrs"]}
+    return op, op_inputs, op.normalize_attrs(filled)
+
+
+def _to_attr_pairs(v):
+    if type(v) is not tuple or not all(type(p) is tuple and len(p) == 2 and type(p[0]) is str for p in v):
+        raise TypeError(f"expected a tuple of (name, value) pairs, got {v!r}")
+    return v
+
+
+def _to_target(v):
+    if not isinstance(v, str) or v == "prim.dynamic":
+        raise TypeError(f"expected the name of another op, got {v!r}")
+    get(v)  # UnknownOpError for a name the registry lacks
+    return v
+
+
+def _dynamic_rule(types, attrs):
+    k = attrs["scalars"]
+    if not 0 < k <= len(types) or any(type(t) is not ScalarType for t in types[len(types) - k :]):
+        raise TypeError(f"prim.dynamic: the last {k} inputs must be the Python numbers of the attributes")
+    return TensorType(attrs["dtype"], attrs["shape"])
+
+
+def _dynamic_samples(rng):
+    yield Sample((S.array(rng, (6, 3), "f4"), 4),
+                 {"op": "np.getitem", "attrs": (("index", (slice(None, "$0"),)),), "scalars": 1,
+                  "shape": ("m", 3), "dtype": np.dtype("f4")})
+    yield Sample((5, 2), {"op": "np.arange", "attrs": (("start", "$1"), ("stop", "$0")), "scalars": 2,
+                          "shape": ("m",), "dtype": np.dtype("i8")})
+
+
+register(
+    OpDef(
+        "prim.dynamic",
+        "prim",
+        [Inputs("args", "any", star=True), Attr("op", convert=_to_target),
+         Attr("attrs", convert=_to_attr_pairs), Attr("scalars", convert=rules.to_int),
+         Attr("shape", convert=_to_dyn_shape), Attr("dtype", convert=normalize_dtype)],
+        _dynamic_rule,
+        lambda args, op, attrs, scalars, shape, dtype: _run_dynamic(args, op, attrs, scalars),
+        samples=_dynamic_samples,
+        data_dependent_shape=True,
+        doc="op `op` with attributes holding ``\"$k\"`` for the k-th trailing number input "
+        "(``x[: n - 1]``, ``np.arange(n)`` with n a traced size); `specialize` turns it into `op` once the "
+        "numbers are known, so backends never see it",
+    )
+)
+
+
+def _run_dynamic(args, op, attrs, scalars):
+    target, op_inputs, filled = dynamic_call({"op": op, "attrs": attrs, "scalars": scalars}, args)
+    return target.reference(*op_inputs, **filled)
