@@ -1,6 +1,8 @@
 """What the lowering claims to fuse really runs fused, and its shortcuts equal NumPy: every dtype the
 interpreter computes in, constant powers, casts from storage-only dtypes, short innermost dims."""
 
+import warnings
+
 import numpy as np
 import numtrace_cpu
 import pytest
@@ -279,3 +281,72 @@ def test_short_last_axis_reductions(shape):
     np.testing.assert_allclose(sm, e / e.sum(axis=-1, keepdims=True), rtol=1e-13)
     np.testing.assert_allclose(var, np.var(x, axis=-1), rtol=1e-12, atol=1e-15)
     np.testing.assert_array_equal(mn, np.min(x, axis=-1))
+
+
+# -- reductions over a leading axis: column mode ------------------------------------------------------
+
+COLUMN_SHAPES = [(2, 1), (7, 5), (33, 16), (1000, 16), (513, 63), (40, 64), (300, 65), (50, 130), (9, 1000),
+                 (3, 200, 7), (4, 1, 9)]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shape", COLUMN_SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+def test_leading_axis_float_reductions(shape, dtype, threads):
+    """mean/var/std/max/min over axis -2 of a C-ordered array walk it in memory order and fold each
+    column into its own accumulator; an elementwise output and a broadcast input share the pass."""
+    x = _sample(dtype, shape)
+    x.flat[::17] = np.nan if shape[-2] > 30 else x.flat[::17]
+    mu = _sample(dtype, shape[-1:], 5)
+    ax = len(shape) - 2
+
+    def body(g, a, m):
+        d = _op(g, "np.subtract", a, m)
+        return [d, _op(g, "np.sum", a, axis=ax), _op(g, "np.mean", d, axis=ax),
+                _op(g, "np.var", a, axis=ax, ddof=1), _op(g, "np.std", a, axis=ax, keepdims=True),
+                _op(g, "np.max", a, axis=ax), _op(g, "np.min", d, axis=ax, keepdims=True)]
+    exe = _compile([TensorType(dtype, shape), TensorType(dtype, mu.shape)], body)
+    _assert_fused(exe)
+    before = numtrace_cpu.get_num_threads()
+    numtrace_cpu.set_num_threads(threads)
+    try:
+        got = exe(x, mu)
+    finally:
+        numtrace_cpu.set_num_threads(before)
+    d = x - mu
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)   # ddof=1 over a single row
+        expected = [d, np.sum(x, axis=ax), np.mean(d, axis=ax), np.var(x, axis=ax, ddof=1),
+                    np.std(x, axis=ax, keepdims=True), np.max(x, axis=ax), np.min(d, axis=ax, keepdims=True)]
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    for g_, e in zip(got, expected):
+        assert g_.shape == e.shape and g_.dtype == e.dtype
+        np.testing.assert_allclose(g_, e, rtol=rtol, atol=rtol)
+
+
+@pytest.mark.parametrize("shape", COLUMN_SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.bool_, np.int8], ids=str)
+def test_leading_axis_integer_and_bool_reductions(shape, dtype):
+    x = _sample(np.dtype(dtype), shape)
+    ax = len(shape) - 2
+    ops = [("np.sum", np.sum), ("np.mean", np.mean)]   # int8: only read through a cast
+    if dtype == np.bool_:
+        ops = [("np.any", np.any), ("np.all", np.all)]
+    elif dtype != np.int8:
+        ops += [("np.max", np.max), ("np.min", np.min)]
+    exe = _compile([TensorType(dtype, shape)], lambda g, a: [_op(g, name, a, axis=ax) for name, _ in ops])
+    assert exe.stats()["fallbacks"] == 0
+    for g_, (_, ref) in zip(exe(x), ops):
+        e = ref(x, axis=ax)
+        assert g_.dtype == e.dtype
+        np.testing.assert_allclose(g_, e, rtol=1e-12)
+
+
+def test_leading_axis_reduction_of_strided_and_fortran_inputs():
+    x = _sample(np.dtype(np.float64), (400, 24))
+    exe = _compile([TensorType(x.dtype, (200, 12))], lambda g, a: [_op(g, "np.mean", a, axis=0),
+                                                                    _op(g, "np.var", a, axis=0)])
+    for v in (x[::2, ::2], np.asfortranarray(x[:200, :12]), x[::-2, 3:15]):
+        m, var = exe(v)
+        np.testing.assert_allclose(m, v.mean(axis=0), rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(var, v.var(axis=0), rtol=1e-12)

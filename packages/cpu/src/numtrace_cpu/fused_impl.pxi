@@ -82,6 +82,9 @@ cdef enum:
     # so per-unit setup is amortized.
     BLOCK = 512
     CHUNK = 16384
+    # Column mode (see _columns_unit) takes at most BLOCK / 8 kept columns per block, so a block has at
+    # least 8 rows to fold per column.
+    MAXCOLS = 64
     # Scratch registers are spaced by their size plus REG_PAD bytes: registers a multiple of 4 KiB
     # apart alias in the CPU's store-to-load check, and an instruction that reads one while writing
     # the other stalls (4K aliasing).
@@ -508,6 +511,8 @@ cdef struct Ctx:
     char** data                 # nops base pointers
     Py_ssize_t reg_elems        # elements per scratch register (BLOCK, or less for short passes)
     Py_ssize_t rows             # rows of the innermost dim per block (> 1 only when it is short)
+    Py_ssize_t cols             # column mode (see _columns_unit): kept columns per block, else 0
+    Py_ssize_t acc_offset       # column mode: where a thread's per-column accumulators start in its scratch
     Py_ssize_t reg_stride       # bytes from one scratch register to the next (see REG_PAD)
     Py_ssize_t scratch_regs     # bytes of scratch per thread: nregs registers of 8-byte elements
 
@@ -582,6 +587,8 @@ cdef void _gather(char* dst, const char* src, Py_ssize_t stride, Py_ssize_t item
     cdef Py_ssize_t i
     if stride == 0:
         _fill(dst, src, itemsize, n)
+    elif stride == itemsize:
+        memcpy(dst, src, n * itemsize)   # a contiguous row that is not aligned, or part of a wider one
     else:
         for i in range(n):
             memcpy(dst + i * itemsize, src + i * stride, itemsize)
@@ -708,6 +715,95 @@ cdef void _rows_unit(const Ctx* cx, Py_ssize_t u, char* scratch) noexcept nogil:
         for k in range(cx.nops):
             base[k] += r * cx.strides[k * MAXD + rowd]
         start += r
+
+cdef void _columns_unit(const Ctx* cx, Py_ssize_t u, char* scratch) noexcept nogil:
+    """Work unit u of a pass in column mode, e.g. ``x.mean(axis=0)`` on a C-ordered (n, 16) x. Dims
+    are (kept..., reduced, innermost kept) here. Blocks of cx.rows rows of the reduced dim by up to
+    cx.cols columns are walked in memory order, and each column folds into its own accumulator;
+    reducing column by column instead would stream all of x once per column."""
+    cdef char* base[64]
+    cdef char* regs[256]
+    cdef const char* tiles[256]
+    cdef const Reduction* rd
+    cdef Acc* accs = <Acc*>(scratch + cx.acc_offset)
+    cdef int k, j, red = cx.nd - 2, last = cx.nd - 1
+    cdef Py_ssize_t width = cx.shape[last], nrows = cx.shape[red], nchunk = (width + cx.cols - 1) // cx.cols
+    cdef Py_ssize_t c0 = (u % nchunk) * cx.cols, ncol, start = 0, r, c
+    ncol = width - c0 if width - c0 < cx.cols else cx.cols
+    for k in range(cx.nops):
+        base[k] = cx.data[k] + c0 * cx.strides[k * MAXD + last]
+    _offsets(cx, u // nchunk, 0, red, base)
+    _init_const_regs(cx, regs, scratch)
+    for k in range(cx.nregs):
+        tiles[k] = NULL
+    for j in range(cx.nred):
+        for c in range(ncol):
+            _acc_init(&cx.reds[j], &accs[j * cx.cols + c])
+    while start < nrows:
+        r = nrows - start if nrows - start < cx.rows else cx.rows
+        _block(cx, regs, scratch, base, ncol, r, tiles)
+        for j in range(cx.nred):
+            _fold_columns(&cx.reds[j], accs + j * cx.cols, regs[cx.reds[j].src], ncol, r)
+        for k in range(cx.nops):
+            base[k] += r * cx.strides[k * MAXD + red]
+        start += r
+    for j in range(cx.nred):
+        rd = &cx.reds[j]
+        for c in range(ncol):
+            _acc_store(rd, &accs[j * cx.cols + c], base[rd.out] + c * cx.strides[rd.out * MAXD + last])
+
+cdef void _fold_columns(const Reduction* rd, Acc* accs, const char* x, Py_ssize_t ncol,
+                        Py_ssize_t r) noexcept nogil:
+    """Fold column c of a row-major block of r rows by ncol columns into accs[c]. Float sums, means
+    and variances sweep the block row by row (vectorizable, as NumPy reduces a leading axis); the
+    other reductions fold each column, made contiguous, through `_fold`."""
+    cdef double sums[MAXCOLS]
+    cdef double m2[MAXCOLS]
+    cdef double column[BLOCK]
+    cdef double bmean, delta
+    cdef Py_ssize_t c, tot, isz = ITEMSIZE[rd.dt]
+    cdef bint flt = rd.dt == DT_F32 or rd.dt == DT_F64
+    if flt and rd.op != R_MAX and rd.op != R_MIN:
+        if rd.dt == DT_F32: _column_sums(<const float*>x, ncol, r, sums)
+        else: _column_sums(<const double*>x, ncol, r, sums)
+        if rd.op == R_SUM or rd.op == R_MEAN:
+            for c in range(ncol):
+                accs[c].s += sums[c]
+                accs[c].count += r
+            return
+        for c in range(ncol):
+            sums[c] /= r
+        if rd.dt == DT_F32: _column_m2(<const float*>x, ncol, r, sums, m2)
+        else: _column_m2(<const double*>x, ncol, r, sums, m2)
+        for c in range(ncol):   # Chan et al., as in _fold
+            tot = accs[c].count + r
+            delta = sums[c] - accs[c].mean
+            accs[c].m2 += m2[c] + delta * delta * accs[c].count * r / tot
+            accs[c].mean += delta * r / tot
+            accs[c].count = tot
+        return
+    for c in range(ncol):
+        _gather(<char*>column, x + c * isz, ncol * isz, isz, r)
+        _fold(rd, &accs[c], <char*>column, r)
+
+cdef void _column_sums(const num* x, Py_ssize_t ncol, Py_ssize_t r, double* sums) noexcept nogil:
+    cdef Py_ssize_t i, c
+    for c in range(ncol):
+        sums[c] = 0
+    for i in range(r):
+        for c in range(ncol):
+            sums[c] += x[i * ncol + c]
+
+cdef void _column_m2(const num* x, Py_ssize_t ncol, Py_ssize_t r, const double* means,
+                     double* m2) noexcept nogil:
+    cdef Py_ssize_t i, c
+    cdef double d
+    for c in range(ncol):
+        m2[c] = 0
+    for i in range(r):
+        for c in range(ncol):
+            d = x[i * ncol + c] - means[c]
+            m2[c] += d * d
 
 cdef void _fold_rows(const Ctx* cx, char** regs, char** ptrs, Py_ssize_t n, Py_ssize_t rows) noexcept nogil:
     """Each of the block's rows (n elements of every reduced register) reduced into its output."""
@@ -1039,12 +1135,16 @@ cdef class FusedKernel:
             cx.nregs, cx.ninstr, cx.nred, cx.nops = self.nregs, self.ninstr, self.nred, self.nops
             cx.instrs, cx.reds = self.instrs, self.reds
             cx.reg_kind, cx.reg_arg, cx.reg_dt, cx.op_role = self.reg_kind, self.reg_arg, self.reg_dt, self.op_role
+            cx.cols = _columns_per_block(&cx)
+            if cx.cols:
+                _swap_last_dims(&cx)
             cx.rows = _rows_per_block(&cx)
             # Registers need no more elements than the longest block this pass runs.
-            cx.reg_elems = cx.rows * cx.shape[cx.nd - 1]
+            cx.reg_elems = cx.rows * (cx.cols if cx.cols else cx.shape[cx.nd - 1])
             cx.reg_elems = BLOCK if cx.reg_elems >= BLOCK else (cx.reg_elems + 7) & ~7
             cx.reg_stride = cx.reg_elems * 8 + REG_PAD
-            cx.scratch_regs = self.nregs * cx.reg_stride + 64
+            cx.acc_offset = self.nregs * cx.reg_stride + 64
+            cx.scratch_regs = cx.acc_offset + (self.nred * cx.cols * sizeof(Acc) if cx.cols else 0)
             units = _count_units(&cx)
             nteam = nthreads if (nthreads > 1 and units > 1 and self.work >= PARALLEL_MIN_WORK) else 1
             if units == 0:
@@ -1191,10 +1291,37 @@ cdef class FusedKernel:
                 "operands": self.nops}
 
 
+cdef Py_ssize_t _columns_per_block(const Ctx* cx) noexcept nogil:
+    """Kept columns per block when a pass should run in column mode (see `_columns_unit`), else 0:
+    it reduces one dim, and every operand that moves along it moves faster along the innermost kept
+    dim (as ``x.mean(axis=0)`` on a C-ordered x). Called on the collapsed dims, kept ones first."""
+    cdef int k, kept = cx.nd - 2, red = cx.nd - 1
+    cdef Py_ssize_t sk, sr
+    if not cx.nred or cx.nd - cx.nkept != 1 or cx.nkept < 1 or cx.shape[red] < 2:
+        return 0
+    for k in range(cx.nops):
+        if cx.op_role[k] == ROLE_REDUCED:
+            continue
+        sk, sr = cx.strides[k * MAXD + kept], cx.strides[k * MAXD + red]
+        if sr != 0 and (sk if sk >= 0 else -sk) >= (sr if sr >= 0 else -sr):
+            return 0
+    return cx.shape[kept] if cx.shape[kept] < MAXCOLS else MAXCOLS
+
+cdef void _swap_last_dims(Ctx* cx) noexcept nogil:
+    cdef int k, a = cx.nd - 2, b = cx.nd - 1
+    cdef Py_ssize_t t
+    cx.shape[a], cx.shape[b] = cx.shape[b], cx.shape[a]
+    for k in range(cx.nops):
+        t = cx.strides[k * MAXD + a]
+        cx.strides[k * MAXD + a] = cx.strides[k * MAXD + b]
+        cx.strides[k * MAXD + b] = t
+
 cdef Py_ssize_t _rows_per_block(const Ctx* cx) noexcept nogil:
     """Rows of the innermost dim a block takes: one, unless that dim is short and the rows around it
-    can be batched (an elementwise pass, or one that reduces exactly that dim)."""
+    can be batched (an elementwise pass, or one that reduces exactly that dim), or in column mode."""
     cdef Py_ssize_t inner = cx.shape[cx.nd - 1]
+    if cx.cols:
+        return BLOCK // cx.cols
     if cx.nd < 2 or inner < 1 or inner > BLOCK // 4:
         return 1
     if cx.nred and not (cx.nd - cx.nkept == 1 and cx.nkept >= 1):
@@ -1205,7 +1332,11 @@ cdef Py_ssize_t _count_units(const Ctx* cx) noexcept nogil:
     """Work units of a pass: see `_rows_unit`, `_reduction_row` and `_elementwise_unit`."""
     cdef Py_ssize_t units = 1, per_unit
     cdef int k
-    if cx.rows > 1:
+    if cx.cols:
+        units = (cx.shape[cx.nd - 1] + cx.cols - 1) // cx.cols
+        for k in range(cx.nd - 2):
+            units *= cx.shape[k]
+    elif cx.rows > 1:
         per_unit = cx.rows * (CHUNK // BLOCK)
         units = (cx.shape[cx.nd - 2] + per_unit - 1) // per_unit
         for k in range(cx.nd - 2):
@@ -1220,7 +1351,9 @@ cdef Py_ssize_t _count_units(const Ctx* cx) noexcept nogil:
     return units
 
 cdef void _unit(const Ctx* cx, Py_ssize_t u, char* scratch) noexcept nogil:
-    if cx.rows > 1:
+    if cx.cols:
+        _columns_unit(cx, u, scratch)
+    elif cx.rows > 1:
         _rows_unit(cx, u, scratch)
     elif cx.nred:
         _reduction_row(cx, u, scratch)

@@ -120,15 +120,12 @@ def _elementwise_plan(node):
         return None
     ins = node.inputs
     key = (node.op, out[0].type.dtype, node.attrs.get("omitted", ()) if node.op == "np.clip" else (),
-           tuple(_operand_dtype(v) if _supported_dtype(v.type) or isinstance(v.type, ScalarType) else None
-                 for v in ins), _constant_exponent(node))
+           tuple(_operand_key(v) for v in ins), _constant_exponent(node))
     try:
         return _PLAN_CACHE[key]
     except KeyError:
         pass
-    # `is None`, never `None in key[3]`: a NumPy dtype compares equal to None (it means float64).
-    unsupported = any(d is None for d in key[3])
-    plan = None if unsupported else _plan_for(node.op, key[1], key[3], key[4])
+    plan = None if any(d is _NO_KERNEL for d in key[3]) else _plan_for(node.op, key[1], key[3], key[4])
     if len(_PLAN_CACHE) > 4096:
         _PLAN_CACHE.clear()
     _PLAN_CACHE[key] = plan
@@ -136,6 +133,15 @@ def _elementwise_plan(node):
 
 
 _PLAN_CACHE: dict = {}
+# Marks an operand the interpreter cannot read. Not None: ``np.dtype("float64") == None`` is True
+# (None means the default dtype), so `None in key` once sent every float64 op to the fallback path,
+# and a cache key holding None could compare equal to one holding float64.
+_NO_KERNEL = object()
+
+
+def _operand_key(v):
+    """An input's part of the plan key: what loop resolution sees, or _NO_KERNEL."""
+    return _operand_dtype(v) if _supported_dtype(v.type) or isinstance(v.type, ScalarType) else _NO_KERNEL
 
 
 def _plan_for(op_name: str, out_dt: np.dtype, in_dts: tuple, exponent):
@@ -202,8 +208,9 @@ _POWER_EXPANSIONS = {
     4.0: (("square", "x"), ("square", "t")),
     -2.0: (("square", "x"), ("reciprocal", "t")),
 }
-# Exponents for which NumPy calls pow(): a float32 base is raised in float64 and rounded once, which
-# gives pow's correctly rounded float32 result; a float64 base may differ from pow by an ulp or two.
+# Exponents for which NumPy calls pow(): a float32 base is raised in float64 and rounded once (the
+# correctly rounded result but for rare double roundings; NumPy's powf is itself sometimes an ulp
+# off), while float64 products may differ from pow by an ulp or two.
 _POWER_WIDENED = frozenset({3.0, 4.0, -2.0})
 
 
