@@ -350,3 +350,27 @@ def test_leading_axis_reduction_of_strided_and_fortran_inputs():
         m, var = exe(v)
         np.testing.assert_allclose(m, v.mean(axis=0), rtol=1e-12, atol=1e-15)
         np.testing.assert_allclose(var, v.var(axis=0), rtol=1e-12)
+
+
+# -- ufuncs that are a constant multiple, and copies -----------------------------------------------
+
+@pytest.mark.parametrize("name", ["np.deg2rad", "np.rad2deg"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.int32], ids=str)
+def test_angle_conversions_are_fused_and_bit_exact(name, dtype):
+    x = _sample(np.dtype(dtype), 4000) * 37
+    exe = _compile([TensorType(x.dtype, x.shape)], lambda g, a: _op(g, name, a))
+    _assert_fused(exe)
+    (got,) = exe(x)
+    expected = getattr(np, name[3:])(x)
+    assert got.dtype == expected.dtype
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("dtype", COMPUTE_DTYPES, ids=str)
+def test_copy_joins_the_pass(dtype):
+    x = _sample(dtype, (30, 7))
+    exe = _compile([TensorType(dtype, x.shape)], lambda g, a: _op(g, "np.copy", a, order="F"))
+    _assert_fused(exe)
+    (got,) = exe(x)
+    np.testing.assert_array_equal(got, x)
+    assert not np.shares_memory(got, x)

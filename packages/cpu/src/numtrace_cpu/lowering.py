@@ -31,6 +31,9 @@ MAX_REGISTERS = 256
 MAX_REDUCTIONS = 16
 
 # NumPy ufunc name -> interpreter op, where they differ.
+# Ufuncs that are a multiplication by a constant: name -> (numerator, denominator). NumPy's loop
+# computes ``x * (num / den)`` with the quotient rounded in the loop's dtype, and so does the kernel.
+_UFUNC_SCALINGS = {"deg2rad": (np.pi, 180.0), "rad2deg": (180.0, np.pi)}
 _UFUNC_ALIASES = {"fabs": "absolute", "positive": "copy", "true_divide": "divide", "conjugate": "copy",
                   "conj": "copy"}
 # Reduction ops the interpreter folds: op name -> (interpreter reduction, whether the input is first
@@ -160,14 +163,14 @@ def _interpreter_ops(op: str, exponent) -> list[str]:
     """The interpreter ops that the plan op `op` emits."""
     if op == "power_const":
         return [step[0] for step in _POWER_EXPANSIONS[exponent]]
-    return ["maximum", "minimum"] if op == "clip" else [op]
+    return {"clip": ["maximum", "minimum"], "scale": ["multiply"]}.get(op, [op])
 
 
 def _plan_unchecked(op_name: str, out_dt: np.dtype, in_dts: tuple, exponent):
     n = len(in_dts)
     if op_name == "np.where":
         return ("where", (np.dtype(bool), out_dt, out_dt), out_dt) if n == 3 else None
-    if op_name == "np.astype":
+    if op_name in ("np.astype", "np.copy"):   # a copy is a cast to its own dtype
         return ("cast", (out_dt,), out_dt) if n == 1 else None
     if op_name == "np.clip":
         return ("clip", (out_dt,) * n, out_dt) if n > 1 else None
@@ -177,15 +180,15 @@ def _plan_unchecked(op_name: str, out_dt: np.dtype, in_dts: tuple, exponent):
     ufunc = getattr(np, name, None) if name else None
     if not isinstance(ufunc, np.ufunc) or ufunc.nout != 1 or ufunc.nin != n:
         return None
-    op = _UFUNC_ALIASES.get(name, name)
-    if op not in OPS:
+    op = "scale" if name in _UFUNC_SCALINGS else _UFUNC_ALIASES.get(name, name)
+    if op not in OPS and op != "scale":
         return None
     try:
         loop = ufunc.resolve_dtypes(in_dts + (None,))
     except (TypeError, ValueError, np.exceptions.DTypePromotionError):
         return None
     compute = loop[0]
-    if loop[-1] != out_dt or any(d not in DTYPES for d in loop) or DTYPES[compute] not in OPS[op][2]:
+    if loop[-1] != out_dt or any(d not in DTYPES for d in loop):
         return None
     if any(d != compute for d in loop[:-1]):
         return None
@@ -482,6 +485,10 @@ class _Program:
             regs = [self.read(v, dt) for v, dt in zip(node.inputs, loop_in)]
             if op == "where":
                 self.emit("where", out_dt, dst, regs[1], regs[2], regs[0])
+            elif op == "scale":
+                num, den = _UFUNC_SCALINGS[node.op[3:]]
+                factor = compute.type(num) / compute.type(den)
+                self.emit("multiply", compute, dst, regs[0], self.literal(factor, compute))
             elif op == "clip":
                 cur = regs[0]
                 for i, (bound, r) in enumerate(zip(_clip_bounds(node), regs[1:])):
