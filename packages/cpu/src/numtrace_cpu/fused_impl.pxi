@@ -1177,7 +1177,7 @@ cdef class FusedKernel:
         cdef cnp.ndarray a
         cdef int d, j, nd, role = self.op_role[k]
         cdef Py_ssize_t want
-        if not isinstance(arr, np.ndarray):
+        if not cnp.PyArray_Check(arr):   # a C check: this runs per operand per call
             raise TypeError(f"operand {k} must be a numpy.ndarray, got {type(arr).__name__}")
         a = <cnp.ndarray>arr
         if cnp.PyArray_TYPE(a) != TYPENUM[self.op_dt[k]] or not cnp.PyArray_ISNOTSWAPPED(a):
