@@ -19,7 +19,8 @@ from cython.parallel cimport prange, threadid
 from libc.math cimport (INFINITY, NAN, acos, acosh, asin, asinh, atan, atan2, atanh, cbrt, ceil, copysign, cos, cosh,
                         exp, exp2, expm1, fabs, floor, fmax, fmin, hypot, log, log1p, log2, log10, pow, rint,
                         sin, sinh, sqrt, tan, tanh, trunc)
-from libc.stdint cimport INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, int32_t, int64_t, uint32_t, uint64_t
+from libc.stdint cimport (INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, int8_t, int16_t, int32_t, int64_t, uint16_t,
+                          uint32_t, uint64_t)
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
@@ -60,10 +61,16 @@ ctypedef fused num:
     float
     double
 
+# Source types of a cast: the compute dtypes and the storage-only ones (u8 also reads uint8).
 ctypedef fused num2:
     u8
+    int8_t
+    int16_t
+    uint16_t
     int32_t
+    uint32_t
     int64_t
+    uint64_t
     float
     double
 
@@ -75,6 +82,9 @@ cdef enum:
     # so per-unit setup is amortized.
     BLOCK = 512
     CHUNK = 16384
+    # Column mode (see _columns_unit) takes at most BLOCK / 8 kept columns per block, so a block has at
+    # least 8 rows to fold per column.
+    MAXCOLS = 64
     # Scratch registers are spaced by their size plus REG_PAD bytes: registers a multiple of 4 KiB
     # apart alias in the CPU's store-to-load check, and an instruction that reads one while writing
     # the other stalls (4K aliasing).
@@ -85,22 +95,35 @@ cdef enum:
 # Register dtypes, register kinds, opcodes. The Python tables below are the only place the
 # lowering learns them from.
 
+# Compute dtypes (codes below NCOMPUTE) have kernels; storage-only dtypes are read from operands and
+# only ever converted by a cast, so e.g. a uint8 image joins a float pass without a separate astype.
 cdef enum:
     DT_BOOL = 0
     DT_I32 = 1
     DT_I64 = 2
     DT_F32 = 3
     DT_F64 = 4
-    NDT = 5
+    NCOMPUTE = 5
+    DT_U8 = 5
+    DT_I8 = 6
+    DT_I16 = 7
+    DT_U16 = 8
+    DT_U32 = 9
+    DT_U64 = 10
+    NDT = 11
 
-cdef Py_ssize_t ITEMSIZE[5]
-ITEMSIZE[:] = [1, 4, 8, 4, 8]
-cdef int TYPENUM[5]
-TYPENUM[:] = [cnp.NPY_BOOL, cnp.NPY_INT32, cnp.NPY_INT64, cnp.NPY_FLOAT32, cnp.NPY_FLOAT64]
+cdef Py_ssize_t ITEMSIZE[NDT]
+ITEMSIZE[:] = [1, 4, 8, 4, 8, 1, 1, 2, 2, 4, 8]
+cdef int TYPENUM[NDT]
+TYPENUM[:] = [cnp.NPY_BOOL, cnp.NPY_INT32, cnp.NPY_INT64, cnp.NPY_FLOAT32, cnp.NPY_FLOAT64, cnp.NPY_UINT8,
+              cnp.NPY_INT8, cnp.NPY_INT16, cnp.NPY_UINT16, cnp.NPY_UINT32, cnp.NPY_UINT64]
 
 DTYPES = {np.dtype(np.bool_): DT_BOOL, np.dtype(np.int32): DT_I32, np.dtype(np.int64): DT_I64,
-          np.dtype(np.float32): DT_F32, np.dtype(np.float64): DT_F64}
-"""Register dtype code of each NumPy dtype the interpreter computes in."""
+          np.dtype(np.float32): DT_F32, np.dtype(np.float64): DT_F64, np.dtype(np.uint8): DT_U8,
+          np.dtype(np.int8): DT_I8, np.dtype(np.int16): DT_I16, np.dtype(np.uint16): DT_U16,
+          np.dtype(np.uint32): DT_U32, np.dtype(np.uint64): DT_U64}
+"""Register dtype code of each NumPy dtype the interpreter reads: it computes in those whose code an
+op's entry in OPS lists, and only casts from the others."""
 
 cdef enum:
     REG_TEMP = 0
@@ -487,6 +510,9 @@ cdef struct Ctx:
     Py_ssize_t* strides         # nops x MAXD byte strides over the collapsed dims
     char** data                 # nops base pointers
     Py_ssize_t reg_elems        # elements per scratch register (BLOCK, or less for short passes)
+    Py_ssize_t rows             # rows of the innermost dim per block (> 1 only when it is short)
+    Py_ssize_t cols             # column mode (see _columns_unit): kept columns per block, else 0
+    Py_ssize_t acc_offset       # column mode: where a thread's per-column accumulators start in its scratch
     Py_ssize_t reg_stride       # bytes from one scratch register to the next (see REG_PAD)
     Py_ssize_t scratch_regs     # bytes of scratch per thread: nregs registers of 8-byte elements
 
@@ -534,7 +560,12 @@ cdef void _cast_dispatch(int dst_dt, int src_dt, char* d, const char* a, Py_ssiz
     elif src_dt == DT_F64: _cast_from(dst_dt, d, <double*>a, n)
     elif src_dt == DT_I32: _cast_from(dst_dt, d, <int32_t*>a, n)
     elif src_dt == DT_I64: _cast_from(dst_dt, d, <int64_t*>a, n)
-    else: _cast_from(dst_dt, d, <u8*>a, n)
+    elif src_dt == DT_I8: _cast_from(dst_dt, d, <int8_t*>a, n)
+    elif src_dt == DT_I16: _cast_from(dst_dt, d, <int16_t*>a, n)
+    elif src_dt == DT_U16: _cast_from(dst_dt, d, <uint16_t*>a, n)
+    elif src_dt == DT_U32: _cast_from(dst_dt, d, <uint32_t*>a, n)
+    elif src_dt == DT_U64: _cast_from(dst_dt, d, <uint64_t*>a, n)
+    else: _cast_from(dst_dt, d, <u8*>a, n)   # bool and uint8 convert alike: 0..255 to any dtype
 
 cdef void _fill(char* dst, const char* src, Py_ssize_t itemsize, Py_ssize_t n) noexcept nogil:
     """n copies of one element (a broadcast operand or a constant)."""
@@ -542,6 +573,9 @@ cdef void _fill(char* dst, const char* src, Py_ssize_t itemsize, Py_ssize_t n) n
     if itemsize == 4:
         for i in range(n):
             (<uint32_t*>dst)[i] = (<const uint32_t*>src)[0]
+    elif itemsize == 2:
+        for i in range(n):
+            (<uint16_t*>dst)[i] = (<const uint16_t*>src)[0]
     elif itemsize == 8:
         for i in range(n):
             (<uint64_t*>dst)[i] = (<const uint64_t*>src)[0]
@@ -553,6 +587,8 @@ cdef void _gather(char* dst, const char* src, Py_ssize_t stride, Py_ssize_t item
     cdef Py_ssize_t i
     if stride == 0:
         _fill(dst, src, itemsize, n)
+    elif stride == itemsize:
+        memcpy(dst, src, n * itemsize)   # a contiguous row that is not aligned, or part of a wider one
     else:
         for i in range(n):
             memcpy(dst + i * itemsize, src + i * stride, itemsize)
@@ -567,30 +603,57 @@ cdef inline bint _direct(const char* p, Py_ssize_t stride, Py_ssize_t itemsize) 
     """An operand block can be used in place: unit stride and naturally aligned."""
     return stride == itemsize and (<size_t>p) % itemsize == 0
 
-cdef void _block(const Ctx* cx, char** regs, char* scratch, char** ptrs, Py_ssize_t n) noexcept nogil:
-    """Run the program over one block of n elements whose operands start at ptrs[k] (advancing by
-    the operand's innermost stride)."""
-    cdef int r, k, dt, last = cx.nd - 1
-    cdef Py_ssize_t st, isz
+cdef void _block(const Ctx* cx, char** regs, char* scratch, char** ptrs, Py_ssize_t n, Py_ssize_t rows,
+                 const char** tiles) noexcept nogil:
+    """Run the program over one block of `rows` rows of n elements. Operand k's first element is at
+    ptrs[k]; its elements advance by its innermost stride and (rows > 1) its rows by its stride
+    along dim nd-2. `tiles` caches broadcast rows per register (see `_load`), or is NULL."""
+    cdef int r, k, last = cx.nd - 1
+    cdef Py_ssize_t st, so, isz, i
     for r in range(cx.nregs):
         kind = cx.reg_kind[r]
         if kind == REG_INPUT or kind == REG_OUTPUT:
             k = cx.reg_arg[r]
             isz = ITEMSIZE[cx.reg_dt[r]]
             st = cx.strides[k * MAXD + last]
-            if _direct(ptrs[k], st, isz):
+            so = cx.strides[k * MAXD + last - 1] if rows > 1 else n * st
+            if _direct(ptrs[k], st, isz) and so == n * st:
                 regs[r] = ptrs[k]
             else:
                 regs[r] = scratch + r * cx.reg_stride
                 if kind == REG_INPUT:
-                    _gather(regs[r], ptrs[k], st, isz, n)
+                    _load(cx, regs[r], ptrs[k], st, so, isz, n, rows, (tiles + r) if tiles != NULL else NULL)
     for r in range(cx.ninstr):
-        _exec(&cx.instrs[r], regs, n)
+        _exec(&cx.instrs[r], regs, n * rows)
     for r in range(cx.nregs):
         if cx.reg_kind[r] == REG_OUTPUT:
             k = cx.reg_arg[r]
             if regs[r] != ptrs[k]:
-                _scatter(ptrs[k], regs[r], cx.strides[k * MAXD + last], ITEMSIZE[cx.reg_dt[r]], n)
+                isz = ITEMSIZE[cx.reg_dt[r]]
+                st = cx.strides[k * MAXD + last]
+                so = cx.strides[k * MAXD + last - 1] if rows > 1 else 0
+                for i in range(rows):
+                    _scatter(ptrs[k] + i * so, regs[r] + i * n * isz, st, isz, n)
+
+cdef void _load(const Ctx* cx, char* dst, const char* src, Py_ssize_t st, Py_ssize_t so, Py_ssize_t isz,
+                Py_ssize_t n, Py_ssize_t rows, const char** tile) noexcept nogil:
+    """`rows` rows of an input operand into its scratch register. Rows that repeat (so == 0: the
+    operand is broadcast along them, like the bias of ``x + b``) are gathered once and copied into a
+    tile of cx.rows rows, which stays valid while the operand's pointer does: later blocks of the
+    same unit skip the load (`tile[0]` remembers the pointer)."""
+    cdef Py_ssize_t i, have = 1, m, row = n * isz
+    if so == 0 and tile != NULL:
+        if tile[0] == src:
+            return
+        _gather(dst, src, st, isz, n)
+        while have < cx.rows:
+            m = have if 2 * have <= cx.rows else cx.rows - have
+            memcpy(dst + have * row, dst, m * row)
+            have += m
+        tile[0] = src
+        return
+    for i in range(rows):
+        _gather(dst + i * row, src + i * so, st, isz, n)
 
 cdef void _offsets(const Ctx* cx, Py_ssize_t index, int first, int stop, char** ptrs) noexcept nogil:
     """Add to ptrs the byte offsets of multi-index `index` over collapsed dims [first, stop)."""
@@ -622,8 +685,138 @@ cdef void _elementwise_unit(const Ctx* cx, Py_ssize_t u, char* scratch) noexcept
         n = stop - start if stop - start < BLOCK else BLOCK
         for k in range(cx.nops):
             ptrs[k] = base[k] + start * cx.strides[k * MAXD + last]
-        _block(cx, regs, scratch, ptrs, n)
+        _block(cx, regs, scratch, ptrs, n, 1, NULL)
         start += n
+
+cdef void _rows_unit(const Ctx* cx, Py_ssize_t u, char* scratch) noexcept nogil:
+    """Work unit u of a pass whose innermost dim is short (cx.rows > 1), e.g. ``(n, 10) + (10,)``:
+    blocks of cx.rows whole rows (dim nd-2) of it, so an instruction's dispatch is paid per block
+    rather than per row of a few elements. A pass that reduces the innermost dim folds each row of a
+    block into that row's own output element."""
+    cdef char* base[64]
+    cdef char* regs[256]
+    cdef const char* tiles[256]
+    cdef int k, rowd = cx.nd - 2
+    cdef Py_ssize_t inner = cx.shape[cx.nd - 1], nrows = cx.shape[rowd], per_unit = cx.rows * (CHUNK // BLOCK)
+    cdef Py_ssize_t nchunk = (nrows + per_unit - 1) // per_unit
+    cdef Py_ssize_t start = (u % nchunk) * per_unit, stop, r
+    stop = start + per_unit if start + per_unit < nrows else nrows
+    for k in range(cx.nops):
+        base[k] = cx.data[k] + start * cx.strides[k * MAXD + rowd]
+    _offsets(cx, u // nchunk, 0, rowd, base)
+    _init_const_regs(cx, regs, scratch)
+    for k in range(cx.nregs):
+        tiles[k] = NULL
+    while start < stop:
+        r = stop - start if stop - start < cx.rows else cx.rows
+        _block(cx, regs, scratch, base, inner, r, tiles)
+        if cx.nred:
+            _fold_rows(cx, regs, base, inner, r)
+        for k in range(cx.nops):
+            base[k] += r * cx.strides[k * MAXD + rowd]
+        start += r
+
+cdef void _columns_unit(const Ctx* cx, Py_ssize_t u, char* scratch) noexcept nogil:
+    """Work unit u of a pass in column mode, e.g. ``x.mean(axis=0)`` on a C-ordered (n, 16) x. Dims
+    are (kept..., reduced, innermost kept) here. Blocks of cx.rows rows of the reduced dim by up to
+    cx.cols columns are walked in memory order, and each column folds into its own accumulator;
+    reducing column by column instead would stream all of x once per column."""
+    cdef char* base[64]
+    cdef char* regs[256]
+    cdef const char* tiles[256]
+    cdef const Reduction* rd
+    cdef Acc* accs = <Acc*>(scratch + cx.acc_offset)
+    cdef int k, j, red = cx.nd - 2, last = cx.nd - 1
+    cdef Py_ssize_t width = cx.shape[last], nrows = cx.shape[red], nchunk = (width + cx.cols - 1) // cx.cols
+    cdef Py_ssize_t c0 = (u % nchunk) * cx.cols, ncol, start = 0, r, c
+    ncol = width - c0 if width - c0 < cx.cols else cx.cols
+    for k in range(cx.nops):
+        base[k] = cx.data[k] + c0 * cx.strides[k * MAXD + last]
+    _offsets(cx, u // nchunk, 0, red, base)
+    _init_const_regs(cx, regs, scratch)
+    for k in range(cx.nregs):
+        tiles[k] = NULL
+    for j in range(cx.nred):
+        for c in range(ncol):
+            _acc_init(&cx.reds[j], &accs[j * cx.cols + c])
+    while start < nrows:
+        r = nrows - start if nrows - start < cx.rows else cx.rows
+        _block(cx, regs, scratch, base, ncol, r, tiles)
+        for j in range(cx.nred):
+            _fold_columns(&cx.reds[j], accs + j * cx.cols, regs[cx.reds[j].src], ncol, r)
+        for k in range(cx.nops):
+            base[k] += r * cx.strides[k * MAXD + red]
+        start += r
+    for j in range(cx.nred):
+        rd = &cx.reds[j]
+        for c in range(ncol):
+            _acc_store(rd, &accs[j * cx.cols + c], base[rd.out] + c * cx.strides[rd.out * MAXD + last])
+
+cdef void _fold_columns(const Reduction* rd, Acc* accs, const char* x, Py_ssize_t ncol,
+                        Py_ssize_t r) noexcept nogil:
+    """Fold column c of a row-major block of r rows by ncol columns into accs[c]. Float sums, means
+    and variances sweep the block row by row (vectorizable, as NumPy reduces a leading axis); the
+    other reductions fold each column, made contiguous, through `_fold`."""
+    cdef double sums[MAXCOLS]
+    cdef double m2[MAXCOLS]
+    cdef double column[BLOCK]
+    cdef double bmean, delta
+    cdef Py_ssize_t c, tot, isz = ITEMSIZE[rd.dt]
+    cdef bint flt = rd.dt == DT_F32 or rd.dt == DT_F64
+    if flt and rd.op != R_MAX and rd.op != R_MIN:
+        if rd.dt == DT_F32: _column_sums(<const float*>x, ncol, r, sums)
+        else: _column_sums(<const double*>x, ncol, r, sums)
+        if rd.op == R_SUM or rd.op == R_MEAN:
+            for c in range(ncol):
+                accs[c].s += sums[c]
+                accs[c].count += r
+            return
+        for c in range(ncol):
+            sums[c] /= r
+        if rd.dt == DT_F32: _column_m2(<const float*>x, ncol, r, sums, m2)
+        else: _column_m2(<const double*>x, ncol, r, sums, m2)
+        for c in range(ncol):   # Chan et al., as in _fold
+            tot = accs[c].count + r
+            delta = sums[c] - accs[c].mean
+            accs[c].m2 += m2[c] + delta * delta * accs[c].count * r / tot
+            accs[c].mean += delta * r / tot
+            accs[c].count = tot
+        return
+    for c in range(ncol):
+        _gather(<char*>column, x + c * isz, ncol * isz, isz, r)
+        _fold(rd, &accs[c], <char*>column, r)
+
+cdef void _column_sums(const num* x, Py_ssize_t ncol, Py_ssize_t r, double* sums) noexcept nogil:
+    cdef Py_ssize_t i, c
+    for c in range(ncol):
+        sums[c] = 0
+    for i in range(r):
+        for c in range(ncol):
+            sums[c] += x[i * ncol + c]
+
+cdef void _column_m2(const num* x, Py_ssize_t ncol, Py_ssize_t r, const double* means,
+                     double* m2) noexcept nogil:
+    cdef Py_ssize_t i, c
+    cdef double d
+    for c in range(ncol):
+        m2[c] = 0
+    for i in range(r):
+        for c in range(ncol):
+            d = x[i * ncol + c] - means[c]
+            m2[c] += d * d
+
+cdef void _fold_rows(const Ctx* cx, char** regs, char** ptrs, Py_ssize_t n, Py_ssize_t rows) noexcept nogil:
+    """Each of the block's rows (n elements of every reduced register) reduced into its output."""
+    cdef Acc acc
+    cdef const Reduction* rd
+    cdef Py_ssize_t i
+    cdef int j
+    for j in range(cx.nred):
+        rd = &cx.reds[j]
+        for i in range(rows):
+            _acc_init(rd, &acc)
+            _fold(rd, &acc, regs[rd.src] + i * n * ITEMSIZE[rd.dt], n)
+            _acc_store(rd, &acc, ptrs[rd.out] + i * cx.strides[rd.out * MAXD + cx.nd - 2])
 
 cdef void _init_const_regs(const Ctx* cx, char** regs, char* scratch) noexcept nogil:
     cdef int r
@@ -727,7 +920,7 @@ cdef void _reduction_row(const Ctx* cx, Py_ssize_t m, char* scratch) noexcept no
             for k in range(cx.nops):
                 ptrs[k] = base[k] + start * cx.strides[k * MAXD + last]
             _offsets(cx, o, cx.nkept, last, ptrs)
-            _block(cx, regs, scratch, ptrs, n)
+            _block(cx, regs, scratch, ptrs, n, 1, NULL)
             for j in range(cx.nred):
                 _fold(&cx.reds[j], &accs[j], regs[cx.reds[j].src], n)
             start += BLOCK
@@ -843,6 +1036,7 @@ cdef class FusedKernel:
             self.reg_dt[r], self.reg_kind[r], self.reg_arg[r] = dt, kind, arg
             if kind == REG_CONST:
                 _check_code(arg, nconsts, "constant index")
+                _check_code(dt, NCOMPUTE, "constant register dtype")
             elif kind != REG_TEMP:
                 _check_code(arg, self.nops, "operand index")
                 want = ROLE_INPUT if kind == REG_INPUT else ROLE_OUTPUT
@@ -941,18 +1135,17 @@ cdef class FusedKernel:
             cx.nregs, cx.ninstr, cx.nred, cx.nops = self.nregs, self.ninstr, self.nred, self.nops
             cx.instrs, cx.reds = self.instrs, self.reds
             cx.reg_kind, cx.reg_arg, cx.reg_dt, cx.op_role = self.reg_kind, self.reg_arg, self.reg_dt, self.op_role
+            cx.cols = _columns_per_block(&cx)
+            if cx.cols:
+                _swap_last_dims(&cx)
+            cx.rows = _rows_per_block(&cx)
             # Registers need no more elements than the longest block this pass runs.
-            cx.reg_elems = BLOCK if cx.shape[cx.nd - 1] >= BLOCK else (cx.shape[cx.nd - 1] + 7) & ~7
+            cx.reg_elems = cx.rows * (cx.cols if cx.cols else cx.shape[cx.nd - 1])
+            cx.reg_elems = BLOCK if cx.reg_elems >= BLOCK else (cx.reg_elems + 7) & ~7
             cx.reg_stride = cx.reg_elems * 8 + REG_PAD
-            cx.scratch_regs = self.nregs * cx.reg_stride + 64
-            if self.nred:
-                units = 1
-                for k in range(cx.nkept):
-                    units *= cx.shape[k]
-            else:
-                units = (cx.shape[cx.nd - 1] + CHUNK - 1) // CHUNK
-                for k in range(cx.nd - 1):
-                    units *= cx.shape[k]
+            cx.acc_offset = self.nregs * cx.reg_stride + 64
+            cx.scratch_regs = cx.acc_offset + (self.nred * cx.cols * sizeof(Acc) if cx.cols else 0)
+            units = _count_units(&cx)
             nteam = nthreads if (nthreads > 1 and units > 1 and self.work >= PARALLEL_MIN_WORK) else 1
             if units == 0:
                 return 0
@@ -984,7 +1177,7 @@ cdef class FusedKernel:
         cdef cnp.ndarray a
         cdef int d, j, nd, role = self.op_role[k]
         cdef Py_ssize_t want
-        if not isinstance(arr, np.ndarray):
+        if not cnp.PyArray_Check(arr):   # a C check: this runs per operand per call
             raise TypeError(f"operand {k} must be a numpy.ndarray, got {type(arr).__name__}")
         a = <cnp.ndarray>arr
         if cnp.PyArray_TYPE(a) != TYPENUM[self.op_dt[k]] or not cnp.PyArray_ISNOTSWAPPED(a):
@@ -1098,8 +1291,71 @@ cdef class FusedKernel:
                 "operands": self.nops}
 
 
+cdef Py_ssize_t _columns_per_block(const Ctx* cx) noexcept nogil:
+    """Kept columns per block when a pass should run in column mode (see `_columns_unit`), else 0:
+    it reduces one dim, and every operand that moves along it moves faster along the innermost kept
+    dim (as ``x.mean(axis=0)`` on a C-ordered x). Called on the collapsed dims, kept ones first."""
+    cdef int k, kept = cx.nd - 2, red = cx.nd - 1
+    cdef Py_ssize_t sk, sr
+    if not cx.nred or cx.nd - cx.nkept != 1 or cx.nkept < 1 or cx.shape[red] < 2:
+        return 0
+    for k in range(cx.nops):
+        if cx.op_role[k] == ROLE_REDUCED:
+            continue
+        sk, sr = cx.strides[k * MAXD + kept], cx.strides[k * MAXD + red]
+        if sr != 0 and (sk if sk >= 0 else -sk) >= (sr if sr >= 0 else -sr):
+            return 0
+    return cx.shape[kept] if cx.shape[kept] < MAXCOLS else MAXCOLS
+
+cdef void _swap_last_dims(Ctx* cx) noexcept nogil:
+    cdef int k, a = cx.nd - 2, b = cx.nd - 1
+    cdef Py_ssize_t t
+    cx.shape[a], cx.shape[b] = cx.shape[b], cx.shape[a]
+    for k in range(cx.nops):
+        t = cx.strides[k * MAXD + a]
+        cx.strides[k * MAXD + a] = cx.strides[k * MAXD + b]
+        cx.strides[k * MAXD + b] = t
+
+cdef Py_ssize_t _rows_per_block(const Ctx* cx) noexcept nogil:
+    """Rows of the innermost dim a block takes: one, unless that dim is short and the rows around it
+    can be batched (an elementwise pass, or one that reduces exactly that dim), or in column mode."""
+    cdef Py_ssize_t inner = cx.shape[cx.nd - 1]
+    if cx.cols:
+        return BLOCK // cx.cols
+    if cx.nd < 2 or inner < 1 or inner > BLOCK // 4:
+        return 1
+    if cx.nred and not (cx.nd - cx.nkept == 1 and cx.nkept >= 1):
+        return 1
+    return BLOCK // inner
+
+cdef Py_ssize_t _count_units(const Ctx* cx) noexcept nogil:
+    """Work units of a pass: see `_rows_unit`, `_reduction_row` and `_elementwise_unit`."""
+    cdef Py_ssize_t units = 1, per_unit
+    cdef int k
+    if cx.cols:
+        units = (cx.shape[cx.nd - 1] + cx.cols - 1) // cx.cols
+        for k in range(cx.nd - 2):
+            units *= cx.shape[k]
+    elif cx.rows > 1:
+        per_unit = cx.rows * (CHUNK // BLOCK)
+        units = (cx.shape[cx.nd - 2] + per_unit - 1) // per_unit
+        for k in range(cx.nd - 2):
+            units *= cx.shape[k]
+    elif cx.nred:
+        for k in range(cx.nkept):
+            units *= cx.shape[k]
+    else:
+        units = (cx.shape[cx.nd - 1] + CHUNK - 1) // CHUNK
+        for k in range(cx.nd - 1):
+            units *= cx.shape[k]
+    return units
+
 cdef void _unit(const Ctx* cx, Py_ssize_t u, char* scratch) noexcept nogil:
-    if cx.nred:
+    if cx.cols:
+        _columns_unit(cx, u, scratch)
+    elif cx.rows > 1:
+        _rows_unit(cx, u, scratch)
+    elif cx.nred:
         _reduction_row(cx, u, scratch)
     else:
         _elementwise_unit(cx, u, scratch)

@@ -31,6 +31,9 @@ MAX_REGISTERS = 256
 MAX_REDUCTIONS = 16
 
 # NumPy ufunc name -> interpreter op, where they differ.
+# Ufuncs that are a multiplication by a constant: name -> (numerator, denominator). NumPy's loop
+# computes ``x * (num / den)`` with the quotient rounded in the loop's dtype, and so does the kernel.
+_UFUNC_SCALINGS = {"deg2rad": (np.pi, 180.0), "rad2deg": (180.0, np.pi)}
 _UFUNC_ALIASES = {"fabs": "absolute", "positive": "copy", "true_divide": "divide", "conjugate": "copy",
                   "conj": "copy"}
 # Reduction ops the interpreter folds: op name -> (interpreter reduction, whether the input is first
@@ -120,13 +123,12 @@ def _elementwise_plan(node):
         return None
     ins = node.inputs
     key = (node.op, out[0].type.dtype, node.attrs.get("omitted", ()) if node.op == "np.clip" else (),
-           tuple(_operand_dtype(v) if _supported_dtype(v.type) or isinstance(v.type, ScalarType) else None
-                 for v in ins))
+           tuple(_operand_key(v) for v in ins), _constant_exponent(node))
     try:
         return _PLAN_CACHE[key]
     except KeyError:
         pass
-    plan = None if None in key[3] else _plan_for(node.op, key[1], key[3])
+    plan = None if any(d is _NO_KERNEL for d in key[3]) else _plan_for(node.op, key[1], key[3], key[4])
     if len(_PLAN_CACHE) > 4096:
         _PLAN_CACHE.clear()
     _PLAN_CACHE[key] = plan
@@ -134,35 +136,111 @@ def _elementwise_plan(node):
 
 
 _PLAN_CACHE: dict = {}
+# Marks an operand the interpreter cannot read. Not None: ``np.dtype("float64") == None`` is True
+# (None means the default dtype), so `None in key` once sent every float64 op to the fallback path,
+# and a cache key holding None could compare equal to one holding float64.
+_NO_KERNEL = object()
 
 
-def _plan_for(op_name: str, out_dt: np.dtype, in_dts: tuple):
+def _operand_key(v):
+    """An input's part of the plan key: what loop resolution sees, or _NO_KERNEL."""
+    return _operand_dtype(v) if _supported_dtype(v.type) or isinstance(v.type, ScalarType) else _NO_KERNEL
+
+
+def _plan_for(op_name: str, out_dt: np.dtype, in_dts: tuple, exponent):
+    """The plan of `_elementwise_plan`, checked against the dtypes each interpreter op computes in
+    (some register dtypes, e.g. uint8, are only ever read by a cast)."""
     if any(d is complex for d in in_dts):
         return None
+    plan = _plan_unchecked(op_name, out_dt, in_dts, exponent)
+    if plan is None:
+        return None
+    code = DTYPES[plan[2]]
+    return plan if all(code in OPS[op][2] for op in _interpreter_ops(plan[0], exponent)) else None
+
+
+def _interpreter_ops(op: str, exponent) -> list[str]:
+    """The interpreter ops that the plan op `op` emits."""
+    if op == "power_const":
+        return [step[0] for step in _POWER_EXPANSIONS[exponent]]
+    return {"clip": ["maximum", "minimum"], "scale": ["multiply"]}.get(op, [op])
+
+
+def _plan_unchecked(op_name: str, out_dt: np.dtype, in_dts: tuple, exponent):
     n = len(in_dts)
     if op_name == "np.where":
         return ("where", (np.dtype(bool), out_dt, out_dt), out_dt) if n == 3 else None
-    if op_name == "np.astype":
+    if op_name in ("np.astype", "np.copy"):   # a copy is a cast to its own dtype
         return ("cast", (out_dt,), out_dt) if n == 1 else None
     if op_name == "np.clip":
         return ("clip", (out_dt,) * n, out_dt) if n > 1 else None
+    if exponent is not None:
+        return _power_plan(out_dt, in_dts, exponent)
     name = op_name[3:] if op_name.startswith("np.") else None
     ufunc = getattr(np, name, None) if name else None
     if not isinstance(ufunc, np.ufunc) or ufunc.nout != 1 or ufunc.nin != n:
         return None
-    op = _UFUNC_ALIASES.get(name, name)
-    if op not in OPS:
+    op = "scale" if name in _UFUNC_SCALINGS else _UFUNC_ALIASES.get(name, name)
+    if op not in OPS and op != "scale":
         return None
     try:
         loop = ufunc.resolve_dtypes(in_dts + (None,))
     except (TypeError, ValueError, np.exceptions.DTypePromotionError):
         return None
     compute = loop[0]
-    if loop[-1] != out_dt or any(d not in DTYPES for d in loop) or DTYPES[compute] not in OPS[op][2]:
+    if loop[-1] != out_dt or any(d not in DTYPES for d in loop):
         return None
     if any(d != compute for d in loop[:-1]):
         return None
     return op, loop[:-1], compute
+
+
+# np.power(x, c) for a constant scalar c, as instructions instead of a pow() call per element. Each
+# step is (op, operands) with operands "x" (the base), "t" (the previous step's result) or "1".
+# For -1, 0, 0.5, 1 and 2 NumPy's own float power loop takes exactly these shortcuts when the
+# exponent is a scalar (so -0.0 ** 0.5 is -0.0, as sqrt gives), which makes them bit-exact; integer
+# bases get the same wrapping products as NumPy's repeated squaring. Reciprocal and sqrt have no
+# integer kernel, so an integer base with a negative exponent still reaches NumPy (which raises).
+_POWER_EXPANSIONS = {
+    -1.0: (("reciprocal", "x"),),
+    0.0: (("copy", "1"),),
+    0.5: (("sqrt", "x"),),
+    1.0: (("copy", "x"),),
+    2.0: (("square", "x"),),
+    3.0: (("square", "x"), ("multiply", "t", "x")),
+    4.0: (("square", "x"), ("square", "t")),
+    -2.0: (("square", "x"), ("reciprocal", "t")),
+}
+# Exponents for which NumPy calls pow(): a float32 base is raised in float64 and rounded once (the
+# correctly rounded result but for rare double roundings; NumPy's powf is itself sometimes an ulp
+# off), while float64 products may differ from pow by an ulp or two.
+_POWER_WIDENED = frozenset({3.0, 4.0, -2.0})
+
+
+def _constant_exponent(node) -> float | None:
+    """c of ``np.power(x, c)`` when c is a scalar constant that `_POWER_EXPANSIONS` covers."""
+    if node.op != "np.power" or len(node.inputs) != 2:
+        return None
+    src = node.inputs[1].node
+    if src is None or src.op != "prim.Constant":
+        return None
+    value = src.attrs["value"]
+    if np.ndim(value) != 0 or np.asarray(value).dtype.kind not in "iuf":
+        return None
+    e = float(value)
+    return e if e in _POWER_EXPANSIONS else None
+
+
+def _power_plan(out_dt: np.dtype, in_dts: tuple, exponent: float):
+    """np.power with a constant exponent: NumPy's loop dtype, which must be one dtype throughout."""
+    try:
+        loop = np.power.resolve_dtypes(in_dts + (None,))
+    except (TypeError, ValueError, np.exceptions.DTypePromotionError):
+        return None
+    compute = loop[0]
+    if loop[-1] != out_dt or any(d != compute for d in loop) or compute not in DTYPES:
+        return None
+    return "power_const", (compute,), compute
 
 
 def _reduction_plan(node):
@@ -403,10 +481,16 @@ class _Program:
         if op == "cast":
             src = self.natural(node.inputs[0])
             self.emit("copy" if self.regs[src][0] == DTYPES[out_dt] else "cast", out_dt, dst, src)
+        elif op == "power_const":
+            self.power(node, compute, dst)
         else:
             regs = [self.read(v, dt) for v, dt in zip(node.inputs, loop_in)]
             if op == "where":
                 self.emit("where", out_dt, dst, regs[1], regs[2], regs[0])
+            elif op == "scale":
+                num, den = _UFUNC_SCALINGS[node.op[3:]]
+                factor = compute.type(num) / compute.type(den)
+                self.emit("multiply", compute, dst, regs[0], self.literal(factor, compute))
             elif op == "clip":
                 cur = regs[0]
                 for i, (bound, r) in enumerate(zip(_clip_bounds(node), regs[1:])):
@@ -416,6 +500,26 @@ class _Program:
             else:
                 self.emit(op, compute, dst, regs[0], regs[1] if len(regs) > 1 else -1)
         self.define(out_v, dst)
+
+    def power(self, node, compute: np.dtype, dst: int) -> None:
+        """``x ** c`` into dst by the steps `_POWER_EXPANSIONS` gives for the constant c."""
+        exponent = _constant_exponent(node)
+        wide = np.dtype(np.float64) if compute == np.float32 and exponent in _POWER_WIDENED else compute
+        x = self.read(node.inputs[0], wide)
+        steps = _POWER_EXPANSIONS[exponent]
+        cur = x
+        for i, (op, *operands) in enumerate(steps):
+            out = dst if i == len(steps) - 1 and wide == compute else self.reg(wide, "temp")
+            regs = [x if a == "x" else cur if a == "t" else self.literal(1, wide) for a in operands]
+            self.emit(op, wide, out, *regs)
+            cur = out
+        if wide != compute:
+            self.emit("cast", compute, dst, cur)
+
+    def literal(self, value, dtype: np.dtype) -> int:
+        """A constant register holding `value` as `dtype`."""
+        self.const_values.append(np.asarray(value).astype(dtype).item())
+        return self.reg(dtype, "const", len(self.const_values) - 1)
 
     def reduction(self, node) -> None:
         red, _, to_bool = _reduction_plan(node)
