@@ -43,7 +43,7 @@ PROGRAMS = {
     "reciprocal": (lambda x: x * (1.0 / x.shape[0]), 0),
     "float": (lambda x: x / float(x.shape[0]), 2),
     "np_float32": (lambda x: x / np.float32(x.shape[0]), 2),
-    "np_prod": (lambda x: x / np.prod(x.shape), 2),
+    "np_prod": (lambda x: x / np.prod(x.shape), 0),
     "split": (_split, 2),
     "slice_minus_one": (lambda x: x[: x.shape[0] - 1] * 2.0, 0),
     "slice_second_half": (lambda x: x[x.shape[0] // 2:] * 2.0, 0),

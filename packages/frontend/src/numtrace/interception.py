@@ -347,6 +347,19 @@ def _conversion_wrapper(original: Any, copies: bool | None) -> Any:
     return convert
 
 
+def _prod_wrapper(original: Any) -> Any:
+    """``np.prod(x.shape)``: a product of traced sizes is recorded (as NumPy types it, a 0-d int64);
+    NumPy would read the sizes as plain numbers."""
+    @functools.wraps(original)
+    def prod(a: Any, *args: Any, **kwargs: Any) -> Any:
+        if current_tracer() is None or args or kwargs or not isinstance(a, (tuple, list)) or not a \
+                or not any(isinstance(d, TracedScalar) for d in a) \
+                or not all(isinstance(d, (TracedScalar, int)) and not isinstance(d, bool) for d in a):
+            return original(a, *args, **kwargs)
+        return np.multiply(functools.reduce(operator.mul, a), 1)
+    return prod
+
+
 def _patches() -> list[tuple[Any, str, Any]]:
     patches = []
     for op in registry.all_ops():
@@ -366,6 +379,7 @@ def _patches() -> list[tuple[Any, str, Any]]:
         patches.append((np, name, _numbers_wrapper(getattr(np, name), f"np.{name}")))
     patches.append((np, "identity", _numbers_wrapper(np.identity, "np.eye", {"positional": ["N", "dtype"],
                                                                              "n": "N"})))
+    patches.append((np, "prod", _prod_wrapper(np.prod)))
     patches.append((np, "asarray", _conversion_wrapper(np.asarray, copies=None)))
     patches.append((np, "asanyarray", _conversion_wrapper(np.asanyarray, copies=None)))
     patches.append((np, "array", _conversion_wrapper(np.array, copies=True)))
