@@ -320,11 +320,10 @@ class TracedFunction:
         return reduce_traced(self)
 
     def stats(self) -> dict:
-        """Per compiled signature, the backend's statistics (with ``retraces``: how many times the
-        function was traced again for shapes that broke a guard)."""
-        stats: dict[str, Any] = {repr(k): exe.stats() for k, (_, exe) in list(self._cache.items())}
-        stats["retraces"] = self.retraces
-        return stats
+        """``retraces``: how many times the function was traced again for shapes that broke a guard;
+        ``signatures``: per compiled input signature, the backend's statistics."""
+        return {"retraces": self.retraces,
+                "signatures": {repr(k): exe.stats() for k, (_, exe) in list(self._cache.items())}}
 
     def __repr__(self) -> str:
         return f"<numtrace.TracedFunction {self.__name__}({', '.join(self.arg_names)}) on {self.backend!r}>"
