@@ -65,7 +65,7 @@ def test_show(capsys, files):
     assert code == 0
     assert "saved module 'MLP'" in out and "# inputs: x : f32[8, 20]" in out
     assert "np.matmul x2" in out and "# guards: none" in out
-    assert f"# parameters: 4 arrays, {(20 * 16 + 16 + 16 * 4 + 4) * 4 / 1024:.1f} KiB" in out
+    assert f"# parameters: 4 arrays, {(20 * 16 + 16 + 16 * 4 + 4) * 4 / 1024:.1f} KiB (stored" in out
     assert "graph(%x : f32[8, 20]" in out and "return (" in out
 
 

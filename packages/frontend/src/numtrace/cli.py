@@ -150,13 +150,14 @@ def cmd_show(args: argparse.Namespace) -> int:
     print(f"# {args.file}: saved {kind} {module.get('type') if module else meta.get('name', '?')!r}, "
           f"backend {meta.get('backend', '?')!r}"
           + (f", traced in {'training' if module.get('training') else 'eval'} mode" if module else ""))
-    state_bytes = sum(a.nbytes for a in arrays.values())
-    print(f"# parameters: {len(arrays)} arrays, {_nbytes(state_bytes)}")
+    stored = sum(a.nbytes for a in arrays.values())
+    what = "parameters and buffers" if module else "constants"
+    print(f"# parameters: {len(arrays)} arrays, {_nbytes(stored)} (stored {what})")
     for name, graph in graphs.items():
         info = meta.get("methods", {}).get(name, {})
         n_state = len(info.get("state_names", ()))
         leaves = graph.inputs[: len(graph.inputs) - n_state]
-        print(f"\n# method {name}")
+        print(f"\n# method {name}" if module else f"\n# function {meta.get('name', name)}")
         print("# inputs: " + (", ".join(f"{v.name or '#' + str(i)} : {v.type}" for i, v in enumerate(leaves))
                               or "none"))
         if n_state:
