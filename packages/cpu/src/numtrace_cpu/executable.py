@@ -129,6 +129,57 @@ class Executable(CallPlan):
             "arenas": self._arenas_made,
         }
 
+    def explain(self) -> str:
+        """What this executable does per call, step by step: fused passes with the nodes each holds,
+        BLAS calls, NumPy fallbacks with their reason, views, and the intermediate buffers."""
+        from numtrace_ir.printer import format_node, value_names
+
+        from numtrace_cpu.lowering import fallback_reason
+
+        names = value_names(self.graph)
+        by_number = {n: v for v, n in _numbering(self.graph).items()}
+
+        def name(k: int) -> str:
+            v = by_number.get(k)
+            return "%" + names[v] if v is not None else f"%{k}"
+
+        def node_line(node) -> str:
+            return format_node(node, True)
+
+        s = self.stats()
+        sig = ", ".join(f"%{names[v]} : {v.type}" for v in self.graph.inputs)
+        work = sum(not isinstance(step, ConstantStep) for step in self._steps)
+        lines = [f"cpu executable for ({sig})",
+                 f"  {_count(s['nodes'], 'node')} in {_count(work, 'step')}: "
+                 f"{_count(s['fused_groups'], 'fused pass', 'fused passes')}, "
+                 f"{_count(s['matmuls'], 'BLAS call')}, "
+                 f"{_count(s['fallbacks'], 'NumPy fallback')}, {_count(s['views'], 'view')}; "
+                 f"ISA {s['isa']}, {_count(s['threads'], 'thread')}"]
+        k = 0
+        for step in self._steps:
+            if isinstance(step, ConstantStep):
+                continue
+            k += 1
+            if isinstance(step, FusedStep):
+                shape = self._types[step.outputs[0]] if step.outputs else "?"
+                outs = ", ".join(name(v) for v in step.outputs)
+                lines.append(f"  step {k}: fused pass of {_count(len(step.nodes), 'node')} "
+                             f"({_count(step.kernel.n_instructions, 'instruction')}) -> {outs} : {shape}")
+                lines.extend(f"      {node_line(n)}" for n in step.nodes)
+            elif isinstance(step, MatmulStep):
+                a, b = (self._types[v] for v in step.inputs)
+                lines.append(f"  step {k}: BLAS matmul {a} @ {b} -> {self._types[step.outputs[0]]}")
+                lines.append(f"      {node_line(step.nodes[0])}")
+            elif isinstance(step, ViewStep):
+                lines.append(f"  step {k}: view {node_line(step.nodes[0])}")
+            else:
+                node = step.nodes[0]
+                lines.append(f"  step {k}: fallback to NumPy ({fallback_reason(node)})")
+                lines.append(f"      {node_line(node)}")
+        lines.append(f"  buffers: {_count(s['buffer_slots'], 'reused intermediate slot')}, "
+                     f"{s['buffer_bytes']} bytes per call in flight; outputs are fresh arrays")
+        return "\n".join(lines) + "\n"
+
     def __repr__(self) -> str:
         s = self.stats()
         return (f"<numtrace_cpu.Executable: {s['nodes']} nodes in {s['steps']} steps, "
@@ -166,6 +217,19 @@ def _check_input(i: int, x: Any, t: Any) -> Any:
         if not isinstance(x, _SCALAR_PY[t.kind]) or (t.kind != "bool" and isinstance(x, (bool, np.bool_))):
             raise TypeError(f"input {i} must be a Python {t.kind}, got {type(x).__name__}")
     return x
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
+def _numbering(graph) -> dict:
+    """Value -> number, as `lowering.lower` numbers them (inputs, then node outputs in order)."""
+    index = {v: k for k, v in enumerate(graph.inputs)}
+    for node in graph.nodes:
+        for v in node.outputs:
+            index[v] = len(index)
+    return index
 
 
 def _where(step: Step) -> str:

@@ -303,6 +303,31 @@ def _basic_index_view(node):
     return lambda a: a[key]
 
 
+def fallback_reason(node) -> str:
+    """Why `node` runs as its NumPy reference rather than in a fused pass or a BLAS call (for explain)."""
+    if _is_view(node):
+        return "movement op: NumPy's own result, usually a view (no pass over the data)"
+    outs = node.outputs
+    if any(isinstance(v.type, TensorType) and not v.type.is_concrete for v in outs):
+        return "its output's shape depends on the data"
+    if any(isinstance(v.type, TensorType) and not _supported_dtype(v.type) for v in [*node.inputs, *outs]):
+        kinds = sorted({str(v.type.dtype) for v in [*node.inputs, *outs]
+                        if isinstance(v.type, TensorType) and not _supported_dtype(v.type)})
+        return f"dtype {', '.join(kinds)} has no kernel"
+    if node.op in ("np.matmul", "np.dot"):
+        return "not a same-dtype float/complex product of concrete shapes (BLAS takes those)"
+    if node.op in _REDUCTIONS:
+        if node.attrs.get("initial") is not None:
+            return "initial= is not in the reduction kernels"
+        return "no reduction kernel for these dtypes or axes"
+    name = node.op[3:] if node.op.startswith("np.") else None
+    if isinstance(getattr(np, name, None) if name else None, np.ufunc) or node.op in ("np.where", "np.clip",
+                                                                                   "np.astype", "np.copy"):
+        ins = ", ".join(str(v.type) for v in node.inputs)
+        return f"no fused kernel for {node.op} on ({ins})"
+    return "no kernel for this op"
+
+
 def _is_view(node) -> bool:
     return (node.op in _VIEW_OPS and len(node.outputs) == 1 and isinstance(node.outputs[0].type, TensorType)
             and node.outputs[0].type.is_concrete)

@@ -5,6 +5,8 @@ array operation into a ``numtrace_ir.Graph``, checks the trace, and returns a
 callable that runs the graph on a backend (``reference``, ``cpu``, ``triton``).
 """
 
+from importlib import metadata as _metadata
+
 from numtrace_ir import GuardError
 
 from . import nn
@@ -16,6 +18,11 @@ from .saving import load
 from .traced import TracedFunction
 from .traced_module import TracedModule
 from .tracer import is_tracing
+
+try:
+    __version__ = _metadata.version("numtrace")
+except _metadata.PackageNotFoundError:  # not installed (a source checkout on sys.path)
+    __version__ = "0+unknown"
 
 __all__ = [
     "GuardError",

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from numtrace_ir import registry
+from numtrace_ir import display_location, registry
 from numtrace_ir.registry import Attr, Input, Inputs
 
 _INLINE_LIMIT = 16
@@ -150,7 +150,7 @@ def graph_to_python(graph: Any, name: str, arg_names: Sequence[str], state_names
             names[v] = python_name(v.name, f"v{counter}", taken)
             outs.append(names[v])
         args = [names[v] for v in node.inputs]
-        comment = f"  # {node.loc}" if node.loc else ""
+        comment = f"  # {display_location(node.loc)}" if node.loc else ""
         if node.op == "np.setitem":
             # Functional update: a copy, then NumPy's in-place assignment on it.
             key = _index_text(node.attrs["index"], args[1:-1], constants)

@@ -49,6 +49,7 @@ class ReferenceExecutable:
     """Interprets a graph node by node; values are freed after their last use."""
 
     def __init__(self, graph: Any):
+        self.graph = graph
         slot: dict[Any, int] = {}
         for value in graph.inputs:
             slot[value] = len(slot)
@@ -120,6 +121,18 @@ class ReferenceExecutable:
 
     def stats(self) -> dict:
         return {"backend": "reference", "nodes": len(self.steps)}
+
+    def explain(self) -> str:
+        """The node list: each node runs as its op's NumPy reference, one after the other."""
+        from numtrace_ir.printer import format_node, value_names
+
+        names = value_names(self.graph)
+        sig = ", ".join(f"%{names[v]} : {v.type}" for v in self.graph.inputs)
+        lines = [f"reference executable for ({sig})",
+                 f"  {len(self.steps)} nodes, each run as its op's NumPy reference (no fusion, no planning)"]
+        for k, step in enumerate(self.steps, 1):
+            lines.append(f"  {k}: {format_node(step.node, True)}")
+        return "\n".join(lines) + "\n"
 
 
 def _write_outputs(results: list[np.ndarray], out: Sequence[np.ndarray]) -> tuple:

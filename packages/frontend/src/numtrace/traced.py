@@ -319,6 +319,36 @@ class TracedFunction:
 
         return reduce_traced(self)
 
+    def explain(self, *args: Any, **kwargs: Any) -> str:
+        """What the backend's executable does, as text: for the signature of ``args`` when given (it is
+        compiled if needed, nothing runs), else for every signature called so far (the traced one
+        when none was). The CPU backend lists its steps (fused passes and their nodes, BLAS calls,
+        fallbacks and why, buffers), Triton its kernels with their source, the reference its nodes.
+        """
+        if args or kwargs:
+            leaves = self._gather(args, kwargs) if kwargs or not self._flat_args else list(args)
+            if len(leaves) != self._num_leaves:
+                raise TypeError(f"{self.__name__}() takes {self._num_leaves} array argument(s) "
+                                f"({', '.join(self.arg_names)}) as traced, got {len(leaves)}")
+            leaves = self._converted(leaves)
+            key = tuple([(a.dtype, a.shape) for a in leaves])
+            entries = [self._cache.get(key) or self._compile(leaves, key)]
+        elif self._cache:
+            entries = list(dict.fromkeys(self._cache.values()))
+        else:
+            types = [v.type for v in self.graph.inputs[: self._num_leaves]]
+            entries = [(self, self._executable(types))]
+        parts = [f"# {self.__name__} on backend {self.backend!r}"]
+        for _, executable in entries:
+            describe = getattr(executable, "explain", None)
+            if describe is None:
+                text = (f"backend {self.backend!r} does not describe its executables; its stats: "
+                        f"{executable.stats()}\n")
+            else:
+                text = describe()
+            parts.append(text.rstrip("\n"))
+        return "\n".join(parts) + "\n"
+
     def stats(self) -> dict:
         """``retraces``: how many times the function was traced again for shapes that broke a guard;
         ``signatures``: per compiled input signature, the backend's statistics."""
@@ -364,6 +394,10 @@ class _ScalarArguments:
 
     def stats(self) -> dict:
         return self.executable.stats()
+
+    @property
+    def explain(self) -> Any:
+        return getattr(self.executable, "explain", None)
 
 
 def _concrete(value: Any) -> Any:

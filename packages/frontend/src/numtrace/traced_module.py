@@ -90,6 +90,13 @@ class TracedModule(TracedSubmodule):
     def code(self) -> str:
         return "\n\n".join(m.code for m in self._methods.values())
 
+    def explain(self, *args: Any, **kwargs: Any) -> str:
+        """``forward.explain(...)`` with arguments; without, every traced method's (see
+        ``TracedFunction.explain``)."""
+        if args or kwargs:
+            return self.__getattr__("forward").explain(*args, **kwargs)
+        return "".join(m.explain() for m in self._methods.values())
+
     def state_dict(self) -> OrderedDict[str, np.ndarray]:
         return OrderedDict(self._state)
 

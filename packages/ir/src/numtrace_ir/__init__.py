@@ -1,11 +1,13 @@
 """numtrace's intermediate representation: typed SSA graphs and the op registry."""
 
-from numtrace_ir import passes, registry, serialize
+from numtrace_ir import dot, passes, registry, serialize
 from numtrace_ir.canonical import canonical_text, canonicalize, graphs_equal
 from numtrace_ir.dims import ShapeError
 from numtrace_ir.graph import Graph, LintError, Node, Value
 from numtrace_ir.guards import GuardError
+from numtrace_ir.locations import display_location
 from numtrace_ir.parser import ParseError, parse
+from numtrace_ir.printer import format_graph
 from numtrace_ir.registry import OpDef, UnknownOpError
 from numtrace_ir.serialize import FormatError
 from numtrace_ir.specialize import specialize
@@ -37,8 +39,11 @@ __all__ = [
     "Value",
     "canonical_text",
     "canonicalize",
+    "display_location",
+    "dot",
     "dtype_from_name",
     "dtype_name",
+    "format_graph",
     "graphs_equal",
     "parse",
     "passes",

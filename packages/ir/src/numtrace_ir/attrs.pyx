@@ -12,7 +12,7 @@ from numtrace_ir.types cimport TensorType
 
 from numtrace_ir.types import normalize_dtype
 
-__all__ = ["check_attr", "format_array", "format_attr", "format_float"]
+__all__ = ["Abbreviate", "check_attr", "format_array", "format_attr", "format_float"]
 
 # Tuples and slices nest at most this deep: the recursive code here must never exhaust the C stack.
 MAX_ATTR_DEPTH = 64
@@ -68,16 +68,32 @@ cdef str _format_element(object x, str kind):
     return str(int(x))
 
 
+class Abbreviate:
+    """An `array_ref` for the human-facing text (`str(graph)`): arrays of more than `limit` elements
+    print as `array(f32[784, 512]; ...)`, smaller ones in full. The parser rejects the `...` form
+    with a clear error, so an abbreviated text is never mistaken for the graph."""
+
+    __slots__ = ("limit",)
+
+    def __init__(self, limit):
+        self.limit = int(limit)
+
+
 cpdef str format_array(object arr, object array_ref=None):
     """`array(f32[2, 2]; 1.0, 2.0, 3.0, 4.0)`: the type, then the elements in C order.
 
     With `array_ref` (a callable taking the array), the elements are replaced by `@"<member>"`, the
-    name that callable returns: saved graphs keep their arrays as separate `.npy` members.
+    name that callable returns: saved graphs keep their arrays as separate `.npy` members. With an
+    `Abbreviate(limit)`, arrays of more than `limit` elements print as `array(f32[784, 512]; ...)`.
     """
     cdef str kind = arr.dtype.kind
     head = str(TensorType(arr.dtype, arr.shape))
     if array_ref is not None:
-        return f"array({head}; @{array_ref(arr)!r})"
+        if type(array_ref) is Abbreviate:
+            if arr.size > (<object>array_ref).limit:
+                return f"array({head}; ...)"
+        else:
+            return f"array({head}; @{array_ref(arr)!r})"
     flat = np.ascontiguousarray(arr).reshape(-1)
     if kind == "f" and arr.dtype.itemsize == 8:
         body = ", ".join([format_float(v) for v in flat.tolist()])

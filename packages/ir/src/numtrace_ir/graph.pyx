@@ -621,12 +621,24 @@ cdef class Graph:
                 raise LintError(f"graph output {i} ({self._outputs[i]!r}) is not defined in this graph")
 
     def __str__(self):
-        from numtrace_ir.printer import format_graph
-        return format_graph(self)
+        # For reading: large constants abbreviated, locations shortened (format_graph gives the full text).
+        from numtrace_ir.printer import display_text
+        return display_text(self)
+
+    def to_dot(self, **options):
+        """This graph in Graphviz DOT (see `numtrace_ir.dot.to_dot`)."""
+        from numtrace_ir.dot import to_dot
+        return to_dot(self, **options)
+
+    def _repr_svg_(self):
+        # Jupyter: a drawing when Graphviz `dot` is installed (None lets it fall back to the text).
+        from numtrace_ir.dot import repr_svg
+        return repr_svg(self)
 
     def __reduce__(self):
-        # Pickling and deepcopy go through the text form, the one serialization of a graph.
-        return (_graph_from_text, (str(self),))
+        # Pickling and deepcopy go through the full text form, the one serialization of a graph.
+        from numtrace_ir.printer import format_graph
+        return (_graph_from_text, (format_graph(self),))
 
     def __repr__(self):
         return f"<Graph: {len(self._inputs)} inputs, {self._len} nodes, {len(self._outputs)} outputs>"

@@ -328,6 +328,9 @@ cdef class _Parser:
             self.pos += 1
             self.skip_ws()
             return self.array_ref(tt)
+        if self.s.startswith(u"...", self.pos):
+            self.fail(f"abbreviated array {tt} ('...'): str(graph) shortens large constants for reading; "
+                      "parse the full text of numtrace_ir.format_graph(graph) or a saved file instead", at)
         kind = tt.dtype.kind
         items = []
         while not self.accept_ch(u')'):

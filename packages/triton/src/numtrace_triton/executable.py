@@ -157,6 +157,32 @@ class TritonExecutable:
             return dest
         return host
 
+    def explain(self) -> str:
+        """What one call does: the device buffers by role, then each kernel launched, in order, with its
+        grid and its generated Triton source."""
+        plan = self.plan
+        sig = ", ".join(str(t) for t in plan.input_types)
+        mode = "Triton interpreter (TRITON_INTERPRET=1)" if self._interpret else "GPU"
+        lines = [f"triton executable for ({sig})",
+                 f"  {len(self.kernels)} kernel launch{'' if len(self.kernels) == 1 else 'es'} per call "
+                 f"on the {mode}, allocator {self.allocator.name}"]
+        roles: dict[str, list[int]] = {}
+        for spec in plan.buffers:
+            entry = roles.setdefault(spec.role, [0, 0])
+            entry[0] += 1
+            entry[1] += spec.nbytes
+        lines.append("  buffers: " + (", ".join(f"{count} {role} ({nbytes} bytes)"
+                                                for role, (count, nbytes) in roles.items()) or "none"))
+        folded = sum(o.buffer is None for o in plan.outputs)
+        if folded:
+            lines.append(f"  {folded} output(s) folded at compile time (no kernel)")
+        for k, info in enumerate(self.kernels, 1):
+            grid = "chosen at launch" if info.grid is None else str(tuple(info.grid))
+            lines.append(f"  kernel {k}: {info.name}, grid {grid}  ({info.path})")
+            lines.extend("      " + line if line.strip() else ""
+                         for line in info.source.rstrip().splitlines())
+        return "\n".join(lines) + "\n"
+
     def stats(self) -> dict:
         roles: dict[str, int] = {}
         for spec in self.plan.buffers:
