@@ -13,7 +13,10 @@ DIRECTIVES = {"language_level": 3, "boundscheck": False, "wraparound": False, "c
               "initializedcheck": False}
 # NUMTRACE_CPU_BOUNDSCHECK=1 (the nox `boundscheck` session): every memoryview access checked, so an
 # out-of-bounds index in a kernel is an IndexError instead of memory corruption.
-if os.environ.get("NUMTRACE_CPU_BOUNDSCHECK") == "1":
+# Its C files go to their own folder, so a checked build never leaves its C beside the sources for
+# the next ordinary build to reuse.
+CHECKED = os.environ.get("NUMTRACE_CPU_BOUNDSCHECK") == "1"
+if CHECKED:
     DIRECTIVES.update(boundscheck=True, wraparound=True, initializedcheck=True)
 # -fno-trapping-math lets GCC if-convert float selects (the vector exp/tanh); nothing here reads
 # floating-point exception flags.
@@ -44,6 +47,7 @@ extensions = [
 setup(
     version=VERSION,
     install_requires=["numpy>=1.26", f"numtrace-ir=={VERSION}"],
-    ext_modules=cythonize(extensions, compiler_directives=DIRECTIVES),
+    ext_modules=cythonize(extensions, compiler_directives=DIRECTIVES,
+                          **({"build_dir": "build/boundscheck", "force": True} if CHECKED else {})),
     zip_safe=False,
 )
