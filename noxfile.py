@@ -37,9 +37,16 @@ def _install(session: nox.Session, names: list[str]) -> None:
     session.install(*[str(PACKAGES / n) for n in names])
 
 
-def _pytest(session: nox.Session, name: str, *extra: str) -> None:
-    env = {"TRITON_INTERPRET": "1"} if name == "triton" else {}
-    session.run("python", "-m", "pytest", str(PACKAGES / name / "tests"), "-q",
+# Every pytest run: faulthandler on from interpreter start (a segfault prints every thread's Python
+# traceback) and a traceback dump of every thread if one test runs past FAULT_TIMEOUT_S (a hang).
+FAULT_TIMEOUT_S = "900"
+PYTEST = ("python", "-X", "faulthandler", "-m", "pytest", "-p", "faulthandler",
+          "-o", f"faulthandler_timeout={FAULT_TIMEOUT_S}")
+
+
+def _pytest(session: nox.Session, name: str, *extra: str, env: dict | None = None) -> None:
+    env = {**({"TRITON_INTERPRET": "1"} if name == "triton" else {}), **(env or {})}
+    session.run(*PYTEST, str(PACKAGES / name / "tests"), "-q",
                 "-p", "no:cacheprovider", *extra, *session.posargs, env=env)
 
 
@@ -71,13 +78,49 @@ def triton(session: nox.Session) -> None:
     _pytest(session, "triton")
 
 
+STRESS_BATCHES = 8   # programs fuzz: 8 child processes x 2500 programs x 2 backends
+STRESS_PROGRAMS = "2500"
+STRESS_FILE_EXAMPLES = "2500"   # x 6 hypothesis file tests x 8 batches = 120k files (plus the load fuzz)
+
+
 @nox.session
 def stress(session: nox.Session) -> None:
-    """The long runs: the shape-idiom property test with 20k programs per backend."""
+    """The long runs. Each batch is its own child process (a nox ``session.run``): a crash is a signal
+    exit code that fails the session, and faulthandler prints where. Prints the RSS figures."""
     _install(session, ["ir", "frontend", "cpu"])
-    session.run("python", "-m", "pytest", str(PACKAGES / "frontend" / "tests" / "test_property_shapes.py"),
-                "-q", "-p", "no:cacheprovider", *session.posargs,
-                env={"NUMTRACE_PROPERTY_EXAMPLES": "20000"})
+    session.install("psutil")
+    front = PACKAGES / "frontend" / "tests"
+    session.run(*PYTEST, str(front / "test_property_shapes.py"), "-q", "-p", "no:cacheprovider",
+                *session.posargs, env={"NUMTRACE_PROPERTY_EXAMPLES": "20000"})
+    for batch in range(STRESS_BATCHES):
+        session.run(*PYTEST, str(front / "test_fuzz_programs.py"), "-q", "-p", "no:cacheprovider",
+                    *session.posargs, env={"NUMTRACE_FUZZ_EXAMPLES": STRESS_PROGRAMS,
+                                           "NUMTRACE_FUZZ_SEED": str(batch + 1)})
+    for batch in range(STRESS_BATCHES):
+        session.run(*PYTEST, str(PACKAGES / "ir" / "tests" / "test_fuzz_files.py"), "-q",
+                    "-p", "no:cacheprovider", *session.posargs,
+                    env={"NUMTRACE_FUZZ_FILE_EXAMPLES": STRESS_FILE_EXAMPLES,
+                         "NUMTRACE_FUZZ_FILE_SEED": str(batch + 1)})
+    # Threads (8 x 10k calls), re-tracing races, 1M calls and 10k trace cycles for RSS growth: -s prints
+    # the RSS figures.
+    session.run(*PYTEST, str(front / "test_reliability.py"), "-q", "-s", "-p", "no:cacheprovider",
+                *session.posargs, env={"NUMTRACE_STRESS": "1", "NUMTRACE_FUZZ_FILE_EXAMPLES": "5000"})
+
+
+@nox.session
+def boundscheck(session: nox.Session) -> None:
+    """packages/cpu built with Cython boundscheck/wraparound/initializedcheck on, then its tests and the
+    frontend's reliability tests on it: an out-of-bounds kernel access is an IndexError, not a crash."""
+    session.install(*TEST_DEPS)
+    session.install(str(PACKAGES / "ir"), str(PACKAGES / "frontend"))
+    session.install("--no-cache-dir", "--force-reinstall", "--no-deps", str(PACKAGES / "cpu"),
+                    env={"NUMTRACE_CPU_BOUNDSCHECK": "1"})
+    session.run("python", "-c", "import numtrace_cpu")
+    _pytest(session, "cpu")
+    session.run(*PYTEST, str(PACKAGES / "frontend" / "tests" / "test_reliability.py"),
+                str(PACKAGES / "frontend" / "tests" / "test_fuzz_programs.py"),
+                "-q", "-p", "no:cacheprovider",
+                *session.posargs)
 
 
 @nox.session
@@ -123,7 +166,7 @@ def integration(session: nox.Session) -> None:
     _install(session, ["ir", "frontend", "cpu"])
     session.install(*INTEGRATION_DEPS)
     session.install("--no-deps", *INTEGRATION_NO_DEPS)
-    session.run("python", "-m", "pytest", str(PACKAGES / "frontend" / "tests_integration"), "-q",
+    session.run(*PYTEST, str(PACKAGES / "frontend" / "tests_integration"), "-q",
                 "-p", "no:cacheprovider", *session.posargs)
 
 

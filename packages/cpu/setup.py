@@ -1,4 +1,5 @@
 """Builds numtrace-cpu: OpenMP-enabled Cython kernels, version and pins from VERSION."""
+import os
 import platform
 from pathlib import Path
 
@@ -10,6 +11,13 @@ HERE = Path(__file__).resolve().parent
 VERSION = (HERE.parent.parent / "VERSION").read_text().strip()
 DIRECTIVES = {"language_level": 3, "boundscheck": False, "wraparound": False, "cdivision": True,
               "initializedcheck": False}
+# NUMTRACE_CPU_BOUNDSCHECK=1 (the nox `boundscheck` session): every memoryview access checked, so an
+# out-of-bounds index in a kernel is an IndexError instead of memory corruption.
+# Its C files go to their own folder, so a checked build never leaves its C beside the sources for
+# the next ordinary build to reuse.
+CHECKED = os.environ.get("NUMTRACE_CPU_BOUNDSCHECK") == "1"
+if CHECKED:
+    DIRECTIVES.update(boundscheck=True, wraparound=True, initializedcheck=True)
 # -fno-trapping-math lets GCC if-convert float selects (the vector exp/tanh); nothing here reads
 # floating-point exception flags.
 FLAGS = ["-O3", "-fopenmp", "-ffp-contract=fast", "-fno-math-errno", "-fno-trapping-math"]
@@ -39,6 +47,7 @@ extensions = [
 setup(
     version=VERSION,
     install_requires=["numpy>=1.26", f"numtrace-ir=={VERSION}"],
-    ext_modules=cythonize(extensions, compiler_directives=DIRECTIVES),
+    ext_modules=cythonize(extensions, compiler_directives=DIRECTIVES,
+                          **({"build_dir": "build/boundscheck", "force": True} if CHECKED else {})),
     zip_safe=False,
 )

@@ -1,0 +1,251 @@
+"""Crash hunt: hypothesis-generated NumPy programs traced and run on every backend.
+
+``backend`` is parametrized by conftest.py (reference, cpu).
+
+A program is a list of steps over an environment of arrays that starts with the arguments (two float
+arrays and an integer array). Steps cover ufuncs, reductions, basic/mask/integer-array indexing, in-place
+writes (into arguments too), views written through, seeded random draws, creation functions sized by
+traced shapes, ndarray methods and NumPy functions the tracer does not support. Each program is traced
+on every backend and called at the traced shapes and at another batch size. The contract:
+
+* eager NumPy succeeds -> the traced call returns the same values, dtypes and shapes and leaves the
+  arguments as NumPy leaves them, or raises a clear Python exception;
+* eager NumPy raises -> tracing or the call raises too;
+* never an interpreter crash (faulthandler prints the traceback; the nox ``stress`` session runs
+  batches of this file in child processes and fails on any signal exit code).
+
+``NUMTRACE_FUZZ_EXAMPLES`` sets the number of programs (CI default: 200).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+import numtrace as nt
+import pytest
+from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import strategies as st
+
+EXAMPLES = int(os.environ.get("NUMTRACE_FUZZ_EXAMPLES", "200"))
+
+# Exceptions that are never a "clear error": they are bugs in numtrace, not messages for the user.
+UNCLEAR = (SystemError, AssertionError, NameError, RecursionError, MemoryError)
+
+
+# In-place steps skip 0-d operands: NumPy's reductions return immutable scalars (whose ``fill`` is a
+# no-op and that have no ``__iadd__``), while traced reductions are 0-d arrays; see
+# test_fill_on_a_reduction_scalar (test_reliability.py).
+def _setitem(a, key, v):
+    if np.ndim(a) == 0:
+        return a
+    a[key] = v
+    return a
+
+
+def _iop(a, name, v):
+    if np.ndim(a) == 0:
+        return a
+    return getattr(a, name)(v)
+
+
+def _fill(a, v):
+    if np.ndim(a):
+        a.fill(v)
+    return a
+
+
+def _rows_idx(a):
+    return np.array([0, -1, 1]) if a.ndim else np.array([0])
+
+
+# name -> (arity, function of the operands). Operands are picked from the environment by index.
+STEPS = {
+    # ufuncs
+    "sin": (1, np.sin), "exp": (1, lambda a: np.exp(np.clip(a, -30, 30))), "abs": (1, np.abs),
+    "neg": (1, np.negative), "sqrt": (1, np.sqrt), "log1p": (1, np.log1p), "floor": (1, np.floor),
+    "tanh": (1, np.tanh), "square": (1, np.square), "sign": (1, np.sign), "isnan": (1, np.isnan),
+    "add": (2, np.add), "sub": (2, np.subtract), "mul": (2, np.multiply), "div": (2, np.divide),
+    "max2": (2, np.maximum), "min2": (2, np.minimum), "pow": (2, lambda a, b: np.power(np.abs(a), b)),
+    "gt": (2, np.greater), "eq": (2, np.equal), "where": (2, lambda a, b: np.where(a > b, a, b)),
+    "add_scalar": (1, lambda a: a + 1.5), "rsub_int": (1, lambda a: 3 - a), "floordiv": (2, np.floor_divide),
+    "mod": (2, np.mod), "logical_and": (2, lambda a, b: np.logical_and(a > 0.3, b < 0.7)),
+    "matmul": (2, lambda a, b: a @ b.T), "dot": (2, np.dot),
+    # reductions
+    "sum": (1, np.sum), "sum0": (1, lambda a: a.sum(axis=0)),
+    "sum_last_keep": (1, lambda a: a.sum(-1, keepdims=True)),
+    "mean": (1, np.mean), "max0": (1, lambda a: a.max(axis=0)), "min": (1, np.min),
+    "prod_last": (1, lambda a: a.prod(-1)),
+    "argmax": (1, np.argmax), "argmin0": (1, lambda a: a.argmin(axis=0)), "std": (1, np.std),
+    "var0": (1, lambda a: a.var(axis=0)), "any": (1, lambda a: (a > 0.5).any(axis=-1)), "all": (1, np.all),
+    "cumsum": (1, lambda a: np.cumsum(a, axis=-1)), "count_nonzero": (1, np.count_nonzero),
+    # indexing
+    "tail": (1, lambda a: a[1:]), "rev": (1, lambda a: a[::-1]), "step2": (1, lambda a: a[..., ::2]),
+    "mask": (1, lambda a: a[a > 0.5]), "mask_other": (2, lambda a, b: a[b > 0.5]),
+    "int_idx": (1, lambda a: a[_rows_idx(a)]), "int_arg_idx": (2, lambda a, i: a[np.asarray(i) % 3]),
+    "newaxis": (1, lambda a: a[:, None]), "first": (1, lambda a: a[0]), "last_col": (1, lambda a: a[..., -1]),
+    "ellipsis_neg": (1, lambda a: a[..., -2:]), "scalar_idx2": (1, lambda a: a[0, 1]),
+    # in-place writes (an argument is written when it is the operand)
+    "set_mask": (1, lambda a: _setitem(a, a > 0.5, 0.25)),
+    "set_row": (2, lambda a, b: _setitem(a, 0, b.sum())),
+    "set_slice": (1, lambda a: _setitem(a, slice(1, None), -1.0)),
+    "iadd": (1, lambda a: _iop(a, "__iadd__", 1.0)),
+    "imul_other": (2, lambda a, b: _iop(a, "__imul__", b)),
+    "set_int_idx": (1, lambda a: _setitem(a, np.array([0, 0]), 7.0)),
+    "ufunc_out": (1, lambda a: np.add(a, 1.0, out=a) if np.ndim(a) else a),
+    "set_ellipsis": (2, lambda a, b: _setitem(a, ..., b)),
+    # views, written through
+    "transpose": (1, lambda a: a.T), "ravel": (1, np.ravel), "reshape": (1, lambda a: a.reshape(-1)),
+    "view_write": (1, lambda a: (_iop(a[::2], "__imul__", 2.0), a)[1] if np.ndim(a) else a),
+    "T_write": (1, lambda a: (_setitem(a.T, 0, 3.0), a)[1]),
+    "swapaxes": (1, lambda a: np.swapaxes(a, 0, -1)), "squeeze": (1, lambda a: a[None].squeeze(0)),
+    "broadcast": (1, lambda a: np.broadcast_to(a, (2, *np.shape(a))) + 0.0),
+    # random draws (seeded: the traced draw equals the eager draw)
+    "rng_normal": (1, lambda a: a + np.random.default_rng(3).normal(size=np.shape(a))),
+    "rng_integers": (1, lambda a: a * np.random.default_rng(5).integers(0, 4, size=np.shape(a))),
+    # creation functions with traced sizes
+    "zeros": (1, lambda a: a + np.zeros(np.shape(a))), "ones_rows": (1, lambda a: np.ones((len(a), 2))),
+    "arange": (1, lambda a: a + np.arange(np.shape(a)[-1])), "full": (1, lambda a: np.full(np.shape(a), 2.5)),
+    "eye": (1, lambda a: np.eye(len(a)) @ a), "linspace": (1, lambda a: np.linspace(0.0, 1.0, np.size(a))),
+    "zeros_like": (1, np.zeros_like), "empty_fill": (1, lambda a: _setitem(np.empty(np.shape(a)), ..., 1.0)),
+    # ndarray methods
+    "clip": (1, lambda a: a.clip(0.2, 0.8)), "astype32": (1, lambda a: a.astype(np.float32)),
+    "astype_int": (1, lambda a: a.astype(np.int64)), "round": (1, lambda a: a.round(2)),
+    "copy": (1, lambda a: a.copy()),
+    "flatten": (1, lambda a: a.flatten()), "fill": (1, lambda a: _fill(a, 0.5)),
+    "item": (1, lambda a: a.sum().item()),
+    "tolist": (1, lambda a: np.asarray(a.tolist())), "concat": (2, lambda a, b: np.concatenate([a, b])),
+    "stack": (2, lambda a, b: np.stack([a, b])), "sort": (1, lambda a: np.sort(a, axis=-1)),
+    # NumPy functions the tracer may not support: a clear error or the right answer
+    "unique": (1, np.unique), "svd": (1, lambda a: np.linalg.svd(a)[1]),
+    "fft": (1, lambda a: np.fft.fft(a).real),
+    "histogram": (1, lambda a: np.histogram(a, bins=3)[0]), "nonzero": (1, lambda a: np.nonzero(a > 0.5)[0]),
+    "searchsorted": (2, lambda a, b: np.searchsorted(np.sort(np.ravel(a)), b)), "diff": (1, np.diff),
+    "convolve": (2, lambda a, b: np.convolve(np.ravel(a), np.ravel(b))), "median": (1, np.median),
+    "vectorize": (1, np.vectorize(lambda v: v * 2)), "frombuffer": (1, lambda a: np.frombuffer(a.tobytes())),
+    "float_of": (1, lambda a: a * float(a.sum())),
+    "bool_branch": (1, lambda a: a * 2 if a.sum() > 1 else a - 1),
+}
+NAMES = sorted(STEPS)
+
+step_st = st.tuples(st.sampled_from(NAMES), st.integers(0, 7), st.integers(0, 7))
+program_st = st.lists(step_st, min_size=1, max_size=6)
+
+
+def make_program(steps):
+    def program(x, y, i):
+        env = [x, y, i]
+        for name, j, k in steps:
+            arity, fn = STEPS[name]
+            args = [env[j % len(env)], env[k % len(env)]][:arity]
+            env.append(fn(*args))
+        # Every step's result is an output: a dead step that raises in NumPy would be removed from the
+        # graph and not raise (a known difference, see test_dead_raising_step_is_removed).
+        return tuple(env[3:])
+    program.__name__ = "fuzz_" + "_".join(s[0] for s in steps)
+    return program
+
+
+def _inputs(n, seed):
+    r = np.random.default_rng(seed)
+    return [r.random((n, 4)), r.random((n, 4)), r.integers(0, 3, n)]
+
+
+def _copies(args):
+    return [a.copy() for a in args]
+
+
+def _same(a, b, what):
+    a = np.asarray(a)
+    b = np.asarray(b)
+    assert a.shape == b.shape, f"{what}: shape {b.shape} != NumPy's {a.shape}"
+    assert a.dtype == b.dtype, f"{what}: dtype {b.dtype} != NumPy's {a.dtype}"
+    if a.dtype.kind in "fc":
+        np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-9, equal_nan=True, err_msg=what)
+    else:
+        np.testing.assert_array_equal(b, a, err_msg=what)
+
+
+def _check_clear(exc: BaseException, where: str):
+    if isinstance(exc, UNCLEAR) or not str(exc).strip():
+        raise AssertionError(f"{where}: unclear exception {type(exc).__name__}: {exc!r}") from exc
+
+
+def _eager(fn, args):
+    args = _copies(args)
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return fn(*args), args, None
+    except Exception as exc:
+        return None, args, exc
+
+
+def _flatten(out):
+    return list(out) if isinstance(out, tuple) else [out]
+
+
+def run_case(steps, backend):
+    """Trace ``steps`` on ``backend`` and compare with eager NumPy; returns an outcome label."""
+    fn = make_program(steps)
+    example = _inputs(3, 0)
+    want, _, eager_exc = _eager(fn, example)
+    with warnings.catch_warnings(record=True) as caught, np.errstate(all="ignore"):
+        warnings.simplefilter("always")
+        try:
+            traced = nt.trace(fn, tuple(_copies(example)), backend=backend, check_trace=False)
+        except Exception as exc:
+            _check_clear(exc, f"{fn.__name__} tracing on {backend}")
+            return "refused"
+        # A TracerWarning at trace time says the trace may not generalize (a value frozen as a
+        # constant, an untraced branch): that is the loud outcome, so values are not compared; the
+        # calls still run, to hunt crashes.
+        warned = any(issubclass(w.category, nt.TracerWarning) for w in caught)
+        if eager_exc is not None and not warned:
+            # Tracing succeeded though NumPy raises: the call must raise too.
+            with pytest.raises(Exception) as info:
+                traced(*_copies(example))
+            _check_clear(info.value, f"{fn.__name__} on {backend}")
+            return "raised"
+        outcome = "ok"
+        for n, seed in ((3, 1), (5, 2), (1, 3)):
+            args = _inputs(n, seed)
+            want, want_args, eager_exc = _eager(fn, args)
+            got_args = _copies(args)
+            try:
+                got = traced(*got_args)
+            except Exception as exc:
+                _check_clear(exc, f"{fn.__name__} at n={n} on {backend}")
+                outcome = "raised"
+                continue
+            if warned:
+                outcome = "warned"
+                continue
+            assert eager_exc is None, (f"{fn.__name__} at n={n} on {backend}: NumPy raises "
+                                       f"{eager_exc!r} but the traced call returned {got!r}")
+            want_l, got_l = _flatten(want), _flatten(got)
+            assert len(want_l) == len(got_l)
+            for j, (w, g) in enumerate(zip(want_l, got_l)):
+                _same(w, g, f"{fn.__name__} at n={n} on {backend}: output {j}")
+            for j, (w, g) in enumerate(zip(want_args, got_args)):
+                _same(w, g, f"{fn.__name__} at n={n} on {backend}: argument {j} after the call")
+        return outcome
+
+
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=os.environ.get("NUMTRACE_FUZZ_SEED") is None,
+          suppress_health_check=list(HealthCheck), database=None)
+@seed(int(os.environ.get("NUMTRACE_FUZZ_SEED", "0")))
+@given(steps=program_st)
+def test_traced_program_matches_numpy_or_raises_clearly(steps, backend):
+    run_case(steps, backend)
+
+
+# Regressions the fuzzer found are pinned here (see the commit history).
+@pytest.mark.parametrize("steps", [
+    [("mask", 0, 0), ("set_mask", 0, 0)],
+    [("view_write", 0, 0), ("T_write", 1, 0)],
+    [("ufunc_out", 1, 0), ("int_arg_idx", 0, 2)],
+])
+def test_pinned_programs(steps, backend):
+    run_case(steps, backend)
