@@ -315,7 +315,8 @@ def _copies(inputs: tuple) -> tuple:
 
 
 def _fallbacks(traced) -> str:
-    ops = sorted({op for st in traced.stats().values() for op in st.get("fallback_ops", [])})
+    ops = sorted({op for st in traced.stats().values() if isinstance(st, dict)
+                  for op in st.get("fallback_ops", [])})
     return ",".join(o.removeprefix("np.") for o in ops)
 
 
