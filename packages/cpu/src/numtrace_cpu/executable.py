@@ -18,7 +18,16 @@ from numtrace_ir.types import ScalarType, TensorType
 
 from numtrace_cpu import threads
 from numtrace_cpu.kernels import ISA, CallPlan, FusedCall
-from numtrace_cpu.lowering import ConstantStep, FallbackStep, FusedStep, MatmulStep, Step, ViewStep
+from numtrace_cpu.lowering import (
+    ConstantStep,
+    FallbackStep,
+    FusedStep,
+    IntoStep,
+    MatmulStep,
+    SetitemStep,
+    Step,
+    ViewStep,
+)
 from numtrace_cpu.planner import Plan
 
 __all__ = ["Executable"]
@@ -40,7 +49,8 @@ class Executable(CallPlan):
         self._steps = steps
         self._types = types
         self._plan = plan
-        self._template: list[Any] = [None] * len(types)
+        # Value numbers, not a count: an in-place setitem's result shares the number of its array.
+        self._template: list[Any] = [None] * (max(types, default=-1) + 1)
         for v, value in constants.items():
             self._template[v] = value
         self._outputs = [(v, types[v], _output_mode(types[v], copy))
@@ -124,6 +134,8 @@ class Executable(CallPlan):
             "views": sum(isinstance(s, ViewStep) for s in self._steps),
             "fallbacks": len(fallbacks),
             "fallback_ops": sorted(set(fallbacks)),
+            "numpy_into": sorted({s.nodes[0].op for s in self._steps
+                                  if isinstance(s, (IntoStep, SetitemStep))}),
             "buffer_slots": len(self._plan.slot_bytes),
             "buffer_bytes": sum(self._plan.slot_bytes),
             "arenas": self._arenas_made,
@@ -251,7 +263,53 @@ def _runner(step: Step, types: dict):
         return run_matmul
     if isinstance(step, ViewStep):
         return _view_runner(step, types)
+    if isinstance(step, IntoStep):
+        return _into_runner(step)
+    if isinstance(step, SetitemStep):
+        return _setitem_runner(step)
     return _fallback_runner(step, types)
+
+
+def _into_runner(step: IntoStep):
+    fn, ins, (o,) = step.fn, step.inputs, step.outputs
+
+    def run_into(env, nthreads):
+        try:
+            fn(*[env[i] for i in ins], out=env[o])
+        except Exception as exc:
+            raise RuntimeError(f"{_where(step)}: {type(exc).__name__}: {exc}") from exc
+    return run_into
+
+
+def _setitem_runner(step: SetitemStep):
+    a, *key_ins, value = step.inputs
+    (o,) = step.outputs
+    index = step.index
+    copyto = np.copyto
+    if not key_ins:
+        key = tuple(index)
+
+        def run_setitem(env, nthreads):
+            out = env[o]
+            if o != a:   # else the lowering gave the result the updated array's own buffer
+                copyto(out, env[a])
+            try:
+                out[key] = env[value]
+            except Exception as exc:
+                raise RuntimeError(f"{_where(step)}: {type(exc).__name__}: {exc}") from exc
+        return run_setitem
+
+    def run_setitem_keyed(env, nthreads):
+        out = env[o]
+        if o != a:
+            copyto(out, env[a])
+        it = iter(key_ins)
+        key = tuple(env[next(it)] if e == "input" else e for e in index)
+        try:
+            out[key] = env[value]
+        except Exception as exc:
+            raise RuntimeError(f"{_where(step)}: {type(exc).__name__}: {exc}") from exc
+    return run_setitem_keyed
 
 
 def _fused_runner(step: FusedStep) -> FusedCall:

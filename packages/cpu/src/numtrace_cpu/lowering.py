@@ -23,7 +23,8 @@ from numtrace_ir.types import ScalarType, TensorType
 
 from numtrace_cpu.kernels import DTYPES, OPS, REDUCTIONS, REG_KINDS, ROLES, FusedKernel
 
-__all__ = ["ConstantStep", "FallbackStep", "FusedStep", "MatmulStep", "Step", "ViewStep", "lower"]
+__all__ = ["ConstantStep", "FallbackStep", "FusedStep", "IntoStep", "MatmulStep", "SetitemStep", "Step",
+           "ViewStep", "lower"]
 
 # Interpreter limits (see fused_impl.pxi); bigger groups are split.
 MAX_OPERANDS = 64
@@ -93,6 +94,24 @@ class ViewStep(FallbackStep):
 
 
 @dataclass
+class IntoStep(Step):
+    """An op whose NumPy function writes its result into the planned buffer: ``fn(*inputs, out=o)``
+    (scans, argmin/argmax, stack/concatenate, mixed-dtype matmul). The same NumPy loop as the
+    reference, without its fresh temporary and the copy out of it."""
+
+    fn: Any = None
+
+
+@dataclass
+class SetitemStep(Step):
+    """Functional ``a[key] = value`` (`np.setitem`): `a` copied into the planned buffer, then NumPy's
+    own assignment into it. `index` is the node's key, its ``"input"`` placeholders filled from
+    `inputs[1:-1]` per call (masks, integer arrays)."""
+
+    index: tuple = ()
+
+
+@dataclass
 class ConstantStep(Step):
     """A prim.Constant: its value lives in the executable's environment, no work per call."""
 
@@ -121,6 +140,8 @@ def _elementwise_plan(node):
     out = node.outputs
     if len(out) != 1 or not _supported_dtype(out[0].type):
         return None
+    if node.op == "np.setitem":
+        return _masked_fill_plan(node)
     ins = node.inputs
     key = (node.op, out[0].type.dtype, node.attrs.get("omitted", ()) if node.op == "np.clip" else (),
            tuple(_operand_key(v) for v in ins), _constant_exponent(node))
@@ -163,7 +184,7 @@ def _interpreter_ops(op: str, exponent) -> list[str]:
     """The interpreter ops that the plan op `op` emits."""
     if op == "power_const":
         return [step[0] for step in _POWER_EXPANSIONS[exponent]]
-    return {"clip": ["maximum", "minimum"], "scale": ["multiply"]}.get(op, [op])
+    return {"clip": ["maximum", "minimum"], "scale": ["multiply"], "masked_fill": ["where"]}.get(op, [op])
 
 
 def _plan_unchecked(op_name: str, out_dt: np.dtype, in_dts: tuple, exponent):
@@ -243,6 +264,45 @@ def _power_plan(out_dt: np.dtype, in_dts: tuple, exponent: float):
     return "power_const", (compute,), compute
 
 
+_MASK_INDEX = ("input",)
+
+
+def _masked_fill_plan(node):
+    """``a[mask] = c`` with a boolean mask of a's own shape and a constant scalar c is the elementwise
+    ``where(mask, c', a)``, c' being c as NumPy stores it into a's dtype (computed here by NumPy's own
+    scalar assignment; a value NumPy refuses leaves the node to the reference, which raises)."""
+    if tuple(node.attrs.get("index", ())) != _MASK_INDEX or len(node.inputs) != 3:
+        return None
+    a, mask, value = node.inputs
+    out_t = node.outputs[0].type
+    if not (_supported_dtype(a.type) and isinstance(mask.type, TensorType) and mask.type.dtype == bool
+            and mask.type.is_concrete and tuple(mask.type.shape) == tuple(a.type.shape)):
+        return None
+    stored = _constant_stored(value, out_t.dtype)
+    if stored is None:
+        return None
+    plan = ("masked_fill", (np.dtype(bool), out_t.dtype), out_t.dtype)
+    code = DTYPES[out_t.dtype]
+    return plan if code in OPS["where"][2] else None
+
+
+def _constant_stored(v, dtype: np.dtype):
+    """The 0-d array NumPy's ``x[...] = value`` stores for a constant scalar `v` into `dtype`, or None."""
+    src = v.node
+    if src is None or src.op != "prim.Constant":
+        return None
+    value = src.attrs["value"]
+    if np.ndim(value) != 0 or np.asarray(value).dtype.kind not in "biuf":
+        return None
+    tmp = np.zeros((), dtype)
+    try:
+        with np.errstate(all="raise"):
+            tmp[()] = value
+    except Exception:
+        return None
+    return tmp
+
+
 def _reduction_plan(node):
     """(interpreter reduction, reduced axes, cast-to-bool first) or None."""
     if node.op not in _REDUCTIONS or len(node.inputs) != 1 or len(node.outputs) != 1:
@@ -274,6 +334,50 @@ def _is_matmul(node) -> bool:
     if node.op == "np.dot" and not (a.ndim == 2 and b.ndim == 2):
         return False
     return a.dtype == b.dtype == out.dtype and out.dtype.kind in "fc" and a.ndim >= 1 and b.ndim >= 1
+
+
+def _into_call(node):
+    """``fn(*inputs, out=o)`` computing the node with NumPy's own function into a given array, for
+    ops whose NumPy function takes ``out=`` with the same loop as the reference; None otherwise."""
+    outs = node.outputs
+    if len(outs) != 1 or not isinstance(outs[0].type, TensorType) or not outs[0].type.is_concrete:
+        return None
+    ins = [_tensor(v) for v in node.inputs]
+    if not ins or any(t is None or not t.is_concrete for t in ins):
+        return None
+    out_dt = outs[0].type.dtype
+    attrs = node.attrs
+    op = node.op
+    if op in ("np.cumsum", "np.cumprod") and ins[0].ndim >= 1 and out_dt.kind in "biuf":
+        fn = np.cumsum if op == "np.cumsum" else np.cumprod
+        axis = attrs.get("axis")
+
+        def scan(a, out):
+            fn(a, axis=axis, dtype=out_dt, out=out)
+        return scan
+    if op in ("np.argmin", "np.argmax") and 0 not in tuple(ins[0].shape) and out_dt == np.dtype(np.intp):
+        fn = np.argmin if op == "np.argmin" else np.argmax
+        axis, keepdims = attrs.get("axis"), bool(attrs.get("keepdims", False))
+
+        def arg(a, out):
+            fn(a, axis=axis, out=out, keepdims=keepdims)
+        return arg
+    if op in ("np.stack", "np.concatenate") and out_dt.kind in "biufc" and all(t.ndim >= 1 or op == "np.stack"
+                                                                              for t in ins):
+        fn = np.stack if op == "np.stack" else np.concatenate
+        axis = attrs.get("axis", 0)
+        casting = "same_kind" if attrs.get("dtype") is None else "unsafe"
+
+        def join(*arrays, out):
+            fn(arrays, axis=axis, out=out, casting=casting)
+        return join
+    if op == "np.matmul" and len(ins) == 2 and min(t.ndim for t in ins) >= 1 and out_dt.kind in "biufc":
+        matmul = np.matmul
+
+        def mm(a, b, out):
+            matmul(a, b, out=out)
+        return mm
+    return None
 
 
 def _reference_call(op, attrs: dict):
@@ -326,6 +430,36 @@ def fallback_reason(node) -> str:
         ins = ", ".join(str(v.type) for v in node.inputs)
         return f"no fused kernel for {node.op} on ({ins})"
     return "no kernel for this op"
+
+
+def _is_setitem(node) -> bool:
+    """A setitem the SetitemStep runs: a concrete array result (any key; NumPy assigns)."""
+    out = node.outputs
+    return (node.op == "np.setitem" and len(out) == 1 and isinstance(out[0].type, TensorType)
+            and out[0].type.is_concrete and isinstance(node.inputs[0].type, TensorType)
+            and sum(e == "input" for e in node.attrs["index"]) == len(node.inputs) - 2)
+
+
+def _setitem_in_place(nodes: list, outputs: list, group_of: dict, index: dict) -> None:
+    """Give a SetitemStep's result the value number (so the buffer) of the array it updates when
+    nothing else reads that array: the step then assigns in place instead of copying it first, and
+    when the result is a graph output the array's producer writes straight into the caller's array.
+    The array must own planned memory: computed by a step (not an input, a constant or a view)."""
+    uses: dict = {}
+    for node in nodes:
+        for v in node.inputs:
+            uses[v] = uses.get(v, 0) + 1
+    for v in outputs:
+        uses[v] = uses.get(v, 0) + 1
+    for node in nodes:
+        if id(node) in group_of or not _is_setitem(node):
+            continue
+        a = node.inputs[0]
+        src = a.node
+        if (src is None or src.op == "prim.Constant" or _is_view(src) or uses.get(a) != 1
+                or not a.type.is_concrete or a.type != node.outputs[0].type):
+            continue
+        index[node.outputs[0]] = index[a]
 
 
 def _is_view(node) -> bool:
@@ -508,6 +642,11 @@ class _Program:
             self.emit("copy" if self.regs[src][0] == DTYPES[out_dt] else "cast", out_dt, dst, src)
         elif op == "power_const":
             self.power(node, compute, dst)
+        elif op == "masked_fill":
+            a, mask, value = node.inputs
+            stored = _constant_stored(value, out_dt)
+            self.emit("where", out_dt, dst, self.literal(stored, out_dt), self.read(a, out_dt),
+                      self.read(mask, np.dtype(bool)))
         else:
             regs = [self.read(v, dt) for v, dt in zip(node.inputs, loop_in)]
             if op == "where":
@@ -671,6 +810,7 @@ def lower(graph) -> tuple[list[Step], dict, dict]:
         if isinstance(u, _Group):
             for n in u.nodes:
                 group_of[id(n)] = u
+    _setitem_in_place(nodes, graph.outputs, group_of, index)
     needed = set(graph.outputs)
     for node in nodes:
         g = group_of.get(id(node))
@@ -686,6 +826,12 @@ def lower(graph) -> tuple[list[Step], dict, dict]:
         elif _is_matmul(u):
             steps.append(MatmulStep(inputs=[index[v] for v in u.inputs], outputs=[index[u.outputs[0]]],
                                     nodes=[u]))
+        elif _into_call(u) is not None:
+            steps.append(IntoStep(inputs=[index[v] for v in u.inputs], outputs=[index[u.outputs[0]]],
+                                  nodes=[u], fn=_into_call(u)))
+        elif _is_setitem(u):
+            steps.append(SetitemStep(inputs=[index[v] for v in u.inputs], outputs=[index[u.outputs[0]]],
+                                     nodes=[u], index=tuple(u.attrs["index"])))
         else:
             kind = ViewStep if _is_view(u) else FallbackStep
             try:

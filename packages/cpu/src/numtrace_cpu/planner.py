@@ -61,8 +61,8 @@ def plan_buffers(steps: list, types: dict, n_inputs: int, outputs: list[int], co
     for i, step in enumerate(steps):
         for v in step.outputs:
             t = types[v]
-            if (v in direct or v in constants or v in root or not isinstance(t, TensorType)
-                    or not t.is_concrete):
+            if (v in direct or v in constants or v in root or v in slot_of or not isinstance(t, TensorType)
+                    or not t.is_concrete):   # (in slot_of: a step updating its input in place)
                 continue
             slot_of[v] = _take(free, slot_bytes, _nbytes(t))
         for v in set(step.inputs) | set(step.outputs):

@@ -64,9 +64,11 @@ class TracedArray:
         if parent is not None:
             parent._graph_value(tracer)
             if self._seen != parent._version:
-                # The parent was written since this view was taken: read it again.
+                # The parent was written since this view was taken: read it again (and so are views of
+                # this view: its version moves on too).
                 self._ir = self._view.read(tracer, parent, self._value)
                 self._seen = parent._version
+                self._version += 1
         return self._ir
 
     def _assign(self, new: Any, what: str) -> None:

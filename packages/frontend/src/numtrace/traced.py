@@ -91,6 +91,8 @@ class TracedFunction:
         if entry is None:
             entry = self._compile(leaves, key)
         variant, executable = entry
+        if variant.mutated:
+            variant._check_aliasing(leaves)
         try:
             outs = executable(*leaves, *variant._state)
         except Exception as exc:
@@ -130,7 +132,27 @@ class TracedFunction:
             self._cache[key] = entry
         return variant._run(entry[1], leaves)
 
+    def _check_aliasing(self, leaves: Sequence[Any]) -> None:
+        """The trace reads its arguments as separate arrays: one it writes into must not share memory
+        with another (NumPy would see the write through the other), so such a call is refused."""
+        for i in self.mutated:
+            if i >= len(leaves):
+                continue
+            for j, other in enumerate(leaves):
+                if j != i and isinstance(other, np.ndarray) and np.may_share_memory(leaves[i], other):
+                    try:
+                        overlap = np.shares_memory(leaves[i], other, max_work=10_000)
+                    except np.exceptions.TooHardError:
+                        overlap = True
+                    if overlap:
+                        raise ValueError(
+                            f"{self.__name__}(): argument {self._leaf_name(i)} is written into by the traced "
+                            f"function and shares memory with argument {self._leaf_name(j)}; a trace treats "
+                            "its arguments as separate arrays, so pass a copy of one of them")
+
     def _run(self, executable: Any, leaves: Sequence[Any]) -> Any:
+        if self.mutated:
+            self._check_aliasing(leaves)
         outs = executable(*leaves, *self._state)
         if self.mutated:
             self._write_back(leaves, outs)
