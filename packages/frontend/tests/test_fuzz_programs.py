@@ -1,6 +1,6 @@
 """Crash hunt: hypothesis-generated NumPy programs traced and run on every backend.
 
-``backend`` is parametrized by conftest.py (reference, cpu).
+``backend`` is parametrized by conftest.py (reference, cpu; triton for the marked test, fewer programs).
 
 A program is a list of steps over an environment of arrays that starts with the arguments (two float
 arrays and an integer array). Steps cover ufuncs, reductions, basic/mask/integer-array indexing, in-place
@@ -248,4 +248,18 @@ def test_traced_program_matches_numpy_or_raises_clearly(steps, backend):
     [("ufunc_out", 1, 0), ("int_arg_idx", 0, 2)],
 ])
 def test_pinned_programs(steps, backend):
+    run_case(steps, backend)
+
+
+@pytest.mark.triton
+@settings(max_examples=max(EXAMPLES // 10, 10), deadline=None,
+          derandomize=os.environ.get("NUMTRACE_FUZZ_SEED") is None,
+          suppress_health_check=list(HealthCheck), database=None)
+@seed(int(os.environ.get("NUMTRACE_FUZZ_SEED", "0")))
+@given(steps=program_st)
+def test_traced_program_on_triton_matches_numpy_or_is_refused_clearly(steps, backend):
+    """The Triton backend in interpreter mode (slow): fewer programs; an op it does not lower is a clear
+    refusal when the trace compiles."""
+    if backend != "triton":
+        pytest.skip("the other backends run the full count above")
     run_case(steps, backend)
