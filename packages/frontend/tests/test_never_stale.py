@@ -222,3 +222,25 @@ def test_a_branch_on_a_data_dependent_size_is_guarded_at_run_time(backend):
     for x in (few, many, few, many):
         np.testing.assert_allclose(_call_quietly(traced, x), f(x))
     assert traced.stats()["retraces"] == 1
+
+
+def test_a_written_argument_that_is_returned_is_the_callers_array(backend):
+    """``w -= ...; return w`` returns the caller's ``w`` in NumPy: so does the trace (no extra output)."""
+    def sgd(w, g, m):
+        m *= 0.9
+        m += g
+        w -= 0.01 * m
+        return w, m, w * 2.0
+
+    traced = nt.trace(sgd, (np.ones(5), np.ones(5), np.ones(5)), backend=backend)
+    assert len(traced.graph.outputs) == 3  # w * 2.0, then the new w and m once each
+    w, g, m = np.ones(7), np.full(7, 2.0), np.ones(7)
+    ew, em = np.ones(7), np.ones(7)
+    got, expected = traced(w, g, m), sgd(ew, g, em)
+    assert got[0] is w and got[1] is m
+    for a, b in zip(got, expected):
+        np.testing.assert_array_equal(a, b)
+    buffer = io.BytesIO()
+    traced.save(buffer)
+    w2 = np.ones(7)
+    assert nt.load(io.BytesIO(buffer.getvalue()))(w2, g, np.ones(7))[0] is w2

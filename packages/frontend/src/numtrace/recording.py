@@ -28,7 +28,8 @@ class Recording:
     """What one trace run produced: the graph and the structures needed to call it."""
 
     def __init__(self, graph: Graph, arg_names: list[str], in_spec: Spec, out_spec: Spec,
-                 state_names: list[str], state_arrays: list[np.ndarray], mutated: list[int]):
+                 state_names: list[str], state_arrays: list[np.ndarray], mutated: list[int],
+                 returned: list[tuple[int, int]]):
         self.graph = graph
         self.arg_names = arg_names
         self.in_spec = in_spec
@@ -37,6 +38,9 @@ class Recording:
         self.state_arrays = state_arrays
         # Graph input indices the function wrote into; their new values follow the outputs.
         self.mutated = mutated
+        # (output position, graph input index): a written argument the function returns (``return w``
+        # after ``w -= ...``), which a call returns as the caller's own array, as NumPy does.
+        self.returned = returned
 
 
 def parameter_names(func: Callable, count: int, keywords: Mapping[str, Any] | None) -> list[str]:
@@ -95,11 +99,14 @@ def record_function(func: Callable, args: tuple, kwargs: Mapping[str, Any] | Non
         mutated = [i for i, p in enumerate(inputs) if p._graph_value(tracer) is not tracer.graph.inputs[i]]
         out_leaves: list = []
         out_spec = _output_spec(tracer, result, strict, out_leaves, bool(mutated))
-        returned = [*out_leaves, *(inputs[i] for i in mutated)]
-        tracer.graph.set_outputs([p._graph_value(tracer) for p in returned])
+        returned = [(pos, i) for pos, leaf in enumerate(out_leaves) for i in mutated if leaf is inputs[i]]
+        skip = {pos for pos, _ in returned}
+        graph_outputs = [p for pos, p in enumerate(out_leaves) if pos not in skip]
+        graph_outputs += [inputs[i] for i in mutated]
+        tracer.graph.set_outputs([p._graph_value(tracer) for p in graph_outputs])
     passes.dce(tracer.graph)
     return Recording(tracer.graph, names, in_spec, out_spec, list(tracer.state_order),
-                     list(tracer.state_arrays), mutated)
+                     list(tracer.state_arrays), mutated, returned)
 
 
 def _output_spec(tracer: Tracer, result: Any, strict: bool, leaves: list, mutates: bool) -> Spec:

@@ -28,7 +28,8 @@ VERSION = 1
 def _method_meta(fn: TracedFunction) -> dict:
     return {"arg_names": list(fn.arg_names), "in_spec": fn.in_spec.to_json(),
             "out_spec": fn.out_spec.to_json(),
-            "state_names": list(fn.state_names), "mutated": list(fn.mutated)}
+            "state_names": list(fn.state_names), "mutated": list(fn.mutated),
+            "returned": [list(r) for r in fn.returned]}
 
 
 def save_traced(obj: TracedFunction | TracedModule, path: str | os.PathLike | IO[bytes]) -> None:
@@ -120,8 +121,14 @@ def _rebuild(graphs: dict, meta: dict, arrays: dict, backend: str) -> TracedFunc
         if not isinstance(mutated, list) or any(type(i) is not int or not 0 <= i < len(graph.inputs)
                                                 for i in mutated) or len(mutated) > len(graph.outputs):
             raise FormatError(f"saved method {name!r}: 'mutated' must list graph input indices")
+        returned = info.get("returned", [])
+        n_outputs = len(graph.outputs) - len(mutated)
+        if not isinstance(returned, list) or any(
+                not isinstance(r, list) or len(r) != 2 or any(type(v) is not int for v in r)
+                or not 0 <= r[0] <= n_outputs + len(returned) or r[1] not in mutated for r in returned):
+            raise FormatError(f"saved method {name!r}: 'returned' must list [output position, written input]")
         check_leaves(in_spec, len(graph.inputs) - len(state_names), f"saved method {name!r} inputs")
-        check_leaves(out_spec, len(graph.outputs) - len(mutated), f"saved method {name!r} outputs")
+        check_leaves(out_spec, n_outputs + len(returned), f"saved method {name!r} outputs")
         if len(arg_names) != len(in_spec.children):
             raise FormatError(f"saved method {name!r}: {len(arg_names)} argument names for "
                               f"{len(in_spec.children)} arguments")
@@ -129,7 +136,7 @@ def _rebuild(graphs: dict, meta: dict, arrays: dict, backend: str) -> TracedFunc
                                        arg_names=arg_names, in_spec=in_spec,
                                        out_spec=out_spec, backend=backend,
                                        state=[state[n] for n in state_names], state_names=state_names,
-                                       mutated=mutated)
+                                       mutated=mutated, returned=[tuple(r) for r in returned])
     if module is None:
         return methods["forward"]
     return TracedModule(module["type"], methods, state, module["tree"], bool(module["training"]))

@@ -43,7 +43,8 @@ class TracedFunction:
 
     def __init__(self, graph: Graph, *, name: str, arg_names: Sequence[str], in_spec: Spec, out_spec: Spec,
                  backend: str, state: Sequence[np.ndarray] = (), state_names: Sequence[str] = (),
-                 mutated: Sequence[int] = (), retrace: Callable[[tuple], TracedFunction] | None = None):
+                 mutated: Sequence[int] = (), returned: Sequence[tuple[int, int]] = (),
+                 retrace: Callable[[tuple], TracedFunction] | None = None):
         self.graph = graph
         self.__name__ = name
         self.arg_names = tuple(arg_names)
@@ -56,6 +57,8 @@ class TracedFunction:
         self._num_leaves = len(graph.inputs) - len(self._state)
         self.mutated = tuple(mutated)
         self._num_outputs = len(graph.outputs) - len(self.mutated)
+        # (output position, graph input index), ascending: written arguments returned as the caller's arrays.
+        self.returned = tuple(sorted((int(p), int(i)) for p, i in returned))
         self._retrace = retrace
         # The graphs this function runs: this one first, then re-traces for shapes that broke a guard.
         self._variants: list[TracedFunction] = [self]
@@ -65,7 +68,7 @@ class TracedFunction:
         # Fast paths: arguments that are exactly the flat arrays; one array returned.
         self._flat_args = isinstance(in_spec, Sequence_) and all(isinstance(c, Leaf)
                                                                  for c in in_spec.children)
-        self._single_output = isinstance(out_spec, Leaf)
+        self._single_output = isinstance(out_spec, Leaf) and not returned
         self._lock = threading.Lock()
         self._backend = get_backend(backend)
         self.backend = backend
@@ -101,8 +104,19 @@ class TracedFunction:
                 raise
             return self._guard_failed_at_run_time(leaves, key, broken, entry)
         if variant.mutated:
-            variant._write_back(leaves, outs)
+            return variant._finish(leaves, outs)
         return outs[0] if variant._single_output else variant.out_spec.build(outs)
+
+    def _finish(self, leaves: Sequence[Any], outs: Sequence[np.ndarray]) -> Any:
+        """After a call that wrote into its arguments: copy their new contents back, and return the
+        function's outputs, a returned argument being the caller's own array (as in NumPy)."""
+        self._write_back(leaves, outs)
+        if self.returned:
+            arrays = [*leaves, *self._state]
+            outs = list(outs[: self._num_outputs])
+            for pos, i in self.returned:
+                outs.insert(pos, arrays[i])
+        return outs[0] if self._single_output else self.out_spec.build(outs)
 
     def _guard_failed_at_run_time(self, leaves: Sequence[Any], key: tuple, broken: GuardError,
                                   failed: tuple) -> Any:
@@ -155,7 +169,7 @@ class TracedFunction:
             self._check_aliasing(leaves)
         outs = executable(*leaves, *self._state)
         if self.mutated:
-            self._write_back(leaves, outs)
+            return self._finish(leaves, outs)
         return outs[0] if self._single_output else self.out_spec.build(outs)
 
     def _write_back(self, leaves: Sequence[Any], outs: Sequence[np.ndarray]) -> None:
@@ -327,7 +341,8 @@ class TracedFunction:
         """The same graph on another backend (a new object; executables are compiled on first call)."""
         return TracedFunction(self.graph, name=self.__name__, arg_names=self.arg_names, in_spec=self.in_spec,
                               out_spec=self.out_spec, backend=backend, state=self._state,
-                              state_names=self.state_names, mutated=self.mutated, retrace=self._retrace)
+                              state_names=self.state_names, mutated=self.mutated, returned=self.returned,
+                              retrace=self._retrace)
 
     def save(self, path: Any) -> None:
         """Write the trace (graph, call structure, state, backend name) to ``path`` or a binary file
