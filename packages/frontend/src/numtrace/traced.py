@@ -149,11 +149,17 @@ class TracedFunction:
     def _check_aliasing(self, leaves: Sequence[Any]) -> None:
         """The trace reads its arguments as separate arrays: one it writes into must not share memory
         with another (NumPy would see the write through the other), so such a call is refused."""
+        owners = [_owner(a) for a in leaves]
         for i in self.mutated:
             if i >= len(leaves):
                 continue
+            mine = owners[i]
             for j, other in enumerate(leaves):
-                if j != i and isinstance(other, np.ndarray) and np.may_share_memory(leaves[i], other):
+                theirs = owners[j]
+                if j == i or not isinstance(other, np.ndarray) or (
+                        mine is not theirs and mine is not None and theirs is not None):
+                    continue  # two arrays owning their own memory cannot overlap
+                if np.may_share_memory(leaves[i], other):
                     try:
                         overlap = np.shares_memory(leaves[i], other, max_work=10_000)
                     except np.exceptions.TooHardError:
@@ -406,6 +412,17 @@ def retyped(graph: Graph, types: Sequence[Any], name: str) -> Graph:
         raise
     except (ShapeError, TypeError, ValueError) as exc:
         raise ValueError(f"{name}(): the arguments' shapes do not fit the traced program: {exc}") from None
+
+
+def _owner(a: Any) -> np.ndarray | None:
+    """The ndarray that owns ``a``'s memory (following views), or None when the memory belongs to
+    something else (a buffer, a memmap's file): then only NumPy can tell whether two arrays overlap."""
+    while isinstance(a, np.ndarray):
+        base = a.base
+        if base is None:
+            return a if a.flags.owndata else None
+        a = base
+    return None
 
 
 def _guard_failure(exc: BaseException) -> GuardError | None:
