@@ -20,40 +20,41 @@ from .source import run_at_user_line, warn_at_user_line
 from .tracer import Tracer, current_tracer
 
 
-def unwrap(obj: Any) -> Any:
-    """``obj`` with every traced array replaced by its concrete value (containers walked)."""
+def _replace(obj: Any, leaf: Any) -> Any:
+    """``obj`` with ``leaf(x)`` for each traced array or number ``x`` (tuples, lists, dicts and slices
+    walked)."""
     from .proxy import TracedArray
-    from .traced_int import TracedScalar, plain
+    from .traced_int import TracedScalar
 
-    if isinstance(obj, TracedArray):
-        return obj._value
-    if isinstance(obj, TracedScalar):
-        return plain(obj)
+    if isinstance(obj, (TracedArray, TracedScalar)):
+        return leaf(obj)
     if isinstance(obj, (tuple, list)):
-        items = [unwrap(x) for x in obj]
+        items = [_replace(x, leaf) for x in obj]
         return tuple(items) if isinstance(obj, tuple) else items
     if isinstance(obj, dict):
-        return {k: unwrap(v) for k, v in obj.items()}
+        return {k: _replace(v, leaf) for k, v in obj.items()}
     if type(obj) is slice:
-        return slice(unwrap(obj.start), unwrap(obj.stop), unwrap(obj.step))
+        return slice(_replace(obj.start, leaf), _replace(obj.stop, leaf), _replace(obj.step, leaf))
     return obj
+
+
+def _concrete(x: Any) -> Any:
+    return x._value if hasattr(x, "_value") else x._py
+
+
+def _guarded(x: Any) -> Any:
+    return x.guarded() if hasattr(x, "_py") else x
+
+
+def unwrap(obj: Any) -> Any:
+    """``obj`` with every traced array or number replaced by its concrete value (containers walked)."""
+    return _replace(obj, _concrete)
 
 
 def guarded(obj: Any) -> Any:
     """``obj`` with traced numbers replaced by their values, each guarded (containers and slices
     walked): for values that leave the graph, such as the arguments of a function run as a constant."""
-    from .traced_int import TracedScalar
-
-    if isinstance(obj, TracedScalar):
-        return obj.guarded()
-    if isinstance(obj, (tuple, list)):
-        items = [guarded(x) for x in obj]
-        return tuple(items) if isinstance(obj, tuple) else items
-    if isinstance(obj, dict):
-        return {k: guarded(v) for k, v in obj.items()}
-    if type(obj) is slice:
-        return slice(guarded(obj.start), guarded(obj.stop), guarded(obj.step))
-    return obj
+    return _replace(obj, _guarded)
 
 
 def active_tracer(where: str) -> Tracer:

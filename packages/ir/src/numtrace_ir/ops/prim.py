@@ -19,7 +19,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-from numtrace_ir import dims
 from numtrace_ir.dims import ShapeError
 from numtrace_ir.guards import GuardError
 from numtrace_ir.ops import rules
@@ -231,18 +230,7 @@ register(
 # -- shape-generic reshape / broadcast_to / full ----------------------------------------------------
 
 
-def _to_dyn_shape(v):
-    v = v if isinstance(v, tuple) else tuple(v)
-    out = []
-    for d in v:
-        if isinstance(d, str):
-            d = dims.normalize(d)
-            if not isinstance(d, str):
-                raise ValueError(f"a dynamic dim must be symbolic (pass a static size as an int), got {d!r}")
-            out.append(d)
-        else:
-            out.append(rules.to_int(d))
-    return tuple(out)
+_to_dyn_shape = rules.to_dyn_shape
 
 
 def _dyn_shape(name, attrs, scalars) -> tuple:

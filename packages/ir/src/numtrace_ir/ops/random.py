@@ -21,7 +21,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-from numtrace_ir import dims as _dims
 from numtrace_ir.ops import rules
 from numtrace_ir.registry import Attr, Input, Inputs, OpDef, Sample, get, register
 from numtrace_ir.types import ScalarType, TensorType
@@ -58,20 +57,10 @@ def _size(v):
     """None (one value), or a shape whose entries are ints or dim symbols (each an int input)."""
     if v is None:
         return None
-    entries = v if isinstance(v, (tuple, list)) else (v,)
-    out = []
-    for d in entries:
-        if isinstance(d, str):
-            d = _dims.normalize(d)
-            if not isinstance(d, str):
-                raise ValueError(f"a dynamic dim must be symbolic (pass a static size as an int), got {d!r}")
-            out.append(d)
-        else:
-            d = rules.to_int(d)
-            if d < 0:
-                raise ValueError(f"negative dimensions are not allowed: {v!r}")
-            out.append(d)
-    return tuple(out)
+    shape = rules.to_dyn_shape(v)
+    if any(type(d) is int and d < 0 for d in shape):
+        raise ValueError(f"negative dimensions are not allowed: {v!r}")
+    return shape
 
 
 def _concrete(size, dims):

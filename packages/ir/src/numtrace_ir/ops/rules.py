@@ -144,6 +144,21 @@ def to_shape(v: Any) -> tuple[int, ...]:
     return to_ints(v)
 
 
+def to_dyn_shape(v: Any) -> tuple:
+    """A shape whose entries are ints or dim symbols (each supplied by an int input at run time)."""
+    v = v if isinstance(v, tuple) else tuple(v) if isinstance(v, list) else (v,)
+    out: list = []
+    for d in v:
+        if isinstance(d, str):
+            d = dims.normalize(d)
+            if not isinstance(d, str):
+                raise ValueError(f"a dynamic dim must be symbolic (pass a static size as an int), got {d!r}")
+            out.append(d)
+        else:
+            out.append(to_int(d))
+    return tuple(out)
+
+
 def to_scalar(v: Any) -> int | float | bool | complex:
     """A Python scalar attr (NumPy scalars are converted; arrays are not scalars)."""
     if isinstance(v, np.generic):
