@@ -161,10 +161,12 @@ class Executable(CallPlan):
         s = self.stats()
         sig = ", ".join(f"%{names[v]} : {v.type}" for v in self.graph.inputs)
         work = sum(not isinstance(step, ConstantStep) for step in self._steps)
+        into = sum(isinstance(step, (IntoStep, SetitemStep)) for step in self._steps)
         lines = [f"cpu executable for ({sig})",
                  f"  {_count(s['nodes'], 'node')} in {_count(work, 'step')}: "
                  f"{_count(s['fused_groups'], 'fused pass', 'fused passes')}, "
                  f"{_count(s['matmuls'], 'BLAS call')}, "
+                 f"{_count(into, 'NumPy call into a buffer', 'NumPy calls into buffers')}, "
                  f"{_count(s['fallbacks'], 'NumPy fallback')}, {_count(s['views'], 'view')}; "
                  f"ISA {s['isa']}, {_count(s['threads'], 'thread')}"]
         k = 0
@@ -184,6 +186,12 @@ class Executable(CallPlan):
                 lines.append(f"      {node_line(step.nodes[0])}")
             elif isinstance(step, ViewStep):
                 lines.append(f"  step {k}: view {node_line(step.nodes[0])}")
+            elif isinstance(step, IntoStep):
+                lines.append(f"  step {k}: NumPy's loop writing into the planned buffer")
+                lines.append(f"      {node_line(step.nodes[0])}")
+            elif isinstance(step, SetitemStep):
+                lines.append(f"  step {k}: assignment into the planned buffer (copied first unless in place)")
+                lines.append(f"      {node_line(step.nodes[0])}")
             else:
                 node = step.nodes[0]
                 lines.append(f"  step {k}: fallback to NumPy ({fallback_reason(node)})")
