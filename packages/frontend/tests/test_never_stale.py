@@ -244,3 +244,29 @@ def test_a_written_argument_that_is_returned_is_the_callers_array(backend):
     traced.save(buffer)
     w2 = np.ones(7)
     assert nt.load(io.BytesIO(buffer.getvalue()))(w2, g, np.ones(7))[0] is w2
+
+
+class _Counter(nt.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nt.Parameter(np.ones((3, 4), np.float32))
+        self.register_buffer("count", np.zeros(1, np.float32))
+
+    def forward(self, x):
+        self.count += 1
+        h = x @ self.w / math.sqrt(x.shape[0])
+        return h[: x.shape[0] - 1] if x.shape[0] > 2 else h
+
+
+def test_a_module_traced_again_keeps_its_state_exact(backend):
+    """Tracing (first, for the checker, and again for new shapes) never writes into the module's state:
+    only calls do, once each, as the eager module would."""
+    model, eager = _Counter(), _Counter()
+    traced = nt.trace(model, np.ones((4, 3), np.float32), backend=backend)
+    assert model.count[0] == 0
+    rng = np.random.default_rng(0)
+    for n in (4, 2, 7, 1, 7):
+        x = rng.random((n, 3)).astype(np.float32)
+        np.testing.assert_allclose(_call_quietly(traced, x), eager(x), rtol=1e-6)
+    assert model.count[0] == eager.count[0] == 5
+    assert traced.forward.stats()["retraces"] == 3

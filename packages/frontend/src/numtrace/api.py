@@ -5,7 +5,8 @@ from __future__ import annotations
 import inspect
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -198,11 +199,23 @@ def trace_module(mod: Module, inputs: Mapping[str, Any], *, check_trace: bool = 
                 raise TypeError("check_inputs of trace_module must be dicts of method name -> inputs")
             for name, example in check.items():
                 call = _Call(None, example) if _kwargs else _Call(example, None)
-                _check_one(getattr(mod, name), traced._methods[name],
-                           lambda n=name, e=example: _trace_module_once(mod, {n: clone(e)}, strict, backend,
-                                                                        _kwargs)._methods[n],
-                           call, check_tolerance, f"method {name}")
+                with _state_kept(mod):  # checking runs the method and its trace: neither may leave state
+                    _check_one(getattr(mod, name), traced._methods[name],
+                               lambda n=name, e=example: _trace_module_once(mod, {n: clone(e)}, strict,
+                                                                            backend, _kwargs)._methods[n],
+                               call, check_tolerance, f"method {name}")
     return traced
+
+
+@contextmanager
+def _state_kept(mod: Module) -> Iterator[None]:
+    """Restore ``mod``'s parameters and buffers afterwards (in place: traces hold these arrays)."""
+    saved = [(a, np.array(a, copy=True)) for a in mod.state_dict().values() if isinstance(a, np.ndarray)]
+    try:
+        yield
+    finally:
+        for array, value in saved:
+            np.copyto(array, value)
 
 
 def _trace_module_once(mod: Module, inputs: Mapping[str, Any], strict: bool, backend: str,

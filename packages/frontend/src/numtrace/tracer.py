@@ -100,7 +100,8 @@ class Tracer:
             name = self.state_names.get(key)
             if name is None:
                 return array
-            proxy = self.add_input(name, np.asarray(array))
+            # A copy: tracing runs the code eagerly, and must not write into the module's own state.
+            proxy = self.add_input(name, np.array(array, copy=True))
             self._state_proxies[key] = proxy
             self.state_order.append(name)
             self.state_arrays.append(array)
