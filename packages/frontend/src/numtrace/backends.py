@@ -1,6 +1,7 @@
 """Finding backends: the built-in ``reference`` backend plus entry points in group ``numtrace.backends``.
 
-Each backend class is instantiated once per process. The frontend never imports a
+Each backend class is instantiated once per process and must implement `numtrace_ir.Backend` (its
+conformance suite is `numtrace_ir.conformance`). The frontend never imports a
 backend package by name; an unknown or unavailable name is an error that lists
 what is installed and why the others are unavailable.
 """
@@ -10,6 +11,8 @@ from __future__ import annotations
 import threading
 from importlib import metadata
 from typing import Any
+
+from numtrace_ir import Backend
 
 ENTRY_POINT_GROUP = "numtrace.backends"
 
@@ -35,6 +38,10 @@ def _load(name: str) -> Any:
             if name not in entry_points:
                 raise LookupError(name)
             backend = entry_points[name].load()()
+            if not isinstance(backend, Backend):
+                raise TypeError(f"entry point {name!r} of {ENTRY_POINT_GROUP!r} made a "
+                                f"{type(backend).__name__}, which does not implement numtrace_ir.Backend "
+                                "(name, is_available(), compile(graph, input_types))")
         _instances[name] = backend
         return backend
 

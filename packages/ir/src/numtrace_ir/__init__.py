@@ -1,6 +1,7 @@
 """numtrace's intermediate representation: typed SSA graphs and the op registry."""
 
 from numtrace_ir import dot, passes, registry, serialize
+from numtrace_ir.backend import Backend, Executable
 from numtrace_ir.canonical import canonical_text, canonicalize, graphs_equal
 from numtrace_ir.dims import ShapeError
 from numtrace_ir.graph import Graph, LintError, Node, Value
@@ -22,6 +23,8 @@ from numtrace_ir.types import (
 )
 
 __all__ = [
+    "Backend",
+    "Executable",
     "DTYPE_NAMES",
     "FormatError",
     "Graph",

@@ -1,0 +1,49 @@
+"""The backend contract as code: what a backend (found through the ``numtrace.backends`` entry points)
+and the executables it compiles promise the frontend. docs/design/contract.md says it in prose;
+`numtrace_ir.conformance` checks it on a backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from numtrace_ir.graph import Graph
+from numtrace_ir.types import Type
+
+__all__ = ["Backend", "Executable"]
+
+
+@runtime_checkable
+class Executable(Protocol):
+    """One graph compiled for one input signature.
+
+    Called as ``exe(*inputs, out=None)`` with one array per graph input, it returns the graph's outputs
+    as a tuple of fresh arrays (never views of its inputs, its constants or each other), or writes them
+    into the arrays of ``out`` and returns those. It never reads or writes out of bounds, may be called
+    from several threads at once, and names the node and the user's source line in its errors.
+    """
+
+    def __call__(self, *inputs: np.ndarray, out: Sequence[np.ndarray] | None = None) -> tuple: ...
+
+    def stats(self) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A compiler from graphs to executables.
+
+    ``compile`` gets the traced graph (or a copy retyped for the call's shapes) and the call's concrete
+    input types; it calls `numtrace_ir.specialize` first, which checks the graph's guards (raising
+    `numtrace_ir.GuardError`) and turns shape arithmetic, ``prim.dynamic`` and dynamic-shape ops into
+    constants and plain ops. An op it cannot run is a ``NotImplementedError`` naming the op, the node and
+    its source line, raised here, before any call.
+    """
+
+    name: str
+
+    def is_available(self) -> tuple[bool, str]: ...
+
+    def compile(self, graph: Graph, input_types: Sequence[Type]) -> Executable: ...
