@@ -1,8 +1,8 @@
 """Shared fixtures: the backends every tracer test runs on, seeded RNGs, warnings as errors.
 
-Tests that take a ``backend`` argument run on every installed, available backend:
-always ``reference``; ``cpu`` when installed; ``triton`` (in interpreter mode, which
-is slow) only for tests marked ``@pytest.mark.triton``.
+Tests that take a ``backend`` argument run on every available backend the ``numtrace.backends``
+entry points name, and ``reference``; ``triton`` (in interpreter mode, which is slow) only for tests
+marked ``@pytest.mark.triton``.
 """
 
 import os
@@ -23,10 +23,10 @@ def pytest_configure(config):
 
 def pytest_generate_tests(metafunc):
     if "backend" in metafunc.fixturenames:
-        wanted = ["reference", "cpu"]
-        if metafunc.definition.get_closest_marker("triton") is not None:
-            wanted.append("triton")
-        metafunc.parametrize("backend", [b for b in wanted if b in _AVAILABLE])
+        # Every available backend found through the entry points; Triton's interpreter is slow, so it
+        # runs only the tests marked for it.
+        marked = metafunc.definition.get_closest_marker("triton") is not None
+        metafunc.parametrize("backend", [b for b in _AVAILABLE if b != "triton" or marked])
 
 
 @pytest.fixture
