@@ -134,7 +134,8 @@ def lint(session: nox.Session) -> None:
 def docs(session: nox.Session) -> None:
     """Check the Markdown docs: links resolve and every Python example runs."""
     _install(session, ["ir", "frontend", "cpu"])
-    session.run("python", str(ROOT / "ci" / "check_docs.py"), str(ROOT / "README.md"), str(ROOT / "docs"))
+    pages = [str(ROOT / page) for page in ("README.md", "CONTRIBUTING.md", "docs")]
+    session.run("python", str(ROOT / "ci" / "check_docs.py"), *pages)
 
 
 @nox.session
