@@ -275,13 +275,16 @@ def _fill_value(args: tuple, kwargs: dict) -> Any:
     return value
 
 
-def _numbers_wrapper(original: Any, op_name: str, rename: dict | None = None) -> Any:
+def _numbers_wrapper(original: Any, op_name: str, positional: list[str] | None = None,
+                     renamed: dict[str, str] | None = None) -> Any:
     """A creation function of numbers (``np.arange(n)``, ``np.eye(n)``): given a number read from a traced
     shape, it is recorded as ``prim.dynamic`` of its registry op, with that number as a graph value, so
-    the array follows the input's shapes. ``rename`` maps the function's parameters onto the op's
-    (``np.identity(n)`` is ``np.eye(N=n)``). Anything else runs as it is: a constant of the trace."""
+    the array follows the input's shapes. ``positional`` and ``renamed`` map the function's parameters
+    onto the op's where they differ (``np.identity(n)`` is ``np.eye(N=n)``). Anything else runs as it
+    is: a constant of the trace."""
     op = registry.get(op_name)
-    names = [p.name for p in op.params]
+    positional = positional or [p.name for p in op.params]
+    renamed = renamed or {}
 
     @functools.wraps(original)
     def call(*args: Any, **kwargs: Any) -> Any:
@@ -289,8 +292,8 @@ def _numbers_wrapper(original: Any, op_name: str, rename: dict | None = None) ->
         if tracer is None or not any(isinstance(v, TracedScalar) for v in (*args, *kwargs.values())):
             return original(*args, **kwargs)
         result = original(*dispatch.unwrap(args), **dispatch.unwrap(kwargs))
-        given = dict(zip(rename["positional"] if rename else names, args))
-        given.update(((rename or {}).get(key, key), value) for key, value in kwargs.items())
+        given = dict(zip(positional, args))
+        given.update((renamed.get(key, key), value) for key, value in kwargs.items())
         numbers: list = []
         marked = {}
         for key, value in given.items():
@@ -377,8 +380,7 @@ def _patches() -> list[tuple[Any, str, Any]]:
     patches.append((np, "empty", _creation_wrapper(np.empty, lambda a, k: 0)))
     for name in ("arange", "linspace", "eye", "tri"):
         patches.append((np, name, _numbers_wrapper(getattr(np, name), f"np.{name}")))
-    patches.append((np, "identity", _numbers_wrapper(np.identity, "np.eye", {"positional": ["N", "dtype"],
-                                                                             "n": "N"})))
+    patches.append((np, "identity", _numbers_wrapper(np.identity, "np.eye", ["N", "dtype"], {"n": "N"})))
     patches.append((np, "prod", _prod_wrapper(np.prod)))
     patches.append((np, "asarray", _conversion_wrapper(np.asarray, copies=None)))
     patches.append((np, "asanyarray", _conversion_wrapper(np.asanyarray, copies=None)))

@@ -56,6 +56,7 @@ class Tracer:
         self.live: list[weakref.ref] = []
         # (graph value, expected) of the guards recorded so far: each is recorded once.
         self._guarded: set = set()
+        self._dynamic_count = 0  # prim.dynamic nodes so far: each names its output dims afresh
 
     def live_arrays(self) -> list:
         arrays = [a for a in (ref() for ref in self.live) if a is not None]
@@ -153,7 +154,7 @@ class Tracer:
         """Record ``op_name`` whose attrs hold ``"$k"`` where the k-th of ``numbers`` (traced numbers) goes,
         as a ``prim.dynamic`` node: the numbers stay graph values, so the op follows the input's shapes."""
         array = np.asarray(result)
-        self._dynamic_count = getattr(self, "_dynamic_count", 0) + 1
+        self._dynamic_count += 1
         shape = tuple(f"v{self._dynamic_count}_{i}" for i in range(array.ndim))
         attrs = {"op": op_name, "attrs": tuple(attrs.items()), "scalars": len(numbers), "shape": shape,
                  "dtype": array.dtype}

@@ -21,6 +21,7 @@ __all__ = [
     "iter_cases",
     "noncontiguous",
     "reference_outputs",
+    "run_reference",
     "sampled_dtypes",
     "type_of",
 ]
@@ -65,6 +66,15 @@ def reference_outputs(op: OpDef, sample: Sample) -> tuple:
     """The reference's outputs as a tuple (one entry per output)."""
     out = op.reference(*sample.inputs, **sample.attrs)
     return out if isinstance(out, tuple) else (out,)
+
+
+def run_reference(graph: Any, inputs: Iterable[Any]) -> tuple:
+    """The graph's outputs computed node by node with each op's NumPy reference (the test oracle)."""
+    env = dict(zip(graph.inputs, inputs))
+    for node in graph.nodes:
+        out = registry.get(node.op).reference(*[env[v] for v in node.inputs], **node.attrs)
+        env.update(zip(node.outputs, out if len(node.outputs) > 1 else (out,)))
+    return tuple(env[v] for v in graph.outputs)
 
 
 def build_graph(op: OpDef, sample: Sample, inputs: Iterable[Any] | None = None):

@@ -234,16 +234,7 @@ _to_dyn_shape = rules.to_dyn_shape
 
 
 def _dyn_shape(name, attrs, scalars) -> tuple:
-    shape = attrs["shape"]
-    n_sym = sum(isinstance(d, str) for d in shape)
-    if n_sym != len(scalars):
-        raise TypeError(
-            f"{name}: shape {shape} names {n_sym} dynamic dims but {len(scalars)} int inputs were given"
-        )
-    for t in scalars:
-        if t != ScalarType("int"):
-            raise TypeError(f"{name}: dynamic dims must be int scalars, got {t}")
-    return shape
+    return rules.check_dyn_dims(name, "shape", attrs["shape"], scalars)
 
 
 def _dyn_binder(name, n_tensors):
@@ -292,9 +283,7 @@ def _dyn_full_rule(types, attrs):
     return TensorType(attrs["dtype"], shape)
 
 
-def _concrete(shape, values):
-    it = iter(values)
-    return tuple(int(next(it)) if isinstance(d, str) else d for d in shape)
+_concrete = rules.fill_dyn_shape
 
 
 def _dyn_samples(kind):

@@ -23,7 +23,7 @@ import numpy as np
 
 from numtrace_ir.ops import rules
 from numtrace_ir.registry import Attr, Input, Inputs, OpDef, Sample, get, register
-from numtrace_ir.types import ScalarType, TensorType
+from numtrace_ir.types import TensorType
 
 STATE_SIZE = 6
 _MASK = (1 << 64) - 1
@@ -64,22 +64,12 @@ def _size(v):
 
 
 def _concrete(size, dims):
-    if size is None:
-        return None
-    it = iter(dims)
-    return tuple(int(next(it)) if isinstance(d, str) else d for d in size)
+    return None if size is None else rules.fill_dyn_shape(size, dims)
 
 
 def _draw_type(types, attrs, name):
     size = attrs["size"]
-    symbols = sum(isinstance(d, str) for d in size) if size is not None else 0
-    if symbols != len(types):
-        raise TypeError(
-            f"{name}: size {size} names {symbols} dynamic dims but {len(types)} int inputs were given"
-        )
-    for t in types:
-        if t != ScalarType("int"):
-            raise TypeError(f"{name}: dynamic dims must be int scalars, got {t}")
+    rules.check_dyn_dims(name, "size", size or (), tuple(types))
     dtype = attrs.get("dtype") or np.dtype(np.float64)
     if size is None and dtype.kind == "f":  # NumPy returns a Python float, whatever the dtype
         dtype = np.dtype(np.float64)

@@ -11,7 +11,7 @@ import numpy as np
 
 from numtrace_ir import dims
 from numtrace_ir.dims import ShapeError
-from numtrace_ir.types import TensorType, Type, normalize_dtype
+from numtrace_ir.types import ScalarType, TensorType, Type, normalize_dtype
 
 # What a weak Python scalar of each kind looks like to NumPy's NEP 50 type resolution.
 WEAK_TYPES = {"int": int, "float": float, "complex": complex, "bool": np.dtype(bool)}
@@ -157,6 +157,25 @@ def to_dyn_shape(v: Any) -> tuple:
         else:
             out.append(to_int(d))
     return tuple(out)
+
+
+def check_dyn_dims(name: str, attr: str, shape: tuple, scalars: tuple) -> tuple:
+    """`shape` (ints and symbols) checked against its int scalar inputs: one per symbol, in order."""
+    n_sym = sum(isinstance(d, str) for d in shape)
+    if n_sym != len(scalars):
+        raise TypeError(
+            f"{name}: {attr} {shape} names {n_sym} dynamic dims but {len(scalars)} int inputs were given"
+        )
+    for t in scalars:
+        if t != ScalarType("int"):
+            raise TypeError(f"{name}: dynamic dims must be int scalars, got {t}")
+    return shape
+
+
+def fill_dyn_shape(shape: tuple, values: Any) -> tuple:
+    """`shape` with its symbols replaced, in order, by the run-time `values` of their int inputs."""
+    it = iter(values)
+    return tuple(int(next(it)) if isinstance(d, str) else d for d in shape)
 
 
 def to_scalar(v: Any) -> int | float | bool | complex:
