@@ -53,14 +53,14 @@ class Executable(CallPlan):
         self._template: list[Any] = [None] * (max(types, default=-1) + 1)
         for v, value in constants.items():
             self._template[v] = value
-        self._outputs = [(v, types[v], _output_mode(types[v], copy))
-                         for v, copy in zip(plan.output_values, plan.copied_outputs)]
+        self._outputs = [(v, types[v], _output_mode(types[v], copy, j in plan.in_place_outputs))
+                         for j, (v, copy) in enumerate(zip(plan.output_values, plan.copied_outputs))]
         self._arenas_made = 0
         self._lock = threading.Lock()   # guards only the arena counter, never a kernel
         specs = [(t.dtype.num, tuple(t.shape)) if isinstance(t, TensorType) else None
                  for t in self.input_types]
         outputs = [(v, t.dtype.num if isinstance(t, TensorType) else -1,
-                    tuple(t.shape) if isinstance(t, TensorType) and t.is_concrete else (), _MODES.index(mode))
+                    tuple(t.shape) if isinstance(t, TensorType) and t.is_concrete else (), _MODE_CODES[mode])
                    for v, t, mode in self._outputs]
         per_call = list(range(len(graph.inputs))) + [v for v, _, mode in self._outputs if mode == _DIRECT]
         per_call += [v for s in steps if isinstance(s, FallbackStep) for v in s.outputs
@@ -139,6 +139,7 @@ class Executable(CallPlan):
             "buffer_slots": len(self._plan.slot_bytes),
             "buffer_bytes": sum(self._plan.slot_bytes),
             "arenas": self._arenas_made,
+            "in_place_outputs": sorted(self._plan.in_place_outputs),
         }
 
     def explain(self) -> str:
@@ -196,8 +197,11 @@ class Executable(CallPlan):
                 node = step.nodes[0]
                 lines.append(f"  step {k}: fallback to NumPy ({fallback_reason(node)})")
                 lines.append(f"      {node_line(node)}")
+        in_place = [f"output {j} into input {name(v)}" for j, (v, _, mode) in enumerate(self._outputs)
+                    if mode == _IN_PLACE]
         lines.append(f"  buffers: {_count(s['buffer_slots'], 'reused intermediate slot')}, "
-                     f"{s['buffer_bytes']} bytes per call in flight; outputs are fresh arrays")
+                     f"{s['buffer_bytes']} bytes per call in flight; outputs are fresh arrays"
+                     + (f" except {', '.join(in_place)} (computed in place)" if in_place else ""))
         return "\n".join(lines) + "\n"
 
     def __repr__(self) -> str:
@@ -206,17 +210,22 @@ class Executable(CallPlan):
                 f"{s['fused_groups']} fused groups, {s['fallbacks']} fallbacks>")
 
 
-# How each graph output reaches the caller (CallPlan takes the index into _MODES).
-_DIRECT, _COPY, _SCALAR, _DYNAMIC = _MODES = ("direct", "copy", "scalar", "dynamic")
+# How each graph output reaches the caller, and CallPlan's code for it (2: the environment's object
+# as it is, which for an in-place output is the input array the steps wrote into).
+_DIRECT, _COPY, _SCALAR, _DYNAMIC, _IN_PLACE = "direct", "copy", "scalar", "dynamic", "in place"
+_MODE_CODES = {_DIRECT: 0, _COPY: 1, _SCALAR: 2, _DYNAMIC: 3, _IN_PLACE: 2}
 
 
-def _output_mode(t: Any, copy: bool) -> str:
+def _output_mode(t: Any, copy: bool, in_place: bool) -> str:
     """direct: steps write the caller's array; copy: copied in at the end (an input, a constant, a
-    repeat); scalar: a Python scalar; dynamic: a shape only known after the run (data-dependent)."""
+    repeat); scalar: a Python scalar; dynamic: a shape only known after the run (data-dependent);
+    in place: the steps wrote it into an input's memory, and the output is that input array."""
     if not isinstance(t, TensorType):
         return _SCALAR
     if not t.is_concrete:
         return _DYNAMIC
+    if in_place:
+        return _IN_PLACE
     return _COPY if copy else _DIRECT
 
 

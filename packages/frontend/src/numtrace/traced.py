@@ -56,6 +56,9 @@ class TracedFunction:
         self._state = tuple(np.asarray(a) for a in state)
         self._num_leaves = len(graph.inputs) - len(self._state)
         self.mutated = tuple(mutated)
+        # (written argument, other argument): the pairs the aliasing check looks at per call.
+        self._alias_pairs = tuple((i, j) for i in self.mutated if i < self._num_leaves
+                                  for j in range(self._num_leaves) if j != i)
         self._num_outputs = len(graph.outputs) - len(self.mutated)
         # (output position, graph input index), ascending: written arguments returned as the caller's arrays.
         self.returned = tuple(sorted((int(p), int(i)) for p, i in returned))
@@ -69,6 +72,9 @@ class TracedFunction:
         self._flat_args = isinstance(in_spec, Sequence_) and all(isinstance(c, Leaf)
                                                                  for c in in_spec.children)
         self._single_output = isinstance(out_spec, Leaf) and not returned
+        self._tuple_output = (isinstance(out_spec, Sequence_) and out_spec.container is tuple
+                              and [getattr(c, "index", None) for c in out_spec.children]
+                              == list(range(len(out_spec.children))))
         self._lock = threading.Lock()
         self._backend = get_backend(backend)
         self.backend = backend
@@ -105,18 +111,25 @@ class TracedFunction:
             return self._guard_failed_at_run_time(leaves, key, broken, entry)
         if variant.mutated:
             return variant._finish(leaves, outs)
-        return outs[0] if variant._single_output else variant.out_spec.build(outs)
+        return variant._build(outs)
+
+    def _build(self, outs: Sequence[Any]) -> Any:
+        """The function's outputs from the flat ones (`outs` is a tuple: the executable's, or made here)."""
+        if self._single_output:
+            return outs[0]
+        return outs if self._tuple_output and type(outs) is tuple else self.out_spec.build(outs)
 
     def _finish(self, leaves: Sequence[Any], outs: Sequence[np.ndarray]) -> Any:
         """After a call that wrote into its arguments: copy their new contents back, and return the
         function's outputs, a returned argument being the caller's own array (as in NumPy)."""
-        self._write_back(leaves, outs)
+        arrays = [*leaves, *self._state] if self._state else leaves
+        self._write_back(arrays, outs)
         if self.returned:
-            arrays = [*leaves, *self._state]
             outs = list(outs[: self._num_outputs])
             for pos, i in self.returned:
                 outs.insert(pos, arrays[i])
-        return outs[0] if self._single_output else self.out_spec.build(outs)
+            outs = tuple(outs)
+        return self._build(outs)
 
     def _guard_failed_at_run_time(self, leaves: Sequence[Any], key: tuple, broken: GuardError,
                                   failed: tuple) -> Any:
@@ -148,27 +161,25 @@ class TracedFunction:
 
     def _check_aliasing(self, leaves: Sequence[Any]) -> None:
         """The trace reads its arguments as separate arrays: one it writes into must not share memory
-        with another (NumPy would see the write through the other), so such a call is refused."""
-        owners = [_owner(a) for a in leaves]
-        for i in self.mutated:
-            if i >= len(leaves):
+        with another (NumPy would see the write through the other), so such a call is refused. The
+        per-call test: two distinct arrays that each own their memory cannot overlap; otherwise NumPy's
+        bounds check, and only overlapping bounds pay for the exact one."""
+        share = np.may_share_memory
+        owns = [isinstance(a, np.ndarray) and a.base is None and a.flags.owndata for a in leaves]
+        for i, j in self._alias_pairs:
+            other = leaves[j]
+            if owns[i] and owns[j] and leaves[i] is not other:
                 continue
-            mine = owners[i]
-            for j, other in enumerate(leaves):
-                theirs = owners[j]
-                if j == i or not isinstance(other, np.ndarray) or (
-                        mine is not theirs and mine is not None and theirs is not None):
-                    continue  # two arrays owning their own memory cannot overlap
-                if np.may_share_memory(leaves[i], other):
-                    try:
-                        overlap = np.shares_memory(leaves[i], other, max_work=10_000)
-                    except np.exceptions.TooHardError:
-                        overlap = True
-                    if overlap:
-                        raise ValueError(
-                            f"{self.__name__}(): argument {self._leaf_name(i)} is written into by the traced "
-                            f"function and shares memory with argument {self._leaf_name(j)}; a trace treats "
-                            "its arguments as separate arrays, so pass a copy of one of them")
+            if isinstance(other, np.ndarray) and share(leaves[i], other):
+                try:
+                    overlap = np.shares_memory(leaves[i], other, max_work=10_000)
+                except np.exceptions.TooHardError:
+                    overlap = True
+                if overlap:
+                    raise ValueError(
+                        f"{self.__name__}(): argument {self._leaf_name(i)} is written into by the traced "
+                        f"function and shares memory with argument {self._leaf_name(j)}; a trace treats "
+                        "its arguments as separate arrays, so pass a copy of one of them")
 
     def _run(self, executable: Any, leaves: Sequence[Any]) -> Any:
         if self.mutated:
@@ -176,17 +187,20 @@ class TracedFunction:
         outs = executable(*leaves, *self._state)
         if self.mutated:
             return self._finish(leaves, outs)
-        return outs[0] if self._single_output else self.out_spec.build(outs)
+        return self._build(outs)
 
-    def _write_back(self, leaves: Sequence[Any], outs: Sequence[np.ndarray]) -> None:
-        """Copy the new contents of the inputs the function wrote into back into the caller's arrays."""
-        arrays = [*leaves, *self._state]
+    def _write_back(self, arrays: Sequence[Any], outs: Sequence[np.ndarray]) -> None:
+        """Copy the new contents of the inputs the function wrote into (`arrays`: the arguments, then
+        the state) back into the caller's arrays, unless the backend computed them there."""
+        n = self._num_outputs
         for k, i in enumerate(self.mutated):
-            target = arrays[i]
+            target, new = arrays[i], outs[n + k]
+            if new is target:
+                continue
             if not isinstance(target, np.ndarray):
                 raise TypeError(f"{self.__name__}(): argument {self._leaf_name(i)} is written into by the "
                                 f"traced function, so it must be a NumPy array, got {type(target).__name__}")
-            np.copyto(target, outs[self._num_outputs + k], casting="no")
+            np.copyto(target, new, casting="no")
 
     @property
     def guards(self) -> list[str]:
@@ -284,6 +298,12 @@ class TracedFunction:
         graph = self.graph
         if any(t != v.type for t, v in zip(types, graph.inputs)):
             graph = retyped(graph, types, self.__name__)
+        if self.mutated and not self._state and getattr(self._backend, "writes_updates_in_place", False):
+            # The written-back arguments may be computed straight into the caller's arrays (an output
+            # that is then the argument itself needs no copy back). Not with module state: the
+            # aliasing check covers the arguments only.
+            updates = {self._num_outputs + k: i for k, i in enumerate(self.mutated)}
+            return self._backend.compile(graph, types, updates=updates)
         return self._backend.compile(graph, types)
 
     def _specialization(self, leaves: Sequence[np.ndarray], broken: GuardError) -> TracedFunction:
@@ -412,17 +432,6 @@ def retyped(graph: Graph, types: Sequence[Any], name: str) -> Graph:
         raise
     except (ShapeError, TypeError, ValueError) as exc:
         raise ValueError(f"{name}(): the arguments' shapes do not fit the traced program: {exc}") from None
-
-
-def _owner(a: Any) -> np.ndarray | None:
-    """The ndarray that owns ``a``'s memory (following views), or None when the memory belongs to
-    something else (a buffer, a memmap's file): then only NumPy can tell whether two arrays overlap."""
-    while isinstance(a, np.ndarray):
-        base = a.base
-        if base is None:
-            return a if a.flags.owndata else None
-        a = base
-    return None
 
 
 def _guard_failure(exc: BaseException) -> GuardError | None:
