@@ -62,12 +62,36 @@ class Executable(CallPlan):
         outputs = [(v, t.dtype.num if isinstance(t, TensorType) else -1,
                     tuple(t.shape) if isinstance(t, TensorType) and t.is_concrete else (), _MODE_CODES[mode])
                    for v, t, mode in self._outputs]
+        self._arena_views: list[ViewStep] = []
+        self._arena_views = self._views_of_arena_buffers()
         per_call = list(range(len(graph.inputs))) + [v for v, _, mode in self._outputs if mode == _DIRECT]
-        per_call += [v for s in steps if isinstance(s, FallbackStep) for v in s.outputs
+        once = {id(s) for s in self._arena_views}
+        per_call += [v for s in steps if isinstance(s, FallbackStep) and id(s) not in once for v in s.outputs
                      if isinstance(s, ViewStep) or not isinstance(types[v], TensorType)
                      or not types[v].is_concrete]
-        self._setup(specs, [_runner(s, types) for s in steps if not isinstance(s, ConstantStep)], outputs,
-                    sorted(set(per_call)))
+        runners = [_runner(s, types) for s in steps if not isinstance(s, ConstantStep) and id(s) not in once]
+        self._setup(specs, runners, outputs, sorted(set(per_call)))
+
+    def _views_of_arena_buffers(self) -> list[ViewStep]:
+        """The view steps whose result is a view of an arena buffer: the same view of the same memory
+        on every call, so each arena binds it once (`_new_arena`) and no call runs the step. Found on
+        a probe arena: a step qualifies when its input is an arena value (or such a view) and what
+        NumPy returns shares that memory (a reshape that has to copy does not)."""
+        env = self._new_arena()
+        bound = set(self._plan.slot_of)
+        found = []
+        for step in self._steps:
+            if not (isinstance(step, ViewStep) and len(step.inputs) == 1 and step.inputs[0] in bound
+                    and _view_fits(step, self._types)):
+                continue
+            src = env[step.inputs[0]]
+            r = step.fn(src, **step.attrs)
+            if r.size and np.shares_memory(r, src):
+                env[step.outputs[0]] = r
+                bound.add(step.outputs[0])
+                found.append(step)
+        self._arenas_made = 0   # the probe is not an arena any call used
+        return found
 
     # -- slow paths of the call ----------------------------------------------------------------------
     def _check_inputs(self, inputs: tuple) -> tuple:
@@ -109,6 +133,8 @@ class Executable(CallPlan):
             t = self._types[v]
             nbytes = int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize
             env[v] = buffers[slot][:nbytes].view(t.dtype).reshape(t.shape)
+        for step in self._arena_views:
+            env[step.outputs[0]] = step.fn(env[step.inputs[0]], **step.attrs)
         with self._lock:
             self._arenas_made += 1
         return env
@@ -337,6 +363,12 @@ def _fused_runner(step: FusedStep) -> FusedCall:
 def _view_runner(step: ViewStep, types: dict):
     fn, attrs, ins, (out,) = step.fn, step.attrs, step.inputs, step.outputs
     t = types[out]
+    if len(ins) == 1 and not attrs and _view_fits(step, types):
+        (a,) = ins
+
+        def run_view_of_one(env, nthreads):   # a per-call view of an input: no checks left to do
+            env[out] = fn(env[a])
+        return run_view_of_one
 
     def run_view(env, nthreads):
         try:
@@ -350,6 +382,20 @@ def _view_runner(step: ViewStep, types: dict):
                                f"the op's rule says {t}")
         env[out] = r
     return run_view
+
+
+def _view_fits(step: ViewStep, types: dict) -> bool:
+    """Whether the view step of one input gives an ndarray of its output's type for any array of its
+    input's type: a movement op's result type depends only on the input's dtype and shape, so one
+    probe (a broadcast scalar, no memory) settles it at build time and the runner needs no check."""
+    t_in, t_out = types[step.inputs[0]], types[step.outputs[0]]
+    if not (isinstance(t_in, TensorType) and t_in.is_concrete and isinstance(t_out, TensorType)):
+        return False
+    try:
+        r = step.fn(np.broadcast_to(np.zeros((), t_in.dtype), t_in.shape), **step.attrs)
+    except Exception:
+        return False
+    return type(r) is np.ndarray and r.dtype == t_out.dtype and r.shape == tuple(t_out.shape)
 
 
 def _fallback_runner(step: FallbackStep, types: dict):

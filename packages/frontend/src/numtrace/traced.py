@@ -9,6 +9,7 @@ miss, where the backend compiles anyway.
 
 from __future__ import annotations
 
+import operator
 import threading
 import warnings
 from collections.abc import Callable, Sequence
@@ -25,6 +26,9 @@ from .traced_int import plain
 
 # Specializations (re-traces for shapes that break a guard) one traced function may hold.
 RECOMPILE_LIMIT = 8
+
+# An argument's part of the signature key, (dtype, shape): a C-level getter, the key being per call.
+_signature = operator.attrgetter("dtype", "shape")
 
 
 class TracedFunction:
@@ -92,10 +96,10 @@ class TracedFunction:
         if _tracing.active_count and _tracing.current_tracer() is not None:
             return self._inline(leaves)
         try:
-            key = tuple([(a.dtype, a.shape) for a in leaves])
+            key = tuple(map(_signature, leaves))
         except AttributeError:
             leaves = self._converted(leaves)
-            key = tuple([(a.dtype, a.shape) for a in leaves])
+            key = tuple(map(_signature, leaves))
         entry = self._cache.get(key)
         if entry is None:
             entry = self._compile(leaves, key)
@@ -111,6 +115,8 @@ class TracedFunction:
             return self._guard_failed_at_run_time(leaves, key, broken, entry)
         if variant.mutated:
             return variant._finish(leaves, outs)
+        if variant._single_output:
+            return outs[0]
         return variant._build(outs)
 
     def _build(self, outs: Sequence[Any]) -> Any:
@@ -394,7 +400,7 @@ class TracedFunction:
                 raise TypeError(f"{self.__name__}() takes {self._num_leaves} array argument(s) "
                                 f"({', '.join(self.arg_names)}) as traced, got {len(leaves)}")
             leaves = self._converted(leaves)
-            key = tuple([(a.dtype, a.shape) for a in leaves])
+            key = tuple(map(_signature, leaves))
             entries = [self._cache.get(key) or self._compile(leaves, key)]
         elif self._cache:
             entries = list(dict.fromkeys(self._cache.values()))
