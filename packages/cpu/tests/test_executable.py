@@ -157,13 +157,17 @@ def test_concurrent_calls_share_one_executable():
         except Exception as e:
             errors.append(e)
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    _run_threads(work, 4)
+    assert not errors, errors
+    assert exe.stats()["arenas"] >= 1
+
+
+def _run_threads(work, n: int) -> None:
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(n)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert not errors, errors
-    assert exe.stats()["arenas"] >= 1
 
 
 def test_backend_caches_per_signature_and_replans_new_shapes():
@@ -248,11 +252,7 @@ def test_views_of_arena_buffers_are_bound_once_per_arena():
             if not (np.array_equal(sq, want_t[1:] * want_t[1:]) and np.array_equal(neg, -want_t.reshape(48))):
                 errors.append(k)
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
+    _run_threads(work, 4)
     assert not errors and exe.stats()["arenas"] >= 1
 
 

@@ -60,9 +60,10 @@ class TracedFunction:
         self._state = tuple(np.asarray(a) for a in state)
         self._num_leaves = len(graph.inputs) - len(self._state)
         self.mutated = tuple(mutated)
-        # (written argument, other argument): the pairs the aliasing check looks at per call.
-        self._alias_pairs = tuple((i, j) for i in self.mutated if i < self._num_leaves
-                                  for j in range(self._num_leaves) if j != i)
+        # (written argument, other argument): the pairs the aliasing check looks at per call, each once.
+        written = [i for i in self.mutated if i < self._num_leaves]
+        self._alias_pairs = tuple((i, j) for i in written for j in range(self._num_leaves)
+                                  if j != i and not (j in written and j < i))
         self._num_outputs = len(graph.outputs) - len(self.mutated)
         # (output position, graph input index), ascending: written arguments returned as the caller's arrays.
         self.returned = tuple(sorted((int(p), int(i)) for p, i in returned))
@@ -168,15 +169,12 @@ class TracedFunction:
     def _check_aliasing(self, leaves: Sequence[Any]) -> None:
         """The trace reads its arguments as separate arrays: one it writes into must not share memory
         with another (NumPy would see the write through the other), so such a call is refused. The
-        per-call test: two distinct arrays that each own their memory cannot overlap; otherwise NumPy's
-        bounds check, and only overlapping bounds pay for the exact one."""
+        per-call test is NumPy's bounds check, once per pair; only overlapping bounds pay for the
+        exact one."""
         share = np.may_share_memory
-        owns = [isinstance(a, np.ndarray) and a.base is None and a.flags.owndata for a in leaves]
         for i, j in self._alias_pairs:
             other = leaves[j]
-            if owns[i] and owns[j] and leaves[i] is not other:
-                continue
-            if isinstance(other, np.ndarray) and share(leaves[i], other):
+            if share(leaves[i], other):
                 try:
                     overlap = np.shares_memory(leaves[i], other, max_work=10_000)
                 except np.exceptions.TooHardError:
