@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from .traced_value import is_traced_array
 from .tracer import current_tracer
 
 
@@ -76,14 +77,12 @@ class Module:
         and the assignment a write into it, which each call of the trace copies back into the module's
         array (so the new value must fit the buffer's shape and dtype, as ``np.copyto`` casts).
         """
-        from .proxy import TracedArray
-
         buffers = self.__dict__["_buffers"]
         tracer = current_tracer()
         old = buffers[name]
         if tracer is not None and old is not None and value is tracer.state_proxy(old):
             return  # self.n += 1 on the traced buffer: the write is already in the graph
-        if isinstance(value, TracedArray):
+        if is_traced_array(value):
             if old is None or tracer is None:
                 raise RuntimeError(f"{type(self).__name__}.{name} is a buffer without a value, so a trace "
                                    "cannot write a traced array into it; register it with an array first")

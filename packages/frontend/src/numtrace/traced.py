@@ -15,8 +15,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from numtrace_ir import Graph, GuardError, ShapeError, TensorType, registry, specialize
+from numtrace_ir import FormatError, Graph, GuardError, ShapeError, TensorType, registry, specialize
 
+from . import saving, trace_format
 from . import tracer as _tracing
 from .backends import get_backend
 from .containers import Leaf, Sequence_, Spec
@@ -353,14 +354,41 @@ class TracedFunction:
     def save(self, path: Any) -> None:
         """Write the trace (graph, call structure, state, backend name) to ``path`` or a binary file
         object; see ``numtrace.load``."""
-        from .saving import save_traced
+        saving.write_bytes(path, self.to_bytes())
 
-        save_traced(self, path)
+    def to_bytes(self) -> bytes:
+        """The saved form of this trace (what ``save`` writes; also how it pickles). A traced module's
+        method carries the state it reads; saved with it, it loads on its own."""
+        arrays = {name: np.asarray(a) for name, a in zip(self.state_names, self._state)}
+        return trace_format.dumps({"forward": self}, arrays, name=self.__name__, backend=self.backend,
+                                  module=None)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, backend: str | None = None, where: str = "<bytes>") -> TracedFunction:
+        """The traced function saved as ``data`` (``to_bytes``); ``backend`` defaults to the saved one."""
+        return cls._from_saved(trace_format.loads(data, backend, where), where)
+
+    @classmethod
+    def _from_saved(cls, saved: trace_format.Saved, where: str) -> TracedFunction:
+        if saved.meta.get("module") is not None:
+            raise FormatError(f"{where} holds a traced module, not a function; load it with numtrace.load")
+        with trace_format.malformed_as_format_error(where):
+            methods = {name: cls._saved_method(name, saved.meta["name"], info, saved, saved.arrays)
+                       for name, info in saved.meta["methods"].items()}
+            return methods["forward"]
+
+    @classmethod
+    def _saved_method(cls, method: str, name: str, info: dict, saved: trace_format.Saved,
+                      state: Any) -> TracedFunction:
+        """Saved method ``method`` named ``name``, its state arrays looked up by name in ``state``."""
+        graph = saved.graphs[method]
+        fields = trace_format.method_fields(method, info, graph)
+        return cls(graph, name=name, backend=saved.backend,
+                   state=[state[n] for n in fields["state_names"]], **fields)
 
     def __reduce__(self) -> tuple:
-        from .saving import reduce_traced
-
-        return reduce_traced(self)
+        # Pickled (and deep-copied) as the saved form: no lock or compiled code is pickled.
+        return (type(self).from_bytes, (self.to_bytes(), self.backend))
 
     def explain(self, *args: Any, **kwargs: Any) -> str:
         """What the backend's executable does, as text: for the signature of ``args`` when given (it is
@@ -456,7 +484,7 @@ class _ScalarArguments:
 
 def _concrete(value: Any) -> Any:
     """The NumPy value behind a traced value (or the value itself), for running a reference."""
-    concrete = getattr(value, "_value", None)
+    concrete = getattr(value, "_concrete", None)
     if isinstance(concrete, np.ndarray):
         return concrete
     return plain(value)

@@ -7,12 +7,15 @@ reference tracer), so ``load_state_dict`` changes the outputs without re-tracing
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
 from collections.abc import Mapping
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
+from numtrace_ir import FormatError
 
+from . import saving, trace_format
 from .module import check_state_keys, checked_state_value
 from .traced import TracedFunction
 
@@ -115,14 +118,42 @@ class TracedModule(TracedSubmodule):
         return TracedModule(self._type, methods, self._state, _tree_of(self), self.training)
 
     def save(self, path: Any) -> None:
-        from .saving import save_traced
+        saving.write_bytes(path, self.to_bytes())
 
-        save_traced(self, path)
+    def to_bytes(self) -> bytes:
+        """The saved form of this module (what ``save`` writes; also how it pickles): its methods, its
+        state once per array (tied names share it) and its submodule tree."""
+        state = self.state_dict()
+        canonical: dict[int, str] = {}
+        for name, array in state.items():
+            canonical.setdefault(id(array), name)
+        arrays = {name: np.asarray(a) for name, a in state.items() if canonical[id(a)] == name}
+        module = {"type": self._type, "training": self.training, "tree": _tree_of(self),
+                  "state": {name: canonical[id(a)] for name, a in state.items()}}
+        return trace_format.dumps(self._methods, arrays, name=self._type, backend=self.backend, module=module)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, backend: str | None = None, where: str = "<bytes>") -> TracedModule:
+        """The traced module saved as ``data`` (``to_bytes``); ``backend`` defaults to the saved one."""
+        return cls._from_saved(trace_format.loads(data, backend, where), where)
+
+    @classmethod
+    def _from_saved(cls, saved: trace_format.Saved, where: str) -> TracedModule:
+        module = saved.meta.get("module")
+        if module is None:
+            raise FormatError(f"{where} holds a traced function, not a module; load it with numtrace.load")
+        with trace_format.malformed_as_format_error(where):
+            state: OrderedDict[str, np.ndarray] = OrderedDict()
+            for name, canonical in module["state"].items():
+                state[name] = saved.arrays[canonical]
+            methods = {name: TracedFunction._saved_method(name, name, info, saved, state)
+                       for name, info in saved.meta["methods"].items()}
+            return cls(module["type"], methods, state, module["tree"], bool(module["training"]))
 
     def __reduce__(self) -> tuple:
-        from .saving import reduce_traced
-
-        return reduce_traced(self)
+        # Pickled (and deep-copied) as the saved form: no lock or compiled code is pickled, and the
+        # methods still share their state afterwards.
+        return (type(self).from_bytes, (self.to_bytes(), self.backend))
 
     def __repr__(self) -> str:
         mode = "training" if self.training else "eval"
@@ -151,3 +182,12 @@ def module_tree(module: Any) -> dict:
     return {"type": type(module).__name__, "training": bool(module.training),
             "state": [n for n, v in list(params.items()) + list(buffers.items()) if v is not None],
             "children": {name: module_tree(child) for name, child in modules.items() if child is not None}}
+
+
+def load(path: str | os.PathLike | IO[bytes], backend: str | None = None) -> TracedFunction | TracedModule:
+    """Read a trace written by ``.save`` from a path or a binary file object; ``backend`` defaults to the
+    one it was saved with."""
+    data, where = saving.read_bytes(path)
+    saved = trace_format.loads(data, backend, where)
+    cls = TracedFunction if saved.meta.get("module") is None else TracedModule
+    return cls._from_saved(saved, where)

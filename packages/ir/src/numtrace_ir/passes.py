@@ -12,13 +12,12 @@ import numpy as np
 
 from numtrace_ir.attrs import format_attr
 from numtrace_ir.graph import Graph
+from numtrace_ir.registry import UnknownOpError, get
 
 __all__ = ["cse", "dce"]
 
 
 def _nondeterministic(op: str) -> bool:
-    from numtrace_ir.registry import UnknownOpError, get
-
     try:
         return get(op).nondeterministic
     except UnknownOpError:
@@ -26,8 +25,6 @@ def _nondeterministic(op: str) -> bool:
 
 
 def _effect(op: str) -> bool:
-    from numtrace_ir.registry import UnknownOpError, get
-
     try:
         return get(op).effect
     except UnknownOpError:

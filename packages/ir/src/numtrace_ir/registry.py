@@ -1,7 +1,7 @@
 """The op registry: one `OpDef` per op holds its schema, shape/dtype rule, NumPy reference, the NumPy
 callables that trace to it, and its sample inputs. Nothing about an op lives anywhere else.
 
-Op definitions are grouped by family in `numtrace_ir.ops`; importing this module registers them all.
+Op definitions are grouped by family in `numtrace_ir.ops`; importing `numtrace_ir` registers them all.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ __all__ = [
     "all_ops",
     "for_numpy",
     "get",
-    "markdown_table",
     "register",
     "register_target",
 ]
@@ -471,37 +470,3 @@ def for_numpy(func: Any, method: str = "__call__") -> OpDef | None:
         return _NUMPY.get((func, method))
     except TypeError:  # unhashable callable
         return None
-
-
-def markdown_table() -> str:
-    """The table of ops in `docs/ops.md`: name, kind, inputs, attrs, dtypes sampled, flags."""
-    from numtrace_ir.testing import sampled_dtypes  # testing imports the registry
-
-    rows = ["| op | kind | inputs | attributes | dtypes tested | notes |", "|---|---|---|---|---|---|"]
-    for op in all_ops():
-        ins = ", ".join(
-            (f"*{p.name}" if isinstance(p, Inputs) else p.name + ("?" if p.optional else ""))
-            for p in op.params
-            if isinstance(p, (Input, Inputs))
-        )
-        attrs = ", ".join(
-            f"{p.name}" if p.default is REQUIRED else f"{p.name}={p.default!r}"
-            for p in op.params
-            if isinstance(p, Attr)
-        )
-        notes = ", ".join(
-            n
-            for n, on in (
-                ("nondeterministic", op.nondeterministic),
-                ("data-dependent shape", op.data_dependent_shape),
-                ("guard", op.effect),
-                (f"{op.view} view", op.view is not None),
-            )
-            if on
-        )
-        dts = " ".join(sampled_dtypes(op))
-        rows.append(f"| `{op.name}` | {op.kind} | {ins} | {attrs.replace('|', '&#124;')} | {dts} | {notes} |")
-    return "\n".join(rows) + "\n"
-
-
-import numtrace_ir.ops  # noqa: E402,F401  (registers every op; the op modules import this module)

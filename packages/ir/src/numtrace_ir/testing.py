@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from numtrace_ir import registry
+from numtrace_ir.graph import Graph
 from numtrace_ir.registry import OpDef, Sample
 from numtrace_ir.types import ScalarType, TensorType, Type, normalize_dtype
 
@@ -80,8 +81,6 @@ def run_reference(graph: Any, inputs: Iterable[Any]) -> tuple:
 def build_graph(op: OpDef, sample: Sample, inputs: Iterable[Any] | None = None):
     """A graph with one input per sample input (typed from the values, or from `inputs` when given:
     types or values) and one node of `op`, whose outputs are the graph's outputs."""
-    from numtrace_ir.graph import Graph
-
     g = Graph()
     values = [
         g.add_input(f"x{i}", v if isinstance(v, Type) else type_of(v))
