@@ -73,7 +73,40 @@ def dumps_traced(obj: TracedFunction | TracedModule) -> bytes:
 
 def load(path: str | os.PathLike | IO[bytes], backend: str | None = None) -> TracedFunction | TracedModule:
     """Read a trace written by ``.save`` from a path or a binary file object; ``backend`` defaults to the
-    one it was saved with."""
+    one it was saved with.
+
+    Loading needs no user code and never unpickles or runs code from the file. A loaded trace
+    cannot trace itself again: a call whose shapes break one of its guards raises ``GuardError``.
+
+    Args:
+        path: a file path or a binary file object open for reading.
+        backend: the backend to run on, instead of the one it was saved with.
+
+    Returns:
+        A ``TracedFunction`` for a saved function, a ``TracedModule`` for a saved module.
+
+    Raises:
+        numtrace_ir.FormatError: the file is not a saved trace, or a part of it is malformed (the
+            message says which).
+        ValueError: the backend is not installed or not available here.
+
+    Examples:
+        ```python
+        import os
+        import tempfile
+
+        import numpy as np
+        import numtrace as nt
+
+        def f(x):
+            return np.sqrt(x) + 1
+
+        path = os.path.join(tempfile.mkdtemp(), "f.nt")
+        nt.trace(f, (np.ones(3),)).save(path)
+        loaded = nt.load(path, backend="reference")
+        assert loaded.backend == "reference" and np.allclose(loaded(np.full(3, 4.0)), 3.0)
+        ```
+    """
     if hasattr(path, "read"):
         return loads_traced(path.read(), backend, where=repr(getattr(path, "name", "<file object>")))
     with open(path, "rb") as f:
