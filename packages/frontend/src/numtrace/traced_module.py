@@ -56,7 +56,27 @@ class TracedSubmodule:
 
 
 class TracedModule(TracedSubmodule):
-    """The result of ``trace_module``: every traced method as an attribute, state, submodules."""
+    """The result of ``trace_module``: every traced method as an attribute, state, submodules.
+
+    Each traced method is a ``TracedFunction`` (``traced.forward``, ``traced.methods``); calling
+    the traced module calls ``forward``. Submodules are read-only views of the tree
+    (``traced.fc1.weight``) and run nothing on their own. The state arrays are the module's own, so
+    ``load_state_dict`` (here or on the module) changes the outputs without tracing again.
+
+    Examples:
+        ```python
+        import numpy as np
+        import numtrace as nt
+        from numtrace import nn
+
+        model = nn.Sequential(nn.Linear(3, 2, seed=0), nn.ReLU()).eval()
+        traced = nt.trace(model, np.ones((4, 3), np.float32))
+        print(traced)                     # <numtrace.TracedModule Sequential (eval mode) methods: forward>
+        assert list(traced.methods) == ["forward"] and not traced.training
+        traced.load_state_dict({"0.weight": np.zeros((2, 3), np.float32), "0.bias": np.ones(2, np.float32)})
+        assert np.allclose(traced(np.ones((4, 3), np.float32)), 1.0)
+        ```
+    """
 
     def __init__(self, module_type: str, methods: Mapping[str, TracedFunction], state: OrderedDict,
                  tree: Mapping[str, Any], training: bool):
@@ -79,18 +99,22 @@ class TracedModule(TracedSubmodule):
 
     @property
     def backend(self) -> str:
+        """The name of the backend the methods run on."""
         return next(iter(self._methods.values())).backend
 
     @property
     def methods(self) -> dict[str, TracedFunction]:
+        """Every traced method by name."""
         return dict(self._methods)
 
     @property
     def graph(self) -> Any:
+        """The graph of ``forward`` (None when ``forward`` was not traced)."""
         return self._methods["forward"].graph if "forward" in self._methods else None
 
     @property
     def code(self) -> str:
+        """Every traced method's graph as NumPy source (see ``TracedFunction.code``)."""
         return "\n\n".join(m.code for m in self._methods.values())
 
     def explain(self, *args: Any, **kwargs: Any) -> str:
@@ -101,9 +125,11 @@ class TracedModule(TracedSubmodule):
         return "".join(m.explain() for m in self._methods.values())
 
     def state_dict(self) -> OrderedDict[str, np.ndarray]:
+        """Parameters and buffers by dotted name (the arrays themselves, as ``Module.state_dict``)."""
         return OrderedDict(self._state)
 
     def named_parameters(self):
+        """``(name, array)`` pairs of the state, parameters and buffers alike."""
         return iter(self._state.items())
 
     def load_state_dict(self, state: Mapping[str, Any], strict: bool = True) -> None:
@@ -114,10 +140,12 @@ class TracedModule(TracedSubmodule):
             np.copyto(self._state[key], value, casting="same_kind")
 
     def to(self, backend: str) -> TracedModule:
+        """The same methods on another backend, sharing this module's state."""
         methods = {name: fn.to(backend) for name, fn in self._methods.items()}
         return TracedModule(self._type, methods, self._state, _tree_of(self), self.training)
 
     def save(self, path: Any) -> None:
+        """Write every method, the state and the tree to ``path`` or a binary file (``numtrace.load``)."""
         saving.write_bytes(path, self.to_bytes())
 
     def to_bytes(self) -> bytes:
@@ -186,7 +214,40 @@ def module_tree(module: Any) -> dict:
 
 def load(path: str | os.PathLike | IO[bytes], backend: str | None = None) -> TracedFunction | TracedModule:
     """Read a trace written by ``.save`` from a path or a binary file object; ``backend`` defaults to the
-    one it was saved with."""
+    one it was saved with.
+
+    Loading needs no user code and never unpickles or runs code from the file. A loaded trace
+    cannot trace itself again: a call whose shapes break one of its guards raises ``GuardError``.
+
+    Args:
+        path: a file path or a binary file object open for reading.
+        backend: the backend to run on, instead of the one it was saved with.
+
+    Returns:
+        A ``TracedFunction`` for a saved function, a ``TracedModule`` for a saved module.
+
+    Raises:
+        numtrace_ir.FormatError: the file is not a saved trace, or a part of it is malformed (the
+            message says which).
+        ValueError: the backend is not installed or not available here.
+
+    Examples:
+        ```python
+        import os
+        import tempfile
+
+        import numpy as np
+        import numtrace as nt
+
+        def f(x):
+            return np.sqrt(x) + 1
+
+        path = os.path.join(tempfile.mkdtemp(), "f.nt")
+        nt.trace(f, (np.ones(3),)).save(path)
+        loaded = nt.load(path, backend="reference")
+        assert loaded.backend == "reference" and np.allclose(loaded(np.full(3, 4.0)), 3.0)
+        ```
+    """
     data, where = saving.read_bytes(path)
     saved = trace_format.loads(data, backend, where)
     cls = TracedFunction if saved.meta.get("module") is None else TracedModule

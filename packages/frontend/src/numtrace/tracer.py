@@ -36,7 +36,26 @@ _SCALAR_KIND = {bool: "bool", int: "int", float: "float", complex: "complex"}
 
 
 def is_tracing() -> bool:
-    """Whether numtrace is recording a trace on this thread right now."""
+    """Whether numtrace is recording a trace on this thread right now.
+
+    For code that should run only eagerly (logging, value assertions): a traced function skips it
+    while being traced, and the trace does not contain it.
+
+    Examples:
+        ```python
+        import numpy as np
+        import numtrace as nt
+
+        seen = []
+
+        def f(x):
+            seen.append(nt.is_tracing())
+            return x + 1
+
+        nt.trace(f, (np.ones(2),), check_trace=False)
+        assert seen == [True] and not nt.is_tracing()
+        ```
+    """
     return getattr(_local, "tracer", None) is not None
 
 
