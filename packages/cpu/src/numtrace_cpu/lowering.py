@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
-from numtrace_ir import registry
-from numtrace_ir.registry import Input, Inputs, UnknownOpError
+from numtrace_ir.errors import traced_at
+from numtrace_ir.interpreter import reference_call
+from numtrace_ir.registry import UnknownOpError
 from numtrace_ir.types import ScalarType, TensorType
 
 from numtrace_cpu.kernels import DTYPES, OPS, REDUCTIONS, REG_KINDS, ROLES, FusedKernel
@@ -378,22 +379,6 @@ def _into_call(node):
             matmul(a, b, out=out)
         return mm
     return None
-
-
-def _reference_call(op, attrs: dict):
-    """(fn, attrs) with ``fn(*inputs, **attrs)`` equal to ``op.reference(*inputs, **attrs)``. When the op
-    takes plain positional inputs, its implementation is called directly with the attrs normalized
-    once here: `OpDef.reference` re-normalizes on every call, which costs more than a view."""
-    params = op.schema
-    names = [p.name for p in params if isinstance(p, Input) and not p.optional]
-    if any(isinstance(p, Inputs) or (isinstance(p, Input) and p.optional) for p in params):
-        return op.reference, dict(attrs)
-    fixed = op.normalize_attrs(dict(attrs))
-    impl = op.impl
-
-    def call(*inputs, **kw):
-        return impl(**dict(zip(names, inputs)), **kw)
-    return call, fixed
 
 
 def _basic_index_view(node):
@@ -834,15 +819,13 @@ def lower(graph) -> tuple[list[Step], dict, dict]:
                                      nodes=[u], index=tuple(u.attrs["index"])))
         else:
             kind = ViewStep if _is_view(u) else FallbackStep
-            try:
-                op = registry.get(u.op)
-            except UnknownOpError:
-                where = f" (traced at {u.loc})" if u.loc else ""
-                raise NotImplementedError(f"cpu backend: node {u.op}{where} has no kernel and the registry "
-                                          f"has no reference for it") from None
             fn, attrs = _basic_index_view(u), {}
             if fn is None:
-                fn, attrs = _reference_call(op, u.attrs)
+                try:
+                    fn, attrs = reference_call(u)
+                except UnknownOpError:
+                    raise NotImplementedError(f"cpu backend: node {u.op}{traced_at(u)} has no kernel and the "
+                                              f"registry has no reference for it") from None
             steps.append(kind(inputs=[index[v] for v in u.inputs], outputs=[index[v] for v in u.outputs],
                               nodes=[u], fn=fn, attrs=attrs))
     return steps, index, consts
