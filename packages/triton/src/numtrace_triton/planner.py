@@ -21,7 +21,7 @@ from numtrace_ir import registry
 from numtrace_ir.printer import value_names
 from numtrace_ir.types import ScalarType, TensorType
 
-from .coverage import CONTRACTIONS, PARTIAL, REDUCTIONS, VIEW_OPS, unlowered_reason
+from .coverage import CONTRACTIONS, PARTIAL, REDUCTIONS, VIEW_OPS, outer_base, unlowered_reason
 from .dtypes import check_supported, storage_dtype
 from .elementwise import LOWERINGS
 from .emit_body import GeneratedKernel, Tuning
@@ -29,7 +29,18 @@ from .emit_matmul import emit_matmul
 from .emit_pointwise import emit_pointwise
 from .emit_reduction import emit_reduction
 from .groups import Group, LogicalLoad, broadcast_strides
-from .kernel_plan import Const, MatmulKernel, Op, PointwiseKernel, Reduce, Ref, View, c_strides, numel
+from .kernel_plan import (
+    Const,
+    MatmulKernel,
+    Op,
+    PointwiseKernel,
+    Reduce,
+    Ref,
+    View,
+    c_strides,
+    numel,
+    op_name,
+)
 from .movement import (
     SAME_VALUE,
     VIEW_RULES,
@@ -42,6 +53,10 @@ from .movement import (
 __all__ = ["BufferSpec", "OutputSpec", "Plan", "plan_graph"]
 
 _NOTHING = object()
+# The ops the planner emits itself, around the nodes it lowers (copies, casts, mean/var/std parts).
+_POSITIVE, _ASTYPE, _MULTIPLY, _DIVIDE, _SUBTRACT, _SQRT = map(
+    registry.get, ("np.positive", "np.astype", "np.multiply", "np.divide", "np.subtract", "np.sqrt")
+)
 _WEAK_EXAMPLE = {"int": 1, "float": 1.0, "bool": True, "complex": 1j}
 
 
@@ -176,7 +191,7 @@ class _Planner:
             copy = self.new_group("pointwise", numel(shape))
             arg = self.read(copy, _Loc(shape, view.dtype, mem=temp), shape, "relayout")
             copy_key = self.key()
-            copy.items.append(Op(copy_key, "np.positive", [arg], {}, view.dtype, "relayout"))
+            copy.items.append(Op(copy_key, _POSITIVE, [arg], {}, view.dtype, "relayout"))
             group = copy
             key = copy_key
         self._record_store(group, key, view, level, shape)
@@ -235,7 +250,7 @@ class _Planner:
             result = op.reference(*values, **node.attrs)
         self.fold_values(node, result if len(node.outputs) > 1 else (result,))
 
-    def elementwise(self, node, label: str, as_op: str | None = None) -> None:
+    def elementwise(self, node, label: str, as_op: registry.OpDef | None = None) -> None:
         """Add ``node`` (computed as op ``as_op`` when given) to a pointwise-compatible group."""
         outs = node.outputs
         out_t = self.types[outs[0]]
@@ -244,11 +259,13 @@ class _Planner:
                 f"{label}: elementwise arithmetic on runtime Python scalars only "
                 "(no array operand) is not lowered by the Triton backend"
             )
-        op_name = as_op or node.op
-        base = op_name[: -len(".outer")] if op_name.endswith(".outer") else op_name
-        names = [base] if len(outs) == 1 else [f"{base}#{i}" for i in range(len(outs))]
+        op = as_op or registry.get(node.op)
+        base = outer_base(op) or op
+        names = [base] if len(outs) == 1 else [(base, i) for i in range(len(outs))]
         for name in names:
             if name not in LOWERINGS:
+                if op.name in PARTIAL:
+                    raise NotImplementedError(f"{label}: {PARTIAL[op.name]}")
                 raise NotImplementedError(f"the Triton backend has no lowering for {label}")
         for v in outs:
             check_supported(self.types[v].dtype, label)
@@ -257,7 +274,7 @@ class _Planner:
         for loc in locs:
             if loc.dtype is not None:
                 check_supported(loc.dtype, label)
-        if base != op_name:  # ufunc.outer: A's dims first, then B's; each operand from memory
+        if base is not op:  # ufunc.outer: A's dims first, then B's; each operand from memory
             a, b = locs
             va, vb = self.materialize(a, label), self.materialize(b, label)
             nb = len(b.shape)
@@ -280,7 +297,7 @@ class _Planner:
                     arg = Const(arg.value, weak)
                 else:  # a runtime Python scalar, stored at its strong dtype: cast like NumPy would
                     key = self.key()
-                    group.items.append(Op(key, "np.astype", [arg], {}, weak, label, level))
+                    group.items.append(Op(key, _ASTYPE, [arg], {}, weak, label, level))
                     arg = Ref(key)
             args.append(arg)
         attrs = {} if as_op else dict(node.attrs)
@@ -345,8 +362,8 @@ class _Planner:
                 loc.group = group
 
     def reduction(self, node, label: str) -> None:
-        kind = REDUCTIONS.get(node.op)
-        if kind is None:
+        kind = registry.get(node.op).reduction
+        if kind not in REDUCTIONS:
             raise NotImplementedError(f"the Triton backend has no lowering for {label}")
         if node.attrs.get("initial") is not None:
             raise NotImplementedError(f"{label}: {PARTIAL[node.op]}")
@@ -391,19 +408,19 @@ class _Planner:
             group.items.append(Reduce(key, "sum", arg, dtype, label))
             mean = self.key()
             group.items.append(
-                Op(mean, "np.divide", [Ref(key), Const(count, dtype)], {}, dtype, label, "row")
+                Op(mean, _DIVIDE, [Ref(key), Const(count, dtype)], {}, dtype, label, "row")
             )
             key = mean
             if kind != "mean":
                 dev, sq, total, var = self.key(), self.key(), self.key(), self.key()
                 ddof = int(node.attrs.get("ddof", 0))
                 group.items += [
-                    Op(dev, "np.subtract", [arg, Ref(mean)], {}, dtype, label, "full"),
-                    Op(sq, "np.multiply", [Ref(dev), Ref(dev)], {}, dtype, label, "full"),
+                    Op(dev, _SUBTRACT, [arg, Ref(mean)], {}, dtype, label, "full"),
+                    Op(sq, _MULTIPLY, [Ref(dev), Ref(dev)], {}, dtype, label, "full"),
                     Reduce(total, "sum", Ref(sq), dtype, label),
                     Op(
                         var,
-                        "np.divide",
+                        _DIVIDE,
                         [Ref(total), Const(max(count - ddof, 0), dtype)],
                         {},
                         dtype,
@@ -414,10 +431,10 @@ class _Planner:
                 key = var
                 if kind == "std":
                     key = self.key()
-                    group.items.append(Op(key, "np.sqrt", [Ref(var)], {}, dtype, label, "row"))
+                    group.items.append(Op(key, _SQRT, [Ref(var)], {}, dtype, label, "row"))
             if dtype != out.dtype:
                 cast = self.key()
-                group.items.append(Op(cast, "np.astype", [Ref(key)], {}, out.dtype, label, "row"))
+                group.items.append(Op(cast, _ASTYPE, [Ref(key)], {}, out.dtype, label, "row"))
                 key = cast
         elif kind in ("cumsum", "cumprod"):  # a scan: one output per input element, at the full level
             group.items.append(Reduce(key, kind, arg, dtype, label, level="full"))
@@ -434,7 +451,7 @@ class _Planner:
         if node.op not in CONTRACTIONS:
             raise NotImplementedError(f"the Triton backend has no lowering for {label}")
         if not a.shape or not b.shape:  # np.dot with a 0-d operand is a product
-            self.elementwise(node, label, as_op="np.multiply")
+            self.elementwise(node, label, as_op=_MULTIPLY)
             return
         out = self.types[node.outputs[0]]
         dtype = check_supported(out.dtype, label)
@@ -497,7 +514,7 @@ class _Planner:
         extra = [loc.folded for loc in rest]
         if node.op in SAME_VALUE:
             if self.types[outs[0]].dtype != x.dtype:
-                self.elementwise(node, label, as_op="np.astype")
+                self.elementwise(node, label, as_op=_ASTYPE)
             else:
                 self.locs[outs[0]] = x  # a copy of an immutable value is the value
             return
@@ -556,7 +573,7 @@ class _Planner:
         key = self.key()
         dtype = loc.dtype if loc.dtype is not None else view.dtype
         group.items.append(
-            Op(key, "np.positive", [self.read(group, loc, view.shape, label)], {}, dtype, label)
+            Op(key, _POSITIVE, [self.read(group, loc, view.shape, label)], {}, dtype, label)
         )
         self.store(group, key, view, "full", view.shape)
 
@@ -615,7 +632,7 @@ class _Planner:
         value = node.attrs.get("constant_values", 0)
         if not np.isscalar(value):
             raise NotImplementedError(f"{label}: {PARTIAL['np.pad']}")
-        fill.items.append(Op(key, "np.positive", [Const(value, dtype)], {}, dtype, label))
+        fill.items.append(Op(key, _POSITIVE, [Const(value, dtype)], {}, dtype, label))
         self.store(fill, key, view, "full", out.shape)
         # Where the input starts in each dim: pad a one-element array and find it.
         marker = np.pad(np.ones((1,) * len(out.shape), bool), node.attrs["pad_width"])
@@ -645,7 +662,7 @@ class _Planner:
         src = _Loc(view.shape, dtype, mem=view)
         arg = self.read(group, src, view.shape, label)
         key = self.key()
-        group.items.append(Op(key, "np.positive", [arg], {}, dtype, label))
+        group.items.append(Op(key, _POSITIVE, [arg], {}, dtype, label))
         return self.materialize(_Loc(view.shape, dtype, group=group, key=key), label)
 
     # -- driver -----------------------------------------------------------------------------------------
@@ -778,7 +795,7 @@ class _Planner:
         group = self.new_group("pointwise", numel(t.shape))
         arg = self.read(group, loc, t.shape, f"output {j}")
         key = self.key()
-        group.items.append(Op(key, "np.positive", [arg], {}, t.dtype, f"output {j}"))
+        group.items.append(Op(key, _POSITIVE, [arg], {}, t.dtype, f"output {j}"))
         view = self.buffer(t.shape, t.dtype, "output", j, doc=doc)
         self.store(group, key, view, "full", t.shape)
         return OutputSpec(t.dtype, t.shape, buffer=view.buffer)
@@ -822,7 +839,7 @@ def _summary(group: Group) -> str:
     """A few op names for the kernel's name, so listings read ``pointwise_0_add_tanh``."""
     names = []
     for item in group.items:
-        op = item.op.split(".")[-1].split("#")[0] if isinstance(item, Op) else item.op
+        op = op_name(item.op).split(".")[-1] if isinstance(item, Op) else item.op
         if op not in names and op not in ("astype", "positive"):
             names.append(op)
     text = "_".join(names[:3]) or ("" if group.kind == "matmul" else "copy")
