@@ -139,3 +139,14 @@ def test_clip_refuses_a_runtime_int_bound_of_an_integer_array_and_drops_a_consta
     g.set_outputs([g.create_node("np.clip", [x, lo, hi]).output])
     (out,) = BACKEND.compile(g, [type_of(a)])(a)
     np.testing.assert_array_equal(out, np.clip(a, -1, 3))
+
+
+@pytest.mark.parametrize("dtype", ["i1", "u1", "i2", "u2", "i4", "u4", "i8", "u8"])
+def test_bitwise_count_at_the_ends_of_each_integer_range(dtype):
+    """The SWAR popcount of |x|: the most negative value (whose |x| only fits unsigned) included."""
+    info = np.iinfo(dtype)
+    a = np.array([info.min, info.min + 1, min(info.min, -1) + 1, 0, 1, 5, info.max - 1, info.max], dtype)
+    g = build_graph(registry.get("np.bitwise_count"), Sample((a,)))
+    (out,) = BACKEND.compile(g, [type_of(a)])(a)
+    assert out.dtype == np.uint8
+    np.testing.assert_array_equal(out, np.bitwise_count(a))

@@ -662,6 +662,24 @@ def _invert(w, args, attrs, out):
     return f"{x} == 0" if out.kind == "b" else f"~{x}"
 
 
+@_register(np.bitwise_count)
+def _bitwise_count(w, args, attrs, out):
+    """The set bits of ``|x|`` (NumPy's definition) by the SWAR popcount: Triton's interpreter has no
+    popc. ``|x|`` is negated unsigned, so the most negative value counts one bit, as in NumPy."""
+    (x, dt), = args
+    x, u = _named(w, x), np.dtype(f"u{dt.itemsize}")
+    v = w.let(w.cast(x, dt, u))
+    if dt.kind == "i":
+        v = w.let(_where(f"{x} < 0", f"{w.const(0, u)} - {v}", v))
+    m1, m2, m4 = (w.const(int(byte * u.itemsize, 16), u) for byte in ("55", "33", "0f"))
+    v = w.let(f"{v} - (({v} >> {w.const(1, u)}) & {m1})")
+    v = w.let(f"({v} & {m2}) + (({v} >> {w.const(2, u)}) & {m2})")
+    v = w.let(f"({v} + ({v} >> {w.const(4, u)})) & {m4}")
+    for shift in (8, 16, 32)[: u.itemsize.bit_length() - 1]:  # add up the bytes' counts
+        v = w.let(f"{v} + ({v} >> {w.const(shift, u)})")
+    return w.cast(f"{v} & {w.const(0x7F, u)}", u, out)
+
+
 def _shift(left: bool) -> Lowering:
     def lower(w, args, attrs, out):
         a, b = (_named(w, _as(w, x, out)) for x in args)

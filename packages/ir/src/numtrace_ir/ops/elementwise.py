@@ -51,7 +51,8 @@ UNARY_UFUNCS = tuple(
     for n in """
     logical_not invert negative positive absolute fabs sign sqrt cbrt square reciprocal exp exp2 expm1 log
     log2 log10 log1p sin cos tan arcsin arccos arctan sinh cosh tanh arcsinh arccosh arctanh floor ceil
-    trunc rint isnan isinf isfinite signbit deg2rad rad2deg conjugate modf frexp spacing""".split()
+    trunc rint isnan isinf isfinite signbit deg2rad rad2deg conjugate modf frexp spacing
+    bitwise_count""".split()
 )
 # NumPy aliases (the same ufunc object under another name) trace to the canonical op.
 ALIASES = {np.degrees: np.rad2deg, np.radians: np.deg2rad}
