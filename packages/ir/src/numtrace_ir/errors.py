@@ -6,12 +6,17 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["execution_error", "traced_at", "while_executing"]
+__all__ = ["execution_error", "location", "traced_at", "while_executing"]
+
+
+def location(node: Any) -> str:
+    """``traced at file:line``, or ``at an unknown location`` for a node without one."""
+    return f"traced at {node.loc}" if node.loc else "at an unknown location"
 
 
 def traced_at(node: Any) -> str:
     """`` (traced at file:line)`` for a node with a source location, else the empty string."""
-    return f" (traced at {node.loc})" if node.loc else ""
+    return f" ({location(node)})" if node.loc else ""
 
 
 def while_executing(node: Any) -> str:

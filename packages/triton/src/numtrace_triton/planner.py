@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from numtrace_ir import registry
+from numtrace_ir.errors import location
 from numtrace_ir.printer import value_names
 from numtrace_ir.types import ScalarType, TensorType
 
@@ -106,13 +107,13 @@ class _Loc:
 
 
 def describe_node(node, names: dict | None = None) -> str:
-    """``np.tanh (node %h at model.py:12)`` for error messages: outputs as the text IR prints them
+    """``np.tanh (node %h traced at model.py:12)`` for error messages: outputs as the text IR prints them
     (``names``, from ``value_names``), else the named ones only."""
     if names is not None:
         names = ", ".join(f"%{names[v]}" for v in node.outputs if v in names)
     else:
         names = ", ".join(f"%{v.name}" for v in node.outputs if v.name)
-    where = f"at {node.loc}" if node.loc else "at an unknown location"
+    where = location(node)
     # String attrs name what a generic op stands for (``np.ufunc[ufunc=scipy.special.expit]``).
     named = ", ".join(f"{k}={v}" for k, v in node.attrs.items() if isinstance(v, str) and len(v) < 80)
     return f"{node.op}{'[' + named + ']' if named else ''} ({'node ' + names + ' ' if names else ''}{where})"
