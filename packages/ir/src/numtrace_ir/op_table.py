@@ -29,6 +29,8 @@ def markdown_table() -> str:
                 ("data-dependent shape", op.data_dependent_shape),
                 ("guard", op.effect),
                 (f"{op.view} view", op.view is not None),
+                (f"{op.reduction} reduction", op.reduction is not None),
+                ("decomposes", op.decompose is not None),
             )
             if on
         )
