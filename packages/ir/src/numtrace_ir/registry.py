@@ -15,6 +15,7 @@ from numtrace_ir.types import ScalarType, TensorType, Type
 
 __all__ = [
     "KINDS",
+    "REDUCTION_KINDS",
     "REQUIRED",
     "Attr",
     "Input",
@@ -43,6 +44,11 @@ KINDS = (
     "prim",
     "other",
 )
+
+
+# What a reduction computes, for backends that fold reductions into kernels (`OpDef.reduction`).
+REDUCTION_KINDS = ("sum", "prod", "max", "min", "any", "all", "mean", "var", "std", "argmax", "argmin",
+                   "cumsum", "cumprod")
 
 
 class UnknownOpError(KeyError):
@@ -145,6 +151,9 @@ class OpDef:
         "data_dependent_shape",
         "effect",
         "view",
+        "ufunc",
+        "reduction",
+        "decompose",
         "doc",
         "_sample_fn",
         "_binder",
@@ -169,6 +178,9 @@ class OpDef:
         data_dependent_shape: bool = False,
         effect: bool = False,
         view: str | None = None,
+        ufunc: Any = None,
+        reduction: str | None = None,
+        decompose: Callable | None = None,
         doc: str = "",
         binder: Callable | None = None,
         memo_key: Callable[[dict | None], Any] | None = None,
@@ -191,6 +203,19 @@ class OpDef:
         if view not in (None, "reshape", "permute"):
             raise ValueError(f"op {name}: view must be None, 'reshape' or 'permute', got {view!r}")
         self.view = view
+        # The NumPy ufunc whose loop computes this op (dtype resolution and values), for elementwise ops
+        # that are one: a backend reads its loops and name from it instead of from the op's name.
+        self.ufunc = ufunc
+        # What a reduction (or scan) computes (one of REDUCTION_KINDS): np.sum and np.add.reduce are
+        # both "sum"; a backend keys its reduction kernels by this.
+        if reduction is not None and reduction not in REDUCTION_KINDS:
+            raise ValueError(f"op {name}: reduction must be one of {REDUCTION_KINDS}, got {reduction!r}")
+        self.reduction = reduction
+        # ``decompose(graph, node) -> list[Value] | None``: the node rebuilt from simpler registry ops
+        # (created at the graph's insertion point), one value per output of the same type, or None
+        # where no exact rewrite exists for these inputs. `numtrace_ir.passes.decompose` applies it
+        # for backends that do not lower the op themselves.
+        self.decompose = decompose
         self.doc = doc
         self._sample_fn = samples
         # A call convention the schema cannot express (``x[key]``): args, kwargs -> inputs, attrs.
@@ -416,6 +441,9 @@ class OpDef:
             data_dependent_shape=self.data_dependent_shape,
             effect=self.effect,
             view=self.view,
+            ufunc=self.ufunc,
+            reduction=self.reduction,
+            decompose=self.decompose,
             doc=self.doc,
             binder=binder or self._binder,
             memo_key=self._memo_key,
