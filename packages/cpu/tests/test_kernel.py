@@ -2,31 +2,27 @@
 
 import numpy as np
 import pytest
-from numtrace_cpu import fused
-from numtrace_cpu.kernels import DTYPES, OPS, REDUCTIONS, REG_KINDS, ROLES
+from numtrace_cpu import isa, runtime
+from numtrace_cpu.isa import DTYPES, OPS, REDUCTIONS, REG_KINDS, ROLES, FusedKernel
 
 F32 = DTYPES[np.dtype(np.float32)]
 F64 = DTYPES[np.dtype(np.float64)]
 BOOL = DTYPES[np.dtype(bool)]
 INPUT, OUTPUT, TEMP, CONST = (REG_KINDS[k] for k in ("input", "output", "temp", "const"))
-BUILDS = [fused]
-if fused.CPU_HAS_AVX2_FMA:
-    from numtrace_cpu import fused_avx2
-
-    BUILDS.append(fused_avx2)
+# Every ISA build this CPU runs (the widest is the one in use; the others must agree with it).
+BUILDS = [isa.load(b) for b in isa.built() if isa.BUILDS[b][1] <= runtime.cpu_features()]
 
 
 def _add_kernel(module, shape=(10,)):
     regs = [(F32, INPUT, 0), (F32, INPUT, 1), (F32, OUTPUT, 2)]
-    return module.FusedKernel(shape, (), regs, [], [(OPS["add"][0], F32, 2, 0, 1, -1)], [],
-                              [(F32, ROLES["input"]), (F32, ROLES["input"]), (F32, ROLES["output"])])
+    return FusedKernel(shape, (), regs, [], [(OPS["add"][0], F32, 2, 0, 1, -1)], [],
+                       [(F32, ROLES["input"]), (F32, ROLES["input"]), (F32, ROLES["output"])], module)
 
 
 def _unary_kernel(module, name, dt, shape):
     """out = name(x) over `shape`: one instruction, one input, one output of dtype code `dt`."""
-    return module.FusedKernel(shape, (), [(dt, INPUT, 0), (dt, OUTPUT, 1)], [],
-                              [(OPS[name][0], dt, 1, 0, -1, -1)], [],
-                              [(dt, ROLES["input"]), (dt, ROLES["output"])])
+    return FusedKernel(shape, (), [(dt, INPUT, 0), (dt, OUTPUT, 1)], [], [(OPS[name][0], dt, 1, 0, -1, -1)],
+                       [], [(dt, ROLES["input"]), (dt, ROLES["output"])], module)
 
 
 @pytest.mark.parametrize("module", BUILDS, ids=lambda m: m.__name__)
@@ -115,18 +111,18 @@ def test_operand_checks(module):
 ])
 def test_program_validation(regs, instrs, operands, match):
     with pytest.raises(ValueError, match=match):
-        fused.FusedKernel((4,), (), regs, [], instrs, [], operands)
+        FusedKernel((4,), (), regs, [], instrs, [], operands)
 
 
 def test_reduction_validation_and_empty_rows():
     regs = [(F32, INPUT, 0)]
     ops = [(F32, ROLES["input"]), (F32, ROLES["reduced"])]
     with pytest.raises(ValueError, match="reduce axis"):
-        fused.FusedKernel((3, 0), (2,), regs, [], [], [(REDUCTIONS["max"][0], 0, 1, 0.0)], ops)
-    k = fused.FusedKernel((3, 0), (1,), regs, [], [], [(REDUCTIONS["max"][0], 0, 1, 0.0)], ops)
+        FusedKernel((3, 0), (2,), regs, [], [], [(REDUCTIONS["max"][0], 0, 1, 0.0)], ops)
+    k = FusedKernel((3, 0), (1,), regs, [], [], [(REDUCTIONS["max"][0], 0, 1, 0.0)], ops)
     with pytest.raises(ValueError, match="zero-size"):
         k.run([np.empty((3, 0), np.float32), np.empty(3, np.float32)], 1)
-    k = fused.FusedKernel((3, 0), (1,), regs, [], [], [(REDUCTIONS["sum"][0], 0, 1, 0.0)], ops)
+    k = FusedKernel((3, 0), (1,), regs, [], [], [(REDUCTIONS["sum"][0], 0, 1, 0.0)], ops)
     out = np.full(3, 7, np.float32)
     k.run([np.empty((3, 0), np.float32), out], 1)
     assert np.array_equal(out, np.zeros(3, np.float32))
