@@ -126,3 +126,39 @@ def test_reduction_validation_and_empty_rows():
     out = np.full(3, 7, np.float32)
     k.run([np.empty((3, 0), np.float32), out], 1)
     assert np.array_equal(out, np.zeros(3, np.float32))
+
+
+def test_opcode_table_is_one_list():
+    """nt_opcodes.h expands one list into the enum and the names table: the codes are 0..n-1 in list
+    order, so a name can never point at another op's code."""
+    assert [code for code, _, _ in OPS.values()] == list(range(len(OPS)))
+    assert [code for code, _ in REDUCTIONS.values()] == list(range(len(REDUCTIONS)))
+    assert {"exp", "tanh", "reciprocal", "arctan2", "logical_xor", "where", "cast"} <= set(OPS)
+
+
+_SAMPLES = {np.float32: np.linspace(-3, 3, 37, dtype=np.float32), np.float64: np.linspace(-3, 3, 37),
+            np.int32: np.arange(-18, 19, dtype=np.int32), np.int64: np.arange(-18, 19, dtype=np.int64) * 7,
+            np.bool_: np.arange(37) % 3 == 0}
+_CATEGORY_ARITY = {0: (1, False), 1: (1, True), 2: (2, False), 3: (2, True)}   # CAT_* -> (inputs, bool out)
+
+
+@pytest.mark.parametrize("module", BUILDS, ids=lambda m: m.__name__)
+@pytest.mark.parametrize("name", [n for n, (_, cat, _) in OPS.items() if cat in _CATEGORY_ARITY])
+def test_every_op_computes_what_its_name_says(module, name):
+    """Each opcode, in every dtype its table entry lists, equals the NumPy function of its name: the
+    dispatch (switches over opcodes) agrees with the names table."""
+    code, cat, dts = OPS[name]
+    arity, bool_out = _CATEGORY_ARITY[cat]
+    for np_dt in (d.type for d, c in DTYPES.items() if c in dts):
+        dt = DTYPES[np.dtype(np_dt)]
+        out_dt = BOOL if bool_out else dt
+        xs = [_SAMPLES[np_dt], np.roll(_SAMPLES[np_dt], 5)][:arity]
+        regs = [(dt, INPUT, i) for i in range(arity)] + [(out_dt, OUTPUT, arity)]
+        k = FusedKernel(xs[0].shape, (), regs, [], [(code, dt, arity, 0, 1 if arity == 2 else -1, -1)], [],
+                        [(dt, ROLES["input"])] * arity + [(out_dt, ROLES["output"])], module)
+        out = np.empty(xs[0].shape, bool if bool_out else np_dt)
+        k.run([*xs, out], 1)
+        with np.errstate(all="ignore"):
+            expected = getattr(np, name)(*xs)
+        tol = 3e-6 if np_dt is np.float32 else 1e-13
+        np.testing.assert_allclose(out, expected, rtol=tol, atol=tol, equal_nan=True, err_msg=f"{name} {np_dt}")
