@@ -161,4 +161,5 @@ def test_every_op_computes_what_its_name_says(module, name):
         with np.errstate(all="ignore"):
             expected = getattr(np, name)(*xs)
         tol = 3e-6 if np_dt is np.float32 else 1e-13
-        np.testing.assert_allclose(out, expected, rtol=tol, atol=tol, equal_nan=True, err_msg=f"{name} {np_dt}")
+        np.testing.assert_allclose(out, expected, rtol=tol, atol=tol, equal_nan=True,
+                                   err_msg=f"{name} {np_dt}")
