@@ -17,11 +17,11 @@ from dataclasses import dataclass
 import numpy as np
 from numtrace_ir.types import TensorType
 
-__all__ = ["Plan", "plan_buffers", "write_updates_in_place"]
+__all__ = ["BufferPlan", "plan_buffers", "write_updates_in_place"]
 
 
 @dataclass
-class Plan:
+class BufferPlan:
     """`slot_of[value] = slot index`, `slot_bytes[slot]` the capacity of each slot; `output_values` the
     graph's outputs and `copied_outputs[j]` whether output j must be copied (it is an input, a constant,
     a repeat, or a value no step writes into the output buffer); `in_place_outputs` the positions of
@@ -68,7 +68,7 @@ def write_updates_in_place(steps: list, n_inputs: int, outputs: list[int], updat
 
 
 def plan_buffers(steps: list, types: dict, n_inputs: int, outputs: list[int], constants: set,
-                 in_place: frozenset = frozenset()) -> Plan:
+                 in_place: frozenset = frozenset()) -> BufferPlan:
     """Assign slots to the steps' tensor values. `types[value]` is its IR type; `outputs` the graph's
     output values in order; `constants` the values held by the executable. A step with `view` set
     may return views of its first input: its outputs get no slot, and every read of them counts as
@@ -112,7 +112,7 @@ def plan_buffers(steps: list, types: dict, n_inputs: int, outputs: list[int], co
                 free.append(slot_of[r])
     for j in in_place:
         copied[j] = False
-    return Plan(slot_of, slot_bytes, list(outputs), copied, frozenset(in_place))
+    return BufferPlan(slot_of, slot_bytes, list(outputs), copied, frozenset(in_place))
 
 
 def _nbytes(t: TensorType) -> int:
