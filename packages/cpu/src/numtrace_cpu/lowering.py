@@ -37,6 +37,8 @@ MAX_REDUCTIONS = 16
 (_WHERE, _ASTYPE, _COPY, _POWER, _MATMUL, _DOT, _STACK, _CONCATENATE, _GETITEM, _SETITEM, _DIVMOD) = map(
     registry.get, ("np.where", "np.astype", "np.copy", "np.power", "np.matmul", "np.dot", "np.stack",
                    "np.concatenate", "np.getitem", "np.setitem", "np.divmod"))
+(_TRIU, _TRIL, _DIAG, _OUTER, _FULL) = map(registry.get, ("np.triu", "np.tril", "np.diag", "np.outer",
+                                                         "prim.full"))
 # What the backend lowers itself; `passes.decompose` rewrites the rest (np.clip becomes maximum and
 # minimum, which fuse). np.divmod stays whole: one NumPy call computes both outputs, and its parts
 # have no fused kernel either.
@@ -374,17 +376,17 @@ def _into_call(node):
     outs = node.outputs
     if len(outs) != 1 or not isinstance(outs[0].type, TensorType) or not outs[0].type.is_concrete:
         return None
-    if node.op == "prim.full":   # the shape is known: its dims inputs are not read
+    op = _opdef(node)
+    if op is _FULL:   # the shape is known: its dims inputs are not read
         return _fill_into(node.attrs["fill_value"])
     ins = [_tensor(v) for v in node.inputs]
     if not ins or any(t is None or not t.is_concrete for t in ins):
         return None
     out_dt = outs[0].type.dtype
     attrs = node.attrs
-    layout = _layout_into(node.op, ins, out_dt, attrs)
+    layout = _layout_into(op, ins, out_dt, attrs)
     if layout is not None:
         return layout
-    op = _opdef(node)
     kind = op.reduction if op is not None else None
     if kind in ("cumsum", "cumprod") and ins[0].ndim >= 1 and out_dt.kind in "biuf":
         fn = np.cumsum if kind == "cumsum" else np.cumprod
@@ -427,22 +429,22 @@ def _fill_into(value):
     return fill
 
 
-def _layout_into(op: str, ins: list, out_dt: np.dtype, attrs: dict):
+def _layout_into(op: OpDef | None, ins: list, out_dt: np.dtype, attrs: dict):
     """Into-buffer forms of triu/tril (a mask fixed by the shape), diag and outer; None for others.
     Each gives the reference's values: triu/tril are ``where(mask, a, 0)``, diag's 2-d form a copy of
     the diagonal and its 1-d form zeros with `a` on it, outer ``multiply`` of the raveled inputs."""
     copyto = np.copyto
-    if op in ("np.triu", "np.tril") and ins[0].dtype == out_dt and ins[0].ndim >= 2:
+    if (op is _TRIU or op is _TRIL) and ins[0].dtype == out_dt and ins[0].ndim >= 2:
         k = int(attrs.get("k", 0))
         rows, cols = ins[0].shape[-2:]
-        tri_mask = np.tri(rows, cols, k if op == "np.tril" else k - 1, dtype=bool)
-        keep = tri_mask if op == "np.tril" else ~tri_mask
+        tri_mask = np.tri(rows, cols, k if op is _TRIL else k - 1, dtype=bool)
+        keep = tri_mask if op is _TRIL else ~tri_mask
 
         def tri(a, out):
             out.fill(0)
             copyto(out, a, where=keep)
         return tri
-    if op == "np.diag" and ins[0].dtype == out_dt and ins[0].ndim in (1, 2):
+    if op is _DIAG and ins[0].dtype == out_dt and ins[0].ndim in (1, 2):
         k = int(attrs.get("k", 0))
         if ins[0].ndim == 2:
             def diagonal(a, out):
@@ -455,7 +457,7 @@ def _layout_into(op: str, ins: list, out_dt: np.dtype, attrs: dict):
             out.fill(0)
             out[rows, cols] = a
         return diag
-    if op == "np.outer" and len(ins) == 2 and out_dt.kind in "biufc":
+    if op is _OUTER and len(ins) == 2 and out_dt.kind in "biufc":
         outer = np.outer
 
         def outer_into(a, b, out):
