@@ -19,28 +19,42 @@ from _harness import parse_args, run
 from numtrace import nn
 
 
-class EncoderBlock(nt.Module):
-    def __init__(self, d: int = 64, heads: int = 4):
+class SelfAttention(nt.Module):
+    """Multi-head scaled dot-product attention; the head split is read from the input's shape."""
+
+    def __init__(self, d: int, heads: int, seed: int):
         super().__init__()
         self.heads = heads
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.qkv, self.proj = nn.Linear(d, 3 * d, seed=0), nn.Linear(d, d, seed=1)
-        self.fc1, self.fc2 = nn.Linear(d, 4 * d, seed=2), nn.Linear(4 * d, d, seed=3)
-        self.gelu = nn.GELU()
-
-    def attention(self, x):
-        b, t, d = x.shape
-        h = self.heads
-        q, k, v = (a.reshape(b, t, h, d // h).transpose(0, 2, 1, 3)
-                   for a in np.split(self.qkv(self.ln1(x)), 3, axis=-1))
-        scores = (q @ k.transpose(0, 1, 3, 2)) * (1.0 / math.sqrt(d // h))
-        weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
-        weights = weights / weights.sum(axis=-1, keepdims=True)
-        return self.proj((weights @ v).transpose(0, 2, 1, 3).reshape(b, t, d))
+        self.qkv = nn.Linear(d, 3 * d, seed=seed)
+        self.out = nn.Linear(d, d, seed=seed + 1)
 
     def forward(self, x):
-        x = x + self.attention(x)
-        return x + self.fc2(self.gelu(self.fc1(self.ln2(x))))
+        batch, length, d = x.shape
+        per_head = d // self.heads
+
+        def split_heads(a):
+            return a.reshape(batch, length, self.heads, per_head).transpose(0, 2, 1, 3)
+
+        q, k, v = (split_heads(a) for a in np.split(self.qkv(x), 3, axis=-1))
+        scores = (q @ k.transpose(0, 1, 3, 2)) / math.sqrt(per_head)
+        weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        weights /= weights.sum(axis=-1, keepdims=True)
+        return self.out((weights @ v).transpose(0, 2, 1, 3).reshape(batch, length, d))
+
+
+class EncoderBlock(nt.Module):
+    """Pre-LN: x + attention(norm(x)), then x + feed-forward(norm(x))."""
+
+    def __init__(self, d: int = 64, heads: int = 4):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(d)
+        self.attention = SelfAttention(d, heads, seed=0)
+        self.norm2 = nn.LayerNorm(d)
+        self.feed_forward = nn.Sequential(nn.Linear(d, 4 * d, seed=2), nn.GELU(), nn.Linear(4 * d, d, seed=3))
+
+    def forward(self, x):
+        x = x + self.attention(self.norm1(x))
+        return x + self.feed_forward(self.norm2(x))
 
 
 def main() -> int:
