@@ -129,6 +129,23 @@ def test_unchunked_axis_may_mix(client, rng):
         ntd.map_blocks(traced, da.from_array(x, chunks=(16, 5)))
 
 
+def test_blocks_that_break_a_guard_are_refused(rng):
+    def branchy(x):
+        return x * 2 if x.shape[0] > 4 else x - 1
+
+    traced = nt.trace(branchy, f32(rng, 8, 3))
+    assert traced.guards  # the branch on the row count is a guard of the trace
+    with pytest.raises(ValueError, match=r"blocks of shape \(3, 3\) do not fit the trace"):
+        ntd.map_blocks(traced, da.from_array(f32(rng, 30, 3), chunks=(10, 3)).rechunk((3, 3)))
+
+
+def test_unknown_chunk_sizes_are_refused(rng):
+    x = da.from_array(f32(rng, 30, 3), chunks=(10, 3))
+    traced = nt.trace(np.tanh, f32(rng, 8, 3))
+    with pytest.raises(ValueError, match="compute_chunk_sizes"):
+        ntd.map_blocks(traced, x[x[:, 0] > 0])
+
+
 def test_bad_calls(rng):
     x = da.from_array(f32(rng, 20, 3), chunks=(5, 3))
     traced = nt.trace(scaled_tanh, (f32(rng, 4, 3), f32(rng, 4, 3)))
@@ -186,3 +203,11 @@ def test_docs_example_runs(client):
     namespace = {"__name__": "__main__"}
     exec(compile("\n".join(blocks), str(DOCS), "exec"), namespace)
     assert namespace["worst"] < 1e-4
+
+
+def test_plain_dask_map_blocks_with_a_trace(client, rng):
+    """What docs/dask.md says of dask.array.map_blocks: a trace pickles as its saved bytes and runs."""
+    traced = nt.trace(np.tanh, f32(rng, 8, 3))
+    x = f32(rng, 40, 3)
+    result = da.map_blocks(traced, da.from_array(x, chunks=(10, 3)), dtype=np.float32)
+    np.testing.assert_allclose(result.compute(), np.tanh(x), rtol=1e-6)

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import math
 import threading
 from typing import Any
 
 import numpy as np
-from numtrace_ir import TensorType
+from numtrace_ir import GuardError, TensorType
 
 from .saving import dumps_traced, loads_traced
 from .traced import TracedFunction, retyped
@@ -57,6 +58,9 @@ def map_blocks(traced: TracedFunction | TracedModule, *arrays: Any, backend: str
         raise TypeError(f"numtrace.dask.map_blocks({fn.__name__}): the trace takes {fn._num_leaves} array "
                         f"argument(s) ({', '.join(fn.arg_names)}), got {len(arrays)}")
     first = chunked[0]
+    if any(math.isnan(c) for axis in first.chunks for c in axis):
+        raise ValueError(f"numtrace.dask.map_blocks({fn.__name__}): chunk sizes are unknown; call "
+                         "the dask array's compute_chunk_sizes() first")
     for a in chunked[1:]:
         if a.shape != first.shape:
             raise ValueError(f"numtrace.dask.map_blocks({fn.__name__}): dask array arguments must have one "
@@ -115,8 +119,12 @@ def _output_chunks(fn: TracedFunction, arrays: tuple, chunks: tuple) -> tuple[np
         types = _block_types(arrays, chunks, index)
         key = tuple(t.shape for t in types)
         if key not in seen:
-            out = retyped(fn.graph, [*types, *(v.type for v in fn.graph.inputs[len(types):])],
-                          fn.__name__).outputs[0].type
+            try:
+                out = retyped(fn.graph, [*types, *(v.type for v in fn.graph.inputs[len(types):])],
+                              fn.__name__).outputs[0].type
+            except (GuardError, ValueError) as exc:
+                raise ValueError(f"numtrace.dask.map_blocks({fn.__name__}): blocks of shape {key[0]} do not "
+                                 f"fit the trace: {exc}") from exc
             if len(out.shape) != ndim or not all(isinstance(d, int) for d in out.shape):
                 raise ValueError(f"numtrace.dask.map_blocks({fn.__name__}): for blocks of shape {key[0]} the "
                                  f"trace returns {out}; a block-wise map needs an array of {ndim} "
