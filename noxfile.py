@@ -78,7 +78,7 @@ def _wheel(session: nox.Session, name: str, tag: str) -> Path:
     WHEELS.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=WHEELS))
     try:
-        session.run("python", "-m", "pip", "wheel", "--no-deps", "-q", "--wheel-dir", str(scratch),
+        session.run("python", "-m", "pip", "wheel", "--no-deps", "--wheel-dir", str(scratch),
                     str(PACKAGES / name))
         # Older builds of this package (same name length: not a concurrent build's scratch folder).
         for stale in WHEELS.glob(f"{name}-*"):
