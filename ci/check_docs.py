@@ -1,34 +1,49 @@
-"""Build check for the Markdown docs: every relative link resolves and every example runs.
+"""Check for the docs: every relative link resolves and every example runs.
 
-The docs are plain Markdown read on the forge and in the repo, so "building"
-them means proving they are true: each ```python block of a page runs, in
-order, in one namespace per page (a block fenced as ```python no-run is shown
-only). Any failure, or a link to a missing file or heading, is an error.
+The pages are read in the repository and built into a site by MkDocs (`mkdocs build --strict`,
+which checks the site's own links); this proves them true: each ```python block of a page runs,
+in order, in one namespace per page (a block fenced as ```python {.no-run} is shown only). The API
+reference pages render docstrings (`::: numtrace.trace`), so the ```python blocks of those
+docstrings (and of a documented class's members) run too, one namespace per documented object.
+Any failure, or a link to a missing file or heading, is an error. An API reference entry is the
+anchor of its name and of its members' names.
 
 Usage: python ci/check_docs.py PATH [PATH ...]   (files or folders of .md)
 """
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import re
 import sys
 import tempfile
+import textwrap
 import traceback
 from pathlib import Path
 
-FENCE = re.compile(r"^```(\w*)([^\n]*)\n(.*?)^```\s*$", re.S | re.M)
+# A fenced block, possibly indented (inside a docstring's Examples section): indent, language, info, body.
+FENCE = re.compile(r"^([ \t]*)```(\w*)([^\n]*)\n(.*?)^\1```[ \t]*$", re.S | re.M)
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+API_ENTRY = re.compile(r"^::: ([\w.]+)", re.M)
 
 
 def _anchor(heading: str) -> str:
-    """GitHub-style anchor of a heading."""
+    """GitHub-style anchor of a heading (MkDocs makes the same for the headings used here)."""
     text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
     return text.replace(" ", "-")
 
 
+def _has_anchor(dest: Path, frag: str) -> bool:
+    text = dest.read_text()
+    if frag in {_anchor(h) for h in re.findall(r"^#+\s+(.*)$", text, re.M)}:
+        return True
+    return any(frag == name or frag.startswith(name + ".") for name in API_ENTRY.findall(text))
+
+
 def check_links(page: Path, text: str) -> list[str]:
     errors = []
-    prose = FENCE.sub("", text)
+    prose = re.sub(r"`[^`\n]*`", "", FENCE.sub("", text))  # code is not a link
     for target in LINK.findall(prose):
         if re.match(r"^[a-z]+:", target):
             continue  # external or mailto: not checked offline
@@ -37,30 +52,61 @@ def check_links(page: Path, text: str) -> list[str]:
         if not dest.exists():
             errors.append(f"{page}: link to missing file {target!r}")
             continue
-        if frag and dest.suffix == ".md":
-            anchors = {_anchor(h) for h in re.findall(r"^#+\s+(.*)$", dest.read_text(), re.M)}
-            if frag not in anchors:
-                errors.append(f"{page}: link to missing heading {target!r}")
+        if frag and dest.suffix == ".md" and not _has_anchor(dest, frag):
+            errors.append(f"{page}: link to missing heading {target!r}")
     return errors
 
 
-def run_examples(page: Path, text: str) -> list[str]:
-    namespace: dict = {"__name__": f"docs:{page.name}"}
+def python_blocks(text: str) -> list[tuple[int, str]]:
+    """``(line of the block's first code line, dedented code)`` of each runnable ```python block."""
+    blocks = []
+    for match in FENCE.finditer(text):
+        _, lang, info, body = match.groups()
+        if lang == "python" and "no-run" not in info:
+            blocks.append((text[: match.start()].count("\n") + 2, textwrap.dedent(body)))
+    return blocks
+
+
+def run_examples(where: str, text: str) -> tuple[int, list[str]]:
+    """Run the blocks of ``text`` in order in one namespace: (number of blocks, errors)."""
+    blocks = python_blocks(text)
+    namespace: dict = {"__name__": f"docs:{where}"}
     errors = []
     with tempfile.TemporaryDirectory() as tmp:
-        for i, match in enumerate(FENCE.finditer(text)):
-            lang, info, body = match.groups()
-            if lang != "python" or "no-run" in info:
-                continue
-            line = text[: match.start()].count("\n") + 2
-            namespace["DOCS_TMP"] = tmp
+        namespace["DOCS_TMP"] = tmp
+        for i, (line, body) in enumerate(blocks):
             try:
                 # Pad so tracebacks and traced source locations name the page's own lines.
-                exec(compile("\n" * (line - 1) + body, str(page), "exec"), namespace)
+                exec(compile("\n" * (line - 1) + body, where, "exec"), namespace)
             except Exception:
-                errors.append(f"{page}: example {i} (line {line}) failed:\n{traceback.format_exc()}")
-                break  # later blocks of the page usually depend on this one
-    return errors
+                errors.append(f"{where}: example {i} (line {line}) failed:\n{traceback.format_exc()}")
+                break  # later blocks usually depend on this one
+    return len(blocks), errors
+
+
+def _resolve(dotted: str) -> object:
+    """The object a ``::: dotted.name`` entry documents: the longest importable module, then attributes."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj: object = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ImportError(f"cannot import any module of {dotted!r}")
+
+
+def docstrings(dotted: str) -> str:
+    """The docstring of the documented object and, for a class, of its own public members."""
+    obj = _resolve(dotted)
+    texts = [inspect.getdoc(obj) or ""]
+    if inspect.isclass(obj):
+        for name, member in vars(obj).items():
+            if not name.startswith("_"):
+                texts.append(inspect.getdoc(member) or "")
+    return "\n\n".join(texts)
 
 
 def main(argv: list[str]) -> int:
@@ -72,10 +118,17 @@ def main(argv: list[str]) -> int:
     examples = 0
     for page in pages:
         text = page.read_text()
-        runnable = [m for m in FENCE.finditer(text) if m.group(1) == "python" and "no-run" not in m.group(2)]
-        examples += len(runnable)
         errors += check_links(page, text)
-        errors += run_examples(page, text)
+        count, failed = run_examples(str(page), text)
+        examples += count
+        errors += failed
+        for dotted in API_ENTRY.findall(text):
+            try:
+                count, failed = run_examples(f"docstring of {dotted}", docstrings(dotted))
+            except Exception as exc:
+                count, failed = 0, [f"{page}: cannot read the docstring of {dotted}: {exc!r}"]
+            examples += count
+            errors += failed
     for e in errors:
         print(e, file=sys.stderr)
     print(f"docs: {len(pages)} pages, {examples} examples, {len(errors)} errors")

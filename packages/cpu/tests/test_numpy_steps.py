@@ -224,3 +224,28 @@ def test_setitem_in_place_keeps_numpy_semantics(case):
         if case != "input":
             np.testing.assert_array_equal(x, x0)   # the caller's array is untouched
     np.testing.assert_array_equal(u, keep) if case != "input" else None
+
+
+@pytest.mark.parametrize(("dtype", "lo"), [("u1", -1), ("u1", 0), ("u1", 2), ("u1", 255), ("u1", 300),
+                                         ("i4", -2**31 - 1), ("i4", -2)])
+def test_clip_of_an_integer_array_by_a_python_int_bound_is_numpys(dtype, lo):
+    """NumPy drops a Python int bound beyond an integer array's range on its open side and rejects one
+    beyond the other: a constant bound is decomposed that way into maximum/minimum (fused where the
+    kernels take the dtype), a runtime one runs NumPy's clip."""
+    from numtrace_ir.types import ScalarType
+
+    a = np.array([0, 5, 100, 127], dtype)
+    for runtime in (False, True):
+        g = Graph()
+        x = g.add_input("x", TensorType(a.dtype, a.shape))
+        bound = g.add_input("lo", ScalarType("int")) if runtime else _const(g, lo)
+        g.set_outputs([_op(g, "np.clip", x, bound, _const(g, 3))])
+        exe = compile_graph(g, [v.type for v in g.inputs])
+        args = (a, lo) if runtime else (a,)
+        if lo > np.iinfo(a.dtype).max:
+            with pytest.raises(RuntimeError, match="While executing node np.clip.*OverflowError"):
+                exe(*args)
+            continue
+        if dtype == "i4":
+            assert (exe.stats()["fallbacks"] == 0) != runtime, exe.explain()
+        np.testing.assert_array_equal(exe(*args)[0], np.clip(a, lo, 3))

@@ -82,6 +82,28 @@ def test_pickle_deepcopy_and_file_objects(backend, rng):
     np.testing.assert_allclose(nt.load(buffer)(x), model(x), rtol=1e-6)
 
 
+def test_traces_serialize_themselves(tmp_path, rng):
+    """``to_bytes`` is what ``save`` writes and ``from_bytes`` what ``load`` reads; each class takes only
+    its own kind of saved trace."""
+    model = _model()
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    traced = nt.trace(model, x, backend="reference")
+    function = nt.trace(lambda x: x * 2.0, (x,), backend="reference")
+    for obj, cls in ((traced, nt.TracedModule), (function, nt.TracedFunction)):
+        path = tmp_path / "saved.nt"
+        obj.save(path)
+        assert path.read_bytes() == obj.to_bytes()
+        loaded = cls.from_bytes(obj.to_bytes())
+        assert type(loaded) is cls and loaded.backend == "reference"
+        np.testing.assert_allclose(loaded(x), obj(x), rtol=1e-6)
+    with pytest.raises(FormatError, match="holds a traced function, not a module"):
+        nt.TracedModule.from_bytes(function.to_bytes())
+    with pytest.raises(FormatError, match="holds a traced module, not a function"):
+        nt.TracedFunction.from_bytes(traced.to_bytes(), where="'m.nt'")
+    with pytest.raises(FormatError, match="not a zip"):
+        nt.TracedFunction.from_bytes(b"junk")
+
+
 def _edit_meta(source, dest, old: bytes, new: bytes):
     """A copy of the saved trace ``source`` whose meta.json has ``old`` replaced by ``new``."""
     with zipfile.ZipFile(source) as src, zipfile.ZipFile(dest, "w") as dst:

@@ -45,7 +45,7 @@ def test_tracing_returns_what_the_function_returns(rng):
 
     x = _f32(rng, 4, 5)
     nt.trace(f, (x,), backend="reference", check_trace=False)
-    np.testing.assert_array_equal(np.asarray(seen["y"]._value), f(x))
+    np.testing.assert_array_equal(np.asarray(seen["y"]._concrete), f(x))
 
 
 def test_every_node_records_the_user_line(rng):
@@ -261,7 +261,7 @@ def test_misspelled_or_repeated_keyword_is_named(backend, rng):
         traced(y, x=x)
 
 
-def test_python_scalars_are_baked_in(rng):
+def test_python_scalars_are_frozen_in(rng):
     def f(x, k):
         return x * k
 
@@ -270,7 +270,7 @@ def test_python_scalars_are_baked_in(rng):
     consts = [n.attrs["value"] for n in traced.graph.nodes if n.op == "prim.Constant"]
     assert consts == [3.0]
     np.testing.assert_allclose(traced(x, 3.0), x * 3.0)
-    with pytest.raises(ValueError, match="baked into the trace as the constant 3.0"):
+    with pytest.raises(ValueError, match="frozen into the trace as the constant 3.0"):
         traced(x, 4.0)
 
 

@@ -1,10 +1,10 @@
-"""Dead-code and common-subexpression elimination."""
+"""Dead-code and common-subexpression elimination, and decomposition."""
 
 import math
 
 import numpy as np
 import pytest
-from numtrace_ir import Graph, TensorType, passes, registry
+from numtrace_ir import Graph, ScalarType, TensorType, passes, registry
 
 V = TensorType("f32", ("N",))
 
@@ -100,3 +100,62 @@ def test_cse_never_merges_unknown_or_nondeterministic_ops():
     # An unused draw may be dropped.
     h.set_outputs(n1.outputs)
     assert passes.dce(h) == 1 and h.nodes == [n1]
+
+
+# -- decompose ---------------------------------------------------------------------------------------
+
+_DECOMPOSABLE = [op for op in registry.all_ops() if op.decompose is not None]
+
+
+@pytest.mark.parametrize("op", _DECOMPOSABLE, ids=lambda op: op.name)
+def test_decompose_matches_the_reference_on_every_sample(op):
+    from numtrace_ir import testing
+
+    assert {o.name for o in _DECOMPOSABLE} >= {"np.clip", "np.divmod"}
+    rewritten = 0
+    for _, sample in testing.iter_cases([op]):
+        g = testing.build_graph(op, sample)
+        n = passes.decompose(g, set())
+        g.lint()
+        assert n == (0 if any(node.op == op.name for node in g) else 1)
+        rewritten += n
+        with np.errstate(all="ignore"):
+            actual = testing.run_reference(g, sample.inputs)
+            expected = testing.reference_outputs(op, sample)
+        testing.assert_outputs_close(tuple(np.asarray(a) for a in actual), expected, what=op.name)
+    assert rewritten, f"no sample of {op.name} was decomposed"
+
+
+def test_decompose_keeps_supported_ops_and_runtime_int_bounds_of_integer_clip():
+    g = Graph()
+    x = g.add_input("x", TensorType("u8", (4,)))
+    lo = g.add_input("lo", ScalarType("int"))  # NumPy drops -1 but rejects 300: decided by the value
+    node = g.create_node("np.clip", [x, lo], attrs={"omitted": ("a_max",)}, loc="m.py:3")
+    g.set_outputs([node.output])
+    assert passes.decompose(g, set()) == 0
+    assert [n.op for n in g] == ["np.clip"]
+    h = Graph()
+    a, b = h.add_input("a", V), h.add_input("b", V)
+    h.set_outputs(h.create_node("np.divmod", [a, b]).outputs)
+    assert passes.decompose(h, {registry.get("np.divmod")}) == 0
+    assert passes.decompose(h, set()) == 1
+    assert [(n.op, n.loc) for n in h] == [("np.floor_divide", None), ("np.remainder", None)]
+
+
+@pytest.mark.parametrize("value, kept", [(-1, ["np.minimum"]), (0, ["np.minimum"]),
+                                         (1, ["np.maximum", "np.minimum"]), (300, None)])
+def test_decompose_clip_drops_constant_int_bounds_as_numpy_does(value, kept):
+    from numtrace_ir import testing
+
+    g = Graph()
+    x = g.add_input("x", TensorType("u8", (4,)))
+    lo = g.create_node("prim.Constant", [], attrs={"value": value}, out_types=[ScalarType("int")]).output
+    hi = g.create_node("prim.Constant", [], attrs={"value": 3}, out_types=[ScalarType("int")]).output
+    g.set_outputs([g.create_node("np.clip", [x, lo, hi]).output])
+    passes.decompose(g, set())
+    ops = [n.op for n in g if n.op != "prim.Constant"]
+    assert ops == (kept or ["np.clip"])
+    a = np.array([0, 2, 200, 255], np.uint8)
+    if kept:
+        (out,) = testing.run_reference(g, [a])
+        np.testing.assert_array_equal(out, np.clip(a, value, 3))

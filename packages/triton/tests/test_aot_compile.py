@@ -44,9 +44,25 @@ def _reduction_kernels():
     return generate(g, [TensorType("float32", (4, 20000))], Tuning.gpu()).kernels
 
 
-@pytest.mark.parametrize("which", ["models", "reductions"])
+def _integer_kernels():
+    """np.bitwise_count's SWAR popcount at every integer width, and a decomposed np.divmod and np.clip."""
+    g = Graph()
+    dtypes = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64")
+    xs = [g.add_input(f"x{i}", TensorType(dt, (1000,))) for i, dt in enumerate(dtypes)]
+    outs = [g.create_node("np.bitwise_count", [x]).output for x in xs]
+    outs += g.create_node("np.divmod", [xs[4], xs[4]]).outputs
+    lo, hi = (g.create_node("prim.Constant", [], attrs={"value": v}).output for v in (-1, 3))
+    outs.append(g.create_node("np.clip", [xs[1], lo, hi]).output)
+    g.set_outputs(outs)
+    return generate(g, [x.type for x in xs], Tuning.gpu()).kernels
+
+
+_KERNELS = {"models": _model_kernels, "reductions": _reduction_kernels, "integers": _integer_kernels}
+
+
+@pytest.mark.parametrize("which", list(_KERNELS))
 def test_generated_kernels_compile_for_h100(which):
-    kernels = _model_kernels() if which == "models" else _reduction_kernels()
+    kernels = _KERNELS[which]()
     unique = list({k.source: k for k in kernels}.values())
     results = compile_for_gpu(unique, arch=90)
     failures = [f"{r['name']}: {r['error']}" for r in results if not r["ok"]]

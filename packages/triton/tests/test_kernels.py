@@ -214,7 +214,7 @@ def test_unlowered_op_names_the_node_and_its_location():
     y = g.create_node("np.negative", [x]).output
     g.set_outputs([g.create_node("np.gcd", [x, y], loc="model.py:12").output])
     # Unnamed values are named as the text IR prints them: %2 is the third value.
-    with pytest.raises(NotImplementedError, match=r"np\.gcd \(node %2 at model\.py:12\).*Euclid"):
+    with pytest.raises(NotImplementedError, match=r"np\.gcd \(node %2 traced at model\.py:12\).*Euclid"):
         Backend().compile(g, [TensorType("int64", (4,))])
 
 

@@ -6,11 +6,11 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from numtrace_ir import specialize
+from numtrace_ir import passes, specialize
 from numtrace_ir.types import TensorType, Type
 
 from numtrace_cpu.executable import Executable
-from numtrace_cpu.lowering import lower
+from numtrace_cpu.lowering import LOWERED, lower
 from numtrace_cpu.planner import plan_buffers
 
 __all__ = ["Backend", "compile_graph"]
@@ -19,7 +19,8 @@ _CACHE_SIZE = 64
 
 
 def compile_graph(graph, input_types: Sequence[Type]) -> Executable:
-    """Specialize `graph` to concrete `input_types`, lower it to steps, plan its buffers."""
+    """Specialize `graph` to concrete `input_types`, decompose what the lowering does not take, lower
+    it to steps, plan its buffers."""
     types = tuple(input_types)
     for i, t in enumerate(types):
         if not isinstance(t, Type):
@@ -27,6 +28,7 @@ def compile_graph(graph, input_types: Sequence[Type]) -> Executable:
         if isinstance(t, TensorType) and not t.is_concrete:
             raise ValueError(f"input type {i} ({t}) must have concrete dims to compile for the CPU")
     g = specialize(graph, types)   # also folds shape reads into prim.reshape & co.
+    passes.decompose(g, LOWERED)   # np.clip into maximum/minimum, which the fused kernels take
     steps, index, consts = lower(g)
     by_number = {n: v.type for v, n in index.items()}
     const_numbers = {index[v]: value for v, value in consts.items()}

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from numtrace_ir.errors import execution_error, while_executing
 from numtrace_ir.types import ScalarType, TensorType
 
 from numtrace_cpu import threads
@@ -253,8 +254,7 @@ def _numbering(graph) -> dict:
 
 
 def _where(step: Step) -> str:
-    n = step.nodes[-1]
-    return f"While executing node {n.op}" + (f" (traced at {n.loc})" if n.loc else "")
+    return while_executing(step.nodes[-1])
 
 
 def _runner(step: Step, types: dict):
@@ -285,7 +285,7 @@ def _into_runner(step: IntoStep):
         try:
             fn(*[env[i] for i in ins], out=env[o])
         except Exception as exc:
-            raise RuntimeError(f"{_where(step)}: {type(exc).__name__}: {exc}") from exc
+            raise execution_error(step.nodes[-1], exc) from exc
     return run_into
 
 
@@ -304,7 +304,7 @@ def _setitem_runner(step: SetitemStep):
             try:
                 out[key] = env[value]
             except Exception as exc:
-                raise RuntimeError(f"{_where(step)}: {type(exc).__name__}: {exc}") from exc
+                raise execution_error(step.nodes[-1], exc) from exc
         return run_setitem
 
     def run_setitem_keyed(env, nthreads):
@@ -316,7 +316,7 @@ def _setitem_runner(step: SetitemStep):
         try:
             out[key] = env[value]
         except Exception as exc:
-            raise RuntimeError(f"{_where(step)}: {type(exc).__name__}: {exc}") from exc
+            raise execution_error(step.nodes[-1], exc) from exc
     return run_setitem_keyed
 
 
@@ -333,7 +333,7 @@ def _view_runner(step: ViewStep, types: dict):
         try:
             r = fn(*[env[i] for i in ins], **attrs)
         except Exception as exc:
-            raise RuntimeError(f"{_where(step)}: {type(exc).__name__}: {exc}") from exc
+            raise execution_error(step.nodes[-1], exc) from exc
         if type(r) is not np.ndarray:   # e.g. np.flip of a 0-d array returns a NumPy scalar
             r = np.asarray(r)
         if r.dtype != t.dtype or r.shape != t.shape:
@@ -351,7 +351,7 @@ def _fallback_runner(step: FallbackStep, types: dict):
         try:
             result = fn(*[env[i] for i in ins], **attrs)
         except Exception as exc:
-            raise RuntimeError(f"{_where(step)}: {type(exc).__name__}: {exc}") from exc
+            raise execution_error(step.nodes[-1], exc) from exc
         results = result if len(outs) > 1 else (result,)
         for v, t, r in zip(outs, out_types, results):
             if isinstance(t, TensorType) and not t.is_concrete:   # data-dependent shape: no buffer

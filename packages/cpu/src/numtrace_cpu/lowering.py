@@ -18,37 +18,66 @@ from typing import Any, ClassVar
 
 import numpy as np
 from numtrace_ir import registry
-from numtrace_ir.registry import Input, Inputs, UnknownOpError
+from numtrace_ir.errors import traced_at
+from numtrace_ir.interpreter import reference_call
+from numtrace_ir.registry import REDUCTION_KINDS, OpDef, UnknownOpError
 from numtrace_ir.types import ScalarType, TensorType
 
 from numtrace_cpu.kernels import DTYPES, OPS, REDUCTIONS, REG_KINDS, ROLES, FusedKernel
 
-__all__ = ["ConstantStep", "FallbackStep", "FusedStep", "IntoStep", "MatmulStep", "SetitemStep", "Step",
-           "ViewStep", "lower"]
+__all__ = ["LOWERED", "ConstantStep", "FallbackStep", "FusedStep", "IntoStep", "MatmulStep", "SetitemStep",
+           "Step", "ViewStep", "lower"]
 
 # Interpreter limits (see fused_impl.pxi); bigger groups are split.
 MAX_OPERANDS = 64
 MAX_REGISTERS = 256
 MAX_REDUCTIONS = 16
 
-# NumPy ufunc name -> interpreter op, where they differ.
-# Ufuncs that are a multiplication by a constant: name -> (numerator, denominator). NumPy's loop
+# The ops this module reads by identity (a misspelt name fails at import).
+(_WHERE, _ASTYPE, _COPY, _POWER, _MATMUL, _DOT, _STACK, _CONCATENATE, _GETITEM, _SETITEM, _DIVMOD) = map(
+    registry.get, ("np.where", "np.astype", "np.copy", "np.power", "np.matmul", "np.dot", "np.stack",
+                   "np.concatenate", "np.getitem", "np.setitem", "np.divmod"))
+# What the backend lowers itself; `passes.decompose` rewrites the rest (np.clip becomes maximum and
+# minimum, which fuse). np.divmod stays whole: one NumPy call computes both outputs, and its parts
+# have no fused kernel either.
+LOWERED = frozenset(op for op in registry.all_ops() if op.decompose is None) | {_DIVMOD}
+# Ufuncs that are a multiplication by a constant: ufunc -> (numerator, denominator). NumPy's loop
 # computes ``x * (num / den)`` with the quotient rounded in the loop's dtype, and so does the kernel.
-_UFUNC_SCALINGS = {"deg2rad": (np.pi, 180.0), "rad2deg": (180.0, np.pi)}
-_UFUNC_ALIASES = {"fabs": "absolute", "positive": "copy", "true_divide": "divide", "conjugate": "copy",
-                  "conj": "copy"}
-# Reduction ops the interpreter folds: op name -> (interpreter reduction, whether the input is first
-# made bool). The reduced register takes the node's output dtype, which gives NumPy's accumulator
+_UFUNC_SCALINGS = {np.deg2rad: (np.pi, 180.0), np.rad2deg: (180.0, np.pi)}
+# Ufuncs whose interpreter op has another name.
+_UFUNC_ALIASES = {np.fabs: "absolute", np.positive: "copy", np.conjugate: "copy"}
+# Reductions the interpreter folds: `OpDef.reduction` -> (interpreter reduction, whether the input is
+# first made bool). The reduced register takes the node's output dtype, which gives NumPy's accumulator
 # dtype (int sums in int64, int means in float64, ...).
-_REDUCTIONS = {"np.sum": ("sum", False), "np.mean": ("mean", False), "np.var": ("var", False),
-               "np.std": ("std", False), "np.max": ("max", False), "np.min": ("min", False),
-               "np.any": ("max", True), "np.all": ("min", True)}
+_REDUCTIONS = {"sum": ("sum", False), "mean": ("mean", False), "var": ("var", False), "std": ("std", False),
+               "max": ("max", False), "min": ("min", False), "any": ("max", True), "all": ("min", True)}
+if not set(_REDUCTIONS) <= set(REDUCTION_KINDS):
+    raise ImportError(f"reduction kinds unknown to the registry: {set(_REDUCTIONS) - set(REDUCTION_KINDS)}")
 _WEAK = {"int": int, "float": float, "bool": bool, "complex": complex}
 # Movement ops whose NumPy reference returns a view of their first input where it can: their result
 # is kept as that array (no buffer, no copy), and the input's buffer lives as long as the view.
-_VIEW_OPS = frozenset({"np.transpose", "np.reshape", "np.expand_dims", "np.squeeze", "np.swapaxes",
-                       "np.moveaxis", "np.ravel", "np.getitem", "np.broadcast_to", "np.diagonal", "np.flip",
-                       "prim.reshape"})
+_VIEW_OPS = frozenset(op for op in registry.all_ops() if op.view) | set(map(registry.get, (
+    "np.getitem", "np.broadcast_to", "np.diagonal", "np.flip")))
+_OPDEFS: dict[str, OpDef | None] = {}
+
+
+def _opdef(node) -> OpDef | None:
+    """The registry entry of `node`'s op, or None for an op the registry does not know."""
+    try:
+        return _OPDEFS[node.op]
+    except KeyError:
+        try:
+            op = registry.get(node.op)
+        except UnknownOpError:
+            op = None
+        _OPDEFS[node.op] = op
+        return op
+
+
+def _folded_reduction(node) -> tuple | None:
+    """(interpreter reduction, cast-to-bool first) of a reduction the interpreter folds, else None."""
+    op = _opdef(node)
+    return _REDUCTIONS.get(op.reduction) if op is not None else None
 
 
 # -------------------------------------------------------------------------------------------------
@@ -140,16 +169,16 @@ def _elementwise_plan(node):
     out = node.outputs
     if len(out) != 1 or not _supported_dtype(out[0].type):
         return None
-    if node.op == "np.setitem":
+    op = _opdef(node)
+    if op is _SETITEM:
         return _masked_fill_plan(node)
     ins = node.inputs
-    key = (node.op, out[0].type.dtype, node.attrs.get("omitted", ()) if node.op == "np.clip" else (),
-           tuple(_operand_key(v) for v in ins), _constant_exponent(node))
+    key = (op, out[0].type.dtype, tuple(_operand_key(v) for v in ins), _constant_exponent(node))
     try:
         return _PLAN_CACHE[key]
     except KeyError:
         pass
-    plan = None if any(d is _NO_KERNEL for d in key[3]) else _plan_for(node.op, key[1], key[3], key[4])
+    plan = None if op is None or any(d is _NO_KERNEL for d in key[2]) else _plan_for(op, *key[1:])
     if len(_PLAN_CACHE) > 4096:
         _PLAN_CACHE.clear()
     _PLAN_CACHE[key] = plan
@@ -168,12 +197,12 @@ def _operand_key(v):
     return _operand_dtype(v) if _supported_dtype(v.type) or isinstance(v.type, ScalarType) else _NO_KERNEL
 
 
-def _plan_for(op_name: str, out_dt: np.dtype, in_dts: tuple, exponent):
+def _plan_for(opdef: OpDef, out_dt: np.dtype, in_dts: tuple, exponent):
     """The plan of `_elementwise_plan`, checked against the dtypes each interpreter op computes in
     (some register dtypes, e.g. uint8, are only ever read by a cast)."""
     if any(d is complex for d in in_dts):
         return None
-    plan = _plan_unchecked(op_name, out_dt, in_dts, exponent)
+    plan = _plan_unchecked(opdef, out_dt, in_dts, exponent)
     if plan is None:
         return None
     code = DTYPES[plan[2]]
@@ -184,24 +213,21 @@ def _interpreter_ops(op: str, exponent) -> list[str]:
     """The interpreter ops that the plan op `op` emits."""
     if op == "power_const":
         return [step[0] for step in _POWER_EXPANSIONS[exponent]]
-    return {"clip": ["maximum", "minimum"], "scale": ["multiply"], "masked_fill": ["where"]}.get(op, [op])
+    return {"scale": ["multiply"], "masked_fill": ["where"]}.get(op, [op])
 
 
-def _plan_unchecked(op_name: str, out_dt: np.dtype, in_dts: tuple, exponent):
+def _plan_unchecked(opdef: OpDef, out_dt: np.dtype, in_dts: tuple, exponent):
     n = len(in_dts)
-    if op_name == "np.where":
+    if opdef is _WHERE:
         return ("where", (np.dtype(bool), out_dt, out_dt), out_dt) if n == 3 else None
-    if op_name in ("np.astype", "np.copy"):   # a copy is a cast to its own dtype
+    if opdef is _ASTYPE or opdef is _COPY:   # a copy is a cast to its own dtype
         return ("cast", (out_dt,), out_dt) if n == 1 else None
-    if op_name == "np.clip":
-        return ("clip", (out_dt,) * n, out_dt) if n > 1 else None
     if exponent is not None:
         return _power_plan(out_dt, in_dts, exponent)
-    name = op_name[3:] if op_name.startswith("np.") else None
-    ufunc = getattr(np, name, None) if name else None
-    if not isinstance(ufunc, np.ufunc) or ufunc.nout != 1 or ufunc.nin != n:
+    ufunc = opdef.ufunc
+    if ufunc is None or ufunc.nout != 1 or ufunc.nin != n:
         return None
-    op = "scale" if name in _UFUNC_SCALINGS else _UFUNC_ALIASES.get(name, name)
+    op = "scale" if ufunc in _UFUNC_SCALINGS else _UFUNC_ALIASES.get(ufunc, ufunc.__name__)
     if op not in OPS and op != "scale":
         return None
     try:
@@ -240,7 +266,7 @@ _POWER_WIDENED = frozenset({3.0, 4.0, -2.0})
 
 def _constant_exponent(node) -> float | None:
     """c of ``np.power(x, c)`` when c is a scalar constant that `_POWER_EXPANSIONS` covers."""
-    if node.op != "np.power" or len(node.inputs) != 2:
+    if _opdef(node) is not _POWER or len(node.inputs) != 2:
         return None
     src = node.inputs[1].node
     if src is None or src.op != "prim.Constant":
@@ -305,14 +331,15 @@ def _constant_stored(v, dtype: np.dtype):
 
 def _reduction_plan(node):
     """(interpreter reduction, reduced axes, cast-to-bool first) or None."""
-    if node.op not in _REDUCTIONS or len(node.inputs) != 1 or len(node.outputs) != 1:
+    folded = _folded_reduction(node)
+    if folded is None or len(node.inputs) != 1 or len(node.outputs) != 1:
         return None
     if node.attrs.get("initial") is not None:  # not in the kernels: the reference runs it
         return None
     src, out = node.inputs[0].type, node.outputs[0].type
     if not (_supported_dtype(src) and _supported_dtype(out)):
         return None
-    red, to_bool = _REDUCTIONS[node.op]
+    red, to_bool = folded
     if DTYPES[out.dtype] not in REDUCTIONS[red][1]:
         return None
     axis = node.attrs.get("axis")
@@ -325,13 +352,14 @@ def _reduction_plan(node):
 
 
 def _is_matmul(node) -> bool:
-    if node.op not in ("np.matmul", "np.dot") or len(node.inputs) != 2:
+    op = _opdef(node)
+    if (op is not _MATMUL and op is not _DOT) or len(node.inputs) != 2:
         return False
     a, b = (_tensor(v) for v in node.inputs)
     out = _tensor(node.outputs[0])
     if a is None or b is None or out is None or not (a.is_concrete and b.is_concrete and out.is_concrete):
         return False
-    if node.op == "np.dot" and not (a.ndim == 2 and b.ndim == 2):
+    if op is _DOT and not (a.ndim == 2 and b.ndim == 2):
         return False
     return a.dtype == b.dtype == out.dtype and out.dtype.kind in "fc" and a.ndim >= 1 and b.ndim >= 1
 
@@ -347,31 +375,32 @@ def _into_call(node):
         return None
     out_dt = outs[0].type.dtype
     attrs = node.attrs
-    op = node.op
-    if op in ("np.cumsum", "np.cumprod") and ins[0].ndim >= 1 and out_dt.kind in "biuf":
-        fn = np.cumsum if op == "np.cumsum" else np.cumprod
+    op = _opdef(node)
+    kind = op.reduction if op is not None else None
+    if kind in ("cumsum", "cumprod") and ins[0].ndim >= 1 and out_dt.kind in "biuf":
+        fn = np.cumsum if kind == "cumsum" else np.cumprod
         axis = attrs.get("axis")
 
         def scan(a, out):
             fn(a, axis=axis, dtype=out_dt, out=out)
         return scan
-    if op in ("np.argmin", "np.argmax") and 0 not in tuple(ins[0].shape) and out_dt == np.dtype(np.intp):
-        fn = np.argmin if op == "np.argmin" else np.argmax
+    if kind in ("argmin", "argmax") and 0 not in tuple(ins[0].shape) and out_dt == np.dtype(np.intp):
+        fn = np.argmin if kind == "argmin" else np.argmax
         axis, keepdims = attrs.get("axis"), bool(attrs.get("keepdims", False))
 
         def arg(a, out):
             fn(a, axis=axis, out=out, keepdims=keepdims)
         return arg
-    if op in ("np.stack", "np.concatenate") and out_dt.kind in "biufc" and all(t.ndim >= 1 or op == "np.stack"
-                                                                              for t in ins):
-        fn = np.stack if op == "np.stack" else np.concatenate
+    if (op is _STACK or op is _CONCATENATE) and out_dt.kind in "biufc" and all(t.ndim >= 1 or op is _STACK
+                                                                               for t in ins):
+        fn = np.stack if op is _STACK else np.concatenate
         axis = attrs.get("axis", 0)
         casting = "same_kind" if attrs.get("dtype") is None else "unsafe"
 
         def join(*arrays, out):
             fn(arrays, axis=axis, out=out, casting=casting)
         return join
-    if op == "np.matmul" and len(ins) == 2 and min(t.ndim for t in ins) >= 1 and out_dt.kind in "biufc":
+    if op is _MATMUL and len(ins) == 2 and min(t.ndim for t in ins) >= 1 and out_dt.kind in "biufc":
         matmul = np.matmul
 
         def mm(a, b, out):
@@ -380,26 +409,10 @@ def _into_call(node):
     return None
 
 
-def _reference_call(op, attrs: dict):
-    """(fn, attrs) with ``fn(*inputs, **attrs)`` equal to ``op.reference(*inputs, **attrs)``. When the op
-    takes plain positional inputs, its implementation is called directly with the attrs normalized
-    once here: `OpDef.reference` re-normalizes on every call, which costs more than a view."""
-    params = op.schema
-    names = [p.name for p in params if isinstance(p, Input) and not p.optional]
-    if any(isinstance(p, Inputs) or (isinstance(p, Input) and p.optional) for p in params):
-        return op.reference, dict(attrs)
-    fixed = op.normalize_attrs(dict(attrs))
-    impl = op.impl
-
-    def call(*inputs, **kw):
-        return impl(**dict(zip(names, inputs)), **kw)
-    return call, fixed
-
-
 def _basic_index_view(node):
     """``x[key]`` for a static key (ints, slices, None, Ellipsis) as NumPy's own view: the reference
     copies (its results are values), which would turn a free slice into a pass over the data."""
-    if node.op != "np.getitem" or len(node.inputs) != 1:
+    if _opdef(node) is not _GETITEM or len(node.inputs) != 1:
         return None
     key = tuple(node.attrs["index"])
     if Ellipsis not in key:
@@ -418,15 +431,14 @@ def fallback_reason(node) -> str:
         kinds = sorted({str(v.type.dtype) for v in [*node.inputs, *outs]
                         if isinstance(v.type, TensorType) and not _supported_dtype(v.type)})
         return f"dtype {', '.join(kinds)} has no kernel"
-    if node.op in ("np.matmul", "np.dot"):
+    op = _opdef(node)
+    if op is _MATMUL or op is _DOT:
         return "not a same-dtype float/complex product of concrete shapes (BLAS takes those)"
-    if node.op in _REDUCTIONS:
+    if _folded_reduction(node) is not None:
         if node.attrs.get("initial") is not None:
             return "initial= is not in the reduction kernels"
         return "no reduction kernel for these dtypes or axes"
-    name = node.op[3:] if node.op.startswith("np.") else None
-    if isinstance(getattr(np, name, None) if name else None, np.ufunc) or node.op in ("np.where", "np.clip",
-                                                                                   "np.astype", "np.copy"):
+    if op is not None and (op.ufunc is not None or op in (_WHERE, _ASTYPE, _COPY)):
         ins = ", ".join(str(v.type) for v in node.inputs)
         return f"no fused kernel for {node.op} on ({ins})"
     return "no kernel for this op"
@@ -435,7 +447,7 @@ def fallback_reason(node) -> str:
 def _is_setitem(node) -> bool:
     """A setitem the SetitemStep runs: a concrete array result (any key; NumPy assigns)."""
     out = node.outputs
-    return (node.op == "np.setitem" and len(out) == 1 and isinstance(out[0].type, TensorType)
+    return (_opdef(node) is _SETITEM and len(out) == 1 and isinstance(out[0].type, TensorType)
             and out[0].type.is_concrete and isinstance(node.inputs[0].type, TensorType)
             and sum(e == "input" for e in node.attrs["index"]) == len(node.inputs) - 2)
 
@@ -463,8 +475,9 @@ def _setitem_in_place(nodes: list, outputs: list, group_of: dict, index: dict) -
 
 
 def _is_view(node) -> bool:
-    return (node.op in _VIEW_OPS and len(node.outputs) == 1 and isinstance(node.outputs[0].type, TensorType)
-            and node.outputs[0].type.is_concrete)
+    out = node.outputs
+    return (_opdef(node) in _VIEW_OPS and len(out) == 1 and isinstance(out[0].type, TensorType)
+            and out[0].type.is_concrete)
 
 
 # -------------------------------------------------------------------------------------------------
@@ -533,7 +546,7 @@ def _group_nodes(nodes: list, position: dict) -> list:
         for other in cands[1:]:
             _merge(target, other, producer, reduced_by, units, position)
         if red is not None:
-            if sum(n.op in _REDUCTIONS for n in target.nodes) >= MAX_REDUCTIONS:
+            if sum(_folded_reduction(n) is not None for n in target.nodes) >= MAX_REDUCTIONS:
                 target.closed = True
                 target = _Group(shape)
             target.reduce_axes = axes
@@ -652,15 +665,9 @@ class _Program:
             if op == "where":
                 self.emit("where", out_dt, dst, regs[1], regs[2], regs[0])
             elif op == "scale":
-                num, den = _UFUNC_SCALINGS[node.op[3:]]
+                num, den = _UFUNC_SCALINGS[_opdef(node).ufunc]
                 factor = compute.type(num) / compute.type(den)
                 self.emit("multiply", compute, dst, regs[0], self.literal(factor, compute))
-            elif op == "clip":
-                cur = regs[0]
-                for i, (bound, r) in enumerate(zip(_clip_bounds(node), regs[1:])):
-                    nxt = dst if i == len(regs) - 2 else self.reg(out_dt, "temp")
-                    self.emit("maximum" if bound == "a_min" else "minimum", out_dt, nxt, cur, r)
-                    cur = nxt
             else:
                 self.emit(op, compute, dst, regs[0], regs[1] if len(regs) > 1 else -1)
         self.define(out_v, dst)
@@ -754,16 +761,11 @@ def _natural_dtype(v) -> np.dtype:
     return _SCALAR_DTYPES[v.type.kind] if isinstance(v.type, ScalarType) else v.type.dtype
 
 
-def _clip_bounds(node) -> list[str]:
-    omitted = node.attrs.get("omitted", ())
-    return [b for b in ("a_min", "a_max") if b not in omitted]
-
-
 def _build_group(group: _Group, consts: dict, index: dict, needed: set) -> list[FusedStep]:
     """The FusedStep(s) of a group; a group over the interpreter's limits is split in two."""
     p = _Program(group, consts, needed)
     for node in group.nodes:
-        if node.op in _REDUCTIONS:
+        if _folded_reduction(node) is not None:
             p.reduction(node)
         else:
             p.elementwise(node)
@@ -779,8 +781,8 @@ def _split(group: _Group, consts: dict, index: dict, needed: set) -> list[FusedS
     for nodes in (group.nodes[:half], group.nodes[half:]):
         part = _Group(group.shape)
         part.nodes = nodes
-        part.values = {n.outputs[0] for n in nodes if n.op not in _REDUCTIONS}
-        if any(n.op in _REDUCTIONS for n in nodes):
+        part.values = {n.outputs[0] for n in nodes if _folded_reduction(n) is None}
+        if any(_folded_reduction(n) is not None for n in nodes):
             part.reduce_axes = group.reduce_axes
         parts.append(part)
     crossing = {v for n in parts[1].nodes for v in n.inputs if v in parts[0].values}
@@ -834,15 +836,13 @@ def lower(graph) -> tuple[list[Step], dict, dict]:
                                      nodes=[u], index=tuple(u.attrs["index"])))
         else:
             kind = ViewStep if _is_view(u) else FallbackStep
-            try:
-                op = registry.get(u.op)
-            except UnknownOpError:
-                where = f" (traced at {u.loc})" if u.loc else ""
-                raise NotImplementedError(f"cpu backend: node {u.op}{where} has no kernel and the registry "
-                                          f"has no reference for it") from None
             fn, attrs = _basic_index_view(u), {}
             if fn is None:
-                fn, attrs = _reference_call(op, u.attrs)
+                try:
+                    fn, attrs = reference_call(u)
+                except UnknownOpError:
+                    raise NotImplementedError(f"cpu backend: node {u.op}{traced_at(u)} has no kernel and the "
+                                              f"registry has no reference for it") from None
             steps.append(kind(inputs=[index[v] for v in u.inputs], outputs=[index[v] for v in u.outputs],
                               nodes=[u], fn=fn, attrs=attrs))
     return steps, index, consts

@@ -14,9 +14,8 @@ from .api import trace, trace_module
 from .backends import available_backends, installed_backends
 from .errors import TracerWarning, TracingCheckError
 from .module import Module, Parameter
-from .saving import load
 from .traced import TracedFunction
-from .traced_module import TracedModule
+from .traced_module import TracedModule, load
 from .tracer import is_tracing
 
 try:

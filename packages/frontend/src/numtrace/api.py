@@ -45,8 +45,65 @@ def trace(func: Callable | Module, example_inputs: Any = None, *, check_trace: b
           ) -> TracedFunction | TracedModule:
     """Run ``func`` once on ``example_inputs``, record its array operations, check and return the trace.
 
-    ``func`` may be a function, a ``Module`` (its ``forward`` is traced, as by
-    ``trace_module(func, {"forward": example_inputs})``), or a bound ``forward``.
+    The function runs eagerly on traced arrays, so the traced run returns what the function
+    returns; every NumPy operation on them becomes a node of a typed graph, with the source line
+    that made it. Sizes read from inputs are recorded, so the result serves other shapes of the same
+    ranks and dtypes; values read out of arrays into Python are frozen, with a ``TracerWarning``.
+
+    Args:
+        func: a function taking arrays (or nested tuples, lists and dicts of arrays), a ``Module``
+            (its ``forward`` is traced, as by ``trace_module(func, {"forward": example_inputs})``),
+            or a module's bound ``forward``. Another bound method is an error pointing to
+            ``trace_module``; an already traced callable is returned unchanged with a warning.
+        example_inputs: the arguments to trace with: a tuple of arguments (a list is read the same
+            way), or a single array or dict as the only argument. Their dtypes and ranks become part
+            of the trace; their shapes are those of the printed graph. Python scalars among them are
+            baked in as constants.
+        check_trace: trace the function a second time and compare (see ``check_inputs``): the
+            outputs of the trace, the function and the second trace must agree, and both graphs
+            must be the same program. Turn it off for slow functions or ones with side effects.
+        check_inputs: a list of argument tuples (dicts with ``example_kwarg_inputs``) to check
+            with instead of the example; give inputs that differ from it as real inputs will (other
+            batch sizes, other values) so data-dependent code is found.
+        check_tolerance: relative tolerance of the checker's output comparison, made in float64.
+        strict: refuse outputs that are not arrays or tuples of arrays: lists give a
+            ``TracerWarning``, dicts an error. With ``False`` lists and dicts are returned as such.
+        example_kwarg_inputs: the arguments by parameter name, instead of ``example_inputs``; the
+            traced function then takes them positionally or by keyword. Exactly one of the two is
+            given.
+        backend: where the graph runs: ``"cpu"`` (the default), ``"reference"``, ``"triton"`` or
+            any backend installed under the ``numtrace.backends`` entry points. ``.to(name)``
+            moves the result to another one.
+
+    Returns:
+        A ``TracedFunction``, called like ``func``, or for a ``Module`` a ``TracedModule``. It
+        compiles one executable per input signature (dtypes and shapes) on first use.
+
+    Raises:
+        TracingCheckError: the checker recorded another program (``"Graphs differed across
+            invocations!"``, with a diff and both source lines), or a check run raised.
+        ValueError: both or neither of ``example_inputs`` and ``example_kwarg_inputs`` were given, or
+            the backend is unknown or unavailable.
+        TypeError: ``func`` is not callable, or the inputs or outputs are not arrays and containers
+            of them.
+        RuntimeError: called while another trace is being recorded.
+
+    Examples:
+        ```python
+        import numpy as np
+        import numtrace as nt
+
+        def gelu(x, scale):
+            return 0.5 * x * (1.0 + np.tanh(0.79788456 * (x + 0.044715 * x ** 3))) * scale
+
+        x = np.random.default_rng(0).standard_normal((8, 4)).astype(np.float32)
+        scale = np.float32(2.0)
+        traced = nt.trace(gelu, (x, scale), check_inputs=[(x[:3], scale)])
+        print(traced.graph)
+        bigger = np.ones((100, 4), np.float32)
+        assert np.allclose(traced(bigger, scale), gelu(bigger, scale), rtol=1e-5)
+        assert np.allclose(traced.to("reference")(x, scale), gelu(x, scale), rtol=1e-5)
+        ```
     """
     if is_tracing():
         raise RuntimeError("numtrace.trace was called while a trace is being recorded; tracing inside a "
@@ -178,8 +235,55 @@ def trace_module(mod: Module, inputs: Mapping[str, Any], *, check_trace: bool = 
                  strict: bool = True, backend: str = "cpu", _kwargs: bool = False) -> TracedModule:
     """Trace the methods named in ``inputs`` (method name -> example inputs) of ``mod``.
 
-    Parameters and buffers become graph inputs (tied ones once); the result has every
-    traced method, the submodule tree and the state, with the training flag frozen.
+    Parameters and buffers become graph inputs (tied ones once), not constants: the result shares
+    the module's arrays, so ``load_state_dict`` on either changes its outputs without tracing again.
+    The result has every traced method as an attribute, the submodule tree and the state, with the
+    training flag frozen.
+
+    Args:
+        mod: the ``numtrace.Module`` whose methods are traced (put it in ``eval()`` mode first for
+            deterministic dropout).
+        inputs: method name -> example inputs of that method, each as ``trace``'s
+            ``example_inputs`` (a tuple of arguments, or a single array or dict).
+        check_trace: check every method as ``trace`` does; the module's state is restored after
+            each check, so checking leaves no trace in it.
+        check_inputs: a list of dicts like ``inputs`` to check with instead of the examples.
+        check_tolerance: relative tolerance of the checker's output comparison.
+        strict: as in ``trace``: lists and dicts among the outputs need ``strict=False``.
+        backend: the backend every method runs on (``"cpu"`` by default).
+
+    Returns:
+        A ``TracedModule``; calling it calls the traced ``forward``.
+
+    Raises:
+        TracingCheckError: the checker found a method whose second trace is another program.
+        AttributeError: ``inputs`` names a method the module does not have.
+        TypeError: ``mod`` is not a ``Module``, or ``inputs`` is not a non-empty dict.
+
+    Examples:
+        ```python
+        import numpy as np
+        import numtrace as nt
+        from numtrace import nn
+
+        class Scorer(nt.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(4, 2, seed=0)
+
+            def forward(self, x):
+                return self.proj(x)
+
+            def score(self, x, target):
+                return ((self.proj(x) - target) ** 2).mean()
+
+        model = Scorer().eval()
+        x, target = np.ones((3, 4), np.float32), np.zeros((3, 2), np.float32)
+        traced = nt.trace_module(model, {"forward": x, "score": (x, target)})
+        assert np.allclose(traced(x), model(x), atol=1e-6)
+        assert np.isclose(traced.score(x, target), model.score(x, target), rtol=1e-5)
+        assert traced.proj.weight is model.proj.weight   # shared state
+        ```
     """
     if is_tracing():
         raise RuntimeError("numtrace.trace_module was called while a trace is being recorded")

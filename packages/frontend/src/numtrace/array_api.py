@@ -12,14 +12,14 @@ from typing import Any
 
 import numpy as np
 
+from .traced_value import is_traced_array
+
 
 def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None, copy: bool | None = None) -> Any:
     """``np.asarray`` that keeps traced arrays traced (cast or copied as asked)."""
-    from .proxy import TracedArray
-
     if device not in (None, "cpu"):
         raise ValueError(f"traced arrays live on the cpu device, got {device!r}")
-    if not isinstance(obj, TracedArray):
+    if not is_traced_array(obj):
         return np.asarray(obj, dtype=dtype, copy=copy)
     if dtype is not None and np.dtype(dtype) != obj.dtype:
         if copy is False:

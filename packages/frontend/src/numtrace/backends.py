@@ -55,13 +55,22 @@ def _probe(name: str) -> tuple[bool, str]:
 
 
 def installed_backends() -> dict[str, tuple[bool, str]]:
-    """Every installed backend name -> ``(available, why not)``; ``reference`` is always there."""
+    """Every installed backend name -> ``(available, why not)``; ``reference`` is always there.
+
+    Examples:
+        ```python
+        import numtrace as nt
+
+        ok, why = nt.installed_backends()["reference"]
+        assert ok and why == ""
+        ```
+    """
     names = ["reference", *sorted(n for n in _entry_points() if n != "reference")]
     return {name: _probe(name) for name in names}
 
 
 def available_backends() -> list[str]:
-    """Names of the backends that load and report themselves available."""
+    """Names of the backends that load and report themselves available (usable as ``backend=``)."""
     return [name for name, (ok, _) in installed_backends().items() if ok]
 
 

@@ -58,7 +58,7 @@ def _read_saved(path: str) -> tuple[dict, dict, dict]:
 def _load(path: str, backend: str | None) -> Any:
     from numtrace_ir import FormatError
 
-    from .saving import load
+    from .traced_module import load
 
     try:
         return load(path, backend=backend)

@@ -58,7 +58,7 @@ class Leaf(Spec):
 
 
 class Const(Spec):
-    """A Python scalar (or None) baked into the trace as a constant."""
+    """A Python scalar (or None) frozen into the trace as a constant."""
 
     __slots__ = ("value",)
 
@@ -69,7 +69,7 @@ class Const(Spec):
         same_nan = obj != obj and self.value != self.value
         if not (type(obj) is type(self.value) and (obj == self.value or same_nan)):
             raise ValueError(
-                f"{where} was baked into the trace as the constant {self.value!r}; got {obj!r}. "
+                f"{where} was frozen into the trace as the constant {self.value!r}; got {obj!r}. "
                 "Python scalars are constants of a trace: trace again to use another value"
             )
 

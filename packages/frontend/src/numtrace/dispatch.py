@@ -17,52 +17,9 @@ from numtrace_ir.ops.foreign import ufunc_name
 
 from .errors import TracerWarning
 from .source import run_at_user_line, warn_at_user_line
-from .tracer import Tracer, current_tracer
-
-
-def _replace(obj: Any, leaf: Any) -> Any:
-    """``obj`` with ``leaf(x)`` for each traced array or number ``x`` (tuples, lists, dicts and slices
-    walked)."""
-    from .proxy import TracedArray
-    from .traced_int import TracedScalar
-
-    if isinstance(obj, (TracedArray, TracedScalar)):
-        return leaf(obj)
-    if isinstance(obj, (tuple, list)):
-        items = [_replace(x, leaf) for x in obj]
-        return tuple(items) if isinstance(obj, tuple) else items
-    if isinstance(obj, dict):
-        return {k: _replace(v, leaf) for k, v in obj.items()}
-    if type(obj) is slice:
-        return slice(_replace(obj.start, leaf), _replace(obj.stop, leaf), _replace(obj.step, leaf))
-    return obj
-
-
-def _concrete(x: Any) -> Any:
-    return x._value if hasattr(x, "_value") else x._py
-
-
-def _guarded(x: Any) -> Any:
-    return x.guarded() if hasattr(x, "_py") else x
-
-
-def unwrap(obj: Any) -> Any:
-    """``obj`` with every traced array or number replaced by its concrete value (containers walked)."""
-    return _replace(obj, _concrete)
-
-
-def guarded(obj: Any) -> Any:
-    """``obj`` with traced numbers replaced by their values, each guarded (containers and slices
-    walked): for values that leave the graph, such as the arguments of a function run as a constant."""
-    return _replace(obj, _guarded)
-
-
-def active_tracer(where: str) -> Tracer:
-    tracer = current_tracer()
-    if tracer is None:
-        raise RuntimeError(f"{where}: a traced array was used after its trace ended; traced arrays exist "
-                           "only while numtrace.trace runs the function")
-    return tracer
+from .traced_value import TracedValue, guarded, is_traced_array, unwrap
+from .tracer import Tracer, active_tracer
+from .views import op_view
 
 
 def numpy_name(func: Any, method: str = "__call__") -> str:
@@ -131,17 +88,15 @@ def _dynamic_shape(tracer: Tracer, func: Any, args: tuple, kwargs: dict, concret
 
     Returns None when the call has no traced dim (the op's static-shape form is recorded then).
     """
-    from .traced_int import TracedInt
-
     prim = _DYNAMIC_SHAPE_OPS.get(func)
     if prim is None or len(args) < 1 or kwargs.get("order", "C") != "C":
         return None
     shape = args[1] if len(args) > 1 else kwargs.get("shape", kwargs.get("newshape"))
     dims = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
-    if not any(isinstance(d, TracedInt) for d in dims):
+    if not any(_is_traced_int(d) for d in dims):
         return None
-    entries = tuple(tracer.symbol(d) if isinstance(d, TracedInt) else operator.index(d) for d in dims)
-    scalars = [d for d in dims if isinstance(d, TracedInt)]
+    entries = tuple(tracer.symbol(d) if _is_traced_int(d) else operator.index(d) for d in dims)
+    scalars = [d for d in dims if _is_traced_int(d)]
     inputs, attrs = [args[0], *scalars], {"shape": entries}
     result = tracer.record(prim, inputs, attrs, concrete, exact=True)
     op = registry.get(prim)
@@ -150,11 +105,13 @@ def _dynamic_shape(tracer: Tracer, func: Any, args: tuple, kwargs: dict, concret
     return result
 
 
+def _is_traced_int(x: Any) -> bool:
+    return isinstance(x, TracedValue) and x._kind == "int"
+
+
 def _track_view(op: Any, func: Any, args: tuple, kwargs: dict, inputs: list, attrs: dict,
                 result: Any) -> None:
     """Make ``result`` a tracked view of its base where NumPy returned a view, so writes reach the base."""
-    from .views import op_view
-
     recipe = op_view(op, func, args, kwargs, inputs, attrs, result)
     if recipe is not None:
         base = inputs[0]
@@ -170,13 +127,11 @@ def _select(where: Any, result: Any, out: tuple) -> Any:
 
 def write_out(what: str, out: tuple, result: Any) -> Any:
     """Functionalized ``out=``: each out array is rebound to its result (cast as NumPy would)."""
-    from .proxy import TracedArray
-
     results = result if isinstance(result, tuple) else (result,)
     if len(out) != len(results):
         raise ValueError(f"{what}: out= has {len(out)} arrays for {len(results)} results")
     for target, value in zip(out, results):
-        if not isinstance(target, TracedArray):
+        if not is_traced_array(target):
             raise TypeError(f"{what}: out= must be a traced array (an input or a result of traced code), "
                             f"got {type(target).__name__}; writing into it would escape the trace")
         target._assign(value, f"{what} with out=")
@@ -194,12 +149,12 @@ def frozen_call(tracer: Tracer, func: Any, method: str, args: tuple, kwargs: dic
     eager = func if method == "__call__" else getattr(func, method)
     args, kwargs = guarded(args), guarded(kwargs)  # the constant holds only for these sizes
     arguments = _traced_arrays((args, kwargs))
-    before = [a._value.copy() for a in arguments]
+    before = [a._concrete.copy() for a in arguments]
     concrete = run_at_user_line(_short_name(func, method), eager, *unwrap(args), **unwrap(kwargs))
     result = freeze(tracer, concrete)
     for array, old in zip(arguments, before):
         # A write the graph cannot see would leave the trace computing from values that the graph lacks.
-        if not np.array_equal(array._value, old, equal_nan=array._value.dtype.kind in "fc"):
+        if not np.array_equal(array._concrete, old, equal_nan=array._concrete.dtype.kind in "fc"):
             raise NotImplementedError(f"{name} wrote into a traced array in place, which numtrace cannot "
                                       "record (the function is not in its op registry); write it with "
                                       "indexing assignment or np.where instead")
@@ -208,9 +163,7 @@ def frozen_call(tracer: Tracer, func: Any, method: str, args: tuple, kwargs: dic
 
 def _traced_arrays(obj: Any) -> list:
     """The traced arrays in ``obj`` (containers walked), each once."""
-    from .proxy import TracedArray
-
-    if isinstance(obj, TracedArray):
+    if is_traced_array(obj):
         return [obj]
     items = obj.values() if isinstance(obj, dict) else obj if isinstance(obj, (tuple, list)) else ()
     found: dict[int, Any] = {}
@@ -220,12 +173,11 @@ def _traced_arrays(obj: Any) -> list:
 
 
 def freeze(tracer: Tracer, result: Any) -> Any:
-    """Wrap array results as constant nodes of the trace; other values are returned as they are."""
-    from .proxy import TracedArray
-
+    """Freeze array results: each becomes a constant node of the trace (frozen: recorded as the value it
+    has now); other values are returned as they are."""
     if isinstance(result, (np.ndarray, np.generic)) and result.dtype.kind in "biufc":
         array = np.array(result, copy=True)
-        return TracedArray(tracer, tracer.constant(array), array)
+        return tracer.wrap(tracer.constant(array), array)
     if isinstance(result, tuple):
         return tuple(freeze(tracer, r) for r in result)
     if isinstance(result, list):

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 from numtrace_ir import registry
 
-from . import dispatch
 from .traced_int import TracedInt, TracedScalar
-from .tracer import Tracer
+from .traced_value import is_traced_array, unwrap
+from .tracer import Tracer, active_tracer
 
 _BASIC = (int, slice, type(None), type(Ellipsis))
 
@@ -24,11 +24,9 @@ _BASIC = (int, slice, type(None), type(Ellipsis))
 def _normalize(key: Any) -> Any:
     """Lists in a key become arrays (NumPy reads them as index arrays); the rest is kept (traced numbers
     are recorded, see `_traced_numbers`)."""
-    from .proxy import TracedArray
-
     def one(entry):
         if isinstance(entry, list):
-            return np.asarray(dispatch.unwrap(entry)) if not any(isinstance(e, TracedArray) for e in entry) \
+            return np.asarray(unwrap(entry)) if not any(is_traced_array(e) for e in entry) \
                 else np.stack(entry)
         return entry
 
@@ -55,7 +53,7 @@ def _traced_numbers(key: Any) -> tuple[Any, Any, list]:
 
     def read(v):  # only the numbers: traced index arrays stay traced
         if isinstance(v, TracedScalar):
-            return v._py
+            return v._concrete
         if type(v) is slice:
             return slice(read(v.start), read(v.stop), read(v.step))
         return v
@@ -118,9 +116,9 @@ class BasicIndex:
 
 
 def getitem(x: Any, key: Any) -> Any:
-    tracer = dispatch.active_tracer("x[...]")
+    tracer = active_tracer("x[...]")
     key = _normalize(key)
-    concrete = x._value[dispatch.unwrap(key)]
+    concrete = x._concrete[unwrap(key)]
     result = record_get(tracer, x, key, concrete)
     # A basic key always gives NumPy's view (even an empty one, which shares no memory to test for).
     if _is_basic(key) and isinstance(concrete, np.ndarray):
@@ -132,12 +130,12 @@ def getitem(x: Any, key: Any) -> Any:
 
 def record_set(tracer: Tracer, target: Any, key: Any, value: Any) -> Any:
     """Record ``target[key] = value`` functionally; returns the graph value of the updated array."""
-    return _record_indexing(tracer, "np.setitem", (target, key, value), key, {}, target._value,
+    return _record_indexing(tracer, "np.setitem", (target, key, value), key, {}, target._concrete,
                             node_only=True)
 
 
 def setitem(x: Any, key: Any, value: Any) -> None:
-    tracer = dispatch.active_tracer("x[...] = value")
+    tracer = active_tracer("x[...] = value")
     key = _normalize(key)
-    x._value[dispatch.unwrap(key)] = dispatch.unwrap(value)  # NumPy's semantics, casts and errors
+    x._concrete[unwrap(key)] = unwrap(value)  # NumPy's semantics, casts and errors
     x._rebind(tracer, record_set(tracer, x, key, value), "x[...] = value")

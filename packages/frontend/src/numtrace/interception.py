@@ -34,8 +34,10 @@ from numtrace_ir.ops import random as random_ops
 
 from . import dispatch
 from .errors import TracerWarning
+from .proxy import TracedArray
 from .source import user_location, warn_at_user_line
 from .traced_int import TracedInt, TracedScalar
+from .traced_value import guarded, unwrap
 from .tracer import attr_value, current_tracer, tensor_type_of
 
 _lock = threading.Lock()
@@ -51,7 +53,7 @@ def _split_size(tracer: Any, value: Any, scalars: list) -> tuple[Any, Any]:
         if not isinstance(value, TracedInt):
             raise TypeError(f"a random draw's size must hold ints, got the traced float {value!r}")
         scalars.append(value)
-        return tracer.symbol(value), dispatch.unwrap(value)
+        return tracer.symbol(value), unwrap(value)
     if isinstance(value, (tuple, list)):
         pairs = [_split_size(tracer, v, scalars) for v in value]
         return tuple(a for a, _ in pairs), tuple(p for _, p in pairs)
@@ -87,10 +89,10 @@ def record_draw(tracer: Any, op: Any, eager: Any, args: tuple, kwargs: dict, *, 
         kwargs["size"], plain_kwargs["size"] = _split_size(tracer, kwargs["size"], scalars)
     elif where is not None:
         args[where], plain_args[where] = _split_size(tracer, args[where], scalars)
-    # A number read from a shape given as a distribution parameter is baked into the node: guarded.
-    args, kwargs = dispatch.guarded(args), dispatch.guarded(kwargs)
+    # A number read from a shape given as a distribution parameter is frozen into the node: guarded.
+    args, kwargs = guarded(args), guarded(kwargs)
     with _recorded_draw():
-        values = np.asarray(eager(*dispatch.unwrap(plain_args[skip:]), **dispatch.unwrap(plain_kwargs)))
+        values = np.asarray(eager(*unwrap(plain_args[skip:]), **unwrap(plain_kwargs)))
     inputs, attrs = op.bind(tuple(args), kwargs)
     concrete: Any = values
     if state is not None:
@@ -204,7 +206,7 @@ def _default_rng_wrapper(original: Any) -> Any:
         if tracer is None or isinstance(seed, np.random.Generator):
             return original(seed)
         with _recorded_draw():
-            real = original(dispatch.unwrap(seed))
+            real = original(unwrap(seed))
             if isinstance(seed, np.random.BitGenerator) or type(real.bit_generator) is not np.random.PCG64:
                 return TracedGenerator(real.bit_generator)  # state outliving the call: drawn as closed over
             packed = random_ops.pack_state(real.bit_generator)
@@ -255,7 +257,7 @@ def _creation_wrapper(original: Any, fill: Any) -> Any:
         dims = shape if isinstance(shape, (tuple, list)) else (shape,)
         if tracer is None or not any(isinstance(d, TracedInt) for d in dims):
             return original(shape, *args, **kwargs)
-        result = original(tuple(dispatch.unwrap(d) for d in dims), *args, **kwargs)
+        result = original(tuple(unwrap(d) for d in dims), *args, **kwargs)
         if not isinstance(result, np.ndarray) or result.dtype.kind not in "biufc":
             return result
         value = fill(args, kwargs)
@@ -291,7 +293,7 @@ def _numbers_wrapper(original: Any, op_name: str, positional: list[str] | None =
         tracer = current_tracer()
         if tracer is None or not any(isinstance(v, TracedScalar) for v in (*args, *kwargs.values())):
             return original(*args, **kwargs)
-        result = original(*dispatch.unwrap(args), **dispatch.unwrap(kwargs))
+        result = original(*unwrap(args), **unwrap(kwargs))
         given = dict(zip(positional, args))
         given.update((renamed.get(key, key), value) for key, value in kwargs.items())
         numbers: list = []
@@ -301,9 +303,9 @@ def _numbers_wrapper(original: Any, op_name: str, positional: list[str] | None =
                 numbers.append(value)
                 marked[key] = f"${len(numbers) - 1}"
         try:  # validated with this call's numbers; the marked ones are filled in at each call
-            bound = op.normalize_attrs({k: dispatch.unwrap(v) for k, v in given.items()})
+            bound = op.normalize_attrs({k: unwrap(v) for k, v in given.items()})
         except (TypeError, ValueError):
-            return original(*dispatch.guarded(args), **dispatch.guarded(kwargs))
+            return original(*guarded(args), **guarded(kwargs))
         return tracer.record_dynamic(op_name, [], {**bound, **marked}, numbers, result)
     return call
 
@@ -312,8 +314,6 @@ def _dispatching_wrapper(original: Any) -> Any:
     """A NumPy function that converts its argument with ``__array__``: route traced arguments to the op."""
     @functools.wraps(original)
     def call(*args: Any, **kwargs: Any) -> Any:
-        from .proxy import TracedArray
-
         if current_tracer() is None or not any(isinstance(a, TracedArray) for a in args):
             return original(*args, **kwargs)
         return dispatch.call(original, "__call__", args, kwargs)
@@ -327,8 +327,6 @@ def _conversion_wrapper(original: Any, copies: bool | None) -> Any:
     with the conversion's warning."""
     @functools.wraps(original)
     def convert(obj: Any, *args: Any, **kwargs: Any) -> Any:
-        from .proxy import TracedArray
-
         if current_tracer() is None or len(args) > 1 or set(kwargs) - {"dtype", "copy", "order", "device"}:
             return original(obj, *args, **kwargs)
         if isinstance(obj, (list, tuple)) and obj and any(isinstance(e, TracedArray) for e in obj) \
@@ -417,7 +415,7 @@ def _plain_call(original: Any, unseen_draw: bool = False) -> Any:
                 "does not record): its values become constants of the trace, the same on every call. "
                 "Create the generator inside the traced function, or close over it, to record its draws",
                 TracerWarning)
-        return original(*dispatch.unwrap(args), **dispatch.unwrap(kwargs))
+        return original(*unwrap(args), **unwrap(kwargs))
     return call
 
 

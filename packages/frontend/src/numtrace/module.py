@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from .traced_value import is_traced_array
 from .tracer import current_tracer
 
 
@@ -35,7 +36,33 @@ class Parameter(np.ndarray):
 
 
 class Module:
-    """Base class of numtrace models: subclass it, assign state in ``__init__``, define ``forward``."""
+    """Base class of numtrace models: subclass it, assign state in ``__init__``, define ``forward``.
+
+    Assigning a ``Parameter`` registers a parameter, assigning a ``Module`` a submodule, and
+    ``register_buffer`` adds other state. Tracing a module makes all of these graph inputs, so the
+    trace follows new weights without tracing again.
+
+    Examples:
+        ```python
+        import numpy as np
+        import numtrace as nt
+
+        class Affine(nt.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.scale = nt.Parameter(np.ones(n, np.float32))
+                self.register_buffer("shift", np.zeros(n, np.float32))
+
+            def forward(self, x):
+                return x * self.scale + self.shift
+
+        model = Affine(3)
+        assert list(model.state_dict()) == ["scale", "shift"]
+        traced = nt.trace(model.eval(), np.ones((2, 3), np.float32))
+        model.load_state_dict({"scale": np.full(3, 2.0, np.float32), "shift": np.ones(3, np.float32)})
+        assert np.allclose(traced(np.ones((2, 3), np.float32)), 3.0)
+        ```
+    """
 
     training: bool
 
@@ -76,14 +103,12 @@ class Module:
         and the assignment a write into it, which each call of the trace copies back into the module's
         array (so the new value must fit the buffer's shape and dtype, as ``np.copyto`` casts).
         """
-        from .proxy import TracedArray
-
         buffers = self.__dict__["_buffers"]
         tracer = current_tracer()
         old = buffers[name]
         if tracer is not None and old is not None and value is tracer.state_proxy(old):
             return  # self.n += 1 on the traced buffer: the write is already in the graph
-        if isinstance(value, TracedArray):
+        if is_traced_array(value):
             if old is None or tracer is None:
                 raise RuntimeError(f"{type(self).__name__}.{name} is a buffer without a value, so a trace "
                                    "cannot write a traced array into it; register it with an array first")
@@ -130,6 +155,7 @@ class Module:
 
     # -- calling -------------------------------------------------------------------------------
     def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """The computation; subclasses define it, and calling the module calls it."""
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -143,10 +169,12 @@ class Module:
         return self
 
     def eval(self) -> Module:
+        """``train(False)``: evaluation mode (dropout off), the usual mode to trace in; returns self."""
         return self.train(False)
 
     # -- traversal -----------------------------------------------------------------------------
     def children(self) -> Iterator[Module]:
+        """The direct submodules, in assignment order."""
         yield from (m for m in self._state_dicts()[2].values() if m is not None)
 
     def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
@@ -178,9 +206,11 @@ class Module:
         return self._named_state(0, remove_duplicate)
 
     def parameters(self) -> Iterator[Parameter]:
+        """Every parameter of this module and its submodules (tied ones once)."""
         return (p for _, p in self.named_parameters())
 
     def named_buffers(self, remove_duplicate: bool = True) -> Iterator[tuple[str, np.ndarray]]:
+        """``(dotted name, buffer)``; a shared buffer is listed once unless ``remove_duplicate`` is False."""
         return self._named_state(1, remove_duplicate)
 
     def state_dict(self) -> OrderedDict[str, np.ndarray]:
@@ -213,6 +243,7 @@ class Module:
                 np.copyto(current, checked_state_value(key, current, value))
 
     def extra_repr(self) -> str:
+        """The arguments shown inside ``repr(module)``'s parentheses; layers override it."""
         return ""
 
     def __repr__(self) -> str:

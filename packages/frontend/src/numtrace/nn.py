@@ -171,6 +171,8 @@ class Embedding(Module):
 
 
 class ReLU(Module):
+    """``max(x, 0)`` elementwise."""
+
     def forward(self, x: Any) -> Any:
         return np.maximum(x, 0)
 

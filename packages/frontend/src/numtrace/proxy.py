@@ -19,11 +19,13 @@ import weakref
 from typing import Any
 
 import numpy as np
+from numtrace_ir import registry
 
-from . import dispatch, indexing
+from . import array_api, dispatch, indexing
 from .errors import TracerWarning
 from .source import warn_at_user_line
-from .tracer import Tracer
+from .traced_value import TracedValue, unwrap
+from .tracer import Tracer, active_tracer
 
 
 def _warn_conversion(what: str) -> None:
@@ -35,19 +37,20 @@ def _warn_conversion(what: str) -> None:
     )
 
 
-class TracedArray:
+class TracedArray(TracedValue):
     """An array being traced: concrete value + graph value; behaves like an ndarray."""
 
-    __slots__ = ("_value", "_ir", "_tracer", "_parent", "_view", "_seen", "_version", "__weakref__")
+    __slots__ = ("_parent", "_view", "_seen", "_version", "__weakref__")
+    _kind = "tensor"
 
     # An ndarray on the left of an operator defers to this class (via __array_ufunc__).
     __array_priority__ = 1000
     __hash__ = None  # type: ignore[assignment]
 
-    def __init__(self, tracer: Tracer, value: Any, concrete: np.ndarray):
+    def __init__(self, tracer: Tracer, graph_value: Any, concrete: np.ndarray):
         self._tracer = tracer
-        self._ir = value
-        self._value = concrete
+        self._ir = graph_value
+        self._concrete = concrete
         # View bookkeeping (see views.py): the parent, how this view relates to it, the parent's version seen.
         self._parent: TracedArray | None = None
         self._view: Any = None
@@ -66,21 +69,25 @@ class TracedArray:
             if self._seen != parent._version:
                 # The parent was written since this view was taken: read it again (and so are views of
                 # this view: its version moves on too).
-                self._ir = self._view.read(tracer, parent, self._value)
+                self._ir = self._view.read(tracer, parent, self._concrete)
                 self._seen = parent._version
                 self._version += 1
         return self._ir
 
+    def _static(self, where: str) -> Any:
+        raise TypeError(f"{where} must be a static value, but a traced array was given; numtrace "
+                        "records this argument as a constant of the graph")
+
     def _assign(self, new: Any, what: str) -> None:
         """Make ``new`` the whole content of this array, as ``self[...] = new`` does (cast, broadcast)."""
-        tracer = dispatch.active_tracer(what)
-        np.copyto(self._value, dispatch.unwrap(new), casting="same_kind")  # NumPy's errors, NumPy's casts
+        tracer = active_tracer(what)
+        np.copyto(self._concrete, unwrap(new), casting="same_kind")  # NumPy's errors, NumPy's casts
         if not isinstance(new, TracedArray):
-            new = dispatch.freeze(tracer, np.asarray(dispatch.unwrap(new)).astype(self._value.dtype))
-        if new._value.dtype != self._value.dtype:
-            new = np.astype(new, self._value.dtype)
-        if new._value.shape != self._value.shape:
-            new = np.broadcast_to(new, self._value.shape)
+            new = dispatch.freeze(tracer, np.asarray(unwrap(new)).astype(self._concrete.dtype))
+        if new._concrete.dtype != self._concrete.dtype:
+            new = np.astype(new, self._concrete.dtype)
+        if new._concrete.shape != self._concrete.shape:
+            new = np.broadcast_to(new, self._concrete.shape)
         self._rebind(tracer, new._graph_value(tracer), what)
 
     def _rebind(self, tracer: Tracer, graph_value: Any, what: str) -> None:
@@ -100,12 +107,12 @@ class TracedArray:
             root = root._parent
         aliases = 0
         for other in tracer.live_arrays():
-            if other is self or not np.may_share_memory(other._value, self._value):
+            if other is self or not np.may_share_memory(other._concrete, self._concrete):
                 continue
             other_root = other
             while other_root._parent is not None:
                 other_root = other_root._parent
-            if other_root is not root and np.shares_memory(other._value, self._value):
+            if other_root is not root and np.shares_memory(other._concrete, self._concrete):
                 aliases += 1
         if aliases:
             warn_at_user_line(
@@ -131,7 +138,7 @@ class TracedArray:
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         _warn_conversion("a NumPy array (np.asarray or __array__)")
-        value = self._value if dtype is None else self._value.astype(dtype)
+        value = self._concrete if dtype is None else self._concrete.astype(dtype)
         return np.array(value, copy=True) if copy is not False else value
 
     # -- attributes ----------------------------------------------------------------------------
@@ -139,31 +146,31 @@ class TracedArray:
     def shape(self) -> tuple:
         """The shape as traced ints: each dim is recorded (``prim.dim``), so code computing with it
         stays in the graph."""
-        tracer = dispatch.active_tracer("x.shape")
+        tracer = active_tracer("x.shape")
         return tuple(tracer.record("prim.dim", [self], {"axis": i}, d)
-                     for i, d in enumerate(self._value.shape))
+                     for i, d in enumerate(self._concrete.shape))
 
     @property
     def ndim(self) -> int:
-        return self._value.ndim
+        return self._concrete.ndim
 
     @property
     def dtype(self) -> np.dtype:
-        return self._value.dtype
+        return self._concrete.dtype
 
     @property
     def size(self) -> Any:
         """The element count as a traced int (``prim.size``): ``x.sum() / x.size`` follows the input."""
-        tracer = dispatch.active_tracer("x.size")
-        return tracer.record("prim.size", [self], {}, int(self._value.size))
+        tracer = active_tracer("x.size")
+        return tracer.record("prim.size", [self], {}, int(self._concrete.size))
 
     @property
     def itemsize(self) -> int:
-        return self._value.itemsize
+        return self._concrete.itemsize
 
     @property
     def nbytes(self) -> int:
-        return self._value.nbytes
+        return self._concrete.nbytes
 
     @property
     def T(self) -> TracedArray:
@@ -185,8 +192,6 @@ class TracedArray:
     def __array_namespace__(self, api_version: str | None = None) -> Any:
         """NumPy's functions, with ``asarray`` keeping traced arrays traced: libraries that dispatch on
         the array API (SciPy with ``SCIPY_ARRAY_API=1``) are recorded instead of frozen."""
-        from . import array_api
-
         return array_api
 
     @property
@@ -206,49 +211,49 @@ class TracedArray:
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __repr__(self) -> str:
-        return f"TracedArray({self._value!r})"
+        return f"TracedArray({self._concrete!r})"
 
     def __str__(self) -> str:
-        return str(self._value)
+        return str(self._concrete)
 
     # -- conversions that leave the graph -------------------------------------------------------
     def __bool__(self) -> bool:
         _warn_conversion("a Python bool")
-        return bool(self._value)
+        return bool(self._concrete)
 
     def __int__(self) -> int:
         _warn_conversion("a Python int")
-        return int(self._value)
+        return int(self._concrete)
 
     def __float__(self) -> float:
         _warn_conversion("a Python float")
-        return float(self._value)
+        return float(self._concrete)
 
     def __complex__(self) -> complex:
         _warn_conversion("a Python complex")
-        return complex(self._value)
+        return complex(self._concrete)
 
     def __index__(self) -> int:
         _warn_conversion("a Python index")
-        return self._value.__index__()
+        return self._concrete.__index__()
 
     def item(self, *args: Any) -> Any:
         _warn_conversion("a Python number (.item())")
-        return self._value.item(*args)
+        return self._concrete.item(*args)
 
     def tolist(self) -> Any:
         _warn_conversion("a Python list (.tolist())")
-        return self._value.tolist()
+        return self._concrete.tolist()
 
     def __len__(self) -> int:
         """Python makes ``len()`` a plain int, so the length is guarded (``x.shape[0]`` stays traced)."""
-        if self._value.ndim == 0:
+        if self._concrete.ndim == 0:
             raise TypeError("len() of unsized object")
         return self.shape[0].guarded()
 
     def __iter__(self):
         """Iteration unrolls over the traced length, which is guarded."""
-        if self._value.ndim == 0:
+        if self._concrete.ndim == 0:
             raise TypeError("iteration over a 0-d array")
         return (self[i] for i in range(len(self)))
 
@@ -315,7 +320,7 @@ def _method(name: str):
     """``x.name(...)``: the registry's ``np.ndarray.name`` variant where it has one (the method's own
     signature and defaults: ``x.clip(0.0)``, ``x.round(2)``), else ``np.name(x, ...)``."""
     method_func = getattr(np.ndarray, name)
-    if dispatch.registry.for_numpy(method_func) is not None:
+    if registry.for_numpy(method_func) is not None:
         def method(self: TracedArray, *args: Any, **kwargs: Any) -> Any:
             return dispatch.call(method_func, "__call__", (self, *args), kwargs)
 
@@ -372,22 +377,22 @@ del _op, _ufunc, _f, _r, _i
 
 
 def _shape(a: Any) -> tuple:
-    return a.shape if isinstance(a, TracedArray) else np.shape(dispatch.unwrap(a))
+    return a.shape if isinstance(a, TracedArray) else np.shape(unwrap(a))
 
 
 def _ndim(a: Any) -> int:
-    return np.ndim(dispatch.unwrap(a))
+    return np.ndim(unwrap(a))
 
 
 def _size(a: Any, axis: int | None = None) -> Any:
     if not isinstance(a, TracedArray):
-        return np.size(dispatch.unwrap(a), axis)
+        return np.size(unwrap(a), axis)
     return a.size if axis is None else a.shape[axis]  # traced: they follow the input
 
 
 def _about_dtypes(func: Any) -> Any:
     """A function of dtypes only (``np.result_type``): dtypes are fixed by the trace's signature."""
-    return lambda *args, **kwargs: func(*dispatch.unwrap(args), **dispatch.unwrap(kwargs))
+    return lambda *args, **kwargs: func(*unwrap(args), **unwrap(kwargs))
 
 
 # Array functions that return Python values about the array, not arrays: answered directly.

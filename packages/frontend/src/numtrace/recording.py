@@ -18,6 +18,7 @@ from numtrace_ir import Graph, passes
 from .containers import Const, Dict_, Leaf, Sequence_, Spec, flatten, is_array
 from .dispatch import freeze
 from .errors import TracerWarning
+from .interception import numpy_intercepted
 from .proxy import TracedArray
 from .source import warn_at_user_line
 from .traced_int import plain
@@ -87,7 +88,7 @@ def record_function(func: Callable, args: tuple, kwargs: Mapping[str, Any] | Non
     specs = [flatten(v, is_array, name, leaves, leaf_names) for name, v in zip(names, values)]
     in_spec = Sequence_(tuple, specs)
     tracer = Tracer(state_names or {})
-    with tracer.active():
+    with tracer.active(), numpy_intercepted():
         proxies = [tracer.add_input(n, np.asarray(a)) for n, a in zip(leaf_names, leaves)]
         rebuilt = [spec.build(proxies) for spec in specs]
         if kwargs is not None:

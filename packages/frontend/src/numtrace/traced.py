@@ -15,8 +15,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from numtrace_ir import Graph, GuardError, ShapeError, TensorType, registry, specialize
+from numtrace_ir import FormatError, Graph, GuardError, ShapeError, TensorType, registry, specialize
 
+from . import saving, trace_format
 from . import tracer as _tracing
 from .backends import get_backend
 from .containers import Leaf, Sequence_, Spec
@@ -39,6 +40,31 @@ class TracedFunction:
     ``retrace(args) -> TracedFunction``, when the Python function is at hand, traces it again for a
     call whose shapes break one of the graph's guards (``guards``); without it such a call raises
     ``GuardError``.
+
+    Made by ``numtrace.trace`` and ``numtrace.load``, not constructed directly. Calling it takes the
+    arguments the traced function took (positionally or by keyword) and returns its outputs; the
+    first call with a new signature (dtypes and shapes) validates it and compiles, later ones only
+    run.
+
+    Attributes:
+        graph (numtrace_ir.Graph): the recorded graph; ``print`` it to read it.
+        backend (str): the name of the backend it runs on.
+        arg_names (tuple[str, ...]): the traced function's parameter names.
+        retraces (int): how many times the function was traced again for shapes that broke a guard.
+
+    Examples:
+        ```python
+        import numpy as np
+        import numtrace as nt
+
+        def normalize(x):
+            return (x - x.mean(axis=-1, keepdims=True)) / x.std(axis=-1, keepdims=True)
+
+        traced = nt.trace(normalize, (np.random.rand(4, 8),))
+        assert traced.arg_names == ("x",) and traced.backend == "cpu"
+        assert np.allclose(traced(x=np.arange(16.0).reshape(2, 8)), normalize(np.arange(16.0).reshape(2, 8)))
+        print(traced.graph)
+        ```
     """
 
     def __init__(self, graph: Graph, *, name: str, arg_names: Sequence[str], in_spec: Spec, out_spec: Spec,
@@ -191,7 +217,25 @@ class TracedFunction:
     @property
     def guards(self) -> list[str]:
         """The guards of the graph: what the trace was specialized on, one line each
-        (``x.shape[0] == 5  # model.py:12``)."""
+        (``x.shape[0] == 5  # model.py:12``).
+
+        A guard is recorded where a size left the graph as a plain Python value (``range(n)``,
+        ``len(x)``, a branch on a shape). Empty when the graph follows every size.
+
+        Examples:
+            ```python
+            import math
+
+            import numpy as np
+            import numtrace as nt
+
+            def scaled(x):
+                return x.sum(axis=0) / math.sqrt(x.shape[0])    # math.sqrt takes a plain float
+
+            traced = nt.trace(scaled, (np.ones((5, 3)),))
+            assert traced.guards[0].startswith("x.shape[0] == 5")
+            ```
+        """
         from numtrace_ir.guards import guard_text
 
         return [f"{guard_text(n)} == {n.attrs['expected']!r}" + (f"  # {n.loc}" if n.loc else "")
@@ -326,6 +370,24 @@ class TracedFunction:
         """Python source of the graph that computes the same (flat) outputs with NumPy.
 
         Run it with ``np``, ``op`` (``numtrace.codegen.op``) and ``CONSTANTS`` (``.constants``) in scope.
+        It shows what was recorded in the language it was written in, with the source line of every
+        statement.
+
+        Examples:
+            ```python
+            import numpy as np
+            import numtrace as nt
+            from numtrace import codegen
+
+            def f(x):
+                return np.exp(x) / np.exp(x).sum()
+
+            traced = nt.trace(f, (np.ones(4),))
+            print(traced.code)
+            namespace = {"np": np, "op": codegen.op, "CONSTANTS": traced.constants}
+            exec(traced.code, namespace)
+            assert np.allclose(namespace["f"](np.ones(4)), 0.25)
+            ```
         """
         from .codegen import graph_to_python
 
@@ -333,7 +395,10 @@ class TracedFunction:
 
     @property
     def constants(self) -> dict[str, np.ndarray]:
-        """The array constants too large to inline in ``.code``, by the name the code uses."""
+        """The array constants too large to inline in ``.code``, by the name the code uses.
+
+        These are the arrays ``str(graph)`` abbreviates (more than 16 elements).
+        """
         from .codegen import graph_to_python
 
         constants: dict[str, np.ndarray] = {}
@@ -341,10 +406,24 @@ class TracedFunction:
         return constants
 
     def arg_names_flat(self) -> list[str]:
+        """The graph's input names of the argument arrays, in flattening order (``.code``'s parameters)."""
         return [v.name or f"arg{i}" for i, v in enumerate(self.graph.inputs[: self._num_leaves])]
 
     def to(self, backend: str) -> TracedFunction:
-        """The same graph on another backend (a new object; executables are compiled on first call)."""
+        """The same graph on another backend (a new object; executables are compiled on first call).
+
+        Args:
+            backend: an installed backend's name (``numtrace.available_backends()``).
+
+        Examples:
+            ```python
+            import numpy as np
+            import numtrace as nt
+
+            traced = nt.trace(np.tanh, (np.ones(3),))
+            assert traced.to("reference").backend == "reference"
+            ```
+        """
         return TracedFunction(self.graph, name=self.__name__, arg_names=self.arg_names, in_spec=self.in_spec,
                               out_spec=self.out_spec, backend=backend, state=self._state,
                               state_names=self.state_names, mutated=self.mutated, returned=self.returned,
@@ -352,21 +431,88 @@ class TracedFunction:
 
     def save(self, path: Any) -> None:
         """Write the trace (graph, call structure, state, backend name) to ``path`` or a binary file
-        object; see ``numtrace.load``."""
-        from .saving import save_traced
+        object; see ``numtrace.load``.
 
-        save_traced(self, path)
+        Args:
+            path: a file path or a binary file object open for writing.
+
+        Examples:
+            ```python
+            import io
+
+            import numpy as np
+            import numtrace as nt
+
+            def f(x):
+                return x * 2
+
+            buffer = io.BytesIO()
+            nt.trace(f, (np.ones(3),)).save(buffer)
+            assert np.allclose(nt.load(io.BytesIO(buffer.getvalue()))(np.ones(3)), 2.0)
+            ```
+        """
+        saving.write_bytes(path, self.to_bytes())
+
+    def to_bytes(self) -> bytes:
+        """The saved form of this trace (what ``save`` writes; also how it pickles). A traced module's
+        method carries the state it reads; saved with it, it loads on its own."""
+        arrays = {name: np.asarray(a) for name, a in zip(self.state_names, self._state)}
+        return trace_format.dumps({"forward": self}, arrays, name=self.__name__, backend=self.backend,
+                                  module=None)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, backend: str | None = None, where: str = "<bytes>") -> TracedFunction:
+        """The traced function saved as ``data`` (``to_bytes``); ``backend`` defaults to the saved one."""
+        return cls._from_saved(trace_format.loads(data, backend, where), where)
+
+    @classmethod
+    def _from_saved(cls, saved: trace_format.Saved, where: str) -> TracedFunction:
+        if saved.meta.get("module") is not None:
+            raise FormatError(f"{where} holds a traced module, not a function; load it with numtrace.load")
+        with trace_format.malformed_as_format_error(where):
+            methods = {name: cls._saved_method(name, saved.meta["name"], info, saved, saved.arrays)
+                       for name, info in saved.meta["methods"].items()}
+            return methods["forward"]
+
+    @classmethod
+    def _saved_method(cls, method: str, name: str, info: dict, saved: trace_format.Saved,
+                      state: Any) -> TracedFunction:
+        """Saved method ``method`` named ``name``, its state arrays looked up by name in ``state``."""
+        graph = saved.graphs[method]
+        fields = trace_format.method_fields(method, info, graph)
+        return cls(graph, name=name, backend=saved.backend,
+                   state=[state[n] for n in fields["state_names"]], **fields)
 
     def __reduce__(self) -> tuple:
-        from .saving import reduce_traced
-
-        return reduce_traced(self)
+        # Pickled (and deep-copied) as the saved form: no lock or compiled code is pickled.
+        return (type(self).from_bytes, (self.to_bytes(), self.backend))
 
     def explain(self, *args: Any, **kwargs: Any) -> str:
         """What the backend's executable does, as text: for the signature of ``args`` when given (it is
         compiled if needed, nothing runs), else for every signature called so far (the traced one
         when none was). The CPU backend lists its steps (fused passes and their nodes, BLAS calls,
         fallbacks and why, buffers), Triton its kernels with their source, the reference its nodes.
+
+        Args:
+            *args: arguments of a call, as for calling the trace (only their dtypes and shapes matter).
+            **kwargs: arguments by name.
+
+        Returns:
+            The description, one section per signature.
+
+        Examples:
+            ```python
+            import numpy as np
+            import numtrace as nt
+
+            def f(x, w):
+                return np.maximum(x @ w, 0.0).sum(axis=1)
+
+            traced = nt.trace(f, (np.ones((4, 3)), np.ones((3, 2))))
+            report = traced.explain(np.ones((1000, 3)), np.ones((3, 2)))
+            assert "BLAS matmul" in report and "fused pass" in report
+            print(report)
+            ```
         """
         if args or kwargs:
             leaves = self._gather(args, kwargs) if kwargs or not self._flat_args else list(args)
@@ -394,7 +540,18 @@ class TracedFunction:
 
     def stats(self) -> dict:
         """``retraces``: how many times the function was traced again for shapes that broke a guard;
-        ``signatures``: per compiled input signature, the backend's statistics."""
+        ``signatures``: per compiled input signature, the backend's statistics.
+
+        Examples:
+            ```python
+            import numpy as np
+            import numtrace as nt
+
+            traced = nt.trace(np.cumsum, (np.ones(4),))
+            traced(np.ones(9))
+            assert traced.stats()["retraces"] == 0 and len(traced.stats()["signatures"]) == 2
+            ```
+        """
         return {"retraces": self.retraces,
                 "signatures": {repr(k): exe.stats() for k, (_, exe) in list(self._cache.items())}}
 
@@ -456,7 +613,7 @@ class _ScalarArguments:
 
 def _concrete(value: Any) -> Any:
     """The NumPy value behind a traced value (or the value itself), for running a reference."""
-    concrete = getattr(value, "_value", None)
+    concrete = getattr(value, "_concrete", None)
     if isinstance(concrete, np.ndarray):
         return concrete
     return plain(value)

@@ -1,6 +1,6 @@
 """Traced Python numbers: a shape read from a traced array (``x.shape[0]``, ``x.size``) and arithmetic on it.
 
-A ``TracedInt`` / ``TracedFloat`` holds the plain number seen while tracing (``_py``) and the graph
+A ``TracedInt`` / ``TracedFloat`` holds the plain number seen while tracing (``_concrete``) and the graph
 value that computes it from the input shapes (``_ir``). Arithmetic on it (``+ - * / // % **``,
 ``math.floor``, ``round``) is recorded, so a size computed from shapes follows the input at run time.
 
@@ -20,27 +20,27 @@ from typing import Any
 
 import numpy as np
 
+from . import dispatch
+from .traced_value import TracedValue, unwrap
 from .tracer import current_tracer
 
 _NUMBERS = (bool, int, float, np.integer, np.floating)
 
 
-class TracedScalar:
+class TracedScalar(TracedValue):
     """What ``TracedInt`` and ``TracedFloat`` share: the plain number, its tracer and graph value."""
 
-    __slots__ = ("_py", "_tracer", "_ir")
+    __slots__ = ()
     __array_priority__ = 1001  # NumPy scalars and arrays on the left defer to __array_ufunc__
-
-    def __init__(self, value: Any, tracer: Any, graph_value: Any) -> None:
-        self._py = value
-        self._tracer = tracer
-        self._ir = graph_value
 
     def _graph_value(self, tracer: Any) -> Any:
         if tracer is not self._tracer:
             raise RuntimeError("a shape value from another trace was used; traced values cannot "
                                "outlive the trace that produced them")
         return self._ir
+
+    def _static(self, where: str) -> Any:
+        return self.guarded()
 
     def _live(self) -> Any:
         """The tracer, while this value's trace is being recorded on this thread; else None."""
@@ -52,8 +52,8 @@ class TracedScalar:
         from running at shapes where this number would be different."""
         tracer = self._live()
         if tracer is not None:
-            tracer.guard(self._ir, self._py)
-        return self._py
+            tracer.guard(self._ir, self._concrete)
+        return self._concrete
 
     def _guarded_result(self, op: str, args: list, result: Any) -> Any:
         """``result`` of recording ``op`` on this value, guarded: the guard holds while the *result*
@@ -65,12 +65,12 @@ class TracedScalar:
 
     # -- leaving the graph: each is a guard -------------------------------------------------------
     def __bool__(self) -> bool:
-        return self._guarded_result("prim.ne", [0], self._py != 0)
+        return self._guarded_result("prim.ne", [0], self._concrete != 0)
 
     def __int__(self) -> int:
-        if isinstance(self._py, int):
+        if isinstance(self._concrete, int):
             return self.guarded()
-        return self._guarded_result("prim.int", [], int(self._py))
+        return self._guarded_result("prim.int", [], int(self._concrete))
 
     def __float__(self) -> float:
         return float(self.guarded())
@@ -82,19 +82,19 @@ class TracedScalar:
         return np.asarray(self.guarded(), dtype=dtype)
 
     def __hash__(self) -> int:
-        return hash(self._py)  # a dict lookup then compares with ==, which guards
+        return hash(self._concrete)  # a dict lookup then compares with ==, which guards
 
     def __repr__(self) -> str:
-        return repr(self._py)
+        return repr(self._concrete)
 
     def __str__(self) -> str:
-        return str(self._py)
+        return str(self._concrete)
 
     def __format__(self, spec: str) -> str:
-        return format(self._py, spec)
+        return format(self._concrete, spec)
 
     def __reduce__(self) -> tuple:
-        return (type(self._py), (self._py,))
+        return (type(self._concrete), (self._concrete,))
 
     def __copy__(self) -> Any:
         return self
@@ -106,20 +106,18 @@ class TracedScalar:
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
         """``np.sqrt(x.shape[-1])`` and the like are recorded; the result is a 0-d traced array typed as
         NumPy types it (``np.float64``, not a weak Python float)."""
-        from . import dispatch
-
         if current_tracer() is not self._tracer:
-            return getattr(ufunc, method)(*dispatch.unwrap(inputs), **dispatch.unwrap(kwargs))
+            return getattr(ufunc, method)(*unwrap(inputs), **unwrap(kwargs))
         return dispatch.call(ufunc, method, inputs, kwargs)
 
     # -- rounding: recorded, the results are traced ints ---------------------------------------------
     def _rounded(self, name: str, fn: Any) -> Any:
         tracer = self._live()
         if tracer is None:
-            return fn(self._py)
+            return fn(self._concrete)
         if isinstance(self, TracedInt):
             return self  # already whole
-        return tracer.record(f"prim.{name}", [self], {}, fn(self._py))
+        return tracer.record(f"prim.{name}", [self], {}, fn(self._concrete))
 
     def __floor__(self) -> Any:
         return self._rounded("floor", math.floor)
@@ -140,6 +138,7 @@ class TracedInt(TracedScalar):
     """An int computed from traced shapes; arithmetic on it is recorded, other uses are guarded."""
 
     __slots__ = ()
+    _kind = "int"
 
     def __index__(self) -> int:
         return self.guarded()
@@ -150,12 +149,13 @@ class TracedFloat(TracedScalar):
     recorded, so a scale taken from a shape follows the input at run time."""
 
     __slots__ = ()
+    _kind = "float"
 
 
 def plain(x: Any) -> Any:
     """The plain Python number of a traced (or plain) number, read without a guard: only for code that
     records the number's graph value as well."""
-    return x._py if isinstance(x, TracedScalar) else x
+    return x._concrete if isinstance(x, TracedScalar) else x
 
 
 def _is_real(x: Any) -> bool:
@@ -203,7 +203,7 @@ def _compare(name: str):
             return NotImplemented
         if isinstance(other, (np.integer, np.floating)):
             other = other.item()
-        result = py_op(self._py, plain(other))
+        result = py_op(self._concrete, plain(other))
         tracer = self._live()
         if tracer is not None:
             tracer.guard(tracer.record_node(f"prim.{name}", [self, other], {}, result).output, result)
@@ -232,8 +232,8 @@ def _guarded_binary(name: str, reflected: bool):
 def _neg(self: TracedScalar) -> Any:
     tracer = self._live()
     if tracer is None:
-        return -self._py
-    return tracer.record("prim.neg", [self], {}, -self._py)
+        return -self._concrete
+    return tracer.record("prim.neg", [self], {}, -self._concrete)
 
 
 def _pos(self: TracedScalar) -> Any:

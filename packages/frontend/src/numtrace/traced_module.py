@@ -7,12 +7,15 @@ reference tracer), so ``load_state_dict`` changes the outputs without re-tracing
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
 from collections.abc import Mapping
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
+from numtrace_ir import FormatError
 
+from . import saving, trace_format
 from .module import check_state_keys, checked_state_value
 from .traced import TracedFunction
 
@@ -53,7 +56,27 @@ class TracedSubmodule:
 
 
 class TracedModule(TracedSubmodule):
-    """The result of ``trace_module``: every traced method as an attribute, state, submodules."""
+    """The result of ``trace_module``: every traced method as an attribute, state, submodules.
+
+    Each traced method is a ``TracedFunction`` (``traced.forward``, ``traced.methods``); calling
+    the traced module calls ``forward``. Submodules are read-only views of the tree
+    (``traced.fc1.weight``) and run nothing on their own. The state arrays are the module's own, so
+    ``load_state_dict`` (here or on the module) changes the outputs without tracing again.
+
+    Examples:
+        ```python
+        import numpy as np
+        import numtrace as nt
+        from numtrace import nn
+
+        model = nn.Sequential(nn.Linear(3, 2, seed=0), nn.ReLU()).eval()
+        traced = nt.trace(model, np.ones((4, 3), np.float32))
+        print(traced)                     # <numtrace.TracedModule Sequential (eval mode) methods: forward>
+        assert list(traced.methods) == ["forward"] and not traced.training
+        traced.load_state_dict({"0.weight": np.zeros((2, 3), np.float32), "0.bias": np.ones(2, np.float32)})
+        assert np.allclose(traced(np.ones((4, 3), np.float32)), 1.0)
+        ```
+    """
 
     def __init__(self, module_type: str, methods: Mapping[str, TracedFunction], state: OrderedDict,
                  tree: Mapping[str, Any], training: bool):
@@ -76,18 +99,22 @@ class TracedModule(TracedSubmodule):
 
     @property
     def backend(self) -> str:
+        """The name of the backend the methods run on."""
         return next(iter(self._methods.values())).backend
 
     @property
     def methods(self) -> dict[str, TracedFunction]:
+        """Every traced method by name."""
         return dict(self._methods)
 
     @property
     def graph(self) -> Any:
+        """The graph of ``forward`` (None when ``forward`` was not traced)."""
         return self._methods["forward"].graph if "forward" in self._methods else None
 
     @property
     def code(self) -> str:
+        """Every traced method's graph as NumPy source (see ``TracedFunction.code``)."""
         return "\n\n".join(m.code for m in self._methods.values())
 
     def explain(self, *args: Any, **kwargs: Any) -> str:
@@ -98,9 +125,11 @@ class TracedModule(TracedSubmodule):
         return "".join(m.explain() for m in self._methods.values())
 
     def state_dict(self) -> OrderedDict[str, np.ndarray]:
+        """Parameters and buffers by dotted name (the arrays themselves, as ``Module.state_dict``)."""
         return OrderedDict(self._state)
 
     def named_parameters(self):
+        """``(name, array)`` pairs of the state, parameters and buffers alike."""
         return iter(self._state.items())
 
     def load_state_dict(self, state: Mapping[str, Any], strict: bool = True) -> None:
@@ -111,18 +140,48 @@ class TracedModule(TracedSubmodule):
             np.copyto(self._state[key], value, casting="same_kind")
 
     def to(self, backend: str) -> TracedModule:
+        """The same methods on another backend, sharing this module's state."""
         methods = {name: fn.to(backend) for name, fn in self._methods.items()}
         return TracedModule(self._type, methods, self._state, _tree_of(self), self.training)
 
     def save(self, path: Any) -> None:
-        from .saving import save_traced
+        """Write every method, the state and the tree to ``path`` or a binary file (``numtrace.load``)."""
+        saving.write_bytes(path, self.to_bytes())
 
-        save_traced(self, path)
+    def to_bytes(self) -> bytes:
+        """The saved form of this module (what ``save`` writes; also how it pickles): its methods, its
+        state once per array (tied names share it) and its submodule tree."""
+        state = self.state_dict()
+        canonical: dict[int, str] = {}
+        for name, array in state.items():
+            canonical.setdefault(id(array), name)
+        arrays = {name: np.asarray(a) for name, a in state.items() if canonical[id(a)] == name}
+        module = {"type": self._type, "training": self.training, "tree": _tree_of(self),
+                  "state": {name: canonical[id(a)] for name, a in state.items()}}
+        return trace_format.dumps(self._methods, arrays, name=self._type, backend=self.backend, module=module)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, backend: str | None = None, where: str = "<bytes>") -> TracedModule:
+        """The traced module saved as ``data`` (``to_bytes``); ``backend`` defaults to the saved one."""
+        return cls._from_saved(trace_format.loads(data, backend, where), where)
+
+    @classmethod
+    def _from_saved(cls, saved: trace_format.Saved, where: str) -> TracedModule:
+        module = saved.meta.get("module")
+        if module is None:
+            raise FormatError(f"{where} holds a traced function, not a module; load it with numtrace.load")
+        with trace_format.malformed_as_format_error(where):
+            state: OrderedDict[str, np.ndarray] = OrderedDict()
+            for name, canonical in module["state"].items():
+                state[name] = saved.arrays[canonical]
+            methods = {name: TracedFunction._saved_method(name, name, info, saved, state)
+                       for name, info in saved.meta["methods"].items()}
+            return cls(module["type"], methods, state, module["tree"], bool(module["training"]))
 
     def __reduce__(self) -> tuple:
-        from .saving import reduce_traced
-
-        return reduce_traced(self)
+        # Pickled (and deep-copied) as the saved form: no lock or compiled code is pickled, and the
+        # methods still share their state afterwards.
+        return (type(self).from_bytes, (self.to_bytes(), self.backend))
 
     def __repr__(self) -> str:
         mode = "training" if self.training else "eval"
@@ -151,3 +210,45 @@ def module_tree(module: Any) -> dict:
     return {"type": type(module).__name__, "training": bool(module.training),
             "state": [n for n, v in list(params.items()) + list(buffers.items()) if v is not None],
             "children": {name: module_tree(child) for name, child in modules.items() if child is not None}}
+
+
+def load(path: str | os.PathLike | IO[bytes], backend: str | None = None) -> TracedFunction | TracedModule:
+    """Read a trace written by ``.save`` from a path or a binary file object; ``backend`` defaults to the
+    one it was saved with.
+
+    Loading needs no user code and never unpickles or runs code from the file. A loaded trace
+    cannot trace itself again: a call whose shapes break one of its guards raises ``GuardError``.
+
+    Args:
+        path: a file path or a binary file object open for reading.
+        backend: the backend to run on, instead of the one it was saved with.
+
+    Returns:
+        A ``TracedFunction`` for a saved function, a ``TracedModule`` for a saved module.
+
+    Raises:
+        numtrace_ir.FormatError: the file is not a saved trace, or a part of it is malformed (the
+            message says which).
+        ValueError: the backend is not installed or not available here.
+
+    Examples:
+        ```python
+        import os
+        import tempfile
+
+        import numpy as np
+        import numtrace as nt
+
+        def f(x):
+            return np.sqrt(x) + 1
+
+        path = os.path.join(tempfile.mkdtemp(), "f.nt")
+        nt.trace(f, (np.ones(3),)).save(path)
+        loaded = nt.load(path, backend="reference")
+        assert loaded.backend == "reference" and np.allclose(loaded(np.full(3, 4.0)), 3.0)
+        ```
+    """
+    data, where = saving.read_bytes(path)
+    saved = trace_format.loads(data, backend, where)
+    cls = TracedFunction if saved.meta.get("module") is None else TracedModule
+    return cls._from_saved(saved, where)

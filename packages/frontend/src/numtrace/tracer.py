@@ -6,6 +6,10 @@ itself (the caller already computed the eager NumPy result), binds the call to t
 op's schema, turns inputs into graph values (traced arrays, traced ints, or new
 constants), and checks that the op's type rule agrees with what NumPy produced, so a
 graph can never silently disagree with the run it was recorded from.
+
+The tracer knows traced values only as ``TracedValue``; the kinds of them (traced numbers, the proxy
+array) and the NumPy interception are layers above it (``recording`` switches tracing and
+interception on together).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import numpy as np
 from numtrace_ir import Graph, ScalarType, TensorType, registry
 
 from .source import user_location
+from .traced_value import TracedValue, is_traced_array
 
 _local = threading.local()
 # Traces active on any thread: a cheap test that lets traced callables skip the thread-local lookup.
@@ -31,12 +36,39 @@ _SCALAR_KIND = {bool: "bool", int: "int", float: "float", complex: "complex"}
 
 
 def is_tracing() -> bool:
-    """Whether numtrace is recording a trace on this thread right now."""
+    """Whether numtrace is recording a trace on this thread right now.
+
+    For code that should run only eagerly (logging, value assertions): a traced function skips it
+    while being traced, and the trace does not contain it.
+
+    Examples:
+        ```python
+        import numpy as np
+        import numtrace as nt
+
+        seen = []
+
+        def f(x):
+            seen.append(nt.is_tracing())
+            return x + 1
+
+        nt.trace(f, (np.ones(2),), check_trace=False)
+        assert seen == [True] and not nt.is_tracing()
+        ```
+    """
     return getattr(_local, "tracer", None) is not None
 
 
 def current_tracer() -> Tracer | None:
     return getattr(_local, "tracer", None)
+
+
+def active_tracer(where: str) -> Tracer:
+    tracer = current_tracer()
+    if tracer is None:
+        raise RuntimeError(f"{where}: a traced array was used after its trace ended; traced arrays exist "
+                           "only while numtrace.trace runs the function")
+    return tracer
 
 
 class Tracer:
@@ -69,15 +101,12 @@ class Tracer:
         if getattr(_local, "tracer", None) is not None:
             raise RuntimeError("numtrace.trace was called while a trace is being recorded; "
                                "tracing inside a traced function is not supported")
-        from .interception import numpy_intercepted
-
         global active_count
         _local.tracer = self
         with _count_lock:
             active_count += 1
         try:
-            with numpy_intercepted():
-                yield self
+            yield self
         finally:
             _local.tracer = None
             with _count_lock:
@@ -85,13 +114,11 @@ class Tracer:
 
     # -- values entering the graph ----------------------------------------------------------
     def add_input(self, name: str, array: np.ndarray) -> Any:
-        from .proxy import TracedArray
-
         if not array.dtype.isnative:  # as a call would be: backends take native byte order only
             raise TypeError(f"input {name!r} has non-native byte order ({array.dtype.str}); convert it with "
                             "a.astype(a.dtype.newbyteorder('='))")
         value = self.graph.add_input(name, tensor_type_of(array, f"input {name!r}"))
-        return TracedArray(self, value, array)
+        return self.wrap(value, array)
 
     def state(self, array: Any) -> Any:
         """The traced input for a module parameter/buffer; arrays that are not traced state pass through."""
@@ -128,10 +155,7 @@ class Tracer:
 
     def value_of(self, obj: Any) -> Any:
         """The graph value for an op input: traced values as is, anything else as a new constant."""
-        from .proxy import TracedArray
-        from .traced_int import TracedScalar
-
-        if isinstance(obj, (TracedArray, TracedScalar)):
+        if isinstance(obj, TracedValue):
             return obj._graph_value(self)
         if isinstance(obj, (np.ndarray, np.generic)):
             return self.constant(obj)
@@ -213,27 +237,23 @@ class Tracer:
 
     def wrap(self, value: Any, concrete: Any) -> Any:
         """A traced value for graph value ``value`` whose eager result is ``concrete``."""
-        from .proxy import TracedArray
-        from .traced_int import TracedFloat, TracedInt
-
         vtype = value.type
+        of_kind = TracedValue._of_kind
         if isinstance(vtype, TensorType):
-            return TracedArray(self, value, np.asarray(concrete))
+            return of_kind["tensor"](self, value, np.asarray(concrete))
         if isinstance(vtype, ScalarType) and vtype.kind == "int":
-            return TracedInt(int(concrete), self, value)
+            return of_kind["int"](self, value, int(concrete))
         if isinstance(vtype, ScalarType) and vtype.kind == "float":
-            return TracedFloat(float(concrete), self, value)
+            return of_kind["float"](self, value, float(concrete))
         if isinstance(vtype, ScalarType) and vtype.kind == "bool":
             return bool(concrete)
         return concrete
 
 
 def _holds_traced(obj: Any) -> bool:
-    from .proxy import TracedArray
-
     if isinstance(obj, (list, tuple)):
         return any(_holds_traced(x) for x in obj)
-    return isinstance(obj, TracedArray)
+    return is_traced_array(obj)
 
 
 def tensor_type_of(array: np.ndarray, what: str) -> TensorType:
@@ -246,18 +266,12 @@ def tensor_type_of(array: np.ndarray, what: str) -> TensorType:
 
 def attr_value(value: Any, where: str) -> Any:
     """``value`` as a static attribute: NumPy scalars and traced ints become Python values, lists tuples."""
-    from .proxy import TracedArray
-    from .traced_int import TracedScalar
-
-    if isinstance(value, TracedScalar):
-        return value.guarded()  # baked into the node: the trace holds only for this value
+    if isinstance(value, TracedValue):
+        return value._static(where)  # a traced number is guarded: the trace holds only for this value
     if value is None or type(value) in (bool, int, float, complex, str, slice) or value is Ellipsis:
         if type(value) is slice:
             return slice(*(attr_value(v, where) for v in (value.start, value.stop, value.step)))
         return value
-    if isinstance(value, TracedArray):
-        raise TypeError(f"{where} must be a static value, but a traced array was given; numtrace "
-                        "records this argument as a constant of the graph")
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
     if isinstance(value, (int, np.integer)):

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from .traced_value import is_traced_array, unwrap
+
 
 class _OpView:
     """A view made by a registry op: re-read by recording the op again on the base's latest value."""
@@ -57,26 +59,22 @@ class Permuted(_OpView):
 def op_view(op: Any, func: Any, args: tuple, kwargs: dict, inputs: list, attrs: dict, result: Any) -> Any:
     """The recipe for ``result`` of registry op ``op`` if NumPy made it a view of its first input (a
     traced array), else None."""
-    from .proxy import TracedArray
-
     base = inputs[0] if inputs else None
-    if op.view is None or not isinstance(base, TracedArray) or not isinstance(result, TracedArray):
+    if op.view is None or not is_traced_array(base) or not is_traced_array(result):
         return None
-    if result._value.size == 0 or not np.shares_memory(result._value, base._value):
+    if result._concrete.size == 0 or not np.shares_memory(result._concrete, base._concrete):
         return None  # NumPy copied (``ravel`` of a transposed array): writes do not reach the base
     if op.view == "reshape":
         if attrs.get("order", "C") != "C":
             return None
         return Regrouped(op.name, inputs[1:], attrs)
-    perm = _permutation(func, args, kwargs, base._value)
+    perm = _permutation(func, args, kwargs, base._concrete)
     return None if perm is None else Permuted(op.name, inputs[1:], attrs, perm)
 
 
 def _permutation(func: Any, args: tuple, kwargs: dict, base: np.ndarray) -> tuple | None:
     """Which base axis each axis of ``func(base, ...)`` is, read from the strides of the same call on a
     stand-in whose axes all have distinct strides."""
-    from .dispatch import unwrap
-
     ndim = base.ndim
     probe = np.lib.stride_tricks.as_strided(np.zeros(ndim + 1), shape=(1,) * ndim,
                                             strides=tuple(8 * (i + 1) for i in range(ndim)))

@@ -1,6 +1,7 @@
 """numtrace's intermediate representation: typed SSA graphs and the op registry."""
 
-from numtrace_ir import dot, passes, registry, serialize
+# Importing `ops` registers every op: the op modules sit above the registry, so the package loads them.
+from numtrace_ir import dot, ops, passes, registry, serialize  # noqa: F401
 from numtrace_ir.backend import Backend, Executable
 from numtrace_ir.canonical import canonical_text, canonicalize, graphs_equal
 from numtrace_ir.dims import ShapeError

@@ -11,7 +11,10 @@ from __future__ import annotations
 import shutil
 import subprocess
 
+from numtrace_ir.attrs import Abbreviate, format_attr
+from numtrace_ir.graph import register_presentation
 from numtrace_ir.locations import display_location
+from numtrace_ir.printer import value_names
 
 __all__ = ["dot_available", "repr_svg", "to_dot", "to_svg"]
 
@@ -28,8 +31,6 @@ def _short(text: str, limit: int) -> str:
 
 
 def _attr_text(value) -> str:
-    from numtrace_ir.attrs import Abbreviate, format_attr
-
     return format_attr(value, Abbreviate(4))
 
 
@@ -39,8 +40,6 @@ def to_dot(graph, *, name: str = "graph", attrs: bool = True, max_attr_chars: in
     `attrs=False` leaves node attributes out of the labels; each attribute's text is cut at
     `max_attr_chars` characters (large constants are abbreviated as in ``str(graph)``).
     """
-    from numtrace_ir.printer import value_names
-
     names = value_names(graph)
     producer: dict = {}
     lines = [f"digraph {_quote(name)} {{",
@@ -111,3 +110,7 @@ def repr_svg(graph) -> str | None:
         return to_svg(graph)
     except RuntimeError:
         return None
+
+
+register_presentation("to_dot", to_dot)
+register_presentation("repr_svg", repr_svg)

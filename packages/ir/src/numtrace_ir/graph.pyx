@@ -18,7 +18,9 @@ from cpython.ref cimport PyObject
 from numtrace_ir.attrs cimport check_attr
 from numtrace_ir.types cimport TensorType, Type
 
-__all__ = ["Graph", "LintError", "Node", "Value"]
+from numtrace_ir.registry import get as _registry_get
+
+__all__ = ["Graph", "LintError", "Node", "Value", "register_presentation"]
 
 
 class LintError(ValueError):
@@ -36,6 +38,24 @@ cdef set _valid_attr_names = set()
 cdef set _valid_locs = set()
 # Op name -> its registry rule (the bound `OpDef.infer`).
 cdef dict _infer_of = {}
+# How graphs are shown and rebuilt (text, drawing, parsing) is the job of the modules above this one
+# (printer, dot, parser): each registers its functions here when imported, and `numtrace_ir` imports
+# them all, so a graph can be printed, drawn and pickled without this module importing them.
+cdef dict _presentation = {}
+
+
+def register_presentation(str name, object func):
+    """Make `func` what the graph classes call for `name` (``format_node``, ``display_text``,
+    ``format_graph``, ``to_dot``, ``repr_svg``, ``parse``); called by the modules that define them."""
+    _presentation[name] = func
+
+
+cdef object _presented(str name):
+    try:
+        return _presentation[name]
+    except KeyError:
+        raise RuntimeError(f"numtrace_ir.graph: {name} is defined by a module that registers it when "
+                           "imported; import numtrace_ir first") from None
 
 
 cpdef str check_value_name(object name):
@@ -92,11 +112,10 @@ cdef dict _checked_attrs(str op, dict attrs):
 
 
 cpdef tuple infer_types(str op, tuple input_types, dict attrs):
-    """The output types of `op` by its registry rule (imported lazily: the registry imports the graph)."""
+    """The output types of `op` by its registry rule."""
     infer = _infer_of.get(op)
     if infer is None:
-        from numtrace_ir.registry import get
-        infer = _infer_of[op] = get(op).infer  # a name is registered once, so this never goes stale
+        infer = _infer_of[op] = _registry_get(op).infer  # a name is registered once, so this never goes stale
     return _check_types(op, infer(input_types, attrs))
 
 
@@ -303,8 +322,7 @@ cdef class Node:
         self._inputs = self._inputs[:i] + (value,) + self._inputs[i + 1:]
 
     def __str__(self):
-        from numtrace_ir.printer import format_node
-        return format_node(self)
+        return _presented("format_node")(self)
 
     def __repr__(self):
         return f"<Node {self.op} at {self._loc or 'unknown location'}>"
@@ -622,31 +640,26 @@ cdef class Graph:
 
     def __str__(self):
         # For reading: large constants abbreviated, locations shortened (format_graph gives the full text).
-        from numtrace_ir.printer import display_text
-        return display_text(self)
+        return _presented("display_text")(self)
 
     def to_dot(self, **options):
         """This graph in Graphviz DOT (see `numtrace_ir.dot.to_dot`)."""
-        from numtrace_ir.dot import to_dot
-        return to_dot(self, **options)
+        return _presented("to_dot")(self, **options)
 
     def _repr_svg_(self):
         # Jupyter: a drawing when Graphviz `dot` is installed (None lets it fall back to the text).
-        from numtrace_ir.dot import repr_svg
-        return repr_svg(self)
+        return _presented("repr_svg")(self)
 
     def __reduce__(self):
         # Pickling and deepcopy go through the full text form, the one serialization of a graph.
-        from numtrace_ir.printer import format_graph
-        return (_graph_from_text, (format_graph(self),))
+        return (_graph_from_text, (_presented("format_graph")(self),))
 
     def __repr__(self):
         return f"<Graph: {len(self._inputs)} inputs, {self._len} nodes, {len(self._outputs)} outputs>"
 
 
 def _graph_from_text(text):
-    from numtrace_ir.parser import parse
-    return parse(text)
+    return _presented("parse")(text)
 
 
 cdef unsigned long long _lint_run = 0

@@ -13,7 +13,7 @@ from numtrace_ir.graph cimport Graph, Node, Value
 from numtrace_ir.types cimport TensorType
 
 from numtrace_ir.attrs import MAX_ATTR_DEPTH
-from numtrace_ir.graph import check_value_name
+from numtrace_ir.graph import check_value_name, register_presentation
 from numtrace_ir.types import SCALAR_KINDS, ScalarType, TupleType, check_dim, dtype_from_name
 
 __all__ = ["ParseError", "parse"]
@@ -527,3 +527,6 @@ def parse(str text not None, *, arrays=None):
     `numtrace_ir.serialize` keep their array attributes outside the text).
     """
     return _Parser(arrays).run(text)
+
+
+register_presentation("parse", parse)

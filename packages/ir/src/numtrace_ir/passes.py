@@ -1,4 +1,5 @@
-"""Graph passes, in place: dead-code elimination and common-subexpression elimination.
+"""Graph passes, in place: dead-code elimination, common-subexpression elimination, and decomposition
+of the ops a backend does not lower into the simpler ops they are made of.
 
 Nondeterministic ops (random draws) follow trace semantics: an unused draw may be dropped (its value
 can never be observed), but two draws are never merged, however alike.
@@ -7,18 +8,18 @@ can never be observed), but two draws are never merged, however alike.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Collection
 
 import numpy as np
 
 from numtrace_ir.attrs import format_attr
 from numtrace_ir.graph import Graph
+from numtrace_ir.registry import UnknownOpError, get
 
-__all__ = ["cse", "dce"]
+__all__ = ["cse", "dce", "decompose"]
 
 
 def _nondeterministic(op: str) -> bool:
-    from numtrace_ir.registry import UnknownOpError, get
-
     try:
         return get(op).nondeterministic
     except UnknownOpError:
@@ -26,8 +27,6 @@ def _nondeterministic(op: str) -> bool:
 
 
 def _effect(op: str) -> bool:
-    from numtrace_ir.registry import UnknownOpError, get
-
     try:
         return get(op).effect
     except UnknownOpError:
@@ -80,3 +79,39 @@ def cse(g: Graph) -> int:
         g.erase_node(n)
         removed += 1
     return removed
+
+
+def decompose(g: Graph, supported: Collection) -> int:
+    """Rewrite every node whose op (an `OpDef`) has a ``decompose`` and is not in `supported` (the ops
+    the calling backend lowers itself) into the simpler ops it is made of, until none is left (a
+    decomposition may use ops that decompose further); returns how many nodes were rewritten.
+
+    Rewriting once here, before a backend sees the graph, means no backend special-cases ``clip`` or
+    ``divmod``. A node with no exact rewrite for its inputs (``decompose`` returns None, or values of
+    other types than the node's) is left as it is, for the backend to run or refuse by name."""
+    from numtrace_ir.registry import UnknownOpError, get
+
+    total = 0
+    while True:
+        rewritten = 0
+        for node in list(g.nodes):
+            try:
+                op = get(node.op)
+            except UnknownOpError:
+                continue
+            if op.decompose is None or op in supported:
+                continue
+            before = {id(n) for n in g.nodes}
+            with g.inserting_before(node):
+                new = op.decompose(g, node)
+            if new is None or [v.type for v in new] != [v.type for v in node.outputs]:
+                for n in reversed([n for n in g.nodes if id(n) not in before]):
+                    g.erase_node(n)
+                continue
+            for old, value in zip(node.outputs, new):
+                old.replace_all_uses_with(value)
+            g.erase_node(node)
+            rewritten += 1
+        total += rewritten
+        if not rewritten:
+            return total

@@ -13,8 +13,11 @@ forms and saved files use it.
 from numtrace_ir.attrs cimport format_attr
 
 from numtrace_ir.attrs import Abbreviate
+from numtrace_ir.guards import guard_text
 from numtrace_ir.locations import display_location
 from numtrace_ir.graph cimport Graph, Node, Value
+
+from numtrace_ir.graph import register_presentation
 
 __all__ = ["SHOWN_ELEMENTS", "display_text", "format_graph", "format_node", "value_names"]
 
@@ -107,8 +110,6 @@ cpdef str format_graph(Graph g, object array_ref=None, bint debug_names=True, bi
 cdef list _guard_comments(Graph g):
     """`# guard: x.shape[0] == 5` lines under the header: what the graph was specialized on at a glance
     (the `prim.guard` nodes below are the guards themselves; the parser skips comment lines)."""
-    from numtrace_ir.guards import guard_text
-
     cdef Node n = g._head
     cdef list lines = []
     while n is not None:
@@ -132,3 +133,8 @@ def format_node(Node n, bint display=False):
 def display_text(Graph g):
     """`str(g)`: the text IR for reading (see the module docstring)."""
     return format_graph(g, None, True, True, True)
+
+
+register_presentation("format_node", format_node)
+register_presentation("display_text", display_text)
+register_presentation("format_graph", format_graph)

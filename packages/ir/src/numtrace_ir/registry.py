@@ -1,7 +1,7 @@
 """The op registry: one `OpDef` per op holds its schema, shape/dtype rule, NumPy reference, the NumPy
 callables that trace to it, and its sample inputs. Nothing about an op lives anywhere else.
 
-Op definitions are grouped by family in `numtrace_ir.ops`; importing this module registers them all.
+Op definitions are grouped by family in `numtrace_ir.ops`; importing `numtrace_ir` registers them all.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from numtrace_ir.types import ScalarType, TensorType, Type
 
 __all__ = [
     "KINDS",
+    "REDUCTION_KINDS",
     "REQUIRED",
     "Attr",
     "Input",
@@ -27,7 +28,6 @@ __all__ = [
     "all_ops",
     "for_numpy",
     "get",
-    "markdown_table",
     "register",
     "register_target",
 ]
@@ -44,6 +44,11 @@ KINDS = (
     "prim",
     "other",
 )
+
+
+# What a reduction computes, for backends that fold reductions into kernels (`OpDef.reduction`).
+REDUCTION_KINDS = ("sum", "prod", "max", "min", "any", "all", "mean", "var", "std", "argmax", "argmin",
+                   "cumsum", "cumprod")
 
 
 class UnknownOpError(KeyError):
@@ -146,6 +151,9 @@ class OpDef:
         "data_dependent_shape",
         "effect",
         "view",
+        "ufunc",
+        "reduction",
+        "decompose",
         "doc",
         "_sample_fn",
         "_binder",
@@ -170,6 +178,9 @@ class OpDef:
         data_dependent_shape: bool = False,
         effect: bool = False,
         view: str | None = None,
+        ufunc: Any = None,
+        reduction: str | None = None,
+        decompose: Callable | None = None,
         doc: str = "",
         binder: Callable | None = None,
         memo_key: Callable[[dict | None], Any] | None = None,
@@ -192,6 +203,19 @@ class OpDef:
         if view not in (None, "reshape", "permute"):
             raise ValueError(f"op {name}: view must be None, 'reshape' or 'permute', got {view!r}")
         self.view = view
+        # The NumPy ufunc whose loop computes this op (dtype resolution and values), for elementwise ops
+        # that are one: a backend reads its loops and name from it instead of from the op's name.
+        self.ufunc = ufunc
+        # What a reduction (or scan) computes (one of REDUCTION_KINDS): np.sum and np.add.reduce are
+        # both "sum"; a backend keys its reduction kernels by this.
+        if reduction is not None and reduction not in REDUCTION_KINDS:
+            raise ValueError(f"op {name}: reduction must be one of {REDUCTION_KINDS}, got {reduction!r}")
+        self.reduction = reduction
+        # ``decompose(graph, node) -> list[Value] | None``: the node rebuilt from simpler registry ops
+        # (created at the graph's insertion point), one value per output of the same type, or None
+        # where no exact rewrite exists for these inputs. `numtrace_ir.passes.decompose` applies it
+        # for backends that do not lower the op themselves.
+        self.decompose = decompose
         self.doc = doc
         self._sample_fn = samples
         # A call convention the schema cannot express (``x[key]``): args, kwargs -> inputs, attrs.
@@ -417,6 +441,9 @@ class OpDef:
             data_dependent_shape=self.data_dependent_shape,
             effect=self.effect,
             view=self.view,
+            ufunc=self.ufunc,
+            reduction=self.reduction,
+            decompose=self.decompose,
             doc=self.doc,
             binder=binder or self._binder,
             memo_key=self._memo_key,
@@ -471,37 +498,3 @@ def for_numpy(func: Any, method: str = "__call__") -> OpDef | None:
         return _NUMPY.get((func, method))
     except TypeError:  # unhashable callable
         return None
-
-
-def markdown_table() -> str:
-    """The table of ops in `docs/ops.md`: name, kind, inputs, attrs, dtypes sampled, flags."""
-    from numtrace_ir.testing import sampled_dtypes  # testing imports the registry
-
-    rows = ["| op | kind | inputs | attributes | dtypes tested | notes |", "|---|---|---|---|---|---|"]
-    for op in all_ops():
-        ins = ", ".join(
-            (f"*{p.name}" if isinstance(p, Inputs) else p.name + ("?" if p.optional else ""))
-            for p in op.params
-            if isinstance(p, (Input, Inputs))
-        )
-        attrs = ", ".join(
-            f"{p.name}" if p.default is REQUIRED else f"{p.name}={p.default!r}"
-            for p in op.params
-            if isinstance(p, Attr)
-        )
-        notes = ", ".join(
-            n
-            for n, on in (
-                ("nondeterministic", op.nondeterministic),
-                ("data-dependent shape", op.data_dependent_shape),
-                ("guard", op.effect),
-                (f"{op.view} view", op.view is not None),
-            )
-            if on
-        )
-        dts = " ".join(sampled_dtypes(op))
-        rows.append(f"| `{op.name}` | {op.kind} | {ins} | {attrs.replace('|', '&#124;')} | {dts} | {notes} |")
-    return "\n".join(rows) + "\n"
-
-
-import numtrace_ir.ops  # noqa: E402,F401  (registers every op; the op modules import this module)

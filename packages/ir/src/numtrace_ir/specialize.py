@@ -14,6 +14,7 @@ import numpy as np
 from numtrace_ir import dims
 from numtrace_ir.graph import Graph, infer_types
 from numtrace_ir.guards import GuardError, guard_text
+from numtrace_ir.ops.prim import dynamic_call
 from numtrace_ir.registry import UnknownOpError, get
 from numtrace_ir.types import ScalarType, TensorType, Type
 
@@ -156,8 +157,6 @@ def _fold_dynamic_attrs(inputs: list, attrs: dict, known: dict) -> tuple[str, li
     numbers = inputs[len(inputs) - k :]
     if not all(v in known for v in numbers):
         return "prim.dynamic", inputs, attrs
-    from numtrace_ir.ops.prim import dynamic_call
-
     op, op_inputs, filled = dynamic_call(attrs, [*inputs[: len(inputs) - k], *(known[v] for v in numbers)])
     return op.name, op_inputs, filled
 

@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 
 from numtrace_ir import registry
+from numtrace_ir.graph import Graph
+from numtrace_ir.interpreter import Interpreter
 from numtrace_ir.registry import OpDef, Sample
 from numtrace_ir.types import ScalarType, TensorType, Type, normalize_dtype
 
@@ -69,19 +71,14 @@ def reference_outputs(op: OpDef, sample: Sample) -> tuple:
 
 
 def run_reference(graph: Any, inputs: Iterable[Any]) -> tuple:
-    """The graph's outputs computed node by node with each op's NumPy reference (the test oracle)."""
-    env = dict(zip(graph.inputs, inputs))
-    for node in graph.nodes:
-        out = registry.get(node.op).reference(*[env[v] for v in node.inputs], **node.attrs)
-        env.update(zip(node.outputs, out if len(node.outputs) > 1 else (out,)))
-    return tuple(env[v] for v in graph.outputs)
+    """The graph's outputs computed node by node with each op's NumPy reference (the test oracle), as
+    the references return them (see `numtrace_ir.interpreter.Interpreter.run`)."""
+    return tuple(Interpreter(graph).run(*inputs))
 
 
 def build_graph(op: OpDef, sample: Sample, inputs: Iterable[Any] | None = None):
     """A graph with one input per sample input (typed from the values, or from `inputs` when given:
     types or values) and one node of `op`, whose outputs are the graph's outputs."""
-    from numtrace_ir.graph import Graph
-
     g = Graph()
     values = [
         g.add_input(f"x{i}", v if isinstance(v, Type) else type_of(v))

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from numtrace_ir import passes
 from numtrace_ir.specialize import specialize
 
+from .coverage import LOWERED
 from .device_memory import available_allocator_name, interpreter_enabled, select_allocator
 from .emit_body import Tuning
 from .executable import TritonExecutable
@@ -22,7 +24,9 @@ def generate(graph, input_types: Sequence, tuning: Tuning | None = None) -> Plan
     """
     if tuning is None:
         tuning = Tuning.interpreter() if interpreter_enabled() else Tuning.gpu()
-    return plan_graph(specialize(graph, input_types), tuning)
+    g = specialize(graph, input_types)
+    passes.decompose(g, LOWERED)  # np.clip, np.divmod into the ops they are made of
+    return plan_graph(g, tuning)
 
 
 class Backend:

@@ -4,17 +4,22 @@ is neither lowered nor listed here."""
 
 from __future__ import annotations
 
+from numtrace_ir import registry
+from numtrace_ir.registry import REDUCTION_KINDS, OpDef
+
 from .elementwise import LOWERINGS
 from .movement import SAME_VALUE, VIEW_RULES
 
 __all__ = [
     "CONTRACTIONS",
+    "LOWERED",
     "PARTIAL",
     "REDUCTIONS",
     "UNLOWERED",
     "UNLOWERED_KINDS",
     "VIEW_OPS",
     "is_lowered",
+    "outer_base",
     "unlowered_reason",
 ]
 
@@ -81,25 +86,13 @@ PARTIAL: dict[str, str] = {
     "np.setitem": "writing through array indices (a scatter) is not lowered",
     "np.ravel": "copies data here (not a view)",  # order="F"
     "np.pad": "np.pad with per-axis constant values is not lowered",
+    # Kept whole by passes.decompose: whether NumPy drops, clamps by or rejects the bound depends on it.
+    "np.clip": "np.clip of an integer array with a runtime Python int bound (not a constant) is not lowered",
     **{name: f"{name} with initial= is not lowered" for name in ("np.sum", "np.prod", "np.max", "np.min")},
 }
 
-# Reductions and what they become in a reduction kernel (mean, var, std are built from sums).
-REDUCTIONS = {
-    "np.sum": "sum",
-    "np.prod": "prod",
-    "np.max": "max",
-    "np.min": "min",
-    "np.any": "any",
-    "np.all": "all",
-    "np.argmax": "argmax",
-    "np.argmin": "argmin",
-    "np.cumsum": "cumsum",
-    "np.cumprod": "cumprod",
-    "np.mean": "mean",
-    "np.var": "var",
-    "np.std": "std",
-}
+# Reductions (`OpDef.reduction`) the reduction kernels compute (mean, var, std are built from sums).
+REDUCTIONS = frozenset(REDUCTION_KINDS)
 CONTRACTIONS = frozenset({"np.matmul", "np.dot"})  # np.dot: up to 2-D operands
 # Ops evaluated at compile time: shape arithmetic, constants, and *_like/full creation.
 FOLDED_KINDS = frozenset({"prim", "scalar", "creation"})
@@ -108,22 +101,39 @@ FOLDED_KINDS = frozenset({"prim", "scalar", "creation"})
 VIEW_OPS = frozenset(VIEW_RULES) | SAME_VALUE | {"np.concatenate", "np.stack", "np.pad", "np.setitem"}
 
 
+def outer_base(op: OpDef) -> OpDef | None:
+    """The ufunc op whose lowering an ``np.<ufunc>.outer`` op uses (on A's dims, then B's), else None."""
+    return registry.get(op.name[: -len(".outer")]) if op.name.endswith(".outer") else None
+
+
 def unlowered_reason(op) -> str | None:
     """Why registry op ``op`` (an ``OpDef``) is not lowered, or None when it is listed nowhere."""
     return UNLOWERED.get(op.name) or UNLOWERED_KINDS.get(op.kind)
 
 
 def is_lowered(op) -> bool:
-    """Whether the backend lowers registry op ``op`` (an ``OpDef``)."""
+    """Whether the backend runs registry op ``op`` (an ``OpDef``): itself, or decomposed into ops it
+    lowers by `numtrace_ir.passes.decompose` (see `LOWERED`)."""
+    return _lowers_itself(op) or (op.decompose is not None and unlowered_reason(op) is None)
+
+
+def _lowers_itself(op) -> bool:
     if unlowered_reason(op) is not None:
         return False
     if op.kind == "elementwise":
-        base = op.name[: -len(".outer")] if op.name.endswith(".outer") else op.name
-        return base in LOWERINGS or f"{base}#0" in LOWERINGS
+        base = outer_base(op) or op
+        return base in LOWERINGS or (base, 0) in LOWERINGS
     if op.kind == "reduction":
-        return op.name in REDUCTIONS
+        return op.reduction in REDUCTIONS
     if op.kind == "contraction":
         return op.name in CONTRACTIONS
     if op.kind in ("movement", "index"):
         return op.name in VIEW_OPS
     return op.kind in FOLDED_KINDS
+
+
+# The ops the backend lowers itself; `passes.decompose` rewrites the others that have a decomposition.
+LOWERED = frozenset(op for op in registry.all_ops() if _lowers_itself(op))
+# Every op named in the tables above is a registry op: a misspelt name fails here, at import.
+for _name in (*UNLOWERED, *PARTIAL, *CONTRACTIONS, *VIEW_OPS):
+    registry.get(_name)

@@ -1,6 +1,6 @@
 """Lowering of elementwise ops to Triton expressions, with NumPy's edge cases.
 
-One table, :data:`LOWERINGS`, maps a registry op name to a function that
+One table, :data:`LOWERINGS`, maps a registry op (an ``OpDef``) to a function that
 writes the op into a :class:`~numtrace_triton.source_writer.SourceWriter` and
 returns the expression of its result (already of the node's output dtype).
 
@@ -19,6 +19,8 @@ import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
+from numtrace_ir import registry
+from numtrace_ir.registry import OpDef
 
 from .dtypes import compute_float
 from .source_writer import SourceWriter
@@ -28,13 +30,25 @@ __all__ = ["LOWERINGS", "Arg", "Lowering"]
 Arg = tuple[str, np.dtype]  # (expression, dtype)
 Lowering = Callable[[SourceWriter, Sequence[Arg], dict, np.dtype], str]
 
-LOWERINGS: dict[str, Lowering] = {}
+# Keyed by registry op (a ufunc stands for the op it traces to; any other op is named); a multi-output
+# op has one lowering per output, keyed ``(op, output index)``.
+LOWERINGS: dict[OpDef | tuple[OpDef, int], Lowering] = {}
 
 
-def _register(*names: str) -> Callable[[Lowering], Lowering]:
+def _opdef(op: np.ufunc | str) -> OpDef:
+    """The registry op of a ufunc or op name: a typo or a ufunc the registry lacks fails at import."""
+    if isinstance(op, np.ufunc):
+        found = registry.for_numpy(op)
+        if found is None or found.ufunc is not op:
+            raise LookupError(f"no registry op computes the ufunc {op.__name__}")
+        return found
+    return registry.get(op)
+
+
+def _register(*ops: np.ufunc | str) -> Callable[[Lowering], Lowering]:
     def deco(fn: Lowering) -> Lowering:
-        for name in names:
-            LOWERINGS[name] = fn
+        for op in ops:
+            LOWERINGS[_opdef(op)] = fn
         return fn
 
     return deco
@@ -70,37 +84,27 @@ def _binary(symbol: str, bool_symbol: str | None = None) -> Lowering:
     return lower
 
 
-for _name, _sym, _bool_sym in (("np.add", "+", "|"), ("np.subtract", "-", None), ("np.multiply", "*", "&")):
+for _name, _sym, _bool_sym in ((np.add, "+", "|"), (np.subtract, "-", None), (np.multiply, "*", "&")):
     _register(_name)(_binary(_sym, _bool_sym))
 
 
-@_register("np.true_divide", "np.divide")
+@_register(np.divide)
 def _divide(w, args, attrs, out):
     a, b = (_as(w, x, out) for x in args)
     return f"{a} / {b}"
 
 
-@_register("np.divmod#0")
-def _divmod_quotient(w, args, attrs, out):
-    return LOWERINGS["np.floor_divide"](w, args, attrs, out)
-
-
-@_register("np.divmod#1")
-def _divmod_remainder(w, args, attrs, out):
-    return LOWERINGS["np.remainder"](w, args, attrs, out)
-
-
-@_register("np.negative")
+@_register(np.negative)
 def _negative(w, args, attrs, out):
     return f"-{_as(w, args[0], out)}"
 
 
-@_register("np.positive", "np.conjugate")
+@_register(np.positive, np.conjugate)
 def _positive(w, args, attrs, out):
     return _as(w, args[0], out)
 
 
-@_register("np.absolute", "np.abs", "np.fabs")
+@_register(np.absolute, np.fabs)
 def _absolute(w, args, attrs, out):
     x = _as(w, args[0], out)
     if out.kind == "b" or out.kind == "u":
@@ -108,13 +112,13 @@ def _absolute(w, args, attrs, out):
     return f"tl.abs({x})"
 
 
-@_register("np.square")
+@_register(np.square)
 def _square(w, args, attrs, out):
     x = _named(w, _as(w, args[0], out))
     return f"{x} & {x}" if out.kind == "b" else f"{x} * {x}"
 
 
-@_register("np.reciprocal")
+@_register(np.reciprocal)
 def _reciprocal(w, args, attrs, out):
     x = _as(w, args[0], out)
     if out.kind in "iu":
@@ -129,7 +133,7 @@ def _reciprocal(w, args, attrs, out):
     return f"{w.const(1, out)} / {x}"
 
 
-@_register("np.sign")
+@_register(np.sign)
 def _sign(w, args, attrs, out):
     x = _named(w, _as(w, args[0], out))
     one, zero = w.const(1, out), w.const(0, out)
@@ -150,22 +154,10 @@ def _nan_aware_extreme(pick: str, ignore_nan: bool) -> Lowering:
     return lower
 
 
-_register("np.maximum")(_nan_aware_extreme("maximum", False))
-_register("np.minimum")(_nan_aware_extreme("minimum", False))
-_register("np.fmax")(_nan_aware_extreme("maximum", True))
-_register("np.fmin")(_nan_aware_extreme("minimum", True))
-
-
-@_register("np.clip")
-def _clip(w, args, attrs, out):
-    # np.clip(x, lo, hi) == minimum(maximum(x, lo), hi), NaN-propagating; a bound given as None is omitted.
-    omitted = attrs.get("omitted", ())
-    x, bounds = args[0], list(args[1:])
-    if "a_min" not in omitted:
-        x = (w.let(LOWERINGS["np.maximum"](w, [x, bounds.pop(0)], {}, out)), out)
-    if "a_max" not in omitted:
-        x = (w.let(LOWERINGS["np.minimum"](w, [x, bounds.pop(0)], {}, out)), out)
-    return _as(w, x, out)
+_register(np.maximum)(_nan_aware_extreme("maximum", False))
+_register(np.minimum)(_nan_aware_extreme("minimum", False))
+_register(np.fmax)(_nan_aware_extreme("maximum", True))
+_register(np.fmin)(_nan_aware_extreme("minimum", True))
 
 
 def _int_floor_divmod(w: SourceWriter, a: str, b: str, dtype: np.dtype) -> tuple[str, str]:
@@ -198,7 +190,7 @@ def _float_divmod(w: SourceWriter, a: str, b: str, dtype: np.dtype) -> tuple[str
     return floordiv, mod
 
 
-@_register("np.floor_divide")
+@_register(np.floor_divide)
 def _floor_divide(w, args, attrs, out):
     a, b = (_named(w, _as(w, x, out)) for x in args)
     if out.kind == "b":
@@ -206,7 +198,7 @@ def _floor_divide(w, args, attrs, out):
     return (_float_divmod if out.kind == "f" else _int_floor_divmod)(w, a, b, out)[0]
 
 
-@_register("np.remainder", "np.mod")
+@_register(np.remainder)
 def _remainder(w, args, attrs, out):
     a, b = (_named(w, _as(w, x, out)) for x in args)
     if out.kind == "b":
@@ -214,7 +206,7 @@ def _remainder(w, args, attrs, out):
     return (_float_divmod if out.kind == "f" else _int_floor_divmod)(w, a, b, out)[1]
 
 
-@_register("np.fmod")
+@_register(np.fmod)
 def _fmod(w, args, attrs, out):
     a, b = (_named(w, _as(w, x, out)) for x in args)
     if out.kind == "f":
@@ -275,7 +267,7 @@ def _int_pow(w: SourceWriter, a: str, b: str, dtype: np.dtype) -> str:
     return _where(f"{b} < {zero}", negative, result)
 
 
-@_register("np.power", "np.float_power")
+@_register(np.power, np.float_power)
 def _power(w, args, attrs, out):
     a, b = (_named(w, _as(w, x, out)) for x in args)
     if out.kind == "f":
@@ -348,44 +340,42 @@ def _cosh(w: SourceWriter, x: str, dt: np.dtype) -> str:
     return f"{w.const(0.5, dt)} * ({e} + {w.const(1.0, dt)} / {e})"
 
 
-_FLOAT_UNARY: dict[str, Callable[[SourceWriter, str, np.dtype], str]] = {
-    "np.exp": lambda w, x, dt: f"tl.exp({x})",
-    "np.exp2": lambda w, x, dt: f"tl.exp2({x})",
-    "np.log": lambda w, x, dt: f"tl.log({x})",
-    "np.log2": lambda w, x, dt: f"tl.log2({x})",
-    "np.log10": lambda w, x, dt: f"tl.log({x}) * {w.const(1 / math.log(10), dt)}",
-    "np.sqrt": lambda w, x, dt: f"tl.sqrt_rn({x})" if dt == np.float32 else f"tl.sqrt({x})",
-    "np.cbrt": lambda w, x, dt: _where(
+_FLOAT_UNARY: dict[np.ufunc, Callable[[SourceWriter, str, np.dtype], str]] = {
+    np.exp: lambda w, x, dt: f"tl.exp({x})",
+    np.exp2: lambda w, x, dt: f"tl.exp2({x})",
+    np.log: lambda w, x, dt: f"tl.log({x})",
+    np.log2: lambda w, x, dt: f"tl.log2({x})",
+    np.log10: lambda w, x, dt: f"tl.log({x}) * {w.const(1 / math.log(10), dt)}",
+    np.sqrt: lambda w, x, dt: f"tl.sqrt_rn({x})" if dt == np.float32 else f"tl.sqrt({x})",
+    np.cbrt: lambda w, x, dt: _where(
         f"{x} < 0",
         f"-tl.exp2(tl.log2(-{x}) / {w.const(3.0, dt)})",
         _where(f"{x} == 0", x, f"tl.exp2(tl.log2({x}) / {w.const(3.0, dt)})"),
     ),
-    "np.sin": lambda w, x, dt: f"tl.sin({x})",
-    "np.cos": lambda w, x, dt: f"tl.cos({x})",
-    "np.tan": lambda w, x, dt: f"tl.sin({x}) / tl.cos({x})",
-    "np.expm1": _expm1,
-    "np.log1p": _log1p,
-    "np.tanh": _tanh,
-    "np.sinh": _sinh,
-    "np.cosh": _cosh,
-    "np.arcsinh": lambda w, x, dt: _arcsinh(w, x, dt),
-    "np.arctan": lambda w, x, dt: _atan(w, x, dt),
-    "np.arcsin": lambda w, x, dt: _asin(w, x, dt),
-    "np.arccos": lambda w, x, dt: _acos(w, x, dt),
-    "np.arccosh": lambda w, x, dt: (
+    np.sin: lambda w, x, dt: f"tl.sin({x})",
+    np.cos: lambda w, x, dt: f"tl.cos({x})",
+    np.tan: lambda w, x, dt: f"tl.sin({x}) / tl.cos({x})",
+    np.expm1: _expm1,
+    np.log1p: _log1p,
+    np.tanh: _tanh,
+    np.sinh: _sinh,
+    np.cosh: _cosh,
+    np.arcsinh: lambda w, x, dt: _arcsinh(w, x, dt),
+    np.arctan: lambda w, x, dt: _atan(w, x, dt),
+    np.arcsin: lambda w, x, dt: _asin(w, x, dt),
+    np.arccos: lambda w, x, dt: _acos(w, x, dt),
+    np.arccosh: lambda w, x, dt: (
         f"tl.log({x} + tl.sqrt({x} - {w.const(1.0, dt)}) * tl.sqrt({x} + {w.const(1.0, dt)}))"
     ),
-    "np.arctanh": lambda w, x, dt: (
+    np.arctanh: lambda w, x, dt: (
         f"{w.const(0.5, dt)} * (" + _log1p(w, x, dt) + " - " + _log1p(w, f"-{x}", dt) + ")"
     ),
-    "np.floor": lambda w, x, dt: f"tl.floor({x})",
-    "np.ceil": lambda w, x, dt: f"tl.ceil({x})",
-    "np.trunc": lambda w, x, dt: _where(f"{x} < 0", f"tl.ceil({x})", f"tl.floor({x})"),
-    "np.rint": lambda w, x, dt: _round_half_even(w, x, dt),
-    "np.deg2rad": lambda w, x, dt: f"{x} * {w.const(math.pi / 180, dt)}",
-    "np.radians": lambda w, x, dt: f"{x} * {w.const(math.pi / 180, dt)}",
-    "np.rad2deg": lambda w, x, dt: f"{x} * {w.const(180 / math.pi, dt)}",
-    "np.degrees": lambda w, x, dt: f"{x} * {w.const(180 / math.pi, dt)}",
+    np.floor: lambda w, x, dt: f"tl.floor({x})",
+    np.ceil: lambda w, x, dt: f"tl.ceil({x})",
+    np.trunc: lambda w, x, dt: _where(f"{x} < 0", f"tl.ceil({x})", f"tl.floor({x})"),
+    np.rint: lambda w, x, dt: _round_half_even(w, x, dt),
+    np.deg2rad: lambda w, x, dt: f"{x} * {w.const(math.pi / 180, dt)}",
+    np.rad2deg: lambda w, x, dt: f"{x} * {w.const(180 / math.pi, dt)}",
 }
 
 
@@ -455,11 +445,11 @@ def _rounding(body: Callable[[SourceWriter, str, np.dtype], str]) -> Lowering:
     return lower
 
 
-for _name in ("np.floor", "np.ceil", "np.trunc", "np.rint"):
+for _name in (np.floor, np.ceil, np.trunc, np.rint):
     _register(_name)(_rounding(_FLOAT_UNARY[_name]))
 
 
-@_register("np.logaddexp")
+@_register(np.logaddexp)
 def _logaddexp(w, args, attrs, out):
     work = compute_float(out)
     a, b = (_named(w, _as(w, x, work)) for x in args)
@@ -469,7 +459,7 @@ def _logaddexp(w, args, attrs, out):
     return w.cast(w.let(res), work, out)
 
 
-@_register("np.hypot")
+@_register(np.hypot)
 def _hypot(w, args, attrs, out):
     work = compute_float(out)
     a, b = (w.let(f"tl.abs({_as(w, x, work)})") for x in args)
@@ -487,7 +477,7 @@ def _hypot(w, args, attrs, out):
     return w.cast(w.let(res), work, out)
 
 
-@_register("np.arctan2")
+@_register(np.arctan2)
 def _arctan2(w, args, attrs, out):
     """C's atan2, special cases included: signed zeros pick the half-plane, inf/inf gives pi/4 multiples."""
     work = compute_float(out)
@@ -504,7 +494,7 @@ def _arctan2(w, args, attrs, out):
     return w.cast(w.let(res), work, out)
 
 
-@_register("np.copysign")
+@_register(np.copysign)
 def _copysign(w, args, attrs, out):
     work = compute_float(out)
     a, b = (_named(w, _as(w, x, work)) for x in args)
@@ -512,7 +502,7 @@ def _copysign(w, args, attrs, out):
     return w.cast(_where(neg, "-tl.abs(" + a + ")", f"tl.abs({a})"), work, out)
 
 
-@_register("np.logaddexp2")
+@_register(np.logaddexp2)
 def _logaddexp2(w, args, attrs, out):
     work = compute_float(out)
     a, b = (_named(w, _as(w, x, work)) for x in args)
@@ -524,7 +514,7 @@ def _logaddexp2(w, args, attrs, out):
     return w.cast(w.let(res), work, out)
 
 
-@_register("np.heaviside")
+@_register(np.heaviside)
 def _heaviside(w, args, attrs, out):
     x, h = (_named(w, _as(w, a, out)) for a in args)
     zero, one = w.const(0, out), w.const(1, out)
@@ -551,7 +541,7 @@ def _modf(part: int) -> Lowering:
     return lower
 
 
-LOWERINGS["np.modf#0"], LOWERINGS["np.modf#1"] = _modf(0), _modf(1)
+LOWERINGS[(_opdef(np.modf), 0)], LOWERINGS[(_opdef(np.modf), 1)] = _modf(0), _modf(1)
 
 
 @_register("np.round")
@@ -591,7 +581,7 @@ def _nan_to_num(w, args, attrs, out):
 # ----------------------------------------------------------------------------- predicates & comparisons
 
 
-@_register("np.isnan")
+@_register(np.isnan)
 def _isnan(w, args, attrs, out):
     x, dt = args[0]
     return (
@@ -599,7 +589,7 @@ def _isnan(w, args, attrs, out):
     )
 
 
-@_register("np.isinf")
+@_register(np.isinf)
 def _isinf(w, args, attrs, out):
     x, dt = args[0]
     if dt.kind != "f":
@@ -607,7 +597,7 @@ def _isinf(w, args, attrs, out):
     return f"tl.abs({x}) == {w.const(math.inf, dt)}"
 
 
-@_register("np.isfinite")
+@_register(np.isfinite)
 def _isfinite(w, args, attrs, out):
     x, dt = args[0]
     if dt.kind != "f":
@@ -615,7 +605,7 @@ def _isfinite(w, args, attrs, out):
     return f"tl.abs({x}) < {w.const(math.inf, dt)}"
 
 
-@_register("np.signbit")
+@_register(np.signbit)
 def _signbit(w, args, attrs, out):
     x, dt = args[0]
     if dt.kind == "f":
@@ -633,12 +623,12 @@ def _compare(symbol: str) -> Lowering:
 
 
 for _name, _sym in (
-    ("np.equal", "=="),
-    ("np.not_equal", "!="),
-    ("np.less", "<"),
-    ("np.less_equal", "<="),
-    ("np.greater", ">"),
-    ("np.greater_equal", ">="),
+    (np.equal, "=="),
+    (np.not_equal, "!="),
+    (np.less, "<"),
+    (np.less_equal, "<="),
+    (np.greater, ">"),
+    (np.greater_equal, ">="),
 ):
     _register(_name)(_compare(_sym))
 
@@ -651,25 +641,43 @@ def _logical(symbol: str) -> Lowering:
     return lower
 
 
-for _name, _sym in (("np.logical_and", "&"), ("np.logical_or", "|"), ("np.logical_xor", "^")):
+for _name, _sym in ((np.logical_and, "&"), (np.logical_or, "|"), (np.logical_xor, "^")):
     _register(_name)(_logical(_sym))
 
 
-@_register("np.logical_not")
+@_register(np.logical_not)
 def _logical_not(w, args, attrs, out):
     return f"{_as(w, args[0], np.dtype(bool))} == 0"
 
 
 # ----------------------------------------------------------------------------- bitwise
 
-for _name, _sym in (("np.bitwise_and", "&"), ("np.bitwise_or", "|"), ("np.bitwise_xor", "^")):
+for _name, _sym in ((np.bitwise_and, "&"), (np.bitwise_or, "|"), (np.bitwise_xor, "^")):
     _register(_name)(_binary(_sym))
 
 
-@_register("np.invert", "np.bitwise_not")
+@_register(np.invert)
 def _invert(w, args, attrs, out):
     x = _as(w, args[0], out)
     return f"{x} == 0" if out.kind == "b" else f"~{x}"
+
+
+@_register(np.bitwise_count)
+def _bitwise_count(w, args, attrs, out):
+    """The set bits of ``|x|`` (NumPy's definition) by the SWAR popcount: Triton's interpreter has no
+    popc. ``|x|`` is negated unsigned, so the most negative value counts one bit, as in NumPy."""
+    (x, dt), = args
+    x, u = _named(w, x), np.dtype(f"u{dt.itemsize}")
+    v = w.let(w.cast(x, dt, u))
+    if dt.kind == "i":
+        v = w.let(_where(f"{x} < 0", f"{w.const(0, u)} - {v}", v))
+    m1, m2, m4 = (w.const(int(byte * u.itemsize, 16), u) for byte in ("55", "33", "0f"))
+    v = w.let(f"{v} - (({v} >> {w.const(1, u)}) & {m1})")
+    v = w.let(f"({v} & {m2}) + (({v} >> {w.const(2, u)}) & {m2})")
+    v = w.let(f"({v} + ({v} >> {w.const(4, u)})) & {m4}")
+    for shift in (8, 16, 32)[: u.itemsize.bit_length() - 1]:  # add up the bytes' counts
+        v = w.let(f"{v} + ({v} >> {w.const(shift, u)})")
+    return w.cast(f"{v} & {w.const(0x7F, u)}", u, out)
 
 
 def _shift(left: bool) -> Lowering:
@@ -686,8 +694,8 @@ def _shift(left: bool) -> Lowering:
     return lower
 
 
-_register("np.left_shift")(_shift(True))
-_register("np.right_shift")(_shift(False))
+_register(np.left_shift)(_shift(True))
+_register(np.right_shift)(_shift(False))
 
 
 # ----------------------------------------------------------------------------- selection & conversion
@@ -699,11 +707,13 @@ def _select(w, args, attrs, out):
     return _where(cond, _as(w, args[1], out), _as(w, args[2], out))
 
 
-@_register("np.astype", "ndarray.astype", "prim.cast")
+@_register("np.astype")
 def _astype(w, args, attrs, out):
     return _as(w, args[0], out)
 
 
-def lower_elementwise(w: SourceWriter, op: str, args: Sequence[Arg], attrs: dict, out: np.dtype) -> str:
-    """The expression computing ``op`` on ``args``; ``KeyError`` if ``op`` has no lowering."""
+def lower_elementwise(
+    w: SourceWriter, op: OpDef | tuple[OpDef, int], args: Sequence[Arg], attrs: dict, out: np.dtype
+) -> str:
+    """The expression computing ``op`` (a key of `LOWERINGS`) on ``args``; ``KeyError`` if it has none."""
     return LOWERINGS[op](w, [(e, np.dtype(d)) for e, d in args], attrs, np.dtype(out))

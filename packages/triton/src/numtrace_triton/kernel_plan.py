@@ -15,6 +15,7 @@ about broadcasting or the graph again:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -22,6 +23,7 @@ __all__ = [
     "Const",
     "c_strides",
     "numel",
+    "op_name",
     "Load",
     "MatmulKernel",
     "Op",
@@ -32,6 +34,11 @@ __all__ = [
     "Store",
     "View",
 ]
+
+
+def op_name(op: Any) -> str:
+    """The registry name of an `Op`'s op (for listings and kernel names)."""
+    return op[0].name if isinstance(op, tuple) else op.name
 
 
 def c_strides(shape) -> tuple[int, ...]:
@@ -92,7 +99,7 @@ class Op:
     """One elementwise op; ``label`` names the graph node for error messages."""
 
     key: int
-    op: str
+    op: Any  # a key of `elementwise.LOWERINGS`: an OpDef, or (OpDef, output index)
     args: list[Arg]
     attrs: dict
     dtype: np.dtype

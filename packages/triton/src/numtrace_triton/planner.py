@@ -1,60 +1,31 @@
-"""From a specialized graph to kernels: where every value lives, and which values fuse into which kernel.
-
-A value is *folded* (known at compile time: constants, shape arithmetic, empty
-arrays), *in memory* (a strided view of a buffer: inputs, constants,
-temporaries, and every movement op that NumPy would answer with a view), or
-*in flight* in a group's registers. Walking the nodes in order, an
-elementwise node joins the group of an in-flight input when it fits that
-group's index space and no cycle between kernels results; a reduction takes
-its input's pointwise group along as its prologue; a matmul starts a group
-that its elementwise consumers join as the epilogue. A value leaves
-registers (is stored) only when something outside its group needs it.
+"""From a specialized graph to kernels. `plan_graph` walks the nodes in program order and lowers each
+by the rule of its op's kind (`lowering_rules`), which places its values (`placement`: folded, in
+memory, or in flight in a kernel group); then it emits one kernel per group. The result, a `Plan`, is
+what an executable runs: the buffers, the kernels in a valid order, and where inputs and outputs live.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 from numtrace_ir import registry
-from numtrace_ir.printer import value_names
+from numtrace_ir.errors import location
 from numtrace_ir.types import ScalarType, TensorType
 
-from .coverage import CONTRACTIONS, PARTIAL, REDUCTIONS, VIEW_OPS, unlowered_reason
+from .coverage import unlowered_reason
 from .dtypes import check_supported, storage_dtype
-from .elementwise import LOWERINGS
 from .emit_body import GeneratedKernel, Tuning
 from .emit_matmul import emit_matmul
 from .emit_pointwise import emit_pointwise
 from .emit_reduction import emit_reduction
-from .groups import Group, LogicalLoad, broadcast_strides
-from .kernel_plan import Const, MatmulKernel, Op, PointwiseKernel, Reduce, Ref, View, c_strides, numel
-from .movement import (
-    SAME_VALUE,
-    VIEW_RULES,
-    order_preserving,
-    order_preserving_shapes,
-    permuted_layout,
-    view_result,
-)
+from .groups import Group
+from .kernel_plan import MatmulKernel, Op, PointwiseKernel, c_strides, numel, op_name
+from .lowering_rules import RULES, LoweringRules
+from .movement import VIEW_RULES
+from .placement import NOTHING, POSITIVE, BufferSpec, Loc
 
-__all__ = ["BufferSpec", "OutputSpec", "Plan", "plan_graph"]
-
-_NOTHING = object()
-_WEAK_EXAMPLE = {"int": 1, "float": 1.0, "bool": True, "complex": 1j}
-
-
-@dataclass
-class BufferSpec:
-    """A device buffer of the plan. ``role``: input, const, temp or output (``index`` of the input/output)."""
-
-    nbytes: int
-    dtype: np.dtype
-    role: str
-    index: int | None = None
-    data: np.ndarray | None = None
-    doc: str = ""
+__all__ = ["BufferSpec", "OutputSpec", "Plan", "describe_node", "plan_graph"]
 
 
 @dataclass
@@ -69,6 +40,9 @@ class OutputSpec:
 
 @dataclass
 class Plan:
+    """Everything needed to run a graph: its buffers, its kernels (in an order that respects every
+    dependency), the buffer of each input (None: empty, never read) and each output."""
+
     buffers: list[BufferSpec]
     kernels: list[GeneratedKernel]
     inputs: list[int | None]
@@ -76,577 +50,21 @@ class Plan:
     input_types: list = field(default_factory=list)
 
 
-@dataclass
-class _Loc:
-    """Where a value is; more than one of folded / mem / group can hold (stored and still in flight)."""
-
-    shape: tuple[int, ...]
-    dtype: np.dtype | None
-    folded: object = _NOTHING
-    mem: View | None = None
-    group: Group | None = None
-    key: int = -1
-    level: str = "full"
-    weak: str | None = None  # kind of a Python scalar (NEP 50 weak operand)
-
-
 def describe_node(node, names: dict | None = None) -> str:
-    """``np.tanh (node %h at model.py:12)`` for error messages: outputs as the text IR prints them
+    """``np.tanh (node %h traced at model.py:12)`` for error messages: outputs as the text IR prints them
     (``names``, from ``value_names``), else the named ones only."""
     if names is not None:
         names = ", ".join(f"%{names[v]}" for v in node.outputs if v in names)
     else:
         names = ", ".join(f"%{v.name}" for v in node.outputs if v.name)
-    where = f"at {node.loc}" if node.loc else "at an unknown location"
+    where = location(node)
     # String attrs name what a generic op stands for (``np.ufunc[ufunc=scipy.special.expit]``).
     named = ", ".join(f"{k}={v}" for k, v in node.attrs.items() if isinstance(v, str) and len(v) < 80)
     return f"{node.op}{'[' + named + ']' if named else ''} ({'node ' + names + ' ' if names else ''}{where})"
 
 
-class _Planner:
-    def __init__(self, graph, tuning: Tuning) -> None:
-        self.graph = graph
-        self.tuning = tuning
-        self.names = value_names(graph)  # as the text IR prints them, for error messages
-        self.buffers: list[BufferSpec] = []
-        self.groups: list[Group] = []
-        self.writers: dict[int, list[Group]] = {}  # buffer -> the groups writing it, in write order
-        self.locs: dict = {}
-        self.types: dict = {}  # value -> its concrete type
-        self._key = 0
-
-    # -- bookkeeping ------------------------------------------------------------------------------
-    def key(self) -> int:
-        self._key += 1
-        return self._key
-
-    def buffer(
-        self,
-        shape: tuple[int, ...],
-        dtype: np.dtype,
-        role: str,
-        index: int | None = None,
-        data: np.ndarray | None = None,
-        doc: str = "",
-    ) -> View:
-        sdt = storage_dtype(dtype)
-        self.buffers.append(BufferSpec(numel(shape) * sdt.itemsize, sdt, role, index, data, doc))
-        return View(len(self.buffers) - 1, np.dtype(dtype), 0, tuple(shape), c_strides(shape))
-
-    def new_group(self, kind: str, numel: int, **kw) -> Group:
-        g = Group(len(self.groups), kind, numel, **kw)
-        self.groups.append(g)
-        return g
-
-    def reaches(self, src: Group, dst: Group) -> bool:
-        """Whether ``src`` (transitively) reads something ``dst`` writes."""
-        seen, stack = set(), [src.gid]
-        while stack:
-            gid = stack.pop()
-            if gid == dst.gid:
-                return True
-            if gid not in seen:
-                seen.add(gid)
-                stack.extend(self.groups[gid].deps)
-        return False
-
-    def can_read(self, group: Group, loc: _Loc) -> bool:
-        """Whether ``group`` may read ``loc`` from memory without creating a cycle of kernels.
-
-        Never a buffer ``group`` writes itself: its programs run unordered, so a load could see the
-        element before (or after) another program stores it."""
-        writers = self.writers.get(loc.mem.buffer, []) if loc.mem is not None else [loc.group]
-        return not any(self.reaches(w, group) for w in writers)
-
-    def can_write(self, group: Group, view: View) -> bool:
-        """Whether ``group`` may write into ``view``'s buffer after its earlier writers without a cycle
-        (an earlier writer that already runs after ``group``, such as a copy of a value ``group``
-        also wrote elsewhere)."""
-        return not any(w is not group and self.reaches(w, group) for w in self.writers.get(view.buffer, []))
-
-    def store(self, group: Group, key: int, view: View, level: str, shape: tuple[int, ...]) -> None:
-        """``group`` writes value ``key`` through ``view``, after every earlier writer of that buffer.
-
-        A matmul or reduction kernel addresses memory through its full shape; a view of a relabelled
-        value that does not reshape to it (a transposed layout, a slice of a concatenation) is written
-        C-contiguously (which always reshapes) and copied into ``view`` by a pointwise kernel."""
-        if level == "full" and not group.accepts_load(view, shape):
-            temp = self.buffer(shape, view.dtype, "temp", doc=f"temporary {view.dtype}{list(shape)}")
-            self._record_store(group, key, temp, level, shape)
-            copy = self.new_group("pointwise", numel(shape))
-            arg = self.read(copy, _Loc(shape, view.dtype, mem=temp), shape, "relayout")
-            copy_key = self.key()
-            copy.items.append(Op(copy_key, "np.positive", [arg], {}, view.dtype, "relayout"))
-            group = copy
-            key = copy_key
-        self._record_store(group, key, view, level, shape)
-
-    def _record_store(self, group: Group, key: int, view: View, level: str, shape: tuple[int, ...]) -> None:
-        writers = self.writers.setdefault(view.buffer, [])
-        for w in writers:
-            if w is not group:
-                group.deps.add(w.gid)
-        group.stores.append((key, view, level, shape))
-        if group not in writers:
-            writers.append(group)
-
-    def depend(self, group: Group, view: View) -> None:
-        """``group`` reads ``view``: it runs after every writer of the buffer."""
-        for w in self.writers.get(view.buffer, []):
-            if w is not group:
-                group.deps.add(w.gid)
-
-    # -- materialization --------------------------------------------------------------------------
-    def materialize(self, loc: _Loc, label: str) -> View:
-        """``loc`` in memory: folded arrays become constant buffers, in-flight values get stored."""
-        if loc.mem is not None:
-            return loc.mem
-        if loc.folded is not _NOTHING:
-            data = np.ascontiguousarray(np.asarray(loc.folded, dtype=loc.dtype))
-            view = self.buffer(
-                loc.shape,
-                loc.dtype,
-                "const",
-                data=data.astype(storage_dtype(loc.dtype)),
-                doc=f"constant {loc.dtype}{list(loc.shape)}",
-            )
-        else:
-            group = loc.group
-            view = self.buffer(loc.shape, loc.dtype, "temp", doc=f"temporary {loc.dtype}{list(loc.shape)}")
-            self.store(group, loc.key, view, loc.level, loc.shape)
-        loc.mem = view
-        return view
-
-    def read(self, group: Group, loc: _Loc, at: tuple[int, ...], label: str) -> LogicalLoad | Const | Ref:
-        """An argument for an op in ``group`` whose output shape is ``at``."""
-        if loc.group is group and loc.folded is _NOTHING:
-            return Ref(loc.key)
-        if loc.folded is not _NOTHING and np.ndim(loc.folded) == 0:
-            value = np.asarray(loc.folded)  # a Python scalar takes its default dtype unless NEP 50 says else
-            return Const(value.item(), loc.dtype if loc.dtype is not None else value.dtype)
-        view = self.materialize(loc, label)
-        self.depend(group, view)
-        return LogicalLoad(view, at)
-
-    # -- node kinds ---------------------------------------------------------------------------------
-    def fold(self, node, values: list) -> None:
-        op = registry.get(node.op)
-        with np.errstate(all="ignore"):
-            result = op.reference(*values, **node.attrs)
-        self.fold_values(node, result if len(node.outputs) > 1 else (result,))
-
-    def elementwise(self, node, label: str, as_op: str | None = None) -> None:
-        """Add ``node`` (computed as op ``as_op`` when given) to a pointwise-compatible group."""
-        outs = node.outputs
-        out_t = self.types[outs[0]]
-        if not all(isinstance(self.types[v], TensorType) for v in outs):
-            raise NotImplementedError(
-                f"{label}: elementwise arithmetic on runtime Python scalars only "
-                "(no array operand) is not lowered by the Triton backend"
-            )
-        op_name = as_op or node.op
-        base = op_name[: -len(".outer")] if op_name.endswith(".outer") else op_name
-        names = [base] if len(outs) == 1 else [f"{base}#{i}" for i in range(len(outs))]
-        for name in names:
-            if name not in LOWERINGS:
-                raise NotImplementedError(f"the Triton backend has no lowering for {label}")
-        for v in outs:
-            check_supported(self.types[v].dtype, label)
-        shape = out_t.shape
-        locs = [self.locs[v] for v in node.inputs]
-        for loc in locs:
-            if loc.dtype is not None:
-                check_supported(loc.dtype, label)
-        if base != op_name:  # ufunc.outer: A's dims first, then B's; each operand from memory
-            a, b = locs
-            va, vb = self.materialize(a, label), self.materialize(b, label)
-            nb = len(b.shape)
-            a = _Loc(
-                a.shape + (1,) * nb,
-                a.dtype,
-                mem=View(va.buffer, va.dtype, va.offset, va.shape + (1,) * nb, va.strides + (0,) * nb),
-            )
-            locs = [a, _Loc(b.shape, b.dtype, mem=vb)]
-        group, level = self.choose_group(locs, shape)
-        tensor_dtypes = [loc.dtype for loc in locs if loc.weak is None]
-        args = []
-        for loc in locs:
-            arg = self.read(group, loc, shape, label)
-            if loc.weak is not None:
-                weak = np.result_type(
-                    *tensor_dtypes, loc.folded if loc.folded is not _NOTHING else _WEAK_EXAMPLE[loc.weak]
-                )
-                if isinstance(arg, Const):
-                    arg = Const(arg.value, weak)
-                else:  # a runtime Python scalar, stored at its strong dtype: cast like NumPy would
-                    key = self.key()
-                    group.items.append(Op(key, "np.astype", [arg], {}, weak, label, level))
-                    arg = Ref(key)
-            args.append(arg)
-        attrs = {} if as_op else dict(node.attrs)
-        for v, name in zip(outs, names):
-            key = self.key()
-            dtype = self.types[v].dtype
-            group.items.append(Op(key, name, list(args), attrs, dtype, label, level))
-            self.locs[v] = _Loc(shape, dtype, group=group, key=key, level=level)
-
-    def choose_group(self, locs: list[_Loc], shape: tuple[int, ...]) -> tuple[Group, str]:
-        """The group of an in-flight input that can take an op of ``shape`` (absorbing the other inputs'
-        independent pointwise groups), else a new pointwise one."""
-        seen = []
-        for loc in locs:
-            if loc.group is not None and loc.folded is _NOTHING and loc.group not in seen:
-                seen.append(loc.group)
-        for group in seen:
-            merge = [h for h in seen if h is not group and self.mergeable(group, h)]
-            members = [group, *merge]
-            inside = [(loc.level, loc.shape) for loc in locs if loc.group in members]
-            level = group.level_for(shape, inside)
-            if level is None:
-                continue
-            outside = [loc for loc in locs if loc.group not in members and loc.folded is _NOTHING]
-            views = [loc.mem or View(0, loc.dtype, 0, loc.shape, c_strides(loc.shape)) for loc in outside]
-            if level == "full" and not all(group.accepts_load(v, shape) for v in views):
-                continue
-            if all(self.can_read(m, loc) for m in members for loc in outside):
-                for h in merge:
-                    self.merge(group, h)
-                return group, level
-        return self.new_group("pointwise", numel(shape)), "full"
-
-    def mergeable(self, group: Group, other: Group) -> bool:
-        """Whether pointwise ``other`` can join ``group``'s kernel: same index space, no path between them."""
-        if other.kind != "pointwise":
-            return False
-        fits = (
-            group.numel == other.numel
-            if group.kind == "pointwise"
-            else other.can_become_reduction(group.full)
-        )
-        return fits and not self.reaches(group, other) and not self.reaches(other, group)
-
-    def merge(self, group: Group, other: Group) -> None:
-        """Move everything ``other`` computes and stores into ``group``; ``other`` is left empty."""
-        group.items += other.items
-        group.stores += other.stores
-        group.deps |= other.deps
-        other.items, other.stores, other.deps = [], [], set()
-        for g in self.groups:
-            if other.gid in g.deps:
-                g.deps.discard(other.gid)
-                if g is not group:
-                    g.deps.add(group.gid)
-        for writers in self.writers.values():
-            if other in writers:
-                i = writers.index(other)
-                writers[i : i + 1] = [] if group in writers else [group]
-        for loc in self.locs.values():
-            if loc.group is other:
-                loc.group = group
-
-    def reduction(self, node, label: str) -> None:
-        kind = REDUCTIONS.get(node.op)
-        if kind is None:
-            raise NotImplementedError(f"the Triton backend has no lowering for {label}")
-        if node.attrs.get("initial") is not None:
-            raise NotImplementedError(f"{label}: {PARTIAL[node.op]}")
-        (x,) = [self.locs[v] for v in node.inputs]
-        out = self.types[node.outputs[0]]
-        check_supported(x.dtype, label)
-        full = x.shape
-        axis = node.attrs.get("axis")
-        if axis is None:
-            red = tuple(range(len(full)))
-        else:
-            red = tuple(sorted({a % len(full) for a in ((axis,) if isinstance(axis, int) else axis)}))
-        group = None
-        g = x.group if x.folded is _NOTHING else None
-        if g is not None and x.level == "full" and x.shape == full:
-            if g.kind == "reduction" and g.full == full and g.reduced_axes == red:
-                group = g
-            elif g.kind == "pointwise" and g.can_become_reduction(full):
-                g.kind, g.full, g.reduced_axes = "reduction", full, red
-                group = g
-        if group is None:  # a sibling over the same rows: one kernel reads the input for both
-            group = next(
-                (
-                    g
-                    for g in reversed(self.groups)
-                    if g.kind == "reduction"
-                    and g.full == full
-                    and g.reduced_axes == red
-                    and self.can_read(g, x)
-                ),
-                None,
-            )
-        if group is None:
-            group = self.new_group("reduction", numel(full), full=full, reduced_axes=red)
-        arg = self.read(group, x, full, label)
-        dtype = out.dtype
-        if kind == "mean" and dtype == np.float16:
-            dtype = np.dtype(np.float32)  # summed and divided in float32 as NumPy does, rounded once
-        count = numel([full[a] for a in red])
-        key = self.key()
-        if kind in ("mean", "var", "std"):
-            group.items.append(Reduce(key, "sum", arg, dtype, label))
-            mean = self.key()
-            group.items.append(
-                Op(mean, "np.divide", [Ref(key), Const(count, dtype)], {}, dtype, label, "row")
-            )
-            key = mean
-            if kind != "mean":
-                dev, sq, total, var = self.key(), self.key(), self.key(), self.key()
-                ddof = int(node.attrs.get("ddof", 0))
-                group.items += [
-                    Op(dev, "np.subtract", [arg, Ref(mean)], {}, dtype, label, "full"),
-                    Op(sq, "np.multiply", [Ref(dev), Ref(dev)], {}, dtype, label, "full"),
-                    Reduce(total, "sum", Ref(sq), dtype, label),
-                    Op(
-                        var,
-                        "np.divide",
-                        [Ref(total), Const(max(count - ddof, 0), dtype)],
-                        {},
-                        dtype,
-                        label,
-                        "row",
-                    ),
-                ]
-                key = var
-                if kind == "std":
-                    key = self.key()
-                    group.items.append(Op(key, "np.sqrt", [Ref(var)], {}, dtype, label, "row"))
-            if dtype != out.dtype:
-                cast = self.key()
-                group.items.append(Op(cast, "np.astype", [Ref(key)], {}, out.dtype, label, "row"))
-                key = cast
-        elif kind in ("cumsum", "cumprod"):  # a scan: one output per input element, at the full level
-            group.items.append(Reduce(key, kind, arg, dtype, label, level="full"))
-            self.locs[node.outputs[0]] = _Loc(out.shape, dtype, group=group, key=key, level="full")
-            return
-        else:
-            group.items.append(Reduce(key, kind, arg, dtype, label))
-        self.locs[node.outputs[0]] = _Loc(out.shape, out.dtype, group=group, key=key, level="row")
-
-    def contraction(self, node, label: str) -> None:
-        a, b = (self.locs[v] for v in node.inputs)
-        if node.op == "np.dot" and (len(a.shape) > 2 or len(b.shape) > 2):
-            raise NotImplementedError(f"{label}: {PARTIAL['np.dot']} by the Triton backend (use np.matmul)")
-        if node.op not in CONTRACTIONS:
-            raise NotImplementedError(f"the Triton backend has no lowering for {label}")
-        if not a.shape or not b.shape:  # np.dot with a 0-d operand is a product
-            self.elementwise(node, label, as_op="np.multiply")
-            return
-        out = self.types[node.outputs[0]]
-        dtype = check_supported(out.dtype, label)
-        va, vb = self.materialize(a, label), self.materialize(b, label)
-        a1, b1 = len(a.shape) == 1, len(b.shape) == 1
-        if a1:
-            va = View(va.buffer, va.dtype, va.offset, (1,) + va.shape, (0,) + va.strides)
-        if b1:
-            vb = View(vb.buffer, vb.dtype, vb.offset, vb.shape + (1,), vb.strides + (0,))
-        batch = tuple(np.broadcast_shapes(va.shape[:-2], vb.shape[:-2]))
-        m, k, n = va.shape[-2], va.shape[-1], vb.shape[-1]
-        va, vb = _batched(va, batch), _batched(vb, batch)
-        nb = len(batch)
-        coords = list(range(nb)) + ([] if a1 else [nb]) + ([] if b1 else [nb + 1])
-        key = self.key()
-        group = self.new_group(
-            "matmul",
-            numel(out.shape),
-            full=out.shape,
-            matmul=dict(
-                batch=batch,
-                m=m,
-                n=n,
-                k=k,
-                a=va,
-                b=vb,
-                acc_key=key,
-                dtype=dtype,
-                label=label,
-                out_coords=coords,
-            ),
-        )
-        for view in (va, vb):
-            self.depend(group, view)
-        self.locs[node.outputs[0]] = _Loc(out.shape, dtype, group=group, key=key)
-
-    def movement(self, node, label: str) -> None:
-        if node.op in ("np.concatenate", "np.stack"):
-            self.join(node, label)
-            return
-        if node.op == "np.pad":
-            self.pad(node, label)
-            return
-        if node.op == "np.setitem":
-            self.setitem(node, label)
-            return
-        if node.op not in VIEW_OPS:
-            raise NotImplementedError(f"the Triton backend has no lowering for {label}")
-        rule = VIEW_RULES.get(node.op)
-        x, *rest = (self.locs[v] for v in node.inputs)
-        attrs = node.attrs
-        if node.op == "np.getitem" and rest:
-            index, rest = _static_index(attrs["index"], rest)
-            attrs = {**attrs, "index": index}
-        if any(loc.folded is _NOTHING for loc in rest) or not all(
-            isinstance(self.types[v], TensorType) for v in node.outputs
-        ):
-            raise NotImplementedError(f"{label}: {PARTIAL['np.getitem']} by the Triton backend")
-        outs = node.outputs
-        extra = [loc.folded for loc in rest]
-        if node.op in SAME_VALUE:
-            if self.types[outs[0]].dtype != x.dtype:
-                self.elementwise(node, label, as_op="np.astype")
-            else:
-                self.locs[outs[0]] = x  # a copy of an immutable value is the value
-            return
-        out_shape = self.types[outs[0]].shape
-        if x.mem is None and len(outs) == 1 and self.relabel(node, rule, attrs, extra, x):
-            return
-        if x.mem is None and x.folded is _NOTHING and len(outs) == 1:
-            layout = permuted_layout(rule, out_shape, attrs, extra, x.shape)
-            stored = None if layout is None else View(0, x.dtype, 0, x.shape, layout[1])
-            if stored is not None and (x.level != "full" or x.group.accepts_load(stored, x.shape)):
-                # Store x so that the permuted result is C-contiguous: a later reshape stays free.
-                shape, x_strides = layout
-                view = self.buffer(shape, x.dtype, "temp", doc=f"temporary {x.dtype}{list(shape)}")
-                x.mem = View(view.buffer, x.dtype, 0, x.shape, x_strides)
-                self.store(x.group, x.key, x.mem, x.level, x.shape)
-                self.locs[outs[0]] = _Loc(shape, x.dtype, mem=view)
-                self.types[outs[0]] = TensorType(x.dtype, shape)
-                return
-        view = self.materialize(x, label)
-        try:
-            results = view_result(rule, out_shape, attrs, extra, view, len(outs))
-        except NotImplementedError as exc:
-            raise NotImplementedError(f"{label}: {exc}") from None
-        if results is None and len(outs) == 1 and order_preserving(rule, out_shape, attrs, extra, x.shape):
-            # A reshape NumPy answers with a copy: copy to C order once, then view that.
-            view = self.copy_contiguous(view, x.dtype, label)
-            (shape,) = order_preserving_shapes(rule, out_shape, attrs, extra, x.shape)
-            results = [View(view.buffer, view.dtype, 0, shape, c_strides(shape))]
-        if results is None:
-            raise NotImplementedError(
-                f"{label}: {node.op} {PARTIAL['np.ravel']}; the Triton backend does not lower it"
-            )
-        for v, r in zip(outs, results):
-            self.locs[v] = _Loc(r.shape, r.dtype, mem=r)
-            self.types[v] = TensorType(r.dtype, r.shape)
-
-    def write_into(
-        self, loc: _Loc, view: View, label: str, copies: dict[int, Group], avoid: Group | None = None
-    ) -> None:
-        """Make ``loc``'s value land in ``view``: stored by its own group when in flight (and not
-        ``avoid``), else copied, broadcasting, by a pointwise group shared with the other copies of
-        the same size (``copies``)."""
-        if (
-            loc.mem is None
-            and loc.folded is _NOTHING
-            and loc.shape == view.shape
-            and loc.group is not avoid
-            and self.can_write(loc.group, view)
-        ):
-            self.store(loc.group, loc.key, view, loc.level, loc.shape)
-            return
-        size = numel(view.shape)
-        group = copies.get(size)
-        if group is None or not self.can_read(group, loc) or not self.can_write(group, view):
-            group = copies[size] = self.new_group("pointwise", size)
-        key = self.key()
-        dtype = loc.dtype if loc.dtype is not None else view.dtype
-        group.items.append(
-            Op(key, "np.positive", [self.read(group, loc, view.shape, label)], {}, dtype, label)
-        )
-        self.store(group, key, view, "full", view.shape)
-
-    def setitem(self, node, label: str) -> None:
-        """Functional ``a[index] = value``: ``a`` copied into a fresh buffer, then ``value`` written into
-        the indexed view of it by a later kernel (never the copying one: its blocks are unordered)."""
-        a, *indices, value = (self.locs[v] for v in node.inputs)
-        index, indices = _static_index(node.attrs["index"], indices)
-        if indices:
-            raise NotImplementedError(f"{label}: {PARTIAL['np.setitem']} by the Triton backend")
-        out = self.types[node.outputs[0]]
-        dtype = check_supported(out.dtype, label)
-        view = self.buffer(out.shape, dtype, "temp", doc=f"temporary {out}")
-        if numel(a.shape):
-            self.write_into(a, view, label, {})
-        (region,) = view_result(VIEW_RULES["np.getitem"], (), {"index": index}, [], view, 1)
-        if numel(region.shape):
-            copier = self.writers.get(view.buffer, [None])[0]
-            self.write_into(value, region, label, {}, avoid=copier)
-        self.locs[node.outputs[0]] = _Loc(out.shape, dtype, mem=view)
-
-    def join(self, node, label: str) -> None:
-        """np.concatenate / np.stack: every input written into its slice of one fresh buffer."""
-        out = self.types[node.outputs[0]]
-        dtype = check_supported(out.dtype, label)
-        view = self.buffer(out.shape, dtype, "temp", doc=f"temporary {out}")
-        axis = node.attrs.get("axis")
-        offset = 0
-        copies: dict[int, Group] = {}
-        for v in node.inputs:
-            loc = self.locs[v]
-            if node.op == "np.stack":
-                ax = axis % len(out.shape)
-                strides = view.strides[:ax] + view.strides[ax + 1 :]
-                sub = View(view.buffer, dtype, offset, loc.shape, strides)
-                offset += view.strides[ax]
-            elif axis is None:
-                sub = View(view.buffer, dtype, offset, loc.shape, c_strides(loc.shape))
-                offset += numel(loc.shape)
-            else:
-                ax = axis % len(out.shape)
-                sub = View(view.buffer, dtype, offset, loc.shape, view.strides)
-                offset += loc.shape[ax] * view.strides[ax]
-            if numel(loc.shape):
-                self.write_into(loc, sub, label, copies)
-        self.locs[node.outputs[0]] = _Loc(out.shape, dtype, mem=view)
-
-    def pad(self, node, label: str) -> None:
-        """np.pad with a constant: fill a fresh buffer, then write the input into its interior."""
-        out = self.types[node.outputs[0]]
-        (x,) = (self.locs[v] for v in node.inputs)
-        dtype = check_supported(out.dtype, label)
-        view = self.buffer(out.shape, dtype, "temp", doc=f"temporary {out}")
-        fill = self.new_group("pointwise", numel(out.shape))
-        key = self.key()
-        value = node.attrs.get("constant_values", 0)
-        if not np.isscalar(value):
-            raise NotImplementedError(f"{label}: {PARTIAL['np.pad']}")
-        fill.items.append(Op(key, "np.positive", [Const(value, dtype)], {}, dtype, label))
-        self.store(fill, key, view, "full", out.shape)
-        # Where the input starts in each dim: pad a one-element array and find it.
-        marker = np.pad(np.ones((1,) * len(out.shape), bool), node.attrs["pad_width"])
-        before = [int(i[0]) for i in np.nonzero(marker)] if marker.ndim else []
-        start = sum(b * s for b, s in zip(before, view.strides))
-        if numel(x.shape):
-            self.write_into(x, View(view.buffer, dtype, start, x.shape, view.strides), label, {})
-        self.locs[node.outputs[0]] = _Loc(out.shape, dtype, mem=view)
-
-    def relabel(self, node, rule, attrs: dict, extra: list, x: _Loc) -> bool:
-        """An in-flight value reshaped in C order keeps its registers if its group can index the new shape."""
-        shapes = order_preserving_shapes(rule, self.types[node.outputs[0]].shape, attrs, extra, x.shape)
-        if shapes is None:
-            return False
-        (new,) = shapes
-        g = x.group
-        ok = g.kind in ("pointwise", "matmul") or (
-            new == g.full if x.level == "full" else new in g.row_forms()
-        )
-        if ok:
-            self.locs[node.outputs[0]] = _Loc(new, x.dtype, group=g, key=x.key, level=x.level)
-        return ok
-
-    def copy_contiguous(self, view: View, dtype: np.dtype, label: str) -> View:
-        """A pointwise kernel copying ``view`` to a fresh C-contiguous temporary."""
-        group = self.new_group("pointwise", numel(view.shape))
-        src = _Loc(view.shape, dtype, mem=view)
-        arg = self.read(group, src, view.shape, label)
-        key = self.key()
-        group.items.append(Op(key, "np.positive", [arg], {}, dtype, label))
-        return self.materialize(_Loc(view.shape, dtype, group=group, key=key), label)
+class _Planner(LoweringRules):
+    """Walks the graph: every node by its kind's rule, then every group into a kernel."""
 
     # -- driver -----------------------------------------------------------------------------------------
     def run(self) -> Plan:
@@ -664,16 +82,16 @@ class _Planner:
                         f"input {i}: Python {t.kind} scalars are not supported by the Triton backend"
                     )
                 view = self.buffer((), dtype, "input", i, doc=f"input {i} ({v.name}): Python {t.kind}")
-                self.locs[v] = _Loc((), dtype, mem=view, weak=t.kind)
+                self.locs[v] = Loc((), dtype, mem=view, weak=t.kind)
                 inputs.append(view.buffer)
                 continue
             check_supported(t.dtype, f"input {i} ({v.name})")
             if numel(t.shape) == 0:
-                self.locs[v] = _Loc(t.shape, t.dtype, folded=np.empty(t.shape, t.dtype))
+                self.locs[v] = Loc(t.shape, t.dtype, folded=np.empty(t.shape, t.dtype))
                 inputs.append(None)
                 continue
             view = self.buffer(t.shape, t.dtype, "input", i, doc=f"input {i} ({v.name}) {t}")
-            self.locs[v] = _Loc(t.shape, t.dtype, mem=view)
+            self.locs[v] = Loc(t.shape, t.dtype, mem=view)
             inputs.append(view.buffer)
         for node in self.graph.nodes:
             self.node(node)
@@ -685,41 +103,35 @@ class _Planner:
         op = registry.get(node.op)
         locs = [self.locs[v] for v in node.inputs]
         reason = unlowered_reason(op)
-        if reason is not None and (op.nondeterministic or any(loc.folded is _NOTHING for loc in locs)):
+        if reason is not None and (op.nondeterministic or any(loc.folded is NOTHING for loc in locs)):
             raise NotImplementedError(f"{label}: {reason}")  # else folded below, like a constant
         if node.op == "prim.Constant":
             self.fold_values(node, [node.attrs["value"]])
             return
         if op.nondeterministic:
             raise NotImplementedError(f"{label}: nondeterministic ops are not lowered by the Triton backend")
-        if all(loc.folded is not _NOTHING for loc in locs):
+        if all(loc.folded is not NOTHING for loc in locs):
             self.fold(node, [loc.folded for loc in locs])
             return
         shape_only = op.kind in ("prim", "scalar") and all(
             isinstance(v.type, ScalarType) for v in node.outputs
         )
-        if shape_only or (op.kind == "creation" and all(loc.folded is not _NOTHING for loc in locs[1:])):
+        if shape_only or (op.kind == "creation" and all(loc.folded is not NOTHING for loc in locs[1:])):
             # Shape arithmetic and *_like creation: only shapes matter, and they are concrete now.
-            self.fold(node, [loc.folded if loc.folded is not _NOTHING else _shape_only(loc) for loc in locs])
+            self.fold(node, [loc.folded if loc.folded is not NOTHING else _shape_only(loc) for loc in locs])
             return
         self.infer_types(node, op, locs, label)
         types = [self.types[v] for v in node.outputs]
         if all(isinstance(t, TensorType) and t.is_concrete and numel(t.shape) == 0 for t in types):
             for v, t in zip(node.outputs, types):  # nothing to compute
-                self.locs[v] = _Loc(t.shape, t.dtype, folded=np.empty(t.shape, t.dtype))
+                self.locs[v] = Loc(t.shape, t.dtype, folded=np.empty(t.shape, t.dtype))
             return
-        handler: Callable | None = {
-            "elementwise": self.elementwise,
-            "reduction": self.reduction,
-            "contraction": self.contraction,
-            "movement": self.movement,
-            "index": self.movement,
-        }.get(op.kind)
-        if handler is None:
+        rule = RULES.get(op.kind)
+        if rule is None:
             raise NotImplementedError(f"the Triton backend has no lowering for {label} ({op.kind} op)")
-        handler(node, label)
+        getattr(self, rule)(node, label)
 
-    def infer_types(self, node, op, locs: list[_Loc], label: str) -> None:
+    def infer_types(self, node, op, locs: list[Loc], label: str) -> None:
         """Concrete output types: the specialized graph's, or re-inferred from the planned input shapes
         (a shape computed from traced dims is symbolic in the graph but known here)."""
         types = [v.type for v in node.outputs]
@@ -742,15 +154,15 @@ class _Planner:
             t = v.type
             if isinstance(t, TensorType):  # the shape from the value: the graph's may be symbolic
                 r = np.asarray(r, dtype=t.dtype)
-                self.locs[v] = _Loc(r.shape, t.dtype, folded=r)
+                self.locs[v] = Loc(r.shape, t.dtype, folded=r)
                 self.types[v] = TensorType(t.dtype, r.shape)
             else:
-                self.locs[v] = _Loc((), None, folded=r, weak=t.kind)
+                self.locs[v] = Loc((), None, folded=r, weak=t.kind)
 
     def output(self, j: int, v) -> OutputSpec:
         loc = self.locs[v]
         t = self.types.get(v, v.type)
-        if loc.folded is not _NOTHING:
+        if loc.folded is not NOTHING:
             return OutputSpec(getattr(t, "dtype", None), getattr(t, "shape", ()), folded=loc.folded)
         if isinstance(t, ScalarType):
             raise NotImplementedError(
@@ -778,7 +190,7 @@ class _Planner:
         group = self.new_group("pointwise", numel(t.shape))
         arg = self.read(group, loc, t.shape, f"output {j}")
         key = self.key()
-        group.items.append(Op(key, "np.positive", [arg], {}, t.dtype, f"output {j}"))
+        group.items.append(Op(key, POSITIVE, [arg], {}, t.dtype, f"output {j}"))
         view = self.buffer(t.shape, t.dtype, "output", j, doc=doc)
         self.store(group, key, view, "full", t.shape)
         return OutputSpec(t.dtype, t.shape, buffer=view.buffer)
@@ -812,41 +224,18 @@ class _Planner:
         return kernels
 
 
-def _batched(view: View, batch: tuple[int, ...]) -> View:
-    """``view``'s leading dims broadcast to ``batch``; its last two dims kept."""
-    strides = broadcast_strides(view.shape[:-2], view.strides[:-2], batch) + view.strides[-2:]
-    return View(view.buffer, view.dtype, view.offset, batch + view.shape[-2:], strides)
-
-
 def _summary(group: Group) -> str:
     """A few op names for the kernel's name, so listings read ``pointwise_0_add_tanh``."""
     names = []
     for item in group.items:
-        op = item.op.split(".")[-1].split("#")[0] if isinstance(item, Op) else item.op
+        op = op_name(item.op).split(".")[-1] if isinstance(item, Op) else item.op
         if op not in names and op not in ("astype", "positive"):
             names.append(op)
     text = "_".join(names[:3]) or ("" if group.kind == "matmul" else "copy")
     return "".join(c if c.isalnum() or c == "_" else "_" for c in text)
 
 
-def _static_index(index: tuple, indices: list[_Loc]) -> tuple[tuple, list[_Loc]]:
-    """``index`` with each ``"input"`` placeholder whose index is a Python int known at compile time
-    (``x[x.shape[0] - 1]``) replaced by that int, and the index inputs still placeholders (arrays)."""
-    it = iter(indices)
-    out, left = [], []
-    for entry in index:
-        if entry == "input":
-            loc = next(it)
-            value = loc.folded
-            if loc.weak == "int" and isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-                entry = int(value)
-            else:
-                left.append(loc)
-        out.append(entry)
-    return tuple(out), left
-
-
-def _shape_only(loc: _Loc) -> np.ndarray:
+def _shape_only(loc: Loc) -> np.ndarray:
     """A stand-in array with ``loc``'s shape and dtype whose elements are never read."""
     return np.lib.stride_tricks.as_strided(np.zeros(1, loc.dtype), loc.shape, (0,) * len(loc.shape))
 

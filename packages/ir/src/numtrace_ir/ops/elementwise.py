@@ -9,7 +9,7 @@ import numpy as np
 from numtrace_ir.ops import rules
 from numtrace_ir.ops import sampling as S
 from numtrace_ir.registry import Attr, Input, OpDef, Sample, Unsupported, get, register, register_target
-from numtrace_ir.types import TensorType, normalize_dtype
+from numtrace_ir.types import ScalarType, TensorType, normalize_dtype
 
 _DIVISOR = ((-3.0, 3.0), (1.0, 4.0))
 # Input domains that keep samples free of warnings (nan, division by zero, overflow).
@@ -51,7 +51,8 @@ UNARY_UFUNCS = tuple(
     for n in """
     logical_not invert negative positive absolute fabs sign sqrt cbrt square reciprocal exp exp2 expm1 log
     log2 log10 log1p sin cos tan arcsin arccos arctan sinh cosh tanh arcsinh arccosh arctanh floor ceil
-    trunc rint isnan isinf isfinite signbit deg2rad rad2deg conjugate modf frexp spacing""".split()
+    trunc rint isnan isinf isfinite signbit deg2rad rad2deg conjugate modf frexp spacing
+    bitwise_count""".split()
 )
 # NumPy aliases (the same ufunc object under another name) trace to the canonical op.
 ALIASES = {np.degrees: np.rad2deg, np.radians: np.deg2rad}
@@ -100,6 +101,20 @@ def _ufunc_samples(ufunc: np.ufunc):
     return samples
 
 
+def _create(g, node, op: str, inputs, **attrs):
+    """A node of `op` at the graph's insertion point, at `node`'s source line; its (first) output."""
+    return g.create_node(op, list(inputs), get(op).normalize_attrs(attrs), loc=node.loc).outputs[0]
+
+
+def _divmod_decompose(g, node):
+    """``divmod(a, b)`` is ``(floor_divide(a, b), remainder(a, b))``: NumPy computes all three with the
+    same ``npy_divmod``, so the values agree bit for bit."""
+    return [_create(g, node, "np.floor_divide", node.inputs), _create(g, node, "np.remainder", node.inputs)]
+
+
+_DECOMPOSITIONS = {np.divmod: _divmod_decompose}
+
+
 def ufunc_op(ufunc: np.ufunc) -> OpDef:
     """The op of a NumPy ufunc's ``__call__``: inputs x / x1, x2 (arrays or weak scalars)."""
     name = f"np.{ufunc.__name__}"
@@ -116,6 +131,8 @@ def ufunc_op(ufunc: np.ufunc) -> OpDef:
         rules.positional(ufunc),
         numpy_targets=targets,
         samples=_ufunc_samples(ufunc),
+        ufunc=ufunc,
+        decompose=_DECOMPOSITIONS.get(ufunc),
         doc=f"NumPy ufunc `{ufunc.__name__}`",
     )
 
@@ -193,6 +210,36 @@ def _clip_binder(strict: bool):
     return bind
 
 
+def _clip_decompose(g, node):
+    """np.clip as NumPy computes it (`numpy._core._methods._clip`): a Python int bound beyond an integer
+    array's range on its open side is dropped, then maximum with a_min and minimum with a_max in the
+    result dtype (array operands cast to it first). None for a Python int bound of an integer array
+    that is not a constant (whether NumPy drops it depends on its value) or one NumPy rejects."""
+    x, *bounds = node.inputs
+    dtype = node.outputs[0].type.dtype
+    sides = [b for b in ("a_min", "a_max") if b not in node.attrs.get("omitted", ())]
+    steps = []
+    for side, v in zip(sides, bounds):
+        if isinstance(v.type, ScalarType) and v.type.kind == "int" and x.type.dtype.kind in "iu":
+            if v.node is None or v.node.op != "prim.Constant":
+                return None
+            value, info = v.node.attrs["value"], np.iinfo(x.type.dtype)
+            if (value <= info.min) if side == "a_min" else (value >= info.max):
+                continue
+            if not info.min <= value <= info.max:
+                return None
+        steps.append((side, v if isinstance(v.type, ScalarType) else _cast(g, node, v, dtype)))
+    result = _cast(g, node, x, dtype)
+    for side, v in steps:
+        result = _create(g, node, "np.maximum" if side == "a_min" else "np.minimum", [result, v])
+    return [_create(g, node, "np.astype", [x], dtype=dtype) if result is x else result]
+
+
+def _cast(g, node, v, dtype):
+    """Tensor `v` as `dtype`: itself, or an np.astype of it."""
+    return v if v.type.dtype == dtype else _create(g, node, "np.astype", [v], dtype=dtype)
+
+
 def _clip_impl(a, a_min, a_max):
     return np.clip(a, a_min, a_max)
 
@@ -212,6 +259,7 @@ register(
         binder=_clip_binder(strict=True),
         numpy_targets=[np.clip],
         samples=_clip_samples,
+        decompose=_clip_decompose,
         doc="a bound given as None is left out of the inputs and named in `omitted`",
     )
 )

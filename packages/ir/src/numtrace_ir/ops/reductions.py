@@ -95,7 +95,8 @@ def reduction_op(
             yield Sample((S.array(rng, (0, 3), "f8", domain),), {"axis": 0, "initial": 2.0})
 
     # NumPy's reductions take every schema parameter by keyword (`a=`, `axis=`, ...).
-    return OpDef(name, "reduction", params, rule, impl, numpy_targets=targets, samples=samples)
+    return OpDef(name, "reduction", params, rule, impl, numpy_targets=targets, samples=samples,
+                 reduction=name[len("np."):])
 
 
 # Reducing zero elements warns (mean of an empty slice: nan) for these; samples avoid it.
@@ -182,6 +183,7 @@ def scan_op(name: str, fn: Callable, targets: list) -> OpDef:
         lambda a, axis, dtype: fn(a, axis=axis, dtype=dtype),
         numpy_targets=targets,
         samples=samples,
+        reduction=name[len("np."):],
         doc="0-d input with an axis gives shape (1,), as in NumPy",
     )
 

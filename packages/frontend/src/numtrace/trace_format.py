@@ -1,0 +1,105 @@
+"""The saved form of traces: ``numtrace_ir.serialize`` graphs + JSON meta + state arrays.
+
+The meta records, per traced method, the argument names, the input and output
+container structures and the names of the state inputs; for a module also its
+type, training flag, submodule tree and which state names are tied to which.
+Loading needs no user code and never unpickles; anything malformed raises
+``numtrace_ir.FormatError`` naming what is wrong.
+
+The traced classes turn themselves into this form and back (``to_bytes``/``from_bytes``);
+``saving`` moves the bytes to and from files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, NamedTuple
+
+import numpy as np
+from numtrace_ir import FormatError, serialize
+
+from .backends import get_backend
+from .containers import Sequence_, check_leaves, spec_from_json
+
+FORMAT = "numtrace.trace"
+VERSION = 1
+
+
+class Saved(NamedTuple):
+    """A decoded saved trace: its graphs, meta and arrays, and the backend it loads on."""
+
+    graphs: dict
+    meta: dict
+    arrays: dict
+    backend: str
+
+
+def _method_meta(fn: Any) -> dict:
+    return {"arg_names": list(fn.arg_names), "in_spec": fn.in_spec.to_json(),
+            "out_spec": fn.out_spec.to_json(),
+            "state_names": list(fn.state_names), "mutated": list(fn.mutated),
+            "returned": [list(r) for r in fn.returned]}
+
+
+def dumps(methods: Mapping[str, Any], arrays: Mapping[str, np.ndarray], *, name: str, backend: str,
+          module: dict | None) -> bytes:
+    """The saved form of traced ``methods`` (traced functions) with their state ``arrays``; ``module``
+    is the module part of the meta (None for a traced function)."""
+    meta = {"format": FORMAT, "version": VERSION, "kind": "module" if module else "function",
+            "name": name, "backend": backend,
+            "methods": {method: _method_meta(fn) for method, fn in methods.items()}, "module": module}
+    return serialize.dumps({method: fn.graph for method, fn in methods.items()}, meta, dict(arrays))
+
+
+def loads(data: bytes, backend: str | None, where: str) -> Saved:
+    """Decode ``dumps`` bytes and check their format and version; ``backend`` defaults to the saved one."""
+    graphs, meta, arrays = serialize.loads(data)
+    if meta.get("format") != FORMAT:
+        raise FormatError(f"{where} is a numtrace-ir file but not a saved numtrace trace")
+    if meta.get("version") != VERSION:
+        raise FormatError(f"saved trace version {meta.get('version')!r} is not supported "
+                          f"(expected {VERSION})")
+    backend = backend if backend is not None else meta.get("backend")
+    if not isinstance(backend, str):
+        raise FormatError("saved trace does not name a backend")
+    get_backend(backend)  # an unavailable backend is its own error, not a malformed file
+    return Saved(graphs, meta, arrays, backend)
+
+
+@contextmanager
+def malformed_as_format_error(where: str) -> Iterator[None]:
+    """Rebuilding from a saved trace: a missing or mistyped field is a malformed file, said so."""
+    try:
+        yield
+    except (KeyError, TypeError, IndexError, AttributeError, ValueError) as exc:
+        raise FormatError(f"saved trace {where} is malformed: "
+                          f"{type(exc).__name__}: {exc}") from None
+
+
+def method_fields(name: str, info: dict, graph: Any) -> dict:
+    """The checked call structure of saved method ``name`` (``info`` from its meta), as the keyword
+    arguments of ``TracedFunction`` other than its name, backend and state arrays."""
+    in_spec = spec_from_json(info["in_spec"])
+    if not isinstance(in_spec, Sequence_):
+        raise FormatError("saved input structure must be the tuple of arguments")
+    state_names = [str(n) for n in info["state_names"]]
+    arg_names = [str(n) for n in info["arg_names"]]
+    out_spec = spec_from_json(info["out_spec"])
+    mutated = info.get("mutated", [])
+    if not isinstance(mutated, list) or any(type(i) is not int or not 0 <= i < len(graph.inputs)
+                                            for i in mutated) or len(mutated) > len(graph.outputs):
+        raise FormatError(f"saved method {name!r}: 'mutated' must list graph input indices")
+    returned = info.get("returned", [])
+    n_outputs = len(graph.outputs) - len(mutated)
+    if not isinstance(returned, list) or any(
+            not isinstance(r, list) or len(r) != 2 or any(type(v) is not int for v in r)
+            or not 0 <= r[0] <= n_outputs + len(returned) or r[1] not in mutated for r in returned):
+        raise FormatError(f"saved method {name!r}: 'returned' must list [output position, written input]")
+    check_leaves(in_spec, len(graph.inputs) - len(state_names), f"saved method {name!r} inputs")
+    check_leaves(out_spec, n_outputs + len(returned), f"saved method {name!r} outputs")
+    if len(arg_names) != len(in_spec.children):
+        raise FormatError(f"saved method {name!r}: {len(arg_names)} argument names for "
+                          f"{len(in_spec.children)} arguments")
+    return {"arg_names": arg_names, "in_spec": in_spec, "out_spec": out_spec, "state_names": state_names,
+            "mutated": mutated, "returned": [tuple(r) for r in returned]}

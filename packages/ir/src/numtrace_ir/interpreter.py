@@ -1,0 +1,160 @@
+"""The reference interpreter: runs a graph node by node with each op's NumPy reference.
+
+It is the ``reference`` backend's executable, the test oracle (`numtrace_ir.testing.run_reference`),
+and where the CPU backend takes the call of a node it has no kernel for (`reference_call`). Like an fx
+Interpreter it keeps values in slots, frees each value after its last use, and on failure names the
+node and where the user wrote it (`numtrace_ir.errors`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from numtrace_ir import registry
+from numtrace_ir.errors import execution_error
+from numtrace_ir.registry import Input, Inputs
+
+__all__ = ["Interpreter", "reference_call", "write_outputs"]
+
+
+def _constant(value: Any) -> Any:
+    """The reference of prim.Constant: the stored value itself (copied on output)."""
+    return value
+
+
+def reference_call(node: Any) -> tuple[Callable, dict]:
+    """(fn, attrs) with ``fn(*inputs, **attrs)`` computing `node` as its op's NumPy reference does.
+
+    When the op takes plain positional inputs its implementation is called directly, with the attrs
+    normalized once here: `OpDef.reference` re-normalizes on every call, which costs more than a view.
+    `UnknownOpError` for an op the registry does not know."""
+    if node.op == "prim.Constant":
+        return _constant, {"value": node.attrs["value"]}
+    op = registry.get(node.op)
+    params = op.schema
+    if any(isinstance(p, Inputs) or (isinstance(p, Input) and p.optional) for p in params):
+        return op.reference, dict(node.attrs)
+    names = [p.name for p in params if isinstance(p, Input)]
+    impl = op.impl
+
+    def call(*inputs, **kw):
+        return impl(**dict(zip(names, inputs)), **kw)
+
+    return call, op.normalize_attrs(dict(node.attrs))
+
+
+class _Step:
+    """One node's work: its call, where its inputs live, where its outputs go, what dies after it."""
+
+    __slots__ = ("node", "fn", "attrs", "inputs", "outputs", "free")
+
+    def __init__(self, node, fn, attrs, inputs, outputs):
+        self.node = node
+        self.fn = fn
+        self.attrs = attrs
+        self.inputs = inputs
+        self.outputs = outputs
+        self.free: list[int] = []
+
+
+class Interpreter:
+    """A graph as an executable (see `numtrace_ir.backend.Executable`): every output a fresh array."""
+
+    def __init__(self, graph: Any):
+        self.graph = graph
+        slot: dict[Any, int] = {}
+        for value in graph.inputs:
+            slot[value] = len(slot)
+        self.num_inputs = len(slot)
+        self.steps: list[_Step] = []
+        for node in graph.nodes:
+            inputs = [slot[v] for v in node.inputs]
+            for value in node.outputs:
+                slot[value] = len(slot)
+            fn, attrs = reference_call(node)
+            if fn is _constant:
+                inputs = []
+            self.steps.append(_Step(node, fn, attrs, inputs, [slot[v] for v in node.outputs]))
+        self.output_slots = [slot[v] for v in graph.outputs]
+        self.num_slots = len(slot)
+        # A slot is freed after the last step that reads it, unless it is a graph output.
+        last_use: dict[int, int] = {}
+        for index, step in enumerate(self.steps):
+            for s in step.inputs:
+                last_use[s] = index
+        keep = set(self.output_slots)
+        for s, index in last_use.items():
+            if s not in keep:
+                self.steps[index].free.append(s)
+        # Outputs that are not freshly computed (inputs, constants, repeats) are copied; computed ones
+        # are copied when they share memory with an input, a constant or an earlier output (a reference
+        # may return a view: np.reshape, np.transpose...), checked per call (see __call__).
+        fresh: set[int] = set()
+        self.copy_output: list[bool] = []
+        computed = {s for step in self.steps if step.fn is not _constant for s in step.outputs}
+        for s in self.output_slots:
+            self.copy_output.append(s not in computed or s in fresh)
+            fresh.add(s)
+        self.constants = [np.asarray(step.attrs["value"]) for step in self.steps if step.fn is _constant
+                          and isinstance(step.attrs["value"], (np.ndarray, np.generic))]
+
+    def run(self, *inputs: Any) -> list:
+        """The graph's outputs as the references return them (possibly views of inputs or constants)."""
+        env: list[Any] = [None] * self.num_slots
+        env[: self.num_inputs] = inputs
+        for step in self.steps:
+            try:
+                result = step.fn(*[env[s] for s in step.inputs], **step.attrs)
+            except Exception as exc:
+                raise execution_error(step.node, exc) from exc
+            if len(step.outputs) == 1:
+                env[step.outputs[0]] = result
+            else:
+                for s, r in zip(step.outputs, result):
+                    env[s] = r
+            for s in step.free:
+                env[s] = None
+        return [env[s] for s in self.output_slots]
+
+    def __call__(self, *inputs: Any, out: Sequence[np.ndarray] | None = None) -> tuple:
+        # Contract: every output is a fresh array, sharing memory with no input and no other output.
+        held = [a for a in inputs if isinstance(a, np.ndarray)] + self.constants
+        results = []
+        for value, copy in zip(self.run(*inputs), self.copy_output):
+            value = np.asarray(value)
+            if copy or any(np.may_share_memory(value, h) for h in held):
+                value = np.array(value, copy=True)
+            results.append(value)
+            held.append(value)
+        if out is not None:
+            return write_outputs(results, out)
+        return tuple(results)
+
+    def stats(self) -> dict:
+        return {"backend": "reference", "nodes": len(self.steps)}
+
+    def explain(self) -> str:
+        """The node list: each node runs as its op's NumPy reference, one after the other."""
+        from numtrace_ir.printer import format_node, value_names
+
+        names = value_names(self.graph)
+        sig = ", ".join(f"%{names[v]} : {v.type}" for v in self.graph.inputs)
+        lines = [f"reference executable for ({sig})",
+                 f"  {len(self.steps)} nodes, each run as its op's NumPy reference (no fusion, no planning)"]
+        for k, step in enumerate(self.steps, 1):
+            lines.append(f"  {k}: {format_node(step.node, True)}")
+        return "\n".join(lines) + "\n"
+
+
+def write_outputs(results: Sequence[np.ndarray], out: Sequence[np.ndarray]) -> tuple:
+    """Copy `results` into the caller's `out` arrays (same count, dtypes and shapes) and return them."""
+    if len(out) != len(results):
+        raise ValueError(f"out= needs {len(results)} arrays, got {len(out)}")
+    for i, (r, o) in enumerate(zip(results, out)):
+        if not isinstance(o, np.ndarray) or o.shape != r.shape or o.dtype != r.dtype:
+            raise ValueError(f"out[{i}] must be an array of dtype {r.dtype} and shape {r.shape}")
+        np.copyto(o, r)
+    return tuple(out)
