@@ -197,8 +197,8 @@ def test_missing_dask_names_the_extra():
 
 
 def test_docs_example_runs(client):
-    """docs/dask.md's example (fenced ``python no-run``: the docs session has no Dask) runs here."""
-    blocks = re.findall(r"^```python no-run\n(.*?)^```", DOCS.read_text(), re.S | re.M)
+    """docs/dask.md's example (fenced ``python {.no-run}``: the docs session has no Dask) runs here."""
+    blocks = re.findall(r"^```python \{\.no-run\}\n(.*?)^```", DOCS.read_text(), re.S | re.M)
     assert blocks, f"no example in {DOCS}"
     namespace = {"__name__": "__main__"}
     exec(compile("\n".join(blocks), str(DOCS), "exec"), namespace)

@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 from numtrace_ir import GuardError, TensorType
 
-from .saving import dumps_traced, loads_traced
 from .traced import TracedFunction, retyped
 from .traced_module import TracedModule
 
@@ -69,10 +68,10 @@ def map_blocks(traced: TracedFunction | TracedModule, *arrays: Any, backend: str
     arrays = tuple(a.rechunk(first.chunks) if isinstance(a, da.Array) else np.asarray(a) for a in arrays)
     for i, (a, declared) in enumerate(zip(arrays, fn.graph.inputs)):
         fn._check_leaf(i, a, declared.type)  # dtype and rank as traced, named like a direct call's error
-    data = dumps_traced(fn)
+    data = fn.to_bytes()
     digest = hashlib.sha256(data).hexdigest()
     # Checked on the same loaded graph the workers run (no Python function to re-trace with).
-    loaded = loads_traced(data, "reference")
+    loaded = TracedFunction.from_bytes(data, "reference")
     dtype, out_chunks = _output_chunks(loaded, arrays, first.chunks)
     _check_blockwise(loaded, arrays, first.chunks)
     from dask import delayed
@@ -204,5 +203,5 @@ def _run_block(digest: str, data: bytes, backend: str, *blocks: np.ndarray) -> n
             if fn is None:
                 if hashlib.sha256(data).hexdigest() != digest:
                     raise ValueError("numtrace.dask: the trace bytes on this worker do not match their hash")
-                fn = _LOADED[key] = loads_traced(data, backend)
+                fn = _LOADED[key] = TracedFunction.from_bytes(data, backend)
     return fn(*blocks)
