@@ -1,4 +1,5 @@
-"""Builds numtrace-cpu: OpenMP-enabled Cython kernels, version and pins from VERSION."""
+"""Builds numtrace-cpu: its Cython runtime once, its OpenMP block loops once per ISA; version and pins
+from VERSION."""
 import os
 import platform
 from pathlib import Path
@@ -6,6 +7,7 @@ from pathlib import Path
 import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 HERE = Path(__file__).resolve().parent
 VERSION = (HERE.parent.parent / "VERSION").read_text().strip()
@@ -20,34 +22,44 @@ if CHECKED:
     DIRECTIVES.update(boundscheck=True, wraparound=True, initializedcheck=True)
 # -fno-trapping-math lets GCC if-convert float selects (the vector exp/tanh); nothing here reads
 # floating-point exception flags.
-FLAGS = ["-O3", "-fopenmp", "-ffp-contract=fast", "-fno-math-errno", "-fno-trapping-math"]
+FLAGS = ["-O3", "-ffp-contract=fast", "-fno-math-errno", "-fno-trapping-math"]
+SRC = HERE / "src" / "numtrace_cpu"
 
-# A module whose name ends in `_avx2` is the same source built for x86-64-v3; numtrace_cpu.kernels
-# imports it only on CPUs that have AVX2 and FMA, so the package still runs on any x86-64.
-ARCH_FLAGS = {"_avx2": ["-march=x86-64-v3"]}
+# The block loops (blocks.pxi) are built once per ISA, as blocks_<build>.pyx; numtrace_cpu.isa
+# imports only the widest one the CPU runs. The rest (runtime.pyx) is ISA-independent and built once.
+# -mprefer-vector-width=512: GCC's x86-64-v4 default is 256-bit vectors, which would waste the build.
+ARCH_FLAGS = {"baseline": [], "avx2": ["-march=x86-64-v3"],
+              "avx512": ["-march=x86-64-v4", "-mprefer-vector-width=512"]}
 X86 = platform.machine().lower() in ("x86_64", "amd64")
 
 
-def _arch_flags(stem: str) -> list[str]:
-    return next((flags for suffix, flags in ARCH_FLAGS.items() if stem.endswith(suffix)), [])
+def _extension(stem: str, flags: list[str], openmp: bool) -> Extension:
+    omp = ["-fopenmp"] if openmp else []
+    return Extension(f"numtrace_cpu.{stem}", [f"src/numtrace_cpu/{stem}.pyx"],
+                     include_dirs=[numpy.get_include(), str(SRC)], extra_compile_args=FLAGS + omp + flags,
+                     extra_link_args=omp, define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")])
 
 
-def _buildable(stem: str) -> bool:
-    return X86 or not _arch_flags(stem)
-
-
-extensions = [
-    Extension(f"numtrace_cpu.{p.stem}", [str(p.relative_to(HERE))],
-              include_dirs=[numpy.get_include()], extra_compile_args=FLAGS + _arch_flags(p.stem),
-              extra_link_args=["-fopenmp"],
-              define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")])
-    for p in sorted((HERE / "src" / "numtrace_cpu").glob("*.pyx")) if _buildable(p.stem)
+extensions = [_extension("runtime", [], openmp=False)] + [
+    _extension(f"blocks_{build}", flags, openmp=True)
+    for build, flags in ARCH_FLAGS.items() if X86 or not flags
 ]
+
+
+class ParallelBuildExt(build_ext):
+    """Compiles the extensions side by side (they are independent): the ISA builds dominate the time."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        if self.parallel is None:
+            self.parallel = os.cpu_count() or 1
+
 
 setup(
     version=VERSION,
     install_requires=["numpy>=1.26", f"numtrace-ir=={VERSION}"],
-    ext_modules=cythonize(extensions, compiler_directives=DIRECTIVES,
+    ext_modules=cythonize(extensions, compiler_directives=DIRECTIVES, nthreads=os.cpu_count() or 1,
                           **({"build_dir": "build/boundscheck", "force": True} if CHECKED else {})),
+    cmdclass={"build_ext": ParallelBuildExt},
     zip_safe=False,
 )

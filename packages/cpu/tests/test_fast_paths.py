@@ -7,7 +7,7 @@ import numpy as np
 import numtrace_cpu
 import pytest
 from numtrace_cpu import compile_graph
-from numtrace_cpu.kernels import DTYPES, OPS
+from numtrace_cpu.isa import DTYPES, OPS
 from numtrace_ir import Graph
 from numtrace_ir.types import TensorType
 

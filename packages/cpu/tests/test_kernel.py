@@ -2,31 +2,27 @@
 
 import numpy as np
 import pytest
-from numtrace_cpu import fused
-from numtrace_cpu.kernels import DTYPES, OPS, REDUCTIONS, REG_KINDS, ROLES
+from numtrace_cpu import isa, runtime
+from numtrace_cpu.isa import DTYPES, OPS, REDUCTIONS, REG_KINDS, ROLES, FusedKernel
 
 F32 = DTYPES[np.dtype(np.float32)]
 F64 = DTYPES[np.dtype(np.float64)]
 BOOL = DTYPES[np.dtype(bool)]
 INPUT, OUTPUT, TEMP, CONST = (REG_KINDS[k] for k in ("input", "output", "temp", "const"))
-BUILDS = [fused]
-if fused.CPU_HAS_AVX2_FMA:
-    from numtrace_cpu import fused_avx2
-
-    BUILDS.append(fused_avx2)
+# Every ISA build this CPU runs (the widest is the one in use; the others must agree with it).
+BUILDS = [isa.load(b) for b in isa.built() if isa.BUILDS[b][1] <= runtime.cpu_features()]
 
 
 def _add_kernel(module, shape=(10,)):
     regs = [(F32, INPUT, 0), (F32, INPUT, 1), (F32, OUTPUT, 2)]
-    return module.FusedKernel(shape, (), regs, [], [(OPS["add"][0], F32, 2, 0, 1, -1)], [],
-                              [(F32, ROLES["input"]), (F32, ROLES["input"]), (F32, ROLES["output"])])
+    return FusedKernel(shape, (), regs, [], [(OPS["add"][0], F32, 2, 0, 1, -1)], [],
+                       [(F32, ROLES["input"]), (F32, ROLES["input"]), (F32, ROLES["output"])], module)
 
 
 def _unary_kernel(module, name, dt, shape):
     """out = name(x) over `shape`: one instruction, one input, one output of dtype code `dt`."""
-    return module.FusedKernel(shape, (), [(dt, INPUT, 0), (dt, OUTPUT, 1)], [],
-                              [(OPS[name][0], dt, 1, 0, -1, -1)], [],
-                              [(dt, ROLES["input"]), (dt, ROLES["output"])])
+    return FusedKernel(shape, (), [(dt, INPUT, 0), (dt, OUTPUT, 1)], [], [(OPS[name][0], dt, 1, 0, -1, -1)],
+                       [], [(dt, ROLES["input"]), (dt, ROLES["output"])], module)
 
 
 @pytest.mark.parametrize("module", BUILDS, ids=lambda m: m.__name__)
@@ -115,18 +111,55 @@ def test_operand_checks(module):
 ])
 def test_program_validation(regs, instrs, operands, match):
     with pytest.raises(ValueError, match=match):
-        fused.FusedKernel((4,), (), regs, [], instrs, [], operands)
+        FusedKernel((4,), (), regs, [], instrs, [], operands)
 
 
 def test_reduction_validation_and_empty_rows():
     regs = [(F32, INPUT, 0)]
     ops = [(F32, ROLES["input"]), (F32, ROLES["reduced"])]
     with pytest.raises(ValueError, match="reduce axis"):
-        fused.FusedKernel((3, 0), (2,), regs, [], [], [(REDUCTIONS["max"][0], 0, 1, 0.0)], ops)
-    k = fused.FusedKernel((3, 0), (1,), regs, [], [], [(REDUCTIONS["max"][0], 0, 1, 0.0)], ops)
+        FusedKernel((3, 0), (2,), regs, [], [], [(REDUCTIONS["max"][0], 0, 1, 0.0)], ops)
+    k = FusedKernel((3, 0), (1,), regs, [], [], [(REDUCTIONS["max"][0], 0, 1, 0.0)], ops)
     with pytest.raises(ValueError, match="zero-size"):
         k.run([np.empty((3, 0), np.float32), np.empty(3, np.float32)], 1)
-    k = fused.FusedKernel((3, 0), (1,), regs, [], [], [(REDUCTIONS["sum"][0], 0, 1, 0.0)], ops)
+    k = FusedKernel((3, 0), (1,), regs, [], [], [(REDUCTIONS["sum"][0], 0, 1, 0.0)], ops)
     out = np.full(3, 7, np.float32)
     k.run([np.empty((3, 0), np.float32), out], 1)
     assert np.array_equal(out, np.zeros(3, np.float32))
+
+
+def test_opcode_table_is_one_list():
+    """nt_opcodes.h expands one list into the enum and the names table: the codes are 0..n-1 in list
+    order, so a name can never point at another op's code."""
+    assert [code for code, _, _ in OPS.values()] == list(range(len(OPS)))
+    assert [code for code, _ in REDUCTIONS.values()] == list(range(len(REDUCTIONS)))
+    assert {"exp", "tanh", "reciprocal", "arctan2", "logical_xor", "where", "cast"} <= set(OPS)
+
+
+_SAMPLES = {np.float32: np.linspace(-3, 3, 37, dtype=np.float32), np.float64: np.linspace(-3, 3, 37),
+            np.int32: np.arange(-18, 19, dtype=np.int32), np.int64: np.arange(-18, 19, dtype=np.int64) * 7,
+            np.bool_: np.arange(37) % 3 == 0}
+_CATEGORY_ARITY = {0: (1, False), 1: (1, True), 2: (2, False), 3: (2, True)}   # CAT_* -> (inputs, bool out)
+
+
+@pytest.mark.parametrize("module", BUILDS, ids=lambda m: m.__name__)
+@pytest.mark.parametrize("name", [n for n, (_, cat, _) in OPS.items() if cat in _CATEGORY_ARITY])
+def test_every_op_computes_what_its_name_says(module, name):
+    """Each opcode, in every dtype its table entry lists, equals the NumPy function of its name: the
+    dispatch (switches over opcodes) agrees with the names table."""
+    code, cat, dts = OPS[name]
+    arity, bool_out = _CATEGORY_ARITY[cat]
+    for np_dt in (d.type for d, c in DTYPES.items() if c in dts):
+        dt = DTYPES[np.dtype(np_dt)]
+        out_dt = BOOL if bool_out else dt
+        xs = [_SAMPLES[np_dt], np.roll(_SAMPLES[np_dt], 5)][:arity]
+        regs = [(dt, INPUT, i) for i in range(arity)] + [(out_dt, OUTPUT, arity)]
+        k = FusedKernel(xs[0].shape, (), regs, [], [(code, dt, arity, 0, 1 if arity == 2 else -1, -1)], [],
+                        [(dt, ROLES["input"])] * arity + [(out_dt, ROLES["output"])], module)
+        out = np.empty(xs[0].shape, bool if bool_out else np_dt)
+        k.run([*xs, out], 1)
+        with np.errstate(all="ignore"):
+            expected = getattr(np, name)(*xs)
+        tol = 3e-6 if np_dt is np.float32 else 1e-13
+        np.testing.assert_allclose(out, expected, rtol=tol, atol=tol, equal_nan=True,
+                                   err_msg=f"{name} {np_dt}")

@@ -112,6 +112,10 @@ def test_explain(capsys, files):
 def test_backends(capsys):
     code, out, _ = run(capsys, "backends")
     assert code == 0 and "reference: available" in out
+    if CPU:
+        import numtrace_cpu
+
+        assert f"cpu: available (block interpreter built for {numtrace_cpu.ISA})" in out
 
 
 def test_draw_dot_text(capsys, files, tmp_path):

@@ -10,6 +10,7 @@ from numtrace_ir import passes, specialize
 from numtrace_ir.types import TensorType, Type
 
 from numtrace_cpu.executable import Executable
+from numtrace_cpu.isa import ISA
 from numtrace_cpu.lowering import LOWERED, lower
 from numtrace_cpu.planner import plan_buffers
 
@@ -41,6 +42,8 @@ class Backend:
     never re-traces."""
 
     name = "cpu"
+    description = f"block interpreter built for {ISA}"
+    """What `numtrace backends` shows: the ISA build chosen for this CPU (numtrace_cpu.isa)."""
 
     def __init__(self):
         self._cache: OrderedDict = OrderedDict()

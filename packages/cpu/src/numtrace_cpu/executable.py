@@ -18,7 +18,7 @@ from numtrace_ir.errors import execution_error, while_executing
 from numtrace_ir.types import ScalarType, TensorType
 
 from numtrace_cpu import threads
-from numtrace_cpu.kernels import ISA, CallPlan, FusedCall
+from numtrace_cpu.isa import ISA
 from numtrace_cpu.lowering import (
     ConstantStep,
     FallbackStep,
@@ -29,7 +29,8 @@ from numtrace_cpu.lowering import (
     Step,
     ViewStep,
 )
-from numtrace_cpu.planner import Plan
+from numtrace_cpu.planner import BufferPlan
+from numtrace_cpu.runtime import CallRunner, FusedCall
 
 __all__ = ["Executable"]
 
@@ -37,14 +38,14 @@ _SCALAR_PY = {"int": (int, np.integer), "float": (float, int, np.floating, np.in
               "bool": (bool, np.bool_), "complex": (complex, float, int, np.number)}
 
 
-class Executable(CallPlan):
+class Executable(CallRunner):
     """Runs one specialized graph: ``exe(*inputs, out=None) -> tuple`` of the graph's outputs.
 
-    The call itself is `CallPlan.__call__` (Cython); this class prepares its tables and holds the
+    The call itself is `CallRunner.__call__` (Cython); this class prepares its tables and holds the
     slow paths: explaining bad inputs, checking `out=`, making arenas.
     """
 
-    def __init__(self, graph, steps: list[Step], types: dict, plan: Plan, constants: dict):
+    def __init__(self, graph, steps: list[Step], types: dict, plan: BufferPlan, constants: dict):
         self.graph = graph
         self.input_types = [v.type for v in graph.inputs]
         self._steps = steps
@@ -207,7 +208,7 @@ class Executable(CallPlan):
                 f"{s['fused_groups']} fused groups, {s['fallbacks']} fallbacks>")
 
 
-# How each graph output reaches the caller (CallPlan takes the index into _MODES).
+# How each graph output reaches the caller (CallRunner takes the index into _MODES).
 _DIRECT, _COPY, _SCALAR, _DYNAMIC = _MODES = ("direct", "copy", "scalar", "dynamic")
 
 
@@ -258,7 +259,7 @@ def _where(step: Step) -> str:
 
 
 def _runner(step: Step, types: dict):
-    """What CallPlan runs for a step: a FusedCall, or a closure `run(env, nthreads)`."""
+    """What CallRunner runs for a step: a FusedCall, or a closure `run(env, nthreads)`."""
     if isinstance(step, FusedStep):
         return _fused_runner(step)
     if isinstance(step, MatmulStep):

@@ -23,12 +23,12 @@ from numtrace_ir.interpreter import reference_call
 from numtrace_ir.registry import REDUCTION_KINDS, OpDef, UnknownOpError
 from numtrace_ir.types import ScalarType, TensorType
 
-from numtrace_cpu.kernels import DTYPES, OPS, REDUCTIONS, REG_KINDS, ROLES, FusedKernel
+from numtrace_cpu.isa import DTYPES, OPS, REDUCTIONS, REG_KINDS, ROLES, FusedKernel
 
 __all__ = ["LOWERED", "ConstantStep", "FallbackStep", "FusedStep", "IntoStep", "MatmulStep", "SetitemStep",
            "Step", "ViewStep", "lower"]
 
-# Interpreter limits (see fused_impl.pxi); bigger groups are split.
+# Interpreter limits (see runtime.pyx); bigger groups are split.
 MAX_OPERANDS = 64
 MAX_REGISTERS = 256
 MAX_REDUCTIONS = 16

@@ -10,31 +10,6 @@
 
 #include <math.h>
 #include <stdint.h>
-#include <stdlib.h>
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
-
-/* A large block on 2 MiB boundaries, marked for transparent huge pages: first touch then costs
- * one fault per 2 MiB instead of one per 4 KiB.  NULL when out of memory. */
-static inline void *nt_alloc_large(size_t n) {
-    void *p = NULL;
-    if (posix_memalign(&p, (size_t)1 << 21, n ? n : 1) != 0) return NULL;
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    madvise(p, n, MADV_HUGEPAGE);
-#endif
-    return p;
-}
-
-/* Whether this CPU runs code built for x86-64-v3 (the `_avx2` build of the interpreter). */
-static inline int nt_cpu_has_avx2_fma(void) {
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#else
-    return 0;
-#endif
-}
 
 static inline float nt_bits_to_float(uint32_t i) { union { uint32_t i; float f; } u; u.i = i; return u.f; }
 static inline uint32_t nt_float_to_bits(float f) { union { uint32_t i; float f; } u; u.f = f; return u.i; }

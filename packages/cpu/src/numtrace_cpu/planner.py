@@ -14,11 +14,11 @@ from dataclasses import dataclass
 import numpy as np
 from numtrace_ir.types import TensorType
 
-__all__ = ["Plan", "plan_buffers"]
+__all__ = ["BufferPlan", "plan_buffers"]
 
 
 @dataclass
-class Plan:
+class BufferPlan:
     """`slot_of[value] = slot index`, `slot_bytes[slot]` the capacity of each slot; `output_values` the
     graph's outputs and `copied_outputs[j]` whether output j must be copied (it is an input, a constant,
     a repeat, or a value no step writes into the output buffer)."""
@@ -29,7 +29,7 @@ class Plan:
     copied_outputs: list
 
 
-def plan_buffers(steps: list, types: dict, n_inputs: int, outputs: list[int], constants: set) -> Plan:
+def plan_buffers(steps: list, types: dict, n_inputs: int, outputs: list[int], constants: set) -> BufferPlan:
     """Assign slots to the steps' tensor values. `types[value]` is its IR type; `outputs` the graph's
     output values in order; `constants` the values held by the executable. A step with `view` set
     may return views of its first input: its outputs get no slot, and every read of them counts as
@@ -70,7 +70,7 @@ def plan_buffers(steps: list, types: dict, n_inputs: int, outputs: list[int], co
             if r in slot_of and r not in released and last_use.get(r, i) <= i:
                 released.add(r)
                 free.append(slot_of[r])
-    return Plan(slot_of, slot_bytes, list(outputs), copied)
+    return BufferPlan(slot_of, slot_bytes, list(outputs), copied)
 
 
 def _nbytes(t: TensorType) -> int:

@@ -1,14 +1,14 @@
 """How many threads large fused passes use (OpenMP teams; BLAS keeps its own setting).
 
 Default: the CPUs this process may run on, or ``NUMTRACE_NUM_THREADS`` when set. Small passes stay
-on the calling thread whatever the setting (see PARALLEL_MIN_WORK in fused_impl.pxi).
+on the calling thread whatever the setting (see PARALLEL_MIN_WORK in runtime.pyx).
 """
 
 from __future__ import annotations
 
 import os
 
-from numtrace_cpu import kernels
+from numtrace_cpu import runtime
 
 __all__ = ["get_num_threads", "set_num_threads"]
 
@@ -42,7 +42,7 @@ def set_num_threads(n: int) -> None:
     global _num_threads
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"number of threads must be an int >= 1, got {n!r}")
-    kernels.impl.set_num_threads(n)   # the interpreter reads it without a Python call
+    runtime.set_num_threads(n)   # the interpreter reads it without a Python call
     _num_threads = n
 
 

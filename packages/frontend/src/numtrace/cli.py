@@ -279,10 +279,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_backends(args: argparse.Namespace) -> int:
-    from .backends import installed_backends
+    from .backends import get_backend, installed_backends
 
     for name, (ok, why) in installed_backends().items():
-        print(f"{name}: {'available' if ok else 'unavailable (' + why + ')'}")
+        detail = getattr(get_backend(name), "description", "") if ok else why
+        print(f"{name}: {'available' if ok else 'unavailable'}{f' ({detail})' if detail else ''}")
     return 0
 
 

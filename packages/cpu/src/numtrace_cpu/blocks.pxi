@@ -1,0 +1,758 @@
+"""The typed block loops of the interpreter: everything that runs with the GIL released, per ISA.
+
+This file is compiled once per instruction set (blocks_baseline, blocks_avx2, blocks_avx512, each a
+one-line .pyx that includes it; setup.py gives each its -march), because only these loops gain from
+wider vectors. The program validation, operand binding, call runtime and output recycling are
+ISA-independent and compiled once, in runtime.pyx; numtrace_cpu.isa hands the runtime the pass of
+the widest build this CPU runs (RUN_PASS below).
+
+A pass walks its iteration space in blocks of at most `BLOCK` elements: operands are read in place
+when their innermost stride is unit (otherwise gathered), every instruction is one tight loop over
+the block, outputs are written in place, and reductions fold each block into per-row accumulators.
+No full-size temporary ever exists. Large passes split their units (chunks of blocks, reduction
+rows or column groups) over OpenMP threads, each with its own scratch registers. Memory safety rests
+on the runtime having validated the program and every operand before the pass starts; these loops
+then only visit indices inside the collapsed iteration shape.
+"""
+
+from cpython.pycapsule cimport PyCapsule_New
+from cython.parallel cimport prange, threadid
+from libc.math cimport INFINITY, NAN, atan2, copysign, exp, fabs, fmax, fmin, hypot, pow, sqrt
+from libc.stdint cimport (INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, int8_t, int16_t, int32_t, int64_t, uint16_t,
+                          uint32_t, uint64_t)
+from libc.string cimport memcpy, memset
+
+from numtrace_cpu.interp cimport *
+
+cdef extern from "nt_simd.h" nogil:
+    void nt_expf_loop(float* d, const float* a, Py_ssize_t n)
+    void nt_tanhf_loop(float* d, const float* a, Py_ssize_t n)
+    float sqrtf(float x)
+    double nt_sum_f32(const float* a, Py_ssize_t n)
+    double nt_sum_f64(const double* a, Py_ssize_t n)
+    double nt_m2_f32(const float* a, Py_ssize_t n, double mean)
+    double nt_m2_f64(const double* a, Py_ssize_t n, double mean)
+    float nt_max_f32(const float* a, Py_ssize_t n, float acc, int* nan)
+    double nt_max_f64(const double* a, Py_ssize_t n, double acc, int* nan)
+    int32_t nt_max_i32(const int32_t* a, Py_ssize_t n, int32_t acc, int* nan)
+    int64_t nt_max_i64(const int64_t* a, Py_ssize_t n, int64_t acc, int* nan)
+    unsigned char nt_max_u8(const unsigned char* a, Py_ssize_t n, unsigned char acc, int* nan)
+    float nt_min_f32(const float* a, Py_ssize_t n, float acc, int* nan)
+    double nt_min_f64(const double* a, Py_ssize_t n, double acc, int* nan)
+    int32_t nt_min_i32(const int32_t* a, Py_ssize_t n, int32_t acc, int* nan)
+    int64_t nt_min_i64(const int64_t* a, Py_ssize_t n, int64_t acc, int* nan)
+    unsigned char nt_min_u8(const unsigned char* a, Py_ssize_t n, unsigned char acc, int* nan)
+
+ctypedef unsigned char u8
+
+ctypedef fused num:
+    u8
+    int32_t
+    int64_t
+    float
+    double
+
+# Source types of a cast: the compute dtypes and the storage-only ones (u8 also reads uint8).
+ctypedef fused num2:
+    u8
+    int8_t
+    int16_t
+    uint16_t
+    int32_t
+    uint32_t
+    int64_t
+    uint64_t
+    float
+    double
+
+# Elementwise kernels: one loop per op over a block. Integer arithmetic goes through unsigned
+# types so that overflow wraps (as in NumPy) instead of being undefined behaviour.
+
+cdef inline num _wrap_add(num x, num y) noexcept nogil:
+    if num is int32_t:
+        return <int32_t>(<uint32_t>x + <uint32_t>y)
+    elif num is int64_t:
+        return <int64_t>(<uint64_t>x + <uint64_t>y)
+    elif num is u8:
+        return x | y
+    else:
+        return x + y
+
+cdef inline num _wrap_sub(num x, num y) noexcept nogil:
+    if num is int32_t:
+        return <int32_t>(<uint32_t>x - <uint32_t>y)
+    elif num is int64_t:
+        return <int64_t>(<uint64_t>x - <uint64_t>y)
+    else:
+        return x - y
+
+cdef inline num _wrap_mul(num x, num y) noexcept nogil:
+    if num is int32_t:
+        return <int32_t>(<uint32_t>x * <uint32_t>y)
+    elif num is int64_t:
+        return <int64_t>(<uint64_t>x * <uint64_t>y)
+    elif num is u8:
+        return x & y
+    else:
+        return x * y
+
+cdef void _unary(int op, num* d, const num* a, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    if op == OP_COPY:
+        if d != a:
+            memcpy(d, a, n * sizeof(num))   # registers either coincide or do not overlap
+    elif op == OP_NEG:
+        for i in range(n):
+            if num is float or num is double:
+                d[i] = -a[i]   # not 0 - x: -(+0.0) is -0.0
+            else:
+                d[i] = _wrap_sub(<num>0, a[i])
+    elif op == OP_ABS:
+        for i in range(n):
+            if num is float or num is double:
+                d[i] = fabs(a[i])
+            else:
+                d[i] = _wrap_sub(<num>0, a[i]) if a[i] < 0 else a[i]
+    elif op == OP_SQUARE:
+        for i in range(n):
+            d[i] = _wrap_mul(a[i], a[i])
+    elif op == OP_SIGN:
+        for i in range(n):
+            if num is float or num is double:
+                d[i] = a[i] if a[i] != a[i] else <num>((a[i] > 0) - (a[i] < 0))
+            else:
+                d[i] = <num>((a[i] > 0) - (a[i] < 0))
+    elif op == OP_INVERT:
+        if num is u8:
+            for i in range(n):
+                d[i] = not a[i]
+        elif num is int32_t or num is int64_t:
+            for i in range(n):
+                d[i] = ~a[i]
+    elif num is float:
+        if op == OP_EXP:
+            nt_expf_loop(d, a, n)
+        elif op == OP_TANH:
+            nt_tanhf_loop(d, a, n)
+        elif op == OP_SQRT:
+            for i in range(n):
+                d[i] = sqrtf(a[i])
+        elif op == OP_RECIP:
+            for i in range(n):
+                d[i] = <float>1.0 / a[i]
+        else:
+            for i in range(n):
+                d[i] = <float>nt_float_unary(op, a[i])
+    elif num is double:
+        if op == OP_EXP:
+            for i in range(n):
+                d[i] = exp(a[i])
+        elif op == OP_SQRT:
+            for i in range(n):
+                d[i] = sqrt(a[i])
+        else:
+            for i in range(n):
+                d[i] = nt_float_unary(op, a[i])
+
+cdef void _unary_bool(int op, u8* d, const num* a, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    if op == OP_NOT:
+        for i in range(n):
+            d[i] = a[i] == 0
+    elif num is float or num is double:
+        if op == OP_ISNAN:
+            for i in range(n):
+                d[i] = a[i] != a[i]
+        elif op == OP_ISINF:
+            for i in range(n):
+                d[i] = fabs(a[i]) == INFINITY
+        elif op == OP_ISFINITE:
+            for i in range(n):
+                d[i] = a[i] - a[i] == 0
+        elif op == OP_SIGNBIT:
+            for i in range(n):
+                d[i] = copysign(1.0, a[i]) < 0
+
+cdef inline num _maximum(num x, num y) noexcept nogil:
+    # NaN in either operand wins, as in np.maximum.
+    # `|`, not `or`: no short-circuit branch, so the loop vectorizes.
+    if num is float or num is double:
+        return x if ((x >= y) | (x != x)) else y
+    else:
+        return x if x >= y else y
+
+cdef inline num _minimum(num x, num y) noexcept nogil:
+    if num is float or num is double:
+        return x if ((x <= y) | (x != x)) else y
+    else:
+        return x if x <= y else y
+
+cdef void _binary(int op, num* d, const num* a, const num* b, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    if op == OP_ADD:
+        for i in range(n):
+            d[i] = _wrap_add(a[i], b[i])
+    elif op == OP_SUB:
+        for i in range(n):
+            d[i] = _wrap_sub(a[i], b[i])
+    elif op == OP_MUL:
+        for i in range(n):
+            d[i] = _wrap_mul(a[i], b[i])
+    elif op == OP_MAX:
+        for i in range(n):
+            d[i] = _maximum(a[i], b[i])
+    elif op == OP_MIN:
+        for i in range(n):
+            d[i] = _minimum(a[i], b[i])
+    elif num is u8 or num is int32_t or num is int64_t:
+        if op == OP_BITAND:
+            for i in range(n):
+                d[i] = a[i] & b[i]
+        elif op == OP_BITOR:
+            for i in range(n):
+                d[i] = a[i] | b[i]
+        elif op == OP_BITXOR:
+            for i in range(n):
+                d[i] = a[i] ^ b[i]
+    else:
+        if op == OP_DIV:
+            for i in range(n):
+                d[i] = a[i] / b[i]
+        elif op == OP_FMAX:
+            for i in range(n):
+                d[i] = fmax(a[i], b[i])
+        elif op == OP_FMIN:
+            for i in range(n):
+                d[i] = fmin(a[i], b[i])
+        elif op == OP_POW:
+            for i in range(n):
+                d[i] = <num>pow(a[i], b[i])
+        elif op == OP_ARCTAN2:
+            for i in range(n):
+                d[i] = <num>atan2(a[i], b[i])
+        elif op == OP_HYPOT:
+            for i in range(n):
+                d[i] = <num>hypot(a[i], b[i])
+        elif op == OP_COPYSIGN:
+            for i in range(n):
+                d[i] = <num>copysign(a[i], b[i])
+
+cdef void _binary_bool(int op, u8* d, const num* a, const num* b, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    if op == OP_EQ:
+        for i in range(n):
+            d[i] = a[i] == b[i]
+    elif op == OP_NE:
+        for i in range(n):
+            d[i] = a[i] != b[i]
+    elif op == OP_LT:
+        for i in range(n):
+            d[i] = a[i] < b[i]
+    elif op == OP_LE:
+        for i in range(n):
+            d[i] = a[i] <= b[i]
+    elif op == OP_GT:
+        for i in range(n):
+            d[i] = a[i] > b[i]
+    elif op == OP_GE:
+        for i in range(n):
+            d[i] = a[i] >= b[i]
+    elif op == OP_LAND:
+        for i in range(n):
+            d[i] = (a[i] != 0) & (b[i] != 0)
+    elif op == OP_LOR:
+        for i in range(n):
+            d[i] = (a[i] != 0) | (b[i] != 0)
+    elif op == OP_LXOR:
+        for i in range(n):
+            d[i] = (a[i] != 0) ^ (b[i] != 0)
+
+cdef void _where(num* d, const u8* c, const num* a, const num* b, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        d[i] = a[i] if c[i] else b[i]
+
+cdef inline num _convert(num2 x, num* kind) noexcept nogil:
+    """x converted to num like NumPy's casts: float->int truncates, and NaN or out-of-range gives
+    the integer minimum (x86 behaviour) instead of C's undefined behaviour."""
+    if num is u8:
+        return x != 0
+    elif (num is int32_t) and (num2 is float or num2 is double):
+        return <int32_t>x if ((x >= -2147483648.0) & (x < 2147483648.0)) else INT32_MIN
+    elif (num is int64_t) and (num2 is float or num2 is double):
+        return <int64_t>x if ((x >= -9223372036854775808.0) & (x < 9223372036854775808.0)) else INT64_MIN
+    else:
+        return <num>x
+
+cdef void _cast_to(num* d, const num2* a, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        d[i] = _convert(a[i], d)
+
+cdef void _cast_from(int dst_dt, char* d, const num2* a, Py_ssize_t n) noexcept nogil:
+    if dst_dt == DT_BOOL:
+        _cast_to(<u8*>d, a, n)
+    elif dst_dt == DT_I32:
+        _cast_to(<int32_t*>d, a, n)
+    elif dst_dt == DT_I64:
+        _cast_to(<int64_t*>d, a, n)
+    elif dst_dt == DT_F32:
+        _cast_to(<float*>d, a, n)
+    else:
+        _cast_to(<double*>d, a, n)
+
+cdef void _exec(const Instr* ins, char** regs, Py_ssize_t n) noexcept nogil:
+    cdef char* d = regs[ins.dst]
+    cdef char* a = regs[ins.a]
+    cdef char* b = regs[ins.b] if ins.b >= 0 else NULL
+    cdef char* c = regs[ins.c] if ins.c >= 0 else NULL
+    cdef int dt = ins.dt, op = ins.op, cat = ins.cat
+    if cat == CAT_UNARY:
+        if dt == DT_F32: _unary(op, <float*>d, <float*>a, n)
+        elif dt == DT_F64: _unary(op, <double*>d, <double*>a, n)
+        elif dt == DT_I32: _unary(op, <int32_t*>d, <int32_t*>a, n)
+        elif dt == DT_I64: _unary(op, <int64_t*>d, <int64_t*>a, n)
+        else: _unary(op, <u8*>d, <u8*>a, n)
+    elif cat == CAT_BINARY:
+        if dt == DT_F32: _binary(op, <float*>d, <float*>a, <float*>b, n)
+        elif dt == DT_F64: _binary(op, <double*>d, <double*>a, <double*>b, n)
+        elif dt == DT_I32: _binary(op, <int32_t*>d, <int32_t*>a, <int32_t*>b, n)
+        elif dt == DT_I64: _binary(op, <int64_t*>d, <int64_t*>a, <int64_t*>b, n)
+        else: _binary(op, <u8*>d, <u8*>a, <u8*>b, n)
+    elif cat == CAT_UNARY_BOOL:
+        if dt == DT_F32: _unary_bool(op, <u8*>d, <float*>a, n)
+        elif dt == DT_F64: _unary_bool(op, <u8*>d, <double*>a, n)
+        elif dt == DT_I32: _unary_bool(op, <u8*>d, <int32_t*>a, n)
+        elif dt == DT_I64: _unary_bool(op, <u8*>d, <int64_t*>a, n)
+        else: _unary_bool(op, <u8*>d, <u8*>a, n)
+    elif cat == CAT_BINARY_BOOL:
+        if dt == DT_F32: _binary_bool(op, <u8*>d, <float*>a, <float*>b, n)
+        elif dt == DT_F64: _binary_bool(op, <u8*>d, <double*>a, <double*>b, n)
+        elif dt == DT_I32: _binary_bool(op, <u8*>d, <int32_t*>a, <int32_t*>b, n)
+        elif dt == DT_I64: _binary_bool(op, <u8*>d, <int64_t*>a, <int64_t*>b, n)
+        else: _binary_bool(op, <u8*>d, <u8*>a, <u8*>b, n)
+    elif cat == CAT_WHERE:
+        if dt == DT_F32: _where(<float*>d, <u8*>c, <float*>a, <float*>b, n)
+        elif dt == DT_F64: _where(<double*>d, <u8*>c, <double*>a, <double*>b, n)
+        elif dt == DT_I32: _where(<int32_t*>d, <u8*>c, <int32_t*>a, <int32_t*>b, n)
+        elif dt == DT_I64: _where(<int64_t*>d, <u8*>c, <int64_t*>a, <int64_t*>b, n)
+        else: _where(<u8*>d, <u8*>c, <u8*>a, <u8*>b, n)
+    else:  # CAT_CAST: dt is the destination dtype, the source register carries its own
+        _cast_dispatch(dt, ins.c, d, a, n)
+
+cdef void _cast_dispatch(int dst_dt, int src_dt, char* d, const char* a, Py_ssize_t n) noexcept nogil:
+    if src_dt == DT_F32: _cast_from(dst_dt, d, <float*>a, n)
+    elif src_dt == DT_F64: _cast_from(dst_dt, d, <double*>a, n)
+    elif src_dt == DT_I32: _cast_from(dst_dt, d, <int32_t*>a, n)
+    elif src_dt == DT_I64: _cast_from(dst_dt, d, <int64_t*>a, n)
+    elif src_dt == DT_I8: _cast_from(dst_dt, d, <int8_t*>a, n)
+    elif src_dt == DT_I16: _cast_from(dst_dt, d, <int16_t*>a, n)
+    elif src_dt == DT_U16: _cast_from(dst_dt, d, <uint16_t*>a, n)
+    elif src_dt == DT_U32: _cast_from(dst_dt, d, <uint32_t*>a, n)
+    elif src_dt == DT_U64: _cast_from(dst_dt, d, <uint64_t*>a, n)
+    else: _cast_from(dst_dt, d, <u8*>a, n)   # bool and uint8 convert alike: 0..255 to any dtype
+
+cdef void _fill(char* dst, const char* src, Py_ssize_t itemsize, Py_ssize_t n) noexcept nogil:
+    """n copies of one element (a broadcast operand or a constant)."""
+    cdef Py_ssize_t i
+    if itemsize == 4:
+        for i in range(n):
+            (<uint32_t*>dst)[i] = (<const uint32_t*>src)[0]
+    elif itemsize == 2:
+        for i in range(n):
+            (<uint16_t*>dst)[i] = (<const uint16_t*>src)[0]
+    elif itemsize == 8:
+        for i in range(n):
+            (<uint64_t*>dst)[i] = (<const uint64_t*>src)[0]
+    else:
+        memset(dst, src[0], n)
+
+cdef void _gather(char* dst, const char* src, Py_ssize_t stride, Py_ssize_t itemsize,
+                  Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    if stride == 0:
+        _fill(dst, src, itemsize, n)
+    elif stride == itemsize:
+        memcpy(dst, src, n * itemsize)   # a contiguous row that is not aligned, or part of a wider one
+    else:
+        for i in range(n):
+            memcpy(dst + i * itemsize, src + i * stride, itemsize)
+
+cdef void _scatter(char* dst, const char* src, Py_ssize_t stride, Py_ssize_t itemsize,
+                   Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        memcpy(dst + i * stride, src + i * itemsize, itemsize)
+
+cdef inline bint _direct(const char* p, Py_ssize_t stride, Py_ssize_t itemsize) noexcept nogil:
+    """An operand block can be used in place: unit stride and naturally aligned."""
+    return stride == itemsize and (<size_t>p) % itemsize == 0
+
+cdef void _block(const Ctx* cx, char** regs, char* scratch, char** ptrs, Py_ssize_t n, Py_ssize_t rows,
+                 const char** tiles) noexcept nogil:
+    """Run the program over one block of `rows` rows of n elements. Operand k's first element is at
+    ptrs[k]; its elements advance by its innermost stride and (rows > 1) its rows by its stride
+    along dim nd-2. `tiles` caches broadcast rows per register (see `_load`), or is NULL."""
+    cdef int r, k, last = cx.nd - 1
+    cdef Py_ssize_t st, so, isz, i
+    for r in range(cx.nregs):
+        kind = cx.reg_kind[r]
+        if kind == REG_INPUT or kind == REG_OUTPUT:
+            k = cx.reg_arg[r]
+            isz = nt_itemsize[cx.reg_dt[r]]
+            st = cx.strides[k * MAXD + last]
+            so = cx.strides[k * MAXD + last - 1] if rows > 1 else n * st
+            if _direct(ptrs[k], st, isz) and so == n * st:
+                regs[r] = ptrs[k]
+            else:
+                regs[r] = scratch + r * cx.reg_stride
+                if kind == REG_INPUT:
+                    _load(cx, regs[r], ptrs[k], st, so, isz, n, rows, (tiles + r) if tiles != NULL else NULL)
+    for r in range(cx.ninstr):
+        _exec(&cx.instrs[r], regs, n * rows)
+    for r in range(cx.nregs):
+        if cx.reg_kind[r] == REG_OUTPUT:
+            k = cx.reg_arg[r]
+            if regs[r] != ptrs[k]:
+                isz = nt_itemsize[cx.reg_dt[r]]
+                st = cx.strides[k * MAXD + last]
+                so = cx.strides[k * MAXD + last - 1] if rows > 1 else 0
+                for i in range(rows):
+                    _scatter(ptrs[k] + i * so, regs[r] + i * n * isz, st, isz, n)
+
+cdef void _load(const Ctx* cx, char* dst, const char* src, Py_ssize_t st, Py_ssize_t so, Py_ssize_t isz,
+                Py_ssize_t n, Py_ssize_t rows, const char** tile) noexcept nogil:
+    """`rows` rows of an input operand into its scratch register. Rows that repeat (so == 0: the
+    operand is broadcast along them, like the bias of ``x + b``) are gathered once and copied into a
+    tile of cx.rows rows, which stays valid while the operand's pointer does: later blocks of the
+    same unit skip the load (`tile[0]` remembers the pointer)."""
+    cdef Py_ssize_t i, have = 1, m, row = n * isz
+    if so == 0 and tile != NULL:
+        if tile[0] == src:
+            return
+        _gather(dst, src, st, isz, n)
+        while have < cx.rows:
+            m = have if 2 * have <= cx.rows else cx.rows - have
+            memcpy(dst + have * row, dst, m * row)
+            have += m
+        tile[0] = src
+        return
+    for i in range(rows):
+        _gather(dst + i * row, src + i * so, st, isz, n)
+
+cdef void _offsets(const Ctx* cx, Py_ssize_t index, int first, int stop, char** ptrs) noexcept nogil:
+    """Add to ptrs the byte offsets of multi-index `index` over collapsed dims [first, stop)."""
+    cdef int d, k
+    cdef Py_ssize_t i
+    for d in range(stop - 1, first - 1, -1):
+        i = index % cx.shape[d]
+        index = index // cx.shape[d]
+        if i:
+            for k in range(cx.nops):
+                ptrs[k] += i * cx.strides[k * MAXD + d]
+
+cdef void _elementwise_unit(const Ctx* cx, Py_ssize_t u, char* scratch) noexcept nogil:
+    """Work unit u of an elementwise pass: CHUNK elements of the innermost dim at one outer index,
+    run block by block (the per-unit setup is paid once per chunk, not per block)."""
+    cdef char* base[64]
+    cdef char* ptrs[64]
+    cdef char* regs[256]
+    cdef int k, last = cx.nd - 1
+    cdef Py_ssize_t inner = cx.shape[last], n, start, stop
+    cdef Py_ssize_t nchunk = (inner + CHUNK - 1) // CHUNK
+    start = (u % nchunk) * CHUNK
+    stop = start + CHUNK if start + CHUNK < inner else inner
+    for k in range(cx.nops):
+        base[k] = cx.data[k]
+    _offsets(cx, u // nchunk, 0, last, base)
+    _init_const_regs(cx, regs, scratch)
+    while start < stop:
+        n = stop - start if stop - start < BLOCK else BLOCK
+        for k in range(cx.nops):
+            ptrs[k] = base[k] + start * cx.strides[k * MAXD + last]
+        _block(cx, regs, scratch, ptrs, n, 1, NULL)
+        start += n
+
+cdef void _rows_unit(const Ctx* cx, Py_ssize_t u, char* scratch) noexcept nogil:
+    """Work unit u of a pass whose innermost dim is short (cx.rows > 1), e.g. ``(n, 10) + (10,)``:
+    blocks of cx.rows whole rows (dim nd-2) of it, so an instruction's dispatch is paid per block
+    rather than per row of a few elements. A pass that reduces the innermost dim folds each row of a
+    block into that row's own output element."""
+    cdef char* base[64]
+    cdef char* regs[256]
+    cdef const char* tiles[256]
+    cdef int k, rowd = cx.nd - 2
+    cdef Py_ssize_t inner = cx.shape[cx.nd - 1], nrows = cx.shape[rowd], per_unit = cx.rows * (CHUNK // BLOCK)
+    cdef Py_ssize_t nchunk = (nrows + per_unit - 1) // per_unit
+    cdef Py_ssize_t start = (u % nchunk) * per_unit, stop, r
+    stop = start + per_unit if start + per_unit < nrows else nrows
+    for k in range(cx.nops):
+        base[k] = cx.data[k] + start * cx.strides[k * MAXD + rowd]
+    _offsets(cx, u // nchunk, 0, rowd, base)
+    _init_const_regs(cx, regs, scratch)
+    for k in range(cx.nregs):
+        tiles[k] = NULL
+    while start < stop:
+        r = stop - start if stop - start < cx.rows else cx.rows
+        _block(cx, regs, scratch, base, inner, r, tiles)
+        if cx.nred:
+            _fold_rows(cx, regs, base, inner, r)
+        for k in range(cx.nops):
+            base[k] += r * cx.strides[k * MAXD + rowd]
+        start += r
+
+cdef void _columns_unit(const Ctx* cx, Py_ssize_t u, char* scratch) noexcept nogil:
+    """Work unit u of a pass in column mode, e.g. ``x.mean(axis=0)`` on a C-ordered (n, 16) x. Dims
+    are (kept..., reduced, innermost kept) here. Blocks of cx.rows rows of the reduced dim by up to
+    cx.cols columns are walked in memory order, and each column folds into its own accumulator;
+    reducing column by column instead would stream all of x once per column."""
+    cdef char* base[64]
+    cdef char* regs[256]
+    cdef const char* tiles[256]
+    cdef const Reduction* rd
+    cdef Acc* accs = <Acc*>(scratch + cx.acc_offset)
+    cdef int k, j, red = cx.nd - 2, last = cx.nd - 1
+    cdef Py_ssize_t width = cx.shape[last], nrows = cx.shape[red], nchunk = (width + cx.cols - 1) // cx.cols
+    cdef Py_ssize_t c0 = (u % nchunk) * cx.cols, ncol, start = 0, r, c
+    ncol = width - c0 if width - c0 < cx.cols else cx.cols
+    for k in range(cx.nops):
+        base[k] = cx.data[k] + c0 * cx.strides[k * MAXD + last]
+    _offsets(cx, u // nchunk, 0, red, base)
+    _init_const_regs(cx, regs, scratch)
+    for k in range(cx.nregs):
+        tiles[k] = NULL
+    for j in range(cx.nred):
+        for c in range(ncol):
+            _acc_init(&cx.reds[j], &accs[j * cx.cols + c])
+    while start < nrows:
+        r = nrows - start if nrows - start < cx.rows else cx.rows
+        _block(cx, regs, scratch, base, ncol, r, tiles)
+        for j in range(cx.nred):
+            _fold_columns(&cx.reds[j], accs + j * cx.cols, regs[cx.reds[j].src], ncol, r)
+        for k in range(cx.nops):
+            base[k] += r * cx.strides[k * MAXD + red]
+        start += r
+    for j in range(cx.nred):
+        rd = &cx.reds[j]
+        for c in range(ncol):
+            _acc_store(rd, &accs[j * cx.cols + c], base[rd.out] + c * cx.strides[rd.out * MAXD + last])
+
+cdef void _fold_columns(const Reduction* rd, Acc* accs, const char* x, Py_ssize_t ncol,
+                        Py_ssize_t r) noexcept nogil:
+    """Fold column c of a row-major block of r rows by ncol columns into accs[c]. Float sums, means
+    and variances sweep the block row by row (vectorizable, as NumPy reduces a leading axis); the
+    other reductions fold each column, made contiguous, through `_fold`."""
+    cdef double sums[MAXCOLS]
+    cdef double m2[MAXCOLS]
+    cdef double column[BLOCK]
+    cdef double bmean, delta
+    cdef Py_ssize_t c, tot, isz = nt_itemsize[rd.dt]
+    cdef bint flt = rd.dt == DT_F32 or rd.dt == DT_F64
+    if flt and rd.op != R_MAX and rd.op != R_MIN:
+        if rd.dt == DT_F32: _column_sums(<const float*>x, ncol, r, sums)
+        else: _column_sums(<const double*>x, ncol, r, sums)
+        if rd.op == R_SUM or rd.op == R_MEAN:
+            for c in range(ncol):
+                accs[c].s += sums[c]
+                accs[c].count += r
+            return
+        for c in range(ncol):
+            sums[c] /= r
+        if rd.dt == DT_F32: _column_m2(<const float*>x, ncol, r, sums, m2)
+        else: _column_m2(<const double*>x, ncol, r, sums, m2)
+        for c in range(ncol):   # Chan et al., as in _fold
+            tot = accs[c].count + r
+            delta = sums[c] - accs[c].mean
+            accs[c].m2 += m2[c] + delta * delta * accs[c].count * r / tot
+            accs[c].mean += delta * r / tot
+            accs[c].count = tot
+        return
+    for c in range(ncol):
+        _gather(<char*>column, x + c * isz, ncol * isz, isz, r)
+        _fold(rd, &accs[c], <char*>column, r)
+
+cdef void _column_sums(const num* x, Py_ssize_t ncol, Py_ssize_t r, double* sums) noexcept nogil:
+    cdef Py_ssize_t i, c
+    for c in range(ncol):
+        sums[c] = 0
+    for i in range(r):
+        for c in range(ncol):
+            sums[c] += x[i * ncol + c]
+
+cdef void _column_m2(const num* x, Py_ssize_t ncol, Py_ssize_t r, const double* means,
+                     double* m2) noexcept nogil:
+    cdef Py_ssize_t i, c
+    cdef double d
+    for c in range(ncol):
+        m2[c] = 0
+    for i in range(r):
+        for c in range(ncol):
+            d = x[i * ncol + c] - means[c]
+            m2[c] += d * d
+
+cdef void _fold_rows(const Ctx* cx, char** regs, char** ptrs, Py_ssize_t n, Py_ssize_t rows) noexcept nogil:
+    """Each of the block's rows (n elements of every reduced register) reduced into its output."""
+    cdef Acc acc
+    cdef const Reduction* rd
+    cdef Py_ssize_t i
+    cdef int j
+    for j in range(cx.nred):
+        rd = &cx.reds[j]
+        for i in range(rows):
+            _acc_init(rd, &acc)
+            _fold(rd, &acc, regs[rd.src] + i * n * nt_itemsize[rd.dt], n)
+            _acc_store(rd, &acc, ptrs[rd.out] + i * cx.strides[rd.out * MAXD + cx.nd - 2])
+
+cdef void _init_const_regs(const Ctx* cx, char** regs, char* scratch) noexcept nogil:
+    cdef int r
+    for r in range(cx.nregs):
+        if cx.reg_kind[r] == REG_CONST or cx.reg_kind[r] == REG_TEMP:
+            regs[r] = scratch + r * cx.reg_stride
+
+cdef void _fold(const Reduction* rd, Acc* acc, const char* x, Py_ssize_t n) noexcept nogil:
+    """Fold one block of the reduced register into a row's accumulator."""
+    cdef double bs, bmean, delta
+    cdef Py_ssize_t i, tot
+    cdef uint64_t isum = 0
+    cdef int dt = rd.dt
+    if rd.op == R_SUM or rd.op == R_MEAN:
+        if dt == DT_F32: acc.s += nt_sum_f32(<const float*>x, n)
+        elif dt == DT_F64: acc.s += nt_sum_f64(<const double*>x, n)
+        else:
+            for i in range(n):
+                isum += <uint64_t>(<const int64_t*>x)[i]
+            acc.iacc = <int64_t>(<uint64_t>acc.iacc + isum)
+    elif rd.op == R_VAR or rd.op == R_STD:
+        # Chan et al.: combine the block's (count, mean, M2) with the running ones.
+        bs = nt_sum_f32(<const float*>x, n) if dt == DT_F32 else nt_sum_f64(<const double*>x, n)
+        bmean = bs / n
+        tot = acc.count + n
+        delta = bmean - acc.mean
+        acc.m2 += (nt_m2_f32(<const float*>x, n, bmean) if dt == DT_F32
+                   else nt_m2_f64(<const double*>x, n, bmean)) + delta * delta * acc.count * n / tot
+        acc.mean += delta * n / tot
+    elif rd.op == R_MAX:
+        if dt == DT_F32: acc.fext = nt_max_f32(<const float*>x, n, <float>acc.fext, &acc.nan)
+        elif dt == DT_F64: acc.fext = nt_max_f64(<const double*>x, n, acc.fext, &acc.nan)
+        elif dt == DT_I32: acc.iext = nt_max_i32(<const int32_t*>x, n, <int32_t>acc.iext, &acc.nan)
+        elif dt == DT_I64: acc.iext = nt_max_i64(<const int64_t*>x, n, acc.iext, &acc.nan)
+        else: acc.iext = nt_max_u8(<const u8*>x, n, <u8>acc.iext, &acc.nan)
+    else:
+        if dt == DT_F32: acc.fext = nt_min_f32(<const float*>x, n, <float>acc.fext, &acc.nan)
+        elif dt == DT_F64: acc.fext = nt_min_f64(<const double*>x, n, acc.fext, &acc.nan)
+        elif dt == DT_I32: acc.iext = nt_min_i32(<const int32_t*>x, n, <int32_t>acc.iext, &acc.nan)
+        elif dt == DT_I64: acc.iext = nt_min_i64(<const int64_t*>x, n, acc.iext, &acc.nan)
+        else: acc.iext = nt_min_u8(<const u8*>x, n, <u8>acc.iext, &acc.nan)
+    acc.count += n
+
+cdef void _acc_init(const Reduction* rd, Acc* acc) noexcept nogil:
+    memset(acc, 0, sizeof(Acc))
+    if rd.op == R_MAX:
+        acc.fext = -INFINITY
+        acc.iext = INT32_MIN if rd.dt == DT_I32 else (INT64_MIN if rd.dt == DT_I64 else 0)
+    elif rd.op == R_MIN:
+        acc.fext = INFINITY
+        acc.iext = INT32_MAX if rd.dt == DT_I32 else (INT64_MAX if rd.dt == DT_I64 else 1)
+
+cdef void _acc_store(const Reduction* rd, const Acc* acc, char* out) noexcept nogil:
+    cdef double v
+    cdef int dt = rd.dt
+    if rd.op == R_MAX or rd.op == R_MIN:
+        if dt == DT_F32 or dt == DT_F64:
+            v = NAN if acc.nan else acc.fext
+        else:
+            if dt == DT_I32: (<int32_t*>out)[0] = <int32_t>acc.iext
+            elif dt == DT_I64: (<int64_t*>out)[0] = acc.iext
+            else: (<u8*>out)[0] = <u8>acc.iext
+            return
+    elif rd.op == R_SUM:
+        if dt == DT_I64:
+            (<int64_t*>out)[0] = acc.iacc
+            return
+        v = acc.s
+    elif rd.op == R_MEAN:
+        v = acc.s / acc.count if acc.count else NAN
+    else:
+        v = acc.count - rd.ddof
+        v = acc.m2 / (v if v > 0 else 0.0) if acc.count else NAN
+        if rd.op == R_STD:
+            v = sqrt(v)
+    if dt == DT_F32:
+        (<float*>out)[0] = <float>v
+    else:
+        (<double*>out)[0] = v
+
+cdef void _reduction_row(const Ctx* cx, Py_ssize_t m, char* scratch) noexcept nogil:
+    """Reduce row m: all reduced positions of kept multi-index m, block by block."""
+    cdef char* base[64]
+    cdef char* ptrs[64]
+    cdef char* regs[256]
+    cdef Acc accs[16]
+    cdef int k, j, last = cx.nd - 1
+    cdef Py_ssize_t inner = cx.shape[last], outer = 1, o, start, n
+    for k in range(cx.nops):
+        base[k] = cx.data[k]
+    _offsets(cx, m, 0, cx.nkept, base)
+    for j in range(cx.nred):
+        _acc_init(&cx.reds[j], &accs[j])
+    for k in range(cx.nkept, last):
+        outer *= cx.shape[k]
+    _init_const_regs(cx, regs, scratch)
+    for o in range(outer):
+        start = 0
+        while start < inner:
+            n = inner - start if inner - start < BLOCK else BLOCK
+            for k in range(cx.nops):
+                ptrs[k] = base[k] + start * cx.strides[k * MAXD + last]
+            _offsets(cx, o, cx.nkept, last, ptrs)
+            _block(cx, regs, scratch, ptrs, n, 1, NULL)
+            for j in range(cx.nred):
+                _fold(&cx.reds[j], &accs[j], regs[cx.reds[j].src], n)
+            start += BLOCK
+    for j in range(cx.nred):
+        _acc_store(&cx.reds[j], &accs[j], base[cx.reds[j].out])
+
+cdef void _fill_consts(const Ctx* cx, char* scratch) noexcept nogil:
+    """Constant registers hold a block's worth of copies of their value, written once per thread."""
+    cdef int r, dt
+    cdef char one[8]
+    for r in range(cx.nregs):
+        if cx.reg_kind[r] != REG_CONST:
+            continue
+        dt = cx.reg_dt[r]
+        if dt == DT_F32: (<float*>one)[0] = <float>cx.fconsts[cx.reg_arg[r]]
+        elif dt == DT_F64: (<double*>one)[0] = cx.fconsts[cx.reg_arg[r]]
+        elif dt == DT_I32: (<int32_t*>one)[0] = <int32_t>cx.iconsts[cx.reg_arg[r]]
+        elif dt == DT_I64: (<int64_t*>one)[0] = cx.iconsts[cx.reg_arg[r]]
+        else: (<u8*>one)[0] = cx.iconsts[cx.reg_arg[r]] != 0
+        _fill(scratch + r * cx.reg_stride, one, nt_itemsize[dt], cx.reg_elems)
+
+
+cdef void _unit(const Ctx* cx, Py_ssize_t u, char* scratch) noexcept nogil:
+    if cx.cols:
+        _columns_unit(cx, u, scratch)
+    elif cx.rows > 1:
+        _rows_unit(cx, u, scratch)
+    elif cx.nred:
+        _reduction_row(cx, u, scratch)
+    else:
+        _elementwise_unit(cx, u, scratch)
+
+
+cdef void _run_pass(const Ctx* cx, char* scratch, int nteam, Py_ssize_t units, Py_ssize_t chunk) noexcept nogil:
+    cdef int k
+    cdef Py_ssize_t u
+    for k in range(nteam):
+        _fill_consts(cx, scratch + k * cx.scratch_regs)
+    if nteam == 1:
+        for u in range(units):
+            _unit(cx, u, scratch)
+    else:
+        # Dynamic chunks: on a busy machine a descheduled thread's share is taken over by the others
+        # instead of stalling the whole pass at the closing barrier.
+        for u in prange(units, num_threads=nteam, schedule="dynamic", chunksize=chunk):
+            _unit(cx, u, scratch + threadid() * cx.scratch_regs)
+
+
+RUN_PASS = PyCapsule_New(<void*>_run_pass, b"numtrace_cpu.run_pass", NULL)
+"""This build's pass (a `run_pass_fn`, see interp.pxd), for numtrace_cpu.runtime.FusedKernel."""

@@ -1,0 +1,690 @@
+"""The interpreter's ISA-independent half, compiled once: its tables, program validation, operand
+binding, the per-call loop of an executable and output recycling.
+
+A `FusedKernel` holds a flat three-address program over typed block registers (plain C arrays
+built from Python lists, so the lowering never cimports anything), validated here before it can
+ever run. `FusedKernel.run()` validates every operand (count, dtype, shape broadcastable to the
+iteration shape, outputs writable and exactly shaped) before any pointer is formed, collapses the
+dims, and hands the pass to one ISA build of the block loops (blocks.pxi), with the GIL released;
+that build only visits indices inside the validated shape. numtrace_cpu.isa chooses the build
+(`use_blocks`); one kernel can run from several Python threads at once.
+"""
+
+cimport numpy as cnp
+from cpython.pycapsule cimport PyCapsule_GetPointer
+from libc.stdint cimport int64_t
+from libc.stdlib cimport free, malloc
+
+from numtrace_cpu.interp cimport *
+
+import numpy as np
+
+cnp.import_array()
+
+cdef extern from "nt_platform.h" nogil:
+    void* nt_alloc_large(size_t n)
+    unsigned int nt_cpu_features()
+    const char* const nt_cpu_feature_names[]
+    enum: NT_NFEATURES
+
+cdef int TYPENUM[NDT]
+TYPENUM[:] = [cnp.NPY_BOOL, cnp.NPY_INT32, cnp.NPY_INT64, cnp.NPY_FLOAT32, cnp.NPY_FLOAT64, cnp.NPY_UINT8,
+              cnp.NPY_INT8, cnp.NPY_INT16, cnp.NPY_UINT16, cnp.NPY_UINT32, cnp.NPY_UINT64]
+
+DTYPES = {np.dtype(np.bool_): DT_BOOL, np.dtype(np.int32): DT_I32, np.dtype(np.int64): DT_I64,
+          np.dtype(np.float32): DT_F32, np.dtype(np.float64): DT_F64, np.dtype(np.uint8): DT_U8,
+          np.dtype(np.int8): DT_I8, np.dtype(np.int16): DT_I16, np.dtype(np.uint16): DT_U16,
+          np.dtype(np.uint32): DT_U32, np.dtype(np.uint64): DT_U64}
+"""Register dtype code of each NumPy dtype the interpreter reads: it computes in those whose code an
+op's entry in OPS lists, and only casts from the others."""
+
+REG_KINDS = {"temp": REG_TEMP, "input": REG_INPUT, "const": REG_CONST, "output": REG_OUTPUT}
+
+ROLES = {"input": ROLE_INPUT, "output": ROLE_OUTPUT, "reduced": ROLE_REDUCED}
+
+
+def _dtype_codes(unsigned int mask):
+    return tuple(d for d in range(NCOMPUTE) if (mask >> d) & 1)
+
+
+OPS = {nt_op_names[i].decode(): (i, nt_op_category[i], _dtype_codes(nt_op_dtypes[i])) for i in range(NOPS)}
+"""Interpreter op name -> (opcode, category, compute dtypes it implements), from nt_opcodes.h."""
+
+REDUCTIONS = {nt_red_names[i].decode(): (i, _dtype_codes(nt_red_dtypes[i])) for i in range(NREDUCTIONS)}
+"""Reduction name -> (code, dtypes of the reduced register it accepts; the output has the same dtype)."""
+
+
+def cpu_features() -> frozenset:
+    """The instruction-set features this CPU (and OS) supports, of those an ISA build may need."""
+    cdef unsigned int bits = nt_cpu_features()
+    return frozenset(nt_cpu_feature_names[i].decode() for i in range(NT_NFEATURES) if (bits >> i) & 1)
+
+
+cdef run_pass_fn _default_pass = NULL
+
+
+cdef run_pass_fn _pass_of(object blocks) except NULL:
+    return <run_pass_fn>PyCapsule_GetPointer(blocks.RUN_PASS, b"numtrace_cpu.run_pass")
+
+
+def use_blocks(blocks):
+    """Make `blocks` (an ISA build module: blocks_baseline, blocks_avx2, ...) the one that kernels
+    built without an explicit `blocks=` run on. numtrace_cpu.isa calls it once, at import."""
+    global _default_pass
+    _default_pass = _pass_of(blocks)
+
+
+# Work (elements x instructions) below which a pass stays on the calling thread: waking a sleeping
+# OpenMP team (see OMP_WAIT_POLICY in numtrace_cpu/__init__.py) costs tens of microseconds on a
+# busy machine, about what a single thread needs for this much work.
+cdef Py_ssize_t PARALLEL_MIN_WORK = 1 << 20
+
+
+cdef class FusedKernel:
+    """One fused group, compiled for one iteration shape.
+
+    Built from plain data (see `numtrace_cpu.lowering`): `shape` is the iteration shape and
+    `reduce_axes` the axes reductions fold (outputs of role "reduced" have size 1 there);
+    `regs` is a list of (dtype code, kind code, arg) where arg is the operand index of input/output
+    registers and the constant index of constant registers; `instrs` are (opcode, dtype code, dst,
+    a, b, c) with unused slots -1 (for "cast", c is ignored and taken from a's dtype); `reductions`
+    are (reduction code, src register, output operand, ddof); `operands` are (dtype code, role).
+    `blocks` is the ISA build of the block loops it runs on (a module such as
+    numtrace_cpu.blocks_avx2); by default, the one numtrace_cpu.isa chose for this CPU.
+    """
+    cdef int nregs, ninstr, nred, nops, ndim
+    cdef Instr* instrs
+    cdef Reduction* reds
+    cdef int* reg_kind
+    cdef int* reg_arg
+    cdef int* reg_dt
+    cdef int* op_dt
+    cdef int* op_role
+    cdef double* fconsts
+    cdef int64_t* iconsts
+    cdef Py_ssize_t shape[MAXD]
+    cdef bint reduced[MAXD]
+    cdef Py_ssize_t size, work
+    cdef int nkept_dims
+    cdef run_pass_fn run_pass
+    cdef readonly tuple iteration_shape
+    cdef readonly int n_instructions
+
+    def __cinit__(self, tuple shape, tuple reduce_axes, list regs, list consts, list instrs,
+                  list reductions, list operands, object blocks=None):
+        cdef int i, r
+        if blocks is not None:
+            self.run_pass = _pass_of(blocks)
+        elif _default_pass != NULL:
+            self.run_pass = _default_pass
+        else:
+            raise RuntimeError("no ISA build of the block loops is in use: import numtrace_cpu.isa first")
+        if len(shape) > MAXD:
+            raise ValueError(f"iteration shape has {len(shape)} dims; at most {MAXD} are supported")
+        if not 1 <= len(regs) <= 256:
+            raise ValueError(f"a fused kernel needs 1..256 registers, got {len(regs)}")
+        if len(operands) > 64 or len(reductions) > 16:
+            raise ValueError("a fused kernel takes at most 64 operands and 16 reductions")
+        self.ndim = len(shape)
+        self.iteration_shape = shape
+        self.size = 1
+        for i, s in enumerate(shape):
+            if s < 0:
+                raise ValueError(f"negative dim in iteration shape {shape}")
+            self.shape[i] = s
+            self.reduced[i] = False
+            self.size *= s
+        for ax in reduce_axes:
+            if not 0 <= ax < self.ndim:
+                raise ValueError(f"reduce axis {ax} out of range for iteration shape {shape}")
+            self.reduced[ax] = True
+        self.nkept_dims = self.ndim - len(set(reduce_axes))
+        self.nregs, self.ninstr, self.nred, self.nops = len(regs), len(instrs), len(reductions), len(operands)
+        self.n_instructions = self.ninstr
+        self.work = self.size * (self.ninstr + self.nred + 1)
+        self.instrs = <Instr*>malloc(max(1, self.ninstr) * sizeof(Instr))
+        self.reds = <Reduction*>malloc(max(1, self.nred) * sizeof(Reduction))
+        self.reg_kind = <int*>malloc(self.nregs * sizeof(int))
+        self.reg_arg = <int*>malloc(self.nregs * sizeof(int))
+        self.reg_dt = <int*>malloc(self.nregs * sizeof(int))
+        self.op_dt = <int*>malloc(max(1, self.nops) * sizeof(int))
+        self.op_role = <int*>malloc(max(1, self.nops) * sizeof(int))
+        self.fconsts = <double*>malloc(max(1, len(consts)) * sizeof(double))
+        self.iconsts = <int64_t*>malloc(max(1, len(consts)) * sizeof(int64_t))
+        if (not self.instrs or not self.reds or not self.reg_kind or not self.reg_arg or not self.reg_dt
+                or not self.op_dt or not self.op_role or not self.fconsts or not self.iconsts):
+            raise MemoryError()
+        for i, (dt, role) in enumerate(operands):
+            _check_code(dt, NDT, "operand dtype")
+            _check_code(role, 3, "operand role")
+            self.op_dt[i], self.op_role[i] = dt, role
+        for i, c in enumerate(consts):
+            if isinstance(c, float):
+                self.fconsts[i], self.iconsts[i] = c, 0
+            else:
+                self.fconsts[i], self.iconsts[i] = float(c), int(c)
+        self._load_regs(regs, len(consts))
+        self._load_instrs(instrs)
+        self._load_reductions(reductions)
+
+    cdef _load_regs(self, list regs, int nconsts):
+        cdef int r
+        cdef list written = [0] * self.nops
+        for r, (dt, kind, arg) in enumerate(regs):
+            _check_code(dt, NDT, "register dtype")
+            _check_code(kind, 4, "register kind")
+            self.reg_dt[r], self.reg_kind[r], self.reg_arg[r] = dt, kind, arg
+            if kind == REG_CONST:
+                _check_code(arg, nconsts, "constant index")
+                _check_code(dt, NCOMPUTE, "constant register dtype")
+            elif kind != REG_TEMP:
+                _check_code(arg, self.nops, "operand index")
+                want = ROLE_INPUT if kind == REG_INPUT else ROLE_OUTPUT
+                if self.op_role[arg] != want or self.op_dt[arg] != dt:
+                    raise ValueError(f"register {r} does not match the role/dtype of operand {arg}")
+                if kind == REG_OUTPUT:
+                    written[arg] += 1
+        for k in range(self.nops):
+            if self.op_role[k] == ROLE_OUTPUT and written[k] != 1:
+                raise ValueError(f"output operand {k} must be written by exactly one register")
+
+    cdef _load_instrs(self, list instrs):
+        cdef Instr* ins
+        for i, (op, dt, dst, a, b, c) in enumerate(instrs):
+            _check_code(op, NOPS, "opcode")
+            _check_code(dt, NDT, "instruction dtype")
+            if not (nt_op_dtypes[op] >> dt) & 1:
+                raise ValueError(f"instruction {i}: opcode {op} has no kernel for dtype code {dt}")
+            ins = &self.instrs[i]
+            ins.op, ins.cat, ins.dt, ins.dst, ins.a, ins.b, ins.c = op, nt_op_category[op], dt, dst, a, b, c
+            for reg in (dst, a):
+                _check_code(reg, self.nregs, "register")
+            if self.reg_kind[dst] in (REG_INPUT, REG_CONST):
+                raise ValueError(f"instruction {i} writes read-only register {dst}")
+            cat = ins.cat
+            bool_out = cat in (CAT_UNARY_BOOL, CAT_BINARY_BOOL)
+            if self.reg_dt[dst] != (DT_BOOL if bool_out else dt):
+                raise ValueError(f"instruction {i}: destination register has the wrong dtype")
+            if cat == CAT_CAST:
+                ins.c = self.reg_dt[a]
+                ins.b = -1
+                continue
+            if self.reg_dt[a] != dt:
+                raise ValueError(f"instruction {i}: operand register a has the wrong dtype")
+            if cat in (CAT_BINARY, CAT_BINARY_BOOL, CAT_WHERE):
+                _check_code(b, self.nregs, "register")
+                if self.reg_dt[b] != dt:
+                    raise ValueError(f"instruction {i}: operand register b has the wrong dtype")
+            else:
+                ins.b = -1
+            if cat == CAT_WHERE:
+                _check_code(c, self.nregs, "register")
+                if self.reg_dt[c] != DT_BOOL:
+                    raise ValueError(f"instruction {i}: the condition register must be bool")
+            else:
+                ins.c = -1
+
+    cdef _load_reductions(self, list reductions):
+        cdef Reduction* rd
+        for i, (op, src, out, ddof) in enumerate(reductions):
+            _check_code(op, NREDUCTIONS, "reduction code")
+            _check_code(src, self.nregs, "register")
+            _check_code(out, self.nops, "operand index")
+            rd = &self.reds[i]
+            rd.op, rd.src, rd.out, rd.ddof, rd.dt = op, src, out, ddof, self.reg_dt[src]
+            if not (nt_red_dtypes[op] >> rd.dt) & 1:
+                raise ValueError(f"reduction {i}: code {op} has no kernel for dtype code {rd.dt}")
+            if self.op_role[out] != ROLE_REDUCED or self.op_dt[out] != rd.dt:
+                raise ValueError(f"reduction {i}: operand {out} is not a reduced output of its dtype")
+
+    def __dealloc__(self):
+        free(self.instrs)
+        free(self.reds)
+        free(self.reg_kind)
+        free(self.reg_arg)
+        free(self.reg_dt)
+        free(self.op_dt)
+        free(self.op_role)
+        free(self.fconsts)
+        free(self.iconsts)
+
+    def run(self, list operands, int nthreads=1):
+        """Run the pass over `operands` (ndarrays in operand order; outputs are written in place)."""
+        if len(operands) != self.nops:
+            raise ValueError(f"fused kernel expects {self.nops} operands, got {len(operands)}")
+        self._run(operands, NULL, nthreads)
+
+    cdef int _run(self, list env, const Py_ssize_t* ids, int nthreads) except -1:
+        """Operand k is env[ids[k]] (env[k] when ids is NULL)."""
+        cdef Ctx cx
+        cdef int k, nteam
+        cdef Py_ssize_t units, chunk
+        cdef char* scratch
+        cx.strides = <Py_ssize_t*>malloc(max(1, self.nops) * MAXD * sizeof(Py_ssize_t))
+        cx.data = <char**>malloc(max(1, self.nops) * sizeof(char*))
+        if not cx.strides or not cx.data:
+            free(cx.strides)
+            free(cx.data)
+            raise MemoryError()
+        try:
+            for k in range(self.nops):
+                self._bind(k, env[ids[k] if ids else k], &cx)
+            self._collapse(&cx)
+            if self.nred:
+                self._check_nonempty_reduction(&cx)
+            cx.nregs, cx.ninstr, cx.nred, cx.nops = self.nregs, self.ninstr, self.nred, self.nops
+            cx.instrs, cx.reds = self.instrs, self.reds
+            cx.fconsts, cx.iconsts = self.fconsts, self.iconsts
+            cx.reg_kind, cx.reg_arg, cx.reg_dt, cx.op_role = self.reg_kind, self.reg_arg, self.reg_dt, self.op_role
+            cx.cols = _columns_per_block(&cx)
+            if cx.cols:
+                _swap_last_dims(&cx)
+            cx.rows = _rows_per_block(&cx)
+            # Registers need no more elements than the longest block this pass runs.
+            cx.reg_elems = cx.rows * (cx.cols if cx.cols else cx.shape[cx.nd - 1])
+            cx.reg_elems = BLOCK if cx.reg_elems >= BLOCK else (cx.reg_elems + 7) & ~7
+            cx.reg_stride = cx.reg_elems * 8 + REG_PAD
+            cx.acc_offset = self.nregs * cx.reg_stride + 64
+            cx.scratch_regs = cx.acc_offset + (self.nred * cx.cols * sizeof(Acc) if cx.cols else 0)
+            units = _count_units(&cx)
+            nteam = nthreads if (nthreads > 1 and units > 1 and self.work >= PARALLEL_MIN_WORK) else 1
+            if units == 0:
+                return 0
+            if nteam > units:
+                nteam = <int>units
+            chunk = max(1, units // (8 * nteam))
+            scratch = <char*>malloc(nteam * cx.scratch_regs)
+            if not scratch:
+                raise MemoryError()
+            with nogil:
+                self.run_pass(&cx, scratch, nteam, units, chunk)
+            free(scratch)
+        finally:
+            free(cx.strides)
+            free(cx.data)
+        return 0
+
+    cdef int _bind(self, int k, object arr, Ctx* cx) except -1:
+        """Validate operand k and record its data pointer and strides broadcast to the iteration shape."""
+        cdef cnp.ndarray a
+        cdef int d, j, nd, role = self.op_role[k]
+        cdef Py_ssize_t want
+        if not cnp.PyArray_Check(arr):   # a C check: this runs per operand per call
+            raise TypeError(f"operand {k} must be a numpy.ndarray, got {type(arr).__name__}")
+        a = <cnp.ndarray>arr
+        if cnp.PyArray_TYPE(a) != TYPENUM[self.op_dt[k]] or not cnp.PyArray_ISNOTSWAPPED(a):
+            raise TypeError(f"operand {k} has dtype {a.dtype}; expected native "
+                            f"{np.dtype(cnp.PyArray_TypeObjectFromType(TYPENUM[self.op_dt[k]]))}")
+        nd = cnp.PyArray_NDIM(a)
+        if role != ROLE_INPUT and not cnp.PyArray_ISWRITEABLE(a):
+            raise ValueError(f"output operand {k} is read-only")
+        if role == ROLE_REDUCED and nd == self.nkept_dims and nd != self.ndim:
+            return self._bind_reduced(k, a, cx)
+        if nd > self.ndim or (role != ROLE_INPUT and nd != self.ndim):
+            raise ValueError(f"operand {k} of shape {arr.shape} does not fit iteration shape "
+                             f"{self.iteration_shape}")
+        cx.data[k] = <char*>cnp.PyArray_DATA(a)
+        for d in range(self.ndim):
+            j = d - (self.ndim - nd)
+            if j < 0:
+                cx.strides[k * MAXD + d] = 0
+                continue
+            want = self.shape[d]
+            if role == ROLE_REDUCED and self.reduced[d]:
+                want = 1
+            if a.shape[j] == want:
+                cx.strides[k * MAXD + d] = a.strides[j] if want != 1 else 0
+            elif a.shape[j] == 1 and role == ROLE_INPUT:
+                cx.strides[k * MAXD + d] = 0
+            else:
+                raise ValueError(f"operand {k} of shape {arr.shape} does not broadcast to iteration shape "
+                                 f"{self.iteration_shape}")
+        return 0
+
+    cdef int _bind_reduced(self, int k, cnp.ndarray a, Ctx* cx) except -1:
+        """A reduced output given without its reduced dims (keepdims=False): its dims are the kept ones."""
+        cdef int d, j = 0
+        cx.data[k] = <char*>cnp.PyArray_DATA(a)
+        for d in range(self.ndim):
+            if self.reduced[d]:
+                cx.strides[k * MAXD + d] = 0
+                continue
+            if a.shape[j] != self.shape[d]:
+                raise ValueError(f"reduced output operand {k} of shape {(<object>a).shape} does not match the kept "
+                                 f"dims of iteration shape {self.iteration_shape}")
+            cx.strides[k * MAXD + d] = a.strides[j] if self.shape[d] != 1 else 0
+            j += 1
+        return 0
+
+    cdef void _collapse(self, Ctx* cx):
+        """Order dims kept-then-reduced, drop size-1 dims and merge neighbours (within one group)
+        that every operand walks contiguously, so the innermost loop is as long as possible."""
+        cdef int order[MAXD]
+        cdef Py_ssize_t tmp[MAXD]
+        cdef int n = 0, d, k, grp, nd = 0, nkept0 = 0, nkept = 0
+        for grp in range(2):
+            for d in range(self.ndim):
+                if self.reduced[d] == grp and self.shape[d] != 1:
+                    order[n] = d
+                    n += 1
+            if grp == 0:
+                nkept0 = n
+        for k in range(self.nops):
+            for d in range(n):
+                tmp[d] = cx.strides[k * MAXD + order[d]]
+            for d in range(n):
+                cx.strides[k * MAXD + d] = tmp[d]
+        for d in range(n):
+            cx.shape[d] = self.shape[order[d]]
+        for d in range(n):
+            if nd > 0 and d != nkept0 and self._mergeable(cx, nd - 1, d):
+                for k in range(self.nops):
+                    cx.strides[k * MAXD + nd - 1] = cx.strides[k * MAXD + d]
+                cx.shape[nd - 1] *= cx.shape[d]
+            else:
+                for k in range(self.nops):
+                    cx.strides[k * MAXD + nd] = cx.strides[k * MAXD + d]
+                cx.shape[nd] = cx.shape[d]
+                nd += 1
+            if d == nkept0 - 1:
+                nkept = nd
+        if nd == nkept and (self.nred or nd == 0):
+            # Nothing left to reduce over (only size-1 axes), or a 0-d pass: one virtual dim of 1.
+            cx.shape[nd] = 1
+            for k in range(self.nops):
+                cx.strides[k * MAXD + nd] = 0
+            nd += 1
+        cx.nd = nd
+        cx.nkept = nkept if self.nred else nd
+
+    cdef bint _mergeable(self, Ctx* cx, int a, int b):
+        cdef int k
+        for k in range(self.nops):
+            if cx.strides[k * MAXD + a] != cx.strides[k * MAXD + b] * cx.shape[b]:
+                return False
+        return True
+
+    cdef int _check_nonempty_reduction(self, Ctx* cx) except -1:
+        cdef Py_ssize_t count = 1, rows = 1
+        cdef int d
+        for d in range(cx.nkept, cx.nd):
+            count *= cx.shape[d]
+        for d in range(cx.nkept):
+            rows *= cx.shape[d]
+        if count == 0 and rows > 0:
+            for j in range(self.nred):
+                if self.reds[j].op in (R_MAX, R_MIN) and self.reds[j].dt != DT_BOOL:
+                    raise ValueError("zero-size array to a max/min reduction, which has no identity")
+        return 0
+
+    def stats(self):
+        """Counts for Executable.stats()."""
+        return {"instructions": self.ninstr, "reductions": self.nred, "registers": self.nregs,
+                "operands": self.nops}
+
+
+cdef Py_ssize_t _columns_per_block(const Ctx* cx) noexcept nogil:
+    """Kept columns per block when a pass should run in column mode (see `_columns_unit` in blocks.pxi), else 0:
+    it reduces one dim, and every operand that moves along it moves faster along the innermost kept
+    dim (as ``x.mean(axis=0)`` on a C-ordered x). Called on the collapsed dims, kept ones first."""
+    cdef int k, kept = cx.nd - 2, red = cx.nd - 1
+    cdef Py_ssize_t sk, sr
+    if not cx.nred or cx.nd - cx.nkept != 1 or cx.nkept < 1 or cx.shape[red] < 2:
+        return 0
+    for k in range(cx.nops):
+        if cx.op_role[k] == ROLE_REDUCED:
+            continue
+        sk, sr = cx.strides[k * MAXD + kept], cx.strides[k * MAXD + red]
+        if sr != 0 and (sk if sk >= 0 else -sk) >= (sr if sr >= 0 else -sr):
+            return 0
+    return cx.shape[kept] if cx.shape[kept] < MAXCOLS else MAXCOLS
+
+cdef void _swap_last_dims(Ctx* cx) noexcept nogil:
+    cdef int k, a = cx.nd - 2, b = cx.nd - 1
+    cdef Py_ssize_t t
+    cx.shape[a], cx.shape[b] = cx.shape[b], cx.shape[a]
+    for k in range(cx.nops):
+        t = cx.strides[k * MAXD + a]
+        cx.strides[k * MAXD + a] = cx.strides[k * MAXD + b]
+        cx.strides[k * MAXD + b] = t
+
+cdef Py_ssize_t _rows_per_block(const Ctx* cx) noexcept nogil:
+    """Rows of the innermost dim a block takes: one, unless that dim is short and the rows around it
+    can be batched (an elementwise pass, or one that reduces exactly that dim), or in column mode."""
+    cdef Py_ssize_t inner = cx.shape[cx.nd - 1]
+    if cx.cols:
+        return BLOCK // cx.cols
+    if cx.nd < 2 or inner < 1 or inner > BLOCK // 4:
+        return 1
+    if cx.nred and not (cx.nd - cx.nkept == 1 and cx.nkept >= 1):
+        return 1
+    return BLOCK // inner
+
+cdef Py_ssize_t _count_units(const Ctx* cx) noexcept nogil:
+    """Work units of a pass: see `_rows_unit`, `_reduction_row` and `_elementwise_unit` in blocks.pxi."""
+    cdef Py_ssize_t units = 1, per_unit
+    cdef int k
+    if cx.cols:
+        units = (cx.shape[cx.nd - 1] + cx.cols - 1) // cx.cols
+        for k in range(cx.nd - 2):
+            units *= cx.shape[k]
+    elif cx.rows > 1:
+        per_unit = cx.rows * (CHUNK // BLOCK)
+        units = (cx.shape[cx.nd - 2] + per_unit - 1) // per_unit
+        for k in range(cx.nd - 2):
+            units *= cx.shape[k]
+    elif cx.nred:
+        for k in range(cx.nkept):
+            units *= cx.shape[k]
+    else:
+        units = (cx.shape[cx.nd - 1] + CHUNK - 1) // CHUNK
+        for k in range(cx.nd - 1):
+            units *= cx.shape[k]
+    return units
+
+cdef int _check_code(object value, int limit, str what) except -1:
+    if not isinstance(value, int) or not 0 <= value < limit:
+        raise ValueError(f"invalid {what}: {value!r} (expected an int in [0, {limit}))")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# The per-call loop of an executable, in C so that calling a small graph costs little more than
+# its kernels (the Python-level checks and messages stay in numtrace_cpu.executable).
+
+cdef int _num_threads = 1
+
+
+def set_num_threads(int n):
+    """Threads of every pass this module runs from now on (numtrace_cpu.threads owns the setting)."""
+    global _num_threads
+    if n < 1:
+        raise ValueError(f"number of threads must be >= 1, got {n}")
+    _num_threads = n
+
+
+cdef class FusedCall:
+    """A FusedKernel bound to the environment slots of its operands; `scalars` lists the operands
+    that arrive as Python scalars, with the dtype they are converted to per call."""
+    cdef FusedKernel kernel
+    cdef Py_ssize_t* ids
+    cdef int nids
+    cdef list scalars
+
+    def __cinit__(self, FusedKernel kernel not None, list ids, list scalars):
+        if len(ids) != kernel.nops:
+            raise ValueError(f"the kernel has {kernel.nops} operands, got {len(ids)} slots")
+        self.kernel = kernel
+        self.nids = len(ids)
+        self.ids = <Py_ssize_t*>malloc(max(1, self.nids) * sizeof(Py_ssize_t))
+        if not self.ids:
+            raise MemoryError()
+        for k, i in enumerate(ids):
+            if i < 0:
+                raise ValueError(f"negative environment slot {i}")
+            self.ids[k] = i
+        self.scalars = scalars
+
+    def __dealloc__(self):
+        free(self.ids)
+
+    cdef int call(self, list env, int nthreads) except -1:
+        cdef list operands
+        cdef Py_ssize_t k
+        for k in range(self.nids):
+            if self.ids[k] >= len(env):
+                raise IndexError(f"environment slot {self.ids[k]} out of range")
+        if not self.scalars:
+            return self.kernel._run(env, self.ids, nthreads)
+        operands = [env[self.ids[k]] for k in range(self.nids)]
+        for k, dt in self.scalars:
+            operands[k] = np.asarray(operands[k], dt)
+        return self.kernel._run(operands, NULL, nthreads)
+
+
+cdef class CallRunner:
+    """Inputs checked, arena taken, outputs allocated, steps run: the body of `Executable.__call__`.
+
+    `input_specs[i]` is (typenum, shape) for an array input or None (checked by `_check_input`);
+    `steps` holds `FusedCall`s (run directly) and Python callables `f(env, nthreads)`; `outputs` is
+    (slot, typenum, shape, mode) with mode 0 direct, 1 copy, 2 scalar, 3 dynamic. Subclasses provide
+    `_new_arena()`, `_check_inputs(inputs)`, `_prepare_out(out, inputs)` and `_finish_out(out, outs)`.
+    """
+    cdef int n_inputs
+    cdef list input_specs, steps, outputs, arenas, per_call
+
+    def _setup(self, list input_specs, list steps, list outputs, list per_call):
+        """`per_call`: the environment slots a call fills (inputs, direct outputs, values computed
+        as Python objects); they are cleared when the call ends so an idle arena holds no
+        caller data."""
+        self.n_inputs = len(input_specs)
+        self.input_specs = input_specs
+        self.steps = steps
+        self.outputs = outputs
+        self.per_call = per_call
+        self.arenas = []
+
+    def __call__(self, *inputs, out=None):
+        cdef Py_ssize_t i, j
+        cdef list work, outs
+        cdef object x, spec, step, slot
+        cdef int nthreads
+        if len(inputs) != self.n_inputs:
+            raise TypeError(f"expected {self.n_inputs} inputs, got {len(inputs)}")
+        for i in range(self.n_inputs):
+            if not _input_ok(inputs[i], self.input_specs[i]):
+                inputs = self._check_inputs(inputs)
+                break
+        if out is None:
+            outs = [_empty(o[1], o[2]) if o[3] < 2 else None for o in self.outputs]
+        else:
+            outs = self._prepare_out(out, inputs)
+        try:
+            work = self.arenas.pop()
+        except IndexError:
+            work = self._new_arena()
+        try:
+            for i in range(self.n_inputs):
+                work[i] = inputs[i]
+            for j, o in enumerate(self.outputs):
+                if o[3] == 0:
+                    work[o[0]] = outs[j]
+            nthreads = _num_threads
+            for step in self.steps:
+                if type(step) is FusedCall:
+                    (<FusedCall>step).call(work, nthreads)
+                else:
+                    step(work, nthreads)
+            for j, o in enumerate(self.outputs):
+                if o[3] == 1:
+                    np.copyto(outs[j], work[o[0]])
+                elif o[3] == 2:
+                    outs[j] = work[o[0]]
+                elif o[3] == 3:
+                    outs[j] = np.array(work[o[0]], copy=True)
+        finally:
+            for slot in self.per_call:
+                work[slot] = None
+            self.arenas.append(work)
+        if out is not None:
+            return self._finish_out(out, outs)
+        return tuple(outs)
+
+
+cdef inline bint _input_ok(object x, object spec):
+    """The fast check: an ndarray of the exact native dtype and shape (anything else takes the slow,
+    explaining path)."""
+    cdef cnp.ndarray a
+    cdef int d
+    if spec is None or type(x) is not np.ndarray:
+        return False
+    a = <cnp.ndarray>x
+    typenum, shape = spec
+    if cnp.PyArray_TYPE(a) != <int>typenum or not cnp.PyArray_ISNOTSWAPPED(a) or a.ndim != len(shape):
+        return False
+    for d in range(a.ndim):
+        if a.shape[d] != <Py_ssize_t>shape[d]:
+            return False
+    return True
+
+
+cdef inline object _empty(int typenum, tuple shape):
+    cdef cnp.npy_intp dims[MAXD]
+    cdef int d
+    cdef size_t nbytes = cnp.PyArray_DescrFromType(typenum).itemsize
+    for d in range(len(shape)):
+        dims[d] = shape[d]
+        nbytes *= <size_t>dims[d]
+    if nbytes < RECYCLE_MIN_BYTES:
+        return cnp.PyArray_EMPTY(len(shape), dims, typenum, 0)
+    return _recycled_array(len(shape), dims, typenum, nbytes)
+
+
+# ---------------------------------------------------------------------------------------------
+# Recycled output memory. A large fresh output costs more in page faults than a fused pass takes
+# to fill it (40 MB: ~4 ms). Outputs are still fresh arrays the caller owns, but their memory
+# comes from blocks that earlier outputs gave back when the caller dropped them: already faulted
+# in, on huge pages. A block is reused only after its array (and every view of it) is gone.
+
+cdef size_t RECYCLE_MIN_BYTES = 1 << 20
+cdef size_t RECYCLE_MAX_CACHED = 1 << 29          # bytes kept for reuse, all sizes together
+cdef int RECYCLE_PER_SIZE = 4
+cdef size_t _cached_bytes = 0
+cdef dict _free_blocks = {}                        # nbytes -> list of addresses (under the GIL)
+
+
+cdef class _Block:
+    """Owns one block of output memory; its dealloc hands the block back (or frees it)."""
+    cdef void* ptr
+    cdef size_t nbytes
+
+    def __dealloc__(self):
+        global _cached_bytes
+        cdef list free_list
+        if self.ptr == NULL:
+            return
+        if (_free_blocks is not None and _cached_bytes + self.nbytes <= RECYCLE_MAX_CACHED):
+            free_list = _free_blocks.setdefault(self.nbytes, [])
+            if len(free_list) < RECYCLE_PER_SIZE:
+                free_list.append(<size_t>self.ptr)
+                _cached_bytes += self.nbytes
+                return
+        free(self.ptr)
+
+
+cdef object _recycled_array(int nd, cnp.npy_intp* dims, int typenum, size_t nbytes):
+    global _cached_bytes
+    cdef _Block block = _Block.__new__(_Block)
+    cdef list free_list = _free_blocks.get(nbytes)
+    if free_list:
+        block.ptr = <void*><size_t>free_list.pop()
+        _cached_bytes -= nbytes
+    else:
+        block.ptr = nt_alloc_large(nbytes)
+        if block.ptr == NULL:
+            raise MemoryError(f"cannot allocate an output of {nbytes} bytes")
+    block.nbytes = nbytes
+    arr = cnp.PyArray_SimpleNewFromData(nd, dims, typenum, block.ptr)
+    cnp.set_array_base(arr, block)
+    return arr
+
