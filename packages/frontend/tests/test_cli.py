@@ -92,9 +92,12 @@ def test_run_prints_and_writes(capsys, files, tmp_path):
 
 
 def test_bench(capsys, files):
-    code, out, _ = run(capsys, "bench", files / "mlp.nt", "-i", files / "x.npy", "--repeat", "5",
-                       "--backend", BACKEND)
+    code, out, err = run(capsys, "bench", files / "mlp.nt", "-i", files / "x.npy", "--repeat", "5",
+                         "--backend", BACKEND)
     assert code == 0
+    # progress on stderr, one finished line per backend; the table alone on stdout
+    timed = [line.split(":")[0] for line in err.splitlines() if "calls in" in line]
+    assert timed == (["timing reference", f"timing {BACKEND}"] if CPU else ["timing reference"])
     lines = out.splitlines()
     assert lines[0].split() == ["backend", "median", "vs", "reference", "max", "|diff|"]
     assert lines[1].startswith("reference") and "1.00x" in lines[1]

@@ -201,16 +201,28 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _median_seconds(fn: Any, call: tuple, repeat: int, budget: float) -> tuple[float, Any]:
+def _median_seconds(fn: Any, call: tuple, repeat: int, budget: float, label: str = "") -> tuple[float, Any]:
+    """Median of up to ``repeat`` timed calls within ``budget`` seconds. Progress goes to stderr (the
+    table on stdout stays clean): a live call count on a terminal, one line per backend otherwise."""
+    live = sys.stderr.isatty()
+    sys.stderr.write(f"timing {label}: compiling and warming up" + ("" if live else "\n"))
+    sys.stderr.flush()
     result = fn(*call)  # compile, warm up
     times = []
-    deadline = time.perf_counter() + budget
-    for _ in range(repeat):
+    start = time.perf_counter()
+    deadline = start + budget
+    for k in range(repeat):
         t0 = time.perf_counter()
         fn(*call)
         times.append(time.perf_counter() - t0)
+        if live and (k % 10 == 9 or k == repeat - 1):
+            sys.stderr.write(f"\rtiming {label}: {k + 1}/{repeat} calls, {time.perf_counter() - start:.1f} s "
+                             f"of at most {budget:g} s\x1b[K")
+            sys.stderr.flush()
         if time.perf_counter() > deadline and len(times) >= 3:
             break
+    summary = f"timing {label}: {len(times)} calls in {time.perf_counter() - start:.2f} s"
+    sys.stderr.write(("\r" + summary + "\x1b[K\n") if live else summary + "\n")
     return float(np.median(times)), result
 
 
@@ -227,7 +239,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     for name in backends:
         fn = _method(_load(args.file, name), args.method)
         call = _call_args(fn, [a.copy() for a in arrays])
-        median, result = _median_seconds(fn, call, args.repeat, args.budget)
+        median, result = _median_seconds(fn, call, args.repeat, args.budget, label=name)
         outs = _leaves(result)
         if name == "reference":
             baseline, expected = median, outs
