@@ -32,6 +32,11 @@ RECOMPILE_LIMIT = 8
 _signature = operator.attrgetter("dtype", "shape")
 
 
+# NumPy's bounds check without its ``__array_function__`` dispatch (NEP 18's ``_implementation``):
+# arguments are plain ndarrays here, and the dispatch is most of the check's cost on small calls.
+_MAY_SHARE_MEMORY = getattr(np.may_share_memory, "_implementation", np.may_share_memory)
+
+
 class TracedFunction:
     """A function traced into ``graph``; calling it runs the graph on ``backend``.
 
@@ -197,7 +202,7 @@ class TracedFunction:
         with another (NumPy would see the write through the other), so such a call is refused. The
         per-call test is NumPy's bounds check, once per pair; only overlapping bounds pay for the
         exact one."""
-        share = np.may_share_memory
+        share = _MAY_SHARE_MEMORY
         for i, j in self._alias_pairs:
             other = leaves[j]
             if share(leaves[i], other):
