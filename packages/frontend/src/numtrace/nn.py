@@ -111,8 +111,8 @@ class LayerNorm(Module):
     def __init__(self, normalized_shape: int | SequenceType[int], eps: float = 1e-5,
                  elementwise_affine: bool = True, *, dtype: Any = np.float32):
         super().__init__()
-        single = isinstance(normalized_shape, (int, np.integer))
-        shape = (normalized_shape,) if single else tuple(normalized_shape)
+        shape = ((normalized_shape,) if isinstance(normalized_shape, (int, np.integer))
+                 else tuple(normalized_shape))
         self.normalized_shape = tuple(_check_positive("normalized_shape", d) for d in shape)
         self.eps = float(eps)
         self.weight = Parameter(np.ones(self.normalized_shape), dtype=dtype) if elementwise_affine else None

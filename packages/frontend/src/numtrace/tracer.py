@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -74,7 +74,7 @@ def active_tracer(where: str) -> Tracer:
 class Tracer:
     """Builds one graph while the user's function runs on traced arrays."""
 
-    def __init__(self, state_names: dict[int, str] | None = None) -> None:
+    def __init__(self, state_names: Mapping[int, str] | None = None) -> None:
         self.graph = Graph()
         # Module state that becomes graph inputs when first read: id(array) -> dotted name.
         self.state_names = state_names or {}

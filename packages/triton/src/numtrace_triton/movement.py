@@ -39,7 +39,7 @@ def _getitem(a: np.ndarray, out: tuple, attrs: dict, extra: list) -> np.ndarray:
     if "input" in index:
         raise NotImplementedError("indexing with arrays (a gather) is not lowered by the Triton backend")
     # With an Ellipsis, NumPy returns a 0-d view instead of a scalar for a full integer index.
-    return a[index] if Ellipsis in index else a[(*index, Ellipsis)]
+    return a[index] if Ellipsis in index else a[tuple(index) + (Ellipsis,)]
 
 
 VIEW_RULES: dict[str, ViewRule] = {

@@ -189,8 +189,17 @@ def to_scalar(v: Any) -> int | float | bool | complex:
     return v
 
 
+def to_float(v: Any) -> float:
+    """A real scalar attr as a float; a complex value is refused (float() would drop nothing silently,
+    but its own error does not name the attr)."""
+    s = to_scalar(v)
+    if isinstance(s, complex):
+        raise TypeError(f"expected a real number, got complex {s!r}")
+    return float(s)
+
+
 def to_float_or_none(v: Any) -> float | None:
-    return None if v is None else float(to_scalar(v))
+    return None if v is None else to_float(v)
 
 
 def one_of(*choices: Any) -> Callable[[Any], Any]:
