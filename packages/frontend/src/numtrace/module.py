@@ -27,7 +27,7 @@ class Parameter(np.ndarray):
     def __new__(cls, data: Any, dtype: Any = None) -> Parameter:
         return np.array(data, dtype=dtype, copy=True).view(cls)
 
-    def __array_wrap__(self, array, context=None, return_scalar=False):
+    def __array_wrap__(self, array: np.ndarray, context: Any = None, return_scalar: bool = False) -> Any:
         array = array.view(np.ndarray)
         return array[()] if return_scalar else array
 

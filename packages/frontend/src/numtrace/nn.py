@@ -8,6 +8,7 @@ lines, just as a user's own module would.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from collections.abc import Sequence as SequenceType
 from typing import Any
 
@@ -210,7 +211,7 @@ class ModuleList(Module):
     def __getitem__(self, i: int) -> Module:
         return list(self._modules.values())[i]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Module]:
         return iter(list(self._modules.values()))
 
 
