@@ -184,9 +184,9 @@ class Placement:
             data = np.ascontiguousarray(np.asarray(loc.folded, dtype=loc.dtype))
             view = self.buffer(
                 loc.shape,
-                loc.known_dtype,
+                data.dtype,  # a Python scalar (no dtype of its own) stored at NumPy's default for it
                 "const",
-                data=data.astype(storage_dtype(loc.known_dtype)),
+                data=data.astype(storage_dtype(data.dtype)),
                 doc=f"constant {loc.dtype}{list(loc.shape)}",
             )
         else:

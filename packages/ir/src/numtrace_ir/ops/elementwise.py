@@ -10,17 +10,7 @@ import numpy as np
 
 from numtrace_ir.ops import rules
 from numtrace_ir.ops import sampling as S
-from numtrace_ir.registry import (
-    Attr,
-    Input,
-    OpDef,
-    Param,
-    Sample,
-    Unsupported,
-    get,
-    register,
-    register_target,
-)
+from numtrace_ir.registry import Attr, Input, OpDef, Sample, Unsupported, get, register, register_target
 from numtrace_ir.types import ScalarType, TensorType, normalize_dtype
 
 _DIVISOR = ((-3.0, 3.0), (1.0, 4.0))
@@ -130,10 +120,10 @@ _DECOMPOSITIONS: dict[np.ufunc, Callable] = {np.divmod: _divmod_decompose}
 def ufunc_op(ufunc: np.ufunc) -> OpDef:
     """The op of a NumPy ufunc's ``__call__``: inputs x / x1, x2 (arrays or weak scalars)."""
     name = f"np.{ufunc.__name__}"
-    ins: list[Param] = (
+    ins: list[Input | Unsupported] = (
         [Input("x", "any")] if ufunc.nin == 1 else [Input(f"x{i + 1}", "any") for i in range(ufunc.nin)]
     )
-    outs: list[Param] = (
+    outs: list[Input | Unsupported] = (
         [Unsupported("out")] if ufunc.nout == 1 else [Unsupported(f"out{i + 1}") for i in range(ufunc.nout)]
     )
     targets = [ufunc] + [alias for alias, canonical in ALIASES.items() if canonical is ufunc]

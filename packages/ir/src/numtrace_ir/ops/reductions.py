@@ -11,17 +11,7 @@ from numtrace_ir import dims
 from numtrace_ir.dims import ShapeError
 from numtrace_ir.ops import rules
 from numtrace_ir.ops import sampling as S
-from numtrace_ir.registry import (
-    Attr,
-    Input,
-    OpDef,
-    Param,
-    Sample,
-    Unsupported,
-    get,
-    register,
-    register_target,
-)
+from numtrace_ir.registry import Attr, Input, OpDef, Sample, Unsupported, get, register, register_target
 from numtrace_ir.types import TensorType
 
 # (attrs, shape, each output reduces at least one element) per sample.
@@ -65,7 +55,7 @@ def reduction_op(
     ``keepdims`` and, where NumPy has them, ``dtype`` and ``ddof``. The output dtype is NumPy's,
     probed on a one-element array."""
     axis = Attr("axis", None, rules.to_int_or_none if single_axis else rules.to_axis)
-    params: list[Param] = [Input("a"), axis]
+    params: list[Input | Attr | Unsupported] = [Input("a"), axis]
     if dtype_attr:
         params.append(Attr("dtype", None, rules.to_dtype_or_none))
     params.append(Unsupported("out"))
