@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
-from numtrace_ir import Graph, ScalarType, TensorType, registry
+from numtrace_ir import Graph, ScalarType, TensorType, Type, registry
 
 from .source import user_location
 from .traced_value import TracedValue, is_traced_array
@@ -143,7 +143,7 @@ class Tracer:
         """A ``prim.Constant`` node for an array or Python scalar; arrays are copied (frozen now)."""
         if isinstance(value, (np.ndarray, np.generic)):
             value = np.array(value, copy=True, dtype=value.dtype.newbyteorder("="))  # backends: native only
-            out_type = tensor_type_of(value, "constant")
+            out_type: Type = tensor_type_of(value, "constant")
         else:
             # Exact Python types (an IntEnum is an int constant): attrs hold only those.
             kind = next(k for k in _PY_SCALARS if isinstance(value, k))

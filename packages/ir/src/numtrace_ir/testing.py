@@ -38,7 +38,7 @@ TOLERANCES = {
 }
 
 
-def type_of(value: Any) -> Type:
+def type_of(value: Any) -> TensorType | ScalarType:
     """The IR type of a runtime value: arrays and NumPy scalars are tensors, Python scalars weak."""
     if isinstance(value, (np.ndarray, np.generic)):
         return TensorType(normalize_dtype(value.dtype), value.shape)

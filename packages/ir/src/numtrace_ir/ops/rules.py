@@ -18,18 +18,18 @@ WEAK_TYPES = {"int": int, "float": float, "complex": complex, "bool": np.dtype(b
 _WEAK_VALUE = {"int": 1, "float": 1.0, "complex": 1j, "bool": True}
 
 
-def weak(t: Type) -> Any:
+def weak(t: TensorType | ScalarType) -> Any:
     """`t` as an operand of NumPy's type resolution: a dtype, or a Python type for a weak scalar."""
-    return t.dtype if type(t) is TensorType else WEAK_TYPES[t.kind]
+    return t.dtype if isinstance(t, TensorType) else WEAK_TYPES[t.kind]
 
 
 def shape_of(t: Type) -> tuple:
     return t.shape if type(t) is TensorType else ()
 
 
-def example(t: Type) -> Any:
+def example(t: TensorType | ScalarType) -> Any:
     """A one-element value of type `t` (shape dropped) for probing NumPy's dtype rules."""
-    return np.ones((1,), t.dtype) if type(t) is TensorType else _WEAK_VALUE[t.kind]
+    return np.ones((1,), t.dtype) if isinstance(t, TensorType) else _WEAK_VALUE[t.kind]
 
 
 def probe_dtype(op: str, fn: Callable, *args: Any, **kwargs: Any) -> np.dtype:
