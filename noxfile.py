@@ -1,12 +1,18 @@
 """Every check of the monorepo is a nox session; CI (`ci/`) runs these and nothing else.
 
-Compiled packages are installed non-editable, as users get them, so a test run
-also proves that each package builds from its own directory.
+Local packages are installed non-editable, as users get them, so a test run
+also proves that each package builds from its own directory. Each package's
+wheel is built once into .nox/.wheels/<name>-<hash of its sources> and reused
+by every session while those sources are unchanged.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
+import tempfile
+import time
 from pathlib import Path
 
 import nox
@@ -31,10 +37,76 @@ nox.options.reuse_existing_virtualenvs = False
 nox.options.error_on_missing_interpreters = True
 
 
+WHEELS = ROOT / ".nox" / ".wheels"
+# Not part of a package's build: tests, build output, Cython's generated C beside its .pyx.
+NOT_SOURCE_DIRS = {"__pycache__", "build", "dist"}
+NOT_SOURCE_SUFFIXES = {".so", ".pyd", ".pyc", ".pyo", ".o"}
+# Environment that changes what a build produces.
+BUILD_ENV = ("CC", "CFLAGS", "CPPFLAGS", "LDFLAGS")
+
+
+def _source_hash(name: str, tag: str) -> str:
+    """Hash of everything that goes into package ``name``'s wheel: its files (not tests or build
+    output), the repo's VERSION, the interpreter tag and the build environment."""
+    digest = hashlib.sha256(f"{tag}\n".encode())
+    for var in sorted(v for v in os.environ if v in BUILD_ENV or v.startswith("NUMTRACE_")):
+        digest.update(f"{var}={os.environ[var]}\n".encode())
+    package = PACKAGES / name
+    files = [ROOT / "VERSION"]
+    for folder, dirs, names in os.walk(package):
+        dirs[:] = sorted(d for d in dirs if d not in NOT_SOURCE_DIRS and not d.startswith("tests")
+                         and not d.endswith(".egg-info"))
+        for file in map(Path(folder).joinpath, sorted(names)):
+            generated = file.suffix in (".c", ".cpp", ".html") and file.with_suffix(".pyx").exists()
+            if file.suffix not in NOT_SOURCE_SUFFIXES and not generated:
+                files.append(file)
+    for file in files:
+        digest.update(f"{file.relative_to(ROOT)}\n".encode())
+        digest.update(file.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _wheel(session: nox.Session, name: str, tag: str) -> Path:
+    """Package ``name``'s wheel for this interpreter, built now only if its sources changed."""
+    folder = WHEELS / f"{name}-{_source_hash(name, tag)}"
+    wheels = sorted(folder.glob("*.whl"))
+    if wheels:
+        session.log(f"{name}: reusing {wheels[0].name} ({folder.name}: sources unchanged)")
+        return wheels[0]
+    session.log(f"{name}: building its wheel from packages/{name} ...")
+    start = time.perf_counter()
+    WHEELS.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=WHEELS))
+    try:
+        session.run("python", "-m", "pip", "wheel", "--no-deps", "--wheel-dir", str(scratch),
+                    str(PACKAGES / name))
+        # Older builds of this package (same name length: not a concurrent build's scratch folder).
+        for stale in WHEELS.glob(f"{name}-*"):
+            if stale.is_dir() and stale != scratch and len(stale.name) == len(folder.name):
+                shutil.rmtree(stale, ignore_errors=True)
+        scratch.rename(folder)  # atomic: a half-built folder is never taken for a wheel
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    wheel = next(folder.glob("*.whl"))
+    session.log(f"{name}: built {wheel.name} in {time.perf_counter() - start:.1f} s")
+    return wheel
+
+
+def _install_local(session: nox.Session, names: list[str], extras: dict[str, str] | None = None) -> None:
+    """Install local packages non-editable from their cached wheels (``extras``: name -> extra)."""
+    tag = session.run("python", "-c", "import sys, sysconfig; print(sys.implementation.cache_tag, "
+                      "sysconfig.get_platform())", silent=True).strip()
+    wheels = [f"{_wheel(session, name, tag)}{f'[{extras[name]}]' if name in (extras or {}) else ''}"
+              for name in names]
+    start = time.perf_counter()
+    session.install(*wheels)
+    session.log(f"installed {', '.join(names)} in {time.perf_counter() - start:.1f} s")
+
+
 def _install(session: nox.Session, names: list[str]) -> None:
     """Install local packages (non-editable) and the test tools."""
     session.install(*TEST_DEPS)
-    session.install(*[str(PACKAGES / n) for n in names])
+    _install_local(session, names)
 
 
 # Every pytest run: faulthandler on from interpreter start (a segfault prints every thread's Python
@@ -111,8 +183,7 @@ def stress(session: nox.Session) -> None:
 def boundscheck(session: nox.Session) -> None:
     """packages/cpu built with Cython boundscheck/wraparound/initializedcheck on, then its tests and the
     frontend's reliability tests on it: an out-of-bounds kernel access is an IndexError, not a crash."""
-    session.install(*TEST_DEPS)
-    session.install(str(PACKAGES / "ir"), str(PACKAGES / "frontend"))
+    _install(session, ["ir", "frontend"])
     session.install("--no-cache-dir", "--force-reinstall", "--no-deps", str(PACKAGES / "cpu"),
                     env={"NUMTRACE_CPU_BOUNDSCHECK": "1"})
     session.run("python", "-c", "import numtrace_cpu")
@@ -131,7 +202,8 @@ NUMPY_STUBS = "numpy==2.4.6"  # its bundled stubs are what mypy checks our NumPy
 @nox.session
 def lint(session: nox.Session) -> None:
     """Ruff over all Python sources (config: ruff.toml), then mypy over the four packages' sources
-    (config: mypy.ini; the Cython modules are untyped to it). NumPy is installed for its type stubs."""
+    (config: mypy.ini; of the Cython modules only numtrace_ir.types is described, by its .pyi). NumPy is
+    installed for its type stubs."""
     session.install("ruff>=0.5", MYPY, NUMPY_STUBS)
     session.run("ruff", "check", ".")
     session.run("mypy")
@@ -156,8 +228,27 @@ def docs(session: nox.Session) -> None:
 @nox.session
 def demo(session: nox.Session) -> None:
     """The README's main job: trace a small model, check it, run it on the CPU backend."""
-    session.install(*[str(PACKAGES / n) for n in ["ir", "frontend", "cpu"]])
+    _install_local(session, ["ir", "frontend", "cpu"])
     session.run("python", str(ROOT / "examples" / "demo.py"))
+
+
+@nox.session
+def examples(session: nox.Session) -> None:
+    """Every example in examples/ but the demo (its own session): traced, checked, saved, loaded,
+    compared, timed; with --quick unless other arguments are given."""
+    _install_local(session, ["ir", "frontend", "cpu"])
+    for script in sorted((ROOT / "examples").glob("[!_]*.py")):  # _*.py are shared helpers
+        if script.name != "demo.py":
+            session.run("python", str(script), *(session.posargs or ["--quick"]))
+
+
+@nox.session
+def dask(session: nox.Session) -> None:
+    """numtrace.dask on a local cluster of worker processes, with the frontend's dask extra installed."""
+    session.install(*TEST_DEPS)
+    _install_local(session, ["ir", "frontend", "cpu"], extras={"frontend": "dask"})
+    session.run(*PYTEST, str(PACKAGES / "frontend" / "tests_dask"), "-q", "-p", "no:cacheprovider",
+                *session.posargs)
 
 
 # Libraries whose functions the integration suite traces (test-only dependencies), pinned to the

@@ -9,9 +9,11 @@ Columns: median time per call of NumPy eager and of numtrace, speedup = NumPy / 
 numtrace is faster), and the ops the cpu backend ran as NumPy fallbacks. The summary line gives the
 geometric mean of the speedups and the worst program and size.
 
-    python benchmarks/realistic.py [--quick] [--only NAME[,NAME...]]
+    python benchmarks/realistic.py [--quick] [--cpu-time] [--only NAME[,NAME...]]
 
---quick skips the large size and repeats less (a smoke run).
+--quick skips the large size and repeats less (a smoke run). --cpu-time times CPU seconds of the
+process instead of wall time: steadier on a machine shared with other work, but it adds up every
+thread's time, so run it with NUMTRACE_NUM_THREADS=1 for a like-for-like comparison.
 """
 
 from __future__ import annotations
@@ -327,18 +329,19 @@ def _calls_per_timing(fn: Callable, quick: bool) -> int:
     return max(1, min(10_000, int((0.005 if quick else 0.02) / once)))
 
 
-def _time_pair(numpy_fn: Callable, traced_fn: Callable, quick: bool) -> tuple[float, float]:
+def _time_pair(numpy_fn: Callable, traced_fn: Callable, quick: bool, clock: Callable[[], float]
+               ) -> tuple[float, float]:
     """Median seconds per call of each, timed in alternation: the machine is shared and its load
     drifts, and alternating makes both sides see the same drift, which keeps their ratio honest."""
     n_np, n_nt = _calls_per_timing(numpy_fn, quick), _calls_per_timing(traced_fn, quick)
     t_np, t_nt = [], []
     for _ in range(3 if quick else 5):
-        t_np.append(median_seconds(numpy_fn, n_np, 1))
-        t_nt.append(median_seconds(traced_fn, n_nt, 1))
+        t_np.append(median_seconds(numpy_fn, n_np, 1, clock))
+        t_nt.append(median_seconds(traced_fn, n_nt, 1, clock))
     return statistics.median(t_np), statistics.median(t_nt)
 
 
-def run_one(prog: Program, size: str, quick: bool) -> dict:
+def run_one(prog: Program, size: str, quick: bool, clock: Callable[[], float] = time.perf_counter) -> dict:
     """One row of the table: times and speedup, or the error that stopped the program."""
     row = {"program": prog.name, "size": size}
     inputs = prog.make(SIZES[size], np.random.default_rng(0))
@@ -355,7 +358,7 @@ def run_one(prog: Program, size: str, quick: bool) -> dict:
     # In-place programs update their inputs on every call, in both runs alike.
     numpy_args, traced_args = _copies(inputs), _copies(inputs)
     row["numpy"], row["numtrace"] = _time_pair(lambda: prog.fn(*numpy_args), lambda: traced(*traced_args),
-                                               quick)
+                                               quick, clock)
     row["fallbacks"] = _fallbacks(traced)
     return row
 
@@ -397,15 +400,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="skip the large size, repeat less (smoke run)")
     parser.add_argument("--only", default="", help="comma-separated program names")
+    parser.add_argument("--cpu-time", action="store_true", help="time CPU seconds, not wall time")
     args = parser.parse_args()
     only = set(filter(None, args.only.split(",")))
     sizes = ["small", "medium"] if args.quick else list(SIZES)
+    clock = time.process_time if args.cpu_time else time.perf_counter
     rows = []
     for prog in PROGRAMS:
         if only and prog.name not in only:
             continue
         for size in sizes:
-            rows.append(run_one(prog, size, args.quick))
+            rows.append(run_one(prog, size, args.quick, clock))
     print_table(rows)
     print(summary(rows))
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# What CI runs: the README's test command, then lint, docs, the demo and a
-# quick benchmark smoke run. Any failure fails the run (pytest's "no tests
+# What CI runs: the README's test command, then lint, docs, the demo, the
+# examples, the Dask scale-out tests and a quick benchmark smoke run. Any failure fails the run (pytest's "no tests
 # collected", exit 5, included).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +18,10 @@ step "docs"
 python3 -m nox -s docs
 step "demo (README main job)"
 python3 -m nox -s demo
+step "examples, quick run"
+python3 -m nox -s examples
+step "dask (local cluster of worker processes)"
+python3 -m nox -s dask
 step "benchmarks, quick smoke run"
 python3 -m nox -s bench -- --quick
 echo

@@ -8,5 +8,7 @@ VERSION = (Path(__file__).resolve().parent.parent.parent / "VERSION").read_text(
 setup(
     version=VERSION,
     install_requires=["numpy>=1.26", f"numtrace-ir=={VERSION}"],
-    extras_require={"cpu": [f"numtrace-cpu=={VERSION}"], "triton": [f"numtrace-triton=={VERSION}"]},
+    extras_require={"cpu": [f"numtrace-cpu=={VERSION}"], "triton": [f"numtrace-triton=={VERSION}"],
+                    # numtrace.dask: traces mapped over chunked dask arrays, on local or distributed workers.
+                    "dask": ["dask[array]", "distributed"]},
 )

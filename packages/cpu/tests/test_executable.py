@@ -157,13 +157,17 @@ def test_concurrent_calls_share_one_executable():
         except Exception as e:
             errors.append(e)
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    _run_threads(work, 4)
+    assert not errors, errors
+    assert exe.stats()["arenas"] >= 1
+
+
+def _run_threads(work, n: int) -> None:
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(n)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert not errors, errors
-    assert exe.stats()["arenas"] >= 1
 
 
 def test_backend_caches_per_signature_and_replans_new_shapes():
@@ -222,6 +226,34 @@ def test_views_keep_their_buffer_alive():
     np.testing.assert_allclose(got_t, want_t, rtol=1e-5)
     assert not np.shares_memory(got_t, got_s)
     assert exe.stats()["views"] == 2 and exe.stats()["fallbacks"] == 0
+
+
+def test_views_of_arena_buffers_are_bound_once_per_arena():
+    """A view of an intermediate is made when its arena is, not per call: each arena's views must be
+    of its own buffers (calls in flight at once use different arenas), and a view NumPy has to copy
+    (a reshape of a transposed buffer) still runs per call."""
+    g = Graph()
+    x = g.add_input("x", TensorType(F32, (8, 6)))
+    c = g.create_node("np.cumsum", [x], attrs={"axis": 1}).output
+    t = g.create_node("np.transpose", [c]).output
+    tail = g.create_node("np.getitem", [t], attrs={"index": (slice(1, None),)}).output
+    flat = g.create_node("np.reshape", [t], attrs={"shape": (48,)}).output
+    g.set_outputs([g.create_node("np.multiply", [tail, tail]).output,
+                   g.create_node("np.negative", [flat]).output])
+    exe = compile_graph(g, [TensorType(F32, (8, 6))])
+    assert [s.nodes[0].op for s in exe._arena_views] == ["np.transpose", "np.getitem"]
+    errors = []
+
+    def work(k):
+        xv = np.random.default_rng(k).standard_normal((8, 6)).astype(F32)
+        want_t = np.cumsum(xv, axis=1).T
+        for _ in range(50):
+            sq, neg = exe(xv)
+            if not (np.array_equal(sq, want_t[1:] * want_t[1:]) and np.array_equal(neg, -want_t.reshape(48))):
+                errors.append(k)
+
+    _run_threads(work, 4)
+    assert not errors and exe.stats()["arenas"] >= 1
 
 
 def test_view_of_a_0d_value_that_numpy_returns_as_a_scalar():

@@ -249,3 +249,58 @@ def test_clip_of_an_integer_array_by_a_python_int_bound_is_numpys(dtype, lo):
         if dtype == "i4":
             assert (exe.stats()["fallbacks"] == 0) != runtime, exe.explain()
         np.testing.assert_array_equal(exe(*args)[0], np.clip(a, lo, 3))
+
+
+# -- triu/tril, diag, outer, prim.full into planned buffers --------------------------------------------
+
+@SETTINGS
+@given(shapes.filter(lambda s: len(s) >= 2), st.sampled_from(DTYPES), st.sampled_from(["np.triu", "np.tril"]),
+       st.integers(-3, 3), st.booleans())
+def test_triangles_equal_numpy(shape, dtype, op, k, strided):
+    g = Graph()
+    x = g.add_input("x", TensorType(dtype, shape))
+    g.set_outputs([_op(g, op, x, k=k)])
+    exe = _check(g, [_values(np.random.default_rng(5), shape, dtype)], strided=strided)
+    assert exe.stats()["fallbacks"] == 0 and exe.stats()["numpy_into"] == [op]
+
+
+@SETTINGS
+@given(st.sampled_from([(1,), (5,), (3, 4), (4, 3), (6, 6)]), st.sampled_from(DTYPES), st.integers(-3, 3),
+       st.booleans())
+def test_diag_equals_numpy(shape, dtype, k, strided):
+    g = Graph()
+    x = g.add_input("x", TensorType(dtype, shape))
+    g.set_outputs([_op(g, "np.diag", x, k=k)])
+    exe = _check(g, [_values(np.random.default_rng(6), shape, dtype)], strided=strided)
+    assert exe.stats()["fallbacks"] == 0 and exe.stats()["numpy_into"] == ["np.diag"]
+
+
+@SETTINGS
+@given(st.sampled_from([(), (1,), (5,), (2, 3)]), st.sampled_from([(4,), (1,), (3, 2)]),
+       st.sampled_from(DTYPES), st.sampled_from(DTYPES), st.booleans())
+def test_outer_equals_numpy(sa, sb, da, db, strided):
+    g = Graph()
+    a = g.add_input("a", TensorType(da, sa))
+    b = g.add_input("b", TensorType(db, sb))
+    g.set_outputs([_op(g, "np.outer", a, b)])
+    rng = np.random.default_rng(7)
+    exe = _check(g, [_values(rng, sa, da), _values(rng, sb, db)], strided=strided and bool(sa))
+    assert exe.stats()["fallbacks"] == 0 and exe.stats()["numpy_into"] == ["np.outer"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_full_into_a_strided_out_equals_numpy(dtype):
+    """prim.full fills the planned buffer, and the triangle and diagonal forms write any out= layout."""
+    g = Graph()
+    x = g.add_input("x", TensorType(dtype, (4, 4)))
+    full = _op(g, "prim.full", shape=(4, 4), fill_value=2.5, dtype=dtype)
+    g.set_outputs([_op(g, "np.add", _op(g, "np.triu", x, k=1), full) if dtype.kind != "b" else full,
+                   _op(g, "np.diag", _op(g, "np.diag", x, k=-1), k=1)])
+    inputs = [_values(np.random.default_rng(8), (4, 4), dtype)]
+    exe = _check(g, inputs)
+    expected = _reference(g, inputs)
+    out = [np.zeros((8, 8), dtype)[::2, ::2], np.zeros((4, 8), dtype)[:, ::2]]
+    exe(*inputs, out=out)
+    for a, b in zip(out, expected):
+        np.testing.assert_array_equal(a, b, strict=True)
+    assert exe.stats()["fallbacks"] == 0

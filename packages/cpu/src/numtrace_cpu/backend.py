@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from numtrace_ir import passes, specialize
 from numtrace_ir.graph import Graph
@@ -13,16 +13,23 @@ from numtrace_ir.types import TensorType, Type
 from numtrace_cpu.executable import Executable
 from numtrace_cpu.isa import ISA
 from numtrace_cpu.lowering import LOWERED, lower
-from numtrace_cpu.planner import plan_buffers
+from numtrace_cpu.planner import plan_buffers, write_updates_in_place
 
 __all__ = ["Backend", "compile_graph"]
 
 _CACHE_SIZE = 64
 
 
-def compile_graph(graph: Graph, input_types: Sequence[Type]) -> Executable:
+def compile_graph(graph: Graph, input_types: Sequence[Type], updates: Mapping[int, int] | None = None
+                  ) -> Executable:
     """Specialize `graph` to concrete `input_types`, decompose what the lowering does not take, lower
-    it to steps, plan its buffers."""
+    it to steps, plan its buffers.
+
+    `updates` ``{output j: input i}`` says the caller copies output j into input i after each call (the
+    new contents of an argument written in place): the executable may then compute it straight into
+    input i's memory and return that input array itself as output j. Not with run-time guards: a guard
+    failing after the write would leave the caller's array changed by a call that is then retried.
+    """
     types = tuple(input_types)
     for i, t in enumerate(types):
         if not isinstance(t, Type):
@@ -34,7 +41,11 @@ def compile_graph(graph: Graph, input_types: Sequence[Type]) -> Executable:
     steps, index, consts = lower(g)
     by_number = {n: v.type for v, n in index.items()}
     const_numbers = {index[v]: value for v, value in consts.items()}
-    plan = plan_buffers(steps, by_number, len(g.inputs), [index[v] for v in g.outputs], set(const_numbers))
+    outputs = [index[v] for v in g.outputs]
+    in_place: dict = {}
+    if updates and not any(n.op == "prim.guard" for n in g.nodes):
+        in_place = write_updates_in_place(steps, len(g.inputs), outputs, dict(updates))
+    plan = plan_buffers(steps, by_number, len(g.inputs), outputs, set(const_numbers), frozenset(in_place))
     return Executable(g, steps, by_number, plan, const_numbers)
 
 
@@ -53,15 +64,19 @@ class Backend:
     def is_available(self) -> tuple[bool, str]:
         return True, ""
 
-    def compile(self, graph: Graph, input_types: Sequence[Type]) -> Executable:
+    # The frontend may pass `updates` (see compile_graph) to a backend that sets this.
+    writes_updates_in_place = True
+
+    def compile(self, graph: Graph, input_types: Sequence[Type], *, updates: Mapping[int, int] | None = None
+                ) -> Executable:
         # Keyed by identity; the entry holds the graph so its id cannot be reused while cached.
-        key = (id(graph), tuple(input_types))
+        key = (id(graph), tuple(input_types), tuple(sorted((updates or {}).items())))
         with self._lock:
             hit = self._cache.get(key)
             if hit is not None and hit[0] is graph:
                 self._cache.move_to_end(key)
                 return hit[1]
-        exe = compile_graph(graph, key[1])
+        exe = compile_graph(graph, key[1], updates)
         with self._lock:
             self._cache[key] = (graph, exe)
             while len(self._cache) > _CACHE_SIZE:

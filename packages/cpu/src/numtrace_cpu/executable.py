@@ -55,21 +55,45 @@ class Executable(CallRunner):
         self._template: list[Any] = [None] * (max(types, default=-1) + 1)
         for v, value in constants.items():
             self._template[v] = value
-        self._outputs = [(v, types[v], _output_mode(types[v], copy))
-                         for v, copy in zip(plan.output_values, plan.copied_outputs)]
+        self._outputs = [(v, types[v], _output_mode(types[v], copy, j in plan.in_place_outputs))
+                         for j, (v, copy) in enumerate(zip(plan.output_values, plan.copied_outputs))]
         self._arenas_made = 0
         self._lock = threading.Lock()   # guards only the arena counter, never a kernel
         specs = [(t.dtype.num, tuple(t.shape)) if isinstance(t, TensorType) else None
                  for t in self.input_types]
         outputs = [(v, t.dtype.num if isinstance(t, TensorType) else -1,
-                    tuple(t.shape) if isinstance(t, TensorType) and t.is_concrete else (), _MODES.index(mode))
+                    tuple(t.shape) if isinstance(t, TensorType) and t.is_concrete else (), _MODE_CODES[mode])
                    for v, t, mode in self._outputs]
+        self._arena_views: list[ViewStep] = []
+        self._arena_views = self._views_of_arena_buffers()
         per_call = list(range(len(graph.inputs))) + [v for v, _, mode in self._outputs if mode == _DIRECT]
-        per_call += [v for s in steps if isinstance(s, FallbackStep) for v in s.outputs
+        once = {id(s) for s in self._arena_views}
+        per_call += [v for s in steps if isinstance(s, FallbackStep) and id(s) not in once for v in s.outputs
                      if isinstance(s, ViewStep) or not isinstance(types[v], TensorType)
                      or not types[v].is_concrete]
-        self._setup(specs, [_runner(s, types) for s in steps if not isinstance(s, ConstantStep)], outputs,
-                    sorted(set(per_call)))
+        runners = [_runner(s, types) for s in steps if not isinstance(s, ConstantStep) and id(s) not in once]
+        self._setup(specs, runners, outputs, sorted(set(per_call)))
+
+    def _views_of_arena_buffers(self) -> list[ViewStep]:
+        """The view steps whose result is a view of an arena buffer: the same view of the same memory
+        on every call, so each arena binds it once (`_new_arena`) and no call runs the step. Found on
+        a probe arena: a step qualifies when its input is an arena value (or such a view) and what
+        NumPy returns shares that memory (a reshape that has to copy does not)."""
+        env = self._new_arena()
+        bound = set(self._plan.slot_of)
+        found = []
+        for step in self._steps:
+            if not (isinstance(step, ViewStep) and len(step.inputs) == 1 and step.inputs[0] in bound
+                    and _view_fits(step, self._types)):
+                continue
+            src = env[step.inputs[0]]
+            r = step.fn(src, **step.attrs)
+            if r.size and np.shares_memory(r, src):
+                env[step.outputs[0]] = r
+                bound.add(step.outputs[0])
+                found.append(step)
+        self._arenas_made = 0   # the probe is not an arena any call used
+        return found
 
     # -- slow paths of the call ----------------------------------------------------------------------
     def _check_inputs(self, inputs: tuple) -> tuple:
@@ -111,6 +135,8 @@ class Executable(CallRunner):
             t = self._types[v]
             nbytes = int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize
             env[v] = buffers[slot][:nbytes].view(t.dtype).reshape(t.shape)
+        for step in self._arena_views:
+            env[step.outputs[0]] = step.fn(env[step.inputs[0]], **step.attrs)
         with self._lock:
             self._arenas_made += 1
         return env
@@ -141,6 +167,7 @@ class Executable(CallRunner):
             "buffer_slots": len(self._plan.slot_bytes),
             "buffer_bytes": sum(self._plan.slot_bytes),
             "arenas": self._arenas_made,
+            "in_place_outputs": sorted(self._plan.in_place_outputs),
         }
 
     def explain(self) -> str:
@@ -198,8 +225,11 @@ class Executable(CallRunner):
                 node = step.nodes[0]
                 lines.append(f"  step {k}: fallback to NumPy ({fallback_reason(node)})")
                 lines.append(f"      {node_line(node)}")
+        in_place = [f"output {j} into input {name(v)}" for j, (v, _, mode) in enumerate(self._outputs)
+                    if mode == _IN_PLACE]
         lines.append(f"  buffers: {_count(s['buffer_slots'], 'reused intermediate slot')}, "
-                     f"{s['buffer_bytes']} bytes per call in flight; outputs are fresh arrays")
+                     f"{s['buffer_bytes']} bytes per call in flight; outputs are fresh arrays"
+                     + (f" except {', '.join(in_place)} (computed in place)" if in_place else ""))
         return "\n".join(lines) + "\n"
 
     def __repr__(self) -> str:
@@ -208,17 +238,22 @@ class Executable(CallRunner):
                 f"{s['fused_groups']} fused groups, {s['fallbacks']} fallbacks>")
 
 
-# How each graph output reaches the caller (CallRunner takes the index into _MODES).
-_DIRECT, _COPY, _SCALAR, _DYNAMIC = _MODES = ("direct", "copy", "scalar", "dynamic")
+# How each graph output reaches the caller, and CallRunner's code for it (2: the environment's object
+# as it is, which for an in-place output is the input array the steps wrote into).
+_DIRECT, _COPY, _SCALAR, _DYNAMIC, _IN_PLACE = "direct", "copy", "scalar", "dynamic", "in place"
+_MODE_CODES = {_DIRECT: 0, _COPY: 1, _SCALAR: 2, _DYNAMIC: 3, _IN_PLACE: 2}
 
 
-def _output_mode(t: Any, copy: bool) -> str:
+def _output_mode(t: Any, copy: bool, in_place: bool) -> str:
     """direct: steps write the caller's array; copy: copied in at the end (an input, a constant, a
-    repeat); scalar: a Python scalar; dynamic: a shape only known after the run (data-dependent)."""
+    repeat); scalar: a Python scalar; dynamic: a shape only known after the run (data-dependent);
+    in place: the steps wrote it into an input's memory, and the output is that input array."""
     if not isinstance(t, TensorType):
         return _SCALAR
     if not t.is_concrete:
         return _DYNAMIC
+    if in_place:
+        return _IN_PLACE
     return _COPY if copy else _DIRECT
 
 
@@ -329,6 +364,12 @@ def _fused_runner(step: FusedStep) -> FusedCall:
 def _view_runner(step: ViewStep, types: dict):
     fn, attrs, ins, (out,) = step.fn, step.attrs, step.inputs, step.outputs
     t = types[out]
+    if len(ins) == 1 and not attrs and _view_fits(step, types):
+        (a,) = ins
+
+        def run_view_of_one(env, nthreads):   # a per-call view of an input: no checks left to do
+            env[out] = fn(env[a])
+        return run_view_of_one
 
     def run_view(env, nthreads):
         try:
@@ -342,6 +383,20 @@ def _view_runner(step: ViewStep, types: dict):
                                f"the op's rule says {t}")
         env[out] = r
     return run_view
+
+
+def _view_fits(step: ViewStep, types: dict) -> bool:
+    """Whether the view step of one input gives an ndarray of its output's type for any array of its
+    input's type: a movement op's result type depends only on the input's dtype and shape, so one
+    probe (a broadcast scalar, no memory) settles it at build time and the runner needs no check."""
+    t_in, t_out = types[step.inputs[0]], types[step.outputs[0]]
+    if not (isinstance(t_in, TensorType) and t_in.is_concrete and isinstance(t_out, TensorType)):
+        return False
+    try:
+        r = step.fn(np.broadcast_to(np.zeros((), t_in.dtype), t_in.shape), **step.attrs)
+    except Exception:
+        return False
+    return type(r) is np.ndarray and r.dtype == t_out.dtype and r.shape == tuple(t_out.shape)
 
 
 def _fallback_runner(step: FallbackStep, types: dict):

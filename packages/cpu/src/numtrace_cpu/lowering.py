@@ -37,6 +37,8 @@ MAX_REDUCTIONS = 16
 (_WHERE, _ASTYPE, _COPY, _POWER, _MATMUL, _DOT, _STACK, _CONCATENATE, _GETITEM, _SETITEM, _DIVMOD) = map(
     registry.get, ("np.where", "np.astype", "np.copy", "np.power", "np.matmul", "np.dot", "np.stack",
                    "np.concatenate", "np.getitem", "np.setitem", "np.divmod"))
+(_TRIU, _TRIL, _DIAG, _OUTER, _FULL) = map(registry.get, ("np.triu", "np.tril", "np.diag", "np.outer",
+                                                         "prim.full"))
 # What the backend lowers itself; `passes.decompose` rewrites the rest (np.clip becomes maximum and
 # minimum, which fuse). np.divmod stays whole: one NumPy call computes both outputs, and its parts
 # have no fused kernel either.
@@ -96,10 +98,14 @@ class Step:
 @dataclass
 class FusedStep(Step):
     """A fused group: `kernel` runs over operands `inputs + outputs` (the kernel's operand order).
-    `scalar_inputs[i]` is the dtype a runtime Python scalar input is converted to, or None."""
+    `scalar_inputs[i]` is the dtype a runtime Python scalar input is converted to, or None.
+    `overwritable` holds the (input, output) value pairs where the kernel may write that output over
+    that input's memory: same type, no reduction, and no instruction reads the input after the one
+    that writes the output (registers point straight into operand memory within a block)."""
 
     kernel: Any = None
     scalar_inputs: list = field(default_factory=list)
+    overwritable: frozenset = frozenset()
 
 
 @dataclass
@@ -370,12 +376,17 @@ def _into_call(node):
     outs = node.outputs
     if len(outs) != 1 or not isinstance(outs[0].type, TensorType) or not outs[0].type.is_concrete:
         return None
+    op = _opdef(node)
+    if op is _FULL:   # the shape is known: its dims inputs are not read
+        return _fill_into(node.attrs["fill_value"])
     ins = [_tensor(v) for v in node.inputs]
     if not ins or any(t is None or not t.is_concrete for t in ins):
         return None
     out_dt = outs[0].type.dtype
     attrs = node.attrs
-    op = _opdef(node)
+    layout = _layout_into(op, ins, out_dt, attrs)
+    if layout is not None:
+        return layout
     kind = op.reduction if op is not None else None
     if kind in ("cumsum", "cumprod") and ins[0].ndim >= 1 and out_dt.kind in "biuf":
         fn = np.cumsum if kind == "cumsum" else np.cumprod
@@ -406,6 +417,52 @@ def _into_call(node):
         def mm(a, b, out):
             matmul(a, b, out=out)
         return mm
+    return None
+
+
+def _fill_into(value):
+    """``np.full``'s own assignment (``copyto`` with unsafe casting) into the planned buffer."""
+    copyto = np.copyto
+
+    def fill(*dims, out):
+        copyto(out, value, casting="unsafe")
+    return fill
+
+
+def _layout_into(op: OpDef | None, ins: list, out_dt: np.dtype, attrs: dict):
+    """Into-buffer forms of triu/tril (a mask fixed by the shape), diag and outer; None for others.
+    Each gives the reference's values: triu/tril are ``where(mask, a, 0)``, diag's 2-d form a copy of
+    the diagonal and its 1-d form zeros with `a` on it, outer ``multiply`` of the raveled inputs."""
+    copyto = np.copyto
+    if (op is _TRIU or op is _TRIL) and ins[0].dtype == out_dt and ins[0].ndim >= 2:
+        k = int(attrs.get("k", 0))
+        rows, cols = ins[0].shape[-2:]
+        tri_mask = np.tri(rows, cols, k if op is _TRIL else k - 1, dtype=bool)
+        keep = tri_mask if op is _TRIL else ~tri_mask
+
+        def tri(a, out):
+            out.fill(0)
+            copyto(out, a, where=keep)
+        return tri
+    if op is _DIAG and ins[0].dtype == out_dt and ins[0].ndim in (1, 2):
+        k = int(attrs.get("k", 0))
+        if ins[0].ndim == 2:
+            def diagonal(a, out):
+                copyto(out, np.diagonal(a, k))
+            return diagonal
+        n = ins[0].shape[0]
+        rows, cols = np.arange(n) + max(-k, 0), np.arange(n) + max(k, 0)
+
+        def diag(a, out):
+            out.fill(0)
+            out[rows, cols] = a
+        return diag
+    if op is _OUTER and len(ins) == 2 and out_dt.kind in "biufc":
+        outer = np.outer
+
+        def outer_into(a, b, out):
+            outer(a, b, out=out)
+        return outer_into
     return None
 
 
@@ -754,7 +811,25 @@ class _Program:
                              self.const_values, [tuple(i) for i in self.instrs], reductions, operands)
         return FusedStep(inputs=[index[v] for v in self.in_values],
                          outputs=[index[v] for v in self.out_values + self.red_values],
-                         nodes=self.group.nodes, kernel=kernel, scalar_inputs=self.in_scalars)
+                         nodes=self.group.nodes, kernel=kernel, scalar_inputs=self.in_scalars,
+                         overwritable=frozenset((index[a], index[b]) for a, b in self.overwritable(regs)))
+
+    def overwritable(self, regs: list[list]) -> list[tuple]:
+        """(input value, output value) pairs whose output may be written over the input (see FusedStep)."""
+        if self.reductions:
+            return []
+        last_read: dict[int, int] = {}    # input operand -> last instruction reading it
+        first_write: dict[int, int] = {}  # output operand -> first instruction writing it
+        n_in = len(self.in_values)
+        for i, ins in enumerate(self.instrs):
+            for r in ins[3:6]:
+                if r >= 0 and regs[r][1] == REG_KINDS["input"]:
+                    last_read[regs[r][2]] = i
+            if regs[ins[2]][1] == REG_KINDS["output"]:
+                first_write.setdefault(regs[ins[2]][2] - n_in, i)
+        return [(a, b) for k, a in enumerate(self.in_values) for m, b in enumerate(self.out_values)
+                if self.in_scalars[k] is None and a.type == b.type and m in first_write
+                and last_read.get(k, -1) <= first_write[m]]
 
 
 def _natural_dtype(v) -> np.dtype:

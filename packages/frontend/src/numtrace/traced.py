@@ -9,6 +9,7 @@ miss, where the backend compiles anyway.
 
 from __future__ import annotations
 
+import operator
 import threading
 import warnings
 from collections.abc import Callable, Sequence
@@ -26,6 +27,9 @@ from .traced_int import plain
 
 # Specializations (re-traces for shapes that break a guard) one traced function may hold.
 RECOMPILE_LIMIT = 8
+
+# An argument's part of the signature key, (dtype, shape): a C-level getter, the key being per call.
+_signature = operator.attrgetter("dtype", "shape")
 
 
 class TracedFunction:
@@ -82,6 +86,10 @@ class TracedFunction:
         self._state = tuple(np.asarray(a) for a in state)
         self._num_leaves = len(graph.inputs) - len(self._state)
         self.mutated = tuple(mutated)
+        # (written argument, other argument): the pairs the aliasing check looks at per call, each once.
+        written = [i for i in self.mutated if i < self._num_leaves]
+        self._alias_pairs = tuple((i, j) for i in written for j in range(self._num_leaves)
+                                  if j != i and not (j in written and j < i))
         self._num_outputs = len(graph.outputs) - len(self.mutated)
         # (output position, graph input index), ascending: written arguments returned as the caller's arrays.
         self.returned = tuple(sorted((int(p), int(i)) for p, i in returned))
@@ -95,6 +103,9 @@ class TracedFunction:
         self._flat_args = isinstance(in_spec, Sequence_) and all(isinstance(c, Leaf)
                                                                  for c in in_spec.children)
         self._single_output = isinstance(out_spec, Leaf) and not returned
+        self._tuple_output = (isinstance(out_spec, Sequence_) and out_spec.container is tuple
+                              and [getattr(c, "index", None) for c in out_spec.children]
+                              == list(range(len(out_spec.children))))
         self._lock = threading.Lock()
         self._backend = get_backend(backend)
         self.backend = backend
@@ -112,10 +123,10 @@ class TracedFunction:
         if _tracing.active_count and _tracing.current_tracer() is not None:
             return self._inline(leaves)
         try:
-            key = tuple([(a.dtype, a.shape) for a in leaves])
+            key = tuple(map(_signature, leaves))
         except AttributeError:
             leaves = self._converted(leaves)
-            key = tuple([(a.dtype, a.shape) for a in leaves])
+            key = tuple(map(_signature, leaves))
         entry = self._cache.get(key)
         if entry is None:
             entry = self._compile(leaves, key)
@@ -131,18 +142,27 @@ class TracedFunction:
             return self._guard_failed_at_run_time(leaves, key, broken, entry)
         if variant.mutated:
             return variant._finish(leaves, outs)
-        return outs[0] if variant._single_output else variant.out_spec.build(outs)
+        if variant._single_output:
+            return outs[0]
+        return variant._build(outs)
+
+    def _build(self, outs: Sequence[Any]) -> Any:
+        """The function's outputs from the flat ones (`outs` is a tuple: the executable's, or made here)."""
+        if self._single_output:
+            return outs[0]
+        return outs if self._tuple_output and type(outs) is tuple else self.out_spec.build(outs)
 
     def _finish(self, leaves: Sequence[Any], outs: Sequence[np.ndarray]) -> Any:
         """After a call that wrote into its arguments: copy their new contents back, and return the
         function's outputs, a returned argument being the caller's own array (as in NumPy)."""
-        self._write_back(leaves, outs)
+        arrays = [*leaves, *self._state] if self._state else leaves
+        self._write_back(arrays, outs)
         if self.returned:
-            arrays = [*leaves, *self._state]
             outs = list(outs[: self._num_outputs])
             for pos, i in self.returned:
                 outs.insert(pos, arrays[i])
-        return outs[0] if self._single_output else self.out_spec.build(outs)
+            outs = tuple(outs)
+        return self._build(outs)
 
     def _guard_failed_at_run_time(self, leaves: Sequence[Any], key: tuple, broken: GuardError,
                                   failed: tuple) -> Any:
@@ -174,27 +194,22 @@ class TracedFunction:
 
     def _check_aliasing(self, leaves: Sequence[Any]) -> None:
         """The trace reads its arguments as separate arrays: one it writes into must not share memory
-        with another (NumPy would see the write through the other), so such a call is refused."""
-        owners = [_owner(a) for a in leaves]
-        for i in self.mutated:
-            if i >= len(leaves):
-                continue
-            mine = owners[i]
-            for j, other in enumerate(leaves):
-                theirs = owners[j]
-                if j == i or not isinstance(other, np.ndarray) or (
-                        mine is not theirs and mine is not None and theirs is not None):
-                    continue  # two arrays owning their own memory cannot overlap
-                if np.may_share_memory(leaves[i], other):
-                    try:
-                        overlap = np.shares_memory(leaves[i], other, max_work=10_000)
-                    except np.exceptions.TooHardError:
-                        overlap = True
-                    if overlap:
-                        raise ValueError(
-                            f"{self.__name__}(): argument {self._leaf_name(i)} is written into by the traced "
-                            f"function and shares memory with argument {self._leaf_name(j)}; a trace treats "
-                            "its arguments as separate arrays, so pass a copy of one of them")
+        with another (NumPy would see the write through the other), so such a call is refused. The
+        per-call test is NumPy's bounds check, once per pair; only overlapping bounds pay for the
+        exact one."""
+        share = np.may_share_memory
+        for i, j in self._alias_pairs:
+            other = leaves[j]
+            if share(leaves[i], other):
+                try:
+                    overlap = np.shares_memory(leaves[i], other, max_work=10_000)
+                except np.exceptions.TooHardError:
+                    overlap = True
+                if overlap:
+                    raise ValueError(
+                        f"{self.__name__}(): argument {self._leaf_name(i)} is written into by the traced "
+                        f"function and shares memory with argument {self._leaf_name(j)}; a trace treats "
+                        "its arguments as separate arrays, so pass a copy of one of them")
 
     def _run(self, executable: Any, leaves: Sequence[Any]) -> Any:
         if self.mutated:
@@ -202,17 +217,20 @@ class TracedFunction:
         outs = executable(*leaves, *self._state)
         if self.mutated:
             return self._finish(leaves, outs)
-        return outs[0] if self._single_output else self.out_spec.build(outs)
+        return self._build(outs)
 
-    def _write_back(self, leaves: Sequence[Any], outs: Sequence[np.ndarray]) -> None:
-        """Copy the new contents of the inputs the function wrote into back into the caller's arrays."""
-        arrays = [*leaves, *self._state]
+    def _write_back(self, arrays: Sequence[Any], outs: Sequence[np.ndarray]) -> None:
+        """Copy the new contents of the inputs the function wrote into (`arrays`: the arguments, then
+        the state) back into the caller's arrays, unless the backend computed them there."""
+        n = self._num_outputs
         for k, i in enumerate(self.mutated):
-            target = arrays[i]
+            target, new = arrays[i], outs[n + k]
+            if new is target:
+                continue
             if not isinstance(target, np.ndarray):
                 raise TypeError(f"{self.__name__}(): argument {self._leaf_name(i)} is written into by the "
                                 f"traced function, so it must be a NumPy array, got {type(target).__name__}")
-            np.copyto(target, outs[self._num_outputs + k], casting="no")
+            np.copyto(target, new, casting="no")
 
     @property
     def guards(self) -> list[str]:
@@ -328,6 +346,12 @@ class TracedFunction:
         graph = self.graph
         if any(t != v.type for t, v in zip(types, graph.inputs)):
             graph = retyped(graph, types, self.__name__)
+        if self.mutated and not self._state and getattr(self._backend, "writes_updates_in_place", False):
+            # The written-back arguments may be computed straight into the caller's arrays (an output
+            # that is then the argument itself needs no copy back). Not with module state: the
+            # aliasing check covers the arguments only.
+            updates = {self._num_outputs + k: i for k, i in enumerate(self.mutated)}
+            return self._backend.compile(graph, types, updates=updates)
         return self._backend.compile(graph, types)
 
     def _specialization(self, leaves: Sequence[np.ndarray], broken: GuardError) -> TracedFunction:
@@ -520,7 +544,7 @@ class TracedFunction:
                 raise TypeError(f"{self.__name__}() takes {self._num_leaves} array argument(s) "
                                 f"({', '.join(self.arg_names)}) as traced, got {len(leaves)}")
             leaves = self._converted(leaves)
-            key = tuple([(a.dtype, a.shape) for a in leaves])
+            key = tuple(map(_signature, leaves))
             entries = [self._cache.get(key) or self._compile(leaves, key)]
         elif self._cache:
             entries = list(dict.fromkeys(self._cache.values()))
@@ -569,17 +593,6 @@ def retyped(graph: Graph, types: Sequence[Any], name: str) -> Graph:
         raise
     except (ShapeError, TypeError, ValueError) as exc:
         raise ValueError(f"{name}(): the arguments' shapes do not fit the traced program: {exc}") from None
-
-
-def _owner(a: Any) -> np.ndarray | None:
-    """The ndarray that owns ``a``'s memory (following views), or None when the memory belongs to
-    something else (a buffer, a memmap's file): then only NumPy can tell whether two arrays overlap."""
-    while isinstance(a, np.ndarray):
-        base = a.base
-        if base is None:
-            return a if a.flags.owndata else None
-        a = base
-    return None
 
 
 def _guard_failure(exc: BaseException) -> GuardError | None:
