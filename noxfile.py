@@ -194,11 +194,19 @@ def boundscheck(session: nox.Session) -> None:
                 *session.posargs)
 
 
+# Pinned: a new mypy release may report new errors, and the lint session must fail only for our code.
+MYPY = "mypy==2.4.1"
+NUMPY_STUBS = "numpy==2.4.6"  # its bundled stubs are what mypy checks our NumPy calls against
+
+
 @nox.session
 def lint(session: nox.Session) -> None:
-    """Ruff over all Python sources (config: ruff.toml)."""
-    session.install("ruff>=0.5")
+    """Ruff over all Python sources (config: ruff.toml), then mypy over the four packages' sources
+    (config: mypy.ini; of the Cython modules only numtrace_ir.types is described, by its .pyi). NumPy is
+    installed for its type stubs."""
+    session.install("ruff>=0.5", MYPY, NUMPY_STUBS)
     session.run("ruff", "check", ".")
+    session.run("mypy")
 
 
 # The site's build tools, pinned so a warning that fails the strict build is one we can reproduce.

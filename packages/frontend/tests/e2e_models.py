@@ -1,5 +1,5 @@
-"""The tracer issue's end-to-end models, written in plain NumPy on ``numtrace.nn``: an MLP, a CNN and
-a pre-LN transformer encoder block, at sizes Triton's interpreter runs quickly.
+"""The end-to-end models every backend must run, written in plain NumPy on ``numtrace.nn``: an MLP, a
+CNN and a pre-LN transformer encoder block, at sizes Triton's interpreter runs quickly.
 
 One definition for every package's tests: the backend packages import this file (their tests put
 this directory on ``sys.path``), so every backend checks the same programs. Each model runs eagerly

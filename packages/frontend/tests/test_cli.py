@@ -104,6 +104,15 @@ def test_bench(capsys, files):
     assert len(lines) == (3 if CPU else 2) and lines[-1].startswith(BACKEND)
 
 
+def test_bench_runs_the_reference_first_wherever_it_is_listed(capsys, files):
+    # Every row is compared with the reference's outputs: they must exist before the first row.
+    code, out, _ = run(capsys, "bench", files / "mlp.nt", "-i", files / "x.npy", "--repeat", "3",
+                       "-b", BACKEND, "-b", "reference")
+    assert code == 0
+    names = [line.split()[0] for line in out.splitlines()[1:]]
+    assert names == (["reference", BACKEND] if CPU else ["reference"])
+
+
 def test_explain(capsys, files):
     code, out, _ = run(capsys, "explain", files / "mlp.nt", "--input", files / "x.npy")
     assert code == 0 and f"{BACKEND} executable for (%x : f32[8, 20]" in out

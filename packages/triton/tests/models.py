@@ -1,4 +1,4 @@
-"""The tracer issue's end-to-end models (defined once, in the frontend's tests) and the concrete
+"""The end-to-end models every backend must run (defined once, in the frontend's tests) and the concrete
 types a backend compiles them for."""
 
 from __future__ import annotations

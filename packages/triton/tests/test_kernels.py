@@ -315,6 +315,18 @@ def test_concatenate_stack_and_pad_write_into_slices():
     np.testing.assert_allclose(got[2], np.pad(np.exp(x), ((1, 0), (2, 1)), constant_values=7.0), rtol=1e-6)
 
 
+def test_concatenate_of_an_input_and_a_folded_constant():
+    # The copy kernel made for the input is asked whether it may read the constant too: a folded
+    # value has no writer (it used to be looked up as the group of a value in flight, None).
+    x = RNG.standard_normal(4).astype(np.float32)
+    g = Graph()
+    xv = g.add_input("x", TensorType("float32", x.shape))
+    ones = _const(g, np.ones(4, np.float32))
+    g.set_outputs([g.create_node("np.concatenate", [xv, ones], attrs={"axis": 0}).output])
+    exe, _ = _run(g, [x])
+    np.testing.assert_array_equal(exe(x)[0], np.concatenate([x, np.ones(4, np.float32)]))
+
+
 def test_inputs_that_do_not_match_the_signature_are_rejected_before_any_kernel():
     x = RNG.standard_normal((3, 4))
     g = Graph()

@@ -1,5 +1,5 @@
-"""The tracer issue's end-to-end models run on ``triton`` (interpreter mode) and equal ``reference``;
-their kernels are fused the way the backend promises."""
+"""The end-to-end models (MLP, CNN, transformer block) run on ``triton`` (interpreter mode) and equal
+``reference``; their kernels are fused the way the backend promises."""
 
 import numpy as np
 import pytest

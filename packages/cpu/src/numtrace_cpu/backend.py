@@ -7,6 +7,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 
 from numtrace_ir import passes, specialize
+from numtrace_ir.graph import Graph
 from numtrace_ir.types import TensorType, Type
 
 from numtrace_cpu.executable import Executable
@@ -19,7 +20,8 @@ __all__ = ["Backend", "compile_graph"]
 _CACHE_SIZE = 64
 
 
-def compile_graph(graph, input_types: Sequence[Type], updates: Mapping[int, int] | None = None) -> Executable:
+def compile_graph(graph: Graph, input_types: Sequence[Type], updates: Mapping[int, int] | None = None
+                  ) -> Executable:
     """Specialize `graph` to concrete `input_types`, decompose what the lowering does not take, lower
     it to steps, plan its buffers.
 
@@ -55,7 +57,7 @@ class Backend:
     description = f"block interpreter built for {ISA}"
     """What `numtrace backends` shows: the ISA build chosen for this CPU (numtrace_cpu.isa)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._cache: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
 
@@ -65,7 +67,7 @@ class Backend:
     # The frontend may pass `updates` (see compile_graph) to a backend that sets this.
     writes_updates_in_place = True
 
-    def compile(self, graph, input_types: Sequence[Type], *, updates: Mapping[int, int] | None = None
+    def compile(self, graph: Graph, input_types: Sequence[Type], *, updates: Mapping[int, int] | None = None
                 ) -> Executable:
         # Keyed by identity; the entry holds the graph so its id cannot be reused while cached.
         key = (id(graph), tuple(input_types), tuple(sorted((updates or {}).items())))

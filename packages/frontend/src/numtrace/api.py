@@ -117,8 +117,8 @@ def trace(func: Callable | Module, example_inputs: Any = None, *, check_trace: b
     if example_kwarg_inputs is not None and not isinstance(example_kwarg_inputs, Mapping):
         raise TypeError(f"example_kwarg_inputs must be a dict of argument name -> value, "
                         f"got {type(example_kwarg_inputs).__name__}")
-    module_options = {"check_trace": check_trace, "check_tolerance": check_tolerance, "strict": strict,
-                      "backend": backend}
+    module_options: dict[str, Any] = {"check_trace": check_trace, "check_tolerance": check_tolerance,
+                                      "strict": strict, "backend": backend}
     if isinstance(func, Module):
         inputs = example_inputs if example_kwarg_inputs is None else dict(example_kwarg_inputs)
         return trace_module(func, {"forward": inputs}, check_inputs=_forward_checks(check_inputs),
@@ -138,8 +138,10 @@ def trace(func: Callable | Module, example_inputs: Any = None, *, check_trace: b
         checks = [_Call(c, None) if example_kwarg_inputs is None else _Call(None, c)
                   for c in check_inputs] if check_inputs is not None else [call]
         for check in checks:
-            _check_one(func, traced, lambda c=check: _trace_once(func, c.cloned(), strict, backend),
-                       check, check_tolerance, "function")
+            def retrace(c: _Call = check) -> TracedFunction:
+                return _trace_once(func, c.cloned(), strict, backend)
+
+            _check_one(func, traced, retrace, check, check_tolerance, "function")
     return traced
 
 
@@ -304,10 +306,11 @@ def trace_module(mod: Module, inputs: Mapping[str, Any], *, check_trace: bool = 
             for name, example in check.items():
                 call = _Call(None, example) if _kwargs else _Call(example, None)
                 with _state_kept(mod):  # checking runs the method and its trace: neither may leave state
-                    _check_one(getattr(mod, name), traced._methods[name],
-                               lambda n=name, e=example: _trace_module_once(mod, {n: clone(e)}, strict,
-                                                                            backend, _kwargs)._methods[n],
-                               call, check_tolerance, f"method {name}")
+                    def retrace(n: str = name, e: Any = example) -> TracedFunction:
+                        return _trace_module_once(mod, {n: clone(e)}, strict, backend, _kwargs)._methods[n]
+
+                    _check_one(getattr(mod, name), traced._methods[name], retrace, call, check_tolerance,
+                               f"method {name}")
     return traced
 
 

@@ -103,7 +103,7 @@ def clone(obj: Any) -> Any:
 def _arrays(outputs: Any) -> list[np.ndarray]:
     leaves: list = []
 
-    def walk(x):
+    def walk(x: Any) -> None:
         if isinstance(x, (np.ndarray, np.generic)):
             leaves.append(np.asarray(x))
         elif isinstance(x, (tuple, list)):

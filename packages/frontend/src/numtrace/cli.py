@@ -129,7 +129,7 @@ def _leaves(result: Any) -> list[np.ndarray]:
     return [np.asarray(result)]
 
 
-def _nbytes(n: int) -> str:
+def _nbytes(n: float) -> str:
     for unit in ("bytes", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
@@ -230,12 +230,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from .backends import available_backends
 
     arrays = _read_inputs(args.input)
-    backends = args.backend or available_backends()
-    if "reference" not in backends:
-        backends = ["reference", *backends]
+    # The reference runs first: every other backend is compared with its outputs and its time.
+    backends = ["reference", *(b for b in args.backend or available_backends() if b != "reference")]
     rows = []
-    baseline = None
-    expected = None
+    baseline = 1.0
+    expected: list[np.ndarray] = []
     for name in backends:
         fn = _method(_load(args.file, name), args.method)
         call = _call_args(fn, [a.copy() for a in arrays])
@@ -268,9 +267,12 @@ def cmd_draw(args: argparse.Namespace) -> int:
             raise CommandError("Graphviz 'dot' is not installed, so no SVG can be made: install Graphviz, "
                                "or write the DOT text with -o graph.dot")
         try:
-            text = dot.to_svg(text)
+            svg = dot.to_svg(text)
         except RuntimeError as exc:
             raise CommandError(str(exc)) from None
+        if svg is None:
+            raise CommandError("Graphviz 'dot' disappeared while making the SVG")
+        text = svg
     try:
         with open(args.output, "w", encoding="utf-8") as f:
             f.write(text)

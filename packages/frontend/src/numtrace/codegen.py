@@ -72,8 +72,8 @@ def _numpy_function(op_name: str) -> bool:
     if not op_name.startswith("np.") or op_name.count(".") != 1:
         return False
     func = getattr(np, op_name[3:], None)
-    return func is not None and registry.for_numpy(func) is not None and \
-        registry.for_numpy(func).name == op_name
+    op = None if func is None else registry.for_numpy(func)
+    return op is not None and op.name == op_name
 
 
 def positional_only(func: Any) -> set[str]:

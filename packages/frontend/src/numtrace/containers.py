@@ -148,7 +148,8 @@ def spec_from_json(data: Any) -> Spec:
         if kind == "leaf":
             return Leaf(int(data["index"]))
         if kind == "const":
-            kinds = {"bool": bool, "int": int, "float": float, "NoneType": lambda v: None}
+            kinds: dict[str, Callable[[Any], Any]] = {"bool": bool, "int": int, "float": float,
+                                                     "NoneType": lambda v: None}
             if data["type"] == "complex":
                 return Const(complex(*data["value"]))
             return Const(kinds[data["type"]](data["value"]))

@@ -80,17 +80,17 @@ def record_draw(tracer: Any, op: Any, eager: Any, args: tuple, kwargs: dict, *, 
     not NumPy's (the generator of a method)."""
     where = _size_position(op, args, kwargs, skip)
     scalars: list = []
-    args, kwargs = list(args), dict(kwargs)
+    traced_args, kwargs = list(args), dict(kwargs)
     plain_args, plain_kwargs = list(args), dict(kwargs)
     if where == "*":
-        pairs = [_split_size(tracer, a, scalars) for a in args]
-        args, plain_args = [a for a, _ in pairs], [p for _, p in pairs]
+        pairs = [_split_size(tracer, a, scalars) for a in traced_args]
+        traced_args, plain_args = [a for a, _ in pairs], [p for _, p in pairs]
     elif where == "size":
         kwargs["size"], plain_kwargs["size"] = _split_size(tracer, kwargs["size"], scalars)
     elif where is not None:
-        args[where], plain_args[where] = _split_size(tracer, args[where], scalars)
+        traced_args[where], plain_args[where] = _split_size(tracer, traced_args[where], scalars)
     # A number read from a shape given as a distribution parameter is frozen into the node: guarded.
-    args, kwargs = guarded(args), guarded(kwargs)
+    args, kwargs = guarded(traced_args), guarded(kwargs)
     with _recorded_draw():
         values = np.asarray(eager(*unwrap(plain_args[skip:]), **unwrap(plain_kwargs)))
     inputs, attrs = op.bind(tuple(args), kwargs)
@@ -337,11 +337,11 @@ def _conversion_wrapper(original: Any, copies: bool | None) -> Any:
             return original(obj, *args, **kwargs)
         dtype = args[0] if args else kwargs.get("dtype")
         copy = kwargs.get("copy", copies)
-        result = obj
+        result: Any = obj
         if dtype is not None and np.dtype(dtype) != obj.dtype:
             if copy is False:
                 raise ValueError("Unable to avoid copy while creating an array as requested.")
-            result = np.astype(obj, dtype)
+            result = np.astype(obj, dtype)  # type: ignore[call-overload]  # NEP 18: a TracedArray
         elif copy:
             result = np.copy(obj)
         return result

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -27,7 +27,7 @@ class Parameter(np.ndarray):
     def __new__(cls, data: Any, dtype: Any = None) -> Parameter:
         return np.array(data, dtype=dtype, copy=True).view(cls)
 
-    def __array_wrap__(self, array, context=None, return_scalar=False):
+    def __array_wrap__(self, array: np.ndarray, context: Any = None, return_scalar: bool = False) -> Any:
         array = array.view(np.ndarray)
         return array[()] if return_scalar else array
 
@@ -203,7 +203,8 @@ class Module:
 
     def named_parameters(self, remove_duplicate: bool = True) -> Iterator[tuple[str, Parameter]]:
         """``(dotted name, parameter)``; a tied parameter is listed once, under its first name."""
-        return self._named_state(0, remove_duplicate)
+        # Table 0 holds only what ``__setattr__`` registered as a Parameter.
+        return ((name, cast(Parameter, p)) for name, p in self._named_state(0, remove_duplicate))
 
     def parameters(self) -> Iterator[Parameter]:
         """Every parameter of this module and its submodules (tied ones once)."""

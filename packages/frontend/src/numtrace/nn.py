@@ -8,6 +8,7 @@ lines, just as a user's own module would.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from collections.abc import Sequence as SequenceType
 from typing import Any
 
@@ -111,8 +112,8 @@ class LayerNorm(Module):
     def __init__(self, normalized_shape: int | SequenceType[int], eps: float = 1e-5,
                  elementwise_affine: bool = True, *, dtype: Any = np.float32):
         super().__init__()
-        single = isinstance(normalized_shape, (int, np.integer))
-        shape = (normalized_shape,) if single else tuple(normalized_shape)
+        shape = ((normalized_shape,) if isinstance(normalized_shape, (int, np.integer))
+                 else tuple(normalized_shape))
         self.normalized_shape = tuple(_check_positive("normalized_shape", d) for d in shape)
         self.eps = float(eps)
         self.weight = Parameter(np.ones(self.normalized_shape), dtype=dtype) if elementwise_affine else None
@@ -210,7 +211,7 @@ class ModuleList(Module):
     def __getitem__(self, i: int) -> Module:
         return list(self._modules.values())[i]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Module]:
         return iter(list(self._modules.values()))
 
 

@@ -174,11 +174,11 @@ class TracedArray(TracedValue):
 
     @property
     def T(self) -> TracedArray:
-        return np.transpose(self)
+        return np.transpose(self)  # type: ignore[return-value]  # NEP 18: NumPy dispatches a TracedArray to its __array_function__
 
     @property
     def mT(self) -> TracedArray:
-        return np.matrix_transpose(self)
+        return np.matrix_transpose(self)  # type: ignore[return-value]  # NEP 18: NumPy dispatches a TracedArray to its __array_function__
 
     @property
     def real(self) -> TracedArray:
@@ -271,24 +271,24 @@ class TracedArray(TracedValue):
     def reshape(self, *shape: Any, order: str = "C") -> Any:
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
-        return np.reshape(self, shape, order=order)
+        return np.reshape(self, shape, order=order)  # type: ignore[call-overload]  # NEP 18: NumPy dispatches a TracedArray to its __array_function__
 
     def transpose(self, *axes: Any) -> Any:
         if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
-            axes = axes[0]
+            axes = () if axes[0] is None else tuple(axes[0])
         return np.transpose(self, axes or None)
 
     def astype(self, dtype: Any, order: str = "K", casting: str = "unsafe", subok: bool = True,
                copy: bool = True) -> Any:
         if order != "K" or casting != "unsafe" or not subok:
             raise NotImplementedError("astype(order=, casting=, subok=) is not supported by the tracer")
-        return np.astype(self, dtype, copy=copy)
+        return np.astype(self, dtype, copy=copy)  # type: ignore[call-overload]  # NEP 18: NumPy dispatches a TracedArray to its __array_function__
 
     def flatten(self, order: str = "C") -> Any:
-        return np.ravel(self, order=order).copy()
+        return np.ravel(self, order=order).copy()  # type: ignore[call-overload]  # NEP 18: NumPy dispatches a TracedArray to its __array_function__
 
     def copy(self, order: str = "C") -> Any:
-        return np.copy(self, order=order)
+        return np.copy(self, order=order)  # type: ignore[call-overload]  # NEP 18: NumPy dispatches a TracedArray to its __array_function__
 
     def fill(self, value: Any) -> None:
         self[...] = value
@@ -371,9 +371,10 @@ for _op, _ufunc in {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": 
     setattr(TracedArray, f"__{_op}__", _binary(_ufunc)[0])
 for _op, _ufunc in {"neg": np.negative, "pos": np.positive, "abs": np.absolute, "invert": np.invert}.items():
     setattr(TracedArray, f"__{_op}__", lambda self, _u=_ufunc: _u(self))
-TracedArray.__divmod__ = lambda self, other: np.divmod(self, other)
-TracedArray.__rdivmod__ = lambda self, other: np.divmod(other, self)
-del _op, _ufunc, _f, _r, _i
+for _op, _dunder in {"__divmod__": lambda self, other: np.divmod(self, other),
+                    "__rdivmod__": lambda self, other: np.divmod(other, self)}.items():
+    setattr(TracedArray, _op, _dunder)
+del _op, _ufunc, _f, _r, _i, _dunder
 
 
 def _shape(a: Any) -> tuple:

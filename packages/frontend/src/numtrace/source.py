@@ -32,7 +32,7 @@ def _is_internal(filename: str) -> bool:
 
 def user_frame() -> FrameType | None:
     """The innermost frame that is not numtrace machinery or NumPy."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None and _is_internal(frame.f_code.co_filename):
         frame = frame.f_back
     return frame
@@ -74,5 +74,6 @@ def run_at_user_line(name: str, func: Callable[..., Any], *args: Any, **kwargs: 
     def report(error: str, flag: int) -> None:
         warn_at_user_line(f"{error} encountered in {name}", RuntimeWarning)
 
-    with np.errstate(call=report, **{kind: "call" for kind, how in settings.items() if how == "warn"}):
+    calls: dict[str, Any] = {kind: "call" for kind, how in settings.items() if how == "warn"}
+    with np.errstate(call=report, **calls):
         return func(*args, **kwargs)

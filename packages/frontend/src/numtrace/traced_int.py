@@ -245,18 +245,19 @@ def _abs(self: TracedScalar) -> Any:
 
 
 for _cls in (TracedInt, TracedFloat):
-    _cls.__neg__ = _neg
-    _cls.__pos__ = _pos
-    _cls.__abs__ = _abs
+    _methods = {"__neg__": _neg, "__pos__": _pos, "__abs__": _abs,
+                "__divmod__": _guarded_binary("divmod", False),
+                "__rdivmod__": _guarded_binary("divmod", True)}
+    for _name, _method in _methods.items():
+        setattr(_cls, _name, _method)
     for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow"):
         setattr(_cls, f"__{_name}__", _binary(_name, False))
         setattr(_cls, f"__r{_name}__", _binary(_name, True))
     for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
         setattr(_cls, f"__{_name}__", _compare(_name))
-    _cls.__divmod__ = _guarded_binary("divmod", False)
-    _cls.__rdivmod__ = _guarded_binary("divmod", True)
 for _name in ("and", "or", "xor", "lshift", "rshift"):
     setattr(TracedInt, f"__{_name}__", _guarded_binary(_name, False))
     setattr(TracedInt, f"__r{_name}__", _guarded_binary(_name, True))
-TracedInt.__invert__ = lambda self: ~self.guarded()
-del _cls, _name
+for _name, _method in {"__invert__": lambda self: ~self.guarded()}.items():
+    setattr(TracedInt, _name, _method)
+del _cls, _name, _methods, _method

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import IO, Any
 
 import numpy as np
@@ -48,7 +48,7 @@ class TracedSubmodule:
         raise TypeError(f"submodule {self._path!r} ({self._type}) of a traced module is not callable on its "
                         "own: only the traced methods of the top-level module run")
 
-    def named_children(self):
+    def named_children(self) -> Iterator[tuple[str, TracedSubmodule]]:
         return iter(self._children.items())
 
     def __repr__(self) -> str:
@@ -128,7 +128,7 @@ class TracedModule(TracedSubmodule):
         """Parameters and buffers by dotted name (the arrays themselves, as ``Module.state_dict``)."""
         return OrderedDict(self._state)
 
-    def named_parameters(self):
+    def named_parameters(self) -> Iterator[tuple[str, np.ndarray]]:
         """``(name, array)`` pairs of the state, parameters and buffers alike."""
         return iter(self._state.items())
 
@@ -188,7 +188,8 @@ class TracedModule(TracedSubmodule):
         return f"<numtrace.TracedModule {self._type} ({mode} mode) methods: {', '.join(self._methods)}>"
 
 
-def _build_tree(path: str, tree: Mapping[str, Any], state: Mapping[str, np.ndarray]):
+def _build_tree(path: str, tree: Mapping[str, Any], state: Mapping[str, np.ndarray]
+                ) -> tuple[dict[str, np.ndarray], dict[str, TracedSubmodule]]:
     """``tree`` is ``{"type": str, "state": [local names], "children": {name: tree}}``."""
     prefix = f"{path}." if path else ""
     local = {name: state[prefix + name] for name in tree["state"] if prefix + name in state}

@@ -45,6 +45,10 @@ class TracedValue:
         """This value as a static attribute of a node (``where`` names the attribute)."""
         raise NotImplementedError
 
+    def guarded(self) -> Any:
+        """A traced number's plain value, guarded (arrays have none: `_guarded` keeps them traced)."""
+        raise NotImplementedError
+
 
 def is_traced_array(obj: Any) -> bool:
     """Whether ``obj`` is a traced array (``proxy.TracedArray``)."""

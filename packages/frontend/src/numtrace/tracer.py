@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
-from numtrace_ir import Graph, ScalarType, TensorType, registry
+from numtrace_ir import Graph, ScalarType, TensorType, Type, registry
 
 from .source import user_location
 from .traced_value import TracedValue, is_traced_array
@@ -74,7 +74,7 @@ def active_tracer(where: str) -> Tracer:
 class Tracer:
     """Builds one graph while the user's function runs on traced arrays."""
 
-    def __init__(self, state_names: dict[int, str] | None = None) -> None:
+    def __init__(self, state_names: Mapping[int, str] | None = None) -> None:
         self.graph = Graph()
         # Module state that becomes graph inputs when first read: id(array) -> dotted name.
         self.state_names = state_names or {}
@@ -143,7 +143,7 @@ class Tracer:
         """A ``prim.Constant`` node for an array or Python scalar; arrays are copied (frozen now)."""
         if isinstance(value, (np.ndarray, np.generic)):
             value = np.array(value, copy=True, dtype=value.dtype.newbyteorder("="))  # backends: native only
-            out_type = tensor_type_of(value, "constant")
+            out_type: Type = tensor_type_of(value, "constant")
         else:
             # Exact Python types (an IntEnum is an int constant): attrs hold only those.
             kind = next(k for k in _PY_SCALARS if isinstance(value, k))

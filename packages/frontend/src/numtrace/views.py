@@ -40,7 +40,7 @@ class Regrouped(_OpView):
     __slots__ = ()
 
     def write(self, tracer: Any, base: Any, view: Any) -> Any:
-        return np.reshape(view, base.shape)._ir
+        return np.reshape(view, base.shape)._ir  # type: ignore[attr-defined]  # a TracedArray via NEP 18
 
 
 class Permuted(_OpView):
@@ -53,13 +53,13 @@ class Permuted(_OpView):
         self.inverse = tuple(int(i) for i in np.argsort(perm))
 
     def write(self, tracer: Any, base: Any, view: Any) -> Any:
-        return np.transpose(view, self.inverse)._ir
+        return np.transpose(view, self.inverse)._ir  # type: ignore[attr-defined]  # a TracedArray via NEP 18
 
 
 def op_view(op: Any, func: Any, args: tuple, kwargs: dict, inputs: list, attrs: dict, result: Any) -> Any:
     """The recipe for ``result`` of registry op ``op`` if NumPy made it a view of its first input (a
     traced array), else None."""
-    base = inputs[0] if inputs else None
+    base: Any = inputs[0] if inputs else None
     if op.view is None or not is_traced_array(base) or not is_traced_array(result):
         return None
     if result._concrete.size == 0 or not np.shares_memory(result._concrete, base._concrete):
@@ -83,5 +83,6 @@ def _permutation(func: Any, args: tuple, kwargs: dict, base: np.ndarray) -> tupl
     except Exception:
         return None
     by_stride = {8 * (i + 1): i for i in range(ndim)}
-    perm = tuple(by_stride.get(s) for s in getattr(moved, "strides", ()))
-    return perm if len(perm) == ndim and sorted(perm) == list(range(ndim)) else None
+    axes = [by_stride.get(s) for s in getattr(moved, "strides", ())]
+    perm = tuple(a for a in axes if a is not None)  # a stride of no base axis: not a permutation
+    return perm if len(perm) == len(axes) == ndim and sorted(perm) == list(range(ndim)) else None

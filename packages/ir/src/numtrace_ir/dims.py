@@ -115,7 +115,7 @@ def _render(p: _Poly) -> Dim:
     if c is not None:
         return c
     terms = sorted(p.items(), key=lambda mc: (-len(mc[0]), mc[1] < 0, mc[0]))
-    out = []
+    out: list[str] = []
     for m, c in terms:
         # A lone atom with coefficient 1 needs no parentheses, even a quotient: `+` binds looser than
         # `//`; unary minus binds tighter, so `-(B//2)` keeps them.
@@ -356,7 +356,7 @@ def broadcast_shapes(*shapes: tuple) -> tuple:
     if len(shapes) == 1:
         return tuple(shapes[0])
     ndim = max(len(s) for s in shapes)
-    out = [1] * ndim
+    out: list[Dim] = [1] * ndim
     for s in shapes:
         off = ndim - len(s)
         for i, d in enumerate(s):
@@ -378,7 +378,7 @@ def symbols(d: Dim) -> frozenset[str]:
     """The symbol names a dim mentions."""
     if type(d) is int:
         return frozenset()
-    tree = ast.parse(d, mode="eval")
+    tree = ast.parse(_text(d), mode="eval")
     return frozenset(n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id not in FUNCTIONS)
 
 
@@ -387,9 +387,10 @@ def evaluate(d: Dim, bindings: Mapping[str, int]) -> int:
     `ShapeError` reports a ``bcast`` of incompatible sizes or a negative result."""
     if type(d) is int:
         return d
-    if d in bindings:
-        return int(bindings[d])
-    value = _eval(ast.parse(d, mode="eval").body, bindings, d)
+    text = _text(d)
+    if text in bindings:
+        return int(bindings[text])
+    value = _eval(ast.parse(text, mode="eval").body, bindings, text)
     if value < 0:
         raise ShapeError(f"dim {d} evaluates to {value} < 0 with {dict(bindings)}")
     return value
@@ -423,8 +424,16 @@ def _eval(node: ast.AST, env: Mapping[str, int], text: str) -> int:
             return max(args)
         if node.func.id == "min":
             return min(args)
-        return bcast(*args)
+        return int(bcast(*args))  # of known sizes: an int
     raise ValueError(f"unsupported syntax in symbolic dim {text!r}")
+
+
+def _text(d: Dim) -> str:
+    """A symbolic dim's text; a dim that is neither an int nor a str (a bool, a NumPy integer) is refused
+    here rather than failing inside the parser."""
+    if not isinstance(d, str):
+        raise TypeError(f"a dim is an int or a str, not {type(d).__name__} ({d!r})")
+    return d
 
 
 def match_shape(pattern: tuple, shape: tuple, bindings: dict[str, int]) -> None:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from typing import Any
 
 from numtrace_ir.attrs import Abbreviate, format_attr
-from numtrace_ir.graph import register_presentation
+from numtrace_ir.graph import Graph, register_presentation
 from numtrace_ir.locations import display_location
 from numtrace_ir.printer import value_names
 
@@ -30,11 +31,11 @@ def _short(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _attr_text(value) -> str:
+def _attr_text(value: Any) -> str:
     return format_attr(value, Abbreviate(4))
 
 
-def to_dot(graph, *, name: str = "graph", attrs: bool = True, max_attr_chars: int = 40) -> str:
+def to_dot(graph: Graph, *, name: str = "graph", attrs: bool = True, max_attr_chars: int = 40) -> str:
     """The DOT text of `graph`: one box per node, one ellipse per input and one for the return.
 
     `attrs=False` leaves node attributes out of the labels; each attribute's text is cut at
@@ -81,7 +82,7 @@ def dot_available() -> bool:
     return shutil.which("dot") is not None
 
 
-def to_svg(graph_or_dot, *, timeout: float = 60.0) -> str | None:
+def to_svg(graph_or_dot: Graph | str, *, timeout: float = 60.0) -> str | None:
     """SVG text of a graph (or of DOT text) via ``dot -Tsvg``; ``None`` when ``dot`` is not installed.
 
     Raises ``RuntimeError`` with Graphviz's message when ``dot`` fails.
@@ -101,7 +102,7 @@ def to_svg(graph_or_dot, *, timeout: float = 60.0) -> str | None:
     return done.stdout.decode("utf-8")
 
 
-def repr_svg(graph) -> str | None:
+def repr_svg(graph: Graph) -> str | None:
     """SVG for Jupyter's ``_repr_svg_``: ``None`` (text is shown instead) without ``dot`` or when the
     graph has more than `REPR_MAX_NODES` nodes."""
     if len(graph) > REPR_MAX_NODES or not dot_available():

@@ -40,7 +40,7 @@ def reference_call(node: Any) -> tuple[Callable, dict]:
     names = [p.name for p in params if isinstance(p, Input)]
     impl = op.impl
 
-    def call(*inputs, **kw):
+    def call(*inputs: Any, **kw: Any) -> Any:
         return impl(**dict(zip(names, inputs)), **kw)
 
     return call, op.normalize_attrs(dict(node.attrs))
@@ -51,7 +51,7 @@ class _Step:
 
     __slots__ = ("node", "fn", "attrs", "inputs", "outputs", "free")
 
-    def __init__(self, node, fn, attrs, inputs, outputs):
+    def __init__(self, node: Any, fn: Callable, attrs: dict, inputs: list, outputs: list) -> None:
         self.node = node
         self.fn = fn
         self.attrs = attrs

@@ -13,7 +13,7 @@ from collections.abc import Collection
 import numpy as np
 
 from numtrace_ir.attrs import format_attr
-from numtrace_ir.graph import Graph
+from numtrace_ir.graph import Graph, Node
 from numtrace_ir.registry import UnknownOpError, get
 
 __all__ = ["cse", "dce", "decompose"]
@@ -58,7 +58,7 @@ def dce(g: Graph) -> int:
 def cse(g: Graph) -> int:
     """Merge nodes with the same op, inputs and attributes (compared by exact text, arrays included)
     into the first one; returns how many were erased. Nondeterministic ops are never merged."""
-    seen: dict[tuple, object] = {}
+    seen: dict[tuple, Node] = {}
     cache: dict[str, bool] = {}
     removed = 0
     for n in g:

@@ -358,7 +358,7 @@ class OpDef:
             ) from None
         except TypeError:
             try:
-                key = (types, _freeze(tuple(attrs.items())))
+                key = (types, _freeze(tuple(attrs.items()) if attrs else ()))
                 if key in self._cache:
                     return self._cache[key]
             except TypeError:  # no hashable stand-in (or not types at all): skip the memo
@@ -393,7 +393,7 @@ class OpDef:
                 f"{self.name}: expected {expected} inputs "
                 f"({', '.join(p.name for p in self._input_params)}), got {n}"
             )
-        out = []
+        out: list[Input | Inputs] = []
         for p in self._input_params:
             if p is variadic:
                 out.extend([p] * (n - len(fixed)))

@@ -8,6 +8,7 @@ take fails here, naming the node, before any kernel is planned.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -112,7 +113,7 @@ def specialize(g: Graph, input_types: Sequence[Type], *, check_shapes: bool = Tr
     return out
 
 
-def _check_guard(node, guarded, known: dict):
+def _check_guard(node: Any, guarded: Any, known: dict) -> bool | None:
     """True when the guard holds for the call's types; None when they do not decide it (kept as a
     run-time check); `GuardError` when it is broken."""
     if guarded not in known:
@@ -123,7 +124,7 @@ def _check_guard(node, guarded, known: dict):
     return True
 
 
-def _scalar_value(op: str, inputs, attrs: dict, out_types: tuple, known: dict):
+def _scalar_value(op: str, inputs: Sequence, attrs: dict, out_types: tuple, known: dict) -> Any:
     """The value of a scalar node when the concrete types determine it (a shape read, a constant, or
     scalar arithmetic on known values), else None. Folding these lets a shape computed from traced
     shapes (``x.reshape(B, T, C // 4, 4)``) become concrete for the call being planned."""

@@ -38,7 +38,7 @@ TOLERANCES = {
 }
 
 
-def type_of(value: Any) -> Type:
+def type_of(value: Any) -> TensorType | ScalarType:
     """The IR type of a runtime value: arrays and NumPy scalars are tensors, Python scalars weak."""
     if isinstance(value, (np.ndarray, np.generic)):
         return TensorType(normalize_dtype(value.dtype), value.shape)
@@ -76,7 +76,7 @@ def run_reference(graph: Any, inputs: Iterable[Any]) -> tuple:
     return tuple(Interpreter(graph).run(*inputs))
 
 
-def build_graph(op: OpDef, sample: Sample, inputs: Iterable[Any] | None = None):
+def build_graph(op: OpDef, sample: Sample, inputs: Iterable[Any] | None = None) -> Graph:
     """A graph with one input per sample input (typed from the values, or from `inputs` when given:
     types or values) and one node of `op`, whose outputs are the graph's outputs."""
     g = Graph()

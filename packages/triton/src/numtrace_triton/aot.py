@@ -12,7 +12,6 @@ without touching a device. It must run where ``TRITON_INTERPRET`` is unset
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -20,7 +19,7 @@ import sys
 from collections.abc import Sequence
 
 from .emit_body import GeneratedKernel
-from .kernel_cache import load_kernel
+from .kernel_cache import load_file, load_kernel
 
 __all__ = ["compile_for_gpu"]
 
@@ -58,9 +57,7 @@ def _compile_one(spec: dict, arch: int) -> dict:
     import triton
     from triton.backends.compiler import GPUTarget
 
-    module_spec = importlib.util.spec_from_file_location(f"aot_{spec['name']}", spec["path"])
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
+    module = load_file(f"aot_{spec['name']}", spec["path"])
     fn = getattr(module, spec["name"])
     if isinstance(fn, triton.runtime.Autotuner):
         fn = fn.fn  # the JITFunction it tunes

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from numtrace_ir import passes
+from numtrace_ir.graph import Graph
 from numtrace_ir.specialize import specialize
 
 from .coverage import LOWERED
@@ -16,7 +17,7 @@ from .planner import Plan, plan_graph
 __all__ = ["Backend", "generate"]
 
 
-def generate(graph, input_types: Sequence, tuning: Tuning | None = None) -> Plan:
+def generate(graph: Graph, input_types: Sequence, tuning: Tuning | None = None) -> Plan:
     """Kernels and buffer plan for ``graph`` at ``input_types``, without loading or running anything.
 
     ``tuning`` defaults to the interpreter's block sizes under ``TRITON_INTERPRET=1`` and the GPU's
@@ -55,7 +56,7 @@ class Backend:
             )
         return True, ""
 
-    def compile(self, graph, input_types: Sequence) -> TritonExecutable:
+    def compile(self, graph: Graph, input_types: Sequence) -> TritonExecutable:
         """An executable for ``graph`` specialized to ``input_types``.
 
         Raises ``NotImplementedError`` naming the op, the node and its source line for anything the

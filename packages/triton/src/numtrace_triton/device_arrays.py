@@ -8,6 +8,8 @@ first such input's library when it can wrap foreign CUDA memory, else as a
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .device_memory import DeviceBuffer
@@ -46,7 +48,7 @@ def is_device_array(obj: object) -> bool:
         return False
 
 
-def import_array(obj: object, dtype: np.dtype, shape: tuple[int, ...], what: str) -> DeviceBuffer:
+def import_array(obj: Any, dtype: np.dtype, shape: tuple[int, ...], what: str) -> DeviceBuffer:
     """``obj``'s memory as a buffer, checked against the planned dtype and shape; no copy is made."""
     if not hasattr(obj, "__cuda_array_interface__"):
         try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -44,7 +45,7 @@ class DeviceBuffer:
 
     ptr: int
     nbytes: int
-    owner: object
+    owner: Any  # what keeps the memory alive: a CuPy allocation, a cudaFree handle (untyped libraries)
 
 
 @dataclass(frozen=True)
@@ -158,7 +159,7 @@ class CudaPythonAllocator(DeviceAllocator):
             from cuda import cudart as runtime
         self._rt = runtime
 
-    def _check(self, result: tuple) -> object:
+    def _check(self, result: tuple) -> Any:
         err, *rest = result
         if int(err) != 0:
             raise RuntimeError(f"CUDA runtime call failed: {err}")
@@ -189,7 +190,7 @@ class CudaPythonAllocator(DeviceAllocator):
 class _CudaFree:
     """Frees a cudaMalloc'd pointer when the last buffer referring to it goes away."""
 
-    def __init__(self, runtime: object, ptr: int) -> None:
+    def __init__(self, runtime: Any, ptr: int) -> None:
         self._rt, self._ptr = runtime, ptr
 
     def __del__(self) -> None:

@@ -84,6 +84,7 @@ def _binary(symbol: str, bool_symbol: str | None = None) -> Lowering:
     return lower
 
 
+_name: np.ufunc  # the registration loops below share it
 for _name, _sym, _bool_sym in ((np.add, "+", "|"), (np.subtract, "-", None), (np.multiply, "*", "&")):
     _register(_name)(_binary(_sym, _bool_sym))
 

@@ -13,14 +13,16 @@ from __future__ import annotations
 import threading
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numtrace_ir.types import TensorType
 
 from .device_arrays import export_array, import_array, is_device_array
 from .device_memory import DeviceAllocator, DeviceBuffer, interpreter_enabled
+from .emit_body import GeneratedKernel
 from .kernel_cache import load_kernel
-from .planner import Plan
+from .planner import OutputSpec, Plan
 
 __all__ = ["KernelInfo", "TritonExecutable"]
 
@@ -58,12 +60,14 @@ class TritonExecutable:
             )
         self.kernels: tuple[KernelInfo, ...] = tuple(infos)
         self._consts = {
-            b: allocator.upload(spec.data) for b, spec in enumerate(plan.buffers) if spec.role == "const"
+            b: allocator.upload(spec.const_data)
+            for b, spec in enumerate(plan.buffers)
+            if spec.role == "const"
         }
         self._lock = threading.Lock()
         self._calls = 0
 
-    def __call__(self, *inputs, out: tuple | None = None) -> tuple:
+    def __call__(self, *inputs: Any, out: tuple | None = None) -> tuple:
         plan = self.plan
         if len(inputs) != len(plan.inputs):
             raise TypeError(f"expected {len(plan.inputs)} inputs, got {len(inputs)}")
@@ -94,7 +98,7 @@ class TritonExecutable:
             for j, o in enumerate(plan.outputs)
         )
 
-    def _host_input(self, i: int, value, storage: np.dtype) -> np.ndarray:
+    def _host_input(self, i: int, value: Any, storage: np.dtype) -> np.ndarray:
         """Input ``i`` as the C-ordered bytes the kernels read; its type must be the compiled one
         (a smaller array would make kernels read past its end)."""
         t = self.plan.input_types[i]
@@ -120,7 +124,7 @@ class TritonExecutable:
             for k, fn in zip(self.plan.kernels, self._fns):
                 self._launch(k, fn, bufs)
 
-    def _launch(self, k, fn, bufs: dict[int, DeviceBuffer]) -> None:
+    def _launch(self, k: GeneratedKernel, fn: Any, bufs: dict[int, DeviceBuffer]) -> None:
         args = [self.allocator.pointer(bufs[b], dt) for b, dt in zip(k.buffers, k.buffer_dtypes)]
         if self._interpret:
             fn[k.grid](*args, **k.constexprs)
@@ -129,7 +133,8 @@ class TritonExecutable:
         else:
             fn[k.grid](*args, num_warps=k.num_warps, enable_fp_fusion=True, **k.constexprs)
 
-    def _result(self, j: int, spec, bufs: dict[int, DeviceBuffer], like: object, dest: np.ndarray | None):
+    def _result(self, j: int, spec: OutputSpec, bufs: dict[int, DeviceBuffer], like: object,
+                dest: np.ndarray | None) -> Any:
         if spec.buffer is None:
             value = spec.folded
             if spec.dtype is None:  # a Python scalar
@@ -140,6 +145,8 @@ class TritonExecutable:
                 return dest
             return result
         buf = bufs[spec.buffer]
+        if spec.dtype is None:
+            raise AssertionError(f"output {j} is in a buffer but has no dtype")
         if like is not None and dest is None:
             return export_array(buf, spec.dtype, spec.shape, like)
         if dest is not None:

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .kernel_plan import (
+    A,
+    Arg,
     Const,
     Load,
     MatmulKernel,
@@ -37,6 +39,10 @@ class LogicalLoad:
 
     view: View
     at: tuple[int, ...]
+
+
+# What an op of a group being built reads (`Group.finish` turns each LogicalLoad into a `Load`).
+PlanArg = Ref | Const | LogicalLoad
 
 
 def broadcast_strides(
@@ -100,10 +106,17 @@ class Group:
     numel: int
     full: tuple[int, ...] = ()  # reduction: the shape being reduced; matmul: the output shape
     reduced_axes: tuple[int, ...] = ()  # reduction only
-    items: list = field(default_factory=list)
+    items: list[Op[PlanArg] | Reduce[PlanArg]] = field(default_factory=list)
     stores: list[tuple[int, View, str, tuple[int, ...]]] = field(default_factory=list)
     deps: set[int] = field(default_factory=set)
     matmul: dict | None = None  # matmul only: batch, m, n, k, a, b, acc_key, dtype, label, out_coords
+
+    @property
+    def mm(self) -> dict:
+        """The matmul facts of a matmul group."""
+        if self.matmul is None:
+            raise AssertionError(f"group {self.gid} ({self.kind}) has no matmul facts")
+        return self.matmul
 
     # -- shapes and levels ------------------------------------------------------------------------
     @property
@@ -152,8 +165,8 @@ class Group:
         at = load.at
         if self.kind == "matmul":
             strides = self._full_strides(load)
-            coords = self.matmul["out_coords"]  # output dim -> coordinate
-            shape = self.matmul["batch"] + (self.matmul["m"], self.matmul["n"])
+            coords = self.mm["out_coords"]  # output dim -> coordinate
+            shape = self.mm["batch"] + (self.mm["m"], self.mm["n"])
             out = [0] * len(shape)
             for dim, c in enumerate(coords):
                 out[c] = strides[dim]
@@ -183,17 +196,18 @@ class Group:
         """Strides of ``load`` over the group's full shape (its consumer's shape may be a reshape of it)."""
         v, at = load.view, load.at
         strides = broadcast_strides(v.shape, v.strides, at)
-        if at != self.full:
-            strides = reshape_strides(at, strides, self.full)
-            if strides is None:
-                raise AssertionError(f"load over {at} cannot be viewed as {self.full}")
-        return strides
+        if at == self.full:
+            return strides
+        full = reshape_strides(at, strides, self.full)
+        if full is None:
+            raise AssertionError(f"load over {at} cannot be viewed as {self.full}")
+        return full
 
-    def _arg(self, arg: Ref | Const | LogicalLoad, level: str) -> Ref | Const | Load:
+    def _arg(self, arg: PlanArg, level: str) -> Arg:
         return Load(self._coords(arg, level)) if isinstance(arg, LogicalLoad) else arg
 
     def finish(self) -> PointwiseKernel | ReductionKernel | MatmulKernel:
-        body = []
+        body: list[Op[Arg] | Reduce[Arg]] = []
         for item in self.items:
             if isinstance(item, Op):
                 body.append(
@@ -215,12 +229,12 @@ class Group:
             for key, view, level, at in self.stores
         ]
         if self.kind == "pointwise":
-            return PointwiseKernel(self.numel, body, stores)
+            return PointwiseKernel(self.numel, _ops_only(body, self.gid), stores)
         if self.kind == "reduction":
             kept = tuple(self.full[i] for i in self.kept_axes)
             red = tuple(self.full[i] for i in self.reduced_axes)
             return ReductionKernel(kept, red, body, stores)
-        mm = self.matmul
+        mm = self.mm
         return MatmulKernel(
             mm["batch"],
             mm["m"],
@@ -231,7 +245,7 @@ class Group:
             mm["acc_key"],
             mm["dtype"],
             mm["label"],
-            body,
+            _ops_only(body, self.gid),
             stores,
         )
 
@@ -240,9 +254,18 @@ class Group:
         when all its accesses reshape to ``full``."""
         if self.kind != "pointwise" or numel(full) != self.numel:
             return False
-        loads = [a for item in self.items for a in item.args if isinstance(a, LogicalLoad)]
+        ops = _ops_only(self.items, self.gid)
+        loads = [a for item in ops for a in item.args if isinstance(a, LogicalLoad)]
         loads += [LogicalLoad(view, at) for _, view, _, at in self.stores]
         return all(
             reshape_strides(ld.at, broadcast_strides(ld.view.shape, ld.view.strides, ld.at), full) is not None
             for ld in loads
         )
+
+
+def _ops_only(items: list[Op[A] | Reduce[A]], gid: int) -> list[Op[A]]:
+    """The items of a pointwise or matmul group, which hold no reductions (one would be a planner bug)."""
+    for item in items:
+        if isinstance(item, Reduce):
+            raise AssertionError(f"group {gid}: reduction {item.label} outside a reduction kernel")
+    return [item for item in items if isinstance(item, Op)]

@@ -19,13 +19,14 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
+from types import ModuleType
 
 import triton
 
 __all__ = ["cache_dir", "load_kernel", "set_cache_dir", "source_hash"]
 
 _lock = threading.Lock()
-_loaded: dict[str, object] = {}
+_loaded: dict[str, tuple[object, Path]] = {}
 _dir: Path | None = None
 
 
@@ -48,6 +49,25 @@ def source_hash(source: str) -> str:
     return hashlib.sha256(f"{triton.__version__}\n{source}".encode()).hexdigest()[:24]
 
 
+def load_file(module_name: str, path: str | os.PathLike[str], *, register: bool = False) -> ModuleType:
+    """Run the Python file ``path`` as module ``module_name`` (kept in ``sys.modules`` if ``register``,
+    unless running it fails)."""
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    loader = None if spec is None else spec.loader
+    if spec is None or loader is None:
+        raise ImportError(f"cannot load {path} as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    if register:
+        sys.modules[module_name] = module
+    try:
+        loader.exec_module(module)
+    except BaseException:
+        if register:
+            del sys.modules[module_name]
+        raise
+    return module
+
+
 def load_kernel(name: str, source: str) -> tuple[object, Path]:
     """The jitted kernel ``name`` defined by ``source``, and the file it was loaded from."""
     if not name.isidentifier():
@@ -59,14 +79,8 @@ def load_kernel(name: str, source: str) -> tuple[object, Path]:
         if cached is not None:
             return cached
         path = _write_once(cache_dir() / f"{name}_{key}.py", source)
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module  # inspect.getsource looks modules up here
-        try:
-            spec.loader.exec_module(module)
-        except BaseException:
-            del sys.modules[module_name]
-            raise
+        # Registered in sys.modules: inspect.getsource (Triton's JIT) looks modules up there.
+        module = load_file(module_name, path, register=True)
         kernel = getattr(module, name, None)
         if kernel is None:
             raise RuntimeError(f"generated source in {path} does not define kernel {name!r}")

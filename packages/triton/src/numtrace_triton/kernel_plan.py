@@ -15,7 +15,7 @@ about broadcasting or the graph again:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -92,15 +92,18 @@ class Load:
 
 
 Arg = Ref | Const | Load
+# What an op reads: an `Arg` in a finished kernel, a `groups.LogicalLoad` in place of a `Load` while
+# its group is being built (`Group.finish` maps one to the other).
+A = TypeVar("A")
 
 
 @dataclass
-class Op:
+class Op(Generic[A]):
     """One elementwise op; ``label`` names the graph node for error messages."""
 
     key: int
     op: Any  # a key of `elementwise.LOWERINGS`: an OpDef, or (OpDef, output index)
-    args: list[Arg]
+    args: list[A]
     attrs: dict
     dtype: np.dtype
     label: str
@@ -108,14 +111,14 @@ class Op:
 
 
 @dataclass
-class Reduce:
+class Reduce(Generic[A]):
     """A reduction over the reduced extents of a reduction kernel: ``sum prod max min any all argmax
     argmin`` give one value per row (level ``"row"``); the scans ``cumsum cumprod`` one per element
     (level ``"full"``)."""
 
     key: int
     op: str
-    arg: Arg
+    arg: A
     dtype: np.dtype
     label: str
     level: str = "row"
@@ -133,7 +136,7 @@ class Store:
 @dataclass
 class PointwiseKernel:
     numel: int
-    body: list[Op] = field(default_factory=list)
+    body: list[Op[Arg]] = field(default_factory=list)
     stores: list[Store] = field(default_factory=list)
 
 
@@ -141,7 +144,7 @@ class PointwiseKernel:
 class ReductionKernel:
     kept: tuple[int, ...]
     reduced: tuple[int, ...]
-    body: list[Op | Reduce] = field(default_factory=list)
+    body: list[Op[Arg] | Reduce[Arg]] = field(default_factory=list)
     stores: list[Store] = field(default_factory=list)
 
 
@@ -162,5 +165,5 @@ class MatmulKernel:
     acc_key: int
     dtype: np.dtype
     label: str
-    body: list[Op] = field(default_factory=list)
+    body: list[Op[Arg]] = field(default_factory=list)
     stores: list[Store] = field(default_factory=list)

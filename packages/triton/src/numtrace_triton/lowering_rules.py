@@ -8,6 +8,7 @@ elementwise consumers join as the epilogue; movement ops are views of their inpu
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from numtrace_ir import registry
@@ -21,7 +22,6 @@ from .kernel_plan import Const, Op, Reduce, Ref, View, c_strides, numel
 from .movement import (
     SAME_VALUE,
     VIEW_RULES,
-    order_preserving,
     order_preserving_shapes,
     permuted_layout,
     view_result,
@@ -54,6 +54,10 @@ def lowers(*kinds: str) -> Callable:
 class LoweringRules(Placement):
     """Placement plus one lowering rule per op kind."""
 
+    def fold_values(self, node, values) -> None:
+        """Record ``node``'s outputs as the constants ``values`` (the planner's, which owns constants)."""
+        raise NotImplementedError
+
     # -- node kinds ---------------------------------------------------------------------------------
     def fold(self, node, values: list) -> None:
         op = registry.get(node.op)
@@ -73,7 +77,7 @@ class LoweringRules(Placement):
             )
         op = as_op or registry.get(node.op)
         base = outer_base(op) or op
-        names = [base] if len(outs) == 1 else [(base, i) for i in range(len(outs))]
+        names: list[Any] = [base] if len(outs) == 1 else [(base, i) for i in range(len(outs))]
         for name in names:
             if name not in LOWERINGS:
                 if op.name in PARTIAL:
@@ -134,7 +138,9 @@ class LoweringRules(Placement):
             if level is None:
                 continue
             outside = [loc for loc in locs if loc.group not in members and loc.folded is NOTHING]
-            views = [loc.mem or View(0, loc.dtype, 0, loc.shape, c_strides(loc.shape)) for loc in outside]
+            views = [
+                loc.mem or View(0, loc.known_dtype, 0, loc.shape, c_strides(loc.shape)) for loc in outside
+            ]
             if level == "full" and not all(group.accepts_load(v, shape) for v in views):
                 continue
             if all(self.can_read(m, loc) for m in members for loc in outside):
@@ -338,13 +344,15 @@ class LoweringRules(Placement):
             return
         if x.mem is None and x.folded is NOTHING and len(outs) == 1:
             layout = permuted_layout(rule, out_shape, attrs, extra, x.shape)
-            stored = None if layout is None else View(0, x.dtype, 0, x.shape, layout[1])
-            if stored is not None and (x.level != "full" or x.group.accepts_load(stored, x.shape)):
+            stored = None if layout is None else View(0, x.known_dtype, 0, x.shape, layout[1])
+            if layout is not None and stored is not None and (
+                x.level != "full" or x.in_flight.accepts_load(stored, x.shape)
+            ):
                 # Store x so that the permuted result is C-contiguous: a later reshape stays free.
                 shape, x_strides = layout
-                view = self.buffer(shape, x.dtype, "temp", doc=f"temporary {x.dtype}{list(shape)}")
-                x.mem = View(view.buffer, x.dtype, 0, x.shape, x_strides)
-                self.store(x.group, x.key, x.mem, x.level, x.shape)
+                view = self.buffer(shape, x.known_dtype, "temp", doc=f"temporary {x.dtype}{list(shape)}")
+                x.mem = View(view.buffer, x.known_dtype, 0, x.shape, x_strides)
+                self.store(x.in_flight, x.key, x.mem, x.level, x.shape)
                 self.locs[outs[0]] = Loc(shape, x.dtype, mem=view)
                 self.types[outs[0]] = TensorType(x.dtype, shape)
                 return
@@ -353,10 +361,11 @@ class LoweringRules(Placement):
             results = view_result(rule, out_shape, attrs, extra, view, len(outs))
         except NotImplementedError as exc:
             raise NotImplementedError(f"{label}: {exc}") from None
-        if results is None and len(outs) == 1 and order_preserving(rule, out_shape, attrs, extra, x.shape):
+        in_order = order_preserving_shapes(rule, out_shape, attrs, extra, x.shape) if len(outs) == 1 else None
+        if results is None and in_order is not None:
             # A reshape NumPy answers with a copy: copy to C order once, then view that.
             view = self.copy_contiguous(view, x.dtype, label)
-            (shape,) = order_preserving_shapes(rule, out_shape, attrs, extra, x.shape)
+            (shape,) = in_order
             results = [View(view.buffer, view.dtype, 0, shape, c_strides(shape))]
         if results is None:
             raise NotImplementedError(
@@ -377,9 +386,9 @@ class LoweringRules(Placement):
             and loc.folded is NOTHING
             and loc.shape == view.shape
             and loc.group is not avoid
-            and self.can_write(loc.group, view)
+            and self.can_write(loc.in_flight, view)
         ):
-            self.store(loc.group, loc.key, view, loc.level, loc.shape)
+            self.store(loc.in_flight, loc.key, view, loc.level, loc.shape)
             return
         size = numel(view.shape)
         group = copies.get(size)
@@ -404,7 +413,10 @@ class LoweringRules(Placement):
         view = self.buffer(out.shape, dtype, "temp", doc=f"temporary {out}")
         if numel(a.shape):
             self.write_into(a, view, label, {})
-        (region,) = view_result(VIEW_RULES["np.getitem"], (), {"index": index}, [], view, 1)
+        regions = view_result(VIEW_RULES["np.getitem"], (), {"index": index}, [], view, 1)
+        if regions is None:
+            raise AssertionError(f"{label}: a static index of a C-contiguous buffer is not a strided view")
+        (region,) = regions
         if numel(region.shape):
             copier = self.writers.get(view.buffer, [None])[0]
             self.write_into(value, region, label, {}, avoid=copier)
@@ -445,8 +457,12 @@ class LoweringRules(Placement):
         fill = self.new_group("pointwise", numel(out.shape))
         key = self.key()
         value = node.attrs.get("constant_values", 0)
+        if isinstance(value, np.generic):
+            value = value.item()
         if not np.isscalar(value):
             raise NotImplementedError(f"{label}: {PARTIAL['np.pad']}")
+        if not isinstance(value, (bool, int, float)):
+            raise NotImplementedError(f"{label}: np.pad with constant_values={value!r} is not lowered")
         fill.items.append(Op(key, POSITIVE, [Const(value, dtype)], {}, dtype, label))
         self.store(fill, key, view, "full", out.shape)
         # Where the input starts in each dim: pad a one-element array and find it.
@@ -463,7 +479,7 @@ class LoweringRules(Placement):
         if shapes is None:
             return False
         (new,) = shapes
-        g = x.group
+        g = x.in_flight
         ok = g.kind in ("pointwise", "matmul") or (
             new == g.full if x.level == "full" else new in g.row_forms()
         )

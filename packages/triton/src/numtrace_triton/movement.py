@@ -19,7 +19,6 @@ from .kernel_plan import View, c_strides, numel
 __all__ = [
     "SAME_VALUE",
     "VIEW_RULES",
-    "order_preserving",
     "order_preserving_shapes",
     "permuted_layout",
     "view_result",
@@ -39,7 +38,7 @@ def _getitem(a: np.ndarray, out: tuple, attrs: dict, extra: list) -> np.ndarray:
     if "input" in index:
         raise NotImplementedError("indexing with arrays (a gather) is not lowered by the Triton backend")
     # With an Ellipsis, NumPy returns a 0-d view instead of a scalar for a full integer index.
-    return a[index] if Ellipsis in index else a[(*index, Ellipsis)]
+    return a[index] if Ellipsis in index else a[tuple(index) + (Ellipsis,)]
 
 
 VIEW_RULES: dict[str, ViewRule] = {
@@ -158,10 +157,6 @@ def order_preserving_shapes(
         and all(s == c for s, c, n in zip(r.strides, c_strides(r.shape), r.shape) if n != 1)
     )
     return (r.shape,) if preserved else None
-
-
-def order_preserving(rule, out_shape: tuple, attrs: dict, extra: list, shape: tuple[int, ...]) -> bool:
-    return order_preserving_shapes(rule, out_shape, attrs, extra, shape) is not None
 
 
 def permuted_layout(

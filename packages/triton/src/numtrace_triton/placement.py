@@ -10,6 +10,7 @@ value leaves registers (is stored) only when something outside its group needs i
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numtrace_ir import registry
@@ -38,6 +39,13 @@ class BufferSpec:
     data: np.ndarray | None = None
     doc: str = ""
 
+    @property
+    def const_data(self) -> np.ndarray:
+        """The contents of a const buffer (every const buffer is planned with its data)."""
+        if self.data is None:
+            raise AssertionError(f"const buffer {self.doc!r} has no data")
+        return self.data
+
 
 @dataclass
 class Loc:
@@ -45,12 +53,26 @@ class Loc:
 
     shape: tuple[int, ...]
     dtype: np.dtype | None
-    folded: object = NOTHING
+    folded: Any = NOTHING  # a constant folded at plan time: a NumPy array or a Python scalar
     mem: View | None = None
     group: Group | None = None
     key: int = -1
     level: str = "full"
     weak: str | None = None  # kind of a Python scalar (NEP 50 weak operand)
+
+    @property
+    def in_flight(self) -> Group:
+        """The group computing this value, for a value known to be in flight (in registers)."""
+        if self.group is None:
+            raise AssertionError(f"value {self.key} of shape {self.shape} is not in flight")
+        return self.group
+
+    @property
+    def known_dtype(self) -> np.dtype:
+        """The dtype of a value known to be an array (only a Python scalar's may be unknown)."""
+        if self.dtype is None:
+            raise AssertionError(f"value {self.key} of shape {self.shape} has no dtype")
+        return self.dtype
 
 
 class Placement:
@@ -107,7 +129,12 @@ class Placement:
 
         Never a buffer ``group`` writes itself: its programs run unordered, so a load could see the
         element before (or after) another program stores it."""
-        writers = self.writers.get(loc.mem.buffer, []) if loc.mem is not None else [loc.group]
+        if loc.mem is not None:
+            writers = self.writers.get(loc.mem.buffer, [])
+        elif loc.group is not None:
+            writers = [loc.group]
+        else:  # a folded constant: it becomes a buffer that only the reading group's kernel follows
+            return True
         return not any(self.reaches(w, group) for w in writers)
 
     def can_write(self, group: Group, view: View) -> bool:
@@ -157,14 +184,15 @@ class Placement:
             data = np.ascontiguousarray(np.asarray(loc.folded, dtype=loc.dtype))
             view = self.buffer(
                 loc.shape,
-                loc.dtype,
+                data.dtype,  # a Python scalar (no dtype of its own) stored at NumPy's default for it
                 "const",
-                data=data.astype(storage_dtype(loc.dtype)),
+                data=data.astype(storage_dtype(data.dtype)),
                 doc=f"constant {loc.dtype}{list(loc.shape)}",
             )
         else:
-            group = loc.group
-            view = self.buffer(loc.shape, loc.dtype, "temp", doc=f"temporary {loc.dtype}{list(loc.shape)}")
+            group = loc.in_flight
+            doc = f"temporary {loc.dtype}{list(loc.shape)}"
+            view = self.buffer(loc.shape, loc.known_dtype, "temp", doc=doc)
             self.store(group, loc.key, view, loc.level, loc.shape)
         loc.mem = view
         return view

@@ -6,6 +6,7 @@ what an executable runs: the buffers, the kernels in a valid order, and where in
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -54,13 +55,14 @@ def describe_node(node, names: dict | None = None) -> str:
     """``np.tanh (node %h traced at model.py:12)`` for error messages: outputs as the text IR prints them
     (``names``, from ``value_names``), else the named ones only."""
     if names is not None:
-        names = ", ".join(f"%{names[v]}" for v in node.outputs if v in names)
+        outputs = ", ".join(f"%{names[v]}" for v in node.outputs if v in names)
     else:
-        names = ", ".join(f"%{v.name}" for v in node.outputs if v.name)
+        outputs = ", ".join(f"%{v.name}" for v in node.outputs if v.name)
     where = location(node)
     # String attrs name what a generic op stands for (``np.ufunc[ufunc=scipy.special.expit]``).
     named = ", ".join(f"{k}={v}" for k, v in node.attrs.items() if isinstance(v, str) and len(v) < 80)
-    return f"{node.op}{'[' + named + ']' if named else ''} ({'node ' + names + ' ' if names else ''}{where})"
+    node_part = f"node {outputs} " if outputs else ""
+    return f"{node.op}{'[' + named + ']' if named else ''} ({node_part}{where})"
 
 
 class _Planner(LoweringRules):
@@ -212,8 +214,9 @@ class _Planner(LoweringRules):
 
         for g in self.groups:
             visit(g)
-        kernels = []
-        emitters = {PointwiseKernel: emit_pointwise, MatmulKernel: emit_matmul}
+        kernels: list[GeneratedKernel] = []
+        emitters: dict[type, Callable[..., GeneratedKernel]] = {PointwiseKernel: emit_pointwise,
+                                                                MatmulKernel: emit_matmul}
         for g in order:
             if not g.stores or g.numel == 0:
                 continue

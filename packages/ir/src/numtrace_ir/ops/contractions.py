@@ -103,7 +103,7 @@ def _parse_einsum(name: str, subscripts: str, shapes: list) -> tuple:
     terms = ins.split(",")
     if len(terms) != len(shapes):
         raise ShapeError(f"{name}: {subscripts!r} names {len(terms)} operands, got {len(shapes)}")
-    sizes: dict[str, object] = {}
+    sizes: dict[str, dims.Dim] = {}
     ell_shapes = []
     for term, shape in zip(terms, shapes):
         labels = term.replace("...", "")

@@ -12,7 +12,7 @@ import numpy as np
 
 from numtrace_ir.ops import rules
 from numtrace_ir.ops import sampling as S
-from numtrace_ir.registry import Attr, Input, OpDef, Sample, Unsupported, register
+from numtrace_ir.registry import Attr, Input, OpDef, Param, Sample, Unsupported, register
 from numtrace_ir.types import ScalarType, TensorType
 
 
@@ -26,9 +26,10 @@ def _like_rule(name):
 
 
 def like_op(name: str, fn: Callable, fill: bool) -> OpDef:
-    params = (
+    fill_param: list[Param] = [Attr("fill_value", convert=rules.to_scalar)] if fill else []
+    params: list[Param] = (
         [Input("a")]
-        + ([Attr("fill_value", convert=rules.to_scalar)] if fill else [])
+        + fill_param
         + [
             Attr("dtype", None, rules.to_dtype_or_none),
             Attr("order", "K", rules.one_of("C", "F", "A", "K")),

@@ -4,6 +4,8 @@ are weak), resolved by NumPy's own ufunc type resolution."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from numtrace_ir.ops import rules
@@ -112,14 +114,16 @@ def _divmod_decompose(g, node):
     return [_create(g, node, "np.floor_divide", node.inputs), _create(g, node, "np.remainder", node.inputs)]
 
 
-_DECOMPOSITIONS = {np.divmod: _divmod_decompose}
+_DECOMPOSITIONS: dict[np.ufunc, Callable] = {np.divmod: _divmod_decompose}
 
 
 def ufunc_op(ufunc: np.ufunc) -> OpDef:
     """The op of a NumPy ufunc's ``__call__``: inputs x / x1, x2 (arrays or weak scalars)."""
     name = f"np.{ufunc.__name__}"
-    ins = [Input("x", "any")] if ufunc.nin == 1 else [Input(f"x{i + 1}", "any") for i in range(ufunc.nin)]
-    outs = (
+    ins: list[Input | Unsupported] = (
+        [Input("x", "any")] if ufunc.nin == 1 else [Input(f"x{i + 1}", "any") for i in range(ufunc.nin)]
+    )
+    outs: list[Input | Unsupported] = (
         [Unsupported("out")] if ufunc.nout == 1 else [Unsupported(f"out{i + 1}") for i in range(ufunc.nout)]
     )
     targets = [ufunc] + [alias for alias, canonical in ALIASES.items() if canonical is ufunc]
@@ -380,8 +384,8 @@ register(
         [
             Input("a", "any"),
             Input("b", "any"),
-            Attr("rtol", 1e-05, lambda v: float(rules.to_scalar(v))),
-            Attr("atol", 1e-08, lambda v: float(rules.to_scalar(v))),
+            Attr("rtol", 1e-05, rules.to_float),
+            Attr("atol", 1e-08, rules.to_float),
             Attr("equal_nan", False, rules.to_bool),
         ],
         _isclose_rule,

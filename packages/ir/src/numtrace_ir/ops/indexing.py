@@ -83,7 +83,10 @@ def indexed_shape(name: str, t: TensorType, index: tuple, idx_types: tuple, mask
     else:
         entries += [slice(None)] * (t.ndim - used)
     has_array = any(isinstance(e, (TensorType, ScalarType)) for e in entries)
-    before, adv_shapes, after, positions = [], [], [], []
+    before: list[dims.Dim] = []
+    after: list[dims.Dim] = []
+    adv_shapes: list[tuple] = []
+    positions: list[int] = []
     pos_dim = 0
     for k, e in enumerate(entries):
         if e is None:

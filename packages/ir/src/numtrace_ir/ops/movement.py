@@ -16,6 +16,7 @@ from numtrace_ir.registry import (
     Input,
     Inputs,
     OpDef,
+    Param,
     Sample,
     Unsupported,
     get,
@@ -439,6 +440,10 @@ def _tri(name, t, attrs):
     return t.shape
 
 
+# The registration loops below share these names; each holds a NumPy function or a shape helper.
+_fn: Callable
+_to_nd: Callable[[tuple], tuple]
+_axis_of: Callable[[int], int]
 for _name, _fn in (("np.triu", np.triu), ("np.tril", np.tril)):
     movement(
         _name,
@@ -849,7 +854,7 @@ def _stack_samples(shapes_list, kw: bool):
     return samples
 
 
-for _name, _fn, _reshape, _axis_of, _kw, _shapes in (
+for _name, _fn, _to_nd, _axis_of, _kw, _shapes in (
     (
         "np.hstack",
         np.hstack,
@@ -878,7 +883,7 @@ for _name, _fn, _reshape, _axis_of, _kw, _shapes in (
          ((2, 3, 4), (2, 1, 4))],
     ),
 ):
-    _params = [Inputs("tup")]
+    _params: list[Param] = [Inputs("tup")]
     if _kw:
         _params += [Attr("dtype", None, rules.to_dtype_or_none), Attr("casting", "same_kind", _CASTING)]
     register(
@@ -886,7 +891,7 @@ for _name, _fn, _reshape, _axis_of, _kw, _shapes in (
             _name,
             "movement",
             _params,
-            _stack_rule(_name, _reshape, _axis_of),
+            _stack_rule(_name, _to_nd, _axis_of),
             (lambda fn, kw: (lambda tup, **attrs: fn(tup, **attrs)))(_fn, _kw),
             numpy_targets=[_fn],
             samples=_stack_samples(_shapes, _kw),

@@ -3,7 +3,7 @@ the ufunc methods that are the same ops (`np.add.reduce` is `np.sum` with ``axis
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -15,7 +15,7 @@ from numtrace_ir.registry import Attr, Input, OpDef, Sample, Unsupported, get, r
 from numtrace_ir.types import TensorType
 
 # (attrs, shape, each output reduces at least one element) per sample.
-_AXIS_CASES = (
+_AXIS_CASES: tuple[tuple[dict, tuple[int, ...], bool], ...] = (
     ({}, (3, 4), True),
     ({"axis": 0}, (3, 4), True),
     ({"axis": -1, "keepdims": True}, (3, 4), True),
@@ -43,7 +43,7 @@ def reduction_op(
     name: str,
     fn: Callable,
     *,
-    targets: list = (),
+    targets: Sequence = (),
     dtype_attr: bool = True,
     ddof: bool = False,
     nonempty: bool = False,
@@ -54,7 +54,8 @@ def reduction_op(
     """A reduction over ``axis`` (None, int, tuple; `single_axis` ops take None or an int) with
     ``keepdims`` and, where NumPy has them, ``dtype`` and ``ddof``. The output dtype is NumPy's,
     probed on a one-element array."""
-    params = [Input("a"), Attr("axis", None, rules.to_int_or_none if single_axis else rules.to_axis)]
+    axis = Attr("axis", None, rules.to_int_or_none if single_axis else rules.to_axis)
+    params: list[Input | Attr | Unsupported] = [Input("a"), axis]
     if dtype_attr:
         params.append(Attr("dtype", None, rules.to_dtype_or_none))
     params.append(Unsupported("out"))

@@ -18,18 +18,18 @@ WEAK_TYPES = {"int": int, "float": float, "complex": complex, "bool": np.dtype(b
 _WEAK_VALUE = {"int": 1, "float": 1.0, "complex": 1j, "bool": True}
 
 
-def weak(t: Type) -> Any:
+def weak(t: TensorType | ScalarType) -> Any:
     """`t` as an operand of NumPy's type resolution: a dtype, or a Python type for a weak scalar."""
-    return t.dtype if type(t) is TensorType else WEAK_TYPES[t.kind]
+    return t.dtype if isinstance(t, TensorType) else WEAK_TYPES[t.kind]
 
 
 def shape_of(t: Type) -> tuple:
     return t.shape if type(t) is TensorType else ()
 
 
-def example(t: Type) -> Any:
+def example(t: TensorType | ScalarType) -> Any:
     """A one-element value of type `t` (shape dropped) for probing NumPy's dtype rules."""
-    return np.ones((1,), t.dtype) if type(t) is TensorType else _WEAK_VALUE[t.kind]
+    return np.ones((1,), t.dtype) if isinstance(t, TensorType) else _WEAK_VALUE[t.kind]
 
 
 def probe_dtype(op: str, fn: Callable, *args: Any, **kwargs: Any) -> np.dtype:
@@ -189,8 +189,17 @@ def to_scalar(v: Any) -> int | float | bool | complex:
     return v
 
 
+def to_float(v: Any) -> float:
+    """A real scalar attr as a float; a complex value is refused (float() would drop nothing silently,
+    but its own error does not name the attr)."""
+    s = to_scalar(v)
+    if isinstance(s, complex):
+        raise TypeError(f"expected a real number, got complex {s!r}")
+    return float(s)
+
+
 def to_float_or_none(v: Any) -> float | None:
-    return None if v is None else float(to_scalar(v))
+    return None if v is None else to_float(v)
 
 
 def one_of(*choices: Any) -> Callable[[Any], Any]:

@@ -10,7 +10,7 @@ import numpy as np
 from numtrace_ir.ops import rules
 from numtrace_ir.ops import sampling as S
 from numtrace_ir.ops.reductions import _reduced_shape
-from numtrace_ir.registry import Attr, Input, OpDef, Sample, Unsupported, register
+from numtrace_ir.registry import Attr, Input, OpDef, Param, Sample, Unsupported, register
 from numtrace_ir.types import TensorType
 
 METHODS = (
@@ -89,7 +89,7 @@ def _q_samples(high: float):
 
 
 def _quantile_op(name: str, fn, high: float) -> OpDef:
-    params = [
+    params: list[Param] = [
         Input("a"),
         Attr("q", convert=_to_q(high)),
         Attr("axis", None, rules.to_axis),
