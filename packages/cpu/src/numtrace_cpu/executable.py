@@ -311,6 +311,7 @@ def _runner(step: Step, types: dict):
         return _into_runner(step)
     if isinstance(step, SetitemStep):
         return _setitem_runner(step)
+    assert isinstance(step, FallbackStep), type(step).__name__  # every other kind is handled above
     return _fallback_runner(step, types)
 
 

@@ -79,7 +79,7 @@ def _opdef(node) -> OpDef | None:
 def _folded_reduction(node) -> tuple | None:
     """(interpreter reduction, cast-to-bool first) of a reduction the interpreter folds, else None."""
     op = _opdef(node)
-    return _REDUCTIONS.get(op.reduction) if op is not None else None
+    return _REDUCTIONS.get(op.reduction) if op is not None and op.reduction is not None else None
 
 
 # -------------------------------------------------------------------------------------------------
@@ -722,7 +722,9 @@ class _Program:
             if op == "where":
                 self.emit("where", out_dt, dst, regs[1], regs[2], regs[0])
             elif op == "scale":
-                num, den = _UFUNC_SCALINGS[_opdef(node).ufunc]
+                opdef = _opdef(node)
+                assert opdef is not None  # "scale" is chosen from the op's ufunc fact
+                num, den = _UFUNC_SCALINGS[opdef.ufunc]
                 factor = compute.type(num) / compute.type(den)
                 self.emit("multiply", compute, dst, regs[0], self.literal(factor, compute))
             else:
@@ -732,6 +734,7 @@ class _Program:
     def power(self, node, compute: np.dtype, dst: int) -> None:
         """``x ** c`` into dst by the steps `_POWER_EXPANSIONS` gives for the constant c."""
         exponent = _constant_exponent(node)
+        assert exponent is not None  # the lowering chose this path because the exponent expands
         wide = np.dtype(np.float64) if compute == np.float32 and exponent in _POWER_WIDENED else compute
         x = self.read(node.inputs[0], wide)
         steps = _POWER_EXPANSIONS[exponent]
@@ -911,7 +914,8 @@ def lower(graph) -> tuple[list[Step], dict, dict]:
                                      nodes=[u], index=tuple(u.attrs["index"])))
         else:
             kind = ViewStep if _is_view(u) else FallbackStep
-            fn, attrs = _basic_index_view(u), {}
+            fn = _basic_index_view(u)
+            attrs: dict[str, Any] = {}
             if fn is None:
                 try:
                     fn, attrs = reference_call(u)

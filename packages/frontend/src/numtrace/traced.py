@@ -118,6 +118,7 @@ class TracedFunction:
 
     # -- calling --------------------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        leaves: Sequence[Any]
         if kwargs or not self._flat_args:
             leaves = self._gather(args, kwargs)
         elif len(args) == self._num_leaves:
@@ -207,7 +208,8 @@ class TracedFunction:
             other = leaves[j]
             if share(leaves[i], other):
                 try:
-                    overlap = np.shares_memory(leaves[i], other, max_work=10_000)
+                    # NumPy's stub admits only -1/0 for max_work; the function takes any bound.
+                    overlap = np.shares_memory(leaves[i], other, max_work=10_000)  # type: ignore[arg-type]
                 except np.exceptions.TooHardError:
                     overlap = True
                 if overlap:
@@ -267,6 +269,7 @@ class TracedFunction:
     def _inline(self, leaves: Sequence[Any]) -> Any:
         """Called while another function is traced: record this graph's nodes into that trace."""
         tracer = _tracing.current_tracer()
+        assert tracer is not None  # __call__ inlines only while a trace is being recorded
         if self.mutated:
             raise NotImplementedError(f"{self.__name__} writes into its arguments; calling it from a "
                                       "function being traced is not supported")
@@ -312,6 +315,7 @@ class TracedFunction:
                                 f"(traced with {', '.join(names)})")
             bound.append(kwargs[name])
         leaves: list = []
+        assert isinstance(self.in_spec, Sequence_)  # the arguments' structure is always their tuple
         for name, spec, value in zip(names, self.in_spec.children, bound):
             spec.extract(value, leaves, f"argument {name!r}")
         return leaves
@@ -337,6 +341,7 @@ class TracedFunction:
                 except GuardError as exc:
                     broken = exc
             if entry is None:
+                assert broken is not None  # there is always one variant, and each one raised
                 variant = self._specialization(leaves, broken)
                 entry = (variant, variant._executable(types))
             if any(not d[1] for d in key):
@@ -602,11 +607,12 @@ def retyped(graph: Graph, types: Sequence[Any], name: str) -> Graph:
 
 def _guard_failure(exc: BaseException) -> GuardError | None:
     """The GuardError behind an executable's error (backends wrap it naming the node), if any."""
+    cause: BaseException | None = exc
     seen = 0
-    while exc is not None and seen < 8:
-        if isinstance(exc, GuardError):
-            return exc
-        exc, seen = exc.__cause__, seen + 1
+    while cause is not None and seen < 8:
+        if isinstance(cause, GuardError):
+            return cause
+        cause, seen = cause.__cause__, seen + 1
     return None
 
 
