@@ -21,3 +21,23 @@ def median_seconds(fn: Callable[[], object], number: int, repeat: int,
             fn()
         times.append((clock() - start) / number)
     return statistics.median(times)
+
+
+def calls_per_timing(fn: Callable, quick: bool) -> int:
+    """Calls back to back in one timing: enough for ~20 ms (5 ms with --quick)."""
+    start = time.perf_counter()
+    fn()
+    once = max(time.perf_counter() - start, 1e-7)
+    return max(1, min(10_000, int((0.005 if quick else 0.02) / once)))
+
+
+def time_pair(numpy_fn: Callable, traced_fn: Callable, quick: bool, clock: Callable[[], float]
+               ) -> tuple[float, float]:
+    """Median seconds per call of each, timed in alternation: the machine is shared and its load
+    drifts, and alternating makes both sides see the same drift, which keeps their ratio honest."""
+    n_np, n_nt = calls_per_timing(numpy_fn, quick), calls_per_timing(traced_fn, quick)
+    t_np, t_nt = [], []
+    for _ in range(3 if quick else 5):
+        t_np.append(median_seconds(numpy_fn, n_np, 1, clock))
+        t_nt.append(median_seconds(traced_fn, n_nt, 1, clock))
+    return statistics.median(t_np), statistics.median(t_nt)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import statistics
 import time
 import warnings
 from collections.abc import Callable
@@ -28,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numtrace as nt
-from _timing import median_seconds
+from _timing import time_pair
 
 # -- programs -------------------------------------------------------------------------------------
 
@@ -321,26 +320,6 @@ def _fallbacks(traced) -> str:
     return ",".join(o.removeprefix("np.") for o in ops)
 
 
-def _calls_per_timing(fn: Callable, quick: bool) -> int:
-    """Calls back to back in one timing: enough for ~20 ms (5 ms with --quick)."""
-    start = time.perf_counter()
-    fn()
-    once = max(time.perf_counter() - start, 1e-7)
-    return max(1, min(10_000, int((0.005 if quick else 0.02) / once)))
-
-
-def _time_pair(numpy_fn: Callable, traced_fn: Callable, quick: bool, clock: Callable[[], float]
-               ) -> tuple[float, float]:
-    """Median seconds per call of each, timed in alternation: the machine is shared and its load
-    drifts, and alternating makes both sides see the same drift, which keeps their ratio honest."""
-    n_np, n_nt = _calls_per_timing(numpy_fn, quick), _calls_per_timing(traced_fn, quick)
-    t_np, t_nt = [], []
-    for _ in range(3 if quick else 5):
-        t_np.append(median_seconds(numpy_fn, n_np, 1, clock))
-        t_nt.append(median_seconds(traced_fn, n_nt, 1, clock))
-    return statistics.median(t_np), statistics.median(t_nt)
-
-
 def run_one(prog: Program, size: str, quick: bool, clock: Callable[[], float] = time.perf_counter) -> dict:
     """One row of the table: times and speedup, or the error that stopped the program."""
     row = {"program": prog.name, "size": size}
@@ -357,7 +336,7 @@ def run_one(prog: Program, size: str, quick: bool, clock: Callable[[], float] = 
         return row
     # In-place programs update their inputs on every call, in both runs alike.
     numpy_args, traced_args = _copies(inputs), _copies(inputs)
-    row["numpy"], row["numtrace"] = _time_pair(lambda: prog.fn(*numpy_args), lambda: traced(*traced_args),
+    row["numpy"], row["numtrace"] = time_pair(lambda: prog.fn(*numpy_args), lambda: traced(*traced_args),
                                                quick, clock)
     row["fallbacks"] = _fallbacks(traced)
     return row
