@@ -206,4 +206,28 @@ NT_EXTREME(nt_min_i32, int32_t, <, NT_MIN_PRAGMA)
 NT_EXTREME(nt_min_i64, int64_t, <, NT_MIN_PRAGMA)
 NT_EXTREME(nt_min_u8, uint8_t, <, NT_MIN_PRAGMA)
 
+/* Column max/min of a row-major block of r rows by ncol columns into m[c] (flagging NaNs in
+ * nan[c]): the block is swept row by row, so the inner loop runs along contiguous memory and
+ * vectorizes, as NumPy reduces a leading axis; the same comparison as NT_EXTREME. */
+#define NT_COL_EXTREME(NAME, T, CMP) \
+static inline void NAME(const T *x, Py_ssize_t ncol, Py_ssize_t r, T *m, int *nan) { \
+    for (Py_ssize_t i = 0; i < r; i++) { \
+        const T *row = x + i * ncol; \
+        _Pragma("omp simd") \
+        for (Py_ssize_t c = 0; c < ncol; c++) { \
+            T v = row[c]; nan[c] |= (v != v); m[c] = (v CMP m[c]) ? v : m[c]; \
+        } \
+    } \
+}
+NT_COL_EXTREME(nt_colmax_f32, float, >)
+NT_COL_EXTREME(nt_colmax_f64, double, >)
+NT_COL_EXTREME(nt_colmax_i32, int32_t, >)
+NT_COL_EXTREME(nt_colmax_i64, int64_t, >)
+NT_COL_EXTREME(nt_colmax_u8, uint8_t, >)
+NT_COL_EXTREME(nt_colmin_f32, float, <)
+NT_COL_EXTREME(nt_colmin_f64, double, <)
+NT_COL_EXTREME(nt_colmin_i32, int32_t, <)
+NT_COL_EXTREME(nt_colmin_i64, int64_t, <)
+NT_COL_EXTREME(nt_colmin_u8, uint8_t, <)
+
 #endif
