@@ -3,6 +3,7 @@ warm-up call (compilation, caches and page faults of the first call are not what
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
 from collections.abc import Callable
@@ -41,3 +42,20 @@ def time_pair(numpy_fn: Callable, traced_fn: Callable, quick: bool, clock: Calla
         t_np.append(median_seconds(numpy_fn, n_np, 1, clock))
         t_nt.append(median_seconds(traced_fn, n_nt, 1, clock))
     return statistics.median(t_np), statistics.median(t_nt)
+
+
+def fmt_seconds(seconds: float) -> str:
+    """A time per call for the tables: ms from 1 ms up, us below."""
+    return f"{seconds * 1e3:9.3f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:9.2f} us"
+
+
+def sweep_args(description: str, quick_help: str, only_help: str) -> tuple[argparse.Namespace, set, Callable]:
+    """The flags the side-by-side sweeps share: --quick, --only (a name set; empty means all) and
+    --cpu-time (the clock: CPU seconds of the process instead of wall time)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--quick", action="store_true", help=quick_help)
+    parser.add_argument("--only", default="", help=only_help)
+    parser.add_argument("--cpu-time", action="store_true", help="time CPU seconds, not wall time")
+    args = parser.parse_args()
+    clock = time.process_time if args.cpu_time else time.perf_counter
+    return args, set(filter(None, args.only.split(","))), clock

@@ -29,7 +29,7 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 import numtrace as nt  # noqa: E402
 import numtrace_cpu  # noqa: E402
-from _timing import median_seconds  # noqa: E402
+from _timing import fmt_seconds, median_seconds  # noqa: E402
 from numtrace_ir import Graph  # noqa: E402
 from numtrace_ir.types import TensorType  # noqa: E402
 
@@ -39,14 +39,10 @@ except ImportError:  # numexpr is a baseline only
     numexpr = None
 
 
-def _fmt(seconds: float) -> str:
-    return f"{seconds * 1e3:9.3f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:9.2f} us"
-
-
 def report(name: str, ours: float, baselines: dict[str, float]) -> None:
-    parts = [f"{name:<28} numtrace {_fmt(ours)}"]
+    parts = [f"{name:<28} numtrace {fmt_seconds(ours)}"]
     for base_name, base in baselines.items():
-        parts.append(f"{base_name} {_fmt(base)} ({base / ours:5.2f}x)")
+        parts.append(f"{base_name} {fmt_seconds(base)} ({base / ours:5.2f}x)")
     print("   ".join(parts))
 
 
@@ -123,8 +119,9 @@ def bench_w1(n: int, number: int, repeat: int) -> None:
     t_copy = median_seconds(lambda: np.copyto(out, args[0]), number, repeat)
     bandwidth = 2 * out.nbytes / t_copy
     limit = 5 * out.nbytes / bandwidth
-    print(f"{'':<28} np.copyto {out.nbytes / 1e6:.0f} MB: {_fmt(t_copy)} = {bandwidth / 1e9:.1f} GB/s; "
-          f"W1 moves {5 * out.nbytes / 1e6:.0f} MB: limit {_fmt(limit)}, "
+    print(f"{'':<28} np.copyto {out.nbytes / 1e6:.0f} MB: {fmt_seconds(t_copy)} = "
+          f"{bandwidth / 1e9:.1f} GB/s; "
+          f"W1 moves {5 * out.nbytes / 1e6:.0f} MB: limit {fmt_seconds(limit)}, "
           f"out= reaches {limit / t_out:.0%} of it")
 
 
@@ -184,7 +181,7 @@ def bench_planning(n_nodes: int, repeat: int) -> None:
         exe = numtrace_cpu.compile_graph(g, types)
         times.append(time.perf_counter() - start)
     st = exe.stats()
-    print(f"{'planning ' + str(len(g)) + '-node graph':<28} numtrace {_fmt(statistics.median(times))}"
+    print(f"{'planning ' + str(len(g)) + '-node graph':<28} numtrace {fmt_seconds(statistics.median(times))}"
           f"   ({st['fused_groups']} fused groups, {st['steps']} steps, target <= 500 ms for 10k nodes)")
 
 

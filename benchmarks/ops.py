@@ -12,15 +12,13 @@ reason. --quick runs 1e3 only (a smoke run).
 
 from __future__ import annotations
 
-import argparse
 import math
-import time
 import warnings
 from collections.abc import Callable
 
 import numpy as np
 import numtrace as nt
-from _timing import time_pair
+from _timing import fmt_seconds, sweep_args, time_pair
 from numtrace_ir import registry
 
 SIZES = {"1e3": (10, 100), "1e6": (1000, 1000)}
@@ -95,18 +93,9 @@ def run_one(name: str, fn: Callable, args: tuple, size: str, quick: bool, clock)
     return row
 
 
-def _fmt(seconds: float) -> str:
-    return f"{seconds * 1e3:9.3f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:9.2f} us"
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="1e3 only, repeat less (smoke run)")
-    parser.add_argument("--only", default="", help="comma-separated op names (as printed)")
-    parser.add_argument("--cpu-time", action="store_true", help="time CPU seconds, not wall time")
-    args = parser.parse_args()
-    only = set(filter(None, args.only.split(",")))
-    clock = time.process_time if args.cpu_time else time.perf_counter
+    args, only, clock = sweep_args(__doc__.splitlines()[0], "1e3 only, repeat less (smoke run)",
+                                   "comma-separated op names (as printed)")
     rows = []
     for size in (["1e3"] if args.quick else list(SIZES)):
         for name, fn, fn_args in cases(SIZES[size]):
@@ -119,7 +108,8 @@ def main() -> None:
             print(f"{head} ERROR {r['error']}")
         else:
             speedup = r["numpy"] / r["numtrace"]
-            print(f"{head} {_fmt(r['numpy'])} {_fmt(r['numtrace'])} {speedup:7.2f}x  {r['how']}")
+            times = f"{fmt_seconds(r['numpy'])} {fmt_seconds(r['numtrace'])}"
+            print(f"{head} {times} {speedup:7.2f}x  {r['how']}")
     ok = [r for r in rows if "error" not in r]
     slow = [r for r in ok if r["numpy"] < r["numtrace"]]
     geo = math.exp(sum(math.log(r["numpy"] / r["numtrace"]) for r in ok) / max(len(ok), 1))

@@ -18,7 +18,6 @@ thread's time, so run it with NUMTRACE_NUM_THREADS=1 for a like-for-like compari
 
 from __future__ import annotations
 
-import argparse
 import math
 import time
 import warnings
@@ -27,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numtrace as nt
-from _timing import time_pair
+from _timing import fmt_seconds, sweep_args, time_pair
 
 # -- programs -------------------------------------------------------------------------------------
 
@@ -342,10 +341,6 @@ def run_one(prog: Program, size: str, quick: bool, clock: Callable[[], float] = 
     return row
 
 
-def _fmt(seconds: float) -> str:
-    return f"{seconds * 1e3:9.3f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:9.2f} us"
-
-
 def print_table(rows: list[dict]) -> None:
     print(f"{'program':<22} {'size':<7} {'elements':>9} {'numpy':>12} {'numtrace':>12} {'speedup':>8}  "
           "fallbacks")
@@ -354,7 +349,7 @@ def print_table(rows: list[dict]) -> None:
         if "error" in r:
             print(f"{head} ERROR {r['error']}")
         else:
-            print(f"{head} {_fmt(r['numpy'])} {_fmt(r['numtrace'])} {_speedup(r):7.2f}x  "
+            print(f"{head} {fmt_seconds(r['numpy'])} {fmt_seconds(r['numtrace'])} {_speedup(r):7.2f}x  "
                   f"{r['fallbacks'] or '-'}")
 
 
@@ -376,14 +371,9 @@ def _speedup(row: dict) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="skip the large size, repeat less (smoke run)")
-    parser.add_argument("--only", default="", help="comma-separated program names")
-    parser.add_argument("--cpu-time", action="store_true", help="time CPU seconds, not wall time")
-    args = parser.parse_args()
-    only = set(filter(None, args.only.split(",")))
+    args, only, clock = sweep_args(__doc__.splitlines()[0], "skip the large size, repeat less (smoke run)",
+                                   "comma-separated program names")
     sizes = ["small", "medium"] if args.quick else list(SIZES)
-    clock = time.process_time if args.cpu_time else time.perf_counter
     rows = []
     for prog in PROGRAMS:
         if only and prog.name not in only:

@@ -412,12 +412,15 @@ def _into_call(node):
             fn(arrays, axis=axis, out=out, casting=casting)
         return join
     if op is _MATMUL and len(ins) == 2 and min(t.ndim for t in ins) >= 1 and out_dt.kind in "biufc":
-        matmul = np.matmul
-
-        def mm(a, b, out):
-            matmul(a, b, out=out)
-        return mm
+        return _out_call(np.matmul)
     return None
+
+
+def _out_call(fn):
+    """``fn(*inputs, out=out)``: a NumPy function that takes ``out=`` with the reference's own loop."""
+    def call(*arrays, out):
+        fn(*arrays, out=out)
+    return call
 
 
 def _fill_into(value):
@@ -458,11 +461,7 @@ def _layout_into(op: OpDef | None, ins: list, out_dt: np.dtype, attrs: dict):
             out[rows, cols] = a
         return diag
     if op is _OUTER and len(ins) == 2 and out_dt.kind in "biufc":
-        outer = np.outer
-
-        def outer_into(a, b, out):
-            outer(a, b, out=out)
-        return outer_into
+        return _out_call(np.outer)
     return None
 
 
