@@ -274,13 +274,17 @@ def _ufunc_outer(ufunc: np.ufunc) -> OpDef:
 
     def rule(types, attrs):
         shape = rules.shape_of(types[0]) + rules.shape_of(types[1])
-        return TensorType(rules.ufunc_dtypes(name, ufunc, types)[0], shape)
+        # ufunc.outer converts a Python scalar with np.asarray first: it is not weak (NEP 50).
+        strong = tuple(TensorType(rules.strong(t), ()) for t in types)
+        return TensorType(rules.ufunc_dtypes(name, ufunc, strong)[0], shape)
 
     def samples(rng):
         for dt in S.supported(lambda dt: ufunc.outer(S.ones(dt), S.ones(dt)), S.DTYPES):
             yield Sample((S.array(rng, (3,), dt), S.array(rng, (2, 2), dt)))
         yield Sample((S.array(rng, (), "f4"), S.array(rng, (0, 3), "f4")))
-        yield Sample((S.array(rng, (2, 3), "f8"), 2.0), note="weak scalar")
+        yield Sample((S.array(rng, (2, 3), "f8"), 2.0), note="Python scalar")
+        yield Sample((S.array(rng, (3,), "i4"), 7), note="Python int: converted to int64, not weak")
+        yield Sample((1.5, S.array(rng, (2,), "f4")), note="Python float: converted to float64, not weak")
 
     return OpDef(
         name,

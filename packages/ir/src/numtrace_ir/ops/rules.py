@@ -23,6 +23,12 @@ def weak(t: TensorType | ScalarType) -> Any:
     return t.dtype if isinstance(t, TensorType) else WEAK_TYPES[t.kind]
 
 
+def strong(t: TensorType | ScalarType) -> np.dtype:
+    """`t`'s dtype with a Python scalar converted as `np.asarray` converts it (its kind's default
+    dtype): what functions that take their operands as arrays first (``ufunc.outer``) compute with."""
+    return t.dtype if isinstance(t, TensorType) else np.asarray(_WEAK_VALUE[t.kind]).dtype
+
+
 def shape_of(t: Type) -> tuple:
     return t.shape if type(t) is TensorType else ()
 
