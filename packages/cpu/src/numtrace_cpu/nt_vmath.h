@@ -1,0 +1,272 @@
+/* Vectorizable float64 math for the fused pass's float-unary instructions: exp, expm1, log, log1p,
+ * sin, cos, tanh, arcsin, and the block loops that run every float-unary op.
+ *
+ * Why: glibc's scalar exp/log/sin/cos cost 5-12 ns an element, and calling them through a switch
+ * per element kept even floor or 1/x from vectorizing.  Here each function is written branch-free
+ * on doubles and 64-bit integers (no int64<->double conversions, which AVX2 lacks), so GCC turns
+ * an `omp simd` loop over it into 4-lane AVX2 / 8-lane AVX-512 code.  The algorithms are fdlibm's
+ * (as in musl) with Cody-Waite argument reduction; measured against glibc over dense sweeps they
+ * stay within the bounds docs/cpu.md states (tests/test_vmath.py checks them).
+ *
+ * Nothing outside a function's fast range is approximated: each function has a `_slow` predicate
+ * (NaN, infinities, overflow and underflow edges, subnormal log inputs, |x| too large for the
+ * reduction), and the lanes it flags are recomputed with the C library's function, so special
+ * values are exactly libm's (= NumPy's).  float32 blocks run the same double kernels and round the
+ * result once.  The kernels rely on fused multiply-add for the exact first step of the sin/cos
+ * reduction, so only builds with FMA (the AVX2 and AVX-512 ones) use them; the baseline build
+ * keeps libm, in per-op loops. */
+#ifndef NT_VMATH_H
+#define NT_VMATH_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#include "nt_opcodes.h"
+
+/* Elements per fix-up chunk: the flags of a chunk's lanes live in a stack array of this size. */
+#define NT_VCHUNK 256
+
+/* One loop per float-unary op (the switch outside the loop), so GCC vectorizes the cheap ones
+ * (floor, ceil, trunc, rint, sqrt, 1/x) with the ISA's instructions.  float32 is computed in
+ * double and rounded once, as before. */
+#define NT_FLOAT_UNARY_LOOP(T, ENUM, name, expr) \
+    case OP_##ENUM: \
+        _Pragma("omp simd") \
+        for (Py_ssize_t i_ = 0; i_ < n; i_++) { double x = (double)a[i_]; d[i_] = (T)(expr); } \
+        return;
+
+#if defined(__FMA__)
+#define NT_VMATH 1
+
+static inline uint64_t nt_dbits(double x) { uint64_t i; memcpy(&i, &x, 8); return i; }
+static inline double nt_bitsd(uint64_t i) { double x; memcpy(&x, &i, 8); return x; }
+
+/* Adding 1.5 * 2^52 rounds a double below 2^51 in magnitude to an integer, which then sits in the
+ * low mantissa bits (two's complement, relative to the constant's bits). */
+#define NT_SHIFT 0x1.8p52
+#define NT_LN2_HI 6.93147180369123816490e-01   /* 32 trailing zero bits: k * NT_LN2_HI is exact */
+#define NT_LN2_LO 1.90821492927058770002e-10
+
+/* Small integer k (|k| < 2^51) as a double, without a conversion instruction. */
+static inline double nt_i2d(uint64_t k) { return nt_bitsd(nt_dbits(NT_SHIFT) + k) - NT_SHIFT; }
+
+/* expm1(r) for |r| <= ln2/2 + a little: Taylor to degree 13 (truncation below 1e-17 relative). */
+static inline double nt_expm1_kernel(double r) {
+    double p = 1.0 / 6227020800.0;
+    p = p * r + 1.0 / 479001600.0;
+    p = p * r + 1.0 / 39916800.0;
+    p = p * r + 1.0 / 3628800.0;
+    p = p * r + 1.0 / 362880.0;
+    p = p * r + 1.0 / 40320.0;
+    p = p * r + 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    return r + (r * r) * p;
+}
+
+/* x = k ln2 + r: returns r and k (as the integer bits to add to an exponent field, k << 52). */
+static inline double nt_exp_reduce(double x, uint64_t *k52, double *kd) {
+    double kf = x * 0x1.71547652b82fep0 + NT_SHIFT;
+    double k = kf - NT_SHIFT;
+    *kd = k;
+    *k52 = (nt_dbits(kf) - nt_dbits(NT_SHIFT)) << 52;
+    return (x - k * NT_LN2_HI) - k * NT_LN2_LO;
+}
+
+/* exp on |x| < 708, where the result and 2^k are normal: 2^k is added to the exponent field. */
+static inline int nt_exp_slow(double x) { return !(fabs(x) < 708.0); }
+static inline double nt_vexp(double x) {
+    uint64_t k52; double kd;
+    double r = nt_exp_reduce(x, &k52, &kd);
+    return nt_bitsd(nt_dbits(1.0 + nt_expm1_kernel(r)) + k52);
+}
+
+/* expm1 = (2^k - 1) + 2^k expm1(r): 2^k - 1 is exact for the k that matter, one rounding after. */
+static inline int nt_expm1_slow(double x) { return !(fabs(x) < 708.0); }
+static inline double nt_vexpm1(double x) {
+    uint64_t k52; double kd;
+    double r = nt_exp_reduce(x, &k52, &kd);
+    double s = nt_bitsd(nt_dbits(1.0) + k52);
+    double y = fma(s, nt_expm1_kernel(r), s - 1.0);
+    return fabs(x) < 0x1p-54 ? x : y;      /* keeps -0.0 (the kernel would give +0.0) */
+}
+
+/* tanh(|x|) = -e / (e + 2) with e = expm1(-2|x|) (as glibc); 1 beyond 20, where tanh rounds to 1;
+ * x itself below 2^-27, where it is the correctly rounded result (and -0.0 stays -0.0). */
+static inline int nt_tanh_slow(double x) { return x != x; }
+static inline double nt_vtanh(double x) {
+    double ax = fabs(x);
+    double t = ax > 20.0 ? 20.0 : ax;
+    uint64_t k52; double kd;
+    double r = nt_exp_reduce(-2.0 * t, &k52, &kd);
+    double s = nt_bitsd(nt_dbits(1.0) + k52);
+    double e = fma(s, nt_expm1_kernel(r), s - 1.0);
+    double y = ax > 20.0 ? 1.0 : -e / (e + 2.0);
+    y = copysign(y, x);
+    return ax < 0x1p-27 ? x : y;
+}
+
+/* log(1+f) + k ln2 + c for x = 2^k (1+f), 1+f in [sqrt(1/2), sqrt(2)) (musl's log; c is log1p's
+ * correction term, 0 for log).  x must be positive, finite and normal. */
+static inline double nt_log_kernel(double x, double c) {
+    uint64_t ui = nt_dbits(x) + ((uint64_t)(0x3ff00000 - 0x3fe6a09e) << 32);
+    uint64_t k = (ui >> 52) - 0x3ff;
+    ui = (ui & 0x000fffffffffffffULL) + ((uint64_t)0x3fe6a09e << 32);
+    double f = nt_bitsd(ui) - 1.0;
+    double hfsq = 0.5 * f * f;
+    double s = f / (2.0 + f);
+    double z = s * s;
+    double w = z * z;
+    double t1 = w * (3.999999999940941908e-01 + w * (2.222219843214978396e-01 + w * 1.531383769920937332e-01));
+    double t2 = z * (6.666666666666735130e-01 + w * (2.857142874366239149e-01
+                + w * (1.818357216161805012e-01 + w * 1.479819860511658591e-01)));
+    double dk = nt_i2d(k);
+    return s * (hfsq + t1 + t2) + (dk * NT_LN2_LO + c) - hfsq + f + dk * NT_LN2_HI;
+}
+
+static inline int nt_log_slow(double x) { return !(x >= 0x1p-1022 && x < INFINITY); }
+static inline double nt_vlog(double x) { return nt_log_kernel(x, 0.0); }
+
+/* log1p: log of u = 1 + x plus the rounding error of the sum, c ~ (x - (u - 1)) / u (musl). */
+static inline int nt_log1p_slow(double x) { return !(x > -1.0 && x < INFINITY); }
+static inline double nt_vlog1p(double x) {
+    double u = 1.0 + x;
+    double c = (u >= 2.0 ? 1.0 - (u - x) : x - (u - 1.0)) / u;
+    double y = nt_log_kernel(u, c);
+    return fabs(x) < 0x1p-54 ? x : y;
+}
+
+/* sin and cos: x = n pi/2 + r, |r| <= pi/4 (a little more where x * 2/pi rounds up).  With FMA the
+ * first step x - n*P1 is exact (both are multiples of 2^-53 and the difference is below 1), the
+ * second is rounded once, so r carries half an ulp of its own size whatever the cancellation.
+ * fdlibm's kernels then evaluate sin(r) or cos(r) by quadrant. */
+#define NT_PIO2_1 0x1.921fb54442d18p+0
+#define NT_PIO2_2 0x1.1a62633145c07p-54
+#define NT_PIO2_3 (-0x1.f1976b7ed8fbcp-110)
+
+static inline int nt_trig_slow(double x) { return !(fabs(x) < 0x1p28); }
+static inline double nt_vsincos(double x, uint64_t quadrant) {
+    double kf = x * 0x1.45f306dc9c883p-1 + NT_SHIFT;
+    double n = kf - NT_SHIFT;
+    uint64_t q = nt_dbits(kf) + quadrant;
+    double r = fma(-n, NT_PIO2_1, x);
+    r = fma(-n, NT_PIO2_2, r);
+    r = fma(-n, NT_PIO2_3, r);
+    double z = r * r, w = z * z;
+    double sr = 8.33333333332248946124e-03 + z * (-1.98412698298579493134e-04 + z * 2.75573137070700676789e-06)
+        + z * w * (-2.50507602534068634195e-08 + z * 1.58969099521155010221e-10);
+    double sn = r + z * r * (-1.66666666666666324348e-01 + z * sr);
+    double cr = z * (4.16666666666666019037e-02 + z * (-1.38888888888741095749e-03 + z * 2.48015872894767294178e-05))
+        + w * w * (-2.75573143513906633035e-07 + z * (2.08757232129817482790e-09 + z * -1.13596475577881948265e-11));
+    double hz = 0.5 * z, cw = 1.0 - hz;
+    double cs = cw + (((1.0 - cw) - hz) + z * cr);
+    double y = (q & 1) ? cs : sn;
+    return nt_bitsd(nt_dbits(y) ^ ((q & 2) << 62));
+}
+static inline double nt_vsin(double x) { return nt_vsincos(x, 0); }
+static inline double nt_vcos(double x) { return nt_vsincos(x, 1); }
+
+/* arcsin (fdlibm): x + x R(x^2) below 0.5; above, pi/2 - 2 asin(sqrt((1-|x|)/2)) with the square
+ * root split in two parts below 0.975 so the subtraction keeps full precision. */
+static inline int nt_asin_slow(double x) { return !(fabs(x) <= 1.0); }
+static inline double nt_asin_r(double z) {
+    double p = z * (1.66666666666666657415e-01 + z * (-3.25565818622400915405e-01 + z * (2.01212532134862925881e-01
+        + z * (-4.00555345006794114027e-02 + z * (7.91534994289814532176e-04 + z * 3.47933107596021167570e-05)))));
+    double q = 1.0 + z * (-2.40339491173441421878e+00 + z * (2.02094576023350569471e+00
+        + z * (-6.88283971605453293030e-01 + z * 7.70381505559019352791e-02)));
+    return p / q;
+}
+static inline double nt_vasin(double x) {
+    const double pio2_hi = 1.57079632679489655800e+00, pio2_lo = 6.12323399573676603587e-17;
+    double ax = fabs(x);
+    int small = ax < 0.5;
+    double z = small ? x * x : (1.0 - ax) * 0.5;
+    double r = nt_asin_r(z);
+    double s = sqrt(z);
+    double f = nt_bitsd(nt_dbits(s) & 0xffffffff00000000ULL);
+    double c = (z - f * f) / (s + f);
+    double near1 = pio2_hi - (2.0 * (s + s * r) - pio2_lo);
+    double mid = 0.5 * pio2_hi - (2.0 * s * r - (pio2_lo - 2.0 * c) - (0.5 * pio2_hi - 2.0 * f));
+    double big = copysign(ax >= 0.975 ? near1 : mid, x);
+    return small ? x + x * r : big;
+}
+
+/* The loop over a block for a function with a fast kernel: flagged lanes keep x in d and are
+ * recomputed with libm afterwards (d may equal a, so x is kept in d rather than re-read). */
+#define NT_VMATH_LOOP(T, FAST, SLOW, LIBM) do { \
+    int64_t bad_[NT_VCHUNK]; \
+    for (Py_ssize_t s_ = 0; s_ < n; s_ += NT_VCHUNK) { \
+        Py_ssize_t m_ = n - s_ < NT_VCHUNK ? n - s_ : NT_VCHUNK; \
+        T *dd_ = d + s_; const T *aa_ = a + s_; \
+        int64_t any_ = 0; \
+        _Pragma("omp simd reduction(|:any_)") \
+        for (Py_ssize_t i_ = 0; i_ < m_; i_++) { \
+            double x_ = (double)aa_[i_]; int64_t b_ = SLOW(x_); \
+            bad_[i_] = b_; any_ |= b_; \
+            dd_[i_] = (T)(b_ ? x_ : FAST(x_)); \
+        } \
+        if (any_) { \
+            for (Py_ssize_t i_ = 0; i_ < m_; i_++) \
+                if (bad_[i_]) dd_[i_] = (T)LIBM((double)dd_[i_]); \
+        } \
+    } \
+    return 1; } while (0)
+
+#define NT_VMATH_CASES(T) \
+    case OP_EXP: NT_VMATH_LOOP(T, nt_vexp, nt_exp_slow, exp); \
+    case OP_EXPM1: NT_VMATH_LOOP(T, nt_vexpm1, nt_expm1_slow, expm1); \
+    case OP_LOG: NT_VMATH_LOOP(T, nt_vlog, nt_log_slow, log); \
+    case OP_LOG1P: NT_VMATH_LOOP(T, nt_vlog1p, nt_log1p_slow, log1p); \
+    case OP_SIN: NT_VMATH_LOOP(T, nt_vsin, nt_trig_slow, sin); \
+    case OP_COS: NT_VMATH_LOOP(T, nt_vcos, nt_trig_slow, cos); \
+    case OP_TANH: NT_VMATH_LOOP(T, nt_vtanh, nt_tanh_slow, tanh); \
+    case OP_ARCSIN: NT_VMATH_LOOP(T, nt_vasin, nt_asin_slow, asin);
+#else
+#define NT_VMATH 0
+#define NT_VMATH_CASES(T)
+#endif
+
+/* float32 ops whose float result equals the double one rounded (correctly rounded or exact), so
+ * they run on 8 float lanes instead of converting to 4 double lanes. */
+#define NT_F32_LOOP(expr) \
+    _Pragma("omp simd") \
+    for (Py_ssize_t i_ = 0; i_ < n; i_++) { float x = a[i_]; d[i_] = (expr); } \
+    return 1;
+static inline int nt_float_unary_f32_exact(int op, float *d, const float *a, Py_ssize_t n) {
+    switch (op) {
+        case OP_SQRT: NT_F32_LOOP(sqrtf(x))
+        case OP_RECIP: NT_F32_LOOP(1.0f / x)
+        case OP_FLOOR: NT_F32_LOOP(floorf(x))
+        case OP_CEIL: NT_F32_LOOP(ceilf(x))
+        case OP_RINT: NT_F32_LOOP(rintf(x))
+        case OP_TRUNC: NT_F32_LOOP(truncf(x))
+        default: return 0;
+    }
+}
+
+/* d[i] = op(a[i]) over a block for a float-unary opcode (validated when the program was loaded);
+ * d may equal a.  The vector kernels first (1: done), then one plain loop per op. */
+#define NT_FLOAT_UNARY_BLOCK(NAME, T) \
+static inline int NAME##_vmath(int op, T *d, const T *a, Py_ssize_t n) { \
+    switch (op) { \
+        NT_VMATH_CASES(T) \
+        default: return 0; \
+    } \
+} \
+static inline void NAME(int op, T *d, const T *a, Py_ssize_t n) { \
+    if (NAME##_vmath(op, d, a, n)) return; \
+    switch (op) { \
+        NT_FLOAT_UNARY(NT_FLOAT_UNARY_LOOP, T) \
+        default: return; \
+    } \
+}
+NT_FLOAT_UNARY_BLOCK(nt_float_unary_f64, double)
+NT_FLOAT_UNARY_BLOCK(nt_float_unary_f32_all, float)
+static inline void nt_float_unary_f32(int op, float *d, const float *a, Py_ssize_t n) {
+    if (!nt_float_unary_f32_exact(op, d, a, n)) nt_float_unary_f32_all(op, d, a, n);
+}
+
+#endif
