@@ -50,8 +50,9 @@ static inline double nt_bitsd(uint64_t i) { double x; memcpy(&x, &i, 8); return 
 /* Small integer k (|k| < 2^51) as a double, without a conversion instruction. */
 static inline double nt_i2d(uint64_t k) { return nt_bitsd(nt_dbits(NT_SHIFT) + k) - NT_SHIFT; }
 
-/* expm1(r) for |r| <= ln2/2 + a little: Taylor to degree 13 (truncation below 1e-17 relative). */
-static inline double nt_expm1_kernel(double r) {
+/* expm1(r + rlo) for |r| <= ln2/2 + a little, as hi + *lo: r + r^2 P(r) with P Taylor's to degree
+ * 13 (truncation below 1e-17 relative), the last addition's error and rlo (1 + e) kept in *lo. */
+static inline double nt_expm1_kernel(double r, double rlo, double *lo) {
     double p = 1.0 / 6227020800.0;
     p = p * r + 1.0 / 479001600.0;
     p = p * r + 1.0 / 39916800.0;
@@ -64,47 +65,78 @@ static inline double nt_expm1_kernel(double r) {
     p = p * r + 1.0 / 24.0;
     p = p * r + 1.0 / 6.0;
     p = p * r + 0.5;
-    return r + (r * r) * p;
+    double t = (r * r) * p;
+    double hi = r + t;
+    *lo = ((r - hi) + t) + (rlo + rlo * hi);
+    return hi;
 }
 
-/* x = k ln2 + r: returns r and k (as the integer bits to add to an exponent field, k << 52). */
-static inline double nt_exp_reduce(double x, uint64_t *k52, double *kd) {
+/* a + b = hi + *lo exactly (Knuth's two-sum). */
+static inline double nt_two_sum(double a, double b, double *lo) {
+    double hi = a + b, bb = hi - a;
+    *lo = (a - (hi - bb)) + (b - bb);
+    return hi;
+}
+
+/* x = k ln2 + r + rlo: returns r, its rounding error in *rlo, and k (as the bits to add to an
+ * exponent field, k << 52, and as a double). */
+static inline double nt_exp_reduce(double x, double *rlo, uint64_t *k52, double *kd) {
     double kf = x * 0x1.71547652b82fep0 + NT_SHIFT;
     double k = kf - NT_SHIFT;
     *kd = k;
     *k52 = (nt_dbits(kf) - nt_dbits(NT_SHIFT)) << 52;
-    return (x - k * NT_LN2_HI) - k * NT_LN2_LO;
+    double hi = x - k * NT_LN2_HI, lo = k * NT_LN2_LO;
+    double r = hi - lo;
+    *rlo = (hi - r) - lo;
+    return r;
+}
+
+/* expm1(x) = (2^k - 1) + 2^k expm1(r) as hi + *lo: 2^k - 1 is exact for the k that matter and
+ * 2^k expm1(r) too (a power of two times a double), so only their sum is rounded, with its error
+ * kept.  |x| < 708. */
+static inline double nt_expm1_hilo(double x, double *lo) {
+    uint64_t k52; double kd, rlo, elo, slo;
+    double r = nt_exp_reduce(x, &rlo, &k52, &kd);
+    double s = nt_bitsd(nt_dbits(1.0) + k52);
+    double e = nt_expm1_kernel(r, rlo, &elo);
+    double hi = nt_two_sum(s * e, s - 1.0, &slo);
+    *lo = slo + s * elo;
+    return hi;
 }
 
 /* exp on |x| < 708, where the result and 2^k are normal: 2^k is added to the exponent field. */
 static inline int nt_exp_slow(double x) { return !(fabs(x) < 708.0); }
 static inline double nt_vexp(double x) {
-    uint64_t k52; double kd;
-    double r = nt_exp_reduce(x, &k52, &kd);
-    return nt_bitsd(nt_dbits(1.0 + nt_expm1_kernel(r)) + k52);
+    uint64_t k52; double kd, rlo, elo, ylo;
+    double r = nt_exp_reduce(x, &rlo, &k52, &kd);
+    double e = nt_expm1_kernel(r, rlo, &elo);
+    double y = nt_two_sum(1.0, e, &ylo);
+    return nt_bitsd(nt_dbits(y + (ylo + elo)) + k52);
 }
 
 /* expm1 = (2^k - 1) + 2^k expm1(r): 2^k - 1 is exact for the k that matter, one rounding after. */
 static inline int nt_expm1_slow(double x) { return !(fabs(x) < 708.0); }
 static inline double nt_vexpm1(double x) {
-    uint64_t k52; double kd;
-    double r = nt_exp_reduce(x, &k52, &kd);
-    double s = nt_bitsd(nt_dbits(1.0) + k52);
-    double y = fma(s, nt_expm1_kernel(r), s - 1.0);
+    double lo;
+    double y = nt_expm1_hilo(x, &lo);
+    y += lo;
     return fabs(x) < 0x1p-54 ? x : y;      /* keeps -0.0 (the kernel would give +0.0) */
 }
 
-/* tanh(|x|) = -e / (e + 2) with e = expm1(-2|x|) (as glibc); 1 beyond 20, where tanh rounds to 1;
+/* tanh(|x|) = -e / (e + 2) with e = expm1(-2|x|) (as glibc), e and e + 2 carried as hi + lo and
+ * the quotient corrected by one Newton step on its remainder; 1 beyond 20, where tanh rounds to 1;
  * x itself below 2^-27, where it is the correctly rounded result (and -0.0 stays -0.0). */
 static inline int nt_tanh_slow(double x) { return x != x; }
 static inline double nt_vtanh(double x) {
     double ax = fabs(x);
     double t = ax > 20.0 ? 20.0 : ax;
-    uint64_t k52; double kd;
-    double r = nt_exp_reduce(-2.0 * t, &k52, &kd);
-    double s = nt_bitsd(nt_dbits(1.0) + k52);
-    double e = fma(s, nt_expm1_kernel(r), s - 1.0);
-    double y = ax > 20.0 ? 1.0 : -e / (e + 2.0);
+    double elo, dlo;
+    double e = nt_expm1_hilo(-2.0 * t, &elo);
+    double den = nt_two_sum(e, 2.0, &dlo);
+    dlo += elo;
+    double q = -e / den;
+    q += (fma(-q, den, -e) - elo - q * dlo) / den;
+    double y = ax > 20.0 ? 1.0 : q;
     y = copysign(y, x);
     return ax < 0x1p-27 ? x : y;
 }
@@ -141,8 +173,8 @@ static inline double nt_vlog1p(double x) {
 
 /* sin and cos: x = n pi/2 + r, |r| <= pi/4 (a little more where x * 2/pi rounds up).  With FMA the
  * first step x - n*P1 is exact (both are multiples of 2^-53 and the difference is below 1), the
- * second is rounded once, so r carries half an ulp of its own size whatever the cancellation.
- * fdlibm's kernels then evaluate sin(r) or cos(r) by quadrant. */
+ * second is rounded once and its rounding error kept as a tail y (fdlibm's kernels take r + y), so
+ * the reduced argument is good to far below an ulp whatever the cancellation. */
 #define NT_PIO2_1 0x1.921fb54442d18p+0
 #define NT_PIO2_2 0x1.1a62633145c07p-54
 #define NT_PIO2_3 (-0x1.f1976b7ed8fbcp-110)
@@ -152,19 +184,20 @@ static inline double nt_vsincos(double x, uint64_t quadrant) {
     double kf = x * 0x1.45f306dc9c883p-1 + NT_SHIFT;
     double n = kf - NT_SHIFT;
     uint64_t q = nt_dbits(kf) + quadrant;
-    double r = fma(-n, NT_PIO2_1, x);
-    r = fma(-n, NT_PIO2_2, r);
-    r = fma(-n, NT_PIO2_3, r);
+    double r1 = fma(-n, NT_PIO2_1, x);
+    double r = fma(-n, NT_PIO2_2, r1);
+    double y = fma(-n, NT_PIO2_3, fma(-n, NT_PIO2_2, r1 - r));   /* r's rounding error, the tail */
     double z = r * r, w = z * z;
     double sr = 8.33333333332248946124e-03 + z * (-1.98412698298579493134e-04 + z * 2.75573137070700676789e-06)
         + z * w * (-2.50507602534068634195e-08 + z * 1.58969099521155010221e-10);
-    double sn = r + z * r * (-1.66666666666666324348e-01 + z * sr);
+    double v = z * r;
+    double sn = r - ((z * (0.5 * y - v * sr) - y) - v * -1.66666666666666324348e-01);
     double cr = z * (4.16666666666666019037e-02 + z * (-1.38888888888741095749e-03 + z * 2.48015872894767294178e-05))
         + w * w * (-2.75573143513906633035e-07 + z * (2.08757232129817482790e-09 + z * -1.13596475577881948265e-11));
     double hz = 0.5 * z, cw = 1.0 - hz;
-    double cs = cw + (((1.0 - cw) - hz) + z * cr);
-    double y = (q & 1) ? cs : sn;
-    return nt_bitsd(nt_dbits(y) ^ ((q & 2) << 62));
+    double cs = cw + (((1.0 - cw) - hz) + (z * cr - r * y));
+    double res = (q & 1) ? cs : sn;
+    return nt_bitsd(nt_dbits(res) ^ ((q & 2) << 62));
 }
 static inline double nt_vsin(double x) { return nt_vsincos(x, 0); }
 static inline double nt_vcos(double x) { return nt_vsincos(x, 1); }
