@@ -114,6 +114,20 @@ static inline double nt_vexp(double x) {
     return nt_bitsd(nt_dbits(y + (ylo + elo)) + k52);
 }
 
+/* exp2 on |x| < 1020: x = k + f exactly (|f| <= 1/2), r + rlo = f ln2 (the product's error by FMA). */
+static inline int nt_exp2_slow(double x) { return !(fabs(x) < 1020.0); }
+static inline double nt_vexp2(double x) {
+    double kf = x + NT_SHIFT;
+    double f = x - (kf - NT_SHIFT);
+    uint64_t k52 = (nt_dbits(kf) - nt_dbits(NT_SHIFT)) << 52;
+    double r = f * 0x1.62e42fefa39efp-1;
+    double rlo = fma(f, 0x1.62e42fefa39efp-1, -r) + f * 0x1.abc9e3b39803fp-56;
+    double elo, ylo;
+    double e = nt_expm1_kernel(r, rlo, &elo);
+    double y = nt_two_sum(1.0, e, &ylo);
+    return nt_bitsd(nt_dbits(y + (ylo + elo)) + k52);
+}
+
 /* expm1 = (2^k - 1) + 2^k expm1(r): 2^k - 1 is exact for the k that matter, one rounding after. */
 static inline int nt_expm1_slow(double x) { return !(fabs(x) < 708.0); }
 static inline double nt_vexpm1(double x) {
@@ -141,26 +155,62 @@ static inline double nt_vtanh(double x) {
     return ax < 0x1p-27 ? x : y;
 }
 
-/* log(1+f) + k ln2 + c for x = 2^k (1+f), 1+f in [sqrt(1/2), sqrt(2)) (musl's log; c is log1p's
- * correction term, 0 for log).  x must be positive, finite and normal. */
-static inline double nt_log_kernel(double x, double c) {
+/* x = 2^k (1+f), 1+f in [sqrt(1/2), sqrt(2)) (musl's log): returns f, with hfsq = f^2/2, *sr = the
+ * rest of log(1+f) = f - hfsq + sr, and k as a double.  x must be positive, finite and normal. */
+static inline double nt_log_parts(double x, double *hfsq, double *sr, double *dk) {
     uint64_t ui = nt_dbits(x) + ((uint64_t)(0x3ff00000 - 0x3fe6a09e) << 32);
     uint64_t k = (ui >> 52) - 0x3ff;
     ui = (ui & 0x000fffffffffffffULL) + ((uint64_t)0x3fe6a09e << 32);
     double f = nt_bitsd(ui) - 1.0;
-    double hfsq = 0.5 * f * f;
+    double h = 0.5 * f * f;
     double s = f / (2.0 + f);
     double z = s * s;
     double w = z * z;
     double t1 = w * (3.999999999940941908e-01 + w * (2.222219843214978396e-01 + w * 1.531383769920937332e-01));
     double t2 = z * (6.666666666666735130e-01 + w * (2.857142874366239149e-01
                 + w * (1.818357216161805012e-01 + w * 1.479819860511658591e-01)));
-    double dk = nt_i2d(k);
-    return s * (hfsq + t1 + t2) + (dk * NT_LN2_LO + c) - hfsq + f + dk * NT_LN2_HI;
+    *hfsq = h;
+    *sr = s * (h + t1 + t2);
+    *dk = nt_i2d(k);
+    return f;
+}
+
+/* log(x) + c (c is log1p's correction term, 0 for log). */
+static inline double nt_log_kernel(double x, double c) {
+    double hfsq, sr, dk;
+    double f = nt_log_parts(x, &hfsq, &sr, &dk);
+    return sr + (dk * NT_LN2_LO + c) - hfsq + f + dk * NT_LN2_HI;
 }
 
 static inline int nt_log_slow(double x) { return !(x >= 0x1p-1022 && x < INFINITY); }
 static inline double nt_vlog(double x) { return nt_log_kernel(x, 0.0); }
+
+/* log2 and log10 (musl): log(1+f) split into hi (21 bits, so hi * C_hi is exact) + lo before the
+ * scaling, and k (times log10(2) in two parts) added with its rounding error kept. */
+static inline double nt_log_hilo(double x, double *lo, double *dk) {
+    double hfsq, sr;
+    double f = nt_log_parts(x, &hfsq, &sr, dk);
+    double hi = nt_bitsd(nt_dbits(f - hfsq) & 0xffffffff00000000ULL);
+    *lo = f - hi - hfsq + sr;
+    return hi;
+}
+static inline double nt_vlog2(double x) {
+    const double c_hi = 1.44269504072144627571e+00, c_lo = 1.67517131648865118353e-10;
+    double lo, dk;
+    double hi = nt_log_hilo(x, &lo, &dk);
+    double vhi = hi * c_hi, vlo = (lo + hi) * c_lo + lo * c_hi;
+    double w = dk + vhi;
+    return (vlo + ((dk - w) + vhi)) + w;
+}
+static inline double nt_vlog10(double x) {
+    const double c_hi = 4.34294481878168880939e-01, c_lo = 2.50829467116452752298e-11;
+    double lo, dk;
+    double hi = nt_log_hilo(x, &lo, &dk);
+    double y2 = dk * 3.01029995663611771306e-01;
+    double vhi = hi * c_hi, vlo = dk * 3.69423907715893078616e-13 + (lo + hi) * c_lo + lo * c_hi;
+    double w = y2 + vhi;
+    return (vlo + ((y2 - w) + vhi)) + w;
+}
 
 /* log1p: log of u = 1 + x plus the rounding error of the sum, c ~ (x - (u - 1)) / u (musl). */
 static inline int nt_log1p_slow(double x) { return !(x > -1.0 && x < INFINITY); }
@@ -253,6 +303,9 @@ static inline double nt_vasin(double x) {
     case OP_EXPM1: NT_VMATH_LOOP(T, nt_vexpm1, nt_expm1_slow, expm1); \
     case OP_LOG: NT_VMATH_LOOP(T, nt_vlog, nt_log_slow, log); \
     case OP_LOG1P: NT_VMATH_LOOP(T, nt_vlog1p, nt_log1p_slow, log1p); \
+    case OP_LOG2: NT_VMATH_LOOP(T, nt_vlog2, nt_log_slow, log2); \
+    case OP_LOG10: NT_VMATH_LOOP(T, nt_vlog10, nt_log_slow, log10); \
+    case OP_EXP2: NT_VMATH_LOOP(T, nt_vexp2, nt_exp2_slow, exp2); \
     case OP_SIN: NT_VMATH_LOOP(T, nt_vsin, nt_trig_slow, sin); \
     case OP_COS: NT_VMATH_LOOP(T, nt_vcos, nt_trig_slow, cos); \
     case OP_TANH: NT_VMATH_LOOP(T, nt_vtanh, nt_tanh_slow, tanh); \
