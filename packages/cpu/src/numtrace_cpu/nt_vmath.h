@@ -1,5 +1,5 @@
 /* Vectorizable float64 math for the fused pass's float-unary instructions: exp, expm1, log, log1p,
- * sin, cos, tanh, arcsin, and the block loops that run every float-unary op.
+ * sin, cos, tanh, arcsin, arctan, exp2, log2, log10, and the block loops that run every float-unary op.
  *
  * Why: glibc's scalar exp/log/sin/cos cost 5-12 ns an element, and calling them through a switch
  * per element kept even floor or 1/x from vectorizing.  Here each function is written branch-free
@@ -277,42 +277,90 @@ static inline double nt_vasin(double x) {
     return small ? x + x * r : big;
 }
 
-/* The loop over a block for a function with a fast kernel: flagged lanes keep x in d and are
- * recomputed with libm afterwards (d may equal a, so x is kept in d rather than re-read). */
-#define NT_VMATH_LOOP(T, FAST, SLOW, LIBM) do { \
-    int64_t bad_[NT_VCHUNK]; \
-    for (Py_ssize_t s_ = 0; s_ < n; s_ += NT_VCHUNK) { \
-        Py_ssize_t m_ = n - s_ < NT_VCHUNK ? n - s_ : NT_VCHUNK; \
-        T *dd_ = d + s_; const T *aa_ = a + s_; \
-        int64_t any_ = 0; \
-        _Pragma("omp simd reduction(|:any_)") \
-        for (Py_ssize_t i_ = 0; i_ < m_; i_++) { \
-            double x_ = (double)aa_[i_]; int64_t b_ = SLOW(x_); \
-            bad_[i_] = b_; any_ |= b_; \
-            dd_[i_] = (T)(b_ ? x_ : FAST(x_)); \
+/* arctan (fdlibm): |x| is mapped by one of five Moebius maps, picked by range, to t with
+ * |t| <= 7/16, then atan(|x|) = atan(c) + atan(t) with atan(c) in two parts; the branches are
+ * selects, and a single division serves every range. */
+static inline int nt_atan_slow(double x) { return x != x; }
+static inline double nt_vatan(double x) {
+    double ax = fabs(x);
+    int r0 = ax >= 0.4375, r1 = ax >= 0.6875, r2 = ax >= 1.1875, r3 = ax >= 2.4375;
+    double num = r3 ? -1.0 : r2 ? ax - 1.5 : r1 ? ax - 1.0 : r0 ? 2.0 * ax - 1.0 : ax;
+    double den = r3 ? ax : r2 ? 1.0 + 1.5 * ax : r1 ? ax + 1.0 : r0 ? 2.0 + ax : 1.0;
+    double hi = r3 ? 1.57079632679489655800e+00 : r2 ? 9.82793723247329054082e-01
+        : r1 ? 7.85398163397448278999e-01 : 4.63647609000806093515e-01;
+    double lo = r3 ? 6.12323399573676603587e-17 : r2 ? 1.39033110312309984516e-17
+        : r1 ? 3.06161699786838301793e-17 : 2.26987774529616870924e-17;
+    double t = num / den;
+    double z = t * t, w = z * z;
+    double s1 = z * (3.33333333333329318027e-01 + w * (1.42857142725034663711e-01 + w * (9.09088713343650656196e-02
+        + w * (6.66107313738753120669e-02 + w * (4.97687799461593236017e-02 + w * 1.62858201153657823623e-02)))));
+    double s2 = w * (-1.99999999998764832476e-01 + w * (-1.11111104054623557880e-01 + w * (-7.69187620504482999495e-02
+        + w * (-5.83357013379057348645e-02 + w * -3.65315727442169155270e-02))));
+    double y = r0 ? hi - ((t * (s1 + s2) - lo) - t) : t - t * (s1 + s2);
+    return copysign(y, x);
+}
+
+/* The functions with a fast kernel: V(ENUM, libm function, kernel, fast-range predicate). */
+#define NT_VMATH_FUNCS(V, T, SUF) \
+    V(T, SUF, EXP, exp, nt_vexp, nt_exp_slow) V(T, SUF, EXPM1, expm1, nt_vexpm1, nt_expm1_slow) \
+    V(T, SUF, EXP2, exp2, nt_vexp2, nt_exp2_slow) V(T, SUF, LOG, log, nt_vlog, nt_log_slow) \
+    V(T, SUF, LOG1P, log1p, nt_vlog1p, nt_log1p_slow) V(T, SUF, LOG2, log2, nt_vlog2, nt_log_slow) \
+    V(T, SUF, LOG10, log10, nt_vlog10, nt_log_slow) V(T, SUF, SIN, sin, nt_vsin, nt_trig_slow) \
+    V(T, SUF, COS, cos, nt_vcos, nt_trig_slow) V(T, SUF, TANH, tanh, nt_vtanh, nt_tanh_slow) \
+    V(T, SUF, ARCSIN, asin, nt_vasin, nt_asin_slow) V(T, SUF, ARCTAN, atan, nt_vatan, nt_atan_slow)
+
+/* One function's vector loop over m elements (m a multiple of NT_VPAD): d[i] = kernel(a[i]), or a[i]
+ * itself where the predicate flags it (bad[i] = 1; d may equal a, so x is kept in d); returns
+ * whether any lane was flagged.  Not inlined, so every element, tail included, runs this one
+ * compiled vector body: a scalar remainder loop could contract a*b+c into FMAs differently and
+ * make an element's last bit depend on its position in the block. */
+#define NT_VMATH_CHUNK(T, SUF, ENUM, LIBM, FAST, SLOW) \
+__attribute__((noinline)) static int64_t nt_vchunk_##LIBM##_##SUF(T *d, const T *a, Py_ssize_t m, int64_t *bad) { \
+    int64_t any = 0; \
+    _Pragma("omp simd reduction(|:any)") \
+    for (Py_ssize_t i = 0; i < m; i++) { \
+        double x = (double)a[i]; int64_t b = SLOW(x); \
+        bad[i] = b; any |= b; \
+        d[i] = (T)(b ? x : FAST(x)); \
+    } \
+    return any; \
+}
+
+/* Lanes per vector at most (16 floats on AVX-512): the chunk loop runs on multiples of it. */
+#define NT_VPAD 16
+
+/* A block through a chunk function: NT_VCHUNK elements at a time, the last < NT_VPAD through a
+ * padded buffer, then the flagged lanes recomputed with the C library. */
+#define NT_VMATH_DRIVER(T, SUF) \
+static inline void nt_vmath_drive_##SUF(int64_t (*chunk)(T *, const T *, Py_ssize_t, int64_t *), \
+                                        double (*libm)(double), T *d, const T *a, Py_ssize_t n) { \
+    int64_t bad[NT_VCHUNK + NT_VPAD]; \
+    T buf[NT_VPAD]; \
+    for (Py_ssize_t s = 0; s < n; s += NT_VCHUNK) { \
+        Py_ssize_t m = n - s < NT_VCHUNK ? n - s : NT_VCHUNK, full = m - m % NT_VPAD; \
+        int64_t any = full ? chunk(d + s, a + s, full, bad) : 0; \
+        if (full < m) { \
+            for (Py_ssize_t j = 0; j < NT_VPAD; j++) buf[j] = j < m - full ? a[s + full + j] : (T)0.5; \
+            any |= chunk(buf, buf, NT_VPAD, bad + full); \
+            for (Py_ssize_t j = 0; j < m - full; j++) d[s + full + j] = buf[j]; \
         } \
-        if (any_) { \
-            for (Py_ssize_t i_ = 0; i_ < m_; i_++) \
-                if (bad_[i_]) dd_[i_] = (T)LIBM((double)dd_[i_]); \
+        if (any) { \
+            for (Py_ssize_t i = 0; i < m; i++) \
+                if (bad[i]) d[s + i] = (T)libm((double)d[s + i]); \
         } \
     } \
-    return 1; } while (0)
+}
+NT_VMATH_FUNCS(NT_VMATH_CHUNK, double, f64)
+NT_VMATH_FUNCS(NT_VMATH_CHUNK, float, f32)
+NT_VMATH_DRIVER(double, f64)
+NT_VMATH_DRIVER(float, f32)
 
-#define NT_VMATH_CASES(T) \
-    case OP_EXP: NT_VMATH_LOOP(T, nt_vexp, nt_exp_slow, exp); \
-    case OP_EXPM1: NT_VMATH_LOOP(T, nt_vexpm1, nt_expm1_slow, expm1); \
-    case OP_LOG: NT_VMATH_LOOP(T, nt_vlog, nt_log_slow, log); \
-    case OP_LOG1P: NT_VMATH_LOOP(T, nt_vlog1p, nt_log1p_slow, log1p); \
-    case OP_LOG2: NT_VMATH_LOOP(T, nt_vlog2, nt_log_slow, log2); \
-    case OP_LOG10: NT_VMATH_LOOP(T, nt_vlog10, nt_log_slow, log10); \
-    case OP_EXP2: NT_VMATH_LOOP(T, nt_vexp2, nt_exp2_slow, exp2); \
-    case OP_SIN: NT_VMATH_LOOP(T, nt_vsin, nt_trig_slow, sin); \
-    case OP_COS: NT_VMATH_LOOP(T, nt_vcos, nt_trig_slow, cos); \
-    case OP_TANH: NT_VMATH_LOOP(T, nt_vtanh, nt_tanh_slow, tanh); \
-    case OP_ARCSIN: NT_VMATH_LOOP(T, nt_vasin, nt_asin_slow, asin);
+#define NT_VMATH_CASE(T, SUF, ENUM, LIBM, FAST, SLOW) \
+    case OP_##ENUM: nt_vmath_drive_##SUF(nt_vchunk_##LIBM##_##SUF, LIBM, d, a, n); return 1;
+#define NT_VMATH_CASES(T, SUF) NT_VMATH_FUNCS(NT_VMATH_CASE, T, SUF)
 #else
 #define NT_VMATH 0
-#define NT_VMATH_CASES(T)
+#define NT_VMATH_CASES(T, SUF)
 #endif
 
 /* float32 ops whose float result equals the double one rounded (correctly rounded or exact), so
@@ -335,10 +383,10 @@ static inline int nt_float_unary_f32_exact(int op, float *d, const float *a, Py_
 
 /* d[i] = op(a[i]) over a block for a float-unary opcode (validated when the program was loaded);
  * d may equal a.  The vector kernels first (1: done), then one plain loop per op. */
-#define NT_FLOAT_UNARY_BLOCK(NAME, T) \
+#define NT_FLOAT_UNARY_BLOCK(NAME, T, SUF) \
 static inline int NAME##_vmath(int op, T *d, const T *a, Py_ssize_t n) { \
     switch (op) { \
-        NT_VMATH_CASES(T) \
+        NT_VMATH_CASES(T, SUF) \
         default: return 0; \
     } \
 } \
@@ -349,8 +397,8 @@ static inline void NAME(int op, T *d, const T *a, Py_ssize_t n) { \
         default: return; \
     } \
 }
-NT_FLOAT_UNARY_BLOCK(nt_float_unary_f64, double)
-NT_FLOAT_UNARY_BLOCK(nt_float_unary_f32_all, float)
+NT_FLOAT_UNARY_BLOCK(nt_float_unary_f64, double, f64)
+NT_FLOAT_UNARY_BLOCK(nt_float_unary_f32_all, float, f32)
 static inline void nt_float_unary_f32(int op, float *d, const float *a, Py_ssize_t n) {
     if (!nt_float_unary_f32_exact(op, d, a, n)) nt_float_unary_f32_all(op, d, a, n);
 }
