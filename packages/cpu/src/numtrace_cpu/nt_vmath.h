@@ -1,12 +1,13 @@
-/* Vectorizable float64 math for the fused pass's float-unary instructions: exp, expm1, log, log1p,
- * sin, cos, tanh, arcsin, arctan, exp2, log2, log10, and the block loops that run every float-unary op.
+/* Vectorizable float64 math for the fused pass's float-unary instructions (exp, expm1, exp2, log,
+ * log1p, log2, log10, sin, cos, tanh, arcsin, arctan) and the block loops of every float-unary op.
  *
  * Why: glibc's scalar exp/log/sin/cos cost 5-12 ns an element, and calling them through a switch
  * per element kept even floor or 1/x from vectorizing.  Here each function is written branch-free
  * on doubles and 64-bit integers (no int64<->double conversions, which AVX2 lacks), so GCC turns
  * an `omp simd` loop over it into 4-lane AVX2 / 8-lane AVX-512 code.  The algorithms are fdlibm's
- * (as in musl) with Cody-Waite argument reduction; measured against glibc over dense sweeps they
- * stay within the bounds docs/cpu.md states (tests/test_vmath.py checks them).
+ * (as in musl) with Cody-Waite argument reduction, the reduction's rounding error carried along;
+ * over dense sweeps against a long-double reference they stay within the ulp bounds docs/cpu.md
+ * states (tests/test_vmath.py checks them).
  *
  * Nothing outside a function's fast range is approximated: each function has a `_slow` predicate
  * (NaN, infinities, overflow and underflow edges, subnormal log inputs, |x| too large for the
@@ -23,7 +24,7 @@
 #include <string.h>
 #include "nt_opcodes.h"
 
-/* Elements per fix-up chunk: the flags of a chunk's lanes live in a stack array of this size. */
+/* Elements per chunk of a vector-math loop: a chunk's lane flags live in a stack array this size. */
 #define NT_VCHUNK 256
 
 /* One loop per float-unary op (the switch outside the loop), so GCC vectorizes the cheap ones
@@ -36,7 +37,6 @@
         return;
 
 #if defined(__FMA__)
-#define NT_VMATH 1
 
 static inline uint64_t nt_dbits(double x) { uint64_t i; memcpy(&i, &x, 8); return i; }
 static inline double nt_bitsd(uint64_t i) { double x; memcpy(&x, &i, 8); return x; }
@@ -359,7 +359,6 @@ NT_VMATH_DRIVER(float, f32)
     case OP_##ENUM: nt_vmath_drive_##SUF(nt_vchunk_##LIBM##_##SUF, LIBM, d, a, n); return 1;
 #define NT_VMATH_CASES(T, SUF) NT_VMATH_FUNCS(NT_VMATH_CASE, T, SUF)
 #else
-#define NT_VMATH 0
 #define NT_VMATH_CASES(T, SUF)
 #endif
 
