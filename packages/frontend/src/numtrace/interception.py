@@ -362,6 +362,22 @@ def _prod_wrapper(original: Any) -> Any:
 
 
 def _patches() -> list[tuple[Any, str, Any]]:
+    """The wrappers to install, made once and remade only when a patched function was replaced (another
+    library patching ``np.zeros``...), since building them is a large part of tracing a short function."""
+    global _made_patches
+    if _made_patches is not None:
+        made, wrapped = _made_patches
+        if all(getattr(module, name) is original for (module, name, _), original in zip(made, wrapped)):
+            return made
+    made = _make_patches()
+    _made_patches = (made, [getattr(module, name) for module, name, _ in made])
+    return made
+
+
+_made_patches: tuple[list, list] | None = None
+
+
+def _make_patches() -> list[tuple[Any, str, Any]]:
     patches = []
     for op in registry.all_ops():
         if op.kind != "random":
@@ -420,11 +436,18 @@ def _plain_call(original: Any, unseen_draw: bool = False) -> Any:
 
 
 def _compiled_numpy_users() -> list[Any]:
-    """NumPy's compiled modules that call ``np.*`` functions: those of ``numpy.random``."""
+    """NumPy's compiled modules that call ``np.*`` functions: those of ``numpy.random`` (looked up again
+    only when modules were imported since: scanning ``sys.modules`` per trace is not free)."""
+    global _numpy_users
     import numpy.random  # noqa: F401  (numpy imports it lazily; its submodules load with it)
 
-    return [m for n, m in list(sys.modules.items())
-            if n.startswith("numpy.random.") and vars(m).get("np") is np]
+    if _numpy_users is None or _numpy_users[0] != len(sys.modules):
+        _numpy_users = (len(sys.modules), [m for n, m in list(sys.modules.items())
+                                           if n.startswith("numpy.random.") and vars(m).get("np") is np])
+    return _numpy_users[1]
+
+
+_numpy_users: tuple[int, list[Any]] | None = None
 
 
 @contextmanager
