@@ -361,20 +361,24 @@ def _prod_wrapper(original: Any) -> Any:
     return prod
 
 
-def _patches() -> list[tuple[Any, str, Any]]:
-    """The wrappers to install, made once and remade only when a patched function was replaced (another
-    library patching ``np.zeros``...), since building them is a large part of tracing a short function."""
+def _patches() -> tuple[list[tuple[Any, str, Any]], _UnpatchedNumpy]:
+    """The wrappers to install and the ``np`` NumPy's random modules see meanwhile, made once and remade
+    only when a patched function was replaced (another library patching ``np.zeros``...): building them
+    is a large part of tracing a short function."""
     global _made_patches
     if _made_patches is not None:
-        made, wrapped = _made_patches
+        made, wrapped, shim = _made_patches
         if all(getattr(module, name) is original for (module, name, _), original in zip(made, wrapped)):
-            return made
+            return made, shim
     made = _make_patches()
-    _made_patches = (made, [getattr(module, name) for module, name, _ in made])
-    return made
+    wrapped = [getattr(module, name) for module, name, _ in made]
+    shim = _UnpatchedNumpy({name: original for (module, name, _), original in zip(made, wrapped)
+                            if module is np})
+    _made_patches = (made, wrapped, shim)
+    return made, shim
 
 
-_made_patches: tuple[list, list] | None = None
+_made_patches: tuple[list, list, Any] | None = None
 
 
 def _make_patches() -> list[tuple[Any, str, Any]]:
@@ -456,13 +460,10 @@ def numpy_intercepted() -> Iterator[None]:
     global _depth
     with _lock:
         if _depth == 0:
-            originals: dict[str, Any] = {}
-            for module, name, wrapper in _patches():
+            patches, shim = _patches()
+            for module, name, wrapper in patches:
                 _saved.append((module, name, getattr(module, name)))
-                if module is np:
-                    originals[name] = getattr(module, name)
                 setattr(module, name, wrapper)
-            shim = _UnpatchedNumpy(originals)
             for module in _compiled_numpy_users():
                 _saved.append((module, "np", np))
                 module.np = shim

@@ -235,8 +235,9 @@ class OpDef:
         # Ops whose parameters are only required inputs (then unsupported options): a call with exactly
         # that many positional arguments binds them as they are (most recorded calls: ``x * y``).
         leading = 0
-        while leading < len(self.params) and type(self.params[leading]) is Input \
-                and not self.params[leading].optional:
+        for p in self.params:
+            if not (isinstance(p, Input) and type(p) is Input and not p.optional):
+                break
             leading += 1
         plain = leading and all(isinstance(p, Unsupported) for p in self.params[leading:])
         self._plain_inputs = leading if plain else -1
