@@ -5,7 +5,8 @@ A `FusedKernel` holds a flat three-address program over typed block registers (p
 built from Python lists, so the lowering never cimports anything), validated here before it can
 ever run. `FusedKernel.run()` validates every operand (count, dtype, shape broadcastable to the
 iteration shape, outputs writable and exactly shaped) before any pointer is formed, collapses the
-dims, and hands the pass to one ISA build of the block loops (blocks.pxi), with the GIL released;
+dims, and hands the pass to one ISA build of the block loops (blocks.pxi), with the GIL released
+(unless the pass is small: see NOGIL_MIN_WORK);
 that build only visits indices inside the validated shape. numtrace_cpu.isa chooses the build
 (`use_blocks`); one kernel can run from several Python threads at once.
 """
@@ -80,6 +81,10 @@ def use_blocks(blocks):
 # OpenMP team (see OMP_WAIT_POLICY in numtrace_cpu/__init__.py) costs tens of microseconds on a
 # busy machine, about what a single thread needs for this much work.
 cdef Py_ssize_t PARALLEL_MIN_WORK = 1 << 20
+
+# Work below which a pass keeps the GIL: giving it up and taking it back costs about 0.1 us, a
+# sizeable part of a small call, and other Python threads wait no longer than such a pass runs.
+cdef Py_ssize_t NOGIL_MIN_WORK = 1 << 14
 
 # Operands of a pass whose strides and pointers live on the stack of its call (more: malloc).
 cdef enum:
@@ -319,8 +324,11 @@ cdef class FusedKernel:
                 scratch = <char*>malloc(need)
                 if not scratch:
                     raise MemoryError()
-            with nogil:
+            if self.work < NOGIL_MIN_WORK:
                 self.run_pass(&cx, scratch, nteam, units, chunk)
+            else:
+                with nogil:
+                    self.run_pass(&cx, scratch, nteam, units, chunk)
             if self.scratch == NULL:
                 self.scratch, self.scratch_bytes = scratch, need
             else:
@@ -666,7 +674,7 @@ cdef class CallRunner:
         cdef cnp.ndarray a
         cdef int d
         cdef const Py_ssize_t* dims
-        if type(x) is not np.ndarray or self.in_type[i] < 0:
+        if type(x) is not cnp.ndarray or self.in_type[i] < 0:   # cnp: a C pointer, no lookup
             return False
         a = <cnp.ndarray>x
         if (cnp.PyArray_TYPE(a) != self.in_type[i] or not cnp.PyArray_ISNOTSWAPPED(a)
@@ -848,7 +856,7 @@ cdef int _copy_back(cnp.ndarray target, object new) except -1:
     and shape."""
     cdef cnp.ndarray a
     cdef int d
-    if type(new) is np.ndarray:
+    if type(new) is cnp.ndarray:
         a = <cnp.ndarray>new
         if cnp.PyArray_TYPE(a) == cnp.PyArray_TYPE(target) and cnp.PyArray_NDIM(a) == cnp.PyArray_NDIM(target):
             for d in range(cnp.PyArray_NDIM(a)):
