@@ -44,8 +44,10 @@ def test_fast_calls_match_numpy_with_special_values(backend, rng, shape):
         for _ in range(3):
             x, y = _values(rng, shape), _values(rng, shape)
             np.testing.assert_array_equal(traced(x, y), axpy(x, y))
-    if shape:   # a 0-d argument may arrive as a NumPy scalar: its calls take the general path
-        _fast_engaged(traced, backend)
+    _fast_engaged(traced, backend)
+    if not shape:   # NumPy scalars for 0-d arguments: the fast path declines, the general one converts
+        np.testing.assert_array_equal(traced(np.float64(2.0), np.float64(3.0)), 7.0)
+        np.testing.assert_array_equal(traced(np.array(2.0), np.array(4.0)), 9.0)
 
 
 def test_non_contiguous_arguments_on_the_fast_path(backend, rng):

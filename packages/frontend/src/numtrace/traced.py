@@ -686,6 +686,11 @@ class _ScalarArguments:
         return self.executable.stats()
 
     @property
+    def exact_caller(self) -> Any:
+        # The exact check accepts 0-d arrays only; a NumPy scalar makes the fast path decline.
+        return getattr(self.executable, "exact_caller", None)
+
+    @property
     def explain(self) -> Any:
         return getattr(self.executable, "explain", None)
 
