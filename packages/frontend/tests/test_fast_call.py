@@ -184,6 +184,23 @@ def test_dict_output_and_returned_argument(backend, rng):
         want = w * 2.0
         assert traced_scale(w) is w
         np.testing.assert_array_equal(w, want)
+    _fast_engaged(traced_scale, backend)
+
+
+def test_written_arguments_returned_among_outputs_are_the_callers_arrays(backend, rng):
+    def step(w, g, m):
+        sgd(w, m, g)
+        return w, m, w * 2.0
+
+    traced = nt.trace(step, (np.ones(5), np.ones(5), np.ones(5)), backend=backend)
+    for _ in range(4):
+        w, g, m = rng.standard_normal(5), rng.standard_normal(5), rng.standard_normal(5)
+        ew, em = w.copy(), m.copy()
+        got, want = traced(w, g, m), step(ew, g, em)
+        assert got[0] is w and got[1] is m and len(got) == 3
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-12)
+    _fast_engaged(traced, backend)
 
 
 def test_a_traced_function_called_while_tracing_after_fast_calls_is_inlined(backend, rng):

@@ -662,11 +662,11 @@ cdef class CallRunner:
             return self._execute(inputs)
         return self._finish_out(out, self._execute_into(self._prepare_out(out, inputs), inputs))
 
-    def exact_caller(self, int n_args, tuple extra, list alias_pairs, list write_back, int n_results,
+    def exact_caller(self, int n_args, tuple extra, list alias_pairs, list write_back, list results,
                      bint single, object build):
         """A fast caller for a frontend that calls this executable with `n_args` arguments followed
         by `extra`; see `ExactCall`."""
-        return ExactCall(self, n_args, extra, alias_pairs, write_back, n_results, single, build)
+        return ExactCall(self, n_args, extra, alias_pairs, write_back, results, single, build)
 
     cdef inline bint _input_ok(self, Py_ssize_t i, object x):
         """The fast check: an ndarray of the exact native dtype and shape (anything else takes the
@@ -775,36 +775,36 @@ cdef class ExactCall:
     dtype and shape) and returns `NotImplemented` when one is not, having run nothing; the caller
     then takes its general path, which explains or converts. Otherwise it runs the executable on
     `args + extra` (module state), copies the outputs `write_back` names, as (output, input), into
-    their inputs unless the executable computed them there, and returns the result: the first
-    output when `single`, else the first `n_results` outputs as a tuple, passed to `build` when
-    given.
+    their inputs unless the executable computed them there, and returns the result: `results` lists
+    its items, output j as j and input i (an argument returned as itself) as -1 - i; the first item
+    when `single`, else their tuple, passed to `build` when given.
 
     `alias_pairs` are (written argument, other argument): when the memory bounds of such a pair
     overlap, `run` returns `NotImplemented` too, so the caller's exact check decides (refuse, or run).
     Holds no per-call state: one ExactCall serves concurrent calls.
     """
     cdef CallRunner runner
-    cdef Py_ssize_t n_args, n_pairs, n_write
+    cdef Py_ssize_t n_args, n_pairs, n_write, n_results
     cdef tuple extra
     cdef Py_ssize_t* pairs
     cdef Py_ssize_t* write
-    cdef Py_ssize_t n_results
-    cdef bint single
+    cdef Py_ssize_t* results
+    cdef bint single, prefix        # prefix: the results are the first n_results outputs
     cdef object build
 
     def __cinit__(self, CallRunner runner not None, Py_ssize_t n_args, tuple extra, list alias_pairs,
-                  list write_back, Py_ssize_t n_results, bint single, object build):
+                  list write_back, list results, bint single, object build):
         cdef Py_ssize_t k, n = n_args + len(extra)
         if n != runner.n_inputs:
             raise ValueError(f"the executable takes {runner.n_inputs} inputs, got {n_args} + {len(extra)}")
-        if n_results > runner.n_outputs or (single and n_results != 1):
-            raise ValueError(f"{n_results} results of {runner.n_outputs} outputs (single={single})")
-        self.runner, self.n_args, self.extra = runner, n_args, extra
-        self.n_results, self.single, self.build = n_results, single, build
-        self.n_pairs, self.n_write = len(alias_pairs), len(write_back)
+        if single and len(results) != 1:
+            raise ValueError(f"a single result, but {len(results)} results listed")
+        self.runner, self.n_args, self.extra, self.single, self.build = runner, n_args, extra, single, build
+        self.n_pairs, self.n_write, self.n_results = len(alias_pairs), len(write_back), len(results)
         self.pairs = <Py_ssize_t*>malloc(max(1, 2 * self.n_pairs) * sizeof(Py_ssize_t))
         self.write = <Py_ssize_t*>malloc(max(1, 2 * self.n_write) * sizeof(Py_ssize_t))
-        if not self.pairs or not self.write:
+        self.results = <Py_ssize_t*>malloc(max(1, self.n_results) * sizeof(Py_ssize_t))
+        if not self.pairs or not self.write or not self.results:
             raise MemoryError()
         for k, (i, j) in enumerate(alias_pairs):
             if not (0 <= i < n_args and 0 <= j < n_args):
@@ -814,16 +814,22 @@ cdef class ExactCall:
             if not (0 <= j < runner.n_outputs and 0 <= i < n):
                 raise ValueError(f"write-back {(j, i)} out of range")
             self.write[2 * k], self.write[2 * k + 1] = j, i
+        for k, r in enumerate(results):
+            if not -n <= r < runner.n_outputs:
+                raise ValueError(f"result {r} out of range for {runner.n_outputs} outputs and {n} inputs")
+            self.results[k] = r
+        self.prefix = results == list(range(len(results)))
 
     def __dealloc__(self):
         free(self.pairs)
         free(self.write)
+        free(self.results)
 
     def run(self, tuple args):
-        cdef Py_ssize_t k, n = len(args)
+        cdef Py_ssize_t k, r, n = len(args)
         cdef CallRunner runner = self.runner
-        cdef tuple inputs, outs
-        cdef object target, new
+        cdef tuple inputs, outs, result
+        cdef object target, new, item
         if n != self.n_args:
             return NotImplemented
         for k in range(n):
@@ -845,10 +851,18 @@ cdef class ExactCall:
             if new is not target:
                 _copy_back(<cnp.ndarray>target, new)
         if self.single:
-            return outs[0]
-        if self.build is not None:
-            return self.build(outs)
-        return outs if self.n_results == len(outs) else outs[:self.n_results]
+            r = self.results[0]
+            return outs[r] if r >= 0 else inputs[-1 - r]
+        if self.prefix:
+            result = outs if self.n_results == len(outs) else outs[:self.n_results]
+        else:
+            result = PyTuple_New(self.n_results)
+            for k in range(self.n_results):
+                r = self.results[k]
+                item = outs[r] if r >= 0 else inputs[-1 - r]
+                Py_INCREF(item)
+                PyTuple_SET_ITEM(result, k, item)
+        return result if self.build is None else self.build(result)
 
 
 cdef int _copy_back(cnp.ndarray target, object new) except -1:

@@ -647,16 +647,20 @@ def _exact_caller(entry: tuple) -> Callable[[tuple], Any] | None:
     """The fast call of a cache entry, from its executable's optional ``exact_caller`` (the CPU
     backend's): it takes the flat argument tuple, runs only when every argument is exactly an
     ndarray of the compiled dtype and shape whose written arguments' memory bounds do not overlap
-    another's, writes mutated arguments back and returns the function's result; else it returns
-    NotImplemented having run nothing. None where the backend has none or the call returns arguments."""
+    another's, writes mutated arguments back and returns the function's result (a returned written
+    argument being the caller's array, as in `_finish`); else it returns NotImplemented having run
+    nothing. None where the backend has none."""
     variant, executable = entry
     make = getattr(executable, "exact_caller", None)
-    if make is None or variant.returned or not variant._flat_args:
+    if make is None or not variant._flat_args:
         return None
     n = variant._num_outputs
+    results = list(range(n))
+    for pos, i in variant.returned:
+        results.insert(pos, -1 - i)
     build = None if variant._single_output or variant._tuple_output else variant.out_spec.build
     writes = [(n + k, i) for k, i in enumerate(variant.mutated)]
-    return make(variant._num_leaves, variant._state, list(variant._alias_pairs), writes, n,
+    return make(variant._num_leaves, variant._state, list(variant._alias_pairs), writes, results,
                 variant._single_output, build).run
 
 
