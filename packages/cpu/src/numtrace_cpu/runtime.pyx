@@ -581,6 +581,7 @@ cdef struct OutSpec:
     # How output j reaches the caller (see CallRunner): its environment slot, dtype, shape and mode.
     Py_ssize_t slot
     int typenum, nd, mode
+    size_t nbytes
     cnp.npy_intp dims[MAXD]
 
 
@@ -634,8 +635,10 @@ cdef class CallRunner:
                 raise ValueError(f"invalid output spec {outputs[i]!r}")
             o = &self.outs[i]
             o.slot, o.typenum, o.nd, o.mode = slot, typenum, len(shape), mode
+            o.nbytes = cnp.PyArray_DescrFromType(typenum).itemsize if mode <= 1 else 0
             for d in range(len(shape)):
                 o.dims[d] = shape[d]
+                o.nbytes *= <size_t>o.dims[d]
         for i, slot in enumerate(per_call):
             if slot < 0:
                 raise ValueError(f"negative environment slot {slot}")
@@ -765,8 +768,11 @@ cdef class CallRunner:
         return outs
 
 
-cdef inline object _new_output(const OutSpec* o):
-    return _empty_dims(o.typenum, o.nd, <cnp.npy_intp*>o.dims)
+cdef inline object _new_output(OutSpec* o):
+    """A fresh array for output o (its size computed once, at setup)."""
+    if o.nbytes < RECYCLE_MIN_BYTES:
+        return cnp.PyArray_EMPTY(o.nd, o.dims, o.typenum, 0)
+    return _recycled_array(o.nd, o.dims, o.typenum, o.nbytes)
 
 
 cdef class ExactCall:
@@ -905,16 +911,6 @@ cdef bint _bounds(cnp.ndarray a, Py_ssize_t* lo, Py_ssize_t* hi):
             low += s
     lo[0], hi[0] = low, high + cnp.PyArray_ITEMSIZE(a)
     return True
-
-
-cdef inline object _empty_dims(int typenum, int nd, cnp.npy_intp* dims):
-    cdef int d
-    cdef size_t nbytes = cnp.PyArray_DescrFromType(typenum).itemsize
-    for d in range(nd):
-        nbytes *= <size_t>dims[d]
-    if nbytes < RECYCLE_MIN_BYTES:
-        return cnp.PyArray_EMPTY(nd, dims, typenum, 0)
-    return _recycled_array(nd, dims, typenum, nbytes)
 
 
 # ---------------------------------------------------------------------------------------------
