@@ -277,8 +277,12 @@ cdef class FusedKernel:
             cx.fconsts, cx.iconsts = self.fconsts, self.iconsts
             cx.reg_kind, cx.reg_arg, cx.reg_dt, cx.op_role = self.reg_kind, self.reg_arg, self.reg_dt, self.op_role
             cx.cols = _columns_per_block(&cx)
+            cx.fold_in_place = False
             if cx.cols:
                 _swap_last_dims(&cx)
+                if self._folds_in_place(&cx):
+                    cx.fold_in_place = True
+                    cx.cols = cx.shape[cx.nd - 1] if cx.shape[cx.nd - 1] < BLOCK else BLOCK
             cx.rows = _rows_per_block(&cx)
             # Registers need no more elements than the longest block this pass runs.
             cx.reg_elems = cx.rows * (cx.cols if cx.cols else cx.shape[cx.nd - 1])
@@ -396,6 +400,31 @@ cdef class FusedKernel:
             nd += 1
         cx.nd = nd
         cx.nkept = nkept if self.nred else nd
+
+    cdef bint _folds_in_place(self, const Ctx* cx):
+        """Whether a column-mode pass (dims swapped) may fold its inputs where they lie (see
+        `_columns_unit` in blocks.pxi): it has no instructions and writes nothing but its reductions,
+        and each reduction reads an input register of the operand's own dtype whose columns are
+        adjacent elements and whose every element is aligned."""
+        cdef int j, k, d, src
+        cdef Py_ssize_t isz
+        if self.ninstr:
+            return False
+        for k in range(self.nregs):
+            if self.reg_kind[k] == REG_OUTPUT:
+                return False
+        for j in range(self.nred):
+            src = self.reds[j].src
+            k = self.reg_arg[src]
+            isz = nt_itemsize[self.reg_dt[src]]
+            if self.reg_kind[src] != REG_INPUT or self.op_dt[k] != self.reg_dt[src]:
+                return False
+            if cx.strides[k * MAXD + cx.nd - 1] != isz or (<size_t>cx.data[k]) % isz:
+                return False
+            for d in range(cx.nd):
+                if cx.strides[k * MAXD + d] % isz:
+                    return False
+        return True
 
     cdef bint _mergeable(self, Ctx* cx, int a, int b):
         cdef int k
