@@ -217,10 +217,14 @@ cdef inline sint _left_shift(sint x, sint y) noexcept nogil:
 cdef inline sint _right_shift(sint x, sint y) noexcept nogil:
     # NumPy's npy_rshift: a count outside [0, bits) gives 0, or -1 for a negative x: what an
     # arithmetic shift by bits - 1 gives.
+    cdef uint64_t s
     if sint is int32_t:
         return x >> (<uint32_t>y if <uint32_t>y < 31 else 31)
     else:
-        return x >> (<uint64_t>y if <uint64_t>y < 63 else 63)
+        # AVX2 has no variable arithmetic shift of 64-bit lanes, only a logical one: shift x with its
+        # bits flipped when negative (s all ones), then flip back; the same value, vectorized.
+        s = <uint64_t>0 - <uint64_t>(x < 0)
+        return <int64_t>(((<uint64_t>x ^ s) >> (<uint64_t>y if <uint64_t>y < 63 else 63)) ^ s)
 
 cdef void _binary(int op, num* d, const num* a, const num* b, Py_ssize_t n) noexcept nogil:
     cdef Py_ssize_t i
@@ -810,7 +814,8 @@ cdef bint _decided(const Ctx* cx, const Acc* accs) noexcept nogil:
 
 cdef void _reduction_row(const Ctx* cx, Py_ssize_t m, char* scratch) noexcept nogil:
     """Reduce row m: all reduced positions of kept multi-index m, block by block (an any/all stops
-    at its first decisive block, as NumPy's does at the first decisive element)."""
+    at its first decisive block, as NumPy's does at the first decisive element). A pass that only
+    reduces its inputs (cx.fold_in_place) folds them where they lie, IN_PLACE_CHUNK at a time."""
     cdef char* base[64]
     cdef char* ptrs[64]
     cdef char* regs[256]
@@ -833,10 +838,15 @@ cdef void _reduction_row(const Ctx* cx, Py_ssize_t m, char* scratch) noexcept no
             for k in range(cx.nops):
                 ptrs[k] = base[k] + start * cx.strides[k * MAXD + last]
             _offsets(cx, o, cx.nkept, last, ptrs)
-            _block(cx, regs, scratch, ptrs, n, 1, NULL)
-            for j in range(cx.nred):
-                _fold(&cx.reds[j], &accs[j], regs[cx.reds[j].src], n)
-            start += BLOCK
+            if cx.fold_in_place:
+                n = inner - start if inner - start < IN_PLACE_CHUNK else IN_PLACE_CHUNK
+                for j in range(cx.nred):
+                    _fold(&cx.reds[j], &accs[j], ptrs[cx.reg_arg[cx.reds[j].src]], n)
+            else:
+                _block(cx, regs, scratch, ptrs, n, 1, NULL)
+                for j in range(cx.nred):
+                    _fold(&cx.reds[j], &accs[j], regs[cx.reds[j].src], n)
+            start += n
             if early and _decided(cx, accs):
                 break
         if early and _decided(cx, accs):

@@ -35,6 +35,9 @@ cdef enum:
     # Column mode (see _columns_unit) takes at most BLOCK / 8 kept columns per block, so a block has at
     # least 8 rows to fold per column; a pass that folds its inputs in place takes up to BLOCK.
     MAXCOLS = 64
+    # Elements a reduction row folds at a time when it reads its input in place (see _reduction_row):
+    # enough to amortize the call, few enough that an any/all stops soon after its decisive element.
+    IN_PLACE_CHUNK = 4096
     # Scratch registers are spaced by their size plus REG_PAD bytes: registers a multiple of 4 KiB
     # apart alias in the CPU's store-to-load check, and an instruction that reads one while writing
     # the other stalls (4K aliasing).
@@ -83,7 +86,7 @@ cdef struct Ctx:
     Py_ssize_t reg_elems        # elements per scratch register (BLOCK, or less for short passes)
     Py_ssize_t rows             # rows of the innermost dim per block (> 1 only when it is short)
     Py_ssize_t cols             # column mode (see _columns_unit): kept columns per block, else 0
-    bint fold_in_place          # column mode: no instructions, reductions read their aligned inputs
+    bint fold_in_place          # a reduction pass with no instructions whose reductions read their inputs in place
     Py_ssize_t acc_offset       # column mode: where a thread's per-column accumulators start in its scratch
     Py_ssize_t reg_stride       # bytes from one scratch register to the next (see REG_PAD)
     Py_ssize_t scratch_regs     # bytes of scratch per thread: nregs registers of 8-byte elements

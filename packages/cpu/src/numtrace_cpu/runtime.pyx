@@ -277,12 +277,11 @@ cdef class FusedKernel:
             cx.fconsts, cx.iconsts = self.fconsts, self.iconsts
             cx.reg_kind, cx.reg_arg, cx.reg_dt, cx.op_role = self.reg_kind, self.reg_arg, self.reg_dt, self.op_role
             cx.cols = _columns_per_block(&cx)
-            cx.fold_in_place = False
             if cx.cols:
                 _swap_last_dims(&cx)
-                if self._folds_in_place(&cx):
-                    cx.fold_in_place = True
-                    cx.cols = cx.shape[cx.nd - 1] if cx.shape[cx.nd - 1] < BLOCK else BLOCK
+            cx.fold_in_place = self.nred > 0 and self._folds_in_place(&cx)
+            if cx.cols and cx.fold_in_place:
+                cx.cols = cx.shape[cx.nd - 1] if cx.shape[cx.nd - 1] < BLOCK else BLOCK
             cx.rows = _rows_per_block(&cx)
             # Registers need no more elements than the longest block this pass runs.
             cx.reg_elems = cx.rows * (cx.cols if cx.cols else cx.shape[cx.nd - 1])
@@ -402,10 +401,10 @@ cdef class FusedKernel:
         cx.nkept = nkept if self.nred else nd
 
     cdef bint _folds_in_place(self, const Ctx* cx):
-        """Whether a column-mode pass (dims swapped) may fold its inputs where they lie (see
-        `_columns_unit` in blocks.pxi): it has no instructions and writes nothing but its reductions,
-        and each reduction reads an input register of the operand's own dtype whose columns are
-        adjacent elements and whose every element is aligned."""
+        """Whether a reduction pass may fold its inputs where they lie (see `_columns_unit` and
+        `_reduction_row` in blocks.pxi): it has no instructions and writes nothing but its
+        reductions, and each reduction reads an input register of the operand's own dtype whose
+        innermost elements (columns, in column mode) are adjacent and whose every element is aligned."""
         cdef int j, k, d, src
         cdef Py_ssize_t isz
         if self.ninstr:
