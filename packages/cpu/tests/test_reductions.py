@@ -105,13 +105,21 @@ def test_leading_axis_reductions_of_inputs(dtype, shape, threads):
                     _check(g_, _REDUCERS[name](v, axis=ax), v)
 
 
-def test_leading_axis_reduction_of_an_empty_axis():
-    """Sums over an empty leading axis give zeros; max/min are refused as NumPy refuses them."""
+@pytest.mark.parametrize("axis", [0, -1])
+def test_reductions_over_an_empty_axis(axis):
+    """Sums over an empty axis give zeros, any False and all True; max/min are refused as NumPy
+    refuses them."""
     f64 = np.dtype(np.float64)
-    exe = _compile([TensorType(f64, (0, 5))], lambda g, a: [_op(g, "np.sum", a, axis=0)])
-    np.testing.assert_array_equal(exe(np.zeros((0, 5)))[0], np.zeros(5))
+    shape = (0, 5) if axis == 0 else (5, 0)
+    x = np.zeros(shape)
+    exe = _compile([TensorType(f64, shape)], lambda g, a: [_op(g, "np.sum", a, axis=axis),
+                                                           _op(g, "np.any", a, axis=axis),
+                                                           _op(g, "np.all", a, axis=axis)])
+    for got, want in zip(exe(x), [x.sum(axis=axis), x.any(axis=axis), x.all(axis=axis)]):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
     with pytest.raises(ShapeError, match="zero-size"):
-        _compile([TensorType(f64, (0, 5))], lambda g, a: [_op(g, "np.max", a, axis=0)])
+        _compile([TensorType(f64, shape)], lambda g, a: [_op(g, "np.max", a, axis=axis)])
 
 
 @pytest.mark.parametrize("n", [1, 15, 16, 17, 31, 33, 64, 511, 512, 513, 1001, 100003])
