@@ -281,7 +281,7 @@ cdef class FusedKernel:
                 _swap_last_dims(&cx)
             cx.fold_in_place = self.nred > 0 and self._folds_in_place(&cx)
             if cx.cols and cx.fold_in_place:
-                cx.cols = cx.shape[cx.nd - 1] if cx.shape[cx.nd - 1] < BLOCK else BLOCK
+                cx.cols = _in_place_columns(cx.shape[cx.nd - 1], nthreads if self.work >= PARALLEL_MIN_WORK else 1)
             cx.rows = _rows_per_block(&cx)
             # Registers need no more elements than the longest block this pass runs.
             cx.reg_elems = cx.rows * (cx.cols if cx.cols else cx.shape[cx.nd - 1])
@@ -466,6 +466,16 @@ cdef Py_ssize_t _columns_per_block(const Ctx* cx) noexcept nogil:
         if sr != 0 and (sk if sk >= 0 else -sk) >= (sr if sr >= 0 else -sr):
             return 0
     return cx.shape[kept] if cx.shape[kept] < MAXCOLS else MAXCOLS
+
+cdef Py_ssize_t _in_place_columns(Py_ssize_t width, int nthreads) noexcept nogil:
+    """Columns per unit of a column-mode pass that folds its inputs in place: as few units as
+    BLOCK-wide ones allow, of equal widths (a multiple of 8), but with nthreads > 1 at least one unit
+    per thread as long as each keeps MAXCOLS columns (narrower ones would share cache lines)."""
+    cdef Py_ssize_t nchunk = (width + BLOCK - 1) // BLOCK, most = (width + MAXCOLS - 1) // MAXCOLS
+    if nchunk < nthreads:
+        nchunk = nthreads if nthreads < most else most
+    cdef Py_ssize_t cols = ((width + nchunk - 1) // nchunk + 7) & ~7
+    return min(cols, width, BLOCK)
 
 cdef void _swap_last_dims(Ctx* cx) noexcept nogil:
     cdef int k, a = cx.nd - 2, b = cx.nd - 1
