@@ -823,6 +823,10 @@ cdef void _reduction_row(const Ctx* cx, Py_ssize_t m, char* scratch) noexcept no
     cdef int k, j, last = cx.nd - 1
     cdef Py_ssize_t inner = cx.shape[last], outer = 1, o, start, n
     cdef bint early = _may_stop_early(cx)
+    # An any/all read in place starts with a short fold and doubles it: the decisive element is
+    # usually among the first few, and reading the rest of a 1000-element row would cost more than
+    # the row's whole setup.
+    cdef Py_ssize_t chunk = 64 if early else IN_PLACE_CHUNK
     for k in range(cx.nops):
         base[k] = cx.data[k]
     _offsets(cx, m, 0, cx.nkept, base)
@@ -839,9 +843,11 @@ cdef void _reduction_row(const Ctx* cx, Py_ssize_t m, char* scratch) noexcept no
                 ptrs[k] = base[k] + start * cx.strides[k * MAXD + last]
             _offsets(cx, o, cx.nkept, last, ptrs)
             if cx.fold_in_place:
-                n = inner - start if inner - start < IN_PLACE_CHUNK else IN_PLACE_CHUNK
+                n = inner - start if inner - start < chunk else chunk
                 for j in range(cx.nred):
                     _fold(&cx.reds[j], &accs[j], ptrs[cx.reg_arg[cx.reds[j].src]], n)
+                if chunk < IN_PLACE_CHUNK:
+                    chunk *= 2
             else:
                 _block(cx, regs, scratch, ptrs, n, 1, NULL)
                 for j in range(cx.nred):
