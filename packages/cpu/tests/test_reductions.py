@@ -84,9 +84,9 @@ def _special(x):
     return x
 
 
-# (1030, 1001) and (3, 700, 530) are big enough to run on two threads.
-COLUMN_SHAPES = [(2, 1), (1, 9), (9, 1), (7, 5), (1000, 16), (5, 513), (600, 700), (1030, 1001), (3, 200, 7),
-                 (4, 3, 530), (3, 700, 530)]
+# (9, 2050) takes three column units; (1030, 1001) and (3, 700, 530) are big enough to run on two threads.
+COLUMN_SHAPES = [(2, 1), (1, 9), (9, 1), (7, 5), (1000, 16), (5, 513), (9, 2050), (600, 700), (1030, 1001),
+                 (3, 200, 7), (4, 3, 530), (3, 700, 530)]
 
 
 @pytest.mark.parametrize("threads", [1, 2])

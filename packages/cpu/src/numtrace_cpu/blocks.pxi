@@ -556,7 +556,7 @@ cdef void _columns_unit(const Ctx* cx, Py_ssize_t u, char* scratch) noexcept nog
     cx.cols columns are walked in memory order, and each column folds into its own accumulator;
     reducing column by column instead would stream all of x once per column. A pass that only
     reduces its inputs (cx.fold_in_place) skips the blocks: each reduction folds all rows of its
-    operand where they lie, up to BLOCK columns wide, with no copy into a register."""
+    operand where they lie, up to IN_PLACE_COLS columns wide, with no copy into a register."""
     cdef char* base[64]
     cdef char* regs[256]
     cdef const char* tiles[256]
@@ -599,9 +599,9 @@ cdef void _fold_columns(const Reduction* rd, Acc* accs, const char* x, Py_ssize_
                         Py_ssize_t r) noexcept nogil:
     """Fold column c of r rows by ncol columns (row i starts i * rs elements after x) into accs[c],
     sweeping the rows in memory order (vectorizable, as NumPy reduces a leading axis)."""
-    cdef double sums[BLOCK]
-    cdef double m2[BLOCK]
-    cdef uint64_t isums[BLOCK]
+    cdef double sums[IN_PLACE_COLS]
+    cdef double m2[IN_PLACE_COLS]
+    cdef uint64_t isums[IN_PLACE_COLS]
     cdef double delta
     cdef Py_ssize_t c, tot
     if rd.op == R_MAX or rd.op == R_MIN:
@@ -640,12 +640,12 @@ cdef void _fold_columns_extreme(const Reduction* rd, Acc* accs, const char* x, P
     """Max/min of each column into accs[c] (rows as in `_fold_columns`), sweeping the rows in memory
     order (a strided gather per column made ``x.max(axis=0)`` ten times slower than NumPy); same
     comparisons and NaN flags as `_fold`."""
-    cdef double fm[BLOCK]
-    cdef float sm[BLOCK]
-    cdef int32_t im[BLOCK]
-    cdef int64_t lm[BLOCK]
-    cdef u8 bm[BLOCK]
-    cdef int nan[BLOCK]
+    cdef double fm[IN_PLACE_COLS]
+    cdef float sm[IN_PLACE_COLS]
+    cdef int32_t im[IN_PLACE_COLS]
+    cdef int64_t lm[IN_PLACE_COLS]
+    cdef u8 bm[IN_PLACE_COLS]
+    cdef int nan[IN_PLACE_COLS]
     cdef Py_ssize_t c
     cdef bint mx = rd.op == R_MAX
     for c in range(ncol):

@@ -469,13 +469,14 @@ cdef Py_ssize_t _columns_per_block(const Ctx* cx) noexcept nogil:
 
 cdef Py_ssize_t _in_place_columns(Py_ssize_t width, int nthreads) noexcept nogil:
     """Columns per unit of a column-mode pass that folds its inputs in place: as few units as
-    BLOCK-wide ones allow, of equal widths (a multiple of 8), but with nthreads > 1 at least one unit
-    per thread as long as each keeps MAXCOLS columns (narrower ones would share cache lines)."""
-    cdef Py_ssize_t nchunk = (width + BLOCK - 1) // BLOCK, most = (width + MAXCOLS - 1) // MAXCOLS
+    IN_PLACE_COLS-wide ones allow, of equal widths (a multiple of 8), but with nthreads > 1 at least
+    one unit per thread as long as each keeps MAXCOLS columns (narrower ones would share cache lines)."""
+    cdef Py_ssize_t nchunk = (width + IN_PLACE_COLS - 1) // IN_PLACE_COLS
+    cdef Py_ssize_t most = (width + MAXCOLS - 1) // MAXCOLS
     if nchunk < nthreads:
         nchunk = nthreads if nthreads < most else most
     cdef Py_ssize_t cols = ((width + nchunk - 1) // nchunk + 7) & ~7
-    return min(cols, width, BLOCK)
+    return min(cols, width, IN_PLACE_COLS)
 
 cdef void _swap_last_dims(Ctx* cx) noexcept nogil:
     cdef int k, a = cx.nd - 2, b = cx.nd - 1
@@ -491,7 +492,7 @@ cdef Py_ssize_t _rows_per_block(const Ctx* cx) noexcept nogil:
     can be batched (an elementwise pass, or one that reduces exactly that dim), or in column mode."""
     cdef Py_ssize_t inner = cx.shape[cx.nd - 1]
     if cx.cols:
-        return BLOCK // cx.cols
+        return BLOCK // cx.cols if cx.cols < BLOCK else 1
     if cx.nd < 2 or inner < 1 or inner > BLOCK // 4:
         return 1
     if cx.nred and not (cx.nd - cx.nkept == 1 and cx.nkept >= 1):
