@@ -300,6 +300,9 @@ cdef class FusedKernel:
             cx.cols = _columns_per_block(&cx)
             if cx.cols:
                 _swap_last_dims(&cx)
+            cx.fold_in_place = self.nred > 0 and self._folds_in_place(&cx)
+            if cx.cols and cx.fold_in_place:
+                cx.cols = _in_place_columns(cx.shape[cx.nd - 1], nthreads if self.work >= PARALLEL_MIN_WORK else 1)
             cx.rows = _rows_per_block(&cx)
             # Registers need no more elements than the longest block this pass runs.
             cx.reg_elems = cx.rows * (cx.cols if cx.cols else cx.shape[cx.nd - 1])
@@ -432,6 +435,31 @@ cdef class FusedKernel:
         cx.nd = nd
         cx.nkept = nkept if self.nred else nd
 
+    cdef bint _folds_in_place(self, const Ctx* cx):
+        """Whether a reduction pass may fold its inputs where they lie (see `_columns_unit` and
+        `_reduction_row` in blocks.pxi): it has no instructions and writes nothing but its
+        reductions, and each reduction reads an input register of the operand's own dtype whose
+        innermost elements (columns, in column mode) are adjacent and whose every element is aligned."""
+        cdef int j, k, d, src
+        cdef Py_ssize_t isz
+        if self.ninstr:
+            return False
+        for k in range(self.nregs):
+            if self.reg_kind[k] == REG_OUTPUT:
+                return False
+        for j in range(self.nred):
+            src = self.reds[j].src
+            k = self.reg_arg[src]
+            isz = nt_itemsize[self.reg_dt[src]]
+            if self.reg_kind[src] != REG_INPUT or self.op_dt[k] != self.reg_dt[src]:
+                return False
+            if cx.strides[k * MAXD + cx.nd - 1] != isz or (<size_t>cx.data[k]) % isz:
+                return False
+            for d in range(cx.nd):
+                if cx.strides[k * MAXD + d] % isz:
+                    return False
+        return True
+
     cdef bint _mergeable(self, Ctx* cx, int a, int b):
         cdef int k
         for k in range(self.nops):
@@ -474,6 +502,17 @@ cdef Py_ssize_t _columns_per_block(const Ctx* cx) noexcept nogil:
             return 0
     return cx.shape[kept] if cx.shape[kept] < MAXCOLS else MAXCOLS
 
+cdef Py_ssize_t _in_place_columns(Py_ssize_t width, int nthreads) noexcept nogil:
+    """Columns per unit of a column-mode pass that folds its inputs in place: as few units as
+    IN_PLACE_COLS-wide ones allow, of equal widths (a multiple of 8), but with nthreads > 1 at least
+    one unit per thread as long as each keeps MAXCOLS columns (narrower ones would share cache lines)."""
+    cdef Py_ssize_t nchunk = (width + IN_PLACE_COLS - 1) // IN_PLACE_COLS
+    cdef Py_ssize_t most = (width + MAXCOLS - 1) // MAXCOLS
+    if nchunk < nthreads:
+        nchunk = nthreads if nthreads < most else most
+    cdef Py_ssize_t cols = ((width + nchunk - 1) // nchunk + 7) & ~7
+    return min(cols, width, IN_PLACE_COLS)
+
 cdef void _swap_last_dims(Ctx* cx) noexcept nogil:
     cdef int k, a = cx.nd - 2, b = cx.nd - 1
     cdef Py_ssize_t t
@@ -488,7 +527,7 @@ cdef Py_ssize_t _rows_per_block(const Ctx* cx) noexcept nogil:
     can be batched (an elementwise pass, or one that reduces exactly that dim), or in column mode."""
     cdef Py_ssize_t inner = cx.shape[cx.nd - 1]
     if cx.cols:
-        return BLOCK // cx.cols
+        return BLOCK // cx.cols if cx.cols < BLOCK else 1
     if cx.nd < 2 or inner < 1 or inner > BLOCK // 4:
         return 1
     if cx.nred and not (cx.nd - cx.nkept == 1 and cx.nkept >= 1):
