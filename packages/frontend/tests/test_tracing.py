@@ -555,3 +555,22 @@ def test_concurrent_traces_and_numpy_is_restored(rng):
     for n, got in zip([2, 3, 4, 5, 6, 7], results):
         np.testing.assert_array_equal(got, np.full(n, 2.0))
     assert (np.random.rand, np.zeros, np.ascontiguousarray) == original
+
+
+def test_python_scalar_constants_are_shared_only_when_identical():
+    """A scalar used again (``x * 1.0001`` in a loop) is one constant node; 0.0 and -0.0, 1 and 1.0 and
+    True, and NaN stay distinct constants with their own dtype rules and signs."""
+    def f(x):
+        y = x
+        for _ in range(5):
+            y = y * 0.5
+        return y, x * 0.0, x * -0.0, x + 1, x + 1.0, x + True, x * float("nan")
+
+    x = np.arange(1, 5, dtype=np.int32)
+    traced = nt.trace(f, (x,), check_trace=False)
+    constants = [n for n in traced.graph.nodes if n.op == "prim.Constant"]
+    assert len(constants) == 7   # 0.5 once; 0.0, -0.0, 1, 1.0, True, nan
+    for got, expected in zip(traced(x + 3), f(x + 3)):
+        assert got.dtype == expected.dtype
+        np.testing.assert_array_equal(got, expected)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(expected))

@@ -147,6 +147,34 @@ def test_numpy_runtime_warnings_while_tracing_point_at_the_user_line():
         assert "# LOG" in src.readlines()[record[0].lineno - 1]
 
 
+def test_numpy_error_state_set_inside_the_traced_function_is_obeyed():
+    """The user's own ``np.errstate`` inside the function decides, as in eager NumPy: ignored errors stay
+    silent, raised ones raise, and each op's warning names that op; the caller's state is left as it was."""
+    def quiet(x):
+        with np.errstate(divide="ignore"):
+            return np.log(x) * 2.0
+
+    def loud(x):
+        with np.errstate(divide="raise"):
+            return np.log(x)
+
+    def two(x):
+        return np.log(x), 1.0 / x  # TWO
+
+    before = np.geterr()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _trace(quiet, np.array([0.0, 1.0]))
+    with pytest.raises(FloatingPointError, match="divide by zero encountered in log"):
+        _trace(loud, np.array([0.0, 1.0]))
+    with pytest.warns(RuntimeWarning) as record:
+        _trace(two, np.array([0.0, 1.0]))
+    messages = sorted({str(w.message) for w in record})
+    assert messages == ["divide by zero encountered in divide", "divide by zero encountered in log"]
+    assert {w.filename for w in record} == {HERE}
+    assert np.geterr() == before
+
+
 @pytest.mark.parametrize("convert", [
     lambda x: np.asarray(x),
     lambda x: np.asanyarray(x) * 1.0,

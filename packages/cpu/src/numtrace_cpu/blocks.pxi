@@ -45,16 +45,21 @@ cdef extern from "nt_simd.h" nogil:
     int32_t nt_min_i32(const int32_t* a, Py_ssize_t n, int32_t acc, int* nan)
     int64_t nt_min_i64(const int64_t* a, Py_ssize_t n, int64_t acc, int* nan)
     unsigned char nt_min_u8(const unsigned char* a, Py_ssize_t n, unsigned char acc, int* nan)
-    void nt_colmax_f32(const float* x, Py_ssize_t ncol, Py_ssize_t r, float* m, int* nan)
-    void nt_colmax_f64(const double* x, Py_ssize_t ncol, Py_ssize_t r, double* m, int* nan)
-    void nt_colmax_i32(const int32_t* x, Py_ssize_t ncol, Py_ssize_t r, int32_t* m, int* nan)
-    void nt_colmax_i64(const int64_t* x, Py_ssize_t ncol, Py_ssize_t r, int64_t* m, int* nan)
-    void nt_colmax_u8(const unsigned char* x, Py_ssize_t ncol, Py_ssize_t r, unsigned char* m, int* nan)
-    void nt_colmin_f32(const float* x, Py_ssize_t ncol, Py_ssize_t r, float* m, int* nan)
-    void nt_colmin_f64(const double* x, Py_ssize_t ncol, Py_ssize_t r, double* m, int* nan)
-    void nt_colmin_i32(const int32_t* x, Py_ssize_t ncol, Py_ssize_t r, int32_t* m, int* nan)
-    void nt_colmin_i64(const int64_t* x, Py_ssize_t ncol, Py_ssize_t r, int64_t* m, int* nan)
-    void nt_colmin_u8(const unsigned char* x, Py_ssize_t ncol, Py_ssize_t r, unsigned char* m, int* nan)
+    void nt_colmax_f32(const float* x, Py_ssize_t ncol, Py_ssize_t rs, Py_ssize_t r, float* m, int* nan)
+    void nt_colmax_f64(const double* x, Py_ssize_t ncol, Py_ssize_t rs, Py_ssize_t r, double* m, int* nan)
+    void nt_colmax_i32(const int32_t* x, Py_ssize_t ncol, Py_ssize_t rs, Py_ssize_t r, int32_t* m, int* nan)
+    void nt_colmax_i64(const int64_t* x, Py_ssize_t ncol, Py_ssize_t rs, Py_ssize_t r, int64_t* m, int* nan)
+    void nt_colmax_u8(const unsigned char* x, Py_ssize_t ncol, Py_ssize_t rs, Py_ssize_t r, unsigned char* m,
+                      int* nan)
+    void nt_colmin_f32(const float* x, Py_ssize_t ncol, Py_ssize_t rs, Py_ssize_t r, float* m, int* nan)
+    void nt_colmin_f64(const double* x, Py_ssize_t ncol, Py_ssize_t rs, Py_ssize_t r, double* m, int* nan)
+    void nt_colmin_i32(const int32_t* x, Py_ssize_t ncol, Py_ssize_t rs, Py_ssize_t r, int32_t* m, int* nan)
+    void nt_colmin_i64(const int64_t* x, Py_ssize_t ncol, Py_ssize_t rs, Py_ssize_t r, int64_t* m, int* nan)
+    void nt_colmin_u8(const unsigned char* x, Py_ssize_t ncol, Py_ssize_t rs, Py_ssize_t r, unsigned char* m,
+                      int* nan)
+    void nt_colsum_f32(const float* x, Py_ssize_t ncol, Py_ssize_t rs, Py_ssize_t r, double* s)
+    void nt_colsum_f64(const double* x, Py_ssize_t ncol, Py_ssize_t rs, Py_ssize_t r, double* s)
+    void nt_colsum_i64(const int64_t* x, Py_ssize_t ncol, Py_ssize_t rs, Py_ssize_t r, uint64_t* s)
 
 ctypedef unsigned char u8
 
@@ -193,6 +198,30 @@ cdef inline num _fmax(num x, num y) noexcept nogil:
 cdef inline num _fmin(num x, num y) noexcept nogil:
     return x if ((x <= y) | (y != y)) else y
 
+ctypedef fused sint:
+    int32_t
+    int64_t
+
+cdef inline sint _left_shift(sint x, sint y) noexcept nogil:
+    # NumPy's npy_lshift: a count outside [0, bits) (negative ones included, compared as unsigned)
+    # gives 0. Shifted as unsigned, so a negative x is no undefined behaviour.
+    if sint is int32_t:
+        return <int32_t>(<uint32_t>x << (<uint32_t>y & 31)) if <uint32_t>y < 32 else 0
+    else:
+        return <int64_t>(<uint64_t>x << (<uint64_t>y & 63)) if <uint64_t>y < 64 else 0
+
+cdef inline sint _right_shift(sint x, sint y) noexcept nogil:
+    # NumPy's npy_rshift: a count outside [0, bits) gives 0, or -1 for a negative x: what an
+    # arithmetic shift by bits - 1 gives.
+    cdef uint64_t s
+    if sint is int32_t:
+        return x >> (<uint32_t>y if <uint32_t>y < 31 else 31)
+    else:
+        # AVX2 has no variable arithmetic shift of 64-bit lanes, only a logical one: shift x with its
+        # bits flipped when negative (s all ones), then flip back; the same value, vectorized.
+        s = <uint64_t>0 - <uint64_t>(x < 0)
+        return <int64_t>(((<uint64_t>x ^ s) >> (<uint64_t>y if <uint64_t>y < 63 else 63)) ^ s)
+
 cdef void _binary(int op, num* d, const num* a, const num* b, Py_ssize_t n) noexcept nogil:
     cdef Py_ssize_t i
     if op == OP_ADD:
@@ -220,6 +249,13 @@ cdef void _binary(int op, num* d, const num* a, const num* b, Py_ssize_t n) noex
         elif op == OP_BITXOR:
             for i in range(n):
                 d[i] = a[i] ^ b[i]
+        elif num is int32_t or num is int64_t:
+            if op == OP_LSHIFT:
+                for i in range(n):
+                    d[i] = _left_shift(a[i], b[i])
+            elif op == OP_RSHIFT:
+                for i in range(n):
+                    d[i] = _right_shift(a[i], b[i])
     else:
         if op == OP_DIV:
             for i in range(n):
@@ -242,6 +278,9 @@ cdef void _binary(int op, num* d, const num* a, const num* b, Py_ssize_t n) noex
         elif op == OP_COPYSIGN:
             for i in range(n):
                 d[i] = <num>copysign(a[i], b[i])
+        elif op == OP_HEAVISIDE:   # NumPy's npy_heaviside: NaN, then x == 0 gives b, then the step
+            for i in range(n):
+                d[i] = <num>NAN if a[i] != a[i] else (b[i] if a[i] == 0 else <num>(a[i] > 0))
 
 cdef void _binary_bool(int op, u8* d, const num* a, const num* b, Py_ssize_t n) noexcept nogil:
     cdef Py_ssize_t i
@@ -511,7 +550,9 @@ cdef void _columns_unit(const Ctx* cx, Py_ssize_t u, char* scratch) noexcept nog
     """Work unit u of a pass in column mode, e.g. ``x.mean(axis=0)`` on a C-ordered (n, 16) x. Dims
     are (kept..., reduced, innermost kept) here. Blocks of cx.rows rows of the reduced dim by up to
     cx.cols columns are walked in memory order, and each column folds into its own accumulator;
-    reducing column by column instead would stream all of x once per column."""
+    reducing column by column instead would stream all of x once per column. A pass that only
+    reduces its inputs (cx.fold_in_place) skips the blocks: each reduction folds all rows of its
+    operand where they lie, up to IN_PLACE_COLS columns wide, with no copy into a register."""
     cdef char* base[64]
     cdef char* regs[256]
     cdef const char* tiles[256]
@@ -524,73 +565,83 @@ cdef void _columns_unit(const Ctx* cx, Py_ssize_t u, char* scratch) noexcept nog
     for k in range(cx.nops):
         base[k] = cx.data[k] + c0 * cx.strides[k * MAXD + last]
     _offsets(cx, u // nchunk, 0, red, base)
-    _init_const_regs(cx, regs, scratch)
-    for k in range(cx.nregs):
-        tiles[k] = NULL
     for j in range(cx.nred):
         for c in range(ncol):
             _acc_init(&cx.reds[j], &accs[j * cx.cols + c])
-    while start < nrows:
-        r = nrows - start if nrows - start < cx.rows else cx.rows
-        _block(cx, regs, scratch, base, ncol, r, tiles)
+    if cx.fold_in_place:   # the runtime checked: no instructions, inputs aligned with unit column stride
         for j in range(cx.nred):
-            _fold_columns(&cx.reds[j], accs + j * cx.cols, regs[cx.reds[j].src], ncol, r)
-        for k in range(cx.nops):
-            base[k] += r * cx.strides[k * MAXD + red]
-        start += r
+            rd = &cx.reds[j]
+            k = cx.reg_arg[rd.src]
+            _fold_columns(rd, accs + j * cx.cols, base[k], ncol,
+                          cx.strides[k * MAXD + red] // nt_itemsize[rd.dt], nrows)
+    else:
+        _init_const_regs(cx, regs, scratch)
+        for k in range(cx.nregs):
+            tiles[k] = NULL
+        while start < nrows:
+            r = nrows - start if nrows - start < cx.rows else cx.rows
+            _block(cx, regs, scratch, base, ncol, r, tiles)
+            for j in range(cx.nred):
+                _fold_columns(&cx.reds[j], accs + j * cx.cols, regs[cx.reds[j].src], ncol, ncol, r)
+            for k in range(cx.nops):
+                base[k] += r * cx.strides[k * MAXD + red]
+            start += r
     for j in range(cx.nred):
         rd = &cx.reds[j]
         for c in range(ncol):
             _acc_store(rd, &accs[j * cx.cols + c], base[rd.out] + c * cx.strides[rd.out * MAXD + last])
 
-cdef void _fold_columns(const Reduction* rd, Acc* accs, const char* x, Py_ssize_t ncol,
+cdef void _fold_columns(const Reduction* rd, Acc* accs, const char* x, Py_ssize_t ncol, Py_ssize_t rs,
                         Py_ssize_t r) noexcept nogil:
-    """Fold column c of a row-major block of r rows by ncol columns into accs[c]. Float sums, means
-    and variances sweep the block row by row (vectorizable, as NumPy reduces a leading axis); the
-    other reductions fold each column, made contiguous, through `_fold`."""
-    cdef double sums[MAXCOLS]
-    cdef double m2[MAXCOLS]
-    cdef double column[BLOCK]
-    cdef double bmean, delta
-    cdef Py_ssize_t c, tot, isz = nt_itemsize[rd.dt]
-    cdef bint flt = rd.dt == DT_F32 or rd.dt == DT_F64
-    if flt and rd.op != R_MAX and rd.op != R_MIN:
-        if rd.dt == DT_F32: _column_sums(<const float*>x, ncol, r, sums)
-        else: _column_sums(<const double*>x, ncol, r, sums)
-        if rd.op == R_SUM or rd.op == R_MEAN:
-            for c in range(ncol):
-                accs[c].s += sums[c]
-                accs[c].count += r
-            return
-        for c in range(ncol):
-            sums[c] /= r
-        if rd.dt == DT_F32: _column_m2(<const float*>x, ncol, r, sums, m2)
-        else: _column_m2(<const double*>x, ncol, r, sums, m2)
-        for c in range(ncol):   # Chan et al., as in _fold
-            tot = accs[c].count + r
-            delta = sums[c] - accs[c].mean
-            accs[c].m2 += m2[c] + delta * delta * accs[c].count * r / tot
-            accs[c].mean += delta * r / tot
-            accs[c].count = tot
-        return
+    """Fold column c of r rows by ncol columns (row i starts i * rs elements after x) into accs[c],
+    sweeping the rows in memory order (vectorizable, as NumPy reduces a leading axis)."""
+    cdef double sums[IN_PLACE_COLS]
+    cdef double m2[IN_PLACE_COLS]
+    cdef uint64_t isums[IN_PLACE_COLS]
+    cdef double delta
+    cdef Py_ssize_t c, tot
     if rd.op == R_MAX or rd.op == R_MIN:
-        _fold_columns_extreme(rd, accs, x, ncol, r)
+        _fold_columns_extreme(rd, accs, x, ncol, rs, r)
+        return
+    if rd.dt == DT_I64:   # a sum: wraps as NumPy's does
+        for c in range(ncol):
+            isums[c] = 0
+        nt_colsum_i64(<const int64_t*>x, ncol, rs, r, isums)
+        for c in range(ncol):
+            accs[c].iacc = <int64_t>(<uint64_t>accs[c].iacc + isums[c])
+            accs[c].count += r
         return
     for c in range(ncol):
-        _gather(<char*>column, x + c * isz, ncol * isz, isz, r)
-        _fold(rd, &accs[c], <char*>column, r)
+        sums[c] = 0
+    if rd.dt == DT_F32: nt_colsum_f32(<const float*>x, ncol, rs, r, sums)
+    else: nt_colsum_f64(<const double*>x, ncol, rs, r, sums)
+    if rd.op == R_SUM or rd.op == R_MEAN:
+        for c in range(ncol):
+            accs[c].s += sums[c]
+            accs[c].count += r
+        return
+    for c in range(ncol):
+        sums[c] /= r
+    if rd.dt == DT_F32: _column_m2(<const float*>x, ncol, rs, r, sums, m2)
+    else: _column_m2(<const double*>x, ncol, rs, r, sums, m2)
+    for c in range(ncol):   # Chan et al., as in _fold
+        tot = accs[c].count + r
+        delta = sums[c] - accs[c].mean
+        accs[c].m2 += m2[c] + delta * delta * accs[c].count * r / tot
+        accs[c].mean += delta * r / tot
+        accs[c].count = tot
 
 cdef void _fold_columns_extreme(const Reduction* rd, Acc* accs, const char* x, Py_ssize_t ncol,
-                                Py_ssize_t r) noexcept nogil:
-    """Max/min of each column of the block into accs[c], sweeping the block row by row (a strided
-    gather per column made ``x.max(axis=0)`` ten times slower than NumPy); same comparisons and
-    NaN flags as `_fold`."""
-    cdef double fm[MAXCOLS]
-    cdef float sm[MAXCOLS]
-    cdef int32_t im[MAXCOLS]
-    cdef int64_t lm[MAXCOLS]
-    cdef u8 bm[MAXCOLS]
-    cdef int nan[MAXCOLS]
+                                Py_ssize_t rs, Py_ssize_t r) noexcept nogil:
+    """Max/min of each column into accs[c] (rows as in `_fold_columns`), sweeping the rows in memory
+    order (a strided gather per column made ``x.max(axis=0)`` ten times slower than NumPy); same
+    comparisons and NaN flags as `_fold`."""
+    cdef double fm[IN_PLACE_COLS]
+    cdef float sm[IN_PLACE_COLS]
+    cdef int32_t im[IN_PLACE_COLS]
+    cdef int64_t lm[IN_PLACE_COLS]
+    cdef u8 bm[IN_PLACE_COLS]
+    cdef int nan[IN_PLACE_COLS]
     cdef Py_ssize_t c
     cdef bint mx = rd.op == R_MAX
     for c in range(ncol):
@@ -598,51 +649,43 @@ cdef void _fold_columns_extreme(const Reduction* rd, Acc* accs, const char* x, P
     if rd.dt == DT_F64:
         for c in range(ncol):
             fm[c] = accs[c].fext
-        if mx: nt_colmax_f64(<const double*>x, ncol, r, fm, nan)
-        else: nt_colmin_f64(<const double*>x, ncol, r, fm, nan)
+        if mx: nt_colmax_f64(<const double*>x, ncol, rs, r, fm, nan)
+        else: nt_colmin_f64(<const double*>x, ncol, rs, r, fm, nan)
         for c in range(ncol):
             accs[c].fext = fm[c]
     elif rd.dt == DT_F32:
         for c in range(ncol):
             sm[c] = <float>accs[c].fext
-        if mx: nt_colmax_f32(<const float*>x, ncol, r, sm, nan)
-        else: nt_colmin_f32(<const float*>x, ncol, r, sm, nan)
+        if mx: nt_colmax_f32(<const float*>x, ncol, rs, r, sm, nan)
+        else: nt_colmin_f32(<const float*>x, ncol, rs, r, sm, nan)
         for c in range(ncol):
             accs[c].fext = sm[c]
     elif rd.dt == DT_I32:
         for c in range(ncol):
             im[c] = <int32_t>accs[c].iext
-        if mx: nt_colmax_i32(<const int32_t*>x, ncol, r, im, nan)
-        else: nt_colmin_i32(<const int32_t*>x, ncol, r, im, nan)
+        if mx: nt_colmax_i32(<const int32_t*>x, ncol, rs, r, im, nan)
+        else: nt_colmin_i32(<const int32_t*>x, ncol, rs, r, im, nan)
         for c in range(ncol):
             accs[c].iext = im[c]
     elif rd.dt == DT_I64:
         for c in range(ncol):
             lm[c] = accs[c].iext
-        if mx: nt_colmax_i64(<const int64_t*>x, ncol, r, lm, nan)
-        else: nt_colmin_i64(<const int64_t*>x, ncol, r, lm, nan)
+        if mx: nt_colmax_i64(<const int64_t*>x, ncol, rs, r, lm, nan)
+        else: nt_colmin_i64(<const int64_t*>x, ncol, rs, r, lm, nan)
         for c in range(ncol):
             accs[c].iext = lm[c]
     else:
         for c in range(ncol):
             bm[c] = <u8>accs[c].iext
-        if mx: nt_colmax_u8(<const u8*>x, ncol, r, bm, nan)
-        else: nt_colmin_u8(<const u8*>x, ncol, r, bm, nan)
+        if mx: nt_colmax_u8(<const u8*>x, ncol, rs, r, bm, nan)
+        else: nt_colmin_u8(<const u8*>x, ncol, rs, r, bm, nan)
         for c in range(ncol):
             accs[c].iext = bm[c]
     for c in range(ncol):
         accs[c].nan |= nan[c]
         accs[c].count += r
 
-cdef void _column_sums(const num* x, Py_ssize_t ncol, Py_ssize_t r, double* sums) noexcept nogil:
-    cdef Py_ssize_t i, c
-    for c in range(ncol):
-        sums[c] = 0
-    for i in range(r):
-        for c in range(ncol):
-            sums[c] += x[i * ncol + c]
-
-cdef void _column_m2(const num* x, Py_ssize_t ncol, Py_ssize_t r, const double* means,
+cdef void _column_m2(const num* x, Py_ssize_t ncol, Py_ssize_t rs, Py_ssize_t r, const double* means,
                      double* m2) noexcept nogil:
     cdef Py_ssize_t i, c
     cdef double d
@@ -650,7 +693,7 @@ cdef void _column_m2(const num* x, Py_ssize_t ncol, Py_ssize_t r, const double* 
         m2[c] = 0
     for i in range(r):
         for c in range(ncol):
-            d = x[i * ncol + c] - means[c]
+            d = x[i * rs + c] - means[c]
             m2[c] += d * d
 
 cdef void _fold_rows(const Ctx* cx, char** regs, char** ptrs, Py_ssize_t n, Py_ssize_t rows) noexcept nogil:
@@ -745,14 +788,41 @@ cdef void _acc_store(const Reduction* rd, const Acc* acc, char* out) noexcept no
     else:
         (<double*>out)[0] = v
 
+cdef bint _may_stop_early(const Ctx* cx) noexcept nogil:
+    """Whether a row may stop at its first decisive block: every reduction is an any or all (max or
+    min over bool) and nothing else is written, so the blocks after it cannot change any result."""
+    cdef int r
+    for r in range(cx.nregs):
+        if cx.reg_kind[r] == REG_OUTPUT:
+            return False
+    for r in range(cx.nred):
+        if cx.reds[r].dt != DT_BOOL:
+            return False
+    return True
+
+cdef bint _decided(const Ctx* cx, const Acc* accs) noexcept nogil:
+    """Every any (max over bool) has seen a true and every all (min over bool) a false."""
+    cdef int j
+    for j in range(cx.nred):
+        if (accs[j].iext == 0) == (cx.reds[j].op == R_MAX):
+            return False
+    return True
+
 cdef void _reduction_row(const Ctx* cx, Py_ssize_t m, char* scratch) noexcept nogil:
-    """Reduce row m: all reduced positions of kept multi-index m, block by block."""
+    """Reduce row m: all reduced positions of kept multi-index m, block by block (an any/all stops
+    at its first decisive block, as NumPy's does at the first decisive element). A pass that only
+    reduces its inputs (cx.fold_in_place) folds them where they lie, IN_PLACE_CHUNK at a time."""
     cdef char* base[64]
     cdef char* ptrs[64]
     cdef char* regs[256]
     cdef Acc accs[16]
     cdef int k, j, last = cx.nd - 1
     cdef Py_ssize_t inner = cx.shape[last], outer = 1, o, start, n
+    cdef bint early = _may_stop_early(cx)
+    # An any/all read in place starts with a short fold and doubles it: the decisive element is
+    # usually among the first few, and reading the rest of a 1000-element row would cost more than
+    # the row's whole setup.
+    cdef Py_ssize_t chunk = 64 if early else IN_PLACE_CHUNK
     for k in range(cx.nops):
         base[k] = cx.data[k]
     _offsets(cx, m, 0, cx.nkept, base)
@@ -768,10 +838,21 @@ cdef void _reduction_row(const Ctx* cx, Py_ssize_t m, char* scratch) noexcept no
             for k in range(cx.nops):
                 ptrs[k] = base[k] + start * cx.strides[k * MAXD + last]
             _offsets(cx, o, cx.nkept, last, ptrs)
-            _block(cx, regs, scratch, ptrs, n, 1, NULL)
-            for j in range(cx.nred):
-                _fold(&cx.reds[j], &accs[j], regs[cx.reds[j].src], n)
-            start += BLOCK
+            if cx.fold_in_place:
+                n = inner - start if inner - start < chunk else chunk
+                for j in range(cx.nred):
+                    _fold(&cx.reds[j], &accs[j], ptrs[cx.reg_arg[cx.reds[j].src]], n)
+                if chunk < IN_PLACE_CHUNK:
+                    chunk *= 2
+            else:
+                _block(cx, regs, scratch, ptrs, n, 1, NULL)
+                for j in range(cx.nred):
+                    _fold(&cx.reds[j], &accs[j], regs[cx.reds[j].src], n)
+            start += n
+            if early and _decided(cx, accs):
+                break
+        if early and _decided(cx, accs):
+            break
     for j in range(cx.nred):
         _acc_store(&cx.reds[j], &accs[j], base[cx.reds[j].out])
 

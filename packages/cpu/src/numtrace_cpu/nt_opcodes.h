@@ -22,6 +22,7 @@ static const Py_ssize_t nt_itemsize[NDT] = {1, 4, 8, 4, 8, 1, 1, 2, 2, 4, 8};
 #define NT_DTS_ALL ((1u << DT_BOOL) | (1u << DT_I32) | (1u << DT_I64) | (1u << DT_F32) | (1u << DT_F64))
 #define NT_DTS_NUM ((1u << DT_I32) | (1u << DT_I64) | (1u << DT_F32) | (1u << DT_F64))
 #define NT_DTS_INT ((1u << DT_BOOL) | (1u << DT_I32) | (1u << DT_I64))
+#define NT_DTS_SIGNED ((1u << DT_I32) | (1u << DT_I64))
 #define NT_DTS_FLT ((1u << DT_F32) | (1u << DT_F64))
 #define NT_DTS_SUM ((1u << DT_I64) | (1u << DT_F32) | (1u << DT_F64))
 
@@ -66,6 +67,8 @@ enum {
     X(HYPOT, hypot, CAT_BINARY, NT_DTS_FLT) X(COPYSIGN, copysign, CAT_BINARY, NT_DTS_FLT) \
     X(BITAND, bitwise_and, CAT_BINARY, NT_DTS_INT) X(BITOR, bitwise_or, CAT_BINARY, NT_DTS_INT) \
     X(BITXOR, bitwise_xor, CAT_BINARY, NT_DTS_INT) \
+    X(LSHIFT, left_shift, CAT_BINARY, NT_DTS_SIGNED) X(RSHIFT, right_shift, CAT_BINARY, NT_DTS_SIGNED) \
+    X(HEAVISIDE, heaviside, CAT_BINARY, NT_DTS_FLT) \
     X(EQ, equal, CAT_BINARY_BOOL, NT_DTS_ALL) X(NE, not_equal, CAT_BINARY_BOOL, NT_DTS_ALL) \
     X(LT, less, CAT_BINARY_BOOL, NT_DTS_ALL) X(LE, less_equal, CAT_BINARY_BOOL, NT_DTS_ALL) \
     X(GT, greater, CAT_BINARY_BOOL, NT_DTS_ALL) X(GE, greater_equal, CAT_BINARY_BOOL, NT_DTS_ALL) \

@@ -162,7 +162,46 @@ static inline void nt_tanhf_loop(float *d, const float *a, Py_ssize_t n) {
 #endif
 
 /* Block reductions.  Sums accumulate in double (more accurate than NumPy's
- * float32 pairwise sum); max/min propagate NaN like np.maximum.reduce. */
+ * float32 pairwise sum); max/min propagate NaN like np.maximum.reduce.
+ *
+ * With AVX2 a sum keeps four vector accumulators (sixteen partial sums, combined pairwise at the
+ * end of the block): GCC vectorizes the plain loop below with one, whose add latency then bounds
+ * it at a third of NumPy's speed on a block in cache. */
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define NT_LOAD4_F64(p) _mm256_loadu_pd(p)
+#define NT_LOAD4_F32(p) _mm256_cvtps_pd(_mm_loadu_ps(p))
+/* The sum over a block of the terms of its elements: TERM(acc, v) adds those of the four doubles v,
+ * STERM(x) is one element's; PARAMS are the function's parameters after n (NT_NO_PARAMS: none). */
+#define NT_NO_PARAMS
+#define NT_MEAN_PARAM , double mean
+#define NT_SUM_V(NAME, T, LOAD4, TERM, STERM, PARAMS) \
+static inline double NAME(const T *a, Py_ssize_t n PARAMS) { \
+    Py_ssize_t i = 0; double s = 0.0; \
+    if (n >= 16) { \
+        __m256d s0 = _mm256_setzero_pd(), s1 = s0, s2 = s0, s3 = s0; \
+        for (; i + 16 <= n; i += 16) { \
+            s0 = TERM(s0, LOAD4(a + i)); s1 = TERM(s1, LOAD4(a + i + 4)); \
+            s2 = TERM(s2, LOAD4(a + i + 8)); s3 = TERM(s3, LOAD4(a + i + 12)); \
+        } \
+        double l[4]; \
+        _mm256_storeu_pd(l, _mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3))); \
+        s = (l[0] + l[1]) + (l[2] + l[3]); \
+    } \
+    for (; i < n; i++) s += STERM((double)a[i]); \
+    return s; \
+}
+#define NT_ADD(acc, v) _mm256_add_pd(acc, v)
+#define NT_SAME(v) (v)
+NT_SUM_V(nt_sum_f32, float, NT_LOAD4_F32, NT_ADD, NT_SAME, NT_NO_PARAMS)
+NT_SUM_V(nt_sum_f64, double, NT_LOAD4_F64, NT_ADD, NT_SAME, NT_NO_PARAMS)
+/* Sum of squared deviations from `mean` (the M2 term of Chan's update). */
+#define NT_ADD_SQDEV(acc, v) _mm256_fmadd_pd(_mm256_sub_pd(v, _mm256_set1_pd(mean)), \
+                                             _mm256_sub_pd(v, _mm256_set1_pd(mean)), acc)
+#define NT_SQDEV(v) (((v) - mean) * ((v) - mean))
+NT_SUM_V(nt_m2_f32, float, NT_LOAD4_F32, NT_ADD_SQDEV, NT_SQDEV, NT_MEAN_PARAM)
+NT_SUM_V(nt_m2_f64, double, NT_LOAD4_F64, NT_ADD_SQDEV, NT_SQDEV, NT_MEAN_PARAM)
+#else
 #define NT_SUM(NAME, T) \
 static inline double NAME(const T *a, Py_ssize_t n) { \
     double s = 0.0; \
@@ -183,6 +222,7 @@ static inline double NAME(const T *a, Py_ssize_t n, double mean) { \
 }
 NT_M2(nt_m2_f32, float)
 NT_M2(nt_m2_f64, double)
+#endif
 
 /* Block max/min: returns the running extreme; *nan is set when a NaN was seen
  * (the caller then reports NaN, as NumPy does). */
@@ -195,29 +235,82 @@ static inline T NAME(const T *a, Py_ssize_t n, T acc, int *nan) { \
 }
 #define NT_MAX_PRAGMA "omp simd reduction(max:m) reduction(|:bad)"
 #define NT_MIN_PRAGMA "omp simd reduction(min:m) reduction(|:bad)"
-NT_EXTREME(nt_max_f32, float, >, NT_MAX_PRAGMA)
-NT_EXTREME(nt_max_f64, double, >, NT_MAX_PRAGMA)
 NT_EXTREME(nt_max_i32, int32_t, >, NT_MAX_PRAGMA)
 NT_EXTREME(nt_max_i64, int64_t, >, NT_MAX_PRAGMA)
 NT_EXTREME(nt_max_u8, uint8_t, >, NT_MAX_PRAGMA)
-NT_EXTREME(nt_min_f32, float, <, NT_MIN_PRAGMA)
-NT_EXTREME(nt_min_f64, double, <, NT_MIN_PRAGMA)
 NT_EXTREME(nt_min_i32, int32_t, <, NT_MIN_PRAGMA)
 NT_EXTREME(nt_min_i64, int64_t, <, NT_MIN_PRAGMA)
 NT_EXTREME(nt_min_u8, uint8_t, <, NT_MIN_PRAGMA)
 
-/* Column max/min of a row-major block of r rows by ncol columns into m[c] (flagging NaNs in
- * nan[c]): the block is swept row by row, so the inner loop runs along contiguous memory and
- * vectorizes, as NumPy reduces a leading axis; the same comparison as NT_EXTREME. */
-#define NT_COL_EXTREME(NAME, T, CMP) \
-static inline void NAME(const T *x, Py_ssize_t ncol, Py_ssize_t r, T *m, int *nan) { \
-    for (Py_ssize_t i = 0; i < r; i++) { \
-        const T *row = x + i * ncol; \
-        _Pragma("omp simd") \
-        for (Py_ssize_t c = 0; c < ncol; c++) { \
-            T v = row[c]; nan[c] |= (v != v); m[c] = (v CMP m[c]) ? v : m[c]; \
+/* Float max/min.  With AVX2, four independent vector accumulators (GCC's vectorization of the loop
+ * above keeps one, and its NaN flag costs a second dependency chain per element: half NumPy's speed
+ * on a block that sits in cache).  VEXT(v, m) is `v CMP m ? v : m` lane by lane, the comparison of
+ * NT_EXTREME, so a NaN never enters the accumulators; an unordered compare flags it instead. */
+#if defined(__AVX2__)
+#include <immintrin.h>
+#define NT_EXTREME_V(NAME, T, V, W, LOAD, SET1, STORE, VEXT, UNORD, OR, TESTZ, CMP) \
+static inline T NAME(const T *a, Py_ssize_t n, T acc, int *nan) { \
+    Py_ssize_t i = 0; int bad = 0; \
+    if (n >= 4 * W) { \
+        V m0 = SET1(acc), m1 = m0, m2 = m0, m3 = m0, u = UNORD(m0, m0); \
+        for (; i + 4 * W <= n; i += 4 * W) { \
+            V v0 = LOAD(a + i), v1 = LOAD(a + i + W), v2 = LOAD(a + i + 2 * W), v3 = LOAD(a + i + 3 * W); \
+            u = OR(u, OR(UNORD(v0, v1), UNORD(v2, v3))); \
+            m0 = VEXT(v0, m0); m1 = VEXT(v1, m1); m2 = VEXT(v2, m2); m3 = VEXT(v3, m3); \
         } \
+        T lanes[W]; \
+        STORE(lanes, VEXT(VEXT(m0, m1), VEXT(m2, m3))); \
+        bad = !TESTZ(u, u); \
+        for (int j = 0; j < W; j++) acc = (lanes[j] CMP acc) ? lanes[j] : acc; \
     } \
+    for (; i < n; i++) { T v = a[i]; bad |= (v != v); acc = (v CMP acc) ? v : acc; } \
+    *nan |= bad; return acc; \
+}
+#define NT_UNORD_PD(a, b) _mm256_cmp_pd(a, b, _CMP_UNORD_Q)
+#define NT_UNORD_PS(a, b) _mm256_cmp_ps(a, b, _CMP_UNORD_Q)
+NT_EXTREME_V(nt_max_f64, double, __m256d, 4, _mm256_loadu_pd, _mm256_set1_pd, _mm256_storeu_pd, _mm256_max_pd,
+             NT_UNORD_PD, _mm256_or_pd, _mm256_testz_pd, >)
+NT_EXTREME_V(nt_min_f64, double, __m256d, 4, _mm256_loadu_pd, _mm256_set1_pd, _mm256_storeu_pd, _mm256_min_pd,
+             NT_UNORD_PD, _mm256_or_pd, _mm256_testz_pd, <)
+NT_EXTREME_V(nt_max_f32, float, __m256, 8, _mm256_loadu_ps, _mm256_set1_ps, _mm256_storeu_ps, _mm256_max_ps,
+             NT_UNORD_PS, _mm256_or_ps, _mm256_testz_ps, >)
+NT_EXTREME_V(nt_min_f32, float, __m256, 8, _mm256_loadu_ps, _mm256_set1_ps, _mm256_storeu_ps, _mm256_min_ps,
+             NT_UNORD_PS, _mm256_or_ps, _mm256_testz_ps, <)
+#else
+NT_EXTREME(nt_max_f32, float, >, NT_MAX_PRAGMA)
+NT_EXTREME(nt_max_f64, double, >, NT_MAX_PRAGMA)
+NT_EXTREME(nt_min_f32, float, <, NT_MIN_PRAGMA)
+NT_EXTREME(nt_min_f64, double, <, NT_MIN_PRAGMA)
+#endif
+
+/* Column reductions of r rows by ncol columns, row i starting rs elements after row i-1 (a block
+ * in a register, rs == ncol, or the operand itself, folded in place): the block is swept four rows
+ * at a time, so the inner loop runs along contiguous memory and vectorizes (as NumPy reduces a
+ * leading axis) and each accumulator is loaded and stored once per four rows. */
+#define NT_COL_ROWS(T, BODY4, BODY1) \
+    Py_ssize_t i = 0; \
+    for (; i + 4 <= r; i += 4) { \
+        const T *x0 = x + i * rs, *x1 = x0 + rs, *x2 = x1 + rs, *x3 = x2 + rs; \
+        _Pragma("omp simd") \
+        for (Py_ssize_t c = 0; c < ncol; c++) { BODY4 } \
+    } \
+    for (; i < r; i++) { \
+        const T *x0 = x + i * rs; \
+        _Pragma("omp simd") \
+        for (Py_ssize_t c = 0; c < ncol; c++) { BODY1 } \
+    }
+
+/* Column max/min into m[c], flagging NaNs in nan[c]: the comparison of NT_EXTREME (a NaN is never
+ * kept; the flagged column's result is NaN, so which value a NaN displaced does not matter). */
+#define NT_PICK(a, b, CMP) (((a) CMP (b)) ? (a) : (b))
+#define NT_COL_EXTREME(NAME, T, CMP) \
+static inline void NAME(const T *x, Py_ssize_t ncol, Py_ssize_t rs, Py_ssize_t r, T *m, int *nan) { \
+    NT_COL_ROWS(T, \
+        T v0 = x0[c]; T v1 = x1[c]; T v2 = x2[c]; T v3 = x3[c]; \
+        nan[c] |= (v0 != v0) | (v1 != v1) | (v2 != v2) | (v3 != v3); \
+        T p = NT_PICK(v0, v1, CMP); T q = NT_PICK(v2, v3, CMP); T pq = NT_PICK(p, q, CMP); \
+        m[c] = NT_PICK(pq, m[c], CMP);, \
+        T v = x0[c]; nan[c] |= (v != v); m[c] = NT_PICK(v, m[c], CMP);) \
 }
 NT_COL_EXTREME(nt_colmax_f32, float, >)
 NT_COL_EXTREME(nt_colmax_f64, double, >)
@@ -229,5 +322,16 @@ NT_COL_EXTREME(nt_colmin_f64, double, <)
 NT_COL_EXTREME(nt_colmin_i32, int32_t, <)
 NT_COL_EXTREME(nt_colmin_i64, int64_t, <)
 NT_COL_EXTREME(nt_colmin_u8, uint8_t, <)
+
+/* Column sums into s[c] (a float in double, an int64 in uint64 so it wraps as NumPy's does), adding
+ * the rows in order: for float64 the same additions, in the same order, as NumPy's reduction over
+ * a leading axis. */
+#define NT_COL_SUM(NAME, T, A) \
+static inline void NAME(const T *x, Py_ssize_t ncol, Py_ssize_t rs, Py_ssize_t r, A *s) { \
+    NT_COL_ROWS(T, s[c] = s[c] + (A)x0[c] + (A)x1[c] + (A)x2[c] + (A)x3[c];, s[c] += (A)x0[c];) \
+}
+NT_COL_SUM(nt_colsum_f32, float, double)
+NT_COL_SUM(nt_colsum_f64, double, double)
+NT_COL_SUM(nt_colsum_i64, int64_t, uint64_t)
 
 #endif

@@ -5,13 +5,16 @@ A `FusedKernel` holds a flat three-address program over typed block registers (p
 built from Python lists, so the lowering never cimports anything), validated here before it can
 ever run. `FusedKernel.run()` validates every operand (count, dtype, shape broadcastable to the
 iteration shape, outputs writable and exactly shaped) before any pointer is formed, collapses the
-dims, and hands the pass to one ISA build of the block loops (blocks.pxi), with the GIL released;
+dims, and hands the pass to one ISA build of the block loops (blocks.pxi), with the GIL released
+(unless the pass is small: see NOGIL_MIN_WORK);
 that build only visits indices inside the validated shape. numtrace_cpu.isa chooses the build
 (`use_blocks`); one kernel can run from several Python threads at once.
 """
 
 cimport numpy as cnp
 from cpython.pycapsule cimport PyCapsule_GetPointer
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 
@@ -79,6 +82,14 @@ def use_blocks(blocks):
 # busy machine, about what a single thread needs for this much work.
 cdef Py_ssize_t PARALLEL_MIN_WORK = 1 << 20
 
+# Work below which a pass keeps the GIL: giving it up and taking it back costs about 0.1 us, a
+# sizeable part of a small call, and other Python threads wait no longer than such a pass runs.
+cdef Py_ssize_t NOGIL_MIN_WORK = 1 << 14
+
+# Operands of a pass whose strides and pointers live on the stack of its call (more: malloc).
+cdef enum:
+    STACK_OPS = 8
+
 
 cdef class FusedKernel:
     """One fused group, compiled for one iteration shape.
@@ -109,6 +120,8 @@ cdef class FusedKernel:
     cdef run_pass_fn run_pass
     cdef readonly tuple iteration_shape
     cdef readonly int n_instructions
+    cdef char* scratch             # an idle scratch block of scratch_bytes, or NULL
+    cdef size_t scratch_bytes
 
     def __cinit__(self, tuple shape, tuple reduce_axes, list regs, list consts, list instrs,
                   list reductions, list operands, object blocks=None):
@@ -247,6 +260,7 @@ cdef class FusedKernel:
         free(self.op_role)
         free(self.fconsts)
         free(self.iconsts)
+        free(self.scratch)
 
     def run(self, list operands, int nthreads=1):
         """Run the pass over `operands` (ndarrays in operand order; outputs are written in place)."""
@@ -259,13 +273,20 @@ cdef class FusedKernel:
         cdef Ctx cx
         cdef int k, nteam
         cdef Py_ssize_t units, chunk
+        cdef size_t need
         cdef char* scratch
-        cx.strides = <Py_ssize_t*>malloc(max(1, self.nops) * MAXD * sizeof(Py_ssize_t))
-        cx.data = <char**>malloc(max(1, self.nops) * sizeof(char*))
-        if not cx.strides or not cx.data:
-            free(cx.strides)
-            free(cx.data)
-            raise MemoryError()
+        # A small pass (most of them) keeps its operand tables on the stack: no malloc per call.
+        cdef Py_ssize_t strides_here[STACK_OPS * MAXD]
+        cdef char* data_here[STACK_OPS]
+        if self.nops <= STACK_OPS:
+            cx.strides, cx.data = strides_here, data_here
+        else:
+            cx.strides = <Py_ssize_t*>malloc(self.nops * MAXD * sizeof(Py_ssize_t))
+            cx.data = <char**>malloc(self.nops * sizeof(char*))
+            if not cx.strides or not cx.data:
+                free(cx.strides)
+                free(cx.data)
+                raise MemoryError()
         try:
             for k in range(self.nops):
                 self._bind(k, env[ids[k] if ids else k], &cx)
@@ -279,6 +300,9 @@ cdef class FusedKernel:
             cx.cols = _columns_per_block(&cx)
             if cx.cols:
                 _swap_last_dims(&cx)
+            cx.fold_in_place = self.nred > 0 and self._folds_in_place(&cx)
+            if cx.cols and cx.fold_in_place:
+                cx.cols = _in_place_columns(cx.shape[cx.nd - 1], nthreads if self.work >= PARALLEL_MIN_WORK else 1)
             cx.rows = _rows_per_block(&cx)
             # Registers need no more elements than the longest block this pass runs.
             cx.reg_elems = cx.rows * (cx.cols if cx.cols else cx.shape[cx.nd - 1])
@@ -293,15 +317,29 @@ cdef class FusedKernel:
             if nteam > units:
                 nteam = <int>units
             chunk = max(1, units // (8 * nteam))
-            scratch = <char*>malloc(nteam * cx.scratch_regs)
-            if not scratch:
-                raise MemoryError()
-            with nogil:
+            # The kernel keeps one scratch block between calls (taken and put back under the GIL,
+            # so a concurrent call allocates its own): a fresh one per call cost malloc/free time.
+            need = nteam * cx.scratch_regs
+            if self.scratch != NULL and self.scratch_bytes >= need:
+                scratch, need = self.scratch, self.scratch_bytes
+                self.scratch = NULL
+            else:
+                scratch = <char*>malloc(need)
+                if not scratch:
+                    raise MemoryError()
+            if self.work < NOGIL_MIN_WORK:
                 self.run_pass(&cx, scratch, nteam, units, chunk)
-            free(scratch)
+            else:
+                with nogil:
+                    self.run_pass(&cx, scratch, nteam, units, chunk)
+            if self.scratch == NULL:
+                self.scratch, self.scratch_bytes = scratch, need
+            else:
+                free(scratch)
         finally:
-            free(cx.strides)
-            free(cx.data)
+            if self.nops > STACK_OPS:
+                free(cx.strides)
+                free(cx.data)
         return 0
 
     cdef int _bind(self, int k, object arr, Ctx* cx) except -1:
@@ -397,6 +435,31 @@ cdef class FusedKernel:
         cx.nd = nd
         cx.nkept = nkept if self.nred else nd
 
+    cdef bint _folds_in_place(self, const Ctx* cx):
+        """Whether a reduction pass may fold its inputs where they lie (see `_columns_unit` and
+        `_reduction_row` in blocks.pxi): it has no instructions and writes nothing but its
+        reductions, and each reduction reads an input register of the operand's own dtype whose
+        innermost elements (columns, in column mode) are adjacent and whose every element is aligned."""
+        cdef int j, k, d, src
+        cdef Py_ssize_t isz
+        if self.ninstr:
+            return False
+        for k in range(self.nregs):
+            if self.reg_kind[k] == REG_OUTPUT:
+                return False
+        for j in range(self.nred):
+            src = self.reds[j].src
+            k = self.reg_arg[src]
+            isz = nt_itemsize[self.reg_dt[src]]
+            if self.reg_kind[src] != REG_INPUT or self.op_dt[k] != self.reg_dt[src]:
+                return False
+            if cx.strides[k * MAXD + cx.nd - 1] != isz or (<size_t>cx.data[k]) % isz:
+                return False
+            for d in range(cx.nd):
+                if cx.strides[k * MAXD + d] % isz:
+                    return False
+        return True
+
     cdef bint _mergeable(self, Ctx* cx, int a, int b):
         cdef int k
         for k in range(self.nops):
@@ -439,6 +502,17 @@ cdef Py_ssize_t _columns_per_block(const Ctx* cx) noexcept nogil:
             return 0
     return cx.shape[kept] if cx.shape[kept] < MAXCOLS else MAXCOLS
 
+cdef Py_ssize_t _in_place_columns(Py_ssize_t width, int nthreads) noexcept nogil:
+    """Columns per unit of a column-mode pass that folds its inputs in place: as few units as
+    IN_PLACE_COLS-wide ones allow, of equal widths (a multiple of 8), but with nthreads > 1 at least
+    one unit per thread as long as each keeps MAXCOLS columns (narrower ones would share cache lines)."""
+    cdef Py_ssize_t nchunk = (width + IN_PLACE_COLS - 1) // IN_PLACE_COLS
+    cdef Py_ssize_t most = (width + MAXCOLS - 1) // MAXCOLS
+    if nchunk < nthreads:
+        nchunk = nthreads if nthreads < most else most
+    cdef Py_ssize_t cols = ((width + nchunk - 1) // nchunk + 7) & ~7
+    return min(cols, width, IN_PLACE_COLS)
+
 cdef void _swap_last_dims(Ctx* cx) noexcept nogil:
     cdef int k, a = cx.nd - 2, b = cx.nd - 1
     cdef Py_ssize_t t
@@ -453,7 +527,7 @@ cdef Py_ssize_t _rows_per_block(const Ctx* cx) noexcept nogil:
     can be batched (an elementwise pass, or one that reduces exactly that dim), or in column mode."""
     cdef Py_ssize_t inner = cx.shape[cx.nd - 1]
     if cx.cols:
-        return BLOCK // cx.cols
+        return BLOCK // cx.cols if cx.cols < BLOCK else 1
     if cx.nd < 2 or inner < 1 or inner > BLOCK // 4:
         return 1
     if cx.nred and not (cx.nd - cx.nkept == 1 and cx.nkept >= 1):
@@ -542,6 +616,14 @@ cdef class FusedCall:
         return self.kernel._run(operands, NULL, nthreads)
 
 
+cdef struct OutSpec:
+    # How output j reaches the caller (see CallRunner): its environment slot, dtype, shape and mode.
+    Py_ssize_t slot
+    int typenum, nd, mode
+    size_t nbytes
+    cnp.npy_intp dims[MAXD]
+
+
 cdef class CallRunner:
     """Inputs checked, arena taken, outputs allocated, steps run: the body of `Executable.__call__`.
 
@@ -549,95 +631,325 @@ cdef class CallRunner:
     `steps` holds `FusedCall`s (run directly) and Python callables `f(env, nthreads)`; `outputs` is
     (slot, typenum, shape, mode) with mode 0 direct, 1 copy, 2 scalar, 3 dynamic. Subclasses provide
     `_new_arena()`, `_check_inputs(inputs)`, `_prepare_out(out, inputs)` and `_finish_out(out, outs)`.
+    The tables live in C arrays: a small call is dominated by what it costs to read them.
     """
-    cdef int n_inputs
-    cdef list input_specs, steps, outputs, arenas, per_call
+    cdef int n_inputs, n_outputs, n_per_call
+    cdef int* in_type            # typenum per input, -1 for a non-array input
+    cdef int* in_nd
+    cdef Py_ssize_t* in_dims     # n_inputs x MAXD
+    cdef OutSpec* outs
+    cdef Py_ssize_t* per_call
+    cdef list steps, arenas
+    # One idle arena held apart from `arenas`: taking and giving it back is two pointer swaps under
+    # the GIL, where a list pop/append reallocates the list's storage every call.
+    cdef object spare
 
     def _setup(self, list input_specs, list steps, list outputs, list per_call):
         """`per_call`: the environment slots a call fills (inputs, direct outputs, values computed
         as Python objects); they are cleared when the call ends so an idle arena holds no
         caller data."""
-        self.n_inputs = len(input_specs)
-        self.input_specs = input_specs
+        cdef Py_ssize_t i, d
+        cdef OutSpec* o
+        if self.in_type != NULL:
+            raise RuntimeError("CallRunner._setup runs once")
+        self.n_inputs, self.n_outputs, self.n_per_call = len(input_specs), len(outputs), len(per_call)
+        self.in_type = <int*>malloc(max(1, self.n_inputs) * sizeof(int))
+        self.in_nd = <int*>malloc(max(1, self.n_inputs) * sizeof(int))
+        self.in_dims = <Py_ssize_t*>malloc(max(1, self.n_inputs) * MAXD * sizeof(Py_ssize_t))
+        self.outs = <OutSpec*>malloc(max(1, self.n_outputs) * sizeof(OutSpec))
+        self.per_call = <Py_ssize_t*>malloc(max(1, self.n_per_call) * sizeof(Py_ssize_t))
+        if not self.in_type or not self.in_nd or not self.in_dims or not self.outs or not self.per_call:
+            raise MemoryError()
+        for i, spec in enumerate(input_specs):
+            self.in_type[i], self.in_nd[i] = -1, 0
+            if spec is not None:
+                typenum, shape = spec
+                if len(shape) > MAXD:
+                    raise ValueError(f"input {i} has {len(shape)} dims; at most {MAXD} are supported")
+                self.in_type[i], self.in_nd[i] = typenum, len(shape)
+                for d in range(len(shape)):
+                    self.in_dims[i * MAXD + d] = shape[d]
+        for i, (slot, typenum, shape, mode) in enumerate(outputs):
+            if len(shape) > MAXD or not 0 <= mode <= 3 or slot < 0:
+                raise ValueError(f"invalid output spec {outputs[i]!r}")
+            o = &self.outs[i]
+            o.slot, o.typenum, o.nd, o.mode = slot, typenum, len(shape), mode
+            o.nbytes = cnp.PyArray_DescrFromType(typenum).itemsize if mode <= 1 else 0
+            for d in range(len(shape)):
+                o.dims[d] = shape[d]
+                o.nbytes *= <size_t>o.dims[d]
+        for i, slot in enumerate(per_call):
+            if slot < 0:
+                raise ValueError(f"negative environment slot {slot}")
+            self.per_call[i] = slot
         self.steps = steps
-        self.outputs = outputs
-        self.per_call = per_call
         self.arenas = []
 
+    def __dealloc__(self):
+        free(self.in_type)
+        free(self.in_nd)
+        free(self.in_dims)
+        free(self.outs)
+        free(self.per_call)
+
     def __call__(self, *inputs, out=None):
-        cdef Py_ssize_t i, j
-        cdef list work, outs
-        cdef object x, spec, step, slot
-        cdef int nthreads
+        cdef Py_ssize_t i
         if len(inputs) != self.n_inputs:
             raise TypeError(f"expected {self.n_inputs} inputs, got {len(inputs)}")
         for i in range(self.n_inputs):
-            if not _input_ok(inputs[i], self.input_specs[i]):
+            if not self._input_ok(i, inputs[i]):
                 inputs = self._check_inputs(inputs)
                 break
         if out is None:
-            outs = [_empty(o[1], o[2]) if o[3] < 2 else None for o in self.outputs]
+            return self._execute(inputs)
+        return self._finish_out(out, self._execute_into(self._prepare_out(out, inputs), inputs))
+
+    def exact_caller(self, int n_args, tuple extra, list alias_pairs, list write_back, list results,
+                     bint single, object build):
+        """A fast caller for a frontend that calls this executable with `n_args` arguments followed
+        by `extra`; see `ExactCall`."""
+        return ExactCall(self, n_args, extra, alias_pairs, write_back, results, single, build)
+
+    cdef inline bint _input_ok(self, Py_ssize_t i, object x):
+        """The fast check: an ndarray of the exact native dtype and shape (anything else takes the
+        slow, explaining path)."""
+        cdef cnp.ndarray a
+        cdef int d
+        cdef const Py_ssize_t* dims
+        if type(x) is not cnp.ndarray or self.in_type[i] < 0:   # cnp: a C pointer, no lookup
+            return False
+        a = <cnp.ndarray>x
+        if (cnp.PyArray_TYPE(a) != self.in_type[i] or not cnp.PyArray_ISNOTSWAPPED(a)
+                or cnp.PyArray_NDIM(a) != self.in_nd[i]):
+            return False
+        dims = &self.in_dims[i * MAXD]
+        for d in range(self.in_nd[i]):
+            if cnp.PyArray_DIMS(a)[d] != dims[d]:
+                return False
+        return True
+
+    cdef inline list _take_arena(self):
+        cdef list work = self.spare
+        if work is not None:
+            self.spare = None
+            return work
+        if self.arenas:
+            return self.arenas.pop()
+        return self._new_arena()
+
+    cdef inline void _give_back(self, list work):
+        cdef Py_ssize_t i
+        for i in range(self.n_per_call):
+            work[self.per_call[i]] = None
+        if self.spare is None:
+            self.spare = work
         else:
-            outs = self._prepare_out(out, inputs)
-        try:
-            work = self.arenas.pop()
-        except IndexError:
-            work = self._new_arena()
-        try:
-            for i in range(self.n_inputs):
-                work[i] = inputs[i]
-            for j, o in enumerate(self.outputs):
-                if o[3] == 0:
-                    work[o[0]] = outs[j]
-            nthreads = _num_threads
-            for step in self.steps:
-                if type(step) is FusedCall:
-                    (<FusedCall>step).call(work, nthreads)
-                else:
-                    step(work, nthreads)
-            for j, o in enumerate(self.outputs):
-                if o[3] == 1:
-                    np.copyto(outs[j], work[o[0]])
-                elif o[3] == 2:
-                    outs[j] = work[o[0]]
-                elif o[3] == 3:
-                    outs[j] = np.array(work[o[0]], copy=True)
-        finally:
-            for slot in self.per_call:
-                work[slot] = None
             self.arenas.append(work)
-        if out is not None:
-            return self._finish_out(out, outs)
-        return tuple(outs)
+
+    cdef int _run_steps(self, list work, tuple inputs) except -1:
+        cdef Py_ssize_t i
+        cdef object step
+        cdef int nthreads = _num_threads
+        for i in range(self.n_inputs):
+            work[i] = inputs[i]
+        for step in self.steps:
+            if type(step) is FusedCall:
+                (<FusedCall>step).call(work, nthreads)
+            else:
+                step(work, nthreads)
+        return 0
+
+    cdef tuple _execute(self, tuple inputs):
+        """Run on checked inputs into fresh outputs; the outputs, as a tuple."""
+        cdef Py_ssize_t j
+        cdef OutSpec* o
+        cdef list work = self._take_arena()
+        cdef tuple result
+        cdef object value
+        try:
+            for j in range(self.n_outputs):
+                o = &self.outs[j]
+                if o.mode == 0:
+                    work[o.slot] = _new_output(o)
+            self._run_steps(work, inputs)
+            result = PyTuple_New(self.n_outputs)
+            for j in range(self.n_outputs):
+                o = &self.outs[j]
+                value = work[o.slot]
+                if o.mode == 1:
+                    copied = _new_output(o)
+                    np.copyto(copied, value)
+                    value = copied
+                elif o.mode == 3:
+                    value = np.array(value, copy=True)
+                Py_INCREF(value)
+                PyTuple_SET_ITEM(result, j, value)
+        finally:
+            self._give_back(work)
+        return result
+
+    cdef list _execute_into(self, list outs, tuple inputs):
+        """Run on checked inputs with the steps writing `outs` (from `_prepare_out`); `outs`."""
+        cdef Py_ssize_t j
+        cdef OutSpec* o
+        cdef list work = self._take_arena()
+        try:
+            for j in range(self.n_outputs):
+                if self.outs[j].mode == 0:
+                    work[self.outs[j].slot] = outs[j]
+            self._run_steps(work, inputs)
+            for j in range(self.n_outputs):
+                o = &self.outs[j]
+                if o.mode == 1:
+                    np.copyto(outs[j], work[o.slot])
+        finally:
+            self._give_back(work)
+        return outs
 
 
-cdef inline bint _input_ok(object x, object spec):
-    """The fast check: an ndarray of the exact native dtype and shape (anything else takes the slow,
-    explaining path)."""
+cdef inline object _new_output(OutSpec* o):
+    """A fresh array for output o (its size computed once, at setup)."""
+    if o.nbytes < RECYCLE_MIN_BYTES:
+        return cnp.PyArray_EMPTY(o.nd, o.dims, o.typenum, 0)
+    return _recycled_array(o.nd, o.dims, o.typenum, o.nbytes)
+
+
+cdef class ExactCall:
+    """A frontend's call of one executable reduced to C: `run(args)` checks that each argument is
+    exactly the array the executable was compiled for (an ndarray, not a subclass, of its native
+    dtype and shape) and returns `NotImplemented` when one is not, having run nothing; the caller
+    then takes its general path, which explains or converts. Otherwise it runs the executable on
+    `args + extra` (module state), copies the outputs `write_back` names, as (output, input), into
+    their inputs unless the executable computed them there, and returns the result: `results` lists
+    its items, output j as j and input i (an argument returned as itself) as -1 - i; the first item
+    when `single`, else their tuple, passed to `build` when given.
+
+    `alias_pairs` are (written argument, other argument): when the memory bounds of such a pair
+    overlap, `run` returns `NotImplemented` too, so the caller's exact check decides (refuse, or run).
+    Holds no per-call state: one ExactCall serves concurrent calls.
+    """
+    cdef CallRunner runner
+    cdef Py_ssize_t n_args, n_pairs, n_write, n_results
+    cdef tuple extra
+    cdef Py_ssize_t* pairs
+    cdef Py_ssize_t* write
+    cdef Py_ssize_t* results
+    cdef bint single, prefix        # prefix: the results are the first n_results outputs
+    cdef object build
+
+    def __cinit__(self, CallRunner runner not None, Py_ssize_t n_args, tuple extra, list alias_pairs,
+                  list write_back, list results, bint single, object build):
+        cdef Py_ssize_t k, n = n_args + len(extra)
+        if n != runner.n_inputs:
+            raise ValueError(f"the executable takes {runner.n_inputs} inputs, got {n_args} + {len(extra)}")
+        if single and len(results) != 1:
+            raise ValueError(f"a single result, but {len(results)} results listed")
+        self.runner, self.n_args, self.extra, self.single, self.build = runner, n_args, extra, single, build
+        self.n_pairs, self.n_write, self.n_results = len(alias_pairs), len(write_back), len(results)
+        self.pairs = <Py_ssize_t*>malloc(max(1, 2 * self.n_pairs) * sizeof(Py_ssize_t))
+        self.write = <Py_ssize_t*>malloc(max(1, 2 * self.n_write) * sizeof(Py_ssize_t))
+        self.results = <Py_ssize_t*>malloc(max(1, self.n_results) * sizeof(Py_ssize_t))
+        if not self.pairs or not self.write or not self.results:
+            raise MemoryError()
+        for k, (i, j) in enumerate(alias_pairs):
+            if not (0 <= i < n_args and 0 <= j < n_args):
+                raise ValueError(f"alias pair {(i, j)} out of range for {n_args} arguments")
+            self.pairs[2 * k], self.pairs[2 * k + 1] = i, j
+        for k, (j, i) in enumerate(write_back):
+            if not (0 <= j < runner.n_outputs and 0 <= i < n):
+                raise ValueError(f"write-back {(j, i)} out of range")
+            self.write[2 * k], self.write[2 * k + 1] = j, i
+        for k, r in enumerate(results):
+            if not -n <= r < runner.n_outputs:
+                raise ValueError(f"result {r} out of range for {runner.n_outputs} outputs and {n} inputs")
+            self.results[k] = r
+        self.prefix = results == list(range(len(results)))
+
+    def __dealloc__(self):
+        free(self.pairs)
+        free(self.write)
+        free(self.results)
+
+    def run(self, tuple args):
+        cdef Py_ssize_t k, r, n = len(args)
+        cdef CallRunner runner = self.runner
+        cdef tuple inputs, outs, result
+        cdef object target, new, item
+        if n != self.n_args:
+            return NotImplemented
+        for k in range(n):
+            if not runner._input_ok(k, args[k]):
+                return NotImplemented
+        for k in range(self.n_pairs):
+            if _bounds_overlap(<cnp.ndarray>args[self.pairs[2 * k]], <cnp.ndarray>args[self.pairs[2 * k + 1]]):
+                return NotImplemented
+        if self.extra:
+            for k in range(len(self.extra)):
+                if not runner._input_ok(n + k, self.extra[k]):
+                    return NotImplemented
+            inputs = args + self.extra
+        else:
+            inputs = args
+        outs = runner._execute(inputs)
+        for k in range(self.n_write):
+            new, target = outs[self.write[2 * k]], inputs[self.write[2 * k + 1]]
+            if new is not target:
+                _copy_back(<cnp.ndarray>target, new)
+        if self.single:
+            r = self.results[0]
+            return outs[r] if r >= 0 else inputs[-1 - r]
+        if self.prefix:
+            result = outs if self.n_results == len(outs) else outs[:self.n_results]
+        else:
+            result = PyTuple_New(self.n_results)
+            for k in range(self.n_results):
+                r = self.results[k]
+                item = outs[r] if r >= 0 else inputs[-1 - r]
+                Py_INCREF(item)
+                PyTuple_SET_ITEM(result, k, item)
+        return result if self.build is None else self.build(result)
+
+
+cdef int _copy_back(cnp.ndarray target, object new) except -1:
+    """NumPy's ``np.copyto(target, new, casting="no")``, in C when `new` is an array of the same dtype
+    and shape."""
     cdef cnp.ndarray a
     cdef int d
-    if spec is None or type(x) is not np.ndarray:
-        return False
-    a = <cnp.ndarray>x
-    typenum, shape = spec
-    if cnp.PyArray_TYPE(a) != <int>typenum or not cnp.PyArray_ISNOTSWAPPED(a) or a.ndim != len(shape):
-        return False
-    for d in range(a.ndim):
-        if a.shape[d] != <Py_ssize_t>shape[d]:
-            return False
-    return True
+    if type(new) is cnp.ndarray:
+        a = <cnp.ndarray>new
+        if cnp.PyArray_TYPE(a) == cnp.PyArray_TYPE(target) and cnp.PyArray_NDIM(a) == cnp.PyArray_NDIM(target):
+            for d in range(cnp.PyArray_NDIM(a)):
+                if cnp.PyArray_DIMS(a)[d] != cnp.PyArray_DIMS(target)[d]:
+                    break
+            else:
+                return cnp.PyArray_CopyInto(target, a)
+    np.copyto(target, new, casting="no")
+    return 0
 
 
-cdef inline object _empty(int typenum, tuple shape):
-    cdef cnp.npy_intp dims[MAXD]
+cdef bint _bounds_overlap(cnp.ndarray a, cnp.ndarray b):
+    """Whether the memory bounds of two arrays overlap (NumPy's ``may_share_memory``)."""
+    cdef Py_ssize_t alo, ahi, blo, bhi
+    if not _bounds(a, &alo, &ahi) or not _bounds(b, &blo, &bhi):
+        return False
+    return alo < bhi and blo < ahi
+
+
+cdef bint _bounds(cnp.ndarray a, Py_ssize_t* lo, Py_ssize_t* hi):
+    """The byte range [lo, hi) an array's elements lie in; False for an empty array."""
     cdef int d
-    cdef size_t nbytes = cnp.PyArray_DescrFromType(typenum).itemsize
-    for d in range(len(shape)):
-        dims[d] = shape[d]
-        nbytes *= <size_t>dims[d]
-    if nbytes < RECYCLE_MIN_BYTES:
-        return cnp.PyArray_EMPTY(len(shape), dims, typenum, 0)
-    return _recycled_array(len(shape), dims, typenum, nbytes)
+    cdef Py_ssize_t n, s, low = <Py_ssize_t>cnp.PyArray_DATA(a), high = low
+    for d in range(cnp.PyArray_NDIM(a)):
+        n = cnp.PyArray_DIMS(a)[d]
+        if n == 0:
+            return False
+        s = cnp.PyArray_STRIDES(a)[d] * (n - 1)
+        if s > 0:
+            high += s
+        else:
+            low += s
+    lo[0], hi[0] = low, high + cnp.PyArray_ITEMSIZE(a)
+    return True
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from numtrace_ir.ops.foreign import ufunc_name
 from .errors import TracerWarning
 from .source import run_at_user_line, warn_at_user_line
 from .traced_value import TracedValue, guarded, is_traced_array, unwrap
-from .tracer import Tracer, active_tracer
+from .tracer import Tracer, active_tracer, current_tracer
 from .views import op_view
 
 
@@ -44,7 +44,7 @@ def _short_name(func: Any, method: str) -> str:
 
 def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
     """Run ``func.method(*args, **kwargs)`` (``method`` is a ufunc method or ``"__call__"``) and record it."""
-    tracer = active_tracer(numpy_name(func, method))
+    tracer = current_tracer() or active_tracer(numpy_name(func, method))   # the name only for the error
     eager = func if method == "__call__" else getattr(func, method)
     out = kwargs.pop("out", None)
     if out is not None and not isinstance(out, tuple):

@@ -361,7 +361,27 @@ def _prod_wrapper(original: Any) -> Any:
     return prod
 
 
-def _patches() -> list[tuple[Any, str, Any]]:
+def _patches() -> tuple[list[tuple[Any, str, Any]], _UnpatchedNumpy]:
+    """The wrappers to install and the ``np`` NumPy's random modules see meanwhile, made once and remade
+    only when a patched function was replaced (another library patching ``np.zeros``...): building them
+    is a large part of tracing a short function."""
+    global _made_patches
+    if _made_patches is not None:
+        made, wrapped, shim = _made_patches
+        if all(getattr(module, name) is original for (module, name, _), original in zip(made, wrapped)):
+            return made, shim
+    made = _make_patches()
+    wrapped = [getattr(module, name) for module, name, _ in made]
+    shim = _UnpatchedNumpy({name: original for (module, name, _), original in zip(made, wrapped)
+                            if module is np})
+    _made_patches = (made, wrapped, shim)
+    return made, shim
+
+
+_made_patches: tuple[list, list, Any] | None = None
+
+
+def _make_patches() -> list[tuple[Any, str, Any]]:
     patches = []
     for op in registry.all_ops():
         if op.kind != "random":
@@ -420,11 +440,18 @@ def _plain_call(original: Any, unseen_draw: bool = False) -> Any:
 
 
 def _compiled_numpy_users() -> list[Any]:
-    """NumPy's compiled modules that call ``np.*`` functions: those of ``numpy.random``."""
+    """NumPy's compiled modules that call ``np.*`` functions: those of ``numpy.random`` (looked up again
+    only when modules were imported since: scanning ``sys.modules`` per trace is not free)."""
+    global _numpy_users
     import numpy.random  # noqa: F401  (numpy imports it lazily; its submodules load with it)
 
-    return [m for n, m in list(sys.modules.items())
-            if n.startswith("numpy.random.") and vars(m).get("np") is np]
+    if _numpy_users is None or _numpy_users[0] != len(sys.modules):
+        _numpy_users = (len(sys.modules), [m for n, m in list(sys.modules.items())
+                                           if n.startswith("numpy.random.") and vars(m).get("np") is np])
+    return _numpy_users[1]
+
+
+_numpy_users: tuple[int, list[Any]] | None = None
 
 
 @contextmanager
@@ -433,13 +460,10 @@ def numpy_intercepted() -> Iterator[None]:
     global _depth
     with _lock:
         if _depth == 0:
-            originals: dict[str, Any] = {}
-            for module, name, wrapper in _patches():
+            patches, shim = _patches()
+            for module, name, wrapper in patches:
                 _saved.append((module, name, getattr(module, name)))
-                if module is np:
-                    originals[name] = getattr(module, name)
                 setattr(module, name, wrapper)
-            shim = _UnpatchedNumpy(originals)
             for module in _compiled_numpy_users():
                 _saved.append((module, "np", np))
                 module.np = shim

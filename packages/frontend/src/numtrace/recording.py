@@ -9,6 +9,8 @@ outputs (applying the container rules: tuples always, lists with a warning under
 from __future__ import annotations
 
 import inspect
+import types
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -44,12 +46,30 @@ class Recording:
         self.returned = returned
 
 
-def parameter_names(func: Callable, count: int, keywords: Mapping[str, Any] | None) -> list[str]:
-    """Names for the traced arguments: the function's own parameter names where it has them."""
+def _parameters(func: Callable) -> list[inspect.Parameter]:
+    """``inspect.signature(func)``'s parameters (none where it has no signature). A plain function's
+    are remembered by its code object: computing a signature costs more than tracing a short function."""
+    plain = type(func) is types.FunctionType and not hasattr(func, "__wrapped__") \
+        and not hasattr(func, "__signature__")
+    if plain:
+        params = _PARAMETERS.get(func.__code__)
+        if params is not None:
+            return params
     try:
         params = list(inspect.signature(func).parameters.values())
     except (TypeError, ValueError):
         params = []
+    if plain:
+        _PARAMETERS[func.__code__] = params
+    return params
+
+
+_PARAMETERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def parameter_names(func: Callable, count: int, keywords: Mapping[str, Any] | None) -> list[str]:
+    """Names for the traced arguments: the function's own parameter names where it has them."""
+    params = _parameters(func)
     if keywords is not None:
         known = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
         accepts_any = any(p.kind is p.VAR_KEYWORD for p in params)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import os
 import sys
+import threading
 import warnings
 from collections.abc import Callable
 from types import FrameType
@@ -30,10 +31,22 @@ def _is_internal(filename: str) -> bool:
     return filename.startswith(_NUMPY_DIR) or filename == _COPY_FILE
 
 
+class _InternalFiles(dict):
+    """filename -> `_is_internal(filename)`, remembered: every recorded node walks the stack."""
+
+    def __missing__(self, filename: str) -> bool:
+        internal = self[filename] = _is_internal(filename)
+        return internal
+
+
+_INTERNAL = _InternalFiles()
+
+
 def user_frame() -> FrameType | None:
     """The innermost frame that is not numtrace machinery or NumPy."""
+    internal = _INTERNAL
     frame: FrameType | None = sys._getframe(1)
-    while frame is not None and _is_internal(frame.f_code.co_filename):
+    while frame is not None and internal[frame.f_code.co_filename]:
         frame = frame.f_back
     return frame
 
@@ -64,16 +77,71 @@ def run_at_user_line(name: str, func: Callable[..., Any], *args: Any, **kwargs: 
     """``func(*args, **kwargs)``, the eager run of a traced op, with NumPy's floating-point warnings
     ("divide by zero encountered in log") issued at the user's source line, as untraced NumPy issues them.
 
-    ``np.errstate`` is context-local, so this is safe while other threads trace (``catch_warnings`` is not).
+    Each error kind NumPy would warn about is switched to a call of `_report` for the run. NumPy keeps its
+    error state in a context variable (so this is safe while other threads trace; ``catch_warnings`` is
+    not); the switched state is made once per distinct caller state and then only swapped in and out,
+    because building it costs more than the op itself on small arrays.
     """
+    if _EXTOBJ is None:  # a NumPy without the context variable: build the state each time
+        return _run_in_switched_state(name, func, args, kwargs)
+    current = _EXTOBJ.get()
+    switched = _SWITCHED.get(current)
+    if switched is None:
+        switched = _SWITCHED[current] = _switched_state()
+        if len(_SWITCHED) > 64:   # states made in a loop (``with np.errstate(...)`` per step)
+            _SWITCHED.clear()
+            _SWITCHED[current] = switched
+    if switched is _UNCHANGED:
+        return func(*args, **kwargs)
+    previous = getattr(_running, "name", None)
+    _running.name = name
+    token = _EXTOBJ.set(switched)
+    try:
+        return func(*args, **kwargs)
+    finally:
+        _EXTOBJ.reset(token)
+        _running.name = previous
+
+
+def _report(error: str, flag: int) -> None:
+    warn_at_user_line(f"{error} encountered in {getattr(_running, 'name', None) or 'a traced op'}",
+                      RuntimeWarning)
+
+
+def _warn_kinds() -> dict[str, Any] | None:
+    """The error kinds to switch to `_report`, or None to leave the state alone (nothing warns, or the
+    caller routes errors to its own ``errcall``)."""
     settings = np.geterr()
     modes = set(settings.values())
-    if "warn" not in modes or modes & {"call", "log"}:  # those use the user's own errcall: leave it
-        return func(*args, **kwargs)
+    if "warn" not in modes or modes & {"call", "log"}:
+        return None
+    return {kind: "call" for kind, how in settings.items() if how == "warn"}
 
-    def report(error: str, flag: int) -> None:
-        warn_at_user_line(f"{error} encountered in {name}", RuntimeWarning)
 
-    calls: dict[str, Any] = {kind: "call" for kind, how in settings.items() if how == "warn"}
-    with np.errstate(call=report, **calls):
+def _switched_state() -> Any:
+    kinds = _warn_kinds()
+    if kinds is None:
+        return _UNCHANGED
+    assert _EXTOBJ is not None
+    with np.errstate(call=_report, **kinds):
+        return _EXTOBJ.get()
+
+
+def _run_in_switched_state(name: str, func: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    kinds = _warn_kinds()
+    if kinds is None:
         return func(*args, **kwargs)
+    previous = getattr(_running, "name", None)
+    _running.name = name
+    try:
+        with np.errstate(call=_report, **kinds):
+            return func(*args, **kwargs)
+    finally:
+        _running.name = previous
+
+
+# NumPy's error state (NumPy 2: a context variable holding an opaque object; private, so optional).
+_EXTOBJ: Any = getattr(getattr(getattr(np, "_core", None), "_ufunc_config", None), "_extobj_contextvar", None)
+_SWITCHED: dict[Any, Any] = {}      # the caller's state -> the same state with warnings switched to calls
+_UNCHANGED = object()
+_running = threading.local()        # the name of the op being run, for `_report`

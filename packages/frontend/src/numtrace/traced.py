@@ -115,9 +115,25 @@ class TracedFunction:
         self._backend = get_backend(backend)
         self.backend = backend
         self._cache: dict[tuple, Any] = {}
+        # The fast path: the exact caller of the entry the last general call ran (None: none yet, or
+        # the backend has none); the general path takes over whenever it declines a call.
+        self._fast: Callable[[tuple], Any] | None = None
+        self._fast_callers: dict[tuple, Any] = {}
 
     # -- calling --------------------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        fast = self._fast
+        if fast is not None and not kwargs and not _tracing.active_count:
+            try:
+                result = fast(args)
+            except Exception as exc:
+                return self._fast_failed(args, exc, fast)
+            if result is not NotImplemented:
+                return result
+        return self._call(args, kwargs)
+
+    def _call(self, args: tuple, kwargs: dict) -> Any:
+        """The general call: any argument structure, conversions, explained errors, compiles."""
         leaves: Sequence[Any]
         if kwargs or not self._flat_args:
             leaves = self._gather(args, kwargs)
@@ -137,6 +153,7 @@ class TracedFunction:
         if entry is None:
             entry = self._compile(leaves, key)
         variant, executable = entry
+        self._use_fast(entry)
         if variant.mutated:
             variant._check_aliasing(leaves)
         try:
@@ -151,6 +168,23 @@ class TracedFunction:
         if variant._single_output:
             return outs[0]
         return variant._build(outs)
+
+    def _use_fast(self, entry: tuple) -> None:
+        """Make the entry a general call runs the fast path's (see `_exact_caller`)."""
+        if self._flat_args:
+            fast = self._fast_callers.get(entry, False)
+            if fast is False:
+                fast = self._fast_callers[entry] = _exact_caller(entry)
+            self._fast = fast
+
+    def _fast_failed(self, args: tuple, exc: Exception, fast: Any) -> Any:
+        """The fast path's executable (`fast`) raised: a guard decided at run time failing is handled
+        as on the general path; any other error is the call's."""
+        broken = _guard_failure(exc)
+        if broken is None:
+            raise exc
+        failed = next(entry for entry, f in list(self._fast_callers.items()) if f is fast)
+        return self._guard_failed_at_run_time(args, tuple(map(_signature, args)), broken, failed)
 
     def _build(self, outs: Sequence[Any]) -> Any:
         """The function's outputs from the flat ones (`outs` is a tuple: the executable's, or made here)."""
@@ -168,6 +202,8 @@ class TracedFunction:
             for pos, i in self.returned:
                 outs.insert(pos, arrays[i])
             outs = tuple(outs)
+        else:
+            outs = outs[: self._num_outputs]   # the written contents follow the function's outputs
         return self._build(outs)
 
     def _guard_failed_at_run_time(self, leaves: Sequence[Any], key: tuple, broken: GuardError,
@@ -186,6 +222,7 @@ class TracedFunction:
                     raise
                 continue
             self._cache[key] = entry
+            self._use_fast(entry)
             return result
         types = [self._check_leaf(i, a, declared.type) for i, (a, declared) in
                  enumerate(zip(leaves, self.graph.inputs))]
@@ -196,6 +233,7 @@ class TracedFunction:
                 entry = (entry[0], _ScalarArguments(entry[1]))
             alternatives.append(entry)
             self._cache[key] = entry
+        self._use_fast(entry)
         return variant._run(entry[1], leaves)
 
     def _check_aliasing(self, leaves: Sequence[Any]) -> None:
@@ -605,6 +643,27 @@ def retyped(graph: Graph, types: Sequence[Any], name: str) -> Graph:
         raise ValueError(f"{name}(): the arguments' shapes do not fit the traced program: {exc}") from None
 
 
+def _exact_caller(entry: tuple) -> Callable[[tuple], Any] | None:
+    """The fast call of a cache entry, from its executable's optional ``exact_caller`` (the CPU
+    backend's): it takes the flat argument tuple, runs only when every argument is exactly an
+    ndarray of the compiled dtype and shape whose written arguments' memory bounds do not overlap
+    another's, writes mutated arguments back and returns the function's result (a returned written
+    argument being the caller's array, as in `_finish`); else it returns NotImplemented having run
+    nothing. None where the backend has none."""
+    variant, executable = entry
+    make = getattr(executable, "exact_caller", None)
+    if make is None or not variant._flat_args:
+        return None
+    n = variant._num_outputs
+    results = list(range(n))
+    for pos, i in variant.returned:
+        results.insert(pos, -1 - i)
+    build = None if variant._single_output or variant._tuple_output else variant.out_spec.build
+    writes = [(n + k, i) for k, i in enumerate(variant.mutated)]
+    return make(variant._num_leaves, variant._state, list(variant._alias_pairs), writes, results,
+                variant._single_output, build).run
+
+
 def _guard_failure(exc: BaseException) -> GuardError | None:
     """The GuardError behind an executable's error (backends wrap it naming the node), if any."""
     cause: BaseException | None = exc
@@ -629,6 +688,11 @@ class _ScalarArguments:
 
     def stats(self) -> dict:
         return self.executable.stats()
+
+    @property
+    def exact_caller(self) -> Any:
+        # The exact check accepts 0-d arrays only; a NumPy scalar makes the fast path decline.
+        return getattr(self.executable, "exact_caller", None)
 
     @property
     def explain(self) -> Any:

@@ -89,6 +89,8 @@ class Tracer:
         # (graph value, expected) of the guards recorded so far: each is recorded once.
         self._guarded: set = set()
         self._dynamic_count = 0  # prim.dynamic nodes so far: each names its output dims afresh
+        # Python scalar constants recorded so far, by exact value: ``x * 1.5`` in a loop reuses one node.
+        self._scalar_constants: dict[tuple, Any] = {}
 
     def live_arrays(self) -> list:
         arrays = [a for a in (ref() for ref in self.live) if a is not None]
@@ -139,30 +141,37 @@ class Tracer:
         """The traced input already made for module state ``array`` in this trace, or None."""
         return self._state_proxies.get(id(array))
 
-    def constant(self, value: Any) -> Any:
-        """A ``prim.Constant`` node for an array or Python scalar; arrays are copied (frozen now)."""
+    def constant(self, value: Any, loc: str | None = None) -> Any:
+        """A ``prim.Constant`` node for an array or Python scalar; arrays are copied (frozen now).
+        ``loc``: the user's line when the caller has it already (else the stack is walked for it)."""
         if isinstance(value, (np.ndarray, np.generic)):
             value = np.array(value, copy=True, dtype=value.dtype.newbyteorder("="))  # backends: native only
             out_type: Type = tensor_type_of(value, "constant")
         else:
             # Exact Python types (an IntEnum is an int constant): attrs hold only those.
-            kind = next(k for k in _PY_SCALARS if isinstance(value, k))
+            kind = type(value) if type(value) in _SCALAR_KIND else next(k for k in _PY_SCALARS
+                                                                         if isinstance(value, k))
             value = kind(value)
             out_type = ScalarType(_SCALAR_KIND[kind])
-        node = self.graph.create_node("prim.Constant", [], attrs={"value": value}, loc=user_location(),
-                                      out_types=(out_type,))
+        node = self.graph.create_node("prim.Constant", [], attrs={"value": value},
+                                      loc=loc if loc is not None else user_location(), out_types=(out_type,))
         return node.output
 
-    def value_of(self, obj: Any) -> Any:
-        """The graph value for an op input: traced values as is, anything else as a new constant."""
+    def value_of(self, obj: Any, loc: str | None = None) -> Any:
+        """The graph value for an op input: traced values as is, anything else as a new constant
+        (at ``loc``, the op's line, when given)."""
         if isinstance(obj, TracedValue):
             return obj._graph_value(self)
         if isinstance(obj, (np.ndarray, np.generic)):
-            return self.constant(obj)
+            return self.constant(obj, loc)
         if isinstance(obj, _PY_SCALARS):
-            return self.constant(obj)
+            key = _scalar_key(obj)
+            value = self._scalar_constants.get(key)
+            if value is None:
+                value = self._scalar_constants[key] = self.constant(obj, loc)
+            return value
         if isinstance(obj, (list, tuple)) and not _holds_traced(obj):
-            return self.constant(np.asarray(obj))  # NumPy reads a nested list of numbers as an array
+            return self.constant(np.asarray(obj), loc)  # NumPy reads a nested list of numbers as an array
         raise TypeError(f"cannot use {type(obj).__name__} {obj!r:.80} as an array operand in a trace")
 
     def guard(self, value: Any, expected: Any) -> None:
@@ -214,13 +223,14 @@ class Tracer:
         can only give symbols; the node gets the shape NumPy produced, which holds for every call
         at the traced input shapes (calls at other shapes re-derive the types).
         """
-        values = [self.value_of(x) for x in inputs]
+        loc = user_location()
+        values = [self.value_of(x, loc) for x in inputs]
         attrs = {k: attr_value(v, f"{op_name}: attribute {k}") for k, v in attrs.items()}
         out_types = None
         if exact:
             registry.get(op_name).infer(tuple(v.type for v in values), attrs)  # the rule still validates
             out_types = (tensor_type_of(np.asarray(result), op_name),)
-        node = self.graph.create_node(op_name, values, attrs=attrs, loc=user_location(), out_types=out_types)
+        node = self.graph.create_node(op_name, values, attrs=attrs, loc=loc, out_types=out_types)
         results = tuple(result) if isinstance(result, (tuple, list)) else (result,)
         if len(results) != len(node.outputs):
             raise AssertionError(f"numtrace internal error: {op_name} recorded {len(node.outputs)} outputs, "
@@ -228,7 +238,7 @@ class Tracer:
         for value, concrete in zip(node.outputs, results):
             vtype = value.type
             if isinstance(vtype, TensorType):
-                array = np.asarray(concrete)
+                array = _as_array(concrete)
                 if array.dtype != vtype.dtype or (vtype.is_concrete and array.shape != vtype.shape):
                     raise AssertionError(
                         f"numtrace internal error: the type rule of {op_name} gives {vtype}, but NumPy "
@@ -240,7 +250,7 @@ class Tracer:
         vtype = value.type
         of_kind = TracedValue._of_kind
         if isinstance(vtype, TensorType):
-            return of_kind["tensor"](self, value, np.asarray(concrete))
+            return of_kind["tensor"](self, value, _as_array(concrete))
         if isinstance(vtype, ScalarType) and vtype.kind == "int":
             return of_kind["int"](self, value, int(concrete))
         if isinstance(vtype, ScalarType) and vtype.kind == "float":
@@ -248,6 +258,21 @@ class Tracer:
         if isinstance(vtype, ScalarType) and vtype.kind == "bool":
             return bool(concrete)
         return concrete
+
+
+def _scalar_key(value: Any) -> tuple:
+    """Equal keys for Python scalars that make the same constant: the exact type and bits (0.0 and -0.0,
+    1 and 1.0 and True differ; every NaN is one)."""
+    if type(value) is float:
+        return (float, value.hex())
+    if type(value) is complex:
+        return (complex, value.real.hex(), value.imag.hex())
+    return (type(value), value)
+
+
+def _as_array(concrete: Any) -> np.ndarray:
+    """An eager result as an array; most already are (``np.asarray`` is patched while tracing)."""
+    return concrete if type(concrete) is np.ndarray else np.asarray(concrete)
 
 
 def _holds_traced(obj: Any) -> bool:

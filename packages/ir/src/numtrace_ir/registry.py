@@ -162,6 +162,7 @@ class OpDef:
         "_attr_params",
         "_input_params",
         "_has_optional",
+        "_plain_inputs",
     )
 
     def __init__(
@@ -231,6 +232,15 @@ class OpDef:
         self._has_optional = any(isinstance(p, Input) and p.optional for p in self.params)
         if self._has_optional:
             self._attr_params["omitted"] = Attr("omitted", (), tuple)
+        # Ops whose parameters are only required inputs (then unsupported options): a call with exactly
+        # that many positional arguments binds them as they are (most recorded calls: ``x * y``).
+        leading = 0
+        for p in self.params:
+            if not (isinstance(p, Input) and type(p) is Input and not p.optional):
+                break
+            leading += 1
+        plain = leading and all(isinstance(p, Unsupported) for p in self.params[leading:])
+        self._plain_inputs = leading if plain else -1
 
     def __repr__(self) -> str:
         return f"<OpDef {self.name} ({self.kind})>"
@@ -256,6 +266,8 @@ class OpDef:
 
     def bind_schema(self, args: Sequence, kwargs: dict | None = None) -> tuple[list, dict]:
         """`bind` by the schema alone (what a custom binder defers to after rewriting a call)."""
+        if not kwargs and len(args) == self._plain_inputs:
+            return list(args), {}
         kwargs = dict(kwargs or {})
         args = list(args)
         inputs: list = []
