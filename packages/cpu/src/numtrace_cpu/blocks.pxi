@@ -17,17 +17,20 @@ then only visit indices inside the collapsed iteration shape.
 
 from cpython.pycapsule cimport PyCapsule_New
 from cython.parallel cimport prange, threadid
-from libc.math cimport INFINITY, NAN, atan2, copysign, exp, fabs, fmax, fmin, hypot, pow, sqrt
+from libc.math cimport INFINITY, NAN, atan2, copysign, fabs, hypot, pow, sqrt
 from libc.stdint cimport (INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, int8_t, int16_t, int32_t, int64_t, uint16_t,
                           uint32_t, uint64_t)
 from libc.string cimport memcpy, memset
 
 from numtrace_cpu.interp cimport *
 
+cdef extern from "nt_vmath.h" nogil:
+    void nt_float_unary_f32(int op, float* d, const float* a, Py_ssize_t n)
+    void nt_float_unary_f64(int op, double* d, const double* a, Py_ssize_t n)
+
 cdef extern from "nt_simd.h" nogil:
     void nt_expf_loop(float* d, const float* a, Py_ssize_t n)
     void nt_tanhf_loop(float* d, const float* a, Py_ssize_t n)
-    float sqrtf(float x)
     double nt_sum_f32(const float* a, Py_ssize_t n)
     double nt_sum_f64(const double* a, Py_ssize_t n)
     double nt_m2_f32(const float* a, Py_ssize_t n, double mean)
@@ -149,25 +152,10 @@ cdef void _unary(int op, num* d, const num* a, Py_ssize_t n) noexcept nogil:
             nt_expf_loop(d, a, n)
         elif op == OP_TANH:
             nt_tanhf_loop(d, a, n)
-        elif op == OP_SQRT:
-            for i in range(n):
-                d[i] = sqrtf(a[i])
-        elif op == OP_RECIP:
-            for i in range(n):
-                d[i] = <float>1.0 / a[i]
         else:
-            for i in range(n):
-                d[i] = <float>nt_float_unary(op, a[i])
+            nt_float_unary_f32(op, d, a, n)
     elif num is double:
-        if op == OP_EXP:
-            for i in range(n):
-                d[i] = exp(a[i])
-        elif op == OP_SQRT:
-            for i in range(n):
-                d[i] = sqrt(a[i])
-        else:
-            for i in range(n):
-                d[i] = nt_float_unary(op, a[i])
+        nt_float_unary_f64(op, d, a, n)
 
 cdef void _unary_bool(int op, u8* d, const num* a, Py_ssize_t n) noexcept nogil:
     cdef Py_ssize_t i
@@ -201,6 +189,14 @@ cdef inline num _minimum(num x, num y) noexcept nogil:
         return x if ((x <= y) | (x != x)) else y
     else:
         return x if x <= y else y
+
+cdef inline num _fmax(num x, num y) noexcept nogil:
+    # NaN loses, as in np.fmax (equal operands, e.g. -0.0 and 0.0, give y as NumPy does); written
+    # as a select so the loop vectorizes (the libm call did not).
+    return x if ((x > y) | (y != y)) else y
+
+cdef inline num _fmin(num x, num y) noexcept nogil:
+    return x if ((x <= y) | (y != y)) else y
 
 ctypedef fused sint:
     int32_t
@@ -266,10 +262,10 @@ cdef void _binary(int op, num* d, const num* a, const num* b, Py_ssize_t n) noex
                 d[i] = a[i] / b[i]
         elif op == OP_FMAX:
             for i in range(n):
-                d[i] = fmax(a[i], b[i])
+                d[i] = _fmax(a[i], b[i])
         elif op == OP_FMIN:
             for i in range(n):
-                d[i] = fmin(a[i], b[i])
+                d[i] = _fmin(a[i], b[i])
         elif op == OP_POW:
             for i in range(n):
                 d[i] = <num>pow(a[i], b[i])

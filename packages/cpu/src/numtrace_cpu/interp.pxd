@@ -22,7 +22,6 @@ cdef extern from "nt_opcodes.h":
     const unsigned int nt_op_dtypes[]
     const char* const nt_red_names[]
     const unsigned int nt_red_dtypes[]
-    double nt_float_unary(int op, double x) nogil
 
 cdef enum:
     # Elements per block: a register then takes at most 4 KiB, so a typical program's registers stay

@@ -3,7 +3,7 @@
  *
  * Why X-macros (as numexpr's opcodes.hpp): the opcode list below is expanded into the enum, the
  * names table the lowering reads (numtrace_cpu.runtime.OPS), the category and dtype tables the
- * program validation reads, and the float-unary dispatch switch, so none of them can drift from
+ * program validation reads, and the float-unary loops (nt_vmath.h), so none of them can drift from
  * the others.  An entry is X(ENUM, name, category, dtypes). */
 #ifndef NT_OPCODES_H
 #define NT_OPCODES_H
@@ -38,7 +38,8 @@ enum {
 
 /* Float-only unary ops, evaluated in double (float32 rounds the result once): an entry is
  * Y(X, ENUM, name, expr) with expr the result for the element x.  NT_OPCODES lists them through
- * NT_AS_FLOAT_UNARY_OP; nt_float_unary below switches over them. */
+ * NT_AS_FLOAT_UNARY_OP; nt_vmath.h expands them into one loop per op (where no vector kernel or
+ * exact float32 form takes the op). */
 #define NT_FLOAT_UNARY(Y, X) \
     Y(X, EXP, exp, exp(x)) Y(X, LOG, log, log(x)) Y(X, SQRT, sqrt, sqrt(x)) Y(X, TANH, tanh, tanh(x)) \
     Y(X, SIN, sin, sin(x)) Y(X, COS, cos, cos(x)) Y(X, TAN, tan, tan(x)) Y(X, RECIP, reciprocal, 1.0 / x) \
@@ -83,16 +84,6 @@ enum { NT_OPCODES(NT_OP_ENUM) NOPS };
 static const char *const nt_op_names[NOPS] = { NT_OPCODES(NT_OP_NAME) };
 static const int nt_op_category[NOPS] = { NT_OPCODES(NT_OP_CAT) };
 static const unsigned int nt_op_dtypes[NOPS] = { NT_OPCODES(NT_OP_DTS) };
-
-/* The float-unary dispatch: op is one of NT_FLOAT_UNARY's opcodes (validated when the program is
- * loaded); a loop over a block calls this with op fixed. */
-#define NT_FLOAT_UNARY_CASE(X, ENUM, name, expr) case OP_##ENUM: return expr;
-static inline double nt_float_unary(int op, double x) {
-    switch (op) {
-        NT_FLOAT_UNARY(NT_FLOAT_UNARY_CASE, _)
-        default: return NAN;
-    }
-}
 
 /* Reductions: R(ENUM, name, dtypes of the reduced register; the output has the same dtype). */
 #define NT_REDUCTIONS(R) \
