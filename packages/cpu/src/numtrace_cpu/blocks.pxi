@@ -24,6 +24,10 @@ from libc.string cimport memcpy, memset
 
 from numtrace_cpu.interp cimport *
 
+cimport numpy as cnp
+
+cnp.import_array()
+
 cdef extern from "nt_simd.h" nogil:
     void nt_expf_loop(float* d, const float* a, Py_ssize_t n)
     void nt_tanhf_loop(float* d, const float* a, Py_ssize_t n)
@@ -823,3 +827,236 @@ cdef void _run_pass(const Ctx* cx, char* scratch, int nteam, Py_ssize_t units, P
 
 RUN_PASS = PyCapsule_New(<void*>_run_pass, b"numtrace_cpu.run_pass", NULL)
 """This build's pass (a `run_pass_fn`, see interp.pxd), for numtrace_cpu.runtime.FusedKernel."""
+
+
+# -------------------------------------------------------------------------------------------------
+# Passes outside the interpreter: scans and tiny-K products. Each walks "lines" of its arrays (one
+# index of every dim but one or two), the lines' dims merged first where both arrays allow it.
+
+cdef int _merge_dims(int nd, Py_ssize_t* shape, Py_ssize_t* sa, Py_ssize_t* sb) noexcept nogil:
+    """Merge neighbouring dims that both stride sets (byte strides of two arrays over `shape`) walk
+    as one, dropping size-1 dims; returns the new number of dims (0 for a single line)."""
+    cdef int d, n = 0
+    for d in range(nd):
+        if shape[d] == 1:
+            continue
+        if n and sa[n - 1] == sa[d] * shape[d] and sb[n - 1] == sb[d] * shape[d]:
+            shape[n - 1] *= shape[d]
+            sa[n - 1] = sa[d]
+            sb[n - 1] = sb[d]
+            continue
+        shape[n] = shape[d]
+        sa[n] = sa[d]
+        sb[n] = sb[d]
+        n += 1
+    return n
+
+cdef void _line_offsets(Py_ssize_t index, int nd, const Py_ssize_t* shape, const Py_ssize_t* sa,
+                        const Py_ssize_t* sb, Py_ssize_t* oa, Py_ssize_t* ob) noexcept nogil:
+    """Byte offsets in both arrays of line `index` (row-major over the merged line dims)."""
+    cdef int d
+    cdef Py_ssize_t i
+    oa[0] = 0
+    ob[0] = 0
+    for d in range(nd - 1, -1, -1):
+        i = index % shape[d]
+        index = index // shape[d]
+        oa[0] += i * sa[d]
+        ob[0] += i * sb[d]
+
+cdef int _line_space(object a, object out, int skip, int nskip, Py_ssize_t* shape, Py_ssize_t* sa,
+                     Py_ssize_t* sb) except -1:
+    """The merged line dims of `a` and `out` (same leading shape), leaving out dims [skip, skip+nskip)
+    of `a` and of `out`: fills shape/sa/sb, returns their count."""
+    cdef int d, n = 0, nd = cnp.PyArray_NDIM(<cnp.ndarray>a)
+    cdef cnp.npy_intp* ash = cnp.PyArray_DIMS(<cnp.ndarray>a)
+    cdef cnp.npy_intp* ast = cnp.PyArray_STRIDES(<cnp.ndarray>a)
+    cdef cnp.npy_intp* ost = cnp.PyArray_STRIDES(<cnp.ndarray>out)
+    if nd > MAXD:
+        raise ValueError(f"arrays of more than {MAXD} dims are not supported")
+    for d in range(nd):
+        if skip <= d < skip + nskip:
+            continue
+        shape[n] = ash[d]
+        sa[n] = ast[d]
+        sb[n] = ost[d]
+        n += 1
+    return _merge_dims(n, shape, sa, sb)
+
+cdef inline num _scan_step(int op, num acc, num x) noexcept nogil:
+    return _wrap_add(acc, x) if op == 0 else _wrap_mul(acc, x)
+
+cdef void _scan_line(int op, const char* a, Py_ssize_t sa, char* o, Py_ssize_t so, Py_ssize_t n,
+                     num* kind) noexcept nogil:
+    """One line of a scan, strictly left to right as NumPy's add/multiply.accumulate: o[i] is
+    o[i-1] (op) a[i], so floats round exactly as NumPy's cumsum/cumprod do."""
+    cdef Py_ssize_t i
+    cdef num acc
+    if n == 0:
+        return
+    acc = (<const num*>a)[0]
+    (<num*>o)[0] = acc
+    if sa == sizeof(num) and so == sizeof(num):
+        for i in range(1, n):
+            acc = _scan_step(op, acc, (<const num*>a)[i])
+            (<num*>o)[i] = acc
+    else:
+        for i in range(1, n):
+            acc = _scan_step(op, acc, (<const num*>(a + i * sa))[0])
+            (<num*>(o + i * so))[0] = acc
+
+cdef void _scan_lines(int op, int dt, const char* a, char* o, Py_ssize_t sa, Py_ssize_t so, Py_ssize_t n,
+                      int nd, const Py_ssize_t* shape, const Py_ssize_t* la, const Py_ssize_t* lo,
+                      Py_ssize_t first, Py_ssize_t stop) noexcept nogil:
+    cdef Py_ssize_t line, oa, oo
+    for line in range(first, stop):
+        _line_offsets(line, nd, shape, la, lo, &oa, &oo)
+        if dt == DT_F64: _scan_line(op, a + oa, sa, o + oo, so, n, <double*>NULL)
+        elif dt == DT_F32: _scan_line(op, a + oa, sa, o + oo, so, n, <float*>NULL)
+        elif dt == DT_I64: _scan_line(op, a + oa, sa, o + oo, so, n, <int64_t*>NULL)
+        else: _scan_line(op, a + oa, sa, o + oo, so, n, <int32_t*>NULL)
+
+def scan(a, out, int axis, int op, int nthreads):
+    """``out = cumsum(a, axis)`` (op 0) or ``cumprod`` (op 1) for float64, float32, int64 or int32 `a`
+    and `out` of one dtype and shape (`out` may be `a` itself: each element is read before it is
+    written). Lines along `axis` run in parallel when there are several and the work is large."""
+    cdef Py_ssize_t shape[MAXD]
+    cdef Py_ssize_t la[MAXD]
+    cdef Py_ssize_t lo[MAXD]
+    cdef int nd, dt, k
+    cdef Py_ssize_t lines = 1, n, sa, so, per
+    cdef char* pa
+    cdef char* po
+    dt = _scan_dtype(a, out)
+    if not 0 <= axis < cnp.PyArray_NDIM(<cnp.ndarray>a):
+        raise ValueError(f"scan axis {axis} is out of range for {cnp.PyArray_NDIM(<cnp.ndarray>a)} dims")
+    n = cnp.PyArray_DIMS(<cnp.ndarray>a)[axis]
+    sa = cnp.PyArray_STRIDES(<cnp.ndarray>a)[axis]
+    so = cnp.PyArray_STRIDES(<cnp.ndarray>out)[axis]
+    nd = _line_space(a, out, axis, 1, shape, la, lo)
+    for k in range(nd):
+        lines *= shape[k]
+    pa = <char*>cnp.PyArray_DATA(<cnp.ndarray>a)
+    po = <char*>cnp.PyArray_DATA(<cnp.ndarray>out)
+    if lines == 0 or n == 0:
+        return
+    if nthreads > 1 and lines > 1 and lines * n >= (1 << 20):
+        per = (lines + nthreads - 1) // nthreads
+        with nogil:
+            for k in prange(nthreads, num_threads=nthreads, schedule="static"):
+                _scan_lines(op, dt, pa, po, sa, so, n, nd, shape, la, lo, k * per,
+                            min(lines, (k + 1) * per))
+    else:
+        with nogil:
+            _scan_lines(op, dt, pa, po, sa, so, n, nd, shape, la, lo, 0, lines)
+
+cdef int _scan_dtype(object a, object out) except -1:
+    """The dtype code both scan operands share (checked here: the kernel reads raw memory)."""
+    cdef int t
+    if not (cnp.PyArray_Check(a) and cnp.PyArray_Check(out)):
+        raise TypeError("scan operands must be numpy arrays")
+    t = cnp.PyArray_TYPE(<cnp.ndarray>a)
+    if (t != cnp.PyArray_TYPE(<cnp.ndarray>out) or (<object>a).shape != (<object>out).shape
+            or not cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>a) or not cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>out)
+            or not cnp.PyArray_ISWRITEABLE(<cnp.ndarray>out)):
+        raise TypeError(f"scan operands must share one native dtype and shape, got {(<object>a).dtype}"
+                        f"{list((<object>a).shape)} and {(<object>out).dtype}{list((<object>out).shape)}")
+    if t == cnp.NPY_DOUBLE: return DT_F64
+    if t == cnp.NPY_FLOAT: return DT_F32
+    if t == cnp.NPY_INT64: return DT_I64
+    if t == cnp.NPY_INT32: return DT_I32
+    raise TypeError(f"no scan kernel for dtype {(<object>a).dtype}")
+
+cdef void _small_k_rows(const num* w, Py_ssize_t K, Py_ssize_t m, const char* a, Py_ssize_t sk,
+                        char* o, Py_ssize_t sj, int nd, const Py_ssize_t* shape, const Py_ssize_t* la,
+                        const Py_ssize_t* lo, Py_ssize_t first, Py_ssize_t stop) noexcept nogil:
+    """Rows [first, stop) of ``o[r, j] = sum_k a[r, k] * w[k * m + j]``, summed over k in order."""
+    cdef Py_ssize_t r, j, k, oa, oo, sr_a = la[nd - 1] if nd else 0, sr_o = lo[nd - 1] if nd else 0
+    cdef Py_ssize_t inner = shape[nd - 1] if nd else 1, r0, r1, line
+    cdef const char* ar
+    cdef num acc
+    line = first // inner
+    r0 = first % inner
+    while first < stop:
+        _line_offsets(line, nd - 1 if nd else 0, shape, la, lo, &oa, &oo)
+        r1 = inner if stop - first >= inner - r0 else r0 + stop - first
+        if K == 3 and m == 1 and sk == sizeof(num):
+            for r in range(r0, r1):
+                ar = a + oa + r * sr_a
+                (<num*>(o + oo + r * sr_o))[0] = ((<const num*>ar)[0] * w[0] + (<const num*>ar)[1] * w[1]
+                                                 + (<const num*>ar)[2] * w[2])
+        else:
+            for r in range(r0, r1):
+                ar = a + oa + r * sr_a
+                for j in range(m):
+                    acc = (<const num*>ar)[0] * w[j]
+                    for k in range(1, K):
+                        acc = acc + (<const num*>(ar + k * sk))[0] * w[k * m + j]
+                    (<num*>(o + oo + r * sr_o + j * sj))[0] = acc
+        first += r1 - r0
+        r0 = 0
+        line += 1
+
+def small_k_matmul(a, b, out, int nthreads):
+    """``out = a @ b`` for a float `a` of shape (..., K), `b` of shape (K,) or (K, m) with K and m at
+    most 8, and `out` of a's dtype and the product's shape: each output element is its K products
+    summed in order (BLAS may pair or fuse them differently: equal within float rounding)."""
+    cdef Py_ssize_t shape[MAXD]
+    cdef Py_ssize_t la[MAXD]
+    cdef Py_ssize_t lo[MAXD]
+    cdef double wd[64]
+    cdef float wf[64]
+    cdef int nd, k, ad, bd, t
+    cdef Py_ssize_t K, m, rows = 1, sk, sj, per, j, sb0, sb1
+    cdef char* pb
+    cdef char* pa
+    cdef char* po
+    if not (cnp.PyArray_Check(a) and cnp.PyArray_Check(b) and cnp.PyArray_Check(out)):
+        raise TypeError("small_k_matmul operands must be numpy arrays")
+    t = cnp.PyArray_TYPE(<cnp.ndarray>a)
+    ad, bd = cnp.PyArray_NDIM(<cnp.ndarray>a), cnp.PyArray_NDIM(<cnp.ndarray>b)
+    if (t not in (cnp.NPY_DOUBLE, cnp.NPY_FLOAT) or cnp.PyArray_TYPE(<cnp.ndarray>b) != t
+            or cnp.PyArray_TYPE(<cnp.ndarray>out) != t or ad < 2 or bd not in (1, 2)
+            or not (cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>a) and cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>b)
+                    and cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>out) and cnp.PyArray_ISWRITEABLE(<cnp.ndarray>out))):
+        raise TypeError("small_k_matmul takes native float32/float64 a (..., K), b (K,) or (K, m) of one dtype")
+    K = (<object>a).shape[ad - 1]
+    m = 1 if bd == 1 else (<object>b).shape[1]
+    if (<object>b).shape[0] != K or not 1 <= K <= 8 or not 1 <= m <= 8:
+        raise ValueError(f"small_k_matmul: shapes {(<object>a).shape} and {(<object>b).shape} are not "
+                         f"(..., K) @ (K, m) with K, m <= 8")
+    want = (<object>a).shape[:ad - 1] + ((m,) if bd == 2 else ())
+    if (<object>out).shape != want:
+        raise ValueError(f"small_k_matmul: out has shape {(<object>out).shape}, the product {want}")
+    pb = <char*>cnp.PyArray_DATA(<cnp.ndarray>b)
+    sb0 = cnp.PyArray_STRIDES(<cnp.ndarray>b)[0]
+    sb1 = cnp.PyArray_STRIDES(<cnp.ndarray>b)[1] if bd == 2 else 0
+    for k in range(K):
+        for j in range(m):
+            if t == cnp.NPY_DOUBLE:
+                wd[k * m + j] = (<double*>(pb + k * sb0 + j * sb1))[0]
+            else:
+                wf[k * m + j] = (<float*>(pb + k * sb0 + j * sb1))[0]
+    sk = cnp.PyArray_STRIDES(<cnp.ndarray>a)[ad - 1]
+    sj = cnp.PyArray_STRIDES(<cnp.ndarray>out)[ad - 1] if bd == 2 else 0
+    nd = _line_space(a, out, ad - 1, 1, shape, la, lo)
+    for k in range(nd):
+        rows *= shape[k]
+    pa = <char*>cnp.PyArray_DATA(<cnp.ndarray>a)
+    po = <char*>cnp.PyArray_DATA(<cnp.ndarray>out)
+    if rows == 0:
+        return
+    if nthreads > 1 and rows * K * m >= (1 << 20):
+        per = (rows + nthreads - 1) // nthreads
+        with nogil:
+            for k in prange(nthreads, num_threads=nthreads, schedule="static"):
+                if t == cnp.NPY_DOUBLE:
+                    _small_k_rows(wd, K, m, pa, sk, po, sj, nd, shape, la, lo, k * per, min(rows, (k + 1) * per))
+                else:
+                    _small_k_rows(wf, K, m, pa, sk, po, sj, nd, shape, la, lo, k * per, min(rows, (k + 1) * per))
+    elif t == cnp.NPY_DOUBLE:
+        with nogil:
+            _small_k_rows(wd, K, m, pa, sk, po, sj, nd, shape, la, lo, 0, rows)
+    else:
+        with nogil:
+            _small_k_rows(wf, K, m, pa, sk, po, sj, nd, shape, la, lo, 0, rows)

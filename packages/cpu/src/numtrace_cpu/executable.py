@@ -18,14 +18,18 @@ from numtrace_ir.errors import execution_error, while_executing
 from numtrace_ir.types import ScalarType, TensorType
 
 from numtrace_cpu import threads
-from numtrace_cpu.isa import ISA
+from numtrace_cpu.isa import ISA, blocks
+from numtrace_cpu.joins import JoinRestStep
 from numtrace_cpu.lowering import (
     ConstantStep,
     FallbackStep,
     FusedStep,
     IntoStep,
     MatmulStep,
+    PartViewStep,
+    ScanStep,
     SetitemStep,
+    SmallMatmulStep,
     Step,
     ViewStep,
 )
@@ -153,13 +157,18 @@ class Executable(CallRunner):
             "threads": threads.get_num_threads(),
             "nodes": sum(len(s.nodes) for s in self._steps),
             "steps": len(self._steps),
-            "kernels": len(fused) + sum(isinstance(s, MatmulStep) for s in self._steps),
+            "kernels": len(fused) + sum(isinstance(s, (MatmulStep, ScanStep, SmallMatmulStep))
+                                        for s in self._steps),
             "fused_groups": len(fused),
             "fused_nodes": sum(len(s.nodes) for s in fused),
             "fused_group_sizes": [len(s.nodes) for s in fused],
             "instructions": sum(s.kernel.n_instructions for s in fused),
             "matmuls": sum(isinstance(s, MatmulStep) for s in self._steps),
             "views": sum(isinstance(s, ViewStep) for s in self._steps),
+            "parts_in_place": sum(isinstance(s, PartViewStep) for s in self._steps),
+            "scans": sum(isinstance(s, ScanStep) for s in self._steps),
+            "scans_in_place": sum(isinstance(s, ScanStep) and s.inputs == s.outputs for s in self._steps),
+            "small_matmuls": sum(isinstance(s, SmallMatmulStep) for s in self._steps),
             "fallbacks": len(fallbacks),
             "fallback_ops": sorted(set(fallbacks)),
             "numpy_into": sorted({s.nodes[0].op for s in self._steps
@@ -195,6 +204,9 @@ class Executable(CallRunner):
                  f"  {_count(s['nodes'], 'node')} in {_count(work, 'step')}: "
                  f"{_count(s['fused_groups'], 'fused pass', 'fused passes')}, "
                  f"{_count(s['matmuls'], 'BLAS call')}, "
+                 + "".join(f"{_count(s[key], what)}, " for key, what in (("scans", "scan"),
+                                                                        ("small_matmuls", "small-K product"))
+                           if s[key]) +
                  f"{_count(into, 'NumPy call into a buffer', 'NumPy calls into buffers')}, "
                  f"{_count(s['fallbacks'], 'NumPy fallback')}, {_count(s['views'], 'view')}; "
                  f"ISA {s['isa']}, {_count(s['threads'], 'thread')}"]
@@ -213,8 +225,25 @@ class Executable(CallRunner):
                 a, b = (self._types[v] for v in step.inputs)
                 lines.append(f"  step {k}: BLAS matmul {a} @ {b} -> {self._types[step.outputs[0]]}")
                 lines.append(f"      {node_line(step.nodes[0])}")
+            elif isinstance(step, ScanStep):
+                where = (f"of {name(step.inputs[0])}" if step.inputs != step.outputs
+                         else "in place, over the values the previous pass wrote there")
+                lines.append(f"  step {k}: {('cumsum', 'cumprod')[step.op]} scan along axis {step.axis} "
+                             f"{where} -> {name(step.outputs[0])} : {self._types[step.outputs[0]]}")
+                lines.append(f"      {node_line(step.nodes[0])}")
+            elif isinstance(step, SmallMatmulStep):
+                a, b = (self._types[v] for v in step.inputs)
+                lines.append(f"  step {k}: small-K product pass (K = {a.shape[-1]}, in-order sums) {a} @ {b} "
+                             f"-> {self._types[step.outputs[0]]}")
+                lines.append(f"      {node_line(step.nodes[0])}")
+            elif isinstance(step, PartViewStep):
+                lines.append(f"  step {k}: {name(step.outputs[0])} is a view of {name(step.inputs[0])}: "
+                             f"the pass computing it writes it into the joined array")
             elif isinstance(step, ViewStep):
                 lines.append(f"  step {k}: view {node_line(step.nodes[0])}")
+            elif isinstance(step, JoinRestStep):
+                lines.append(f"  step {k}: the parts not written in place copied into "
+                             f"{name(step.outputs[0])}: " + ", ".join(name(v) for v in step.inputs))
             elif isinstance(step, IntoStep):
                 lines.append(f"  step {k}: NumPy's loop writing into the planned buffer")
                 lines.append(f"      {node_line(step.nodes[0])}")
@@ -307,6 +336,10 @@ def _runner(step: Step, types: dict):
         return run_matmul
     if isinstance(step, ViewStep):
         return _view_runner(step, types)
+    if isinstance(step, ScanStep):
+        return _kernel_runner(step, blocks.scan, step.axis, step.op)
+    if isinstance(step, SmallMatmulStep):
+        return _kernel_runner(step, blocks.small_k_matmul)
     if isinstance(step, IntoStep):
         return _into_runner(step)
     if isinstance(step, SetitemStep):
@@ -324,6 +357,27 @@ def _into_runner(step: IntoStep):
         except Exception as exc:
             raise execution_error(step.nodes[-1], exc) from exc
     return run_into
+
+
+def _kernel_runner(step: Step, kernel, *params):
+    """A kernel of the block loops called as ``kernel(*inputs, out, *params, nthreads)``."""
+    ins, (o,) = step.inputs, step.outputs
+    if len(ins) == 1:
+        (a,) = ins
+
+        def run_kernel_of_one(env, nthreads):
+            try:
+                kernel(env[a], env[o], *params, nthreads)
+            except Exception as exc:
+                raise execution_error(step.nodes[-1], exc) from exc
+        return run_kernel_of_one
+
+    def run_kernel(env, nthreads):
+        try:
+            kernel(*[env[i] for i in ins], env[o], *params, nthreads)
+        except Exception as exc:
+            raise execution_error(step.nodes[-1], exc) from exc
+    return run_kernel
 
 
 def _setitem_runner(step: SetitemStep):
