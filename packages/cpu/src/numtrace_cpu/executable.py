@@ -337,9 +337,9 @@ def _runner(step: Step, types: dict):
     if isinstance(step, ViewStep):
         return _view_runner(step, types)
     if isinstance(step, ScanStep):
-        return _kernel_runner(step, blocks.scan, step.axis, step.op)
+        return _scan_runner(step)
     if isinstance(step, SmallMatmulStep):
-        return _kernel_runner(step, blocks.small_k_matmul)
+        return _small_matmul_runner(step)
     if isinstance(step, IntoStep):
         return _into_runner(step)
     if isinstance(step, SetitemStep):
@@ -359,25 +359,28 @@ def _into_runner(step: IntoStep):
     return run_into
 
 
-def _kernel_runner(step: Step, kernel, *params):
-    """A kernel of the block loops called as ``kernel(*inputs, out, *params, nthreads)``."""
-    ins, (o,) = step.inputs, step.outputs
-    if len(ins) == 1:
-        (a,) = ins
+def _scan_runner(step: ScanStep):
+    """``blocks.scan(a, out, axis, op, nthreads)``, with nothing built per call (a small scan is
+    mostly per-call cost)."""
+    scan, (a,), (o,), axis, op = blocks.scan, step.inputs, step.outputs, step.axis, step.op
 
-        def run_kernel_of_one(env, nthreads):
-            try:
-                kernel(env[a], env[o], *params, nthreads)
-            except Exception as exc:
-                raise execution_error(step.nodes[-1], exc) from exc
-        return run_kernel_of_one
-
-    def run_kernel(env, nthreads):
+    def run_scan(env, nthreads):
         try:
-            kernel(*[env[i] for i in ins], env[o], *params, nthreads)
+            scan(env[a], env[o], axis, op, nthreads)
         except Exception as exc:
             raise execution_error(step.nodes[-1], exc) from exc
-    return run_kernel
+    return run_scan
+
+
+def _small_matmul_runner(step: SmallMatmulStep):
+    product, (a, b), (o,) = blocks.small_k_matmul, step.inputs, step.outputs
+
+    def run_small_matmul(env, nthreads):
+        try:
+            product(env[a], env[b], env[o], nthreads)
+        except Exception as exc:
+            raise execution_error(step.nodes[-1], exc) from exc
+    return run_small_matmul
 
 
 def _setitem_runner(step: SetitemStep):
