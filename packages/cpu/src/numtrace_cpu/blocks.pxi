@@ -920,13 +920,31 @@ cdef void _scan_line(int op, const char* a, Py_ssize_t sa, char* o, Py_ssize_t s
             acc = _scan_step(op, acc, (<const num*>(a + i * sa))[0])
             (<num*>(o + i * so))[0] = acc
 
-cdef void _scan_lines(int op, int dt, const char* a, char* o, Py_ssize_t sa, Py_ssize_t so, Py_ssize_t n,
-                      int nd, const Py_ssize_t* shape, const Py_ssize_t* la, const Py_ssize_t* lo,
+cdef void _scan_line_widened(int op, int src, const char* a, Py_ssize_t sa, char* o, Py_ssize_t so,
+                             Py_ssize_t n) noexcept nogil:
+    """A line of bool or narrower ints scanned in int64 (NumPy's accumulator for them): each block
+    converted first, then the same left-to-right fold from the identity (exact for integers)."""
+    cdef int64_t buf[BLOCK]
+    cdef char raw[BLOCK * 8]
+    cdef int64_t acc = 0 if op == 0 else 1
+    cdef Py_ssize_t start = 0, m, i, isz = nt_itemsize[src]
+    while start < n:
+        m = n - start if n - start < BLOCK else BLOCK
+        _gather(raw, a + start * sa, sa, isz, m)
+        _cast_dispatch(DT_I64, src, <char*>buf, raw, m)
+        for i in range(m):
+            acc = _scan_step(op, acc, buf[i])
+            (<int64_t*>(o + (start + i) * so))[0] = acc
+        start += m
+
+cdef void _scan_lines(int op, int dt, int src, const char* a, char* o, Py_ssize_t sa, Py_ssize_t so,
+                      Py_ssize_t n, int nd, const Py_ssize_t* shape, const Py_ssize_t* la, const Py_ssize_t* lo,
                       Py_ssize_t first, Py_ssize_t stop) noexcept nogil:
     cdef Py_ssize_t line, oa, oo
     for line in range(first, stop):
         _line_offsets(line, nd, shape, la, lo, &oa, &oo)
-        if dt == DT_F64: _scan_line(op, a + oa, sa, o + oo, so, n, <double*>NULL)
+        if src != dt: _scan_line_widened(op, src, a + oa, sa, o + oo, so, n)
+        elif dt == DT_F64: _scan_line(op, a + oa, sa, o + oo, so, n, <double*>NULL)
         elif dt == DT_F32: _scan_line(op, a + oa, sa, o + oo, so, n, <float*>NULL)
         elif dt == DT_I64: _scan_line(op, a + oa, sa, o + oo, so, n, <int64_t*>NULL)
         else: _scan_line(op, a + oa, sa, o + oo, so, n, <int32_t*>NULL)
@@ -934,15 +952,16 @@ cdef void _scan_lines(int op, int dt, const char* a, char* o, Py_ssize_t sa, Py_
 def scan(a, out, int axis, int op, int nthreads):
     """``out = cumsum(a, axis)`` (op 0) or ``cumprod`` (op 1) for float64, float32, int64 or int32 `a`
     and `out` of one dtype and shape (`out` may be `a` itself: each element is read before it is
-    written). Lines along `axis` run in parallel when there are several and the work is large."""
+    written), or bool/int8/int16/int32 `a` into int64 `out`. Lines along `axis` run in parallel
+    when there are several and the work is large."""
     cdef Py_ssize_t shape[MAXD]
     cdef Py_ssize_t la[MAXD]
     cdef Py_ssize_t lo[MAXD]
-    cdef int nd, dt, k
+    cdef int nd, dt, k, src
     cdef Py_ssize_t lines = 1, n, sa, so, per
     cdef char* pa
     cdef char* po
-    dt = _scan_dtype(a, out)
+    dt = _scan_dtype(a, out, &src)
     if not 0 <= axis < cnp.PyArray_NDIM(<cnp.ndarray>a):
         raise ValueError(f"scan axis {axis} is out of range for {cnp.PyArray_NDIM(<cnp.ndarray>a)} dims")
     n = cnp.PyArray_DIMS(<cnp.ndarray>a)[axis]
@@ -959,28 +978,39 @@ def scan(a, out, int axis, int op, int nthreads):
         per = (lines + nthreads - 1) // nthreads
         with nogil:
             for k in prange(nthreads, num_threads=nthreads, schedule="static"):
-                _scan_lines(op, dt, pa, po, sa, so, n, nd, shape, la, lo, k * per,
+                _scan_lines(op, dt, src, pa, po, sa, so, n, nd, shape, la, lo, k * per,
                             min(lines, (k + 1) * per))
     else:
         with nogil:
-            _scan_lines(op, dt, pa, po, sa, so, n, nd, shape, la, lo, 0, lines)
+            _scan_lines(op, dt, src, pa, po, sa, so, n, nd, shape, la, lo, 0, lines)
 
-cdef int _scan_dtype(object a, object out) except -1:
-    """The dtype code both scan operands share (checked here: the kernel reads raw memory)."""
-    cdef int t
+cdef int _scan_dtype(object a, object out, int* src) except -1:
+    """The dtype code of the scan's output, and in `src` its input's (checked here: the kernel reads
+    raw memory)."""
+    cdef int t, to
     if not (cnp.PyArray_Check(a) and cnp.PyArray_Check(out)):
         raise TypeError("scan operands must be numpy arrays")
     t = cnp.PyArray_TYPE(<cnp.ndarray>a)
-    if (t != cnp.PyArray_TYPE(<cnp.ndarray>out) or not cnp.PyArray_SAMESHAPE(<cnp.ndarray>a, <cnp.ndarray>out)
+    to = cnp.PyArray_TYPE(<cnp.ndarray>out)
+    src[0] = _WIDENED_SCAN.get(t, -1) if to == cnp.NPY_INT64 else -1
+    if src[0] >= 0:
+        t = to
+    if (t != to or not cnp.PyArray_SAMESHAPE(<cnp.ndarray>a, <cnp.ndarray>out)
             or not cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>a) or not cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>out)
             or not cnp.PyArray_ISWRITEABLE(<cnp.ndarray>out)):
         raise TypeError(f"scan operands must share one native dtype and shape, got {(<object>a).dtype}"
                         f"{list((<object>a).shape)} and {(<object>out).dtype}{list((<object>out).shape)}")
-    if t == cnp.NPY_DOUBLE: return DT_F64
-    if t == cnp.NPY_FLOAT: return DT_F32
-    if t == cnp.NPY_INT64: return DT_I64
-    if t == cnp.NPY_INT32: return DT_I32
-    raise TypeError(f"no scan kernel for dtype {(<object>a).dtype}")
+    if t == cnp.NPY_DOUBLE: to = DT_F64
+    elif t == cnp.NPY_FLOAT: to = DT_F32
+    elif t == cnp.NPY_INT64: to = DT_I64
+    elif t == cnp.NPY_INT32: to = DT_I32
+    else: raise TypeError(f"no scan kernel for dtype {(<object>a).dtype}")
+    if src[0] < 0:
+        src[0] = to
+    return to
+
+# Input typenums a scan widens to int64 (NumPy accumulates these in int64) -> their dtype code.
+_WIDENED_SCAN = {cnp.NPY_BOOL: DT_BOOL, cnp.NPY_INT8: DT_I8, cnp.NPY_INT16: DT_I16, cnp.NPY_INT32: DT_I32}
 
 cdef void _small_k_rows(const num* w, Py_ssize_t K, Py_ssize_t m, const char* a, Py_ssize_t sk,
                         char* o, Py_ssize_t sj, int nd, const Py_ssize_t* shape, const Py_ssize_t* la,

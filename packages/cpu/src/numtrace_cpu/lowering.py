@@ -34,8 +34,10 @@ MAX_REGISTERS = 256
 MAX_REDUCTIONS = 16
 # Largest contracted dim (and column count) a SmallMatmulStep takes; larger products go to BLAS.
 SMALL_K = 8
-# Dtypes of the scan kernel (input and output alike); others call NumPy's cumsum into the buffer.
+# Dtypes of the scan kernel (input and output alike), and the inputs it widens to an int64 output
+# (NumPy's accumulator for them); others call NumPy's cumsum into the buffer.
 _SCAN_DTYPES = frozenset(map(np.dtype, (np.float64, np.float32, np.int64, np.int32)))
+_SCAN_WIDENED = frozenset(map(np.dtype, (np.bool_, np.int8, np.int16, np.int32)))
 
 # The ops this module reads by identity (a misspelt name fails at import).
 (_WHERE, _ASTYPE, _COPY, _POWER, _MATMUL, _DOT, _STACK, _CONCATENATE, _GETITEM, _SETITEM, _DIVMOD) = map(
@@ -415,14 +417,18 @@ def _is_small_matmul(node) -> bool:
 
 def _scan_plan(node) -> tuple[int, int] | None:
     """(axis, op) of a cumsum/cumprod the scan kernel computes: input and output of one kernel dtype
-    and shape (axis=None only on 1-d input, where it is axis 0); None otherwise."""
+    (or a narrow int/bool input into int64) and one shape (axis=None only on 1-d input, where it is
+    axis 0); None otherwise."""
     op = _opdef(node)
     kind = op.reduction if op is not None else None
     if kind not in ("cumsum", "cumprod") or len(node.inputs) != 1 or len(node.outputs) != 1:
         return None
     a, out = _tensor(node.inputs[0]), _tensor(node.outputs[0])
-    if (a is None or out is None or not (a.is_concrete and out.is_concrete) or a.ndim < 1
-            or a.dtype != out.dtype or a.dtype not in _SCAN_DTYPES or tuple(a.shape) != tuple(out.shape)):
+    if a is None or out is None or not (a.is_concrete and out.is_concrete) or a.ndim < 1:
+        return None
+    same = a.dtype == out.dtype and a.dtype in _SCAN_DTYPES
+    widened = out.dtype == np.int64 and a.dtype in _SCAN_WIDENED
+    if not (same or widened) or tuple(a.shape) != tuple(out.shape):
         return None
     axis = node.attrs.get("axis")
     if axis is None and a.ndim != 1:
@@ -430,9 +436,9 @@ def _scan_plan(node) -> tuple[int, int] | None:
     return (0 if axis is None else axis % a.ndim), (0 if kind == "cumsum" else 1)
 
 
-def _prologues_into_scans(steps: list[Step], outputs: set) -> None:
-    """A scan whose input a fused pass computes for it alone: that pass writes the values into the
-    scan's result instead (its output renamed), and the scan runs there in place."""
+def _prologues_into_scans(steps: list[Step], outputs: set, types: dict) -> None:
+    """A scan whose input a fused pass computes for it alone, in the result's dtype: that pass writes
+    the values into the scan's result instead (its output renamed), and the scan runs there in place."""
     producer = {v: step for step in steps for v in step.outputs}
     readers: dict = {}
     for step in steps:
@@ -443,7 +449,7 @@ def _prologues_into_scans(steps: list[Step], outputs: set) -> None:
             continue
         (v,), (out,) = step.inputs, step.outputs
         p = producer.get(v)
-        if not isinstance(p, FusedStep) or readers.get(v) != 1 or v in outputs:
+        if not isinstance(p, FusedStep) or readers.get(v) != 1 or v in outputs or types[v] != types[out]:
             continue
         p.outputs[:] = [out if w == v else w for w in p.outputs]
         p.overwritable = frozenset(pair for pair in p.overwritable if v not in pair)
@@ -1010,5 +1016,5 @@ def lower(graph) -> tuple[list[Step], dict, dict]:
                                               f"registry has no reference for it") from None
             steps.append(kind(inputs=[index[v] for v in u.inputs], outputs=[index[v] for v in u.outputs],
                               nodes=[u], fn=fn, attrs=attrs))
-    _prologues_into_scans(steps, {index[v] for v in graph.outputs})
+    _prologues_into_scans(steps, {index[v] for v in graph.outputs}, {n: v.type for v, n in index.items()})
     return steps, index, consts
