@@ -848,6 +848,18 @@ RUN_PASS = PyCapsule_New(<void*>_run_pass, b"numtrace_cpu.run_pass", NULL)
 # Passes outside the interpreter: scans and tiny-K products. Each walks "lines" of its arrays (one
 # index of every dim but one or two), the lines' dims merged first where both arrays allow it.
 
+# The dtypes of the scan kernel and of the tiny-K products (narrower than `num`: every fused type
+# is compiled once per member, three times over for the ISA builds).
+ctypedef fused scanned:
+    int32_t
+    int64_t
+    float
+    double
+
+ctypedef fused real:
+    float
+    double
+
 cdef int _merge_dims(int nd, Py_ssize_t* shape, Py_ssize_t* sa, Py_ssize_t* sb) noexcept nogil:
     """Merge neighbouring dims that both stride sets (byte strides of two arrays over `shape`) walk
     as one, dropping size-1 dims; returns the new number of dims (0 for a single line)."""
@@ -898,27 +910,27 @@ cdef int _line_space(object a, object out, int skip, int nskip, Py_ssize_t* shap
         n += 1
     return _merge_dims(n, shape, sa, sb)
 
-cdef inline num _scan_step(int op, num acc, num x) noexcept nogil:
+cdef inline scanned _scan_step(int op, scanned acc, scanned x) noexcept nogil:
     return _wrap_add(acc, x) if op == 0 else _wrap_mul(acc, x)
 
 cdef void _scan_line(int op, const char* a, Py_ssize_t sa, char* o, Py_ssize_t so, Py_ssize_t n,
-                     num* kind) noexcept nogil:
+                     scanned* kind) noexcept nogil:
     """One line of a scan, strictly left to right as NumPy's add/multiply.accumulate: o[i] is
     o[i-1] (op) a[i], so floats round exactly as NumPy's cumsum/cumprod do."""
     cdef Py_ssize_t i
-    cdef num acc
+    cdef scanned acc
     if n == 0:
         return
-    acc = (<const num*>a)[0]
-    (<num*>o)[0] = acc
-    if sa == sizeof(num) and so == sizeof(num):
+    acc = (<const scanned*>a)[0]
+    (<scanned*>o)[0] = acc
+    if sa == sizeof(scanned) and so == sizeof(scanned):
         for i in range(1, n):
-            acc = _scan_step(op, acc, (<const num*>a)[i])
-            (<num*>o)[i] = acc
+            acc = _scan_step(op, acc, (<const scanned*>a)[i])
+            (<scanned*>o)[i] = acc
     else:
         for i in range(1, n):
-            acc = _scan_step(op, acc, (<const num*>(a + i * sa))[0])
-            (<num*>(o + i * so))[0] = acc
+            acc = _scan_step(op, acc, (<const scanned*>(a + i * sa))[0])
+            (<scanned*>(o + i * so))[0] = acc
 
 cdef void _scan_line_widened(int op, int src, const char* a, Py_ssize_t sa, char* o, Py_ssize_t so,
                              Py_ssize_t n) noexcept nogil:
@@ -1012,32 +1024,32 @@ cdef int _scan_dtype(object a, object out, int* src) except -1:
 # Input typenums a scan widens to int64 (NumPy accumulates these in int64) -> their dtype code.
 _WIDENED_SCAN = {cnp.NPY_BOOL: DT_BOOL, cnp.NPY_INT8: DT_I8, cnp.NPY_INT16: DT_I16, cnp.NPY_INT32: DT_I32}
 
-cdef void _small_k_rows(const num* w, Py_ssize_t K, Py_ssize_t m, const char* a, Py_ssize_t sk,
+cdef void _small_k_rows(const real* w, Py_ssize_t K, Py_ssize_t m, const char* a, Py_ssize_t sk,
                         char* o, Py_ssize_t sj, int nd, const Py_ssize_t* shape, const Py_ssize_t* la,
                         const Py_ssize_t* lo, Py_ssize_t first, Py_ssize_t stop) noexcept nogil:
     """Rows [first, stop) of ``o[r, j] = sum_k a[r, k] * w[k * m + j]``, summed over k in order."""
     cdef Py_ssize_t r, j, k, oa, oo, sr_a = la[nd - 1] if nd else 0, sr_o = lo[nd - 1] if nd else 0
     cdef Py_ssize_t inner = shape[nd - 1] if nd else 1, r0, r1, line
     cdef const char* ar
-    cdef num acc
+    cdef real acc
     line = first // inner
     r0 = first % inner
     while first < stop:
         _line_offsets(line, nd - 1 if nd else 0, shape, la, lo, &oa, &oo)
         r1 = inner if stop - first >= inner - r0 else r0 + stop - first
-        if K == 3 and m == 1 and sk == sizeof(num):
+        if K == 3 and m == 1 and sk == sizeof(real):
             for r in range(r0, r1):
                 ar = a + oa + r * sr_a
-                (<num*>(o + oo + r * sr_o))[0] = ((<const num*>ar)[0] * w[0] + (<const num*>ar)[1] * w[1]
-                                                 + (<const num*>ar)[2] * w[2])
+                (<real*>(o + oo + r * sr_o))[0] = ((<const real*>ar)[0] * w[0] + (<const real*>ar)[1] * w[1]
+                                                 + (<const real*>ar)[2] * w[2])
         else:
             for r in range(r0, r1):
                 ar = a + oa + r * sr_a
                 for j in range(m):
-                    acc = (<const num*>ar)[0] * w[j]
+                    acc = (<const real*>ar)[0] * w[j]
                     for k in range(1, K):
-                        acc = acc + (<const num*>(ar + k * sk))[0] * w[k * m + j]
-                    (<num*>(o + oo + r * sr_o + j * sj))[0] = acc
+                        acc = acc + (<const real*>(ar + k * sk))[0] * w[k * m + j]
+                    (<real*>(o + oo + r * sr_o + j * sj))[0] = acc
         first += r1 - r0
         r0 = 0
         line += 1
