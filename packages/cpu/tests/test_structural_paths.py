@@ -291,8 +291,13 @@ def test_small_k_special_values_propagate():
     np.testing.assert_array_equal(got[~np.isnan(got)], expected[~np.isnan(expected)])
 
 
-def test_larger_k_stays_blas():
-    g = _graph([TensorType(np.dtype("float64"), (10, 9)), TensorType(np.dtype("float64"), (9,))],
-               lambda g, x, w: _op(g, "np.matmul", x, w))
-    exe = compile_graph(g, [v.type for v in g.inputs])
-    assert exe.stats()["small_matmuls"] == 0 and exe.stats()["matmuls"] == 1
+@pytest.mark.parametrize("dtype,shapes", [("float64", ((10, 9), (9,))), ("float64", ((10, 3), (3, 9))),
+                                          ("float16", ((10, 3), (3,))), ("complex128", ((10, 3), (3,)))])
+def test_other_products_stay_blas(dtype, shapes):
+    """K or m above 8, or a dtype the kernel does not take: NumPy's matmul, and the same values."""
+    dt = np.dtype(dtype)
+    g = _graph([TensorType(dt, s) for s in shapes], lambda g, x, w: _op(g, "np.matmul", x, w))
+    rng = np.random.default_rng(1)
+    exe, (got,), (expected,) = _run(g, [rng.standard_normal(s).astype(dt) for s in shapes], 1)
+    np.testing.assert_array_equal(got, expected)
+    assert exe.stats()["small_matmuls"] == 0, exe.stats()

@@ -32,8 +32,10 @@ __all__ = ["LOWERED", "SMALL_K", "ConstantStep", "FallbackStep", "FusedStep", "I
 MAX_OPERANDS = 64
 MAX_REGISTERS = 256
 MAX_REDUCTIONS = 16
-# Largest contracted dim (and column count) a SmallMatmulStep takes; larger products go to BLAS.
+# Largest contracted dim (and column count) a SmallMatmulStep takes, and its dtypes; larger or
+# other products go to BLAS.
 SMALL_K = 8
+_SMALL_MATMUL_DTYPES = frozenset(map(np.dtype, (np.float64, np.float32)))
 # Dtypes of the scan kernel (input and output alike), and the inputs it widens to an int64 output
 # (NumPy's accumulator for them); others call NumPy's cumsum into the buffer.
 _SCAN_DTYPES = frozenset(map(np.dtype, (np.float64, np.float32, np.int64, np.int32)))
@@ -407,8 +409,9 @@ def _is_matmul(node) -> bool:
 
 
 def _is_small_matmul(node) -> bool:
-    """A float product (..., n, K) @ (K,) or (K, m) with K, m <= SMALL_K (see SmallMatmulStep)."""
-    if not _is_matmul(node) or node.outputs[0].type.dtype.kind != "f":
+    """A float32/float64 product (..., n, K) @ (K,) or (K, m) with K, m <= SMALL_K (see
+    SmallMatmulStep)."""
+    if not _is_matmul(node) or node.outputs[0].type.dtype not in _SMALL_MATMUL_DTYPES:
         return False
     a, b = (v.type for v in node.inputs)
     return (a.ndim >= 2 and b.ndim in (1, 2) and 1 <= a.shape[-1] <= SMALL_K
