@@ -73,7 +73,7 @@ SCAN_DTYPES = [np.dtype(d) for d in ("float64", "float32", "int64", "int32", "in
 @pytest.mark.parametrize("strided", [False, True])
 @pytest.mark.parametrize("dtype", SCAN_DTYPES, ids=str)
 @pytest.mark.parametrize("shape,axis", [((1,), 0), ((7,), 0), ((1000,), None), ((3, 513), 1), ((3, 513), 0),
-                                        ((2, 1, 5), -1), ((4, 6, 3), 1), ((64, 16385), 1)])
+                                        ((2, 1, 5), -1), ((4, 6, 3), 1), ((4, 6, 3), None), ((64, 16385), 1)])
 @pytest.mark.parametrize("op", ["np.cumsum", "np.cumprod"])
 def test_scan_equals_numpy_bit_for_bit(op, shape, axis, dtype, strided, threads):
     """The scan kernel adds (multiplies) strictly left to right like NumPy's accumulate, so floats

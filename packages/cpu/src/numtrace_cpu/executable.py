@@ -228,7 +228,8 @@ class Executable(CallRunner):
             elif isinstance(step, ScanStep):
                 where = (f"of {name(step.inputs[0])}" if step.inputs != step.outputs
                          else "in place, over the values the previous pass wrote there")
-                lines.append(f"  step {k}: {('cumsum', 'cumprod')[step.op]} scan along axis {step.axis} "
+                along = "of the C-order ravel" if step.flatten else f"along axis {step.axis}"
+                lines.append(f"  step {k}: {('cumsum', 'cumprod')[step.op]} scan {along} "
                              f"{where} -> {name(step.outputs[0])} : {self._types[step.outputs[0]]}")
                 lines.append(f"      {node_line(step.nodes[0])}")
             elif isinstance(step, SmallMatmulStep):
@@ -363,6 +364,13 @@ def _scan_runner(step: ScanStep):
     """``blocks.scan(a, out, axis, op, nthreads)``, with nothing built per call (a small scan is
     mostly per-call cost)."""
     scan, (a,), (o,), axis, op = blocks.scan, step.inputs, step.outputs, step.axis, step.op
+    if step.flatten:
+        def run_flat_scan(env, nthreads):   # a view when the input is C-contiguous, else a copy
+            try:
+                scan(env[a].reshape(-1), env[o], 0, op, nthreads)
+            except Exception as exc:
+                raise execution_error(step.nodes[-1], exc) from exc
+        return run_flat_scan
 
     def run_scan(env, nthreads):
         try:

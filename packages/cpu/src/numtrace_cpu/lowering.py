@@ -139,7 +139,8 @@ class ScanStep(Step):
     scanned values (``np.log(p[1:] / p[:-1])``) writes them into the result, scanned there in place."""
 
     axis: int = 0
-    op: int = 0   # 0 cumsum, 1 cumprod
+    op: int = 0            # 0 cumsum, 1 cumprod
+    flatten: bool = False  # axis=None on an n-d input: the scan of its C-order ravel
 
 
 @dataclass
@@ -418,10 +419,10 @@ def _is_small_matmul(node) -> bool:
             and (b.ndim == 1 or 1 <= b.shape[1] <= SMALL_K))
 
 
-def _scan_plan(node) -> tuple[int, int] | None:
-    """(axis, op) of a cumsum/cumprod the scan kernel computes: input and output of one kernel dtype
-    (or a narrow int/bool input into int64) and one shape (axis=None only on 1-d input, where it is
-    axis 0); None otherwise."""
+def _scan_plan(node) -> tuple[int, int, bool] | None:
+    """(axis, op, flatten) of a cumsum/cumprod the scan kernel computes: input and output of one
+    kernel dtype (or a narrow int/bool input into int64) and one shape, or axis=None (the C-order
+    ravel scanned along axis 0); None otherwise."""
     op = _opdef(node)
     kind = op.reduction if op is not None else None
     if kind not in ("cumsum", "cumprod") or len(node.inputs) != 1 or len(node.outputs) != 1:
@@ -431,12 +432,11 @@ def _scan_plan(node) -> tuple[int, int] | None:
         return None
     same = a.dtype == out.dtype and a.dtype in _SCAN_DTYPES
     widened = out.dtype == np.int64 and a.dtype in _SCAN_WIDENED
-    if not (same or widened) or tuple(a.shape) != tuple(out.shape):
-        return None
     axis = node.attrs.get("axis")
-    if axis is None and a.ndim != 1:
+    flatten = axis is None and a.ndim != 1
+    if not (same or widened) or (tuple(a.shape) != tuple(out.shape) and not flatten):
         return None
-    return (0 if axis is None else axis % a.ndim), (0 if kind == "cumsum" else 1)
+    return (0 if axis is None else axis % a.ndim), (0 if kind == "cumsum" else 1), flatten
 
 
 def _prologues_into_scans(steps: list[Step], outputs: set, types: dict) -> None:
@@ -452,7 +452,8 @@ def _prologues_into_scans(steps: list[Step], outputs: set, types: dict) -> None:
             continue
         (v,), (out,) = step.inputs, step.outputs
         p = producer.get(v)
-        if not isinstance(p, FusedStep) or readers.get(v) != 1 or v in outputs or types[v] != types[out]:
+        if (not isinstance(p, FusedStep) or readers.get(v) != 1 or v in outputs or types[v] != types[out]
+                or step.flatten):
             continue
         p.outputs[:] = [out if w == v else w for w in p.outputs]
         p.overwritable = frozenset(pair for pair in p.overwritable if v not in pair)
@@ -995,9 +996,9 @@ def lower(graph) -> tuple[list[Step], dict, dict]:
             steps.append(SmallMatmulStep(inputs=[index[v] for v in u.inputs], outputs=[index[u.outputs[0]]],
                                          nodes=[u]))
         elif _scan_plan(u) is not None:
-            axis, op = _scan_plan(u)
+            axis, op, flatten = _scan_plan(u)
             steps.append(ScanStep(inputs=[index[u.inputs[0]]], outputs=[index[u.outputs[0]]], nodes=[u],
-                                  axis=axis, op=op))
+                                  axis=axis, op=op, flatten=flatten))
         elif _is_matmul(u):
             steps.append(MatmulStep(inputs=[index[v] for v in u.inputs], outputs=[index[u.outputs[0]]],
                                     nodes=[u]))
