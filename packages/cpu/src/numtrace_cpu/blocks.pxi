@@ -961,16 +961,54 @@ cdef void _scan_lines(int op, int dt, int src, const char* a, char* o, Py_ssize_
         elif dt == DT_I64: _scan_line(op, a + oa, sa, o + oo, so, n, <int64_t*>NULL)
         else: _scan_line(op, a + oa, sa, o + oo, so, n, <int32_t*>NULL)
 
+cdef void _sweep_rows(int op, const char* a, Py_ssize_t sa, char* o, Py_ssize_t so, Py_ssize_t n,
+                      Py_ssize_t width, scanned* kind) noexcept nogil:
+    """A scan along a strided axis, `width` contiguous columns at once: row i of the result is row
+    i-1 (op) row i of `a`, one vectorizable loop per row. Each column is still folded left to
+    right, so the bits are the per-line scan's (and NumPy's)."""
+    cdef Py_ssize_t i, j
+    cdef const scanned* x
+    cdef const scanned* prev
+    cdef scanned* cur
+    for j in range(width):
+        (<scanned*>o)[j] = (<const scanned*>a)[j]
+    for i in range(1, n):
+        x = <const scanned*>(a + i * sa)
+        prev = <const scanned*>(o + (i - 1) * so)
+        cur = <scanned*>(o + i * so)
+        for j in range(width):
+            cur[j] = _scan_step(op, prev[j], x[j])
+
+cdef void _scan_sweeps(int op, int dt, const char* a, char* o, Py_ssize_t sa, Py_ssize_t so, Py_ssize_t n,
+                       int nd, const Py_ssize_t* shape, const Py_ssize_t* la, const Py_ssize_t* lo,
+                       Py_ssize_t cw, Py_ssize_t first, Py_ssize_t stop) noexcept nogil:
+    """Units [first, stop) of a swept scan: unit u is column chunk u % nchunks (cw columns of the
+    innermost line dim) of outer line u // nchunks."""
+    cdef Py_ssize_t u, oa, oo, c0, w, width = shape[nd - 1], nchunks = (shape[nd - 1] + cw - 1) // cw
+    cdef Py_ssize_t isz = nt_itemsize[dt]
+    for u in range(first, stop):
+        _line_offsets(u // nchunks, nd - 1, shape, la, lo, &oa, &oo)
+        c0 = (u % nchunks) * cw
+        w = width - c0 if width - c0 < cw else cw
+        oa += c0 * isz
+        oo += c0 * isz
+        if dt == DT_F64: _sweep_rows(op, a + oa, sa, o + oo, so, n, w, <double*>NULL)
+        elif dt == DT_F32: _sweep_rows(op, a + oa, sa, o + oo, so, n, w, <float*>NULL)
+        elif dt == DT_I64: _sweep_rows(op, a + oa, sa, o + oo, so, n, w, <int64_t*>NULL)
+        else: _sweep_rows(op, a + oa, sa, o + oo, so, n, w, <int32_t*>NULL)
+
 def scan(a, out, int axis, int op, int nthreads):
     """``out = cumsum(a, axis)`` (op 0) or ``cumprod`` (op 1) for float64, float32, int64 or int32 `a`
     and `out` of one dtype and shape (`out` may be `a` itself: each element is read before it is
-    written), or bool/int8/int16/int32 `a` into int64 `out`. Lines along `axis` run in parallel
-    when there are several and the work is large."""
+    written), or bool/int8/int16/int32 `a` into int64 `out`. Lines whose neighbours are contiguous
+    (a scan along a leading axis) are swept together row by row (`_sweep_rows`), the others one by
+    one; either way in parallel when there are several and the work is large."""
     cdef Py_ssize_t shape[MAXD]
     cdef Py_ssize_t la[MAXD]
     cdef Py_ssize_t lo[MAXD]
     cdef int nd, dt, k, src
-    cdef Py_ssize_t lines = 1, n, sa, so, per
+    cdef Py_ssize_t lines = 1, n, sa, so, per, cw, units, u
+    cdef bint big
     cdef char* pa
     cdef char* po
     dt = _scan_dtype(a, out, &src)
@@ -985,6 +1023,19 @@ def scan(a, out, int axis, int op, int nthreads):
     pa = <char*>cnp.PyArray_DATA(<cnp.ndarray>a)
     po = <char*>cnp.PyArray_DATA(<cnp.ndarray>out)
     if lines == 0 or n == 0:
+        return
+    if src == dt and nd and shape[nd - 1] >= 4 and la[nd - 1] == nt_itemsize[dt] and lo[nd - 1] == nt_itemsize[dt]:
+        # Contiguous lines side by side (a scan along a leading axis): sweep them row by row.
+        big = nthreads > 1 and lines * n >= (1 << 20)
+        cw = BLOCK if big else shape[nd - 1]
+        units = (lines // shape[nd - 1]) * ((shape[nd - 1] + cw - 1) // cw)
+        if not big or units < 2:
+            with nogil:
+                _scan_sweeps(op, dt, pa, po, sa, so, n, nd, shape, la, lo, cw, 0, units)
+        else:
+            with nogil:
+                for u in prange(units, num_threads=nthreads, schedule="static"):
+                    _scan_sweeps(op, dt, pa, po, sa, so, n, nd, shape, la, lo, cw, u, u + 1)
         return
     if nthreads > 1 and lines > 1 and lines * n >= (1 << 20):
         per = (lines + nthreads - 1) // nthreads
