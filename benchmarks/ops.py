@@ -25,12 +25,14 @@ SIZES = {"1e3": (10, 100), "1e6": (1000, 1000)}
 
 
 def _how(traced) -> str:
-    """How the CPU backend ran the op: fused pass, NumPy into a planned buffer, or fallback."""
+    """How the CPU backend ran the op: fused pass, scan kernel, NumPy into a planned buffer, or fallback."""
     stats = next(iter(traced.stats()["signatures"].values()))
     if stats.get("fallbacks"):
         return "fallback"
     if stats.get("numpy_into"):
         return "numpy-into"
+    if stats.get("scans"):
+        return "scan"
     return "fused" if stats.get("fused_nodes") else "other"
 
 

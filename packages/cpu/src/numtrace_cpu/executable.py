@@ -18,14 +18,18 @@ from numtrace_ir.errors import execution_error, while_executing
 from numtrace_ir.types import ScalarType, TensorType
 
 from numtrace_cpu import threads
-from numtrace_cpu.isa import ISA
+from numtrace_cpu.isa import ISA, blocks
+from numtrace_cpu.joins import JoinRestStep
 from numtrace_cpu.lowering import (
     ConstantStep,
     FallbackStep,
     FusedStep,
     IntoStep,
     MatmulStep,
+    PartViewStep,
+    ScanStep,
     SetitemStep,
+    SmallMatmulStep,
     Step,
     ViewStep,
 )
@@ -153,13 +157,18 @@ class Executable(CallRunner):
             "threads": threads.get_num_threads(),
             "nodes": sum(len(s.nodes) for s in self._steps),
             "steps": len(self._steps),
-            "kernels": len(fused) + sum(isinstance(s, MatmulStep) for s in self._steps),
+            "kernels": len(fused) + sum(isinstance(s, (MatmulStep, ScanStep, SmallMatmulStep))
+                                        for s in self._steps),
             "fused_groups": len(fused),
             "fused_nodes": sum(len(s.nodes) for s in fused),
             "fused_group_sizes": [len(s.nodes) for s in fused],
             "instructions": sum(s.kernel.n_instructions for s in fused),
             "matmuls": sum(isinstance(s, MatmulStep) for s in self._steps),
             "views": sum(isinstance(s, ViewStep) for s in self._steps),
+            "parts_in_place": sum(isinstance(s, PartViewStep) for s in self._steps),
+            "scans": sum(isinstance(s, ScanStep) for s in self._steps),
+            "scans_in_place": sum(isinstance(s, ScanStep) and s.inputs == s.outputs for s in self._steps),
+            "small_matmuls": sum(isinstance(s, SmallMatmulStep) for s in self._steps),
             "fallbacks": len(fallbacks),
             "fallback_ops": sorted(set(fallbacks)),
             "numpy_into": sorted({s.nodes[0].op for s in self._steps
@@ -195,6 +204,9 @@ class Executable(CallRunner):
                  f"  {_count(s['nodes'], 'node')} in {_count(work, 'step')}: "
                  f"{_count(s['fused_groups'], 'fused pass', 'fused passes')}, "
                  f"{_count(s['matmuls'], 'BLAS call')}, "
+                 + "".join(f"{_count(s[key], what)}, " for key, what in (("scans", "scan"),
+                                                                        ("small_matmuls", "small-K product"))
+                           if s[key]) +
                  f"{_count(into, 'NumPy call into a buffer', 'NumPy calls into buffers')}, "
                  f"{_count(s['fallbacks'], 'NumPy fallback')}, {_count(s['views'], 'view')}; "
                  f"ISA {s['isa']}, {_count(s['threads'], 'thread')}"]
@@ -213,8 +225,26 @@ class Executable(CallRunner):
                 a, b = (self._types[v] for v in step.inputs)
                 lines.append(f"  step {k}: BLAS matmul {a} @ {b} -> {self._types[step.outputs[0]]}")
                 lines.append(f"      {node_line(step.nodes[0])}")
+            elif isinstance(step, ScanStep):
+                where = (f"of {name(step.inputs[0])}" if step.inputs != step.outputs
+                         else "in place, over the values the previous pass wrote there")
+                along = "of the C-order ravel" if step.flatten else f"along axis {step.axis}"
+                lines.append(f"  step {k}: {('cumsum', 'cumprod')[step.op]} scan {along} "
+                             f"{where} -> {name(step.outputs[0])} : {self._types[step.outputs[0]]}")
+                lines.append(f"      {node_line(step.nodes[0])}")
+            elif isinstance(step, SmallMatmulStep):
+                a, b = (self._types[v] for v in step.inputs)
+                lines.append(f"  step {k}: small-K product pass (K = {a.shape[-1]}, in-order sums) {a} @ {b} "
+                             f"-> {self._types[step.outputs[0]]}")
+                lines.append(f"      {node_line(step.nodes[0])}")
+            elif isinstance(step, PartViewStep):
+                lines.append(f"  step {k}: {name(step.outputs[0])} is a view of {name(step.inputs[0])}: "
+                             f"the pass computing it writes it into the joined array")
             elif isinstance(step, ViewStep):
                 lines.append(f"  step {k}: view {node_line(step.nodes[0])}")
+            elif isinstance(step, JoinRestStep):
+                lines.append(f"  step {k}: the parts not written in place copied into "
+                             f"{name(step.outputs[0])}: " + ", ".join(name(v) for v in step.inputs))
             elif isinstance(step, IntoStep):
                 lines.append(f"  step {k}: NumPy's loop writing into the planned buffer")
                 lines.append(f"      {node_line(step.nodes[0])}")
@@ -307,6 +337,10 @@ def _runner(step: Step, types: dict):
         return run_matmul
     if isinstance(step, ViewStep):
         return _view_runner(step, types)
+    if isinstance(step, ScanStep):
+        return _scan_runner(step)
+    if isinstance(step, SmallMatmulStep):
+        return _small_matmul_runner(step)
     if isinstance(step, IntoStep):
         return _into_runner(step)
     if isinstance(step, SetitemStep):
@@ -324,6 +358,37 @@ def _into_runner(step: IntoStep):
         except Exception as exc:
             raise execution_error(step.nodes[-1], exc) from exc
     return run_into
+
+
+def _scan_runner(step: ScanStep):
+    """``blocks.scan(a, out, axis, op, nthreads)``, with nothing built per call (a small scan is
+    mostly per-call cost)."""
+    scan, (a,), (o,), axis, op = blocks.scan, step.inputs, step.outputs, step.axis, step.op
+    if step.flatten:
+        def run_flat_scan(env, nthreads):   # a view when the input is C-contiguous, else a copy
+            try:
+                scan(env[a].reshape(-1), env[o], 0, op, nthreads)
+            except Exception as exc:
+                raise execution_error(step.nodes[-1], exc) from exc
+        return run_flat_scan
+
+    def run_scan(env, nthreads):
+        try:
+            scan(env[a], env[o], axis, op, nthreads)
+        except Exception as exc:
+            raise execution_error(step.nodes[-1], exc) from exc
+    return run_scan
+
+
+def _small_matmul_runner(step: SmallMatmulStep):
+    product, (a, b), (o,) = blocks.small_k_matmul, step.inputs, step.outputs
+
+    def run_small_matmul(env, nthreads):
+        try:
+            product(env[a], env[b], env[o], nthreads)
+        except Exception as exc:
+            raise execution_error(step.nodes[-1], exc) from exc
+    return run_small_matmul
 
 
 def _setitem_runner(step: SetitemStep):

@@ -25,13 +25,21 @@ from numtrace_ir.types import ScalarType, TensorType
 
 from numtrace_cpu.isa import DTYPES, OPS, REDUCTIONS, REG_KINDS, ROLES, FusedKernel
 
-__all__ = ["LOWERED", "ConstantStep", "FallbackStep", "FusedStep", "IntoStep", "MatmulStep", "SetitemStep",
-           "Step", "ViewStep", "lower"]
+__all__ = ["LOWERED", "SMALL_K", "ConstantStep", "FallbackStep", "FusedStep", "IntoStep", "MatmulStep",
+           "PartViewStep", "ScanStep", "SetitemStep", "SmallMatmulStep", "Step", "ViewStep", "lower"]
 
 # Interpreter limits (see runtime.pyx); bigger groups are split.
 MAX_OPERANDS = 64
 MAX_REGISTERS = 256
 MAX_REDUCTIONS = 16
+# Largest contracted dim (and column count) a SmallMatmulStep takes, and its dtypes; larger or
+# other products go to BLAS.
+SMALL_K = 8
+_SMALL_MATMUL_DTYPES = frozenset(map(np.dtype, (np.float64, np.float32)))
+# Dtypes of the scan kernel (input and output alike), and the inputs it widens to an int64 output
+# (NumPy's accumulator for them); others call NumPy's cumsum into the buffer.
+_SCAN_DTYPES = frozenset(map(np.dtype, (np.float64, np.float32, np.int64, np.int32)))
+_SCAN_WIDENED = frozenset(map(np.dtype, (np.bool_, np.int8, np.int16, np.int32)))
 
 # The ops this module reads by identity (a misspelt name fails at import).
 (_WHERE, _ASTYPE, _COPY, _POWER, _MATMUL, _DOT, _STACK, _CONCATENATE, _GETITEM, _SETITEM, _DIVMOD) = map(
@@ -93,6 +101,9 @@ class Step:
     outputs: list[int]
     nodes: list[Any]
     view: ClassVar[bool] = False   # outputs may alias inputs[0] (see planner)
+    # inputs[0] is first needed here, before the step that fills it (see PartViewStep): the planner
+    # gives it its buffer at this step.
+    opens_input: ClassVar[bool] = False
 
 
 @dataclass
@@ -114,6 +125,25 @@ class MatmulStep(Step):
 
 
 @dataclass
+class SmallMatmulStep(Step):
+    """``a @ b`` whose contracted dim K and columns m are at most `SMALL_K` (``img @ [0.299, 0.587,
+    0.114]``): one pass over `a` summing its K products per output in order, which beats BLAS's
+    per-call and per-row setup; the sums equal BLAS's within float rounding (BLAS may pair or fuse
+    the products differently)."""
+
+
+@dataclass
+class ScanStep(Step):
+    """``np.cumsum``/``np.cumprod`` along `axis` by the scan kernel: strictly left to right, so it
+    equals NumPy bit for bit. Its input is often the output itself: the pass that computes the
+    scanned values (``np.log(p[1:] / p[:-1])``) writes them into the result, scanned there in place."""
+
+    axis: int = 0
+    op: int = 0            # 0 cumsum, 1 cumprod
+    flatten: bool = False  # axis=None on an n-d input: the scan of its C-order ravel
+
+
+@dataclass
 class FallbackStep(Step):
     """An op without a kernel: its NumPy reference, result copied into the planned buffer."""
 
@@ -126,6 +156,15 @@ class ViewStep(FallbackStep):
     """A movement op whose result is stored as NumPy returns it: usually a view of its input."""
 
     view: ClassVar[bool] = True
+
+
+@dataclass
+class PartViewStep(ViewStep):
+    """The view of a join's result (`np.stack`, `np.concatenate`, ...) where one of its parts goes:
+    placed before the fused pass computing that part, which then writes it straight into the joined
+    array (its value number is the view's) instead of into a buffer that the join copies."""
+
+    opens_input: ClassVar[bool] = True
 
 
 @dataclass
@@ -368,6 +407,57 @@ def _is_matmul(node) -> bool:
     if op is _DOT and not (a.ndim == 2 and b.ndim == 2):
         return False
     return a.dtype == b.dtype == out.dtype and out.dtype.kind in "fc" and a.ndim >= 1 and b.ndim >= 1
+
+
+def _is_small_matmul(node) -> bool:
+    """A float32/float64 product (..., n, K) @ (K,) or (K, m) with K, m <= SMALL_K (see
+    SmallMatmulStep)."""
+    if not _is_matmul(node) or node.outputs[0].type.dtype not in _SMALL_MATMUL_DTYPES:
+        return False
+    a, b = (v.type for v in node.inputs)
+    return (a.ndim >= 2 and b.ndim in (1, 2) and 1 <= a.shape[-1] <= SMALL_K
+            and (b.ndim == 1 or 1 <= b.shape[1] <= SMALL_K))
+
+
+def _scan_plan(node) -> tuple[int, int, bool] | None:
+    """(axis, op, flatten) of a cumsum/cumprod the scan kernel computes: input and output of one
+    kernel dtype (or a narrow int/bool input into int64) and one shape, or axis=None (the C-order
+    ravel scanned along axis 0); None otherwise."""
+    op = _opdef(node)
+    kind = op.reduction if op is not None else None
+    if kind not in ("cumsum", "cumprod") or len(node.inputs) != 1 or len(node.outputs) != 1:
+        return None
+    a, out = _tensor(node.inputs[0]), _tensor(node.outputs[0])
+    if a is None or out is None or not (a.is_concrete and out.is_concrete) or a.ndim < 1:
+        return None
+    same = a.dtype == out.dtype and a.dtype in _SCAN_DTYPES
+    widened = out.dtype == np.int64 and a.dtype in _SCAN_WIDENED
+    axis = node.attrs.get("axis")
+    flatten = axis is None and a.ndim != 1
+    if not (same or widened) or (tuple(a.shape) != tuple(out.shape) and not flatten):
+        return None
+    return (0 if axis is None else axis % a.ndim), (0 if kind == "cumsum" else 1), flatten
+
+
+def _prologues_into_scans(steps: list[Step], outputs: set, types: dict) -> None:
+    """A scan whose input a fused pass computes for it alone, in the result's dtype: that pass writes
+    the values into the scan's result instead (its output renamed), and the scan runs there in place."""
+    producer = {v: step for step in steps for v in step.outputs}
+    readers: dict = {}
+    for step in steps:
+        for v in set(step.inputs):
+            readers[v] = readers.get(v, 0) + 1
+    for step in steps:
+        if not isinstance(step, ScanStep):
+            continue
+        (v,), (out,) = step.inputs, step.outputs
+        p = producer.get(v)
+        if (not isinstance(p, FusedStep) or readers.get(v) != 1 or v in outputs or types[v] != types[out]
+                or step.flatten):
+            continue
+        p.outputs[:] = [out if w == v else w for w in p.outputs]
+        p.overwritable = frozenset(pair for pair in p.overwritable if v not in pair)
+        step.inputs[:] = [out]
 
 
 def _into_call(node):
@@ -902,6 +992,13 @@ def lower(graph) -> tuple[list[Step], dict, dict]:
             steps.extend(_build_group(u, consts, index, needed))
         elif u.op == "prim.Constant":
             steps.append(ConstantStep(inputs=[], outputs=[index[u.outputs[0]]], nodes=[u]))
+        elif _is_small_matmul(u):
+            steps.append(SmallMatmulStep(inputs=[index[v] for v in u.inputs], outputs=[index[u.outputs[0]]],
+                                         nodes=[u]))
+        elif _scan_plan(u) is not None:
+            axis, op, flatten = _scan_plan(u)
+            steps.append(ScanStep(inputs=[index[u.inputs[0]]], outputs=[index[u.outputs[0]]], nodes=[u],
+                                  axis=axis, op=op, flatten=flatten))
         elif _is_matmul(u):
             steps.append(MatmulStep(inputs=[index[v] for v in u.inputs], outputs=[index[u.outputs[0]]],
                                     nodes=[u]))
@@ -923,4 +1020,5 @@ def lower(graph) -> tuple[list[Step], dict, dict]:
                                               f"registry has no reference for it") from None
             steps.append(kind(inputs=[index[v] for v in u.inputs], outputs=[index[v] for v in u.outputs],
                               nodes=[u], fn=fn, attrs=attrs))
+    _prologues_into_scans(steps, {index[v] for v in graph.outputs}, {n: v.type for v, n in index.items()})
     return steps, index, consts

@@ -73,7 +73,9 @@ def plan_buffers(steps: list, types: dict, n_inputs: int, outputs: list[int], co
     output values in order; `constants` the values held by the executable. A step with `view` set
     may return views of its first input: its outputs get no slot, and every read of them counts as
     a read of the value whose memory they share (their root), which keeps that buffer alive.
-    `in_place`: positions of outputs that `write_updates_in_place` moved into their input's memory."""
+    `in_place`: positions of outputs that `write_updates_in_place` moved into their input's memory.
+    A step with `opens_input` set (a view of a join's result that a pass fills) is where its input
+    gets its slot: the first step to touch it."""
     root: dict[int, int] = {}
     last_use: dict[int, int] = {}
     for i, step in enumerate(steps):
@@ -99,7 +101,7 @@ def plan_buffers(steps: list, types: dict, n_inputs: int, outputs: list[int], co
     free: list[int] = []
     released: set = set()
     for i, step in enumerate(steps):
-        for v in step.outputs:
+        for v in ([step.inputs[0], *step.outputs] if step.opens_input else step.outputs):
             t = types[v]
             if (v < n_inputs or v in direct or v in constants or v in root or v in slot_of
                     or not isinstance(t, TensorType) or not t.is_concrete):
