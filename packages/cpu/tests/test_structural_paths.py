@@ -242,7 +242,9 @@ def test_join_into_a_callers_out_array():
     exe = compile_graph(g, [v.type for v in g.inputs])
     big = np.zeros((100, 4))
     (res,) = exe(x, y, out=[big[:, ::2]])
-    np.testing.assert_array_equal(big[:, ::2], np.stack([np.sin(x), np.cos(y)], axis=-1))
+    # The same values as a fresh output, bit for bit; NumPy's sin/cos within the vector kernels' ulp.
+    np.testing.assert_array_equal(big[:, ::2], exe(x, y)[0])
+    np.testing.assert_allclose(big[:, ::2], np.stack([np.sin(x), np.cos(y)], axis=-1), rtol=1e-15, atol=0)
     assert res is not None and not big[:, 1::2].any()
 
 
