@@ -8,9 +8,11 @@ the widest build this CPU runs (RUN_PASS below).
 
 A pass walks its iteration space in blocks of at most `BLOCK` elements: operands are read in place
 when their innermost stride is unit (otherwise gathered), every instruction is one tight loop over
-the block, outputs are written in place, and reductions fold each block into per-row accumulators.
-No full-size temporary ever exists. Large passes split their units (chunks of blocks, reduction
-rows or column groups) over OpenMP threads, each with its own scratch registers. Memory safety rests
+the block (an operand that is one value over the block is read as a scalar, and two float
+instructions joined by a one-use temporary run as one loop: nt_pairs.h), outputs are written in
+place, and reductions fold each block into per-row accumulators. No full-size temporary ever
+exists. Large passes split their units (chunks of blocks, reduction rows or column groups) over
+OpenMP threads, each with its own scratch registers. Memory safety rests
 on the runtime having validated the program and every operand before the pass starts; these loops
 then only visit indices inside the collapsed iteration shape.
 """
@@ -471,7 +473,7 @@ cdef bint _binary_scalar_dispatch(int op, int dt, char* d, const char* a, const 
     elif dt == DT_F64: return _binary_scalar(op, <double*>d, <const double*>a, (<const double*>s)[0], left, n)
     elif dt == DT_I32: return _binary_scalar(op, <int32_t*>d, <const int32_t*>a, (<const int32_t*>s)[0], left, n)
     elif dt == DT_I64: return _binary_scalar(op, <int64_t*>d, <const int64_t*>a, (<const int64_t*>s)[0], left, n)
-    else: return _binary_scalar(op, <u8*>d, <const u8*>a, (<const u8*>s)[0], left, n)
+    return False   # bool: rare enough not to be worth the build time of its loops
 
 cdef void _cast_dispatch(int dst_dt, int src_dt, char* d, const char* a, Py_ssize_t n) noexcept nogil:
     if src_dt == DT_F32: _cast_from(dst_dt, d, <float*>a, n)
