@@ -255,7 +255,6 @@ cdef class FusedKernel:
         """Set each instruction's feeds_next (see Instr in interp.pxd) from the loaded program."""
         cdef int i, j, t
         cdef Instr* ins
-        cdef Instr* nxt
         for i in range(self.ninstr):
             ins = &self.instrs[i]
             ins.feeds_next = 0
