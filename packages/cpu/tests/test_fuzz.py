@@ -17,6 +17,7 @@ UNARY = ["np.negative", "np.absolute", "np.exp", "np.tanh", "np.sqrt", "np.squar
          "np.logical_not", "np.isnan", "np.log1p", "np.sin"]
 REDUCE = ["np.sum", "np.mean", "np.max", "np.min", "np.var", "np.std", "np.any", "np.all"]
 MOVE = ["np.transpose", "np.expand_dims", "np.reshape", "np.getitem"]
+CONSTANTS = st.sampled_from([2, 0.5, -1.25, True, -0.0, float("nan"), float("inf")])
 
 
 def _values(rng, t: TensorType) -> np.ndarray:
@@ -47,14 +48,16 @@ def programs(draw):
                 node = g.create_node(draw(st.sampled_from(BINARY)), [a, draw(st.sampled_from(values))])
             elif kind == "unary":
                 node = g.create_node(draw(st.sampled_from(UNARY)), [a])
-            elif kind == "const":
-                value = draw(st.sampled_from([2, 0.5, -1.25, True]))
-                c = g.create_node("prim.Constant", [], attrs={"value": value}).output
+            elif kind == "const":   # a constant in either operand slot
+                c = g.create_node("prim.Constant", [], attrs={"value": draw(CONSTANTS)}).output
                 pair = [a, c] if draw(st.booleans()) else [c, a]
                 node = g.create_node(draw(st.sampled_from(BINARY)), pair)
-            elif kind == "where":
-                cond, other = draw(st.sampled_from(values)), draw(st.sampled_from(values))
-                node = g.create_node("np.where", [cond, a, other])
+            elif kind == "where":   # constants in any of its three slots too
+                slots = [draw(st.sampled_from(values)), a, draw(st.sampled_from(values))]
+                k = draw(st.integers(-1, 2))
+                if k >= 0:
+                    slots[k] = g.create_node("prim.Constant", [], attrs={"value": draw(CONSTANTS)}).output
+                node = g.create_node("np.where", slots)
             elif kind == "cast":
                 node = g.create_node("np.astype", [a], attrs={"dtype": draw(st.sampled_from(DTYPES))})
             elif kind == "reduce":
@@ -87,27 +90,34 @@ _reference = testing.run_reference
 
 @settings(max_examples=150, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-@given(programs(), st.booleans())
-def test_cpu_equals_reference(g, strided):
+@given(programs(), st.booleans(), st.booleans())
+def test_cpu_equals_reference(g, strided, in_place):
+    """`in_place`: the first output is written over an input of its type where there is one (as a
+    traced ``x += ...`` is), so a pass may read and write the same memory."""
     rng = np.random.default_rng(len(g.nodes))
     inputs = [_values(rng, v.type) for v in g.inputs]
     if strided:
         inputs = [testing.noncontiguous(x) for x in inputs]
+    updates = None
+    if in_place:
+        same = [i for i, v in enumerate(g.inputs) if v.type == g.outputs[0].type and v is not g.outputs[0]]
+        updates = {0: same[0]} if same else None
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)   # "Mean of empty slice" and the like
         try:
             expected = _reference(g, inputs)
         except ValueError:   # e.g. max of an empty axis: the cpu backend must raise too
             expected = None
-        exe = compile_graph(g, [v.type for v in g.inputs])
+        exe = compile_graph(g, [v.type for v in g.inputs], updates=updates)
         if expected is None:
             try:
                 exe(*inputs)
             except (RuntimeError, ValueError):
                 return
             raise AssertionError("the reference raised but the cpu backend did not")
-        got = exe(*inputs)
-        got_again = exe(*inputs)   # a second call reuses the arena
+        fresh = testing.noncontiguous if strided else np.copy   # the call may write into one
+        got = exe(*[fresh(x) if updates else x for x in inputs])
+        got_again = exe(*[fresh(x) if updates else x for x in inputs])   # a second call reuses the arena
     f32 = np.dtype(np.float32)
     lowest = f32 if any(v.type.dtype == f32 for v in [*g.inputs, *(o for n in g.nodes for o in n.outputs)]
                         if isinstance(v.type, TensorType)) else None

@@ -8,9 +8,11 @@ the widest build this CPU runs (RUN_PASS below).
 
 A pass walks its iteration space in blocks of at most `BLOCK` elements: operands are read in place
 when their innermost stride is unit (otherwise gathered), every instruction is one tight loop over
-the block, outputs are written in place, and reductions fold each block into per-row accumulators.
-No full-size temporary ever exists. Large passes split their units (chunks of blocks, reduction
-rows or column groups) over OpenMP threads, each with its own scratch registers. Memory safety rests
+the block (an operand that is one value over the block is read as a scalar, and two float
+instructions joined by a one-use temporary run as one loop: nt_pairs.h), outputs are written in
+place, and reductions fold each block into per-row accumulators. No full-size temporary ever
+exists. Large passes split their units (chunks of blocks, reduction rows or column groups) over
+OpenMP threads, each with its own scratch registers. Memory safety rests
 on the runtime having validated the program and every operand before the pass starts; these loops
 then only visit indices inside the collapsed iteration shape.
 """
@@ -31,6 +33,12 @@ cnp.import_array()
 cdef extern from "nt_vmath.h" nogil:
     void nt_float_unary_f32(int op, float* d, const float* a, Py_ssize_t n)
     void nt_float_unary_f64(int op, double* d, const double* a, Py_ssize_t n)
+
+cdef extern from "nt_pairs.h" nogil:
+    int nt_pair_f32(int op1, int op2, int tleft, float* d, const float* x, const float* y, const float* z,
+                    Py_ssize_t n)
+    int nt_pair_f64(int op1, int op2, int tleft, double* d, const double* x, const double* y, const double* z,
+                    Py_ssize_t n)
 
 cdef extern from "nt_simd.h" nogil:
     void nt_expf_loop(float* d, const float* a, Py_ssize_t n)
@@ -286,6 +294,49 @@ cdef void _binary(int op, num* d, const num* a, const num* b, Py_ssize_t n) noex
             for i in range(n):
                 d[i] = <num>NAN if a[i] != a[i] else (b[i] if a[i] == 0 else <num>(a[i] > 0))
 
+cdef bint _binary_scalar(int op, num* d, const num* a, num s, bint left, Py_ssize_t n) noexcept nogil:
+    """d = s op a (left) or a op s for the arithmetic ops, with s one value (a constant, or an operand
+    broadcast over the block): no filled register streams through the loop. Each element is the
+    same expression as in `_binary`, so results are bit-identical. False: op has no such loop here."""
+    cdef Py_ssize_t i
+    if op == OP_ADD:   # add and multiply commute exactly, so s + a needs no loop of its own
+        for i in range(n):
+            d[i] = _wrap_add(a[i], s)
+    elif op == OP_MUL:
+        for i in range(n):
+            d[i] = _wrap_mul(a[i], s)
+    elif op == OP_SUB:
+        if left:
+            for i in range(n):
+                d[i] = _wrap_sub(s, a[i])
+        else:
+            for i in range(n):
+                d[i] = _wrap_sub(a[i], s)
+    elif op == OP_MAX:
+        if left:
+            for i in range(n):
+                d[i] = _maximum(s, a[i])
+        else:
+            for i in range(n):
+                d[i] = _maximum(a[i], s)
+    elif op == OP_MIN:
+        if left:
+            for i in range(n):
+                d[i] = _minimum(s, a[i])
+        else:
+            for i in range(n):
+                d[i] = _minimum(a[i], s)
+    elif (num is float or num is double) and op == OP_DIV:
+        if left:
+            for i in range(n):
+                d[i] = s / a[i]
+        else:
+            for i in range(n):
+                d[i] = a[i] / s
+    else:
+        return False
+    return True
+
 cdef void _binary_bool(int op, u8* d, const num* a, const num* b, Py_ssize_t n) noexcept nogil:
     cdef Py_ssize_t i
     if op == OP_EQ:
@@ -317,9 +368,14 @@ cdef void _binary_bool(int op, u8* d, const num* a, const num* b, Py_ssize_t n) 
             d[i] = (a[i] != 0) ^ (b[i] != 0)
 
 cdef void _where(num* d, const u8* c, const num* a, const num* b, Py_ssize_t n) noexcept nogil:
+    # Both operands are read for every element, so the select compiles to a blend; a conditional
+    # read (`a[i] if c[i] else b[i]`) became masked loads, ~2x slower.
     cdef Py_ssize_t i
+    cdef num x, y
     for i in range(n):
-        d[i] = a[i] if c[i] else b[i]
+        x = a[i]
+        y = b[i]
+        d[i] = x if c[i] else y
 
 cdef inline num _convert(num2 x, num* kind) noexcept nogil:
     """x converted to num like NumPy's casts: float->int truncates, and NaN or out-of-range gives
@@ -350,12 +406,20 @@ cdef void _cast_from(int dst_dt, char* d, const num2* a, Py_ssize_t n) noexcept 
     else:
         _cast_to(<double*>d, a, n)
 
-cdef void _exec(const Instr* ins, char** regs, Py_ssize_t n) noexcept nogil:
+cdef void _exec(const Instr* ins, char** regs, const u8* uniform, Py_ssize_t n) noexcept nogil:
+    """One instruction over n elements of its registers; uniform[r]: register r holds one value
+    repeated (see `_block`), which an arithmetic binary op then reads as a scalar."""
     cdef char* d = regs[ins.dst]
     cdef char* a = regs[ins.a]
     cdef char* b = regs[ins.b] if ins.b >= 0 else NULL
     cdef char* c = regs[ins.c] if ins.c >= 0 else NULL
     cdef int dt = ins.dt, op = ins.op, cat = ins.cat
+    if cat == CAT_BINARY and (uniform[ins.a] ^ uniform[ins.b]):
+        if uniform[ins.b]:
+            if _binary_scalar_dispatch(op, dt, d, a, b, False, n):
+                return
+        elif _binary_scalar_dispatch(op, dt, d, b, a, True, n):
+            return
     if cat == CAT_UNARY:
         if dt == DT_F32: _unary(op, <float*>d, <float*>a, n)
         elif dt == DT_F64: _unary(op, <double*>d, <double*>a, n)
@@ -388,6 +452,32 @@ cdef void _exec(const Instr* ins, char** regs, Py_ssize_t n) noexcept nogil:
         else: _where(<u8*>d, <u8*>c, <u8*>a, <u8*>b, n)
     else:  # CAT_CAST: dt is the destination dtype, the source register carries its own
         _cast_dispatch(dt, ins.c, d, a, n)
+
+cdef bint _exec_pair(const Instr* ins, char** regs, Py_ssize_t n) noexcept nogil:
+    """Instructions ins[0] and ins[1] as one loop (see nt_pairs.h), where ins[0].feeds_next says its
+    result is read by ins[1] alone. False: nt_pairs.h has no loop for them, run them one by one."""
+    cdef const Instr* nxt = ins + 1
+    cdef int tleft = nxt.a == ins.dst
+    cdef const char* z
+    if ins.cat != CAT_BINARY or nxt.cat != CAT_BINARY or nxt.dt != ins.dt:
+        return False
+    z = regs[nxt.b] if tleft else regs[nxt.a]
+    if ins.dt == DT_F32:
+        return nt_pair_f32(ins.op, nxt.op, tleft, <float*>regs[nxt.dst], <const float*>regs[ins.a],
+                           <const float*>regs[ins.b], <const float*>z, n)
+    if ins.dt == DT_F64:
+        return nt_pair_f64(ins.op, nxt.op, tleft, <double*>regs[nxt.dst], <const double*>regs[ins.a],
+                           <const double*>regs[ins.b], <const double*>z, n)
+    return False
+
+cdef bint _binary_scalar_dispatch(int op, int dt, char* d, const char* a, const char* s, bint left,
+                                  Py_ssize_t n) noexcept nogil:
+    """`_binary_scalar` on the dtype dt, with the scalar read from s[0]."""
+    if dt == DT_F32: return _binary_scalar(op, <float*>d, <const float*>a, (<const float*>s)[0], left, n)
+    elif dt == DT_F64: return _binary_scalar(op, <double*>d, <const double*>a, (<const double*>s)[0], left, n)
+    elif dt == DT_I32: return _binary_scalar(op, <int32_t*>d, <const int32_t*>a, (<const int32_t*>s)[0], left, n)
+    elif dt == DT_I64: return _binary_scalar(op, <int64_t*>d, <const int64_t*>a, (<const int64_t*>s)[0], left, n)
+    return False   # bool: rare enough not to be worth the build time of its loops
 
 cdef void _cast_dispatch(int dst_dt, int src_dt, char* d, const char* a, Py_ssize_t n) noexcept nogil:
     if src_dt == DT_F32: _cast_from(dst_dt, d, <float*>a, n)
@@ -459,21 +549,29 @@ cdef void _block(const Ctx* cx, char** regs, char* scratch, char** ptrs, Py_ssiz
     along dim nd-2. `tiles` caches broadcast rows per register (see `_load`), or is NULL."""
     cdef int r, k, last = cx.nd - 1
     cdef Py_ssize_t st, so, isz, i
+    cdef u8 uniform[256]
     for r in range(cx.nregs):
         kind = cx.reg_kind[r]
+        uniform[r] = kind == REG_CONST
         if kind == REG_INPUT or kind == REG_OUTPUT:
             k = cx.reg_arg[r]
             isz = nt_itemsize[cx.reg_dt[r]]
             st = cx.strides[k * MAXD + last]
             so = cx.strides[k * MAXD + last - 1] if rows > 1 else n * st
+            uniform[r] = kind == REG_INPUT and st == 0 and so == 0   # broadcast over the whole block
             if _direct(ptrs[k], st, isz) and so == n * st:
                 regs[r] = ptrs[k]
             else:
                 regs[r] = scratch + r * cx.reg_stride
                 if kind == REG_INPUT:
                     _load(cx, regs[r], ptrs[k], st, so, isz, n, rows, (tiles + r) if tiles != NULL else NULL)
-    for r in range(cx.ninstr):
-        _exec(&cx.instrs[r], regs, n * rows)
+    r = 0
+    while r < cx.ninstr:
+        if cx.instrs[r].feeds_next and _exec_pair(&cx.instrs[r], regs, n * rows):
+            r += 2
+        else:
+            _exec(&cx.instrs[r], regs, uniform, n * rows)
+            r += 1
     for r in range(cx.nregs):
         if cx.reg_kind[r] == REG_OUTPUT:
             k = cx.reg_arg[r]
@@ -517,10 +615,12 @@ cdef void _offsets(const Ctx* cx, Py_ssize_t index, int first, int stop, char** 
 
 cdef void _elementwise_unit(const Ctx* cx, Py_ssize_t u, char* scratch) noexcept nogil:
     """Work unit u of an elementwise pass: CHUNK elements of the innermost dim at one outer index,
-    run block by block (the per-unit setup is paid once per chunk, not per block)."""
+    run block by block (the per-unit setup is paid once per chunk, not per block, and an operand
+    broadcast along the innermost dim is filled into its register once per chunk: see `_load`)."""
     cdef char* base[64]
     cdef char* ptrs[64]
     cdef char* regs[256]
+    cdef const char* tiles[256]
     cdef int k, last = cx.nd - 1
     cdef Py_ssize_t inner = cx.shape[last], n, start, stop
     cdef Py_ssize_t nchunk = (inner + CHUNK - 1) // CHUNK
@@ -530,11 +630,13 @@ cdef void _elementwise_unit(const Ctx* cx, Py_ssize_t u, char* scratch) noexcept
         base[k] = cx.data[k]
     _offsets(cx, u // nchunk, 0, last, base)
     _init_const_regs(cx, regs, scratch)
-    while start < stop:
+    for k in range(cx.nregs):
+        tiles[k] = NULL
+    while start < stop:   # blocks are full but the last, so a tile filled by the first covers them all
         n = stop - start if stop - start < BLOCK else BLOCK
         for k in range(cx.nops):
             ptrs[k] = base[k] + start * cx.strides[k * MAXD + last]
-        _block(cx, regs, scratch, ptrs, n, 1, NULL)
+        _block(cx, regs, scratch, ptrs, n, 1, tiles)
         start += n
 
 cdef void _rows_unit(const Ctx* cx, Py_ssize_t u, char* scratch) noexcept nogil:

@@ -58,6 +58,9 @@ cdef enum:
 
 cdef struct Instr:
     int op, cat, dt, dst, a, b, c
+    # 1: dst is a temporary register that the next instruction reads in one operand slot and nothing
+    # reads after it (set when the program is loaded), so the two may run as one loop (nt_pairs.h).
+    int feeds_next
 
 cdef struct Reduction:
     int op, dt, src, out

@@ -179,6 +179,7 @@ cdef class FusedKernel:
         self._load_regs(regs, len(consts))
         self._load_instrs(instrs)
         self._load_reductions(reductions)
+        self._mark_feeds()
 
     cdef _load_regs(self, list regs, int nconsts):
         cdef int r
@@ -249,6 +250,27 @@ cdef class FusedKernel:
                 raise ValueError(f"reduction {i}: code {op} has no kernel for dtype code {rd.dt}")
             if self.op_role[out] != ROLE_REDUCED or self.op_dt[out] != rd.dt:
                 raise ValueError(f"reduction {i}: operand {out} is not a reduced output of its dtype")
+
+    cdef _mark_feeds(self):
+        """Set each instruction's feeds_next (see Instr in interp.pxd) from the loaded program."""
+        cdef int i, j, t
+        cdef Instr* ins
+        for i in range(self.ninstr):
+            ins = &self.instrs[i]
+            ins.feeds_next = 0
+            t = ins.dst
+            if i + 1 == self.ninstr or self.reg_kind[t] != REG_TEMP:
+                continue
+            if _reads(&self.instrs[i + 1], t) != 1:
+                continue
+            if any(self.reds[j].src == t for j in range(self.nred)):
+                continue
+            for j in range(i + 2, self.ninstr + 1):
+                if j == self.ninstr or self.instrs[j].dst == t and not _reads(&self.instrs[j], t):
+                    ins.feeds_next = 1   # t is rewritten, or the program ends, before any other read
+                    break
+                if _reads(&self.instrs[j], t):
+                    break
 
     def __dealloc__(self):
         free(self.instrs)
@@ -484,6 +506,11 @@ cdef class FusedKernel:
         """Counts for Executable.stats()."""
         return {"instructions": self.ninstr, "reductions": self.nred, "registers": self.nregs,
                 "operands": self.nops}
+
+
+cdef int _reads(const Instr* ins, int r) noexcept nogil:
+    """How many of ins's operand slots read register r (a cast's c holds a dtype, not a register)."""
+    return (ins.a == r) + (ins.b == r) + (ins.cat == CAT_WHERE and ins.c == r)
 
 
 cdef Py_ssize_t _columns_per_block(const Ctx* cx) noexcept nogil:
