@@ -159,6 +159,7 @@ class Executable(CallRunner):
             "fused_group_sizes": [len(s.nodes) for s in fused],
             "instructions": sum(s.kernel.n_instructions for s in fused),
             "matmuls": sum(isinstance(s, MatmulStep) for s in self._steps),
+            "gemv": sum(isinstance(s, MatmulStep) and s.gemv is not None for s in self._steps),
             "views": sum(isinstance(s, ViewStep) for s in self._steps),
             "fallbacks": len(fallbacks),
             "fallback_ops": sorted(set(fallbacks)),
@@ -194,7 +195,7 @@ class Executable(CallRunner):
         lines = [f"cpu executable for ({sig})",
                  f"  {_count(s['nodes'], 'node')} in {_count(work, 'step')}: "
                  f"{_count(s['fused_groups'], 'fused pass', 'fused passes')}, "
-                 f"{_count(s['matmuls'], 'BLAS call')}, "
+                 f"{_count(s['matmuls'] - s['gemv'], 'BLAS call')}, {_count(s['gemv'], 'GEMV kernel')}, "
                  f"{_count(into, 'NumPy call into a buffer', 'NumPy calls into buffers')}, "
                  f"{_count(s['fallbacks'], 'NumPy fallback')}, {_count(s['views'], 'view')}; "
                  f"ISA {s['isa']}, {_count(s['threads'], 'thread')}"]
