@@ -43,7 +43,7 @@ cdef extern from "nt_team.h":
 
 def _team_spin_from_env():
     """NUMTRACE_TEAM_SPIN_US: microseconds the GEMV workers spin after a job before they sleep
-    (default 100). Spinning pays on an otherwise idle machine and costs on a busy one."""
+    (default 0). Spinning pays on an otherwise idle machine and costs on a busy one."""
     global nt_team_spin_ns
     env = os.environ.get("NUMTRACE_TEAM_SPIN_US")
     if not env:

@@ -3,12 +3,12 @@
  *
  * Why not the OpenMP team: numtrace_cpu makes OpenMP threads sleep between passes
  * (OMP_WAIT_POLICY=PASSIVE, see __init__.py) so they leave the cores to BLAS; waking a sleeping
- * thread costs several microseconds, as much as a whole 512x512 GEMV. These workers spin for
- * nt_team_spin_ns (default 100 us) after each job, since the three GEMVs of an MLP arrive
- * microseconds apart, then sleep on a condition variable. Measured on a 2-core machine: MLP batch 1
- * 2.2x NumPy spinning 100 us, 1.8x not spinning, while the machine was otherwise idle; under a
- * load of ~8 runnable tasks a spinning worker made the GEMVs ~2x slower than one thread (the
- * scheduler preempts it mid-unit), which NUMTRACE_TEAM_SPIN_US=0 avoids.
+ * thread costs several microseconds, as much as a whole 512x512 GEMV. These workers can spin for
+ * nt_team_spin_ns after each job (NUMTRACE_TEAM_SPIN_US; the three GEMVs of an MLP arrive
+ * microseconds apart) before they sleep on a condition variable. Measured on a 2-core machine: MLP
+ * batch 1 2.2x NumPy spinning 100 us vs 1.8x not spinning while the machine was otherwise idle,
+ * but 0.7-0.9x spinning (1.3-1.8x with one thread) under a load of ~5-8 runnable tasks, where the
+ * scheduler preempts a spinning worker mid-unit. Hence the default: no spin.
  *
  * The caller never waits for a worker that has not started: each unit is claimed once (an atomic
  * flag), so the caller takes over whatever a late or descheduled worker has not begun, and waits
@@ -36,7 +36,7 @@
 #define NT_TEAM_MAX 63            /* workers beside the calling thread */
 #define NT_TEAM_MAX_UNITS 256     /* units per job (callers group finer work into these) */
 /* How long an idle worker spins before it sleeps (NUMTRACE_TEAM_SPIN_US, see gemv.pxi). */
-static long long nt_team_spin_ns = 100000;
+static long long nt_team_spin_ns = 0;
 
 typedef void (*nt_team_fn)(void *arg, int unit);
 
