@@ -19,10 +19,13 @@ TOL = {np.float32: 2e-6, np.float64: 1e-14}
 
 @pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
 def threads(request):
-    old = get_num_threads()
+    """1 thread, or 2 with the GEMV team on (it only runs while its workers may spin)."""
+    old, old_spin = get_num_threads(), blocks.team_spin_us()
     set_num_threads(request.param)
+    blocks.set_team_spin_us(100 if request.param > 1 else 0)
     yield request.param
     set_num_threads(old)
+    blocks.set_team_spin_us(old_spin)
 
 
 def _op(g, name, *inputs, **attrs):
@@ -154,14 +157,17 @@ def test_one_and_two_threads_agree_bit_for_bit():
     w = rng.standard_normal((900, 700)).astype(np.float32)
     exe = compile_graph(_graph((1, 900), (900, 700), np.float32),
                         [TensorType(np.dtype(np.float32), s) for s in ((1, 900), (900, 700))])
-    old = get_num_threads()
+    old, old_spin = get_num_threads(), blocks.team_spin_us()
     try:
         results = []
-        for n in (1, 2, 3):
+        for n, spin in ((1, 0), (2, 100), (3, 100), (2, 0)):
             set_num_threads(n)
+            blocks.set_team_spin_us(spin)
             results.append(exe(x, w)[0])
     finally:
         set_num_threads(old)
+        blocks.set_team_spin_us(old_spin)
+    np.testing.assert_array_equal(results[0], results[3])
     np.testing.assert_array_equal(results[0], results[1])
     np.testing.assert_array_equal(results[0], results[2])
 
@@ -224,3 +230,5 @@ def test_gemv_refuses_bad_construction():
         blocks.Gemv(**{**ok, "dtype": np.int32})
     with pytest.raises(ValueError, match="fallback"):
         blocks.Gemv(**{**ok, "fallback": None})
+    with pytest.raises(ValueError, match="spin"):
+        blocks.set_team_spin_us(-1)

@@ -3,12 +3,10 @@
  *
  * Why not the OpenMP team: numtrace_cpu makes OpenMP threads sleep between passes
  * (OMP_WAIT_POLICY=PASSIVE, see __init__.py) so they leave the cores to BLAS; waking a sleeping
- * thread costs several microseconds, as much as a whole 512x512 GEMV. These workers can spin for
- * nt_team_spin_ns after each job (NUMTRACE_TEAM_SPIN_US; the three GEMVs of an MLP arrive
- * microseconds apart) before they sleep on a condition variable. Measured on a 2-core machine: MLP
- * batch 1 2.2x NumPy spinning 100 us vs 1.8x not spinning while the machine was otherwise idle,
- * but 0.7-0.9x spinning (1.3-1.8x with one thread) under a load of ~5-8 runnable tasks, where the
- * scheduler preempts a spinning worker mid-unit. Hence the default: no spin.
+ * thread costs several microseconds, as much as a whole 512x512 GEMV. These workers spin for
+ * nt_team_spin_ns after each job (the three GEMVs of an MLP arrive microseconds apart) before they
+ * sleep on a condition variable; gemv.pxi only uses the team when that spin is on (see
+ * set_team_spin_us there for the measurements).
  *
  * The caller never waits for a worker that has not started: each unit is claimed once (an atomic
  * flag), so the caller takes over whatever a late or descheduled worker has not begun, and waits
