@@ -12,7 +12,7 @@ Every number is the median of repeated timings; ratio = baseline time / numtrace
 is faster). OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are removed from this process's environment
 before NumPy loads, so that NumPy's BLAS runs with its own tuning.
 
-    python benchmarks/cpu_workloads.py [--quick]
+    python benchmarks/cpu_workloads.py [--quick] [--only w2,w3]
 """
 
 from __future__ import annotations
@@ -188,22 +188,27 @@ def bench_planning(n_nodes: int, repeat: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes, few repetitions (smoke run)")
+    parser.add_argument("--only", default="w1,w2,w3,w4,planning",
+                        help="comma-separated workloads to run (w1, w2, w3, w4, planning); default all")
     args = parser.parse_args()
+    only = set(args.only.split(","))
+    unknown = only - {"w1", "w2", "w3", "w4", "planning"}
+    if unknown:
+        parser.error(f"--only: unknown workloads {', '.join(sorted(unknown))}")
     print(f"numtrace-cpu {numtrace_cpu.ISA} build, {numtrace_cpu.get_num_threads()} threads; "
           f"unset for this process: {', '.join(_UNSET) or 'nothing'}; ratio = baseline / numtrace")
-    if args.quick:
-        bench_w1(100_000, 3, 3)
-        bench_w2(1, 20, 3)
-        bench_w2(16, 5, 3)
-        bench_w4(100, 3)
-        bench_planning(500, 1)
-        return
-    bench_w1(10_000_000, 3, 7)
-    bench_w2(1, 300, 9)
-    bench_w2(256, 10, 9)
-    bench_w3(20, 9)
-    bench_w4(3000, 9)
-    bench_planning(10_000, 3)
+    quick = args.quick
+    if "w1" in only:
+        bench_w1(100_000, 3, 3) if quick else bench_w1(10_000_000, 3, 7)
+    if "w2" in only:
+        bench_w2(1, 20, 3) if quick else bench_w2(1, 300, 9)
+        bench_w2(16, 5, 3) if quick else bench_w2(256, 10, 9)
+    if "w3" in only and not quick:
+        bench_w3(20, 9)
+    if "w4" in only:
+        bench_w4(100, 3) if quick else bench_w4(3000, 9)
+    if "planning" in only:
+        bench_planning(500, 1) if quick else bench_planning(10_000, 3)
 
 
 if __name__ == "__main__":

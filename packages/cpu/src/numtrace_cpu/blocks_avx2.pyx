@@ -1,2 +1,3 @@
 """The block loops built for x86-64-v3 (AVX2, FMA); see blocks.pxi."""
 include "blocks.pxi"
+include "gemv.pxi"

@@ -164,6 +164,7 @@ class Executable(CallRunner):
             "fused_group_sizes": [len(s.nodes) for s in fused],
             "instructions": sum(s.kernel.n_instructions for s in fused),
             "matmuls": sum(isinstance(s, MatmulStep) for s in self._steps),
+            "gemv": sum(isinstance(s, MatmulStep) and s.gemv is not None for s in self._steps),
             "views": sum(isinstance(s, ViewStep) for s in self._steps),
             "parts_in_place": sum(isinstance(s, PartViewStep) for s in self._steps),
             "scans": sum(isinstance(s, ScanStep) for s in self._steps),
@@ -203,7 +204,7 @@ class Executable(CallRunner):
         lines = [f"cpu executable for ({sig})",
                  f"  {_count(s['nodes'], 'node')} in {_count(work, 'step')}: "
                  f"{_count(s['fused_groups'], 'fused pass', 'fused passes')}, "
-                 f"{_count(s['matmuls'], 'BLAS call')}, "
+                 f"{_count(s['matmuls'] - s['gemv'], 'BLAS call')}, {_count(s['gemv'], 'GEMV kernel')}, "
                  + "".join(f"{_count(s[key], what)}, " for key, what in (("scans", "scan"),
                                                                         ("small_matmuls", "small-K product"))
                            if s[key]) +
@@ -222,9 +223,11 @@ class Executable(CallRunner):
                              f"({_count(step.kernel.n_instructions, 'instruction')}) -> {outs} : {shape}")
                 lines.extend(f"      {node_line(n)}" for n in step.nodes)
             elif isinstance(step, MatmulStep):
-                a, b = (self._types[v] for v in step.inputs)
-                lines.append(f"  step {k}: BLAS matmul {a} @ {b} -> {self._types[step.outputs[0]]}")
-                lines.append(f"      {node_line(step.nodes[0])}")
+                a, b = (self._types[v] for v in step.inputs[:2])
+                how = "BLAS matmul" if step.gemv is None else "GEMV kernel"
+                epi = (" + bias" if step.bias else "") + (" then ReLU" if step.activation else "")
+                lines.append(f"  step {k}: {how} {a} @ {b}{epi} -> {self._types[step.outputs[0]]}")
+                lines.extend(f"      {node_line(n)}" for n in step.nodes)
             elif isinstance(step, ScanStep):
                 where = (f"of {name(step.inputs[0])}" if step.inputs != step.outputs
                          else "in place, over the values the previous pass wrote there")
@@ -328,13 +331,7 @@ def _runner(step: Step, types: dict):
     if isinstance(step, FusedStep):
         return _fused_runner(step)
     if isinstance(step, MatmulStep):
-        a, b = step.inputs
-        (o,) = step.outputs
-        matmul = np.matmul
-
-        def run_matmul(env, nthreads):
-            matmul(env[a], env[b], out=env[o])
-        return run_matmul
+        return _matmul_runner(step, types)
     if isinstance(step, ViewStep):
         return _view_runner(step, types)
     if isinstance(step, ScanStep):
@@ -347,6 +344,31 @@ def _runner(step: Step, types: dict):
         return _setitem_runner(step)
     assert isinstance(step, FallbackStep), type(step).__name__  # every other kind is handled above
     return _fallback_runner(step, types)
+
+
+def _matmul_runner(step: MatmulStep, types: dict):
+    """NumPy's matmul then the fused epilogue as NumPy ops; wrapped in the GEMV kernel when the
+    step has one (which runs this for layouts it does not take)."""
+    a, b, *bias = step.inputs
+    (o,) = step.outputs
+    c = bias[0] if bias else None
+    matmul, add, maximum = np.matmul, np.add, np.maximum
+    act = step.activation
+
+    def run_matmul(env, nthreads):
+        out = env[o]
+        matmul(env[a], env[b], out=out)
+        if c is not None:
+            add(out, env[c], out=out)
+        if act == "relu":
+            maximum(out, 0, out=out)
+        elif act == "relu_zero_first":
+            maximum(0, out, out=out)
+    if step.gemv is None:
+        return run_matmul
+    vec_pos, k_axis = step.gemv
+    vec, mat = (a, b) if vec_pos == 0 else (b, a)
+    return blocks.Gemv(vec, mat, o, k_axis, types[o].dtype.type, -1 if c is None else c, act, run_matmul)
 
 
 def _into_runner(step: IntoStep):

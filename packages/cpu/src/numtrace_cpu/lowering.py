@@ -24,6 +24,7 @@ from numtrace_ir.registry import REDUCTION_KINDS, OpDef, UnknownOpError
 from numtrace_ir.types import ScalarType, TensorType
 
 from numtrace_cpu.isa import DTYPES, OPS, REDUCTIONS, REG_KINDS, ROLES, FusedKernel
+from numtrace_cpu.products import epilogues, gemv_form
 
 __all__ = ["LOWERED", "SMALL_K", "ConstantStep", "FallbackStep", "FusedStep", "IntoStep", "MatmulStep",
            "PartViewStep", "ScanStep", "SetitemStep", "SmallMatmulStep", "Step", "ViewStep", "lower"]
@@ -121,7 +122,13 @@ class FusedStep(Step):
 
 @dataclass
 class MatmulStep(Step):
-    """``np.matmul`` into a planned or output buffer (NumPy dispatches to BLAS)."""
+    """``np.matmul`` into a planned or output buffer (NumPy dispatches to BLAS), or, when `gemv` is
+    set (vector operand position, summed matrix axis; see numtrace_cpu.products), the GEMV kernels
+    with the bias add (`inputs[2]` when `bias`) and `activation` that follow in the graph fused in."""
+
+    gemv: tuple | None = None
+    bias: bool = False
+    activation: str | None = None
 
 
 @dataclass
@@ -973,7 +980,9 @@ def lower(graph) -> tuple[list[Step], dict, dict]:
             index[v] = len(index)
         if node.op == "prim.Constant":
             consts[node.outputs[0]] = node.attrs["value"]
-    units = _group_nodes(nodes, position)
+    fused_after = epilogues(nodes, graph.outputs)   # bias/ReLU nodes the GEMV steps apply
+    absorbed = {id(n) for e in fused_after.values() for n in e.nodes}
+    units = _group_nodes([n for n in nodes if id(n) not in absorbed], position)
     group_of: dict = {}
     for u in units:
         if isinstance(u, _Group):
@@ -1000,8 +1009,11 @@ def lower(graph) -> tuple[list[Step], dict, dict]:
             steps.append(ScanStep(inputs=[index[u.inputs[0]]], outputs=[index[u.outputs[0]]], nodes=[u],
                                   axis=axis, op=op, flatten=flatten))
         elif _is_matmul(u):
-            steps.append(MatmulStep(inputs=[index[v] for v in u.inputs], outputs=[index[u.outputs[0]]],
-                                    nodes=[u]))
+            epi = fused_after.get(id(u))
+            ins = [index[v] for v in u.inputs] + ([index[epi.bias]] if epi else [])
+            steps.append(MatmulStep(inputs=ins, outputs=[index[(epi.result if epi else u.outputs[0])]],
+                                    nodes=[u, *(epi.nodes if epi else ())], gemv=gemv_form(u),
+                                    bias=epi is not None, activation=epi.activation if epi else None))
         elif _into_call(u) is not None:
             steps.append(IntoStep(inputs=[index[v] for v in u.inputs], outputs=[index[u.outputs[0]]],
                                   nodes=[u], fn=_into_call(u)))

@@ -1,0 +1,240 @@
+# Matrix-vector products for numtrace_cpu's MatmulStep, included by each ISA build (blocks_<isa>.pyx)
+# so the kernels (nt_gemv.h) get that build's vector width.
+#
+# (1, K) @ (K, N), (K,) @ (K, N) and (M, K) @ (K,) in float32/float64, with the bias add and ReLU that
+# follow fused in. The work is split over a persistent team of worker threads (nt_team.h; as many
+# as numtrace_cpu.set_num_threads says) by a fixed rule (worker t always takes share t: contiguous
+# row chunks of a C-ordered matrix, or contiguous output rows of a transposed one), so on repeated
+# calls each thread reads the same contiguous slice of the weights, which stays in its core's
+# cache when it fits. Layouts the kernels do not take (strided vectors, a
+# matrix with neither axis contiguous) run the step's NumPy fallback instead.
+
+cimport numpy as cnp
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
+
+import os
+
+import numpy as np
+
+cnp.import_array()
+
+cdef extern from "nt_gemv.h" nogil:
+    int NT_ACT_NONE, NT_ACT_RELU, NT_ACT_RELU_ZERO_FIRST, NT_GEMV_CHUNK
+    void nt_gemv_rows_f32(const float* x, const float* w, Py_ssize_t ldw, Py_ssize_t K, Py_ssize_t n, float* y)
+    void nt_gemv_rows_f64(const double* x, const double* w, Py_ssize_t ldw, Py_ssize_t K, Py_ssize_t n,
+                          double* y)
+    void nt_gemv_finish_f32(float* y, const float* parts, Py_ssize_t nparts, Py_ssize_t stride, Py_ssize_t n,
+                            const float* b, int act)
+    void nt_gemv_finish_f64(double* y, const double* parts, Py_ssize_t nparts, Py_ssize_t stride,
+                            Py_ssize_t n, const double* b, int act)
+    void nt_gemv_dots_f32(const float* x, const float* w, Py_ssize_t ldw, Py_ssize_t K, Py_ssize_t n,
+                          const float* b, int act, float* y)
+    void nt_gemv_dots_f64(const double* x, const double* w, Py_ssize_t ldw, Py_ssize_t K, Py_ssize_t n,
+                          const double* b, int act, double* y)
+
+cdef extern from "nt_team.h" nogil:
+    int NT_TEAM_MAX_UNITS
+    ctypedef void (*nt_team_fn)(void* arg, int unit) noexcept nogil
+    void nt_team_run(nt_team_fn fn, void* arg, int nunits, int nteam)
+
+cdef extern from "nt_team.h":
+    long long nt_team_spin_ns
+
+
+def team_spin_us() -> int:
+    """Microseconds the GEMV workers spin after a job; 0 (the default): no team, see set_team_spin_us."""
+    return nt_team_spin_ns // 1000
+
+
+def set_team_spin_us(int us):
+    """Let the GEMV workers spin `us` microseconds after each job before they sleep; 0 runs every
+    product on the calling thread. A team that sleeps between jobs measured slower than one thread
+    (each job pays a wake-up, and a woken worker is often preempted mid-unit on a busy machine);
+    spinning pays when the machine is otherwise idle (MLP batch 1: 2.2x NumPy vs 1.3x on one
+    thread) and costs under load (0.7-0.9x). Set from NUMTRACE_TEAM_SPIN_US at import."""
+    global nt_team_spin_ns
+    if not 0 <= us <= 10_000_000:
+        raise ValueError(f"team spin must be 0 to 10000000 microseconds, got {us}")
+    nt_team_spin_ns = us * 1000
+
+
+def _team_spin_from_env():
+    env = os.environ.get("NUMTRACE_TEAM_SPIN_US")
+    if not env:
+        return
+    try:
+        us = int(env)
+    except ValueError:
+        us = -1
+    if not 0 <= us <= 10_000_000:
+        raise ValueError(f"NUMTRACE_TEAM_SPIN_US must be an integer from 0 to 10000000, got {env!r}")
+    set_team_spin_us(us)
+
+
+_team_spin_from_env()
+
+# Below this many multiply-adds a product stays on the calling thread: waking the team costs more.
+GEMV_PARALLEL_MIN = 1 << 15
+cdef Py_ssize_t _gemv_parallel_min = GEMV_PARALLEL_MIN
+
+GEMV_ACTIVATIONS = {None: NT_ACT_NONE, "relu": NT_ACT_RELU, "relu_zero_first": NT_ACT_RELU_ZERO_FIRST}
+"""Epilogue activation name -> kernel code (see nt_gemv.h for their NumPy semantics)."""
+
+
+cdef struct GemvArgs:
+    const char* x
+    const char* w
+    const char* b
+    char* y
+    char* parts       # rows form: the chunks' partial sums, `n` apart (y itself for one chunk)
+    Py_ssize_t ldw, K, n, itemsize, nchunks
+    Py_ssize_t per_unit  # row chunks (rows form) or outputs (dot form) per unit of the team
+    int rows, act, f64
+
+
+cdef void _gemv_rows_chunks(const GemvArgs* g, Py_ssize_t c0, Py_ssize_t c1) noexcept nogil:
+    """Partial sums of row chunks [c0, c1) of the rows form."""
+    cdef Py_ssize_t c, k0, kc
+    cdef const char* x
+    cdef const char* w
+    cdef char* part
+    for c in range(c0, c1):
+        k0 = c * NT_GEMV_CHUNK
+        kc = min(<Py_ssize_t>NT_GEMV_CHUNK, g.K - k0)
+        x = g.x + k0 * g.itemsize
+        w = g.w + k0 * g.ldw * g.itemsize
+        part = g.parts + c * g.n * g.itemsize
+        if g.f64:
+            nt_gemv_rows_f64(<const double*>x, <const double*>w, g.ldw, kc, g.n, <double*>part)
+        else:
+            nt_gemv_rows_f32(<const float*>x, <const float*>w, g.ldw, kc, g.n, <float*>part)
+
+
+cdef void _gemv_dots_range(const GemvArgs* g, Py_ssize_t j0, Py_ssize_t j1) noexcept nogil:
+    """Outputs [j0, j1) of the dot form, epilogue included."""
+    if j1 <= j0:
+        return
+    cdef const char* w = g.w + j0 * g.ldw * g.itemsize
+    cdef const char* b = g.b + j0 * g.itemsize if g.b != NULL else NULL
+    cdef char* y = g.y + j0 * g.itemsize
+    if g.f64:
+        nt_gemv_dots_f64(<const double*>g.x, <const double*>w, g.ldw, g.K, j1 - j0, <const double*>b, g.act,
+                         <double*>y)
+    else:
+        nt_gemv_dots_f32(<const float*>g.x, <const float*>w, g.ldw, g.K, j1 - j0, <const float*>b, g.act,
+                         <float*>y)
+
+
+cdef void _gemv_rows_unit(void* arg, int u) noexcept nogil:
+    cdef const GemvArgs* g = <const GemvArgs*>arg
+    _gemv_rows_chunks(g, u * g.per_unit, min(g.nchunks, (u + 1) * g.per_unit))
+
+
+cdef void _gemv_dots_unit(void* arg, int u) noexcept nogil:
+    cdef const GemvArgs* g = <const GemvArgs*>arg
+    _gemv_dots_range(g, u * g.per_unit, min(g.n, (u + 1) * g.per_unit))
+
+
+cdef void _gemv_run(GemvArgs* g, int nthreads) noexcept nogil:
+    """The product over a team of up to `nthreads` (nt_team.h). Its units are row chunks of the rows
+    form or 64-byte-aligned output ranges of the dot form, grouped to at most NT_TEAM_MAX_UNITS; each
+    thread starts on the same units every call, so it keeps working on the same slice of the
+    weights."""
+    cdef Py_ssize_t align = 64 // g.itemsize
+    cdef Py_ssize_t fine = g.nchunks if g.rows else (g.n + align - 1) // align
+    cdef Py_ssize_t units
+    cdef int nteam = nthreads if g.K * g.n >= _gemv_parallel_min and nt_team_spin_ns > 0 else 1
+    g.per_unit = (fine + NT_TEAM_MAX_UNITS - 1) // NT_TEAM_MAX_UNITS
+    units = (fine + g.per_unit - 1) // g.per_unit if fine else 0
+    if not g.rows:
+        g.per_unit *= align
+    nt_team_run(_gemv_rows_unit if g.rows else _gemv_dots_unit, g, <int>units, nteam)
+    if not g.rows:
+        return
+    if g.f64:
+        nt_gemv_finish_f64(<double*>g.y, <const double*>g.parts, g.nchunks, g.n, g.n, <const double*>g.b, g.act)
+    else:
+        nt_gemv_finish_f32(<float*>g.y, <const float*>g.parts, g.nchunks, g.n, g.n, <const float*>g.b, g.act)
+
+
+cdef inline bint _gemv_unit_stride(cnp.ndarray a, int axis, Py_ssize_t itemsize):
+    return a.shape[axis] == 1 or a.strides[axis] == itemsize
+
+
+cdef class Gemv:
+    """A matrix-vector MatmulStep as `run(env, nthreads)`: env[vec] (the (K,) or (1, K) vector),
+    env[mat] (the matrix; `k_axis` is its summed axis), optional env[bias] of shape (N,) added, then
+    the activation, written to env[out]. `fallback(env, nthreads)` computes the same with NumPy for
+    layouts the kernels do not take."""
+    cdef Py_ssize_t vec, mat, bias, out
+    cdef int k_axis, act, typenum
+    cdef object fallback
+
+    def __init__(self, Py_ssize_t vec, Py_ssize_t mat, Py_ssize_t out, int k_axis, object dtype,
+                 Py_ssize_t bias=-1, object activation=None, object fallback=None):
+        if k_axis not in (0, 1):
+            raise ValueError(f"k_axis must be 0 or 1, got {k_axis}")
+        if activation not in GEMV_ACTIVATIONS:
+            raise ValueError(f"unknown epilogue activation {activation!r}")
+        if dtype not in (np.float32, np.float64):
+            raise ValueError(f"the GEMV kernels take float32 and float64, got {dtype}")
+        if not callable(fallback):
+            raise ValueError("a Gemv needs its NumPy fallback")
+        self.vec, self.mat, self.out, self.bias = vec, mat, out, bias
+        self.k_axis = k_axis
+        self.act = GEMV_ACTIVATIONS[activation]
+        self.typenum = np.dtype(dtype).num
+        self.fallback = fallback
+
+    def __call__(self, list env, int nthreads):
+        cdef GemvArgs g
+        cdef object xo = env[self.vec], wo = env[self.mat], yo = env[self.out]
+        cdef object bo = env[self.bias] if self.bias >= 0 else None
+        cdef cnp.ndarray x, w, y, b
+        cdef Py_ssize_t itemsize, sk, sj
+        if not (type(xo) is np.ndarray and type(wo) is np.ndarray and type(yo) is np.ndarray
+                and (bo is None or type(bo) is np.ndarray)):
+            return self.fallback(env, nthreads)
+        x, w, y = xo, wo, yo
+        b = bo
+        if (cnp.PyArray_TYPE(x) != self.typenum or cnp.PyArray_TYPE(w) != self.typenum
+                or cnp.PyArray_TYPE(y) != self.typenum or w.ndim != 2
+                or (b is not None and (cnp.PyArray_TYPE(b) != self.typenum or b.ndim != 1))):
+            return self.fallback(env, nthreads)
+        itemsize = cnp.PyArray_ITEMSIZE(w)
+        g.K = w.shape[self.k_axis]
+        g.n = w.shape[1 - self.k_axis]
+        # The vector, output and bias run along one contiguous axis of the expected length.
+        if (x.shape[x.ndim - 1] != g.K or x.size != g.K or y.size != g.n or not _gemv_unit_stride(x, x.ndim - 1, itemsize)
+                or not _gemv_unit_stride(y, y.ndim - 1, itemsize) or not cnp.PyArray_ISALIGNED(x)
+                or not cnp.PyArray_ISALIGNED(w) or not cnp.PyArray_ISALIGNED(y)
+                or (b is not None and (b.shape[0] != g.n or not _gemv_unit_stride(b, 0, itemsize)
+                                       or not cnp.PyArray_ISALIGNED(b)))):
+            return self.fallback(env, nthreads)
+        sk = w.strides[self.k_axis]
+        sj = w.strides[1 - self.k_axis]
+        if _gemv_unit_stride(w, 1 - self.k_axis, itemsize) and sk % itemsize == 0:
+            g.rows, g.ldw = 1, sk // itemsize
+        elif _gemv_unit_stride(w, self.k_axis, itemsize) and sj % itemsize == 0:
+            g.rows, g.ldw = 0, sj // itemsize
+        else:
+            return self.fallback(env, nthreads)
+        g.x = <const char*>cnp.PyArray_DATA(x)
+        g.w = <const char*>cnp.PyArray_DATA(w)
+        g.y = <char*>cnp.PyArray_DATA(y)
+        g.b = <const char*>cnp.PyArray_DATA(b) if b is not None else NULL
+        g.itemsize = itemsize
+        g.act = self.act
+        g.f64 = self.typenum == cnp.NPY_DOUBLE
+        g.nchunks = (g.K + NT_GEMV_CHUNK - 1) // NT_GEMV_CHUNK if g.rows else 0
+        g.parts = g.y
+        if g.nchunks > 1:
+            g.parts = <char*>PyMem_Malloc(g.nchunks * g.n * itemsize)
+            if g.parts == NULL:
+                raise MemoryError()
+        try:
+            with nogil:
+                _gemv_run(&g, max(1, nthreads))
+        finally:
+            if g.parts != g.y:
+                PyMem_Free(g.parts)

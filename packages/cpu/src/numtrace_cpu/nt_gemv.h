@@ -1,0 +1,141 @@
+/* Matrix-vector kernels for numtrace_cpu (see gemv.pxi), compiled once per ISA build.
+ *
+ * y[j] = act(sum_k x[k] * W(k, j) + b[j]), in two layouts of W:
+ *   rows form: W(k, j) = w[k*ldw + j] (a C-ordered weight matrix). The rows are cut into fixed
+ *              chunks of NT_GEMV_CHUNK; each chunk's partial sums are computed by streaming its rows
+ *              four at a time (contiguous memory, which the prefetchers follow), summing each column
+ *              in k order, and the partials are then added in chunk order. The chunking does not
+ *              depend on the thread count, so 1 and N threads give bit-identical results.
+ *   dot form:  W(k, j) = w[j*ldw + k] (a transposed matrix, or the rows of (M, K) @ (K,)): one dot
+ *              product per j, summed in vector lanes and then across them.
+ * NumPy's BLAS sums in another order, so results agree to float rounding, not bit for bit.
+ * The vectors are GCC vector extensions: the width follows the build's -march.
+ */
+#ifndef NT_GEMV_H
+#define NT_GEMV_H
+
+#include <stddef.h>
+#include <string.h>
+
+#if defined(__AVX512F__)
+#define NT_GV_BYTES 64
+#else
+#define NT_GV_BYTES 32
+#endif
+
+typedef float nt_gv_f32 __attribute__((vector_size(NT_GV_BYTES), aligned(4), may_alias));
+typedef double nt_gv_f64 __attribute__((vector_size(NT_GV_BYTES), aligned(8), may_alias));
+
+/* Epilogue activations: none; max(h, 0) and max(0, h) with NumPy's maximum semantics (NaN
+   propagates; the first operand wins ties, which decides the sign of a zero). */
+enum { NT_ACT_NONE = 0, NT_ACT_RELU = 1, NT_ACT_RELU_ZERO_FIRST = 2 };
+
+/* Rows per chunk of the rows form: the unit of work of one thread, and of the summation order. */
+#define NT_GEMV_CHUNK 64
+
+#define NT_GEMV_DEFINE(T, V, SUF)                                                                   \
+static inline T nt_gv_act_##SUF(T h, int act) {                                                    \
+    if (act == NT_ACT_RELU) return (h >= 0 || h != h) ? h : (T)0;                                  \
+    if (act == NT_ACT_RELU_ZERO_FIRST) return ((T)0 >= h) ? (T)0 : h;                              \
+    return h;                                                                                      \
+}                                                                                                  \
+                                                                                                   \
+static void nt_gemv_epilogue_##SUF(T* y, const T* b, ptrdiff_t n, int act) {                       \
+    ptrdiff_t j;                                                                                   \
+    if (b) for (j = 0; j < n; j++) y[j] += b[j];                                                   \
+    if (act) for (j = 0; j < n; j++) y[j] = nt_gv_act_##SUF(y[j], act);                            \
+}                                                                                                  \
+                                                                                                   \
+/* Rows form: y[j] = sum over K rows of x[k] * w[k*ldw + j], j in [0, n) (one chunk's partials). */ \
+static void nt_gemv_rows_##SUF(const T* x, const T* w, ptrdiff_t ldw, ptrdiff_t K, ptrdiff_t n,    \
+                               T* y) {                                                            \
+    const ptrdiff_t L = (ptrdiff_t)(sizeof(V) / sizeof(T));                                        \
+    const ptrdiff_t nv = n - n % L, n4 = n - n % (4 * L);                                          \
+    ptrdiff_t k = 0, j;                                                                            \
+    memset(y, 0, (size_t)n * sizeof(T));                                                           \
+    for (; k + 4 <= K; k += 4) {                                                                   \
+        const T x0 = x[k], x1 = x[k + 1], x2 = x[k + 2], x3 = x[k + 3];                            \
+        const T *w0 = w + k * ldw, *w1 = w0 + ldw, *w2 = w1 + ldw, *w3 = w2 + ldw;                 \
+        for (j = 0; j < n4; j += 4 * L) {                                                          \
+            V a0 = *(const V*)(y + j), a1 = *(const V*)(y + j + L);                                \
+            V a2 = *(const V*)(y + j + 2 * L), a3 = *(const V*)(y + j + 3 * L);                    \
+            a0 += x0 * *(const V*)(w0 + j); a1 += x0 * *(const V*)(w0 + j + L);                    \
+            a2 += x0 * *(const V*)(w0 + j + 2 * L); a3 += x0 * *(const V*)(w0 + j + 3 * L);        \
+            a0 += x1 * *(const V*)(w1 + j); a1 += x1 * *(const V*)(w1 + j + L);                    \
+            a2 += x1 * *(const V*)(w1 + j + 2 * L); a3 += x1 * *(const V*)(w1 + j + 3 * L);        \
+            a0 += x2 * *(const V*)(w2 + j); a1 += x2 * *(const V*)(w2 + j + L);                    \
+            a2 += x2 * *(const V*)(w2 + j + 2 * L); a3 += x2 * *(const V*)(w2 + j + 3 * L);        \
+            a0 += x3 * *(const V*)(w3 + j); a1 += x3 * *(const V*)(w3 + j + L);                    \
+            a2 += x3 * *(const V*)(w3 + j + 2 * L); a3 += x3 * *(const V*)(w3 + j + 3 * L);        \
+            *(V*)(y + j) = a0; *(V*)(y + j + L) = a1;                                              \
+            *(V*)(y + j + 2 * L) = a2; *(V*)(y + j + 3 * L) = a3;                                  \
+        }                                                                                          \
+        for (; j < nv; j += L) {                                                                   \
+            V a = *(const V*)(y + j);                                                              \
+            a += x0 * *(const V*)(w0 + j); a += x1 * *(const V*)(w1 + j);                         \
+            a += x2 * *(const V*)(w2 + j); a += x3 * *(const V*)(w3 + j);                          \
+            *(V*)(y + j) = a;                                                                      \
+        }                                                                                          \
+        for (; j < n; j++) {                                                                       \
+            T a = y[j];                                                                            \
+            a += x0 * w0[j]; a += x1 * w1[j]; a += x2 * w2[j]; a += x3 * w3[j];                    \
+            y[j] = a;                                                                              \
+        }                                                                                          \
+    }                                                                                              \
+    for (; k < K; k++) {                                                                           \
+        const T x0 = x[k];                                                                         \
+        const T* w0 = w + k * ldw;                                                                 \
+        for (j = 0; j < nv; j += L) *(V*)(y + j) += x0 * *(const V*)(w0 + j);                      \
+        for (; j < n; j++) y[j] += x0 * w0[j];                                                     \
+    }                                                                                              \
+}                                                                                                  \
+                                                                                                   \
+/* y = parts[0] + parts[1] + ... (nparts rows of n, `stride` apart, in order; zero when there are  \
+   none), then the epilogue. parts may be y itself when nparts is 1. */                            \
+static void nt_gemv_finish_##SUF(T* y, const T* parts, ptrdiff_t nparts, ptrdiff_t stride,         \
+                                 ptrdiff_t n, const T* b, int act) {                              \
+    ptrdiff_t p, j;                                                                                \
+    if (nparts == 0) memset(y, 0, (size_t)n * sizeof(T));                                          \
+    else if (parts != y) memcpy(y, parts, (size_t)n * sizeof(T));                                  \
+    for (p = 1; p < nparts; p++)                                                                   \
+        for (j = 0; j < n; j++) y[j] += parts[p * stride + j];                                     \
+    nt_gemv_epilogue_##SUF(y, b, n, act);                                                          \
+}                                                                                                  \
+                                                                                                   \
+/* Dot form: y[j] = sum_k w[j*ldw + k] * x[k] for j in [0, n), four dot products at a time. */     \
+static void nt_gemv_dots_##SUF(const T* x, const T* w, ptrdiff_t ldw, ptrdiff_t K, ptrdiff_t n,    \
+                               const T* b, int act, T* y) {                                       \
+    const ptrdiff_t L = (ptrdiff_t)(sizeof(V) / sizeof(T));                                        \
+    const ptrdiff_t kv = K - K % L;                                                                \
+    ptrdiff_t j = 0, k, l;                                                                         \
+    for (; j + 4 <= n; j += 4) {                                                                   \
+        const T *w0 = w + j * ldw, *w1 = w0 + ldw, *w2 = w1 + ldw, *w3 = w2 + ldw;                 \
+        V a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                                  \
+        T s0 = 0, s1 = 0, s2 = 0, s3 = 0;                                                          \
+        for (k = 0; k < kv; k += L) {                                                              \
+            const V xv = *(const V*)(x + k);                                                       \
+            a0 += xv * *(const V*)(w0 + k); a1 += xv * *(const V*)(w1 + k);                        \
+            a2 += xv * *(const V*)(w2 + k); a3 += xv * *(const V*)(w3 + k);                        \
+        }                                                                                          \
+        for (l = 0; l < L; l++) { s0 += a0[l]; s1 += a1[l]; s2 += a2[l]; s3 += a3[l]; }            \
+        for (; k < K; k++) {                                                                       \
+            s0 += x[k] * w0[k]; s1 += x[k] * w1[k]; s2 += x[k] * w2[k]; s3 += x[k] * w3[k];        \
+        }                                                                                          \
+        y[j] = s0; y[j + 1] = s1; y[j + 2] = s2; y[j + 3] = s3;                                    \
+    }                                                                                              \
+    for (; j < n; j++) {                                                                           \
+        const T* w0 = w + j * ldw;                                                                 \
+        V a0 = {0};                                                                                \
+        T s0 = 0;                                                                                  \
+        for (k = 0; k < kv; k += L) a0 += *(const V*)(x + k) * *(const V*)(w0 + k);                \
+        for (l = 0; l < L; l++) s0 += a0[l];                                                       \
+        for (; k < K; k++) s0 += x[k] * w0[k];                                                     \
+        y[j] = s0;                                                                                 \
+    }                                                                                              \
+    nt_gemv_epilogue_##SUF(y, b, n, act);                                                          \
+}
+
+NT_GEMV_DEFINE(float, nt_gv_f32, f32)
+NT_GEMV_DEFINE(double, nt_gv_f64, f64)
+
+#endif

@@ -1,0 +1,234 @@
+"""The GEMV kernels (nt_gemv.h, gemv.pxi) behind matrix-vector MatmulSteps, and the bias/ReLU
+epilogue fused into them: differential against NumPy over shapes, dtypes, weight layouts (C,
+transposed, reversed, strided: the last falls back to NumPy), special values, 1 and 2 threads, and
+concurrent calls."""
+
+import threading
+
+import numpy as np
+import pytest
+from numtrace_cpu import compile_graph, get_num_threads, set_num_threads
+from numtrace_cpu.isa import blocks
+from numtrace_ir import Graph
+from numtrace_ir.types import TensorType
+
+SHAPES = [(1, 1), (1, 9), (9, 1), (3, 5), (63, 17), (64, 64), (65, 33), (130, 513), (784, 512), (512, 10),
+          (1000, 3), (3, 1000), (0, 5), (2048, 300)]
+TOL = {np.float32: 2e-6, np.float64: 1e-14}
+
+
+@pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
+def threads(request):
+    """1 thread, or 2 with the GEMV team on (it only runs while its workers may spin)."""
+    old, old_spin = get_num_threads(), blocks.team_spin_us()
+    set_num_threads(request.param)
+    blocks.set_team_spin_us(100 if request.param > 1 else 0)
+    yield request.param
+    set_num_threads(old)
+    blocks.set_team_spin_us(old_spin)
+
+
+def _op(g, name, *inputs, **attrs):
+    return g.create_node(name, list(inputs), attrs=attrs).output
+
+
+def _graph(x_shape, w_shape, dtype, *, vec_first=True, bias=False, relu=None):
+    """(vector @ W) or (W @ vector), then `+ b` and maximum with 0 (relu: "h0" or "0h" order)."""
+    g = Graph()
+    x = g.add_input("x", TensorType(np.dtype(dtype), x_shape))
+    w = g.add_input("w", TensorType(np.dtype(dtype), w_shape))
+    h = _op(g, "np.matmul", x, w) if vec_first else _op(g, "np.matmul", w, x)
+    if bias:
+        b = g.add_input("b", TensorType(np.dtype(dtype), (h.type.shape[-1],)))
+        h = _op(g, "np.add", h, b)
+    if relu is not None:
+        zero = _op(g, "prim.Constant", value=0)
+        h = _op(g, "np.maximum", h, zero) if relu == "h0" else _op(g, "np.maximum", zero, h)
+    g.set_outputs([h])
+    return g
+
+
+def _expected(x, w, b=None, relu=None, vec_first=True):
+    h = x @ w if vec_first else w @ x
+    if b is not None:
+        h = h + b
+    if relu == "h0":
+        h = np.maximum(h, 0)
+    elif relu == "0h":
+        h = np.maximum(0, h)
+    return h
+
+
+def _assert_close(got, want, x, w, dtype, vec_first=True):
+    """Within float rounding of NumPy: the kernels sum in another order than BLAS."""
+    scale = np.abs(x) @ np.abs(w) if vec_first else np.abs(w) @ np.abs(x)
+    k = w.shape[0] if vec_first else w.shape[1]
+    tol = TOL[dtype] * (k + 4) * (scale + 1)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    ok = ~np.isnan(want)
+    assert np.all(np.abs(got[ok] - want[ok]) <= np.broadcast_to(tol, want.shape)[ok])
+
+
+def _layouts(w):
+    """The same matrix in several layouts: C, transposed (F), reversed columns, strided rows (the
+    kernels take these), and strided in both axes (NumPy fallback)."""
+    k, n = w.shape
+    big = np.zeros((2 * k, 2 * n), w.dtype)
+    big[::2, ::2] = w
+    out = {"c": w, "f": np.asfortranarray(w), "strided_both": big[::2, ::2]}
+    rows = np.zeros((2 * k, n), w.dtype)
+    rows[::2] = w
+    out["strided_rows"] = rows[::2]
+    rev = np.ascontiguousarray(w[:, ::-1])
+    out["reversed"] = rev[:, ::-1]
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_row_vector_times_matrix(dtype, shape, threads):
+    rng = np.random.default_rng(sum(shape))
+    k, n = shape
+    for x_shape in ((1, k), (k,)):
+        for bias, relu in ((False, None), (True, None), (True, "h0"), (True, "0h")):
+            exe = compile_graph(_graph(x_shape, shape, dtype, bias=bias, relu=relu),
+                                [TensorType(np.dtype(dtype), x_shape), TensorType(np.dtype(dtype), shape)]
+                                + ([TensorType(np.dtype(dtype), (n,))] if bias else []))
+            assert exe.stats()["fallbacks"] == 0
+            assert "GEMV kernel" in exe.explain()
+            x = rng.standard_normal(x_shape).astype(dtype)
+            w = rng.standard_normal(shape).astype(dtype)
+            b = rng.standard_normal(n).astype(dtype) if bias else None
+            for wl in _layouts(w).values():
+                (got,) = exe(x, wl, *([b] if bias else []))
+                _assert_close(got, _expected(x, wl, b, relu), x, w, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(1, 1), (5, 3), (17, 64), (513, 130), (300, 2048)], ids=str)
+def test_matrix_times_vector(dtype, shape, threads):
+    rng = np.random.default_rng(sum(shape))
+    m, k = shape
+    exe = compile_graph(_graph((k,), shape, dtype, vec_first=False, bias=True, relu="h0"),
+                        [TensorType(np.dtype(dtype), (k,)), TensorType(np.dtype(dtype), shape),
+                         TensorType(np.dtype(dtype), (m,))])
+    assert "GEMV kernel" in exe.explain()
+    x = rng.standard_normal(k).astype(dtype)
+    a = rng.standard_normal(shape).astype(dtype)
+    b = rng.standard_normal(m).astype(dtype)
+    for al in _layouts(a).values():
+        (got,) = exe(x, al, b)
+        _assert_close(got, _expected(x, al, b, "h0", vec_first=False), x, a, dtype, vec_first=False)
+    (got,) = exe(np.repeat(x, 2)[::2], a, b)   # a strided vector: NumPy fallback
+    _assert_close(got, _expected(x, a, b, "h0", vec_first=False), x, a, dtype, vec_first=False)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_special_values_and_relu_zero_signs(dtype):
+    """NaN and inf propagate as in NumPy; maximum(h, 0) and maximum(0, h) keep NumPy's zero signs."""
+    k, n = 70, 40
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((1, k)).astype(dtype)
+    w = rng.standard_normal((k, n)).astype(dtype)
+    x[0, 3] = np.nan
+    w[5, 7] = np.inf
+    w[:, 11:20] = 0.0
+    x2 = x.copy()
+    x2[0, 3] = 1.0
+    b = rng.standard_normal(n).astype(dtype)
+    b[11:15] = -0.0
+    b[15:20] = 0.0
+    for relu in ("h0", "0h"):
+        exe = compile_graph(_graph((1, k), (k, n), dtype, bias=True, relu=relu),
+                            [TensorType(np.dtype(dtype), s) for s in ((1, k), (k, n), (n,))])
+        for xv in (x, x2):
+            (got,) = exe(xv, w, b)
+            want = _expected(xv, w, b, relu)
+            _assert_close(got, want, xv, np.nan_to_num(w, posinf=0), dtype)
+            zeros = want == 0
+            np.testing.assert_array_equal(np.signbit(got[zeros]), np.signbit(want[zeros]))
+
+
+def test_one_and_two_threads_agree_bit_for_bit():
+    """The summation order is fixed by the row chunking, not by the team size."""
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((1, 900)).astype(np.float32)
+    w = rng.standard_normal((900, 700)).astype(np.float32)
+    exe = compile_graph(_graph((1, 900), (900, 700), np.float32),
+                        [TensorType(np.dtype(np.float32), s) for s in ((1, 900), (900, 700))])
+    old, old_spin = get_num_threads(), blocks.team_spin_us()
+    try:
+        results = []
+        for n, spin in ((1, 0), (2, 100), (3, 100), (2, 0)):
+            set_num_threads(n)
+            blocks.set_team_spin_us(spin)
+            results.append(exe(x, w)[0])
+    finally:
+        set_num_threads(old)
+        blocks.set_team_spin_us(old_spin)
+    np.testing.assert_array_equal(results[0], results[3])
+    np.testing.assert_array_equal(results[0], results[1])
+    np.testing.assert_array_equal(results[0], results[2])
+
+
+def test_concurrent_calls_from_two_python_threads(threads):
+    rng = np.random.default_rng(9)
+    k, n = 784, 512
+    exe = compile_graph(_graph((1, k), (k, n), np.float32, bias=True, relu="h0"),
+                        [TensorType(np.dtype(np.float32), s) for s in ((1, k), (k, n), (n,))])
+    cases = [(rng.standard_normal((1, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32),
+              rng.standard_normal(n).astype(np.float32)) for _ in range(2)]
+    want = [exe(*c)[0] for c in cases]
+    errors = []
+
+    def work(i):
+        try:
+            for _ in range(50):
+                np.testing.assert_array_equal(exe(*cases[i])[0], want[i])
+        except AssertionError as exc:
+            errors.append(exc)
+
+    ts = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors
+    _assert_close(want[0], _expected(*cases[0], "h0"), cases[0][0], cases[0][1], np.float32)
+
+
+def test_epilogue_fused_only_when_nothing_else_reads_the_intermediate():
+    """A product whose result is also a graph output, or a bias computed in the graph, keeps the
+    bias add as its own op; the values equal NumPy's either way."""
+    rng = np.random.default_rng(10)
+    g = Graph()
+    x = g.add_input("x", TensorType(np.dtype(np.float32), (1, 20)))
+    w = g.add_input("w", TensorType(np.dtype(np.float32), (20, 30)))
+    b = g.add_input("b", TensorType(np.dtype(np.float32), (30,)))
+    h = _op(g, "np.matmul", x, w)
+    b2 = _op(g, "np.multiply", b, b)   # a computed bias: not fused
+    y = _op(g, "np.add", h, b2)
+    z = _op(g, "np.add", h, b)         # h has two readers: nothing fused
+    g.set_outputs([h, y, z])
+    exe = compile_graph(g, [TensorType(np.dtype(np.float32), s) for s in ((1, 20), (20, 30), (30,))])
+    assert "+ bias" not in exe.explain()
+    xs, ws, bs = (rng.standard_normal(s).astype(np.float32) for s in ((1, 20), (20, 30), (30,)))
+    got = exe(xs, ws, bs)
+    want = (xs @ ws, xs @ ws + bs * bs, xs @ ws + bs)
+    for a, e in zip(got, want):
+        _assert_close(a, e, xs, ws, np.float32)
+
+
+def test_gemv_refuses_bad_construction():
+    ok = dict(vec=0, mat=1, out=2, k_axis=0, dtype=np.float32, fallback=lambda env, n: None)
+    with pytest.raises(ValueError, match="k_axis"):
+        blocks.Gemv(**{**ok, "k_axis": 2})
+    with pytest.raises(ValueError, match="activation"):
+        blocks.Gemv(**ok, activation="gelu")
+    with pytest.raises(ValueError, match="float32 and float64"):
+        blocks.Gemv(**{**ok, "dtype": np.int32})
+    with pytest.raises(ValueError, match="fallback"):
+        blocks.Gemv(**{**ok, "fallback": None})
+    with pytest.raises(ValueError, match="spin"):
+        blocks.set_team_spin_us(-1)
