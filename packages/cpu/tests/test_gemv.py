@@ -232,3 +232,20 @@ def test_gemv_refuses_bad_construction():
         blocks.Gemv(**{**ok, "fallback": None})
     with pytest.raises(ValueError, match="spin"):
         blocks.set_team_spin_us(-1)
+
+
+@pytest.mark.parametrize("k,n", [(1, 1), (3, 5), (8, 8), (9, 4)])
+def test_small_products_with_a_fused_bias_keep_it(k, n):
+    """A product small enough for the small-K pass whose bias/ReLU the GEMV step absorbs runs as that
+    GEMV step: the bias and ReLU are applied, never dropped."""
+    import numtrace as nt
+
+    def f(x, w, b):
+        return np.maximum(x @ w + b, 0.0)
+
+    rng = np.random.default_rng(k * 10 + n)
+    args = (rng.standard_normal((1, k)), rng.standard_normal((k, n)), rng.standard_normal(n))
+    traced = nt.trace(f, args, backend="cpu", check_trace=False)
+    for _ in range(3):
+        args = (rng.standard_normal((1, k)), rng.standard_normal((k, n)), rng.standard_normal(n) + 5.0)
+        np.testing.assert_allclose(traced(*args), f(*args), rtol=1e-12, atol=1e-12)

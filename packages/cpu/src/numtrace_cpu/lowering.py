@@ -1001,7 +1001,7 @@ def lower(graph) -> tuple[list[Step], dict, dict]:
             steps.extend(_build_group(u, consts, index, needed))
         elif u.op == "prim.Constant":
             steps.append(ConstantStep(inputs=[], outputs=[index[u.outputs[0]]], nodes=[u]))
-        elif _is_small_matmul(u):
+        elif _is_small_matmul(u) and id(u) not in fused_after:   # a fused epilogue needs the GEMV step
             steps.append(SmallMatmulStep(inputs=[index[v] for v in u.inputs], outputs=[index[u.outputs[0]]],
                                          nodes=[u]))
         elif _scan_plan(u) is not None:

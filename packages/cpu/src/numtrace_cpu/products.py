@@ -37,8 +37,8 @@ def gemv_form(node) -> tuple[int, int] | None:
     if (op is not _MATMUL and op is not _DOT) or len(node.inputs) != 2 or len(node.outputs) != 1:
         return None
     a, b, out = _tensor(node.inputs[0]), _tensor(node.inputs[1]), _tensor(node.outputs[0])
-    if a is None or b is None or out is None:
-        return None
+    if a is None or b is None or out is None or not (a.is_concrete and b.is_concrete and out.is_concrete):
+        return None   # data-dependent sizes: NumPy's matmul step (which the epilogue then does not join)
     if not (a.dtype == b.dtype == out.dtype and out.dtype in (np.float32, np.float64)):
         return None
     if b.ndim == 2 and (a.ndim == 1 or (a.ndim == 2 and a.shape[0] == 1)):
