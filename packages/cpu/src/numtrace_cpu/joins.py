@@ -116,8 +116,10 @@ def write_parts_in_place(steps: list[Step], types: dict, outputs: list[int]) -> 
         result.extend(before.get(k, ()))
         if k not in replaced:
             result.append(step)
-        elif replaced[k] is not None:
-            result.append(replaced[k])
+            continue
+        rest_step = replaced[k]
+        if rest_step is not None:
+            result.append(rest_step)
     return result
 
 

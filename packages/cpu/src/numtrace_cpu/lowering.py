@@ -1004,8 +1004,8 @@ def lower(graph) -> tuple[list[Step], dict, dict]:
         elif _is_small_matmul(u) and id(u) not in fused_after:   # a fused epilogue needs the GEMV step
             steps.append(SmallMatmulStep(inputs=[index[v] for v in u.inputs], outputs=[index[u.outputs[0]]],
                                          nodes=[u]))
-        elif _scan_plan(u) is not None:
-            axis, op, flatten = _scan_plan(u)
+        elif (scan := _scan_plan(u)) is not None:
+            axis, op, flatten = scan
             steps.append(ScanStep(inputs=[index[u.inputs[0]]], outputs=[index[u.outputs[0]]], nodes=[u],
                                   axis=axis, op=op, flatten=flatten))
         elif _is_matmul(u):
