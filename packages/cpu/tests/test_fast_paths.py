@@ -374,3 +374,37 @@ def test_copy_joins_the_pass(dtype):
     (got,) = exe(x)
     np.testing.assert_array_equal(got, x)
     assert not np.shares_memory(got, x)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_maximum_minimum_of_equal_zeros_give_numpys_sign(dtype):
+    """np.maximum/np.minimum of equal operands give the second (NumPy's loops on x86): ReLU of -0.0 is
+    +0.0, and the sign survives into 1/x. Every path: two arrays, a constant on either side, a pair
+    loop (clip), the GEMV step's fused ReLU."""
+    zeros = np.array([0.0, -0.0, 0.0, -0.0, 1.0, -1.0, np.nan] * 3, dtype)
+    other = np.array([-0.0, 0.0, 0.0, -0.0, 1.0, -1.0, 0.0] * 3, dtype)
+    cases = [
+        (lambda a, b: np.maximum(a, b), (zeros, other)),
+        (lambda a, b: np.minimum(a, b), (zeros, other)),
+        (lambda a, b: np.maximum(b, a), (zeros, other)),
+        (lambda a, b: 1.0 / np.maximum(a, 0.0) + b, (zeros, other)),
+        (lambda a, b: 1.0 / np.maximum(0.0, a) + b, (zeros, other)),
+        (lambda a, b: 1.0 / np.minimum(a, -0.0) + b, (zeros, other)),
+        (lambda a, b: 1.0 / np.minimum(np.maximum(a * 1.0, b), 0.0), (zeros, other)),
+    ]
+    nt = pytest.importorskip("numtrace")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for fn, args in cases:
+            traced = nt.trace(fn, args, backend="cpu", check_trace=False)
+            got, want = traced(*args), fn(*args)
+            np.testing.assert_array_equal(got, want)
+            np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+        x = np.array([[-0.0, 0.0, -1.0, 2.0]], dtype)
+        w = np.zeros((4, 3), dtype)
+        b = np.array([-0.0, 0.0, -0.0], dtype)
+        for relu in (lambda h: np.maximum(h, 0.0), lambda h: np.maximum(0.0, h)):
+            def mlp(x, w, b, relu=relu):
+                return relu(x @ w + b)
+            traced = nt.trace(mlp, (x, w, b), backend="cpu", check_trace=False)
+            assert "GEMV kernel" in traced.explain()
+            np.testing.assert_array_equal(np.signbit(traced(x, w, b)), np.signbit(mlp(x, w, b)))

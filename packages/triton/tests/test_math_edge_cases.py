@@ -177,3 +177,14 @@ def test_binary_nan_and_inf_semantics(op):
     with np.errstate(all="ignore"):
         expected = getattr(np, op[3:])(a, b)
     _check(_run_binary(op, a, b), expected, np.float64)
+
+
+@pytest.mark.parametrize("op", ["np.maximum", "np.minimum"])
+def test_maximum_minimum_of_equal_zeros_give_the_second(op):
+    """Of equal operands maximum/minimum give the second, as NumPy's loops on x86 do: the sign of a
+    zero (ReLU of -0.0 is +0.0) is NumPy's whatever the device's own max instruction does."""
+    vals = np.array([-0.0, 0.0, 1.0, np.nan], np.float32)
+    a, b = np.meshgrid(vals, vals)
+    got, expected = _run_binary(op, a, b), getattr(np, op[3:])(a, b)
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(expected))

@@ -189,16 +189,17 @@ cdef void _unary_bool(int op, u8* d, const num* a, Py_ssize_t n) noexcept nogil:
                 d[i] = copysign(1.0, a[i]) < 0
 
 cdef inline num _maximum(num x, num y) noexcept nogil:
-    # NaN in either operand wins, as in np.maximum.
+    # NaN in either operand wins, as in np.maximum; of equal operands the second (x86 NumPy's maxpd
+    # rule, so np.maximum(-0.0, 0.0) is 0.0 and np.maximum(0.0, -0.0) is -0.0).
     # `|`, not `or`: no short-circuit branch, so the loop vectorizes.
     if num is float or num is double:
-        return x if ((x >= y) | (x != x)) else y
+        return x if ((x > y) | (x != x)) else y
     else:
         return x if x >= y else y
 
 cdef inline num _minimum(num x, num y) noexcept nogil:
     if num is float or num is double:
-        return x if ((x <= y) | (x != x)) else y
+        return x if ((x < y) | (x != x)) else y
     else:
         return x if x <= y else y
 

@@ -150,7 +150,10 @@ def _nan_aware_extreme(pick: str, ignore_nan: bool) -> Lowering:
             return f"tl.{pick}({a}, {b})"
         if ignore_nan:  # fmax/fmin: a NaN loses unless both are NaN
             return _where(f"{a} != {a}", b, _where(f"{b} != {b}", a, f"tl.{pick}({a}, {b})"))
-        return f"tl.{pick}({a}, {b}, propagate_nan=tl.PropagateNan.ALL)"
+        # NaN in either operand wins, and of equal operands the second (NumPy's rule on x86, which
+        # decides the sign of a zero: np.maximum(-0.0, 0.0) is 0.0), whatever the GPU's max does.
+        cmp = ">" if pick == "maximum" else "<"
+        return _where(f"({a} {cmp} {b}) | ({a} != {a})", a, b)
 
     return lower
 
