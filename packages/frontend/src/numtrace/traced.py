@@ -580,8 +580,8 @@ class TracedFunction:
             def f(x, w):
                 return np.maximum(x @ w, 0.0).sum(axis=1)
 
-            traced = nt.trace(f, (np.ones((4, 3)), np.ones((3, 2))))
-            report = traced.explain(np.ones((1000, 3)), np.ones((3, 2)))
+            traced = nt.trace(f, (np.ones((4, 64)), np.ones((64, 32))))
+            report = traced.explain(np.ones((1000, 64)), np.ones((64, 32)))
             assert "BLAS matmul" in report and "fused pass" in report
             print(report)
             ```
