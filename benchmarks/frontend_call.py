@@ -5,7 +5,7 @@ Workloads (medians of repeated timings, numtrace beside NumPy eager):
   * MLP 784-512-512-10 at batch 1 (dispatch-bound) and batch 256 (BLAS-bound);
   * the frontend alone: a traced call whose executable returns at once, against an
     empty Python call with the same arguments (signature key, cache lookup, unflatten);
-  * tracing + checking the MLP;
+  * tracing + checking the MLP, and tracing W4 alone (the cost per recorded op);
   * on the CPU backend, the per-call overhead of small programs: `x * y + 1.0` (two arguments, one
     output) and an in-place SGD step (three arguments, two written back and returned), at 8 and
     1000 elements: the traced call, its executable alone and the fused pass alone (the kernel run
@@ -130,6 +130,10 @@ def main() -> None:
     a = rng.standard_normal((8, 784)).astype(np.float32)
     tracing = median_seconds(lambda: nt.trace(model, a, backend=args.backend), 1, 3 if args.quick else 7)
     print(f"{'trace + check the MLP':<34} numtrace {tracing * 1e3:10.2f} ms")
+    recording = median_seconds(lambda: nt.trace(w4, (x, y), backend=args.backend, check_trace=False),
+                               3 if args.quick else 30, repeat, clock)
+    print(f"{'trace W4 (no check)':<34} numtrace {recording * 1e3:10.2f} ms = "
+          f"{recording / 200 * 1e6:.1f} us per recorded op (target <= 20 us)")
     if args.backend == "cpu":
         _overheads(number * 5, repeat, clock)
 
