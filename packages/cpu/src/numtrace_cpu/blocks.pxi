@@ -34,6 +34,12 @@ cdef extern from "nt_vmath.h" nogil:
     void nt_float_unary_f32(int op, float* d, const float* a, Py_ssize_t n)
     void nt_float_unary_f64(int op, double* d, const double* a, Py_ssize_t n)
 
+cdef extern from "nt_opcodes.h" nogil:
+    float _maximum_f "NT_MAXIMUM"(float x, float y)
+    double _maximum_d "NT_MAXIMUM"(double x, double y)
+    float _minimum_f "NT_MINIMUM"(float x, float y)
+    double _minimum_d "NT_MINIMUM"(double x, double y)
+
 cdef extern from "nt_pairs.h" nogil:
     int nt_pair_f32(int op1, int op2, int tleft, float* d, const float* x, const float* y, const float* z,
                     Py_ssize_t n)
@@ -189,27 +195,29 @@ cdef void _unary_bool(int op, u8* d, const num* a, Py_ssize_t n) noexcept nogil:
                 d[i] = copysign(1.0, a[i]) < 0
 
 cdef inline num _maximum(num x, num y) noexcept nogil:
-    # NaN in either operand wins, as in np.maximum; of equal operands the second (x86 NumPy's maxpd
-    # rule, so np.maximum(-0.0, 0.0) is 0.0 and np.maximum(0.0, -0.0) is -0.0).
-    # `|`, not `or`: no short-circuit branch, so the loop vectorizes.
-    if num is float or num is double:
-        return x if ((x > y) | (x != x)) else y
+    # np.maximum's NaN and tie rule: nt_opcodes.h's NT_MAXIMUM, shared with the pair loops and GEMV.
+    if num is float:
+        return _maximum_f(x, y)
+    elif num is double:
+        return _maximum_d(x, y)
     else:
         return x if x >= y else y
 
 cdef inline num _minimum(num x, num y) noexcept nogil:
-    if num is float or num is double:
-        return x if ((x < y) | (x != x)) else y
+    if num is float:
+        return _minimum_f(x, y)
+    elif num is double:
+        return _minimum_d(x, y)
     else:
         return x if x <= y else y
 
 cdef inline num _fmax(num x, num y) noexcept nogil:
-    # NaN loses, as in np.fmax (equal operands, e.g. -0.0 and 0.0, give y as NumPy does); written
-    # as a select so the loop vectorizes (the libm call did not).
+    # NaN loses, as in np.fmax; equal operands give y, as NumPy's vector loop does (its scalar tail
+    # differs for -0.0 and 0.0); written as a select so the loop vectorizes (the libm call did not).
     return x if ((x > y) | (y != y)) else y
 
 cdef inline num _fmin(num x, num y) noexcept nogil:
-    return x if ((x <= y) | (y != y)) else y
+    return x if ((x < y) | (y != y)) else y
 
 ctypedef fused sint:
     int32_t

@@ -85,6 +85,14 @@ static const char *const nt_op_names[NOPS] = { NT_OPCODES(NT_OP_NAME) };
 static const int nt_op_category[NOPS] = { NT_OPCODES(NT_OP_CAT) };
 static const unsigned int nt_op_dtypes[NOPS] = { NT_OPCODES(NT_OP_DTS) };
 
+/* np.maximum / np.minimum: NaN in either operand wins, and of equal operands the second (NumPy's
+ * loops on x86: np.maximum(-0.0, 0.0) is 0.0, so ReLU of -0.0 is +0.0). For integers the NaN test is
+ * false and a tie gives the same value. One definition for every loop computing them (blocks.pxi's
+ * kernels, nt_pairs.h's pair loops, nt_gemv.h's ReLU epilogue); `|` and a select, no branch, so the
+ * loops vectorize. */
+#define NT_MAXIMUM(a, b) ((((a) > (b)) | ((a) != (a))) ? (a) : (b))
+#define NT_MINIMUM(a, b) ((((a) < (b)) | ((a) != (a))) ? (a) : (b))
+
 /* Reductions: R(ENUM, name, dtypes of the reduced register; the output has the same dtype). */
 #define NT_REDUCTIONS(R) \
     R(SUM, sum, NT_DTS_SUM) R(MEAN, mean, NT_DTS_FLT) R(VAR, var, NT_DTS_FLT) R(STD, std, NT_DTS_FLT) \

@@ -21,14 +21,13 @@ static inline int nt_pair_op(int op) {
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=off")
 
-/* The ops, each the expression of blocks.pxi's kernel (maximum/minimum: NaN in either operand wins,
- * and of equal operands the second, as `_maximum`/`_minimum`). */
+/* The ops, each the expression of blocks.pxi's kernel (maximum/minimum: nt_opcodes.h's). */
 #define NT_P_ADD(a, b) ((a) + (b))
 #define NT_P_SUB(a, b) ((a) - (b))
 #define NT_P_MUL(a, b) ((a) * (b))
 #define NT_P_DIV(a, b) ((a) / (b))
-#define NT_P_MAX(a, b) ((((a) > (b)) | ((a) != (a))) ? (a) : (b))
-#define NT_P_MIN(a, b) ((((a) < (b)) | ((a) != (a))) ? (a) : (b))
+#define NT_P_MAX(a, b) NT_MAXIMUM(a, b)
+#define NT_P_MIN(a, b) NT_MINIMUM(a, b)
 
 /* + and * commute exactly, so z op2 t needs its own loop only for the other ops. */
 #define NT_PAIR_LOOP(T, K2, O1, O2) \
