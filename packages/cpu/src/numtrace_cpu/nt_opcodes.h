@@ -124,7 +124,7 @@ enum {
        -0.0 and 0.0); a select, so the loop vectorizes (the libm call did not). */ \
     X(FMAX, fmax, FLT, ((a > b) | (b != b)) ? a : b) X(FMIN, fmin, FLT, ((a < b) | (b != b)) ? a : b) \
     X(POW, power, FLT, pow(a, b)) X(ARCTAN2, arctan2, FLT, atan2(a, b)) X(HYPOT, hypot, FLT, hypot(a, b)) \
-    X(COPYSIGN, copysign, FLT, copysign(a, b)) \
+    X(COPYSIGN, copysign, FLT, copysign(a, b)) X(FMOD, fmod, FLT, fmod(a, b)) \
     X(BITAND, bitwise_and, INT, a & b) X(BITOR, bitwise_or, INT, a | b) X(BITXOR, bitwise_xor, INT, a ^ b) \
     X(LSHIFT, left_shift, SIGNED, NT_LSHIFT(a, b)) X(RSHIFT, right_shift, SIGNED, NT_RSHIFT(a, b)) \
     /* NumPy's npy_heaviside: NaN, then a == 0 gives b, then the step. */ \
