@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import nox
+import nox.command
 
 ROOT = Path(__file__).resolve().parent
 PACKAGES = ROOT / "packages"
@@ -124,10 +125,17 @@ def _pytest(session: nox.Session, name: str, *extra: str, env: dict | None = Non
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """All packages installed together; every package's tests."""
+    """All packages installed together; every package's tests, each run even when another's fail: the
+    session then fails naming them (pytest's exit 5, no tests collected, is a failure too)."""
     _install(session, ALL)
+    failed = []
     for name in ALL:
-        _pytest(session, name)
+        try:
+            _pytest(session, name)
+        except nox.command.CommandFailed:
+            failed.append(name)
+    if failed:
+        session.error(f"tests failed in: {', '.join(f'packages/{name}' for name in failed)}")
 
 
 def _alone(package: str):

@@ -56,6 +56,19 @@ UNARY_UFUNCS = tuple(
     trunc rint isnan isinf isfinite signbit deg2rad rad2deg conjugate modf frexp spacing
     bitwise_count""".split()
 )
+# Ufuncs whose float (and complex) results come from a math library rather than from IEEE 754's
+# correctly rounded operations: NumPy computes them with its AVX-512 loops (SVML), its AVX2 loops or
+# the C library depending on the CPU, and these differ in the last bits (ci/isa_ulps.py measures by
+# how much). No backend can equal NumPy bit for bit on every machine there, so tests compare them
+# within ulps (`numtrace_ir.testing.numpy_exact`). `power`'s integer loop is exact.
+MATH_LIBRARY_UFUNCS = frozenset(
+    getattr(np, n)
+    for n in """
+    exp exp2 expm1 log log2 log10 log1p sin cos tan arcsin arccos arctan sinh cosh tanh arcsinh arccosh
+    arctanh cbrt power float_power arctan2 hypot logaddexp logaddexp2""".split()
+)
+# Ufuncs whose complex loop calls the math library (hypot, csqrt) though their float loop is exact.
+MATH_LIBRARY_COMPLEX_UFUNCS = frozenset({np.absolute, np.sqrt, np.sign})
 # NumPy aliases (the same ufunc object under another name) trace to the canonical op.
 ALIASES = {np.degrees: np.rad2deg, np.radians: np.deg2rad}
 
