@@ -196,9 +196,9 @@ def assert_outputs_close(actual: Any, expected: Any, *, what: str = "", computed
 
 
 def ulp_distance(a: Any, b: Any) -> np.ndarray:
-    """Elementwise distance between two float arrays in units in the last place: how many floats of
-    their dtype lie between them (float64, inf where that does not apply). 0.0 and -0.0 are 0 apart, so
-    are two NaNs; a NaN and a number are inf apart. Complex values: the larger of the parts' distances."""
+    """Elementwise distance between two float arrays of one dtype in units in the last place: how many
+    steps from one float to the next lead from a to b, as float64. 0.0 and -0.0 are 0 apart, and so
+    are two NaNs; a NaN and a number are inf apart. Complex values: the larger of the parts'."""
     a, b = np.asarray(a), np.asarray(b)
     if a.dtype != b.dtype or a.dtype.kind not in "fc":
         raise TypeError(f"ulp_distance: two float arrays of one dtype, got {a.dtype} and {b.dtype}")
@@ -209,7 +209,7 @@ def ulp_distance(a: Any, b: Any) -> np.ndarray:
 
     def ordered(x: np.ndarray) -> np.ndarray:
         """The float's rank among all floats of its dtype (0.0 and -0.0 both 0)."""
-        i = np.ascontiguousarray(x).view(bits).astype(np.int64)
+        i = x.reshape(-1).view(bits).astype(np.int64).reshape(x.shape)
         return np.where(i < 0, lowest - i, i)
 
     ia, ib = ordered(a), ordered(b)
