@@ -61,7 +61,7 @@ NUMPY_ULPS = {np.dtype(np.float16): 2, np.dtype(np.float32): 8, np.dtype(np.floa
 def _ufunc_loop_kind(ufunc: np.ufunc, inputs: Sequence[Any]) -> str:
     """The kind (``"f"``, ``"c"``, ``"i"``, ...) of the loop NumPy runs `ufunc` with for `inputs`
     (arrays, NumPy scalars, Python scalars, or IR types)."""
-    def dtype(v):
+    def dtype(v: Any) -> Any:
         if isinstance(v, TensorType):
             return v.dtype
         if isinstance(v, ScalarType):
@@ -233,10 +233,10 @@ def math_sweep(nin: int, dtype: Any, n: int) -> tuple[np.ndarray, ...]:
     info = np.finfo(dtype)   # of the real part
     special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 0.5, 2.0, np.pi, -np.pi])
 
-    def magnitudes(size, lo, hi):
+    def magnitudes(size: int, lo: int, hi: int) -> np.ndarray:
         return np.ldexp(rng.uniform(1, 2, size), rng.integers(lo, hi, size))
 
-    def one(k):
+    def one(k: int) -> np.ndarray:
         q = max(n - special.size, 4) // 4
         parts = [rng.uniform(-10, 10, q),
                  np.round(rng.uniform(-12, 12, q) * 2) / 2 if k == 1 else rng.uniform(0, 2, q),
@@ -244,7 +244,7 @@ def math_sweep(nin: int, dtype: Any, n: int) -> tuple[np.ndarray, ...]:
                  magnitudes(q, -29, 29), special]
         return rng.permutation(np.concatenate(parts)) if k else np.concatenate(parts)
 
-    def operand(k):
+    def operand(k: int) -> np.ndarray:
         re = one(k)
         z = np.empty(re.size, dtype)
         with np.errstate(over="ignore", under="ignore"):   # float16 has not the range
