@@ -9,8 +9,7 @@ import numpy as np
 
 from numtrace_ir import dims
 from numtrace_ir.dims import ShapeError
-from numtrace_ir.ops import rules
-from numtrace_ir.ops import sampling as S
+from numtrace_ir.ops import rules, sampling
 from numtrace_ir.registry import (
     Attr,
     Input,
@@ -35,7 +34,7 @@ def movement(
     impl: Callable,
     targets: list,
     cases: list,
-    dtypes: tuple = S.DTYPES,
+    dtypes: tuple = sampling.DTYPES,
     doc: str = "",
     view: str | None = None,
 ) -> OpDef:
@@ -53,7 +52,7 @@ def movement(
             rule,
             impl,
             numpy_targets=targets,
-            samples=S.sweep(cases, dtypes),
+            samples=sampling.sweep(cases, dtypes),
             view=view,
             doc=doc,
         )
@@ -428,7 +427,7 @@ register(
         _ascontiguous_rule,
         lambda a, dtype: np.ascontiguousarray(a, dtype).copy(),
         numpy_targets=[np.ascontiguousarray],
-        samples=S.sweep([(((3, 4),), {}), (((),), {}), (((2, 3),), {"dtype": np.dtype("f4")})]),
+        samples=sampling.sweep([(((3, 4),), {}), (((),), {}), (((2, 3),), {"dtype": np.dtype("f4")})]),
         doc="always a new array (graph values never alias)",
     )
 )
@@ -526,7 +525,7 @@ register(
         _argsort_rule,
         _argsort_impl,
         numpy_targets=[np.argsort, np.ndarray.argsort],
-        samples=S.sweep(_SORT_CASES),
+        samples=sampling.sweep(_SORT_CASES),
         doc="ties are ordered stably (NumPy's default kind does not promise an order for ties)",
     )
 )
@@ -548,7 +547,7 @@ def _take_rule(types, attrs):
 
 
 def _take_samples(rng):
-    for dt in S.DTYPES:
+    for dt in sampling.DTYPES:
         yield _gather_sample(rng, (3, 4), dt, (2, 2), 12, {})
     yield _gather_sample(rng, (3, 4), "f8", (5,), 4, {"axis": 1})
     yield _gather_sample(rng, (3, 4), "f8", (), 3, {"axis": 0})
@@ -558,7 +557,7 @@ def _take_samples(rng):
 
 def _gather_sample(rng, shape, dtype, ishape, bound, attrs):
     """A (data, integer indices in [-bound, bound)) sample for the gather ops."""
-    return Sample((S.array(rng, shape, dtype), rng.integers(-bound, bound, ishape)), attrs)
+    return Sample((sampling.array(rng, shape, dtype), rng.integers(-bound, bound, ishape)), attrs)
 
 
 register(
@@ -597,7 +596,7 @@ def _take_along_rule(types, attrs):
 
 
 def _take_along_samples(rng):
-    for dt in S.DTYPES:
+    for dt in sampling.DTYPES:
         yield _gather_sample(rng, (3, 4), dt, (3, 2), 4, {"axis": 1})
     yield _gather_sample(rng, (3, 4), "f8", (5, 4), 3, {"axis": 0})
     yield _gather_sample(rng, (3, 4), "f8", (1, 6), 4, {"axis": -1})
@@ -665,19 +664,21 @@ def _sum(ds):
 
 def _join_samples(stack):
     def samples(rng):
-        for dt in S.DTYPES:
-            yield Sample((S.array(rng, (2, 3), dt), S.array(rng, (2, 3), dt)), {})
+        for dt in sampling.DTYPES:
+            yield Sample((sampling.array(rng, (2, 3), dt), sampling.array(rng, (2, 3), dt)), {})
         shapes = [((2, 3), (2, 3), (2, 3))] if stack else [((2, 3), (4, 3)), ((2, 3), (2, 1), (2, 0))]
         axes = [(1, -1)] if stack else [(0,), (1,)]
         for ss, ax in zip(shapes, axes):
             for a in ax:
-                yield Sample(tuple(S.array(rng, s, "f8") for s in ss), {"axis": a})
-        yield Sample((S.array(rng, (2, 3), "i4"), S.array(rng, (2, 3), "f4")), {}, note="mixed dtypes")
-        yield Sample((S.array(rng, (2, 3), "f8"), S.array(rng, (2, 3), "f8")), {"dtype": np.dtype("f4")})
+                yield Sample(tuple(sampling.array(rng, s, "f8") for s in ss), {"axis": a})
+        yield Sample((sampling.array(rng, (2, 3), "i4"), sampling.array(rng, (2, 3), "f4")), {},
+                     note="mixed dtypes")
+        yield Sample((sampling.array(rng, (2, 3), "f8"), sampling.array(rng, (2, 3), "f8")),
+                     {"dtype": np.dtype("f4")})
         if stack:
-            yield Sample((S.array(rng, (), "f8"), S.array(rng, (), "f8")), {})
+            yield Sample((sampling.array(rng, (), "f8"), sampling.array(rng, (), "f8")), {})
         else:
-            yield Sample((S.array(rng, (2, 3), "f8"), S.array(rng, (4,), "f8")), {"axis": None})
+            yield Sample((sampling.array(rng, (2, 3), "f8"), sampling.array(rng, (4,), "f8")), {"axis": None})
 
     return samples
 
@@ -762,7 +763,7 @@ for _name, _fn, _even in (("np.split", np.split, True), ("np.array_split", np.ar
                 )
             )(_fn),
             numpy_targets=[_fn],
-            samples=S.sweep(_cases),
+            samples=sampling.sweep(_cases),
             doc="one output per section",
         )
     )
@@ -839,17 +840,19 @@ def _stack_rule(name: str, reshape, axis_of):
 
 def _stack_samples(shapes_list, kw: bool):
     def samples(rng):
-        for dt in S.DTYPES:
-            yield Sample((S.array(rng, shapes_list[0][0], dt), S.array(rng, shapes_list[0][1], dt)))
+        for dt in sampling.DTYPES:
+            yield Sample((sampling.array(rng, shapes_list[0][0], dt),
+                          sampling.array(rng, shapes_list[0][1], dt)))
         for shapes in shapes_list[1:]:
-            yield Sample(tuple(S.array(rng, s, "f8") for s in shapes))
-        yield Sample((S.array(rng, shapes_list[0][0], "i4"), S.array(rng, shapes_list[0][1], "f4")),
+            yield Sample(tuple(sampling.array(rng, s, "f8") for s in shapes))
+        yield Sample((sampling.array(rng, shapes_list[0][0], "i4"),
+                      sampling.array(rng, shapes_list[0][1], "f4")),
                      note="mixed dtypes")
         if kw:
-            yield Sample((S.array(rng, shapes_list[0][0], "f8"),) * 2, {"dtype": np.dtype("f4")})
-            yield Sample((S.array(rng, shapes_list[0][0], "i8"),) * 2,
+            yield Sample((sampling.array(rng, shapes_list[0][0], "f8"),) * 2, {"dtype": np.dtype("f4")})
+            yield Sample((sampling.array(rng, shapes_list[0][0], "i8"),) * 2,
                          {"dtype": np.dtype("f4"), "casting": "same_kind"})
-            yield Sample((S.array(rng, shapes_list[0][0], "f4"),) * 2, {"casting": "no"})
+            yield Sample((sampling.array(rng, shapes_list[0][0], "f4"),) * 2, {"casting": "no"})
 
     return samples
 
@@ -916,11 +919,11 @@ def _atleast_op(ndim: int) -> OpDef:
         return tuple(np.array(a, copy=True) for a in out) if len(arys) > 1 else np.array(out, copy=True)
 
     def samples(rng):
-        for dt in S.DTYPES:
-            yield Sample((S.array(rng, (3,), dt),))
+        for dt in sampling.DTYPES:
+            yield Sample((sampling.array(rng, (3,), dt),))
         several = (((), (3,), (2, 3), (2, 3, 4)), ((0, 2), (1,)))
         for shapes in (((),), ((2, 3),), ((2, 3, 4, 1),), ((0,),)) + several:
-            yield Sample(tuple(S.array(rng, s, "f8") for s in shapes))
+            yield Sample(tuple(sampling.array(rng, s, "f8") for s in shapes))
 
     return register(
         OpDef(
@@ -981,12 +984,12 @@ def _broadcast_arrays_rule(types, attrs):
 
 
 def _broadcast_arrays_samples(rng):
-    for dt in S.DTYPES:
-        yield Sample((S.array(rng, (3, 1), dt), S.array(rng, (4,), dt)))
+    for dt in sampling.DTYPES:
+        yield Sample((sampling.array(rng, (3, 1), dt), sampling.array(rng, (4,), dt)))
     for shapes in (((2, 1, 4), (3, 1)), ((3,),), ((), (2, 3), (3,)), ((0, 3), (1, 3)), ((), ())):
-        yield Sample(tuple(S.array(rng, s, "f4") for s in shapes))
-    yield Sample((S.array(rng, (2, 3), "i4"), S.array(rng, (3,), "f8")), note="dtypes kept")
-    yield Sample((S.array(rng, (2, 3), "f4"), 1.5), note="a Python scalar becomes a float64 array")
+        yield Sample(tuple(sampling.array(rng, s, "f4") for s in shapes))
+    yield Sample((sampling.array(rng, (2, 3), "i4"), sampling.array(rng, (3,), "f8")), note="dtypes kept")
+    yield Sample((sampling.array(rng, (2, 3), "f4"), 1.5), note="a Python scalar becomes a float64 array")
 
 
 def _broadcast_arrays_impl(args):

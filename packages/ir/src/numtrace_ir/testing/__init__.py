@@ -1,6 +1,11 @@
 """Helpers for op tests on every backend (the OpInfo pattern): iterate ``(op, sample)`` cases, build a
 one-op graph from a sample, run the reference, compare outputs with per-dtype tolerances, and make
-non-contiguous copies of inputs."""
+non-contiguous copies of inputs.
+
+The tools every package's own tests use live here, in the one package each of them depends on, so
+that a package's tests run with only that package and its declared dependencies installed:
+`numtrace_ir.testing.import_cycles` (each package's test that its modules form layers) and
+`hypothesis_profiles` (the derandomized profile CI runs)."""
 
 from __future__ import annotations
 
