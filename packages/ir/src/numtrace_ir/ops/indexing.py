@@ -221,6 +221,16 @@ def _mask_samples(rng):
     yield Sample((sampling.array(rng, (0, 2), "f8"), sampling.array(rng, (0,), bool)), {"index": (INPUT,)})
 
 
+def _getitem_view(a: np.ndarray, out: tuple, attrs: dict, dims: list) -> np.ndarray | None:
+    """``a[key]`` as NumPy's view for a static key (ints, slices, None, Ellipsis); None for a key with
+    arrays (a gather: NumPy copies)."""
+    index = attrs["index"]
+    if INPUT in index:
+        return None
+    # With an Ellipsis, NumPy returns a 0-d view instead of a scalar for a full integer index.
+    return a[index] if Ellipsis in index else a[tuple(index) + (Ellipsis,)]
+
+
 register(
     OpDef(
         "np.getitem",
@@ -232,6 +242,7 @@ register(
         samples=_getitem_samples,
         binder=_getitem_bind,
         memo_key=_index_memo_key,
+        as_view=_getitem_view,
         doc="basic and integer-array indexing; `index` holds the static key with 'input' placeholders",
     )
 )

@@ -37,8 +37,10 @@ def movement(
     dtypes: tuple = sampling.DTYPES,
     doc: str = "",
     view: str | None = None,
+    as_view: Callable | None = None,
 ) -> OpDef:
-    """Register an op whose output has the input's dtype and the shape `shape_rule(name, t, attrs)`."""
+    """Register an op whose output has the input's dtype and the shape `shape_rule(name, t, attrs)`
+    (`view`, `as_view`: see `OpDef`)."""
 
     def rule(types, attrs):
         t = rules.first_tensor(name, types)
@@ -54,6 +56,7 @@ def movement(
             numpy_targets=targets,
             samples=sampling.sweep(cases, dtypes),
             view=view,
+            as_view=as_view,
             doc=doc,
         )
     )
@@ -84,6 +87,7 @@ movement(
     ],
     doc="`ndarray.reshape(*dims)` is normalised to a shape tuple by the tracer",
     view="reshape",
+    as_view=lambda a, out, attrs, dims: np.reshape(a, out, order=attrs.get("order") or "C"),
 )
 movement(
     "np.ravel",
@@ -93,6 +97,7 @@ movement(
     [np.ravel, np.ndarray.ravel, np.ndarray.flatten],
     [(((3, 4),), {}), (((),), {}), (((0, 2),), {}), (((2, 3, 4),), {"order": "F"})],
     view="reshape",
+    as_view=lambda a, out, attrs, dims: np.ravel(a, order=attrs.get("order") or "C"),
 )
 
 
@@ -122,6 +127,7 @@ movement(
         (((0, 2),), {}),
     ],
     view="permute",
+    as_view=lambda a, out, attrs, dims: np.transpose(a, attrs.get("axes")),
 )
 
 
@@ -144,6 +150,7 @@ movement(
         (((0, 2, 1),), {"axis1": 1, "axis2": 1}),
     ],
     view="permute",
+    as_view=lambda a, out, attrs, dims: np.swapaxes(a, attrs["axis1"], attrs["axis2"]),
 )
 
 
@@ -173,6 +180,7 @@ movement(
         (((0, 3),), {"source": 1, "destination": 0}),
     ],
     view="permute",
+    as_view=lambda a, out, attrs, dims: np.moveaxis(a, attrs["source"], attrs["destination"]),
 )
 
 
@@ -191,6 +199,7 @@ movement(
     [np.expand_dims],
     [(((3, 4),), {"axis": 0}), (((3, 4),), {"axis": (-1, 1)}), (((),), {"axis": 0}), (((0,),), {"axis": 1})],
     view="reshape",
+    as_view=lambda a, out, attrs, dims: np.expand_dims(a, attrs["axis"]),
 )
 
 
@@ -220,6 +229,7 @@ movement(
         (((0, 1),), {"axis": 1}),
     ],
     view="reshape",
+    as_view=lambda a, out, attrs, dims: np.squeeze(a, attrs.get("axis")),
 )
 
 
@@ -241,6 +251,7 @@ movement(
     [np.broadcast_to],
     [(((3, 1),), {"shape": (2, 3, 4)}), (((),), {"shape": (3,)}), (((4,),), {"shape": (0, 4)})],
     doc="the reference returns a copy: graph values never alias",
+    as_view=lambda a, out, attrs, dims: np.broadcast_to(a, out),
 )
 
 
@@ -256,6 +267,7 @@ movement(
     lambda a, axis: np.flip(a, axis).copy(),
     [np.flip],
     [(((3, 4),), {}), (((3, 4),), {"axis": 1}), (((2, 3, 4),), {"axis": (0, -1)}), (((0, 2),), {"axis": 0})],
+    as_view=lambda a, out, attrs, dims: np.flip(a, attrs.get("axis")),
 )
 
 
@@ -479,6 +491,7 @@ movement(
         (((2, 3, 4),), {"axis1": 2, "axis2": 0, "offset": -1}),
         (((0, 2),), {}),
     ],
+    as_view=lambda a, out, attrs, dims: np.diagonal(a, attrs["offset"], attrs["axis1"], attrs["axis2"]),
 )
 
 
@@ -739,6 +752,10 @@ def _to_ios(v):
     return rules.to_int(v) if isinstance(v, (int, np.integer)) else rules.to_ints(v)
 
 
+def _split_view(fn: Callable) -> Callable:
+    return lambda a, out, attrs, dims: tuple(fn(a, attrs["indices_or_sections"], attrs["axis"]))
+
+
 for _name, _fn, _even in (("np.split", np.split, True), ("np.array_split", np.array_split, False)):
     _cases = [
         (((6, 4),), {"indices_or_sections": 3}),
@@ -764,6 +781,7 @@ for _name, _fn, _even in (("np.split", np.split, True), ("np.array_split", np.ar
             )(_fn),
             numpy_targets=[_fn],
             samples=sampling.sweep(_cases),
+            as_view=_split_view(_fn),
             doc="one output per section",
         )
     )

@@ -318,6 +318,7 @@ register(
         samples=_dyn_samples("reshape"),
         binder=_dyn_binder("prim.reshape", 1),
         view="reshape",
+        as_view=lambda a, out, attrs, dims: np.reshape(a, _concrete(attrs["shape"], dims)),
         data_dependent_shape=True,
         doc="reshape to a shape computed from traced ints (``x.reshape(x.shape[0], -1)``)",
     )
@@ -331,6 +332,7 @@ register(
         lambda a, dims, shape: np.broadcast_to(a, _concrete(shape, dims)).copy(),
         samples=_dyn_samples("broadcast_to"),
         binder=_dyn_binder("prim.broadcast_to", 1),
+        as_view=lambda a, out, attrs, dims: np.broadcast_to(a, _concrete(attrs["shape"], dims)),
         data_dependent_shape=True,
     )
 )
