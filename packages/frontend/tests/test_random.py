@@ -18,7 +18,7 @@ def _ops(traced):
 
 
 def test_generator_draw_sized_by_traced_shape_does_not_crash(backend):
-    # A segfault kills the interpreter, so the original report runs in a child process.
+    # A segfault would kill the test process, so the program runs in a child process.
     code = f"backend = {backend!r}\n" + textwrap.dedent("""
         import numpy as np, numtrace as nt
         def f(x):

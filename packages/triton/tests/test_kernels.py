@@ -317,7 +317,7 @@ def test_concatenate_stack_and_pad_write_into_slices():
 
 def test_concatenate_of_an_input_and_a_folded_constant():
     # The copy kernel made for the input is asked whether it may read the constant too: a folded
-    # value has no writer (it used to be looked up as the group of a value in flight, None).
+    # value has no writer and no group in flight, and the question must be answered from that.
     x = RNG.standard_normal(4).astype(np.float32)
     g = Graph()
     xv = g.add_input("x", TensorType("float32", x.shape))
