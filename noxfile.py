@@ -204,7 +204,7 @@ NUMPY_STUBS = "numpy==2.4.6"  # its bundled stubs are what mypy checks our NumPy
 @nox.session
 def lint(session: nox.Session) -> None:
     """Ruff over all Python sources (config: ruff.toml), then mypy over the four packages' sources
-    (config: mypy.ini; of the Cython modules only numtrace_ir.types is described, by its .pyi). NumPy is
+    (config: mypy.ini; the Cython modules are described by the .pyi stubs beside them). NumPy is
     installed for its type stubs."""
     session.install(RUFF, MYPY, NUMPY_STUBS)
     session.run("ruff", "check", ".")
