@@ -329,10 +329,12 @@ class LoweringRules(Placement):
         rule = op.as_view
         x, *rest = (self.locs[v] for v in node.inputs)
         attrs = node.attrs
+        gather = False
         if op.kind == "index" and rest:  # the trailing inputs fill the index's "input" placeholders
             index, rest = _static_index(attrs["index"], rest)
             attrs = {**attrs, "index": index}
-        if any(loc.folded is NOTHING for loc in rest) or not all(
+            gather = bool(rest)  # array indices left: NumPy gathers (copies), no view
+        if gather or any(loc.folded is NOTHING for loc in rest) or not all(
             isinstance(self.types[v], TensorType) for v in node.outputs
         ):
             raise NotImplementedError(f"{label}: {PARTIAL['np.getitem']} by the Triton backend")

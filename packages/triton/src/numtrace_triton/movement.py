@@ -99,11 +99,8 @@ def _affine_result(rule, out_shape, attrs, extra, view: View, n_out: int, extent
 
 
 def _as_list(result, n_out: int) -> list[np.ndarray]:
-    if result is None:  # `as_view` has no view for these attrs
-        raise NotImplementedError(
-            "NumPy gives no view for these arguments (indexing with arrays is a gather); not lowered by the "
-            "Triton backend"
-        )
+    if result is None:  # `as_view` has no view for these attrs (the planner refuses those first)
+        raise AssertionError("a movement op without a strided view reached the view planner")
     return [np.asarray(r) for r in result] if n_out > 1 else [np.asarray(result)]
 
 
