@@ -202,7 +202,9 @@ def boundscheck(session: nox.Session) -> None:
                 *session.posargs)
 
 
-# Pinned: a new mypy release may report new errors, and the lint session must fail only for our code.
+# Pinned: a new ruff or mypy release may report new errors, and the lint session must fail only for our
+# code. (ci/run_all.sh pins nox itself the same way.)
+RUFF = "ruff==0.17.6"
 MYPY = "mypy==2.4.1"
 NUMPY_STUBS = "numpy==2.4.6"  # its bundled stubs are what mypy checks our NumPy calls against
 
@@ -210,9 +212,9 @@ NUMPY_STUBS = "numpy==2.4.6"  # its bundled stubs are what mypy checks our NumPy
 @nox.session
 def lint(session: nox.Session) -> None:
     """Ruff over all Python sources (config: ruff.toml), then mypy over the four packages' sources
-    (config: mypy.ini; of the Cython modules only numtrace_ir.types is described, by its .pyi). NumPy is
+    (config: mypy.ini; the Cython modules are described by the .pyi stubs beside them). NumPy is
     installed for its type stubs."""
-    session.install("ruff>=0.5", MYPY, NUMPY_STUBS)
+    session.install(RUFF, MYPY, NUMPY_STUBS)
     session.run("ruff", "check", ".")
     session.run("mypy")
 

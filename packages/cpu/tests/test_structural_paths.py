@@ -218,6 +218,22 @@ def test_join_copies_the_parts_no_pass_writes():
     assert exe.stats()["parts_in_place"] == 2 and "not written in place" in exe.explain()
 
 
+def test_a_stack_of_0d_parts_writes_into_the_result():
+    """0-d parts stacked (``np.array([a[0] * b[0], ...])``): each part's place is a 0-d view of the
+    result, not a NumPy scalar that a pass would write into and lose."""
+    def body(g, a, b):
+        p = _op(g, "np.multiply", _op(g, "np.getitem", a, index=(0,)), _op(g, "np.getitem", b, index=(0,)))
+        q = _op(g, "np.subtract", _op(g, "np.getitem", a, index=(1,)), _op(g, "np.getitem", b, index=(1,)))
+        r = _op(g, "np.exp", _op(g, "np.getitem", a, index=(2,)))
+        return _op(g, "np.stack", p, q, r, _op(g, "np.sum", b), axis=0)
+
+    rng = np.random.default_rng(6)
+    x, y = rng.standard_normal(3), rng.standard_normal(3)
+    g = _graph([TensorType(np.dtype("float64"), (3,))] * 2, body)
+    _, got, expected = _run(g, [x, y], 1)
+    np.testing.assert_allclose(got[0], expected[0], rtol=1e-15)
+
+
 def test_join_with_a_cast_or_an_output_part_copies():
     """A part of another dtype than the result, or one the caller also gets, is not redirected."""
     def body(g, a, b):

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 from numtrace_ir import GuardError, TensorType, specialize
+from numtrace_ir.types import Type
 
 from .checker import Checker, clone, graph_diagnostics
 from .errors import TracerWarning, TracingCheckError
@@ -218,7 +219,7 @@ def _broken_guard(traced: TracedFunction, call: _Call) -> GuardError | None:
     c = call.cloned()
     try:
         leaves = traced._gather(c.args, c.kwargs or {})
-        types = [TensorType(np.asarray(a).dtype, np.shape(a)) for a in leaves]
+        types: list[Type] = [TensorType(np.asarray(a).dtype, np.shape(a)) for a in leaves]
         types += [v.type for v in traced.graph.inputs[len(types):]]
         specialize(traced.graph, types, check_shapes=False)
     except GuardError as exc:

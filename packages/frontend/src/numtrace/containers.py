@@ -86,7 +86,7 @@ class Const(Spec):
         return 0
 
 
-class Sequence_(Spec):
+class SequenceSpec(Spec):
     """A tuple or list of sub-structures."""
 
     __slots__ = ("container", "children")
@@ -114,7 +114,7 @@ class Sequence_(Spec):
         return sum(c.count() for c in self.children)
 
 
-class Dict_(Spec):
+class DictSpec(Spec):
     """A dict read by key: extra keys in a later call are ignored."""
 
     __slots__ = ("keys", "children")
@@ -155,12 +155,12 @@ def spec_from_json(data: Any) -> Spec:
             return Const(kinds[data["type"]](data["value"]))
         if kind in ("tuple", "list"):
             children = [spec_from_json(c) for c in data["children"]]
-            return Sequence_(tuple if kind == "tuple" else list, children)
+            return SequenceSpec(tuple if kind == "tuple" else list, children)
         if kind == "dict":
             keys = data["keys"]
             if not all(isinstance(k, str) for k in keys) or len(keys) != len(data["children"]):
                 raise ValueError("dict keys must be strings, one per child")
-            return Dict_(list(keys), [spec_from_json(c) for c in data["children"]])
+            return DictSpec(list(keys), [spec_from_json(c) for c in data["children"]])
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"malformed container structure in saved trace: {data!r:.200}") from exc
     raise ValueError(f"malformed container structure in saved trace: unknown kind {kind!r}")
@@ -172,7 +172,7 @@ def check_leaves(spec: Spec, count: int, what: str) -> None:
     def indices(s: Spec) -> list[int]:
         if isinstance(s, Leaf):
             return [s.index]
-        if isinstance(s, (Sequence_, Dict_)):
+        if isinstance(s, (SequenceSpec, DictSpec)):
             return [i for c in s.children for i in indices(c)]
         return []
 
@@ -196,14 +196,14 @@ def flatten(obj: Any, is_leaf: Callable[[Any], bool], where: str, leaves: list,
         return Leaf(len(leaves) - 1)
     if isinstance(obj, (tuple, list)):
         container = tuple if isinstance(obj, tuple) else list
-        return Sequence_(container, [flatten(item, is_leaf, f"{where}[{i}]", leaves, names, allow_scalars)
+        return SequenceSpec(container, [flatten(item, is_leaf, f"{where}[{i}]", leaves, names, allow_scalars)
                                      for i, item in enumerate(obj)])
     if isinstance(obj, dict):
         keys = list(obj)
         for key in keys:
             if not isinstance(key, str):
                 raise TypeError(f"{where}: dict keys must be strings, got {key!r}")
-        return Dict_(keys, [flatten(obj[k], is_leaf, f"{where}[{k!r}]", leaves, names, allow_scalars)
+        return DictSpec(keys, [flatten(obj[k], is_leaf, f"{where}[{k!r}]", leaves, names, allow_scalars)
                             for k in keys])
     if allow_scalars and (obj is None or isinstance(obj, _SCALARS)):
         return Const(obj)

@@ -21,7 +21,7 @@ from numtrace_ir import FormatError, Graph, GuardError, ShapeError, TensorType, 
 from . import saving, trace_format
 from . import tracer as _tracing
 from .backends import get_backend
-from .containers import Leaf, Sequence_, Spec
+from .containers import Leaf, SequenceSpec, Spec
 from .errors import TracerWarning
 from .traced_int import plain
 
@@ -105,10 +105,10 @@ class TracedFunction:
         self._alternatives: dict[tuple, list] = {}
         self.retraces = 0
         # Fast paths: arguments that are exactly the flat arrays; one array returned.
-        self._flat_args = isinstance(in_spec, Sequence_) and all(isinstance(c, Leaf)
+        self._flat_args = isinstance(in_spec, SequenceSpec) and all(isinstance(c, Leaf)
                                                                  for c in in_spec.children)
         self._single_output = isinstance(out_spec, Leaf) and not returned
-        self._tuple_output = (isinstance(out_spec, Sequence_) and out_spec.container is tuple
+        self._tuple_output = (isinstance(out_spec, SequenceSpec) and out_spec.container is tuple
                               and [getattr(c, "index", None) for c in out_spec.children]
                               == list(range(len(out_spec.children))))
         self._lock = threading.Lock()
@@ -353,7 +353,7 @@ class TracedFunction:
                                 f"(traced with {', '.join(names)})")
             bound.append(kwargs[name])
         leaves: list = []
-        assert isinstance(self.in_spec, Sequence_)  # the arguments' structure is always their tuple
+        assert isinstance(self.in_spec, SequenceSpec)  # the arguments' structure is always their tuple
         for name, spec, value in zip(names, self.in_spec.children, bound):
             spec.extract(value, leaves, f"argument {name!r}")
         return leaves

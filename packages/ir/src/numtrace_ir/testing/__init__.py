@@ -7,7 +7,12 @@ backend's result with NumPy's bit for bit only where NumPy's result is the same 
 (`numpy_exact`: arithmetic, sqrt, comparisons, casts, integer ops, reductions in a fixed order);
 math-library results (exp, log, sin, power, ...) differ between NumPy's AVX2 and AVX-512 loops, so
 they are compared within `NUMPY_ULPS` (`assert_matches_numpy`, and `assert_outputs_close` given the
-op)."""
+op).
+
+The tools every package's own tests use live here, in the one package each of them depends on, so
+that a package's tests run with only that package and its declared dependencies installed:
+`numtrace_ir.testing.import_cycles` (each package's test that its modules form layers) and
+`hypothesis_profiles` (the derandomized profile CI runs)."""
 
 from __future__ import annotations
 
