@@ -2,7 +2,8 @@
 
 The pages are read in the repository and built into a site by MkDocs (`mkdocs build --strict`,
 which checks the site's own links); this proves them true: each ```python block of a page runs,
-in order, in one namespace per page (a block fenced as ```python {.no-run} is shown only). The API
+in order, in one namespace per page that starts empty, as a reader's interpreter does (a block
+fenced as ```python {.no-run} is shown only); what the examples print is shown with a failure only. The API
 reference pages render docstrings (`::: numtrace.trace`), so the ```python blocks of those
 docstrings (and of a documented class's members) run too, one namespace per documented object.
 Any failure, or a link to a missing file or heading, is an error. An API reference entry is the
@@ -13,11 +14,12 @@ Usage: python ci/check_docs.py PATH [PATH ...]   (files or folders of .md)
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
+import io
 import re
 import sys
-import tempfile
 import textwrap
 import traceback
 from pathlib import Path
@@ -68,19 +70,26 @@ def python_blocks(text: str) -> list[tuple[int, str]]:
 
 
 def run_examples(where: str, text: str) -> tuple[int, list[str]]:
-    """Run the blocks of ``text`` in order in one namespace: (number of blocks, errors)."""
+    """Run the blocks of ``text`` in order in one namespace: (number of blocks, errors).
+
+    The namespace starts empty, as a reader's interpreter does: a block that uses a name no earlier
+    block of its page defines fails. What the examples print is shown only with a failure: their
+    output (an error message a page demonstrates) is the page's, not the check's.
+    """
     blocks = python_blocks(text)
     namespace: dict = {"__name__": f"docs:{where}"}
     errors = []
-    with tempfile.TemporaryDirectory() as tmp:
-        namespace["DOCS_TMP"] = tmp
-        for i, (line, body) in enumerate(blocks):
-            try:
+    printed = io.StringIO()
+    for i, (line, body) in enumerate(blocks):
+        try:
+            with contextlib.redirect_stdout(printed):
                 # Pad so tracebacks and traced source locations name the page's own lines.
                 exec(compile("\n" * (line - 1) + body, where, "exec"), namespace)
-            except Exception:
-                errors.append(f"{where}: example {i} (line {line}) failed:\n{traceback.format_exc()}")
-                break  # later blocks usually depend on this one
+        except Exception:
+            output = printed.getvalue()
+            shown = f"its page's examples printed:\n{textwrap.indent(output, '    ')}" if output else ""
+            errors.append(f"{where}: example {i} (line {line}) failed:\n{traceback.format_exc()}{shown}")
+            break  # later blocks usually depend on this one
     return len(blocks), errors
 
 
