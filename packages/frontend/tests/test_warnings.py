@@ -257,3 +257,31 @@ def test_data_dependent_branch_warning_points_to_check_inputs():
     with pytest.warns(nt.TracerWarning) as record:
         _trace(f, X)
     assert "check_inputs" in str(_assert_one_warning_here(record, "Python bool").message)
+
+
+def _scale_by_first(x):
+    return x * float(x[0])
+
+
+def _noisy(x):
+    return x + np.random.standard_normal(x.shape)
+
+
+def _as_list(x):
+    return [x * 2.0]
+
+
+@pytest.mark.parametrize("func, x, checks, match", [
+    (_scale_by_first, np.ones(3), [(np.full(3, 2.0),)], "does not match"),
+    (_noisy, np.ones(3), None, "nondeterministic nodes"),
+    (_as_list, np.ones(3), None, "returns a list"),
+])
+def test_checker_and_output_warnings_name_the_trace_call(func, x, checks, match):
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        try:
+            nt.trace(func, (x,), check_inputs=checks, backend="reference")
+        except nt.TracingCheckError:
+            pass  # the constant differs too: the warnings come first
+    found = [w for w in _tracer_warnings(record) if match in str(w.message)]
+    assert found and {w.filename for w in found} == {HERE}
