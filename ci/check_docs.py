@@ -9,7 +9,10 @@ docstrings (and of a documented class's members) run too, one namespace per docu
 Any failure, or a link to a missing file or heading, is an error. An API reference entry is the
 anchor of its name and of its members' names.
 
-Usage: python ci/check_docs.py PATH [PATH ...]   (files or folders of .md)
+With ``--site DIR`` it also checks the built site: it must read the same offline (no script or
+stylesheet from the network; highlighted code styled by a stylesheet the site ships).
+
+Usage: python ci/check_docs.py [--site DIR] PATH [PATH ...]   (files or folders of .md)
 """
 
 from __future__ import annotations
@@ -118,12 +121,36 @@ def docstrings(dotted: str) -> str:
     return "\n\n".join(texts)
 
 
+REMOTE_ASSET = re.compile(r"<(?:script|link)\b[^>]*\b(?:src|href)=\"(?:https?:)?//[^\"]*\"")
+LINK_TAG = re.compile(r"<link\b[^>]*>")
+HREF = re.compile(r"\bhref=\"([^\"]+)\"")
+
+
+def check_site(site: Path) -> list[str]:
+    """The built site reads the same offline: no page loads a script or stylesheet from the network,
+    and every page with highlighted code links a stylesheet of the site that styles it."""
+    errors = []
+    for page in sorted(site.rglob("*.html")):
+        html = page.read_text()
+        errors += [f"{page}: loads {m.group(0)!r} from the network" for m in REMOTE_ASSET.finditer(html)]
+        if 'class="highlight"' in html:
+            sheets = [(page.parent / href).resolve() for tag in LINK_TAG.findall(html)
+                      if 'rel="stylesheet"' in tag for href in HREF.findall(tag)]
+            if not any(sheet.is_file() and ".highlight ." in sheet.read_text() for sheet in sheets):
+                errors.append(f"{page}: highlighted code, but no linked stylesheet styles .highlight")
+    return errors
+
+
 def main(argv: list[str]) -> int:
+    site = None
+    if "--site" in argv:
+        at = argv.index("--site")
+        site, argv = Path(argv[at + 1]), argv[:at] + argv[at + 2:]
     pages: list[Path] = []
     for arg in argv or ["README.md", "docs"]:
         p = Path(arg)
         pages += sorted(p.rglob("*.md")) if p.is_dir() else [p]
-    errors: list[str] = []
+    errors: list[str] = check_site(site) if site is not None else []
     examples = 0
     for page in pages:
         text = page.read_text()
