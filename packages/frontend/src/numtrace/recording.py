@@ -17,7 +17,17 @@ from typing import Any
 import numpy as np
 from numtrace_ir import Graph, passes
 
-from .containers import Const, Dict_, Leaf, Sequence_, Spec, flatten, frozen_list_warning, frozen_lists, is_array
+from .containers import (
+    Const,
+    Dict_,
+    Leaf,
+    Sequence_,
+    Spec,
+    flatten,
+    frozen_list_warning,
+    frozen_lists,
+    is_array,
+)
 from .dispatch import freeze
 from .errors import TracerWarning
 from .interception import numpy_intercepted
