@@ -17,7 +17,17 @@ from typing import Any
 import numpy as np
 from numtrace_ir import Graph, passes
 
-from .containers import Const, DictSpec, Leaf, SequenceSpec, Spec, flatten, is_array
+from .containers import (
+    Const,
+    DictSpec,
+    Leaf,
+    SequenceSpec,
+    Spec,
+    flatten,
+    frozen_list_warning,
+    frozen_lists,
+    is_array,
+)
 from .dispatch import freeze
 from .errors import TracerWarning
 from .interception import numpy_intercepted
@@ -107,6 +117,9 @@ def record_function(func: Callable, args: tuple, kwargs: Mapping[str, Any] | Non
     leaf_names: list = []
     specs = [flatten(v, is_array, name, leaves, leaf_names) for name, v in zip(names, values)]
     in_spec = SequenceSpec(tuple, specs)
+    for name, spec in zip(names, specs):
+        for where, frozen in frozen_lists(spec, name):
+            warn_at_user_line(frozen_list_warning(f"Argument {where!r}", frozen), TracerWarning)
     tracer = Tracer(state_names or {})
     with tracer.active(), numpy_intercepted():
         proxies = [tracer.add_input(n, np.asarray(a)) for n, a in zip(leaf_names, leaves)]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import operator
 import threading
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -23,6 +22,7 @@ from . import tracer as _tracing
 from .backends import get_backend
 from .containers import Leaf, SequenceSpec, Spec
 from .errors import TracerWarning
+from .source import warn_at_user_line
 from .traced_int import plain
 
 # Specializations (re-traces for shapes that break a guard) one traced function may hold.
@@ -414,8 +414,8 @@ class TracedFunction:
                                "shapes "
                                f"and the shapes of this call still break a guard ({broken}); the function "
                                "branches on its input shapes too often to be traced once per shape")
-        warnings.warn(f"numtrace: re-tracing {self.__name__}() for input shapes "
-                      f"{[tuple(a.shape) for a in leaves]}: {broken}", TracerWarning, stacklevel=4)
+        warn_at_user_line(f"numtrace: re-tracing {self.__name__}() for input shapes "
+                          f"{[tuple(a.shape) for a in leaves]}: {broken}", TracerWarning)
         args = self.in_spec.build([np.array(a, copy=True) for a in leaves])  # tracing runs the code eagerly
         variant = self._retrace(args)
         self._variants.append(variant)
