@@ -24,7 +24,8 @@ class ReferenceBackend:
     def is_available(self) -> tuple[bool, str]:
         return True, ""
 
-    def compile(self, graph: Any, input_types: Sequence[Any], call_spec: CallSpec | None = None) -> Interpreter:
+    def compile(self, graph: Any, input_types: Sequence[Any], call_spec: CallSpec | None = None
+                ) -> Interpreter:
         """The interpreter of `graph` specialized to `input_types` (its guards checked, its types and
         shape arithmetic folded for them), as every backend does first."""
         return Interpreter(specialize(graph, input_types, check_shapes=False))

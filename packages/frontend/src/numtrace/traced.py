@@ -87,9 +87,10 @@ class TracedFunction(Specializations, CallArguments, Inspection, Persistence):
         # load_state_dict is seen by every later call.
         self._state = tuple(np.asarray(a) for a in state)
         self._num_leaves = len(graph.inputs) - len(self._state)
+        # How a call maps onto the graph's executable: the backends' part of the contract.
         self.call_spec = CallSpec(num_args=self._num_leaves, num_results=len(graph.outputs) - len(mutated),
-                                  num_state=len(self._state), written=tuple(mutated), returned=tuple(returned),
-                                  single=isinstance(out_spec, Leaf), name=name,
+                                  num_state=len(self._state), written=tuple(mutated),
+                                  returned=tuple(returned), single=isinstance(out_spec, Leaf), name=name,
                                   input_names=tuple(v.name for v in graph.inputs))
         self._retrace = retrace
         # The graphs this function runs: this one first, then re-traces for shapes that broke a guard.

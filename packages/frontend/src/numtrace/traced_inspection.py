@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -131,7 +130,7 @@ class Inspection:
                 raise TypeError(f"{self.__name__}() takes {self._num_leaves} array argument(s) "
                                 f"({', '.join(self.arg_names)}) as traced, got {len(leaves)}")
             leaves = self._converted(leaves)
-            key = tuple(map(_signature, leaves))
+            key = tuple(map(signature, leaves))
             entries = [self._cache.get(key) or self._compile(leaves, key)]
         elif self._cache:
             entries = list(dict.fromkeys(self._cache.values()))

@@ -4,12 +4,15 @@ state and the backend name (numtrace.trace_format); ``from_bytes`` and pickling 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numtrace_ir import FormatError
 
 from . import saving, trace_format
+
+if TYPE_CHECKING:
+    from .traced import TracedFunction
 
 __all__ = ["Persistence"]
 
@@ -73,8 +76,9 @@ class Persistence:
         """Saved method ``method`` named ``name``, its state arrays looked up by name in ``state``."""
         graph = saved.graphs[method]
         fields = trace_format.method_fields(method, info, graph)
-        return cls(graph, name=name, backend=saved.backend,
-                   state=[state[n] for n in fields["state_names"]], **fields)
+        make: Any = cls   # TracedFunction, which this class is a part of
+        return make(graph, name=name, backend=saved.backend,
+                    state=[state[n] for n in fields["state_names"]], **fields)
 
     def __reduce__(self) -> tuple:
         # Pickled (and deep-copied) as the saved form: no lock or compiled code is pickled.
