@@ -20,7 +20,7 @@ signature = operator.attrgetter("dtype", "shape")
 
 
 class CallArguments:
-    """The argument half of `numtrace.TracedFunction` (a mixin): binding and validating arguments."""
+    """The argument part of `numtrace.TracedFunction` (a mixin): binding and validating arguments."""
 
     __name__: str
     graph: Graph

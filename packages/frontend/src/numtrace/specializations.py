@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numtrace_ir import CallSpec, Graph, GuardError, ShapeError, specialize
 
-from .call_arguments import signature
+from .call_arguments import CallArguments, signature
 from .errors import TracerWarning
 
 if TYPE_CHECKING:
@@ -27,8 +27,9 @@ __all__ = ["RECOMPILE_LIMIT", "Specializations", "guard_failure", "retyped"]
 RECOMPILE_LIMIT = 8
 
 
-class Specializations:
-    """The compile-cache half of `numtrace.TracedFunction` (a mixin)."""
+class Specializations(CallArguments):
+    """The compile-cache part of `numtrace.TracedFunction` (a mixin; a new signature's arguments are
+    validated by `CallArguments`)."""
 
     __name__: str
     graph: Graph
@@ -42,6 +43,9 @@ class Specializations:
     _alternatives: dict[tuple, list]
     _broken_guards: dict[tuple, GuardError]
     _retrace: Callable[[tuple], TracedFunction] | None
+
+    if TYPE_CHECKING:
+        def _use_fast(self, entry: tuple) -> None: ...
 
     def _compile(self, leaves: Sequence[np.ndarray], key: tuple) -> tuple:
         """Signature miss: validate the call, pick the first graph whose guards hold for its shapes (or

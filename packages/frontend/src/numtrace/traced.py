@@ -23,24 +23,24 @@ from numtrace_ir import CallSpec, Graph, GuardError, run_call
 
 from . import tracer as _tracing
 from .backends import get_backend
-from .call_arguments import CallArguments, signature
+from .call_arguments import signature
 from .containers import Leaf, Sequence_, Spec
 from .inlining import inline
-from .specializations import Specializations, guard_failure
+from .specializations import guard_failure
 from .traced_inspection import Inspection
 from .traced_saving import Persistence
 
 __all__ = ["TracedFunction"]
 
 
-class TracedFunction(Specializations, CallArguments, Inspection, Persistence):
+class TracedFunction(Inspection, Persistence):
     """A function traced into ``graph``; calling it runs the graph on ``backend``.
 
     ``graph`` inputs are the argument arrays in flattening order, followed by module
     state (``state_names``) for a method of a traced module. Its outputs are the function's
     outputs, followed by the new contents of the inputs it wrote into (``mutated``: graph input
     indices), which are copied back into the caller's arrays after each call, as NumPy would have
-    written them.
+    written them. ``call_spec`` (a `numtrace_ir.CallSpec`) says all that to the backend.
 
     ``retrace(args) -> TracedFunction``, when the Python function is at hand, traces it again for a
     call whose shapes break one of the graph's guards (``guards``); without it such a call raises
@@ -56,6 +56,7 @@ class TracedFunction(Specializations, CallArguments, Inspection, Persistence):
         backend (str): the name of the backend it runs on.
         arg_names (tuple[str, ...]): the traced function's parameter names.
         retraces (int): how many times the function was traced again for shapes that broke a guard.
+        call_spec (numtrace_ir.CallSpec): how a call maps onto the graph's inputs and outputs.
 
     Examples:
         ```python

@@ -6,25 +6,21 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from numtrace_ir import Graph
 
 from .call_arguments import signature
+from .specializations import Specializations
 
 __all__ = ["Inspection"]
 
 
-class Inspection:
-    """The inspection half of `numtrace.TracedFunction` (a mixin)."""
+class Inspection(Specializations):
+    """The inspection part of `numtrace.TracedFunction` (a mixin; ``explain`` compiles what it
+    describes through the compile cache of `Specializations`)."""
 
-    __name__: str
-    graph: Graph
     backend: str
-    arg_names: tuple[str, ...]
     state_names: tuple[str, ...]
-    retraces: int
     _num_leaves: int
     _flat_args: bool
-    _cache: dict[tuple, Any]
 
     @property
     def guards(self) -> list[str]:

@@ -18,7 +18,7 @@ __all__ = ["Persistence"]
 
 
 class Persistence:
-    """The saving half of `numtrace.TracedFunction` (a mixin)."""
+    """The saving part of `numtrace.TracedFunction` (a mixin)."""
 
     __name__: str
     backend: str
