@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from numtrace_ir import Graph, TensorType
 
-from .containers import Sequence_, Spec
+from .containers import SequenceSpec, Spec
 
 __all__ = ["CallArguments", "signature"]
 
@@ -56,7 +56,7 @@ class CallArguments:
                                 f"(traced with {', '.join(names)})")
             bound.append(kwargs[name])
         leaves: list = []
-        assert isinstance(self.in_spec, Sequence_)  # the arguments' structure is always their tuple
+        assert isinstance(self.in_spec, SequenceSpec)  # the arguments' structure is always their tuple
         for name, spec, value in zip(names, self.in_spec.children, bound):
             spec.extract(value, leaves, f"argument {name!r}")
         return leaves

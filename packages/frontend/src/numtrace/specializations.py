@@ -7,7 +7,6 @@ function again for shapes that break every graph's guards, and a guard decided o
 from __future__ import annotations
 
 import threading
-import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +15,7 @@ from numtrace_ir import CallSpec, Graph, GuardError, ShapeError, specialize
 
 from .call_arguments import CallArguments, signature
 from .errors import TracerWarning
+from .source import warn_at_user_line
 
 if TYPE_CHECKING:
     from .containers import Spec
@@ -118,8 +118,8 @@ class Specializations(CallArguments):
                                "shapes "
                                f"and the shapes of this call still break a guard ({broken}); the function "
                                "branches on its input shapes too often to be traced once per shape")
-        warnings.warn(f"numtrace: re-tracing {self.__name__}() for input shapes "
-                      f"{[tuple(a.shape) for a in leaves]}: {broken}", TracerWarning, stacklevel=4)
+        warn_at_user_line(f"numtrace: re-tracing {self.__name__}() for input shapes "
+                          f"{[tuple(a.shape) for a in leaves]}: {broken}", TracerWarning)
         args = self.in_spec.build([np.array(a, copy=True) for a in leaves])  # tracing runs the code eagerly
         variant = self._retrace(args)
         self._variants.append(variant)

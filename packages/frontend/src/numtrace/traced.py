@@ -24,7 +24,7 @@ from numtrace_ir import CallSpec, Graph, GuardError, run_call
 from . import tracer as _tracing
 from .backends import get_backend
 from .call_arguments import signature
-from .containers import Leaf, Sequence_, Spec
+from .containers import Leaf, SequenceSpec, Spec
 from .inlining import inline
 from .specializations import guard_failure
 from .traced_inspection import Inspection
@@ -102,9 +102,9 @@ class TracedFunction(Inspection, Persistence):
         self._broken_guards: dict[tuple, GuardError] = {}
         self.retraces = 0
         # Fast paths: arguments that are exactly the flat arrays; the flat results are the output tuple.
-        self._flat_args = isinstance(in_spec, Sequence_) and all(isinstance(c, Leaf)
+        self._flat_args = isinstance(in_spec, SequenceSpec) and all(isinstance(c, Leaf)
                                                                  for c in in_spec.children)
-        self._tuple_output = (isinstance(out_spec, Sequence_) and out_spec.container is tuple
+        self._tuple_output = (isinstance(out_spec, SequenceSpec) and out_spec.container is tuple
                               and [getattr(c, "index", None) for c in out_spec.children]
                               == list(range(len(out_spec.children))))
         self._lock = threading.Lock()
