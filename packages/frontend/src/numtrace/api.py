@@ -10,8 +10,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
-from numtrace_ir import GuardError, TensorType, specialize
-from numtrace_ir.types import Type
+from numtrace_ir import GuardError
 
 from .checker import Checker, clone, graph_diagnostics
 from .errors import TracerWarning, TracingCheckError
@@ -196,11 +195,11 @@ def _check_one(func: Callable, traced: TracedFunction, retrace: Callable[[], Tra
                                 f"{kind} with test inputs.\nException:\n\t{type(exc).__name__}: {exc}"
                                 ) from exc
     checker = Checker(kind, tolerance, traced.graph)
-    broken = _broken_guard(traced, call)
     with warnings.catch_warnings():
         # The trace re-traces for check inputs whose shapes break a guard; that is said once, below.
         warnings.filterwarnings("ignore", "numtrace: re-tracing", TracerWarning)
         traced_outs = checker.run(lambda: call.apply(traced), "trace", traced.graph, checked.graph)
+    broken = _broken_guard(traced, call)
     fn_outs = checker.run(lambda: call.apply(func), "Python function", traced.graph, checked.graph)
     if checker.compare(traced_outs, fn_outs, "Python function"):
         check_outs = checker.run(lambda: call.apply(checked), "repeated trace", traced.graph, checked.graph)
@@ -216,18 +215,14 @@ def _check_one(func: Callable, traced: TracedFunction, retrace: Callable[[], Tra
 
 
 def _broken_guard(traced: TracedFunction, call: _Call) -> GuardError | None:
-    """The guard of ``traced`` that the shapes of the check inputs ``call`` break, if any."""
+    """The guard of ``traced`` that the shapes of the check inputs ``call`` broke when the trace ran on
+    them (its compile decided it, so nothing is specialized again here), if any."""
     c = call.cloned()
     try:
         leaves = traced._gather(c.args, c.kwargs or {})
-        types: list[Type] = [TensorType(np.asarray(a).dtype, np.shape(a)) for a in leaves]
-        types += [v.type for v in traced.graph.inputs[len(types):]]
-        specialize(traced.graph, types, check_shapes=False)
-    except GuardError as exc:
-        return exc
     except Exception:
-        return None  # a bad call: running the trace reports it
-    return None
+        return None  # a bad call: running the trace reported it
+    return traced.broken_guard(leaves)
 
 
 def _forward_checks(check_inputs: Sequence[Any] | None) -> list[dict] | None:

@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 from numtrace_ir import GuardError, TensorType
 
-from .traced import TracedFunction, retyped
+from .specializations import retyped
+from .traced import TracedFunction
 from .traced_module import TracedModule
 
 # Per worker process: content hash of a saved trace -> (backend, loaded TracedFunction).
@@ -96,7 +97,7 @@ def _traced_function(traced: Any) -> TracedFunction:
     if traced.mutated:
         raise ValueError(f"numtrace.dask.map_blocks({traced.__name__}): the trace writes into its arguments, "
                          "which a dask block cannot do")
-    if not traced._single_output or not traced._flat_args:
+    if not traced.call_spec.single or not traced._flat_args:
         raise ValueError(f"numtrace.dask.map_blocks({traced.__name__}): the trace must take arrays and "
                          "return one array")
     return traced
