@@ -6,7 +6,7 @@ import inspect
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import numpy as np
@@ -15,7 +15,7 @@ from numtrace_ir import GuardError, TensorType, specialize
 from .checker import Checker, clone, graph_diagnostics
 from .errors import TracerWarning, TracingCheckError
 from .interception import generators_traced
-from .module import Module
+from .module import Module, state_kept
 from .recording import Recording, record_function
 from .traced import TracedFunction
 from .traced_module import TracedModule, module_tree
@@ -180,8 +180,12 @@ def _traced_function(rec: Recording, name: str, backend: str,
 
 
 def _check_one(func: Callable, traced: TracedFunction, retrace: Callable[[], TracedFunction], call: _Call,
-               tolerance: float, kind: str) -> None:
-    """One round of the checker (see checker.py) for one set of check inputs."""
+               tolerance: float, kind: str,
+               fresh: Callable[[], AbstractContextManager] = nullcontext) -> None:
+    """One round of the checker (see checker.py) for one set of check inputs. Each run (the trace, the
+    function, the second trace) is made inside ``fresh()``, which for a module's method starts it from
+    the module's state as it was (a method that updates a buffer would otherwise see the update of the
+    run before it)."""
     try:
         with warnings.catch_warnings():
             # The trace warned about its untraceable code already: say it once, not again per check.
@@ -198,10 +202,14 @@ def _check_one(func: Callable, traced: TracedFunction, retrace: Callable[[], Tra
     with warnings.catch_warnings():
         # The trace re-traces for check inputs whose shapes break a guard; that is said once, below.
         warnings.filterwarnings("ignore", "numtrace: re-tracing", TracerWarning)
-        traced_outs = checker.run(lambda: call.apply(traced), "trace", traced.graph, checked.graph)
-    fn_outs = checker.run(lambda: call.apply(func), "Python function", traced.graph, checked.graph)
+        with fresh():
+            traced_outs = checker.run(lambda: call.apply(traced), "trace", traced.graph, checked.graph)
+    with fresh():
+        fn_outs = checker.run(lambda: call.apply(func), "Python function", traced.graph, checked.graph)
     if checker.compare(traced_outs, fn_outs, "Python function"):
-        check_outs = checker.run(lambda: call.apply(checked), "repeated trace", traced.graph, checked.graph)
+        with fresh():
+            check_outs = checker.run(lambda: call.apply(checked), "repeated trace", traced.graph,
+                                     checked.graph)
         checker.compare(traced_outs, check_outs, "repeated trace")
     if broken is not None:
         # Another program for other shapes is expected: calls at such shapes trace again.
@@ -305,24 +313,13 @@ def trace_module(mod: Module, inputs: Mapping[str, Any], *, check_trace: bool = 
                 raise TypeError("check_inputs of trace_module must be dicts of method name -> inputs")
             for name, example in check.items():
                 call = _Call(None, example) if _kwargs else _Call(example, None)
-                with _state_kept(mod):  # checking runs the method and its trace: neither may leave state
+                with state_kept(mod):  # checking runs the method and its trace: neither may leave state
                     def retrace(n: str = name, e: Any = example) -> TracedFunction:
                         return _trace_module_once(mod, {n: clone(e)}, strict, backend, _kwargs)._methods[n]
 
                     _check_one(getattr(mod, name), traced._methods[name], retrace, call, check_tolerance,
-                               f"method {name}")
+                               f"method {name}", lambda: state_kept(mod))
     return traced
-
-
-@contextmanager
-def _state_kept(mod: Module) -> Iterator[None]:
-    """Restore ``mod``'s parameters and buffers afterwards (in place: traces hold these arrays)."""
-    saved = [(a, np.array(a, copy=True)) for a in mod.state_dict().values() if isinstance(a, np.ndarray)]
-    try:
-        yield
-    finally:
-        for array, value in saved:
-            np.copyto(array, value)
 
 
 def _trace_module_once(mod: Module, inputs: Mapping[str, Any], strict: bool, backend: str,

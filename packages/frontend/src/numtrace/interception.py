@@ -205,8 +205,9 @@ def _default_rng_wrapper(original: Any) -> Any:
         tracer = current_tracer()
         if tracer is None or isinstance(seed, np.random.Generator):
             return original(seed)
+        seed = guarded(seed)  # a seed read from a shape is frozen into the state: guarded
         with _recorded_draw():
-            real = original(unwrap(seed))
+            real = original(seed)
             if isinstance(seed, np.random.BitGenerator) or type(real.bit_generator) is not np.random.PCG64:
                 return TracedGenerator(real.bit_generator)  # state outliving the call: drawn as closed over
             packed = random_ops.pack_state(real.bit_generator)
@@ -336,7 +337,7 @@ def _conversion_wrapper(original: Any, copies: bool | None) -> Any:
         if not isinstance(obj, TracedArray):
             return original(obj, *args, **kwargs)
         dtype = args[0] if args else kwargs.get("dtype")
-        copy = kwargs.get("copy", copies)
+        copy = _copy_flag(kwargs.get("copy", copies))
         result: Any = obj
         if dtype is not None and np.dtype(dtype) != obj.dtype:
             if copy is False:
@@ -346,6 +347,14 @@ def _conversion_wrapper(original: Any, copies: bool | None) -> Any:
             result = np.copy(obj)
         return result
     return convert
+
+
+def _copy_flag(copy: Any) -> bool | None:
+    """``copy=`` as True, False or None (if needed); NumPy's ``np._CopyMode`` members name these."""
+    mode = getattr(np, "_CopyMode", None)
+    if mode is not None and isinstance(copy, mode):
+        return {mode.ALWAYS: True, mode.IF_NEEDED: None, mode.NEVER: False}[copy]
+    return None if copy is None else bool(copy)
 
 
 def _prod_wrapper(original: Any) -> Any:
