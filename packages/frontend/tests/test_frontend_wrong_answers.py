@@ -300,3 +300,26 @@ def test_argument_names_that_contradict_the_graph_are_a_format_error(edit):
     _same(nt.load(io.BytesIO(data))(y=np.zeros(2), x=np.ones(2)), np.ones(2))
     with pytest.raises(FormatError, match="argument and state names"):
         nt.load(io.BytesIO(_with_meta(data, edit)))
+
+
+# -- random ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fn", [
+    lambda x: (np.random.seed(123), x + np.random.random(2))[1],
+    lambda x: (np.random.shuffle(x), x * 1.0)[1],
+    lambda x: x[np.random.permutation(2)],
+    lambda x: x + np.random.choice(5),
+    lambda x: x + np.random.exponential(),
+    lambda x: (np.random.set_state(np.random.get_state()), x + np.random.random(2))[1],
+], ids=["seed", "shuffle", "permutation", "choice", "exponential", "set_state"])
+def test_global_random_functions_no_op_records_are_refused(fn):
+    with pytest.raises(NotImplementedError, match=r"np\.random\.\w+ cannot be traced \(at .*test_frontend"):
+        nt.trace(fn, (np.arange(2.0),), check_trace=False, backend="reference")
+
+
+def test_global_random_functions_run_as_usual_outside_a_trace():
+    nt.trace(lambda x: x + np.random.random(2), (np.ones(2),), check_trace=False, backend="reference")
+    np.random.seed(5)
+    first = np.random.permutation(4)
+    np.random.seed(5)
+    np.testing.assert_array_equal(np.random.permutation(4), first)

@@ -138,6 +138,23 @@ def _random_wrapper(original: Any) -> Any:
     return draw
 
 
+def _unrecorded_random(original: Any, recorded: list[str]) -> Any:
+    """A ``np.random`` function of the global generator that no op records (``seed``, ``shuffle``,
+    ``choice``...): refused while tracing. Run eagerly, its draws would be constants of the trace (the
+    same on every call), a seed or state set inside the function would not be set again by a call,
+    and a shuffle would replay one permutation."""
+    @functools.wraps(original)
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        if current_tracer() is None:
+            return original(*args, **kwargs)
+        raise NotImplementedError(
+            f"np.random.{original.__name__} cannot be traced (at {user_location()}): numtrace records only "
+            f"np.random.{', np.random.'.join(recorded)} and np.random.Generator draws; anything else "
+            "would be frozen into the trace. Call it outside the traced function (seed there, or pass "
+            "the drawn array in), or use np.random.default_rng(seed) inside it")
+    return refused
+
+
 class TracedGenerator(np.random.Generator):
     """A ``np.random.Generator`` whose draws are recorded while its trace runs.
 
@@ -399,6 +416,13 @@ def _make_patches() -> list[tuple[Any, str, Any]]:
             name = getattr(func, "__name__", None)
             if method == "__call__" and name and getattr(np.random, name, None) is func:
                 patches.append((np.random, name, _random_wrapper(func)))
+    recorded = {name for _, name, _ in patches}
+    legacy = np.random.mtrand._rand  # the global RandomState behind the np.random functions
+    for name in dir(np.random):
+        func = getattr(np.random, name)
+        if name not in recorded and name != "get_state" and callable(func) \
+                and (getattr(func, "__self__", None) is legacy or func is np.random.seed):
+            patches.append((np.random, name, _unrecorded_random(func, sorted(recorded))))
     patches.append((np.random, "default_rng", _default_rng_wrapper(np.random.default_rng)))
     patches.append((np, "zeros", _creation_wrapper(np.zeros, lambda a, k: 0)))
     patches.append((np, "ones", _creation_wrapper(np.ones, lambda a, k: 1)))
