@@ -53,7 +53,7 @@ SIZE_USES = {
     "f-string": lambda x: x * (2.0 if f"n{x.shape[0]}" == "n5" else 3.0),
     "str": lambda x: x * (2.0 if str(x.shape[0]) == "5" else 3.0),
     "len of str": lambda x: x * len(str(x.shape[0])),
-    "format": lambda x: x * (2.0 if "{:d}".format(x.shape[0]) == "5" else 3.0),
+    "format": lambda x: x * (2.0 if format(x.shape[0], "d") == "5" else 3.0),
     "repr": lambda x: x * (2.0 if repr(x.shape[0]) == "5" else 3.0),
     "str of shape": lambda x: x * (2.0 if str(x.shape) == "(5,)" else 3.0),
     "isinstance int": lambda x: x * (2.0 if isinstance(x.shape[0], int) else 3.0),
@@ -261,8 +261,8 @@ def test_copy_modes(mode, backend):
     lambda x: (x > 1).nonzero(),
 ], ids=["where", "nonzero", "method"])
 def test_nonzero_and_one_argument_where_follow_the_data(fn, backend):
-    _agrees(fn, (np.array([[1.0, 0, 2], [0, 0, 3]]),),
-            [(np.array([[0.0, 2], [2, 3], [0, -1]]),), (np.zeros((2, 2)),), (np.array([[5.0, -1, 2]]),)], backend)
+    others = [(np.array([[0.0, 2], [2, 3], [0, -1]]),), (np.zeros((2, 2)),), (np.array([[5.0, -1, 2]]),)]
+    _agrees(fn, (np.array([[1.0, 0, 2], [0, 0, 3]]),), others, backend)
     _agrees(fn, (np.array([1.0, -1, 2]),), [(np.array([-1.0, 2, 2, 3]),), (np.array([-1.0]),)], backend)
 
 

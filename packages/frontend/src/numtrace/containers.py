@@ -232,7 +232,7 @@ def _reading_structure(name: str) -> Callable:
 for _name in ("__iter__", "__len__", "__reversed__", "__eq__", "__ne__", "__repr__", "__or__", "__ror__",
               "keys", "values", "items", "copy", "__reduce_ex__"):
     setattr(TrackedDict, _name, _reading_structure(_name))
-TrackedDict.__hash__ = None  # type: ignore[assignment]
+TrackedDict.__hash__ = None
 
 
 def build_tracked(spec: Spec, leaves: list) -> Any:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import sys
 import weakref
+from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -45,7 +46,7 @@ _MASKED_DIR = os.path.dirname(os.path.abspath(np.ma.__file__)) + os.sep
 def _refuse_masked_array() -> None:
     """A ``numpy.ma`` masked array built around a traced array would hold its value as a constant and
     compute outside the trace: refused, naming the user's line."""
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     for _ in range(12):
         if frame is None:
             return
@@ -422,7 +423,7 @@ def _nonzero(a: Any) -> tuple:
     if not isinstance(a, TracedArray):
         return np.nonzero(unwrap(a))
     np.nonzero(a._concrete)  # NumPy's own errors (a 0-d array)
-    mask = a if a.dtype == np.bool_ else a != 0
+    mask = a if a.dtype == np.bool_ else np.not_equal(a, 0)
     shape = a.shape
     grids = []
     for axis in range(a.ndim):

@@ -17,8 +17,18 @@ from typing import Any
 import numpy as np
 from numtrace_ir import Graph, passes
 
-from .containers import (Const, Dict_, Leaf, Sequence_, Spec, build_tracked, changed_item, flatten, is_array,
-                         snapshot)
+from .containers import (
+    Const,
+    Dict_,
+    Leaf,
+    Sequence_,
+    Spec,
+    build_tracked,
+    changed_item,
+    flatten,
+    is_array,
+    snapshot,
+)
 from .dispatch import freeze
 from .errors import TracerWarning
 from .interception import numpy_intercepted
