@@ -323,3 +323,55 @@ def test_global_random_functions_run_as_usual_outside_a_trace():
     first = np.random.permutation(4)
     np.random.seed(5)
     np.testing.assert_array_equal(np.random.permutation(4), first)
+
+
+@pytest.mark.parametrize("fn, x", [
+    (lambda x: x * np.random.default_rng(0).random(), np.ones(3, np.float32)),
+    (lambda x: x * np.random.default_rng(0).standard_normal(dtype=np.float32), np.ones(3, np.float32)),
+    (lambda x: x + np.random.default_rng(0).integers(3), np.ones(3, np.float32)),     # np.int64: strong
+    (lambda x: x + np.random.randint(5, 6), np.full(3, 125, np.int8)),                 # a Python int: wraps
+    (lambda x: x + np.random.randint(5, 6, dtype=np.int64), np.full(3, 125, np.int8)),
+    (lambda x: x * (np.random.uniform(2.0, 2.0) * 2 + 1), np.ones(3, np.float32)),
+], ids=["random", "standard_normal f32", "integers", "randint", "randint int64", "uniform arithmetic"])
+def test_a_single_draw_is_typed_as_numpy_returns_it(fn, x, backend):
+    _agrees(fn, (x,), [(np.concatenate([x, x]),)], backend)
+
+
+def test_single_draws_are_fresh_on_every_call(backend):
+    traced = nt.trace(lambda x: x * np.random.random(), (np.ones(2, np.float32),), check_trace=False,
+                      backend=backend)
+    draws = {float(traced(np.ones(2, np.float32))[0]) for _ in range(4)}
+    assert len(draws) > 1 and traced(np.ones(2, np.float32)).dtype == np.float32
+
+
+class _Holder:
+    def __init__(self, seed):
+        self.rng = np.random.default_rng(seed)
+
+
+_HOLDER = _Holder(1)
+_HELPER_RNG = np.random.default_rng(2)
+
+
+def _helper_draw():
+    return _HELPER_RNG.random()
+
+
+class _Noisy(nt.Module):
+    def __init__(self):
+        super().__init__()
+        self.rng = np.random.default_rng(3)
+
+    def forward(self, x):
+        return x + self.rng.normal()
+
+
+@pytest.mark.parametrize("reach", ["attribute", "helper", "module attribute"])
+def test_draws_of_generators_reached_by_attribute_or_helper_are_recorded(reach, backend):
+    fn = {"attribute": lambda x: x + _HOLDER.rng.random(),
+          "helper": lambda x: x * _helper_draw(),
+          "module attribute": _Noisy()}[reach]
+    traced = nt.trace(fn, (np.ones(2, np.float32),), check_trace=False, backend=backend)
+    draws = {float(traced(np.ones(2, np.float32))[0]) for _ in range(4)}
+    assert len(draws) > 1   # fresh values on every call, as NumPy draws them
+    assert type(_HOLDER.rng) is np.random.Generator and type(_HELPER_RNG) is np.random.Generator

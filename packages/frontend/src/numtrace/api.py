@@ -331,10 +331,11 @@ def _trace_module_once(mod: Module, inputs: Mapping[str, Any], strict: bool, bac
     methods = {}
     for name, example in inputs.items():
         method = getattr(mod, name)
-        if kwargs:
-            rec = record_function(method, (), dict(example), strict=strict, state_names=first_name)
-        else:
-            rec = record_function(method, _as_args(example), None, strict=strict, state_names=first_name)
+        with generators_traced(method):  # self.rng and the like: their draws are recorded
+            if kwargs:
+                rec = record_function(method, (), dict(example), strict=strict, state_names=first_name)
+            else:
+                rec = record_function(method, _as_args(example), None, strict=strict, state_names=first_name)
 
         def retrace(args: tuple, name: str = name, rec: Recording = rec) -> TracedFunction:
             again = dict(zip(rec.arg_names, args)) if kwargs else args

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
-from numtrace_ir import registry
+from numtrace_ir import ScalarType, registry
 from numtrace_ir.ops import random as random_ops
 
 from . import dispatch
@@ -92,7 +92,8 @@ def record_draw(tracer: Any, op: Any, eager: Any, args: tuple, kwargs: dict, *, 
     # A number read from a shape given as a distribution parameter is frozen into the node: guarded.
     args, kwargs = guarded(traced_args), guarded(kwargs)
     with _recorded_draw():
-        values = np.asarray(eager(*unwrap(plain_args[skip:]), **unwrap(plain_kwargs)))
+        values = eager(*unwrap(plain_args[skip:]), **unwrap(plain_kwargs))
+    values = values if type(values) in (int, float) else np.asarray(values)  # a Python number is weak
     inputs, attrs = op.bind(tuple(args), kwargs)
     concrete: Any = values
     if state is not None:
@@ -122,7 +123,8 @@ def _record_exact(tracer: Any, op: Any, inputs: list, attrs: dict, concrete: Any
     attrs = {k: attr_value(v, f"{op.name}: attribute {k}") for k, v in attrs.items()}
     op.infer(tuple(v.type for v in values), attrs)  # the rule still validates the call
     results = concrete if isinstance(concrete, tuple) else (concrete,)
-    out_types = tuple(tensor_type_of(np.asarray(r), op.name) for r in results)
+    out_types = tuple(ScalarType(type(r).__name__) if type(r) in (int, float)
+                      else tensor_type_of(np.asarray(r), op.name) for r in results)
     node = tracer.graph.create_node(op.name, values, attrs=attrs, loc=user_location(), out_types=out_types)
     wrapped = tuple(tracer.wrap(v, r) for v, r in zip(node.outputs, results))
     return wrapped if isinstance(concrete, tuple) else wrapped[0]
@@ -238,25 +240,54 @@ def _default_rng_wrapper(original: Any) -> Any:
 
 @contextmanager
 def generators_traced(func: Any) -> Iterator[None]:
-    """While `func` is traced, the generators it closes over (closure cells, and globals its code names)
-    are `TracedGenerator` objects sharing their bit generators, so their draws are recorded."""
-    func = getattr(func, "__func__", func)
-    swapped: list[tuple[Any, Any, Any]] = []  # (cell or globals dict, key, original)
-    for cell in getattr(func, "__closure__", None) or ():
-        try:
-            value = cell.cell_contents
-        except ValueError:  # an empty cell
-            continue
-        if type(value) is np.random.Generator:
-            swapped.append((cell, None, value))
-            cell.cell_contents = TracedGenerator(value.bit_generator)
-    code, env = getattr(func, "__code__", None), getattr(func, "__globals__", None)
-    if code is not None and env is not None:
-        for name in code.co_names:
-            value = env.get(name)
-            if type(value) is np.random.Generator:
-                swapped.append((env, name, value))
-                env[name] = TracedGenerator(value.bit_generator)
+    """While `func` is traced, the generators it reaches by name are `TracedGenerator` objects sharing
+    their bit generators, so their draws are recorded: those it closes over (closure cells, globals its
+    code names), attributes its code names of objects it reaches so (``self.rng``, ``helpers.rng``),
+    and the same for the Python functions it reaches so (a helper's global generator)."""
+    swapped: list[tuple[Any, Any, Any]] = []  # (cell or namespace dict, key, original)
+    seen: set[int] = set()
+
+    def swap(where: Any, key: Any, value: Any) -> None:
+        if type(value) is not np.random.Generator:
+            return
+        swapped.append((where, key, value))
+        traced = TracedGenerator(value.bit_generator)
+        if key is None:
+            where.cell_contents = traced
+        else:
+            where[key] = traced
+
+    def visit(fn: Any, owner: Any, depth: int) -> None:
+        fn = getattr(fn, "__func__", fn)
+        code, env = getattr(fn, "__code__", None), getattr(fn, "__globals__", None)
+        if code is None or id(fn) in seen or depth > 3:
+            return
+        seen.add(id(fn))
+        names = set(code.co_names)
+        reached = [owner] if owner is not None else []
+        for cell in getattr(fn, "__closure__", None) or ():
+            try:
+                value = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            swap(cell, None, value)
+            reached.append(value)
+        if env is not None:
+            for name in names & env.keys():
+                swap(env, name, env[name])
+                reached.append(env[name])
+        for value in reached:
+            namespace = getattr(value, "__dict__", None)
+            if isinstance(namespace, dict) and not isinstance(value, type) \
+                    and getattr(value, "__name__", "").split(".")[0] != "numpy":
+                for name in names & namespace.keys():
+                    swap(namespace, name, namespace[name])
+                    if isinstance(namespace[name], types.FunctionType):  # helpers.draw()
+                        visit(namespace[name], None, depth + 1)
+            if isinstance(value, types.FunctionType):
+                visit(value, None, depth + 1)
+
+    visit(func, getattr(func, "__self__", None), 0)
     try:
         yield
     finally:
