@@ -165,6 +165,18 @@ def test_a_dict_read_by_key_takes_other_orders_and_keys(backend):
     _same(traced({"c": 1, "b": np.full(1, 2.0), "a": np.ones(1)}), np.full(1, 5.0))
 
 
+def test_a_dict_kept_and_read_after_tracing_does_not_change_the_trace():
+    kept = []
+
+    def f(d):
+        kept.append(d)
+        return d["a"] * 2
+
+    traced = nt.trace(f, ({"a": np.ones(1), "b": np.ones(1)},), check_trace=False, backend="reference")
+    assert list(kept[0]) == ["a", "b"]
+    _same(traced({"b": np.ones(1), "a": np.ones(1)}), np.full(1, 2.0))
+
+
 def test_an_exact_dict_survives_save_and_load():
     traced = nt.trace(lambda d: sum(d.values()), ({"a": np.ones(1), "b": np.ones(1)},), check_trace=False,
                       backend="reference")

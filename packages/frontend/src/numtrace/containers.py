@@ -203,10 +203,11 @@ class TrackedDict(dict):
 
     def __init__(self, spec: Dict_, items: Any):
         super().__init__(items)
-        self._spec = spec
+        self._spec: Dict_ | None = spec
 
     def _structure_read(self) -> None:
-        self._spec.exact = True
+        if self._spec is not None:  # None once the trace is recorded: later reads change nothing
+            self._spec.exact = True
 
     def __contains__(self, key: Any) -> bool:
         found = dict.__contains__(self, key)
@@ -251,6 +252,16 @@ def snapshot(spec: Spec, obj: Any) -> tuple:
     if isinstance(spec, Sequence_):
         return obj, [snapshot(c, item) for c, item in zip(spec.children, obj)]
     return obj, []
+
+
+def release(snap: tuple) -> None:
+    """Detach the `TrackedDict` objects of an argument's `snapshot` from their specs (the trace is
+    recorded: a function that kept the dict and reads it later does not change the trace)."""
+    obj, children = snap
+    if isinstance(obj, TrackedDict):
+        obj._spec = None
+    for child in children:
+        release(child)
 
 
 def changed_item(spec: Spec, snap: tuple, where: str) -> str | None:

@@ -27,6 +27,7 @@ from .containers import (
     changed_item,
     flatten,
     is_array,
+    release,
     snapshot,
 )
 from .dispatch import freeze
@@ -127,6 +128,8 @@ def record_function(func: Callable, args: tuple, kwargs: Mapping[str, Any] | Non
             result = func(**dict(zip(names, rebuilt)))
         else:
             result = func(*rebuilt)
+        for snap in before:
+            release(snap)
         _refuse_changed_containers(names, specs, before)
         # Inputs (arguments, then module state) whose graph value is no longer the input's: written into.
         inputs = [*proxies, *(tracer.state_proxy(a) for a in tracer.state_arrays)]
