@@ -202,6 +202,11 @@ def test_a_scalar_argument_is_matched_by_type_and_bits(traced_with, called_with,
         traced(np.ones(2), called_with)
 
 
+def test_nan_constants_of_either_sign_stay_apart(backend):
+    nan = float("nan")
+    _agrees(lambda x: (np.copysign(x, nan), np.copysign(x, -nan)), (np.ones(2),), [(np.ones(3),)], backend)
+
+
 # -- modules --------------------------------------------------------------------------------------------
 
 class _Step(nt.Module):
