@@ -368,6 +368,7 @@ class _Holder:
 
 _HOLDER = _Holder(1)
 _HELPER_RNG = np.random.default_rng(2)
+_RNGS = [np.random.default_rng(4)]
 
 
 def _helper_draw():
@@ -383,12 +384,13 @@ class _Noisy(nt.Module):
         return x + self.rng.normal()
 
 
-@pytest.mark.parametrize("reach", ["attribute", "helper", "module attribute"])
+@pytest.mark.parametrize("reach", ["attribute", "helper", "module attribute", "list"])
 def test_draws_of_generators_reached_by_attribute_or_helper_are_recorded(reach, backend):
     fn = {"attribute": lambda x: x + _HOLDER.rng.random(),
           "helper": lambda x: x * _helper_draw(),
-          "module attribute": _Noisy()}[reach]
+          "module attribute": _Noisy(),
+          "list": lambda x: x - _RNGS[0].uniform()}[reach]
     traced = nt.trace(fn, (np.ones(2, np.float32),), check_trace=False, backend=backend)
     draws = {float(traced(np.ones(2, np.float32))[0]) for _ in range(4)}
     assert len(draws) > 1   # fresh values on every call, as NumPy draws them
-    assert type(_HOLDER.rng) is np.random.Generator and type(_HELPER_RNG) is np.random.Generator
+    assert all(type(g) is np.random.Generator for g in (_HOLDER.rng, _HELPER_RNG, _RNGS[0]))

@@ -243,7 +243,8 @@ def generators_traced(func: Any) -> Iterator[None]:
     """While `func` is traced, the generators it reaches by name are `TracedGenerator` objects sharing
     their bit generators, so their draws are recorded: those it closes over (closure cells, globals its
     code names), attributes its code names of objects it reaches so (``self.rng``, ``helpers.rng``),
-    and the same for the Python functions it reaches so (a helper's global generator)."""
+    the items of lists and dicts it reaches so (``RNGS[0]``), and the same for the Python functions it
+    reaches so (a helper's global generator)."""
     swapped: list[tuple[Any, Any, Any]] = []  # (cell or namespace dict, key, original)
     seen: set[int] = set()
 
@@ -277,6 +278,12 @@ def generators_traced(func: Any) -> Iterator[None]:
                 swap(env, name, env[name])
                 reached.append(env[name])
         for value in reached:
+            if type(value) is list:  # RNGS[0].random()
+                for i, item in enumerate(value):
+                    swap(value, i, item)
+            elif type(value) is dict:
+                for key, item in list(value.items()):
+                    swap(value, key, item)
             namespace = getattr(value, "__dict__", None)
             if isinstance(namespace, dict) and not isinstance(value, type) \
                     and getattr(value, "__name__", "").split(".")[0] != "numpy":
