@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -104,7 +104,7 @@ def same_scalar(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-class Sequence_(Spec):
+class SequenceSpec(Spec):
     """A tuple or list of sub-structures."""
 
     __slots__ = ("container", "children")
@@ -114,6 +114,11 @@ class Sequence_(Spec):
         self.children = children
 
     def extract(self, obj, out, where):
+        if is_frozen_list(self):
+            # Python numbers are not inputs: a call must pass the very values the trace froze.
+            if not _same_data(self, obj):
+                raise ValueError(_frozen_list_error(where, self, obj))
+            return
         if not isinstance(obj, (tuple, list)):
             raise TypeError(f"{where}: expected a {self.container.__name__} of {len(self.children)} "
                             f"items as at trace time, got {type(obj).__name__}")
@@ -132,7 +137,7 @@ class Sequence_(Spec):
         return sum(c.count() for c in self.children)
 
 
-class Dict_(Spec):
+class DictSpec(Spec):
     """A dict read by key: extra keys in a later call are ignored, unless ``exact`` (the traced function
     read the dict's structure), where the keys must be those traced, in the traced order."""
 
@@ -181,7 +186,7 @@ def spec_from_json(data: Any) -> Spec:
             return Const(kinds[data["type"]](data["value"]))
         if kind in ("tuple", "list"):
             children = [spec_from_json(c) for c in data["children"]]
-            return Sequence_(tuple if kind == "tuple" else list, children)
+            return SequenceSpec(tuple if kind == "tuple" else list, children)
         if kind == "dict":
             keys = data["keys"]
             if not all(isinstance(k, str) for k in keys) or len(keys) != len(data["children"]):
@@ -189,7 +194,7 @@ def spec_from_json(data: Any) -> Spec:
             exact = data.get("exact", False)
             if type(exact) is not bool:
                 raise ValueError("a dict's exact flag must be a bool")
-            return Dict_(list(keys), [spec_from_json(c) for c in data["children"]], exact)
+            return DictSpec(list(keys), [spec_from_json(c) for c in data["children"]], exact)
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"malformed container structure in saved trace: {data!r:.200}") from exc
     raise ValueError(f"malformed container structure in saved trace: unknown kind {kind!r}")
@@ -201,9 +206,9 @@ class TrackedDict(dict):
 
     __slots__ = ("_spec",)
 
-    def __init__(self, spec: Dict_, items: Any):
+    def __init__(self, spec: DictSpec, items: Any):
         super().__init__(items)
-        self._spec: Dict_ | None = spec
+        self._spec: DictSpec | None = spec
 
     def _structure_read(self) -> None:
         if self._spec is not None:  # None once the trace is recorded: later reads change nothing
@@ -238,18 +243,18 @@ TrackedDict.__hash__ = None
 
 def build_tracked(spec: Spec, leaves: list) -> Any:
     """``spec.build(leaves)`` for the traced function's arguments: dicts are `TrackedDict` objects."""
-    if isinstance(spec, Dict_):
+    if isinstance(spec, DictSpec):
         return TrackedDict(spec, ((k, build_tracked(c, leaves)) for k, c in zip(spec.keys, spec.children)))
-    if isinstance(spec, Sequence_):
+    if isinstance(spec, SequenceSpec):
         return spec.container(build_tracked(c, leaves) for c in spec.children)
     return spec.build(leaves)
 
 
 def snapshot(spec: Spec, obj: Any) -> tuple:
     """``(obj, its items' snapshots)``: what `changed_item` compares an argument with after the call."""
-    if isinstance(spec, Dict_):
+    if isinstance(spec, DictSpec):
         return obj, [snapshot(c, dict.__getitem__(obj, k)) for k, c in zip(spec.keys, spec.children)]
-    if isinstance(spec, Sequence_):
+    if isinstance(spec, SequenceSpec):
         return obj, [snapshot(c, item) for c, item in zip(spec.children, obj)]
     return obj, []
 
@@ -268,11 +273,11 @@ def changed_item(spec: Spec, snap: tuple, where: str) -> str | None:
     """Where the traced function changed an argument (taken as `snapshot` ``snap`` before the call) in
     place: the first list or dict whose items are no longer those it was called with; None if none."""
     obj, children = snap
-    if isinstance(spec, Dict_):
+    if isinstance(spec, DictSpec):
         if list(dict.keys(obj)) != spec.keys:
             return where
         items = [(dict.__getitem__(obj, k), f"{where}[{k!r}]") for k in spec.keys]
-    elif isinstance(spec, Sequence_):
+    elif isinstance(spec, SequenceSpec):
         if len(obj) != len(spec.children):
             return where
         items = [(item, f"{where}[{i}]") for i, item in enumerate(obj)]
@@ -291,10 +296,10 @@ def leaf_names(spec: Spec, where: str, out: list) -> list:
     """The names ``flatten`` gives the leaves of ``spec`` flattened at ``where``, appended to ``out``."""
     if isinstance(spec, Leaf):
         out.append(_identifier(where))
-    elif isinstance(spec, Sequence_):
+    elif isinstance(spec, SequenceSpec):
         for i, child in enumerate(spec.children):
             leaf_names(child, f"{where}[{i}]", out)
-    elif isinstance(spec, Dict_):
+    elif isinstance(spec, DictSpec):
         for key, child in zip(spec.keys, spec.children):
             leaf_names(child, f"{where}[{key!r}]", out)
     return out
@@ -306,7 +311,7 @@ def check_leaves(spec: Spec, count: int, what: str) -> None:
     def indices(s: Spec) -> list[int]:
         if isinstance(s, Leaf):
             return [s.index]
-        if isinstance(s, (Sequence_, Dict_)):
+        if isinstance(s, (SequenceSpec, DictSpec)):
             return [i for c in s.children for i in indices(c)]
         return []
 
@@ -330,19 +335,86 @@ def flatten(obj: Any, is_leaf: Callable[[Any], bool], where: str, leaves: list,
         return Leaf(len(leaves) - 1)
     if isinstance(obj, (tuple, list)):
         container = tuple if isinstance(obj, tuple) else list
-        return Sequence_(container, [flatten(item, is_leaf, f"{where}[{i}]", leaves, names, allow_scalars)
+        return SequenceSpec(container, [flatten(item, is_leaf, f"{where}[{i}]", leaves, names, allow_scalars)
                                      for i, item in enumerate(obj)])
     if isinstance(obj, dict):
         keys = list(obj)
         for key in keys:
             if not isinstance(key, str):
                 raise TypeError(f"{where}: dict keys must be strings, got {key!r}")
-        return Dict_(keys, [flatten(obj[k], is_leaf, f"{where}[{k!r}]", leaves, names, allow_scalars)
+        return DictSpec(keys, [flatten(obj[k], is_leaf, f"{where}[{k!r}]", leaves, names, allow_scalars)
                             for k in keys])
     if allow_scalars and (obj is None or isinstance(obj, _SCALARS)):
         return Const(obj)
     raise TypeError(f"{where}: expected an array or a (nested) tuple/list/dict of arrays, "
                     f"got {type(obj).__name__}")
+
+
+def is_frozen_list(spec: Spec) -> TypeGuard[SequenceSpec]:
+    """Whether ``spec`` is a non-empty list of Python numbers (nested lists and tuples of them): data that
+    a trace records as constants, unlike a list of arrays, which is a structure of inputs."""
+    return isinstance(spec, SequenceSpec) and spec.container is list and _numbers_only(spec)
+
+
+def _numbers_only(spec: Spec) -> bool:
+    if isinstance(spec, Const):
+        return spec.value is not None
+    return isinstance(spec, SequenceSpec) and bool(spec.children) and all(map(_numbers_only, spec.children))
+
+
+def frozen_lists(spec: Spec, where: str) -> list[tuple[str, SequenceSpec]]:
+    """``(position, spec)`` of each list of Python numbers in ``spec``, outermost first."""
+    if is_frozen_list(spec):
+        return [(where, spec)]
+    if isinstance(spec, SequenceSpec):
+        return [p for i, c in enumerate(spec.children) for p in frozen_lists(c, f"{where}[{i}]")]
+    if isinstance(spec, DictSpec):
+        return [p for k, c in zip(spec.keys, spec.children) for p in frozen_lists(c, f"{where}[{k!r}]")]
+    return []
+
+
+def frozen_list_warning(where: str, spec: SequenceSpec) -> str:
+    """The trace-time warning for the list of Python numbers ``spec`` passed as ``where``."""
+    return (f"{where} is a list of Python numbers, {_shown(spec)}: the trace holds its values as "
+            "constants, so a call with other values or another length is refused. Trace with the data as "
+            "a NumPy array (or a tuple of arrays) for the trace to take it as an input; pass a tuple to "
+            "make it a constant on purpose.")
+
+
+def _frozen_list_error(where: str, spec: SequenceSpec, obj: Any) -> str:
+    return (f"{where}: the list {_shown(spec)} is a constant of the trace, frozen at trace time; this call "
+            f"passes {_preview(obj)}. Trace with the data as a NumPy array (or a tuple of arrays), so that "
+            "the trace takes it as an input")
+
+
+def _shown(spec: SequenceSpec) -> str:
+    """The frozen list as the message shows it: whole when short, else its start and length."""
+    text = repr(spec.build(()))
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(spec.children)} items)"
+
+
+def _preview(obj: Any) -> str:
+    """What a call passes instead of the frozen list: ``repr(obj)`` when short, else what it is."""
+    if isinstance(obj, np.ndarray):
+        return f"an array of shape {obj.shape}"
+    text = repr(obj)
+    if len(text) <= 60:
+        return text
+    size = f" of {len(obj)} items" if isinstance(obj, (list, tuple)) else ""
+    return f"a {type(obj).__name__}{size} {text[:40]}..."
+
+
+def _same_data(spec: Spec, obj: Any) -> bool:
+    """Whether ``obj`` is the frozen list ``spec``: the same containers, lengths and number values."""
+    if isinstance(spec, SequenceSpec):
+        return (isinstance(obj, (list, tuple)) and len(obj) == len(spec.children)
+                and all(_same_data(c, x) for c, x in zip(spec.children, obj)))
+    out: list = []
+    try:
+        spec.extract(obj, out, "")
+    except ValueError:
+        return False
+    return True
 
 
 def _identifier(where: str) -> str:

@@ -20,7 +20,7 @@ import numpy as np
 from numtrace_ir import FormatError, serialize
 
 from .backends import get_backend
-from .containers import Sequence_, check_leaves, leaf_names, spec_from_json
+from .containers import SequenceSpec, check_leaves, leaf_names, spec_from_json
 
 FORMAT = "numtrace.trace"
 VERSION = 1
@@ -81,7 +81,7 @@ def method_fields(name: str, info: dict, graph: Any) -> dict:
     """The checked call structure of saved method ``name`` (``info`` from its meta), as the keyword
     arguments of ``TracedFunction`` other than its name, backend and state arrays."""
     in_spec = spec_from_json(info["in_spec"])
-    if not isinstance(in_spec, Sequence_):
+    if not isinstance(in_spec, SequenceSpec):
         raise FormatError("saved input structure must be the tuple of arguments")
     state_names = [str(n) for n in info["state_names"]]
     arg_names = [str(n) for n in info["arg_names"]]
@@ -106,7 +106,7 @@ def method_fields(name: str, info: dict, graph: Any) -> dict:
             "mutated": mutated, "returned": [tuple(r) for r in returned]}
 
 
-def _check_input_names(name: str, graph: Any, arg_names: list[str], in_spec: Sequence_,
+def _check_input_names(name: str, graph: Any, arg_names: list[str], in_spec: SequenceSpec,
                        state_names: list[str]) -> None:
     """The meta's argument and state names must be those of the graph's inputs, in order: a call by
     keyword binds arrays to graph inputs through these names, so names that contradict the graph
