@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("filterpy")
 
-from _harness import Case, FROZEN_ARRAY, check, params
+from _harness import FROZEN_ARRAY, Case, check, params
 from filterpy import stats
 from filterpy.common import outer_product_sum
 from filterpy.kalman import batch_filter, predict, rts_smoother, unscented_transform, update

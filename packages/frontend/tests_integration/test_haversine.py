@@ -7,7 +7,7 @@ import pytest
 
 hv = pytest.importorskip("haversine")
 
-from _harness import Case, FROZEN_SCALAR, check, params  # noqa: E402
+from _harness import FROZEN_SCALAR, Case, check, params  # noqa: E402
 
 
 def points(n, rng):

@@ -7,7 +7,7 @@ import pytest
 
 npf = pytest.importorskip("numpy_financial")
 
-from _harness import Case, FROZEN_SCALAR, check, params  # noqa: E402
+from _harness import FROZEN_SCALAR, Case, check, params  # noqa: E402
 
 
 def loans(n, rng):

@@ -7,7 +7,7 @@ import pytest
 
 ps = pytest.importorskip("properscoring")
 
-from _harness import Case, FROZEN_HOST_CALL, check, params  # noqa: E402
+from _harness import FROZEN_HOST_CALL, Case, check, params  # noqa: E402
 
 
 def ensemble(n, rng, members=9):

@@ -7,8 +7,8 @@ import pytest
 
 pytest.importorskip("pykalman")
 
-from _harness import Case, check, params  # noqa: E402
-from pykalman import KalmanFilter  # noqa: E402
+from _harness import Case, check, params
+from pykalman import KalmanFilter
 
 STEPS = (1, 7, 40)  # Python loops over time steps: keep the unrolled traces small
 

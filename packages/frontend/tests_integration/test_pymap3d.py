@@ -7,7 +7,7 @@ import pytest
 
 pm = pytest.importorskip("pymap3d")
 
-from _harness import Case, FROZEN_ARRAY, check, params  # noqa: E402
+from _harness import FROZEN_ARRAY, Case, check, params  # noqa: E402
 
 
 def geodetic(n, rng):
