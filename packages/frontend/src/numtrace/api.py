@@ -168,6 +168,10 @@ def _trace_once(func: Callable, call: _Call, strict: bool, backend: str) -> Trac
         again = _Call(args, None) if call.kwargs is None else _Call(None, dict(zip(rec.arg_names, args)))
         return _trace_once(func, again, strict, backend)
 
+    def eager(args: tuple) -> Any:
+        return func(*args) if call.kwargs is None else func(**dict(zip(rec.arg_names, args)))
+
+    retrace.eager = eager  # type: ignore[attr-defined]  # past the re-trace limit (see TracedFunction)
     return _traced_function(rec, _function_name(func), backend, retrace)
 
 

@@ -363,22 +363,48 @@ def _prod_wrapper(original: Any) -> Any:
 
 def _patches() -> tuple[list[tuple[Any, str, Any]], _UnpatchedNumpy]:
     """The wrappers to install and the ``np`` NumPy's random modules see meanwhile, made once and remade
-    only when a patched function was replaced (another library patching ``np.zeros``...): building them
-    is a large part of tracing a short function."""
+    only when a patched function was replaced (another library patching ``np.zeros``...) or modules were
+    imported since: building them is a large part of tracing a short function."""
     global _made_patches
     if _made_patches is not None:
-        made, wrapped, shim = _made_patches
-        if all(getattr(module, name) is original for (module, name, _), original in zip(made, wrapped)):
+        made, wrapped, shim, modules = _made_patches
+        if modules == len(sys.modules) and all(getattr(module, name) is original for (module, name, _), original
+                                               in zip(made, wrapped)):
             return made, shim
     made = _make_patches()
+    made += _bound_elsewhere({name: wrapper for module, name, wrapper in made if module is np})
     wrapped = [getattr(module, name) for module, name, _ in made]
     shim = _UnpatchedNumpy({name: original for (module, name, _), original in zip(made, wrapped)
                             if module is np})
-    _made_patches = (made, wrapped, shim)
+    _made_patches = (made, wrapped, shim, len(sys.modules))
     return made, shim
 
 
-_made_patches: tuple[list, list, Any] | None = None
+_made_patches: tuple[list, list, Any, int] | None = None
+
+
+def _bound_elsewhere(wrappers: dict[str, Any]) -> list[tuple[Any, str, Any]]:
+    """Patches for the names other modules bound to the patched NumPy functions before tracing
+    (``from numpy import array, zeros`` at a module's top, as NumPy's own modules and many libraries
+    do): those names get the same wrappers, so a call through them is intercepted as ``np.array`` is."""
+    originals = {id(getattr(np, name)): (name, wrapper) for name, wrapper in wrappers.items()}
+    patches = []
+    for module_name, module in list(sys.modules.items()):
+        if module is np or not isinstance(module, types.ModuleType) or module_name.startswith(_OWN):
+            continue
+        try:
+            namespace = module.__dict__
+        except AttributeError:
+            continue
+        for name, value in list(namespace.items()):
+            hit = originals.get(id(value))
+            if hit is not None and value is getattr(np, hit[0]):
+                patches.append((module, name, hit[1]))
+    return patches
+
+
+# Modules whose names are never patched: numtrace's own, and NumPy's random modules (see _UnpatchedNumpy).
+_OWN = ("numtrace", "numpy.random")
 
 
 def _make_patches() -> list[tuple[Any, str, Any]]:

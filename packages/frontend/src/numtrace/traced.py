@@ -104,6 +104,7 @@ class TracedFunction:
         # Per signature, the (graph, executable) pairs tried for guards decided only at run time.
         self._alternatives: dict[tuple, list] = {}
         self.retraces = 0
+        self._warned_eager = False
         # Fast paths: arguments that are exactly the flat arrays; one array returned.
         self._flat_args = isinstance(in_spec, Sequence_) and all(isinstance(c, Leaf)
                                                                  for c in in_spec.children)
@@ -224,6 +225,9 @@ class TracedFunction:
             self._cache[key] = entry
             self._use_fast(entry)
             return result
+        eager = getattr(self._retrace, "eager", None)
+        if eager is not None and len(self._variants) > RECOMPILE_LIMIT:
+            return self._eagerly(eager, leaves, broken)
         types = [self._check_leaf(i, a, declared.type) for i, (a, declared) in
                  enumerate(zip(leaves, self.graph.inputs))]
         with self._lock:
@@ -235,6 +239,18 @@ class TracedFunction:
             self._cache[key] = entry
         self._use_fast(entry)
         return variant._run(entry[1], leaves)
+
+    def _eagerly(self, eager: Callable[[tuple], Any], leaves: Sequence[Any], broken: GuardError) -> Any:
+        """Past the re-trace limit, a call that breaks a guard on data runs the Python function itself
+        (correct, not compiled); said once."""
+        if not self._warned_eager:
+            self._warned_eager = True
+            warnings.warn(f"numtrace: {self.__name__}() was traced {RECOMPILE_LIMIT} times for values that left "
+                          f"the graph, and this call breaks a guard again ({broken}); it runs the Python "
+                          "function eagerly from now on where a guard breaks. Keep that value an array "
+                          "(np.where instead of a branch on data) to stay in one trace.",
+                          TracerWarning, stacklevel=5)
+        return eager(self.in_spec.build(list(leaves)))
 
     def _check_aliasing(self, leaves: Sequence[Any]) -> None:
         """The trace reads its arguments as separate arrays: one it writes into must not share memory
@@ -417,7 +433,10 @@ class TracedFunction:
         warnings.warn(f"numtrace: re-tracing {self.__name__}() for input shapes "
                       f"{[tuple(a.shape) for a in leaves]}: {broken}", TracerWarning, stacklevel=4)
         args = self.in_spec.build([np.array(a, copy=True) for a in leaves])  # tracing runs the code eagerly
-        variant = self._retrace(args)
+        with warnings.catch_warnings():
+            # Said when the function was first traced: not again for each specialization.
+            warnings.filterwarnings("ignore", "(Converting a traced array|.* runs as a host call)", TracerWarning)
+            variant = self._retrace(args)
         self._variants.append(variant)
         self.retraces += 1
         return variant
