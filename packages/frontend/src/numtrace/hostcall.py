@@ -44,16 +44,18 @@ class Untraceable(Exception):
 
 def inside_implementation() -> bool:
     """Whether NumPy's implementation of an unregistered function is being traced on this thread."""
-    return getattr(_local, "depth", 0) > 0
+    return bool(getattr(_local, "tracing", None))
 
 
 @contextmanager
-def _implementation_traced() -> Iterator[None]:
-    _local.depth = getattr(_local, "depth", 0) + 1
+def _implementation_traced(func: Any) -> Iterator[None]:
+    if not hasattr(_local, "tracing"):
+        _local.tracing = []
+    _local.tracing.append(func)
     try:
         yield
     finally:
-        _local.depth -= 1
+        _local.tracing.pop()
 
 
 def unregistered_call(tracer: Tracer, func: Any, method: str, args: tuple, kwargs: dict, what: str) -> Any:
@@ -63,13 +65,24 @@ def unregistered_call(tracer: Tracer, func: Any, method: str, args: tuple, kwarg
     if func is np.copyto and args and is_traced_array(args[0]):
         return _copyto(*args, **kwargs)
     impl = getattr(func, "_implementation", None) if method == "__call__" else None
-    if inspect.isfunction(impl) and func not in _WRITERS:
+    # Not again inside its own implementation (``np.nonzero`` calls ``x.nonzero()``, which calls it).
+    if inspect.isfunction(impl) and func not in _WRITERS and func not in getattr(_local, "tracing", ()):
+        mark = len(tracer.graph.nodes)
         try:
-            with _implementation_traced():
+            with _implementation_traced(func):
                 return impl(*args, **kwargs)
-        except Exception:  # noqa: BLE001 - what it could not trace runs as the real function (the nodes
-            pass           # recorded so far are unused: removed as dead code)
+        except Exception:  # noqa: BLE001 - what it could not trace runs as the real function
+            _forget_guards(tracer, mark)  # the other nodes recorded so far are unused: dead code
     return host_call(tracer, func, method, args, kwargs, what)
+
+
+def _forget_guards(tracer: Tracer, mark: int) -> None:
+    """Erase the guards recorded since node ``mark``: they guarded values of an attempt now discarded."""
+    guards = [n for n in tracer.graph.nodes[mark:] if n.op == "prim.guard"]
+    guarded = {n.inputs[0] for n in guards}
+    for node in guards:
+        tracer.graph.erase_node(node)
+    tracer.forget_guards(guarded)
 
 
 def _copyto(dst: Any, src: Any, casting: str = "same_kind", where: Any = True) -> None:

@@ -17,10 +17,13 @@ from types import FrameType
 from typing import Any
 
 import numpy as np
+import numtrace_ir
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _USER_VISIBLE = {os.path.join(_PACKAGE_DIR, name) for name in ("nn.py", "module.py")}
 _NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__)) + os.sep
+# The op registry's rules read traced sizes (a guard made there belongs to the user's line).
+_IR_DIR = os.path.dirname(os.path.abspath(numtrace_ir.__file__)) + os.sep
 # copy.copy / copy.deepcopy call TracedArray.__copy__ / __deepcopy__: the user's line is the caller's.
 _COPY_FILE = os.path.abspath(copy.__file__)
 
@@ -28,7 +31,7 @@ _COPY_FILE = os.path.abspath(copy.__file__)
 def _is_internal(filename: str) -> bool:
     if filename.startswith(_PACKAGE_DIR):
         return filename not in _USER_VISIBLE
-    return filename.startswith(_NUMPY_DIR) or filename == _COPY_FILE
+    return filename.startswith((_NUMPY_DIR, _IR_DIR)) or filename == _COPY_FILE
 
 
 class _InternalFiles(dict):

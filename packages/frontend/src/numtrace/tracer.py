@@ -183,6 +183,10 @@ class Tracer:
         self._guarded.add(key)
         self.graph.create_node("prim.guard", [value], attrs={"expected": expected}, loc=user_location())
 
+    def forget_guards(self, values: set) -> None:
+        """The guards on ``values`` were erased from the graph: record them again when made again."""
+        self._guarded = {key for key in self._guarded if key[0] not in values}
+
     def guard_data(self, array: Any, what: str) -> None:
         """Record that the trace holds only while traced array ``array`` has the data it has now: its
         data left the graph as a Python value (``what``: ``bool()``, ``.tolist()``), so every run checks

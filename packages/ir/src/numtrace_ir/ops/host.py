@@ -146,6 +146,7 @@ def _to_positions(v: Any) -> tuple:
 
 
 def _rule(types, attrs):
+    resolve_host(attrs["func"])  # a graph naming another function is refused when it is read
     for k in attrs["writes"]:
         if k >= len(types) or not isinstance(types[k], TensorType):
             raise TypeError(f"prim.host_call: written input {k} is not an array input")
