@@ -149,3 +149,13 @@ def test_host_calls_are_refused_clearly_by_triton():
         traced = nt.trace(lambda x: np.fft.rfft(x).real, (np.ones(8),), backend="triton", check_trace=False)
     with pytest.raises(NotImplementedError, match="prim.host_call.*cpu or reference backend"):
         traced(np.ones(8))
+
+
+def test_cpu_explain_and_stats_list_host_calls():
+    if "cpu" not in nt.available_backends():
+        pytest.skip("the cpu backend is not installed")
+    traced = _trace(lambda x: np.fft.rfft(x).real + 1.0, (np.ones(8),), "cpu")
+    assert "host call: numpy.fft.rfft called on the arrays at run time" in traced.explain()
+    traced(np.ones(8))
+    [stats] = traced.stats()["signatures"].values()
+    assert stats["host_calls"] == ["numpy.fft.rfft"]

@@ -480,6 +480,22 @@ def _compiled_numpy_users() -> list[Any]:
 _numpy_users: tuple[int, list[Any]] | None = None
 
 
+_installed: list[Any] = [0, []]  # len(sys.modules) when the wrappers were installed, and the patches
+
+
+def _unbind_wrappers(originals: dict[int, Any]) -> None:
+    """Modules imported while tracing (``np.fft`` on first use) may have bound a wrapper by name
+    (``from numpy._core import asarray``): give them the original."""
+    for module in list(sys.modules.values()):
+        namespace = getattr(module, "__dict__", None)
+        if not isinstance(namespace, dict):
+            continue
+        for name, value in list(namespace.items()):
+            original = originals.get(id(value))
+            if original is not None and original is not value:
+                namespace[name] = original
+
+
 @contextmanager
 def numpy_intercepted() -> Iterator[None]:
     """Install the wrappers for the duration of a trace (nested and concurrent traces share them)."""
@@ -487,6 +503,7 @@ def numpy_intercepted() -> Iterator[None]:
     with _lock:
         if _depth == 0:
             patches, shim = _patches()
+            _installed[:] = [len(sys.modules), patches]
             for module, name, wrapper in patches:
                 _saved.append((module, name, getattr(module, name)))
                 setattr(module, name, wrapper)
@@ -500,6 +517,10 @@ def numpy_intercepted() -> Iterator[None]:
         with _lock:
             _depth -= 1
             if _depth == 0:
+                wrapped = {id(wrapper): original for (_, _, wrapper), (_, _, original)
+                           in zip(_installed[1], _saved) if original is not wrapper}
                 for module, name, original in reversed(_saved):
                     setattr(module, name, original)
                 _saved.clear()
+                if len(sys.modules) != _installed[0]:
+                    _unbind_wrappers(wrapped)

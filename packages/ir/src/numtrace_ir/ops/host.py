@@ -29,7 +29,8 @@ from numtrace_ir.ops import sampling as S
 from numtrace_ir.registry import Attr, Inputs, OpDef, Sample, register
 from numtrace_ir.types import TensorType, normalize_dtype
 
-__all__ = ["DENIED", "HOST_MODULES", "LIST", "allow_host_module", "decode_call", "host_name", "resolve_host"]
+__all__ = ["DENIED", "HOST_MODULES", "LIST", "allow_host_module", "decode_call", "host_name", "prepared",
+           "resolve_host"]
 
 # Modules whose functions a graph may call at run time (and which loading a graph may import).
 HOST_MODULES: list[str] = ["numpy", "numpy.fft", "numpy.linalg", "scipy.special", "scipy.fft",
@@ -72,7 +73,18 @@ def host_name(func: Any, method: str = "__call__") -> str | None:
 
 def resolve_host(name: Any) -> Any:
     """The callable a graph names; ValueError for a name outside the allowed modules, denied, or not a
-    function."""
+    function. Remembered per allow-list (every run of a host call resolves its name)."""
+    key = (name, len(HOST_MODULES))
+    found = _resolved.get(key) if isinstance(name, str) else None
+    if found is None:
+        found = _resolved[key] = _resolve(name)
+    return found
+
+
+_resolved: dict[tuple, Any] = {}
+
+
+def _resolve(name: Any) -> Any:
     if not isinstance(name, str) or "." not in name:
         raise ValueError(f"a host call names its function by its dotted module path, got {name!r}")
     method = None
@@ -168,23 +180,49 @@ def flat_results(result: Any) -> list:
     return [np.asarray(result)]
 
 
-def _impl(args, func, call, outputs, writes, shapes):
+def prepared(attrs: dict) -> Any:
+    """``run(*inputs)`` computing a ``prim.host_call`` node with these attrs: the function resolved and
+    the attrs read once, so a backend's per-run cost is the call itself (see `interpreter.reference_call`)."""
+    func, call, writes = attrs["func"], attrs["call"], attrs["writes"]
     fn = resolve_host(func)
-    inputs = list(args)
-    for k in writes:
-        inputs[k] = np.array(inputs[k], copy=True)  # the function writes into its own copy
-    a, kw = decode_call(call, inputs)
-    results = flat_results(fn(*a, **kw))
-    now = tuple((r.dtype, r.shape) for r in results)
-    if len(now) != len(outputs) or any(r.dtype != dt or r.shape != shape for r, (dt, shape)
-                                       in zip(results, outputs)):
-        raise GuardError(f"the results of {func}", None,
-                         [f"{np.dtype(dt)}{list(s)}" for dt, s in outputs],
-                         [f"{np.dtype(dt)}{list(s)}" for dt, s in now], "inputs")
-    results = [np.array(r, copy=True) if any(r is i or np.may_share_memory(r, i) for i in args
-                                             if isinstance(i, np.ndarray)) else r for r in results]
-    out = (*results, *(inputs[k] for k in writes))
-    return out[0] if len(out) == 1 else out
+    outputs = tuple((np.dtype(dt), tuple(shape)) for dt, shape in attrs["outputs"])
+
+    flat = _flat_positions(call)  # the common call fn(x, y): arguments read by position, nothing decoded
+
+    def run(*args: Any) -> Any:
+        inputs = list(args)
+        for k in writes:
+            inputs[k] = np.array(inputs[k], copy=True)  # the function writes into its own copy
+        if flat is not None:
+            results = flat_results(fn(*[inputs[k] for k in flat]))
+        else:
+            a, kw = decode_call(call, inputs)
+            results = flat_results(fn(*a, **kw))
+        if len(results) != len(outputs) or any(r.dtype != dt or r.shape != shape for r, (dt, shape)
+                                               in zip(results, outputs)):
+            raise GuardError(f"the results of {func}", None, [f"{dt}{list(s)}" for dt, s in outputs],
+                             [f"{r.dtype}{list(r.shape)}" for r in results], "inputs")
+        for j, r in enumerate(results):  # a view of an input (or the input) is not a fresh result
+            if r.base is not None or any(r is i for i in args):
+                if any(isinstance(i, np.ndarray) and np.may_share_memory(r, i) for i in args):
+                    results[j] = np.array(r, copy=True)
+        out = (*results, *(inputs[k] for k in writes))
+        return out[0] if len(out) == 1 else out
+
+    return run
+
+
+def _flat_positions(call: tuple) -> list[int] | None:
+    """The input positions of a call whose arguments are all arrays, given positionally; else None."""
+    args, kwargs = call
+    positions = [_INPUT.match(a) if type(a) is str else None for a in args]
+    if kwargs or not all(positions):
+        return None
+    return [int(m.group(1)) for m in positions if m is not None]
+
+
+def _impl(args, func, call, outputs, writes, shapes):
+    return prepared({"func": func, "call": call, "outputs": outputs, "writes": writes})(*args)
 
 
 def _samples(rng):
