@@ -105,7 +105,8 @@ def test_exception_while_running_the_trace_is_a_check_error(rng, monkeypatch):
     from numtrace_ir import registry
 
     monkeypatch.setattr(registry.get("np.sinh"), "impl", failing)  # only the trace runs the reference
-    with pytest.raises(nt.TracingCheckError, match="encountered an exception while running the trace") as info:
+    with pytest.raises(nt.TracingCheckError,
+                       match="encountered an exception while running the trace") as info:
         nt.trace(np.sinh, (rng.random(4),), backend="reference")
     assert "the trace's own sinh" in str(info.value)
 

@@ -71,7 +71,7 @@ def unregistered_call(tracer: Tracer, func: Any, method: str, args: tuple, kwarg
         try:
             with _implementation_traced(func):
                 return impl(*args, **kwargs)
-        except Exception:  # noqa: BLE001 - what it could not trace runs as the real function
+        except Exception:  # what it could not trace runs as the real function
             _forget_guards(tracer, mark)  # the other nodes recorded so far are unused: dead code
     return host_call(tracer, func, method, args, kwargs, what)
 
@@ -85,12 +85,12 @@ def _forget_guards(tracer: Tracer, mark: int) -> None:
     tracer.forget_guards(guarded)
 
 
-def _copyto(dst: Any, src: Any, casting: str = "same_kind", where: Any = True) -> None:
+def _copyto(dst: Any, src: Any, casting: Any = "same_kind", where: Any = True) -> None:
     """``np.copyto`` into a traced array: ``dst`` rebound to ``np.where(where, src, dst)``."""
     np.copyto(np.empty_like(dst._concrete), unwrap(src), casting=casting)  # NumPy's casting errors
     new = src if where is True else np.where(where, src, dst)
     if is_traced_array(new) and new.dtype != dst.dtype:
-        new = np.astype(new, dst.dtype)  # type: ignore[call-overload]  # NEP 18: a traced array
+        new = np.astype(new, dst.dtype)
     elif not is_traced_array(new):
         new = np.asarray(new).astype(dst.dtype)
     dst._assign(new, "np.copyto")
@@ -156,7 +156,8 @@ def host_call(tracer: Tracer, func: Any, method: str, args: tuple, kwargs: dict,
     results = flat_results(concrete)
     for r in results:
         if r.dtype.kind not in "biufc":
-            raise NotImplementedError(f"{what} returned an array of dtype {r.dtype}, which a trace cannot hold")
+            raise NotImplementedError(f"{what} returned an array of dtype {r.dtype}, which a trace cannot "
+                                      "hold")
     loc = user_location()
     for x in inputs:
         if is_traced_array(x):  # the recorded call holds for these shapes: other shapes trace again

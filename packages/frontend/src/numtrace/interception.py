@@ -368,8 +368,8 @@ def _patches() -> tuple[list[tuple[Any, str, Any]], _UnpatchedNumpy]:
     global _made_patches
     if _made_patches is not None:
         made, wrapped, shim, modules = _made_patches
-        if modules == len(sys.modules) and all(getattr(module, name) is original for (module, name, _), original
-                                               in zip(made, wrapped)):
+        if modules == len(sys.modules) and all(getattr(module, name) is original
+                                               for (module, name, _), original in zip(made, wrapped)):
             return made, shim
     made = _make_patches()
     made += _bound_elsewhere({name: wrapper for module, name, wrapper in made if module is np})

@@ -225,7 +225,7 @@ class TracedArray(TracedValue):
     def __bool__(self) -> bool:
         value = bool(self._concrete)  # NumPy's error for an array of several elements
         if current_tracer() is self._tracer and not hostcall.inside_implementation():
-            truth = self if self._concrete.dtype == np.bool_ else np.not_equal(self, 0)
+            truth: Any = self if self._concrete.dtype == np.bool_ else np.not_equal(self, 0)
             _left_graph(truth, "bool(x)")
         else:
             _left_graph(self, "bool(x)")

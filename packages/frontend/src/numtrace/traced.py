@@ -245,10 +245,10 @@ class TracedFunction:
         (correct, not compiled); said once."""
         if not self._warned_eager:
             self._warned_eager = True
-            warnings.warn(f"numtrace: {self.__name__}() was traced {RECOMPILE_LIMIT} times for values that left "
-                          f"the graph, and this call breaks a guard again ({broken}); it runs the Python "
-                          "function eagerly from now on where a guard breaks. Keep that value an array "
-                          "(np.where instead of a branch on data) to stay in one trace.",
+            warnings.warn(f"numtrace: {self.__name__}() was traced {RECOMPILE_LIMIT} times for values that "
+                          f"left the graph, and this call breaks a guard again ({broken}); it runs the "
+                          "Python function eagerly from now on where a guard breaks. Keep that value an "
+                          "array (np.where instead of a branch on data) to stay in one trace.",
                           TracerWarning, stacklevel=5)
         return eager(self.in_spec.build(list(leaves)))
 
@@ -435,7 +435,8 @@ class TracedFunction:
         args = self.in_spec.build([np.array(a, copy=True) for a in leaves])  # tracing runs the code eagerly
         with warnings.catch_warnings():
             # Said when the function was first traced: not again for each specialization.
-            warnings.filterwarnings("ignore", "(Converting a traced array|.* runs as a host call)", TracerWarning)
+            warnings.filterwarnings("ignore", "(Converting a traced array|.* runs as a host call)",
+                                    TracerWarning)
             variant = self._retrace(args)
         self._variants.append(variant)
         self.retraces += 1

@@ -197,8 +197,8 @@ class Tracer:
             return
         self._guarded.add(key)
         expected = np.array(array._concrete, copy=True)
-        self.graph.create_node("prim.guard", [key[0]], attrs={"expected": expected, "what": f"{what} at {loc}"},
-                               loc=loc)
+        attrs = {"expected": expected, "what": f"{what} at {loc}"}
+        self.graph.create_node("prim.guard", [key[0]], attrs=attrs, loc=loc)
 
     def record_dynamic(self, op_name: str, inputs: list, attrs: dict, numbers: list, result: Any) -> Any:
         """Record ``op_name`` whose attrs hold ``"$k"`` where the k-th of ``numbers`` (traced numbers) goes,

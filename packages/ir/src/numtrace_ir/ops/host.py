@@ -227,8 +227,8 @@ def _impl(args, func, call, outputs, writes, shapes):
 
 def _samples(rng):
     x = S.array(rng, (8,), "f8")
-    yield Sample((x,), {"func": "numpy.fft.rfft", "call": (("$0",), ()), "outputs": ((np.dtype("c16"), (5,)),),
-                        "writes": (), "shapes": ((8,),)})
+    yield Sample((x,), {"func": "numpy.fft.rfft", "call": (("$0",), ()),
+                        "outputs": ((np.dtype("c16"), (5,)),), "writes": (), "shapes": ((8,),)})
     a, b = S.array(rng, (4, 3), "f4"), S.array(rng, (4, 3), "f4")
     yield Sample((a, b), {"func": "numpy.cross", "call": (("$0", "$1"), (("axis", -1),)),
                           "outputs": ((np.dtype("f4"), (4, 3)),), "writes": (), "shapes": ((4, 3), (4, 3))})
