@@ -121,3 +121,12 @@ def test_creation_functions_bound_before_tracing_are_intercepted(backend):
     for v in (np.arange(4.0) + 7.0, np.ones(9)):
         _agree(traced, f, v)
     assert traced.stats()["retraces"] == 0
+
+
+def test_checker_says_which_guard_on_data_the_check_inputs_break():
+    with pytest.warns(nt.TracerWarning) as record:
+        traced = nt.trace(branch, (np.ones(3),), check_inputs=[(-np.ones(3),)], backend="reference")
+    said = [str(w.message) for w in record if "specialized to the example inputs' shapes or values" in
+            str(w.message)]
+    assert len(said) == 1 and "bool(x) at" in said[0] and "test_value_guards.py" in said[0]
+    np.testing.assert_array_equal(traced(-np.ones(3)), branch(-np.ones(3)))

@@ -198,19 +198,23 @@ def _check_one(func: Callable, traced: TracedFunction, retrace: Callable[[], Tra
                                 f"{kind} with test inputs.\nException:\n\t{type(exc).__name__}: {exc}"
                                 ) from exc
     checker = Checker(kind, tolerance, traced.graph)
-    broken = _broken_guard(traced, call)
+    broken: Any = _broken_guard(traced, call)
+    retraces = traced.retraces
     with warnings.catch_warnings():
         # The trace re-traces for check inputs whose shapes break a guard; that is said once, below.
         warnings.filterwarnings("ignore", "numtrace: re-tracing", TracerWarning)
         traced_outs = checker.run(lambda: call.apply(traced), "trace", traced.graph, checked.graph)
+    if broken is None and traced.retraces > retraces:  # a guard on data broke while running
+        data = [n.attrs["what"] for n in traced.graph.nodes if n.op == "prim.guard" and n.attrs.get("what")]
+        broken = "the check inputs break a guard on data (" + "; ".join(data) + ")"
     fn_outs = checker.run(lambda: call.apply(func), "Python function", traced.graph, checked.graph)
     if checker.compare(traced_outs, fn_outs, "Python function"):
         check_outs = checker.run(lambda: call.apply(checked), "repeated trace", traced.graph, checked.graph)
         checker.compare(traced_outs, check_outs, "repeated trace")
     if broken is not None:
         # Another program for other shapes is expected: calls at such shapes trace again.
-        warnings.warn(f"The {kind} was specialized to the example inputs' shapes: {broken}. Calls with such "
-                      "shapes trace the Python function again.", TracerWarning, stacklevel=3)
+        warnings.warn(f"The {kind} was specialized to the example inputs' shapes or values: {broken}. Calls "
+                      "with such inputs trace the Python function again.", TracerWarning, stacklevel=3)
         return
     graph_diff, constant_diff = graph_diagnostics(traced.graph, checked.graph)
     if graph_diff is not None or constant_diff is not None:
