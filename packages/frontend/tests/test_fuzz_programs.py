@@ -241,7 +241,7 @@ def test_traced_program_matches_numpy_or_raises_clearly(steps, backend):
     run_case(steps, backend)
 
 
-# Regressions the fuzzer found are pinned here (see the commit history).
+# Programs the fuzzer found wrong answers or crashes in, pinned so they run in every session.
 @pytest.mark.parametrize("steps", [
     [("mask", 0, 0), ("set_mask", 0, 0)],
     [("view_write", 0, 0), ("T_write", 1, 0)],

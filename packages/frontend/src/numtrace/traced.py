@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import operator
 import threading
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -21,8 +20,9 @@ from numtrace_ir import FormatError, Graph, GuardError, ShapeError, TensorType, 
 from . import saving, trace_format
 from . import tracer as _tracing
 from .backends import get_backend
-from .containers import Leaf, Sequence_, Spec
+from .containers import Leaf, SequenceSpec, Spec
 from .errors import TracerWarning
+from .source import warn_at_user_line
 from .traced_int import plain
 
 # Specializations (re-traces for shapes that break a guard) one traced function may hold.
@@ -106,10 +106,10 @@ class TracedFunction:
         self.retraces = 0
         self._warned_eager = False
         # Fast paths: arguments that are exactly the flat arrays; one array returned.
-        self._flat_args = isinstance(in_spec, Sequence_) and all(isinstance(c, Leaf)
+        self._flat_args = isinstance(in_spec, SequenceSpec) and all(isinstance(c, Leaf)
                                                                  for c in in_spec.children)
         self._single_output = isinstance(out_spec, Leaf) and not returned
-        self._tuple_output = (isinstance(out_spec, Sequence_) and out_spec.container is tuple
+        self._tuple_output = (isinstance(out_spec, SequenceSpec) and out_spec.container is tuple
                               and [getattr(c, "index", None) for c in out_spec.children]
                               == list(range(len(out_spec.children))))
         self._lock = threading.Lock()
@@ -369,7 +369,7 @@ class TracedFunction:
                                 f"(traced with {', '.join(names)})")
             bound.append(kwargs[name])
         leaves: list = []
-        assert isinstance(self.in_spec, Sequence_)  # the arguments' structure is always their tuple
+        assert isinstance(self.in_spec, SequenceSpec)  # the arguments' structure is always their tuple
         for name, spec, value in zip(names, self.in_spec.children, bound):
             spec.extract(value, leaves, f"argument {name!r}")
         return leaves
@@ -430,8 +430,8 @@ class TracedFunction:
                                "shapes "
                                f"and the shapes of this call still break a guard ({broken}); the function "
                                "branches on its input shapes too often to be traced once per shape")
-        warnings.warn(f"numtrace: re-tracing {self.__name__}() for input shapes "
-                      f"{[tuple(a.shape) for a in leaves]}: {broken}", TracerWarning, stacklevel=4)
+        warn_at_user_line(f"numtrace: re-tracing {self.__name__}() for input shapes "
+                          f"{[tuple(a.shape) for a in leaves]}: {broken}", TracerWarning)
         args = self.in_spec.build([np.array(a, copy=True) for a in leaves])  # tracing runs the code eagerly
         with warnings.catch_warnings():
             # Said when the function was first traced: not again for each specialization.
