@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import operator
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -245,11 +246,11 @@ class TracedFunction:
         (correct, not compiled); said once."""
         if not self._warned_eager:
             self._warned_eager = True
-            warnings.warn(f"numtrace: {self.__name__}() was traced {RECOMPILE_LIMIT} times for values that "
-                          f"left the graph, and this call breaks a guard again ({broken}); it runs the "
-                          "Python function eagerly from now on where a guard breaks. Keep that value an "
-                          "array (np.where instead of a branch on data) to stay in one trace.",
-                          TracerWarning, stacklevel=5)
+            warn_at_user_line(f"numtrace: {self.__name__}() was traced {RECOMPILE_LIMIT} times for values "
+                              f"that left the graph, and this call breaks a guard again ({broken}); it runs "
+                              "the Python function eagerly from now on where a guard breaks. Keep that value "
+                              "an array (np.where instead of a branch on data) to stay in one trace.",
+                              TracerWarning)
         return eager(self.in_spec.build(list(leaves)))
 
     def _check_aliasing(self, leaves: Sequence[Any]) -> None:
