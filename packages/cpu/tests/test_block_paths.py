@@ -10,13 +10,20 @@ import warnings
 import numpy as np
 import numtrace_cpu
 import pytest
-from numtrace_cpu import compile_graph
+from numtrace_cpu import compile_graph, isa
 from numtrace_ir import Graph, testing
 from numtrace_ir.types import TensorType
 
 ARITH = ["np.add", "np.subtract", "np.multiply", "np.divide", "np.maximum", "np.minimum"]
 PAIRABLE = ARITH
 DTYPES = [np.dtype(d) for d in ("float32", "float64", "int32", "int64", "bool")]
+# Every binary op and comparison of the interpreter (nt_opcodes.h's table), in each dtype it computes.
+_CAT_BINARY, _CAT_BINARY_BOOL = 2, 3
+EVERY_BINARY = [(f"np.{name}", dt) for name, (_, cat, dts) in isa.OPS.items()
+                if cat in (_CAT_BINARY, _CAT_BINARY_BOOL) for dt in DTYPES if isa.DTYPES[dt] in dts]
+# Where NumPy's own loop may be another implementation of the function (its AVX-512 SVML loops):
+# equal within float rounding, not bit for bit.
+_NOT_EXACT = {"np.power", "np.arctan2"}
 # 1 element, a partial block, several blocks, several chunks (threads split those: see _threads).
 SIZES = [1, 515, 40_000]
 
@@ -252,3 +259,45 @@ def test_where_branches(dtype, threads):
             with warnings.catch_warnings():
                 (got,) = _run(exe, args, threads)
             _assert_same_bits(got, want, "where")
+
+
+@pytest.mark.parametrize("left", [False, True], ids=["array-scalar", "scalar-array"])
+@pytest.mark.parametrize(("name", "dtype"), EVERY_BINARY, ids=str)
+def test_every_binary_op_with_a_scalar_operand(name, dtype, left):
+    """Each binary op and comparison with one operand of shape () runs its scalar-operand loop
+    (nt_loops.h), which gives the bits of its loop over two arrays, and NumPy's result."""
+    ufunc = _ufunc(name)
+    n = 515
+    x = _values(dtype, n, seed=3)
+    if name in ("np.left_shift", "np.right_shift"):
+        x = x % (8 * dtype.itemsize + 3) - 2   # counts in and out of range, negative ones too
+    pair = [TensorType(dtype, ()), TensorType(dtype, (n,))]
+    exe = _graph(pair if left else pair[::-1], lambda g, a, b: [_op(g, name, a, b)])
+    for s in np.concatenate([_special(dtype), _values(dtype, 3, seed=4)]):
+        s = np.array(s, dtype)
+        args = [s, x] if left else [x, s]
+        what = f"{name} with {s!r} {'left' if left else 'right'}"
+        with np.errstate(all="ignore"):
+            want = ufunc(*args)
+        (got,) = _run(exe, args, 1)
+        _assert_same_bits(got, _vector_path(name, args, 1), what + " (array operands)")
+        if name in _NOT_EXACT:
+            np.testing.assert_allclose(got, want, rtol=4 * np.finfo(dtype).eps, err_msg=what)
+        else:
+            _assert_same_bits(got, want, what)
+
+
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float64)], ids=str)
+def test_fmod_is_fused_and_exact(dtype):
+    """np.fmod of floats is an interpreter op (one line of nt_opcodes.h): fused, no NumPy fallback,
+    and NumPy's bits (fmod is exact), special values and signed zeros included."""
+    n = 2049
+    x, y = _values(dtype, n, seed=14), _values(dtype, n, seed=15)
+    t = TensorType(dtype, (n,))
+    exe = _graph([t, t], lambda g, a, b: [_op(g, "np.fmod", a, b), _op(g, "np.fmod", a, _const(g, -2.5))])
+    with np.errstate(all="ignore"):
+        want = np.fmod(x, y), np.fmod(x, dtype.type(-2.5))
+    for args in ([x, y], [testing.noncontiguous(v) for v in (x, y)]):
+        got = _run(exe, args, 1)
+        _assert_same_bits(got[0], want[0], "fmod(x, y)")
+        _assert_same_bits(got[1], want[1], "fmod(x, -2.5)")

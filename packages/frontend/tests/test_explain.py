@@ -87,7 +87,7 @@ def test_explain_without_the_optional_method(args, monkeypatch):
 
     backend = traced._backend
     original = backend.compile
-    monkeypatch.setattr(backend, "compile", lambda g, t: Bare(original(g, t)))
+    monkeypatch.setattr(backend, "compile", lambda g, t, spec=None: Bare(original(g, t, spec)))
     traced = traced.to("reference")   # a fresh executable cache
     assert "does not describe its executables; its stats: {'backend': 'bare'}" in traced.explain()
 

@@ -7,6 +7,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 
 from numtrace_ir import passes, specialize
+from numtrace_ir.call_spec import CallSpec
 from numtrace_ir.graph import Graph
 from numtrace_ir.types import TensorType, Type
 
@@ -23,7 +24,8 @@ _CACHE_SIZE = 64
 
 def compile_graph(graph: Graph, input_types: Sequence[Type], updates: Mapping[int, int] | None = None
                   ) -> Executable:
-    """Specialize `graph` to concrete `input_types`, decompose what the lowering does not take, lower
+    """Specialize `graph` to concrete `input_types` (same dtypes and ranks as its inputs, any sizes the
+    program takes), decompose what the lowering does not take, lower
     it to steps, plan its buffers.
 
     `updates` ``{output j: input i}`` says the caller copies output j into input i after each call (the
@@ -37,7 +39,7 @@ def compile_graph(graph: Graph, input_types: Sequence[Type], updates: Mapping[in
             raise TypeError(f"input type {i} must be a numtrace_ir type, got {t!r}")
         if isinstance(t, TensorType) and not t.is_concrete:
             raise ValueError(f"input type {i} ({t}) must have concrete dims to compile for the CPU")
-    g = specialize(graph, types)   # also folds shape reads into prim.reshape & co.
+    g = specialize(graph, types, check_shapes=False)   # also folds shape reads into prim.reshape & co.
     passes.decompose(g, LOWERED)   # np.clip into maximum/minimum, which the fused kernels take
     steps, index, consts = lower(g)
     by_number = {n: v.type for v, n in index.items()}
@@ -66,13 +68,14 @@ class Backend:
     def is_available(self) -> tuple[bool, str]:
         return True, ""
 
-    # The frontend may pass `updates` (see compile_graph) to a backend that sets this.
-    writes_updates_in_place = True
-
-    def compile(self, graph: Graph, input_types: Sequence[Type], *, updates: Mapping[int, int] | None = None
+    def compile(self, graph: Graph, input_types: Sequence[Type], call_spec: CallSpec | None = None
                 ) -> Executable:
+        """The executable of `graph` at `input_types`; the written inputs of `call_spec` may be computed
+        in place (`CallSpec.in_place_updates`, see `compile_graph`). Its `exact_caller` runs the whole
+        call of the traced function in C."""
+        updates = call_spec.in_place_updates if call_spec is not None else {}
         # Keyed by identity; the entry holds the graph so its id cannot be reused while cached.
-        key = (id(graph), tuple(input_types), tuple(sorted((updates or {}).items())))
+        key = (id(graph), tuple(input_types), tuple(sorted(updates.items())))
         with self._lock:
             hit = self._cache.get(key)
             if hit is not None and hit[0] is graph:

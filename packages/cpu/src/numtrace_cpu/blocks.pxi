@@ -8,8 +8,9 @@ the widest build this CPU runs (RUN_PASS below).
 
 A pass walks its iteration space in blocks of at most `BLOCK` elements: operands are read in place
 when their innermost stride is unit (otherwise gathered), every instruction is one tight loop over
-the block (an operand that is one value over the block is read as a scalar, and two float
-instructions joined by a one-use temporary run as one loop: nt_pairs.h), outputs are written in
+the block (nt_loops.h, expanded from nt_opcodes.h's table; an operand that is one value over the
+block is read as a scalar, and two float instructions joined by a one-use temporary run as one
+loop: nt_pairs.h), outputs are written in
 place, and reductions fold each block into per-row accumulators. No full-size temporary ever
 exists. Large passes split their units (chunks of blocks, reduction rows or column groups) over
 OpenMP threads, each with its own scratch registers. Memory safety rests
@@ -19,7 +20,7 @@ then only visit indices inside the collapsed iteration shape.
 
 from cpython.pycapsule cimport PyCapsule_New
 from cython.parallel cimport prange, threadid
-from libc.math cimport INFINITY, NAN, atan2, copysign, fabs, hypot, pow, sqrt
+from libc.math cimport INFINITY, NAN, sqrt
 from libc.stdint cimport (INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, int8_t, int16_t, int32_t, int64_t, uint16_t,
                           uint32_t, uint64_t)
 from libc.string cimport memcpy, memset
@@ -30,15 +31,19 @@ cimport numpy as cnp
 
 cnp.import_array()
 
-cdef extern from "nt_vmath.h" nogil:
-    void nt_float_unary_f32(int op, float* d, const float* a, Py_ssize_t n)
-    void nt_float_unary_f64(int op, double* d, const double* a, Py_ssize_t n)
-
-cdef extern from "nt_opcodes.h" nogil:
-    float _maximum_f "NT_MAXIMUM"(float x, float y)
-    double _maximum_d "NT_MAXIMUM"(double x, double y)
-    float _minimum_f "NT_MINIMUM"(float x, float y)
-    double _minimum_d "NT_MINIMUM"(double x, double y)
+cdef extern from "nt_loops.h" nogil:
+    # The opcodes' loops, expanded from nt_opcodes.h's table (see there and nt_loops.h).
+    void nt_run_loop(int op, int dt, char* d, const char* a, const char* b, Py_ssize_t n)
+    void nt_run_scalar_loop(int op, int dt, char* d, const char* a, const char* s, int left, Py_ssize_t n)
+    # The scans' steps: np.add's and np.multiply's scalar semantics.
+    int32_t nt_op_add_i32(int32_t a, int32_t b)
+    int64_t nt_op_add_i64(int64_t a, int64_t b)
+    float nt_op_add_f32(float a, float b)
+    double nt_op_add_f64(double a, double b)
+    int32_t nt_op_multiply_i32(int32_t a, int32_t b)
+    int64_t nt_op_multiply_i64(int64_t a, int64_t b)
+    float nt_op_multiply_f32(float a, float b)
+    double nt_op_multiply_f64(double a, double b)
 
 cdef extern from "nt_pairs.h" nogil:
     int nt_pair_f32(int op1, int op2, int tleft, float* d, const float* x, const float* y, const float* z,
@@ -47,8 +52,6 @@ cdef extern from "nt_pairs.h" nogil:
                     Py_ssize_t n)
 
 cdef extern from "nt_simd.h" nogil:
-    void nt_expf_loop(float* d, const float* a, Py_ssize_t n)
-    void nt_tanhf_loop(float* d, const float* a, Py_ssize_t n)
     double nt_sum_f32(const float* a, Py_ssize_t n)
     double nt_sum_f64(const double* a, Py_ssize_t n)
     double nt_m2_f32(const float* a, Py_ssize_t n, double mean)
@@ -101,281 +104,6 @@ ctypedef fused num2:
     float
     double
 
-# Elementwise kernels: one loop per op over a block. Integer arithmetic goes through unsigned
-# types so that overflow wraps (as in NumPy) instead of being undefined behaviour.
-
-cdef inline num _wrap_add(num x, num y) noexcept nogil:
-    if num is int32_t:
-        return <int32_t>(<uint32_t>x + <uint32_t>y)
-    elif num is int64_t:
-        return <int64_t>(<uint64_t>x + <uint64_t>y)
-    elif num is u8:
-        return x | y
-    else:
-        return x + y
-
-cdef inline num _wrap_sub(num x, num y) noexcept nogil:
-    if num is int32_t:
-        return <int32_t>(<uint32_t>x - <uint32_t>y)
-    elif num is int64_t:
-        return <int64_t>(<uint64_t>x - <uint64_t>y)
-    else:
-        return x - y
-
-cdef inline num _wrap_mul(num x, num y) noexcept nogil:
-    if num is int32_t:
-        return <int32_t>(<uint32_t>x * <uint32_t>y)
-    elif num is int64_t:
-        return <int64_t>(<uint64_t>x * <uint64_t>y)
-    elif num is u8:
-        return x & y
-    else:
-        return x * y
-
-cdef void _unary(int op, num* d, const num* a, Py_ssize_t n) noexcept nogil:
-    cdef Py_ssize_t i
-    if op == OP_COPY:
-        if d != a:
-            memcpy(d, a, n * sizeof(num))   # registers either coincide or do not overlap
-    elif op == OP_NEG:
-        for i in range(n):
-            if num is float or num is double:
-                d[i] = -a[i]   # not 0 - x: -(+0.0) is -0.0
-            else:
-                d[i] = _wrap_sub(<num>0, a[i])
-    elif op == OP_ABS:
-        for i in range(n):
-            if num is float or num is double:
-                d[i] = fabs(a[i])
-            else:
-                d[i] = _wrap_sub(<num>0, a[i]) if a[i] < 0 else a[i]
-    elif op == OP_SQUARE:
-        for i in range(n):
-            d[i] = _wrap_mul(a[i], a[i])
-    elif op == OP_SIGN:
-        for i in range(n):
-            if num is float or num is double:
-                d[i] = a[i] if a[i] != a[i] else <num>((a[i] > 0) - (a[i] < 0))
-            else:
-                d[i] = <num>((a[i] > 0) - (a[i] < 0))
-    elif op == OP_INVERT:
-        if num is u8:
-            for i in range(n):
-                d[i] = not a[i]
-        elif num is int32_t or num is int64_t:
-            for i in range(n):
-                d[i] = ~a[i]
-    elif num is float:
-        if op == OP_EXP:
-            nt_expf_loop(d, a, n)
-        elif op == OP_TANH:
-            nt_tanhf_loop(d, a, n)
-        else:
-            nt_float_unary_f32(op, d, a, n)
-    elif num is double:
-        nt_float_unary_f64(op, d, a, n)
-
-cdef void _unary_bool(int op, u8* d, const num* a, Py_ssize_t n) noexcept nogil:
-    cdef Py_ssize_t i
-    if op == OP_NOT:
-        for i in range(n):
-            d[i] = a[i] == 0
-    elif num is float or num is double:
-        if op == OP_ISNAN:
-            for i in range(n):
-                d[i] = a[i] != a[i]
-        elif op == OP_ISINF:
-            for i in range(n):
-                d[i] = fabs(a[i]) == INFINITY
-        elif op == OP_ISFINITE:
-            for i in range(n):
-                d[i] = a[i] - a[i] == 0
-        elif op == OP_SIGNBIT:
-            for i in range(n):
-                d[i] = copysign(1.0, a[i]) < 0
-
-cdef inline num _maximum(num x, num y) noexcept nogil:
-    # np.maximum's NaN and tie rule: nt_opcodes.h's NT_MAXIMUM, shared with the pair loops and GEMV.
-    if num is float:
-        return _maximum_f(x, y)
-    elif num is double:
-        return _maximum_d(x, y)
-    else:
-        return x if x >= y else y
-
-cdef inline num _minimum(num x, num y) noexcept nogil:
-    if num is float:
-        return _minimum_f(x, y)
-    elif num is double:
-        return _minimum_d(x, y)
-    else:
-        return x if x <= y else y
-
-cdef inline num _fmax(num x, num y) noexcept nogil:
-    # NaN loses, as in np.fmax; equal operands give y, as NumPy's vector loop does (its scalar tail
-    # differs for -0.0 and 0.0); written as a select so the loop vectorizes (the libm call did not).
-    return x if ((x > y) | (y != y)) else y
-
-cdef inline num _fmin(num x, num y) noexcept nogil:
-    return x if ((x < y) | (y != y)) else y
-
-ctypedef fused sint:
-    int32_t
-    int64_t
-
-cdef inline sint _left_shift(sint x, sint y) noexcept nogil:
-    # NumPy's npy_lshift: a count outside [0, bits) (negative ones included, compared as unsigned)
-    # gives 0. Shifted as unsigned, so a negative x is no undefined behaviour.
-    if sint is int32_t:
-        return <int32_t>(<uint32_t>x << (<uint32_t>y & 31)) if <uint32_t>y < 32 else 0
-    else:
-        return <int64_t>(<uint64_t>x << (<uint64_t>y & 63)) if <uint64_t>y < 64 else 0
-
-cdef inline sint _right_shift(sint x, sint y) noexcept nogil:
-    # NumPy's npy_rshift: a count outside [0, bits) gives 0, or -1 for a negative x: what an
-    # arithmetic shift by bits - 1 gives.
-    cdef uint64_t s
-    if sint is int32_t:
-        return x >> (<uint32_t>y if <uint32_t>y < 31 else 31)
-    else:
-        # AVX2 has no variable arithmetic shift of 64-bit lanes, only a logical one: shift x with its
-        # bits flipped when negative (s all ones), then flip back; the same value, vectorized.
-        s = <uint64_t>0 - <uint64_t>(x < 0)
-        return <int64_t>(((<uint64_t>x ^ s) >> (<uint64_t>y if <uint64_t>y < 63 else 63)) ^ s)
-
-cdef void _binary(int op, num* d, const num* a, const num* b, Py_ssize_t n) noexcept nogil:
-    cdef Py_ssize_t i
-    if op == OP_ADD:
-        for i in range(n):
-            d[i] = _wrap_add(a[i], b[i])
-    elif op == OP_SUB:
-        for i in range(n):
-            d[i] = _wrap_sub(a[i], b[i])
-    elif op == OP_MUL:
-        for i in range(n):
-            d[i] = _wrap_mul(a[i], b[i])
-    elif op == OP_MAX:
-        for i in range(n):
-            d[i] = _maximum(a[i], b[i])
-    elif op == OP_MIN:
-        for i in range(n):
-            d[i] = _minimum(a[i], b[i])
-    elif num is u8 or num is int32_t or num is int64_t:
-        if op == OP_BITAND:
-            for i in range(n):
-                d[i] = a[i] & b[i]
-        elif op == OP_BITOR:
-            for i in range(n):
-                d[i] = a[i] | b[i]
-        elif op == OP_BITXOR:
-            for i in range(n):
-                d[i] = a[i] ^ b[i]
-        elif num is int32_t or num is int64_t:
-            if op == OP_LSHIFT:
-                for i in range(n):
-                    d[i] = _left_shift(a[i], b[i])
-            elif op == OP_RSHIFT:
-                for i in range(n):
-                    d[i] = _right_shift(a[i], b[i])
-    else:
-        if op == OP_DIV:
-            for i in range(n):
-                d[i] = a[i] / b[i]
-        elif op == OP_FMAX:
-            for i in range(n):
-                d[i] = _fmax(a[i], b[i])
-        elif op == OP_FMIN:
-            for i in range(n):
-                d[i] = _fmin(a[i], b[i])
-        elif op == OP_POW:
-            for i in range(n):
-                d[i] = <num>pow(a[i], b[i])
-        elif op == OP_ARCTAN2:
-            for i in range(n):
-                d[i] = <num>atan2(a[i], b[i])
-        elif op == OP_HYPOT:
-            for i in range(n):
-                d[i] = <num>hypot(a[i], b[i])
-        elif op == OP_COPYSIGN:
-            for i in range(n):
-                d[i] = <num>copysign(a[i], b[i])
-        elif op == OP_HEAVISIDE:   # NumPy's npy_heaviside: NaN, then x == 0 gives b, then the step
-            for i in range(n):
-                d[i] = <num>NAN if a[i] != a[i] else (b[i] if a[i] == 0 else <num>(a[i] > 0))
-
-cdef bint _binary_scalar(int op, num* d, const num* a, num s, bint left, Py_ssize_t n) noexcept nogil:
-    """d = s op a (left) or a op s for the arithmetic ops, with s one value (a constant, or an operand
-    broadcast over the block): no filled register streams through the loop. Each element is the
-    same expression as in `_binary`, so results are bit-identical. False: op has no such loop here."""
-    cdef Py_ssize_t i
-    if op == OP_ADD:   # add and multiply commute exactly, so s + a needs no loop of its own
-        for i in range(n):
-            d[i] = _wrap_add(a[i], s)
-    elif op == OP_MUL:
-        for i in range(n):
-            d[i] = _wrap_mul(a[i], s)
-    elif op == OP_SUB:
-        if left:
-            for i in range(n):
-                d[i] = _wrap_sub(s, a[i])
-        else:
-            for i in range(n):
-                d[i] = _wrap_sub(a[i], s)
-    elif op == OP_MAX:
-        if left:
-            for i in range(n):
-                d[i] = _maximum(s, a[i])
-        else:
-            for i in range(n):
-                d[i] = _maximum(a[i], s)
-    elif op == OP_MIN:
-        if left:
-            for i in range(n):
-                d[i] = _minimum(s, a[i])
-        else:
-            for i in range(n):
-                d[i] = _minimum(a[i], s)
-    elif (num is float or num is double) and op == OP_DIV:
-        if left:
-            for i in range(n):
-                d[i] = s / a[i]
-        else:
-            for i in range(n):
-                d[i] = a[i] / s
-    else:
-        return False
-    return True
-
-cdef void _binary_bool(int op, u8* d, const num* a, const num* b, Py_ssize_t n) noexcept nogil:
-    cdef Py_ssize_t i
-    if op == OP_EQ:
-        for i in range(n):
-            d[i] = a[i] == b[i]
-    elif op == OP_NE:
-        for i in range(n):
-            d[i] = a[i] != b[i]
-    elif op == OP_LT:
-        for i in range(n):
-            d[i] = a[i] < b[i]
-    elif op == OP_LE:
-        for i in range(n):
-            d[i] = a[i] <= b[i]
-    elif op == OP_GT:
-        for i in range(n):
-            d[i] = a[i] > b[i]
-    elif op == OP_GE:
-        for i in range(n):
-            d[i] = a[i] >= b[i]
-    elif op == OP_LAND:
-        for i in range(n):
-            d[i] = (a[i] != 0) & (b[i] != 0)
-    elif op == OP_LOR:
-        for i in range(n):
-            d[i] = (a[i] != 0) | (b[i] != 0)
-    elif op == OP_LXOR:
-        for i in range(n):
-            d[i] = (a[i] != 0) ^ (b[i] != 0)
-
 cdef void _where(num* d, const u8* c, const num* a, const num* b, Py_ssize_t n) noexcept nogil:
     # Both operands are read for every element, so the select compiles to a blend; a conditional
     # read (`a[i] if c[i] else b[i]`) became masked loads, ~2x slower.
@@ -417,50 +145,27 @@ cdef void _cast_from(int dst_dt, char* d, const num2* a, Py_ssize_t n) noexcept 
 
 cdef void _exec(const Instr* ins, char** regs, const u8* uniform, Py_ssize_t n) noexcept nogil:
     """One instruction over n elements of its registers; uniform[r]: register r holds one value
-    repeated (see `_block`), which an arithmetic binary op then reads as a scalar."""
+    repeated (see `_block`), which a binary op or comparison then reads as a scalar."""
     cdef char* d = regs[ins.dst]
     cdef char* a = regs[ins.a]
     cdef char* b = regs[ins.b] if ins.b >= 0 else NULL
     cdef char* c = regs[ins.c] if ins.c >= 0 else NULL
     cdef int dt = ins.dt, op = ins.op, cat = ins.cat
-    if cat == CAT_BINARY and (uniform[ins.a] ^ uniform[ins.b]):
-        if uniform[ins.b]:
-            if _binary_scalar_dispatch(op, dt, d, a, b, False, n):
-                return
-        elif _binary_scalar_dispatch(op, dt, d, b, a, True, n):
-            return
-    if cat == CAT_UNARY:
-        if dt == DT_F32: _unary(op, <float*>d, <float*>a, n)
-        elif dt == DT_F64: _unary(op, <double*>d, <double*>a, n)
-        elif dt == DT_I32: _unary(op, <int32_t*>d, <int32_t*>a, n)
-        elif dt == DT_I64: _unary(op, <int64_t*>d, <int64_t*>a, n)
-        else: _unary(op, <u8*>d, <u8*>a, n)
-    elif cat == CAT_BINARY:
-        if dt == DT_F32: _binary(op, <float*>d, <float*>a, <float*>b, n)
-        elif dt == DT_F64: _binary(op, <double*>d, <double*>a, <double*>b, n)
-        elif dt == DT_I32: _binary(op, <int32_t*>d, <int32_t*>a, <int32_t*>b, n)
-        elif dt == DT_I64: _binary(op, <int64_t*>d, <int64_t*>a, <int64_t*>b, n)
-        else: _binary(op, <u8*>d, <u8*>a, <u8*>b, n)
-    elif cat == CAT_UNARY_BOOL:
-        if dt == DT_F32: _unary_bool(op, <u8*>d, <float*>a, n)
-        elif dt == DT_F64: _unary_bool(op, <u8*>d, <double*>a, n)
-        elif dt == DT_I32: _unary_bool(op, <u8*>d, <int32_t*>a, n)
-        elif dt == DT_I64: _unary_bool(op, <u8*>d, <int64_t*>a, n)
-        else: _unary_bool(op, <u8*>d, <u8*>a, n)
-    elif cat == CAT_BINARY_BOOL:
-        if dt == DT_F32: _binary_bool(op, <u8*>d, <float*>a, <float*>b, n)
-        elif dt == DT_F64: _binary_bool(op, <u8*>d, <double*>a, <double*>b, n)
-        elif dt == DT_I32: _binary_bool(op, <u8*>d, <int32_t*>a, <int32_t*>b, n)
-        elif dt == DT_I64: _binary_bool(op, <u8*>d, <int64_t*>a, <int64_t*>b, n)
-        else: _binary_bool(op, <u8*>d, <u8*>a, <u8*>b, n)
-    elif cat == CAT_WHERE:
+    if cat == CAT_WHERE:
         if dt == DT_F32: _where(<float*>d, <u8*>c, <float*>a, <float*>b, n)
         elif dt == DT_F64: _where(<double*>d, <u8*>c, <double*>a, <double*>b, n)
         elif dt == DT_I32: _where(<int32_t*>d, <u8*>c, <int32_t*>a, <int32_t*>b, n)
         elif dt == DT_I64: _where(<int64_t*>d, <u8*>c, <int64_t*>a, <int64_t*>b, n)
         else: _where(<u8*>d, <u8*>c, <u8*>a, <u8*>b, n)
-    else:  # CAT_CAST: dt is the destination dtype, the source register carries its own
+    elif cat == CAT_CAST:   # dt is the destination dtype, the source register carries its own
         _cast_dispatch(dt, ins.c, d, a, n)
+    elif (cat == CAT_BINARY or cat == CAT_BINARY_BOOL) and (uniform[ins.a] ^ uniform[ins.b]):
+        if uniform[ins.b]:
+            nt_run_scalar_loop(op, dt, d, a, b, 0, n)
+        else:
+            nt_run_scalar_loop(op, dt, d, b, a, 1, n)
+    else:
+        nt_run_loop(op, dt, d, a, b, n)
 
 cdef bint _exec_pair(const Instr* ins, char** regs, Py_ssize_t n) noexcept nogil:
     """Instructions ins[0] and ins[1] as one loop (see nt_pairs.h), where ins[0].feeds_next says its
@@ -478,15 +183,6 @@ cdef bint _exec_pair(const Instr* ins, char** regs, Py_ssize_t n) noexcept nogil
         return nt_pair_f64(ins.op, nxt.op, tleft, <double*>regs[nxt.dst], <const double*>regs[ins.a],
                            <const double*>regs[ins.b], <const double*>z, n)
     return False
-
-cdef bint _binary_scalar_dispatch(int op, int dt, char* d, const char* a, const char* s, bint left,
-                                  Py_ssize_t n) noexcept nogil:
-    """`_binary_scalar` on the dtype dt, with the scalar read from s[0]."""
-    if dt == DT_F32: return _binary_scalar(op, <float*>d, <const float*>a, (<const float*>s)[0], left, n)
-    elif dt == DT_F64: return _binary_scalar(op, <double*>d, <const double*>a, (<const double*>s)[0], left, n)
-    elif dt == DT_I32: return _binary_scalar(op, <int32_t*>d, <const int32_t*>a, (<const int32_t*>s)[0], left, n)
-    elif dt == DT_I64: return _binary_scalar(op, <int64_t*>d, <const int64_t*>a, (<const int64_t*>s)[0], left, n)
-    return False   # bool: rare enough not to be worth the build time of its loops
 
 cdef void _cast_dispatch(int dst_dt, int src_dt, char* d, const char* a, Py_ssize_t n) noexcept nogil:
     if src_dt == DT_F32: _cast_from(dst_dt, d, <float*>a, n)
@@ -1099,7 +795,14 @@ cdef int _line_space(object a, object out, int skip, int nskip, Py_ssize_t* shap
     return _merge_dims(n, shape, sa, sb)
 
 cdef inline scanned _scan_step(int op, scanned acc, scanned x) noexcept nogil:
-    return _wrap_add(acc, x) if op == 0 else _wrap_mul(acc, x)
+    if scanned is int32_t:
+        return nt_op_add_i32(acc, x) if op == 0 else nt_op_multiply_i32(acc, x)
+    elif scanned is int64_t:
+        return nt_op_add_i64(acc, x) if op == 0 else nt_op_multiply_i64(acc, x)
+    elif scanned is float:
+        return nt_op_add_f32(acc, x) if op == 0 else nt_op_multiply_f32(acc, x)
+    else:
+        return nt_op_add_f64(acc, x) if op == 0 else nt_op_multiply_f64(acc, x)
 
 cdef void _scan_line(int op, const char* a, Py_ssize_t sa, char* o, Py_ssize_t so, Py_ssize_t n,
                      scanned* kind) noexcept nogil:

@@ -8,12 +8,8 @@ cdef extern from "nt_opcodes.h":
     enum:
         DT_BOOL, DT_I32, DT_I64, DT_F32, DT_F64, NCOMPUTE, DT_U8, DT_I8, DT_I16, DT_U16, DT_U32, DT_U64, NDT
         CAT_UNARY, CAT_UNARY_BOOL, CAT_BINARY, CAT_BINARY_BOOL, CAT_WHERE, CAT_CAST
-        # Only the opcodes that Cython code names; the full list lives in the header alone.
-        OP_COPY, OP_NEG, OP_ABS, OP_SQUARE, OP_SIGN, OP_INVERT, OP_EXP, OP_SQRT, OP_TANH, OP_RECIP
-        OP_ISNAN, OP_ISINF, OP_ISFINITE, OP_NOT, OP_SIGNBIT
-        OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_MAX, OP_MIN, OP_FMAX, OP_FMIN, OP_POW, OP_ARCTAN2, OP_HYPOT
-        OP_COPYSIGN, OP_BITAND, OP_BITOR, OP_BITXOR, OP_LSHIFT, OP_RSHIFT, OP_HEAVISIDE
-        OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE, OP_LAND, OP_LOR, OP_LXOR
+        # No opcode is named here: the loops dispatch on them in C (nt_loops.h), and Python reads
+        # them by name from nt_op_names (numtrace_cpu.runtime.OPS).
         NOPS
         R_SUM, R_MEAN, R_VAR, R_STD, R_MAX, R_MIN, NREDUCTIONS
     const Py_ssize_t nt_itemsize[]

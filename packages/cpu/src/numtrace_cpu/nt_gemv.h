@@ -29,7 +29,7 @@ typedef float nt_gv_f32 __attribute__((vector_size(NT_GV_BYTES), aligned(4), may
 typedef double nt_gv_f64 __attribute__((vector_size(NT_GV_BYTES), aligned(8), may_alias));
 
 /* Epilogue activations: none; max(h, 0) and max(0, h), np.maximum's rule (nt_opcodes.h's
-   NT_MAXIMUM: NaN propagates, the second operand wins ties, which decides the sign of a zero). */
+   nt_op_maximum_*: NaN propagates, the second operand wins ties, which decides the sign of a zero). */
 enum { NT_ACT_NONE = 0, NT_ACT_RELU = 1, NT_ACT_RELU_ZERO_FIRST = 2 };
 
 /* Rows per chunk of the rows form: the unit of work of one thread, and of the summation order. */
@@ -37,8 +37,8 @@ enum { NT_ACT_NONE = 0, NT_ACT_RELU = 1, NT_ACT_RELU_ZERO_FIRST = 2 };
 
 #define NT_GEMV_DEFINE(T, V, SUF)                                                                   \
 static inline T nt_gv_act_##SUF(T h, int act) {                                                    \
-    if (act == NT_ACT_RELU) return NT_MAXIMUM(h, (T)0);                                            \
-    if (act == NT_ACT_RELU_ZERO_FIRST) return NT_MAXIMUM((T)0, h);                                 \
+    if (act == NT_ACT_RELU) return nt_op_maximum_##SUF(h, (T)0);                                   \
+    if (act == NT_ACT_RELU_ZERO_FIRST) return nt_op_maximum_##SUF((T)0, h);                        \
     return h;                                                                                      \
 }                                                                                                  \
                                                                                                    \

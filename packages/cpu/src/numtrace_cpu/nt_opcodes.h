@@ -1,14 +1,29 @@
-/* The block interpreter's instruction set: register dtype codes, instruction categories, opcodes and
- * reductions, each written once.
+/* The block interpreter's instruction set: register dtype codes, instruction categories, opcodes with
+ * their scalar semantics, and reductions, each written once.
  *
- * Why X-macros (as numexpr's opcodes.hpp): the opcode list below is expanded into the enum, the
- * names table the lowering reads (numtrace_cpu.runtime.OPS), the category and dtype tables the
- * program validation reads, and the float-unary loops (nt_vmath.h), so none of them can drift from
- * the others.  An entry is X(ENUM, name, category, dtypes). */
+ * Why X-macros (as numexpr's opcodes.hpp): each opcode is one table line, X(ENUM, name, dtypes,
+ * expr), in the list of its category below. `name` is the NumPy ufunc it computes (the lowering
+ * finds ops by ufunc name in nt_op_names), `dtypes` the class of register types it computes in (ALL,
+ * NUM, INT, SIGNED, FLT: NT_TYPES_<class>), and `expr` its element: a C expression in the operands
+ * `a` (and `b`) of one such type, converted to the result type as NumPy casts (NT_TO_<suffix>).
+ * From the lists this header expands
+ *   - the opcode enum OP_<ENUM>, nt_op_names, nt_op_category and nt_op_dtypes (the runtime's program
+ *     validation and numtrace_cpu.runtime.OPS, through which the Python lowering gets every opcode);
+ *   - one scalar function per op and register type, nt_op_<name>_<suffix>(a[, b]) (nt_op_add_i32,
+ *     nt_op_maximum_f64, nt_op_isnan_f32): the single definition of what the op computes. Every CPU
+ *     path calls these: the block loops and the scalar-operand loops (nt_loops.h), the pair loops
+ *     (nt_pairs.h), the GEMV ReLU epilogue (nt_gemv.h), the scans (blocks.pxi). Generated C for a
+ *     fused pass would call them the same way, on values in registers.
+ * Float-unary ops compute in double (a float32 operand converts exactly; the result rounds once);
+ * nt_vmath.h may run them on faster loops that tests hold to NumPy within stated ulp bounds.
+ *
+ * Adding an op that NumPy has as a ufunc of that name: one line in the right list; if the registry
+ * (numtrace_ir/ops) lacks the ufunc, its word there too. */
 #ifndef NT_OPCODES_H
 #define NT_OPCODES_H
 
 #include <math.h>
+#include <stdint.h>
 
 /* Compute dtypes (codes below NCOMPUTE) have kernels; storage-only dtypes are read from operands
  * and only ever converted by a cast, so e.g. a uint8 image joins a float pass without an astype. */
@@ -18,12 +33,29 @@ enum {
 };
 static const Py_ssize_t nt_itemsize[NDT] = {1, 4, 8, 4, 8, 1, 1, 2, 2, 4, 8};
 
+/* The register types of each dtype class: NT_TYPES_<class>(M, ...) is M(C type, suffix, dtype code,
+ * ...) for each. Bool registers hold 0 or 1 in an unsigned char. */
+#define NT_TYPES_FLT(M, ...) M(float, f32, DT_F32, __VA_ARGS__) M(double, f64, DT_F64, __VA_ARGS__)
+#define NT_TYPES_SIGNED(M, ...) M(int32_t, i32, DT_I32, __VA_ARGS__) M(int64_t, i64, DT_I64, __VA_ARGS__)
+#define NT_TYPES_NUM(M, ...) NT_TYPES_SIGNED(M, __VA_ARGS__) NT_TYPES_FLT(M, __VA_ARGS__)
+#define NT_TYPES_INT(M, ...) M(unsigned char, b, DT_BOOL, __VA_ARGS__) NT_TYPES_SIGNED(M, __VA_ARGS__)
+#define NT_TYPES_ALL(M, ...) M(unsigned char, b, DT_BOOL, __VA_ARGS__) NT_TYPES_NUM(M, __VA_ARGS__)
+
+/* A value converted to a register type as NumPy casts it (bool: nonzero; wider unsigned integers
+ * wrap into the signed type). */
+#define NT_TO_b(v) ((unsigned char)((v) != 0))
+#define NT_TO_i32(v) ((int32_t)(v))
+#define NT_TO_i64(v) ((int64_t)(v))
+#define NT_TO_f32(v) ((float)(v))
+#define NT_TO_f64(v) ((double)(v))
+
 /* Dtype sets an op computes in, as bit masks over the codes above. */
-#define NT_DTS_ALL ((1u << DT_BOOL) | (1u << DT_I32) | (1u << DT_I64) | (1u << DT_F32) | (1u << DT_F64))
-#define NT_DTS_NUM ((1u << DT_I32) | (1u << DT_I64) | (1u << DT_F32) | (1u << DT_F64))
-#define NT_DTS_INT ((1u << DT_BOOL) | (1u << DT_I32) | (1u << DT_I64))
-#define NT_DTS_SIGNED ((1u << DT_I32) | (1u << DT_I64))
-#define NT_DTS_FLT ((1u << DT_F32) | (1u << DT_F64))
+#define NT_DT_BIT(T, SUF, DT, ...) | (1u << DT)
+#define NT_DTS_ALL (0u NT_TYPES_ALL(NT_DT_BIT, ))
+#define NT_DTS_NUM (0u NT_TYPES_NUM(NT_DT_BIT, ))
+#define NT_DTS_INT (0u NT_TYPES_INT(NT_DT_BIT, ))
+#define NT_DTS_SIGNED (0u NT_TYPES_SIGNED(NT_DT_BIT, ))
+#define NT_DTS_FLT (0u NT_TYPES_FLT(NT_DT_BIT, ))
 #define NT_DTS_SUM ((1u << DT_I64) | (1u << DT_F32) | (1u << DT_F64))
 
 /* Categories decide the register dtypes an instruction may read and write. */
@@ -36,62 +68,113 @@ enum {
     CAT_CAST = 5          /* dst: compute dtype; a: any dtype */
 };
 
-/* Float-only unary ops, evaluated in double (float32 rounds the result once): an entry is
- * Y(X, ENUM, name, expr) with expr the result for the element x.  NT_OPCODES lists them through
- * NT_AS_FLOAT_UNARY_OP; nt_vmath.h expands them into one loop per op (where no vector kernel or
- * exact float32 form takes the op). */
-#define NT_FLOAT_UNARY(Y, X) \
-    Y(X, EXP, exp, exp(x)) Y(X, LOG, log, log(x)) Y(X, SQRT, sqrt, sqrt(x)) Y(X, TANH, tanh, tanh(x)) \
-    Y(X, SIN, sin, sin(x)) Y(X, COS, cos, cos(x)) Y(X, TAN, tan, tan(x)) Y(X, RECIP, reciprocal, 1.0 / x) \
-    Y(X, FLOOR, floor, floor(x)) Y(X, CEIL, ceil, ceil(x)) Y(X, RINT, rint, rint(x)) \
-    Y(X, TRUNC, trunc, trunc(x)) Y(X, EXPM1, expm1, expm1(x)) Y(X, LOG1P, log1p, log1p(x)) \
-    Y(X, LOG2, log2, log2(x)) Y(X, LOG10, log10, log10(x)) Y(X, EXP2, exp2, exp2(x)) \
-    Y(X, ARCTAN, arctan, atan(x)) Y(X, ARCSIN, arcsin, asin(x)) Y(X, ARCCOS, arccos, acos(x)) \
-    Y(X, SINH, sinh, sinh(x)) Y(X, COSH, cosh, cosh(x)) Y(X, ARCSINH, arcsinh, asinh(x)) \
-    Y(X, ARCCOSH, arccosh, acosh(x)) Y(X, ARCTANH, arctanh, atanh(x)) Y(X, CBRT, cbrt, cbrt(x))
-#define NT_AS_FLOAT_UNARY_OP(X, ENUM, name, expr) X(ENUM, name, CAT_UNARY, NT_DTS_FLT)
-
-#define NT_OPCODES(X) \
-    X(COPY, copy, CAT_UNARY, NT_DTS_ALL) X(NEG, negative, CAT_UNARY, NT_DTS_NUM) \
-    X(ABS, absolute, CAT_UNARY, NT_DTS_NUM) X(SQUARE, square, CAT_UNARY, NT_DTS_NUM) \
-    X(SIGN, sign, CAT_UNARY, NT_DTS_NUM) X(INVERT, invert, CAT_UNARY, NT_DTS_INT) \
-    NT_FLOAT_UNARY(NT_AS_FLOAT_UNARY_OP, X) \
-    X(ISNAN, isnan, CAT_UNARY_BOOL, NT_DTS_FLT) X(ISINF, isinf, CAT_UNARY_BOOL, NT_DTS_FLT) \
-    X(ISFINITE, isfinite, CAT_UNARY_BOOL, NT_DTS_FLT) X(NOT, logical_not, CAT_UNARY_BOOL, NT_DTS_ALL) \
-    X(SIGNBIT, signbit, CAT_UNARY_BOOL, NT_DTS_FLT) \
-    X(ADD, add, CAT_BINARY, NT_DTS_ALL) X(SUB, subtract, CAT_BINARY, NT_DTS_NUM) \
-    X(MUL, multiply, CAT_BINARY, NT_DTS_ALL) X(DIV, divide, CAT_BINARY, NT_DTS_FLT) \
-    X(MAX, maximum, CAT_BINARY, NT_DTS_ALL) X(MIN, minimum, CAT_BINARY, NT_DTS_ALL) \
-    X(FMAX, fmax, CAT_BINARY, NT_DTS_FLT) X(FMIN, fmin, CAT_BINARY, NT_DTS_FLT) \
-    X(POW, power, CAT_BINARY, NT_DTS_FLT) X(ARCTAN2, arctan2, CAT_BINARY, NT_DTS_FLT) \
-    X(HYPOT, hypot, CAT_BINARY, NT_DTS_FLT) X(COPYSIGN, copysign, CAT_BINARY, NT_DTS_FLT) \
-    X(BITAND, bitwise_and, CAT_BINARY, NT_DTS_INT) X(BITOR, bitwise_or, CAT_BINARY, NT_DTS_INT) \
-    X(BITXOR, bitwise_xor, CAT_BINARY, NT_DTS_INT) \
-    X(LSHIFT, left_shift, CAT_BINARY, NT_DTS_SIGNED) X(RSHIFT, right_shift, CAT_BINARY, NT_DTS_SIGNED) \
-    X(HEAVISIDE, heaviside, CAT_BINARY, NT_DTS_FLT) \
-    X(EQ, equal, CAT_BINARY_BOOL, NT_DTS_ALL) X(NE, not_equal, CAT_BINARY_BOOL, NT_DTS_ALL) \
-    X(LT, less, CAT_BINARY_BOOL, NT_DTS_ALL) X(LE, less_equal, CAT_BINARY_BOOL, NT_DTS_ALL) \
-    X(GT, greater, CAT_BINARY_BOOL, NT_DTS_ALL) X(GE, greater_equal, CAT_BINARY_BOOL, NT_DTS_ALL) \
-    X(LAND, logical_and, CAT_BINARY_BOOL, NT_DTS_ALL) X(LOR, logical_or, CAT_BINARY_BOOL, NT_DTS_ALL) \
-    X(LXOR, logical_xor, CAT_BINARY_BOOL, NT_DTS_ALL) \
-    X(WHERE, where, CAT_WHERE, NT_DTS_ALL) X(CAST, cast, CAT_CAST, NT_DTS_ALL)
-
-#define NT_OP_ENUM(ENUM, name, cat, dts) OP_##ENUM,
-#define NT_OP_NAME(ENUM, name, cat, dts) #name,
-#define NT_OP_CAT(ENUM, name, cat, dts) cat,
-#define NT_OP_DTS(ENUM, name, cat, dts) dts,
-enum { NT_OPCODES(NT_OP_ENUM) NOPS };
-static const char *const nt_op_names[NOPS] = { NT_OPCODES(NT_OP_NAME) };
-static const int nt_op_category[NOPS] = { NT_OPCODES(NT_OP_CAT) };
-static const unsigned int nt_op_dtypes[NOPS] = { NT_OPCODES(NT_OP_DTS) };
-
+/* Helpers of the element expressions, each a value of its operand's type (so usable in any of them).
+ * Integer arithmetic wraps like NumPy's: it is computed in the unsigned type of the same width. */
+#define NT_UNSIGNED(a) _Generic((a), int32_t: (uint32_t)(a), int64_t: (uint64_t)(a), default: (a))
+#define NT_ABS(a) _Generic((a), float: fabsf(a), double: fabs(a), default: ((a) < 0 ? -NT_UNSIGNED(a) : NT_UNSIGNED(a)))
 /* np.maximum / np.minimum: NaN in either operand wins, and of equal operands the second (NumPy's
  * loops on x86: np.maximum(-0.0, 0.0) is 0.0, so ReLU of -0.0 is +0.0). For integers the NaN test is
- * false and a tie gives the same value. One definition for every loop computing them (blocks.pxi's
- * kernels, nt_pairs.h's pair loops, nt_gemv.h's ReLU epilogue); `|` and a select, no branch, so the
- * loops vectorize. */
+ * false and a tie gives the same value. `|` and a select, no branch, so the loops vectorize. */
 #define NT_MAXIMUM(a, b) ((((a) > (b)) | ((a) != (a))) ? (a) : (b))
 #define NT_MINIMUM(a, b) ((((a) < (b)) | ((a) != (a))) ? (a) : (b))
+/* NumPy's npy_lshift: a count outside [0, bits) (negative ones included, compared as unsigned) gives
+ * 0. Shifted as unsigned, so a negative a is no undefined behaviour. */
+#define NT_LSHIFT(a, b) _Generic((a), \
+    int32_t: ((uint32_t)(b) < 32 ? (int32_t)((uint32_t)(a) << ((uint32_t)(b) & 31)) : 0), \
+    int64_t: ((uint64_t)(b) < 64 ? (int64_t)((uint64_t)(a) << ((uint64_t)(b) & 63)) : 0))
+/* NumPy's npy_rshift: a count outside [0, bits) gives 0, or -1 for a negative a: what an arithmetic
+ * shift by bits - 1 gives. AVX2 has no variable arithmetic shift of 64-bit lanes, only a logical one:
+ * a is shifted with its bits flipped when negative (s all ones), then flipped back (vectorizes). */
+#define NT_RSHIFT(a, b) _Generic((a), \
+    int32_t: ((a) >> ((uint32_t)(b) < 31 ? (uint32_t)(b) : 31)), \
+    int64_t: ((int64_t)((((uint64_t)(a) ^ -(uint64_t)((a) < 0)) >> ((uint64_t)(b) < 63 ? (uint64_t)(b) : 63)) \
+                        ^ -(uint64_t)((a) < 0))))
+
+/* Unary ops: the result has the operand's type. */
+#define NT_UNARY_OPS(X) \
+    X(COPY, copy, ALL, a) \
+    X(NEG, negative, NUM, -NT_UNSIGNED(a))  /* not 0 - a: -(+0.0) is -0.0 */ \
+    X(ABS, absolute, NUM, NT_ABS(a)) \
+    X(SQUARE, square, NUM, NT_UNSIGNED(a) * NT_UNSIGNED(a)) \
+    X(SIGN, sign, NUM, a != a ? a : (a > 0) - (a < 0)) \
+    X(INVERT, invert, INT, _Generic((a), unsigned char: !(a), default: ~(a)))
+/* Float-unary ops: the C library's double functions (float32 converts exactly and rounds once). */
+#define NT_FLOAT_UNARY_OPS(X) \
+    X(EXP, exp, FLT, exp(a)) X(LOG, log, FLT, log(a)) X(SQRT, sqrt, FLT, sqrt(a)) X(TANH, tanh, FLT, tanh(a)) \
+    X(SIN, sin, FLT, sin(a)) X(COS, cos, FLT, cos(a)) X(TAN, tan, FLT, tan(a)) \
+    X(RECIP, reciprocal, FLT, 1.0 / a) X(FLOOR, floor, FLT, floor(a)) X(CEIL, ceil, FLT, ceil(a)) \
+    X(RINT, rint, FLT, rint(a)) X(TRUNC, trunc, FLT, trunc(a)) X(EXPM1, expm1, FLT, expm1(a)) \
+    X(LOG1P, log1p, FLT, log1p(a)) X(LOG2, log2, FLT, log2(a)) X(LOG10, log10, FLT, log10(a)) \
+    X(EXP2, exp2, FLT, exp2(a)) X(ARCTAN, arctan, FLT, atan(a)) X(ARCSIN, arcsin, FLT, asin(a)) \
+    X(ARCCOS, arccos, FLT, acos(a)) X(SINH, sinh, FLT, sinh(a)) X(COSH, cosh, FLT, cosh(a)) \
+    X(ARCSINH, arcsinh, FLT, asinh(a)) X(ARCCOSH, arccosh, FLT, acosh(a)) X(ARCTANH, arctanh, FLT, atanh(a)) \
+    X(CBRT, cbrt, FLT, cbrt(a))
+/* Unary predicates: the result is bool. */
+#define NT_UNARY_BOOL_OPS(X) \
+    X(ISNAN, isnan, FLT, a != a) X(ISINF, isinf, FLT, fabs(a) == INFINITY) X(ISFINITE, isfinite, FLT, a - a == 0) \
+    X(NOT, logical_not, ALL, a == 0) X(SIGNBIT, signbit, FLT, copysign(1.0, a) < 0)
+/* Binary ops: operands and result of one type. */
+#define NT_BINARY_OPS(X) \
+    X(ADD, add, ALL, NT_UNSIGNED(a) + NT_UNSIGNED(b)) \
+    X(SUB, subtract, NUM, NT_UNSIGNED(a) - NT_UNSIGNED(b)) \
+    X(MUL, multiply, ALL, NT_UNSIGNED(a) * NT_UNSIGNED(b)) \
+    X(DIV, divide, FLT, a / b) \
+    X(MAX, maximum, ALL, NT_MAXIMUM(a, b)) X(MIN, minimum, ALL, NT_MINIMUM(a, b)) \
+    /* NaN loses; equal operands give b, as NumPy's vector loop does (its scalar tail differs for \
+       -0.0 and 0.0); a select, so the loop vectorizes (the libm call did not). */ \
+    X(FMAX, fmax, FLT, ((a > b) | (b != b)) ? a : b) X(FMIN, fmin, FLT, ((a < b) | (b != b)) ? a : b) \
+    X(POW, power, FLT, pow(a, b)) X(ARCTAN2, arctan2, FLT, atan2(a, b)) X(HYPOT, hypot, FLT, hypot(a, b)) \
+    X(COPYSIGN, copysign, FLT, copysign(a, b)) X(FMOD, fmod, FLT, fmod(a, b)) \
+    X(BITAND, bitwise_and, INT, a & b) X(BITOR, bitwise_or, INT, a | b) X(BITXOR, bitwise_xor, INT, a ^ b) \
+    X(LSHIFT, left_shift, SIGNED, NT_LSHIFT(a, b)) X(RSHIFT, right_shift, SIGNED, NT_RSHIFT(a, b)) \
+    /* NumPy's npy_heaviside: NaN, then a == 0 gives b, then the step. */ \
+    X(HEAVISIDE, heaviside, FLT, a != a ? NAN : (a == 0 ? b : (a > 0)))
+/* Comparisons and logical ops: operands of one type, the result bool. */
+#define NT_BINARY_BOOL_OPS(X) \
+    X(EQ, equal, ALL, a == b) X(NE, not_equal, ALL, a != b) X(LT, less, ALL, a < b) \
+    X(LE, less_equal, ALL, a <= b) X(GT, greater, ALL, a > b) X(GE, greater_equal, ALL, a >= b) \
+    X(LAND, logical_and, ALL, (a != 0) & (b != 0)) X(LOR, logical_or, ALL, (a != 0) | (b != 0)) \
+    X(LXOR, logical_xor, ALL, (a != 0) ^ (b != 0))
+/* where (c ? a : b, c a bool register) and cast (dst and source dtypes differ) have loops of their own
+ * in blocks.pxi. */
+#define NT_OTHER_OPS(X) X(WHERE, where, ALL, c ? a : b) X(CAST, cast, ALL, a)
+
+#define NT_ALL_OPS(X) NT_UNARY_OPS(X) NT_FLOAT_UNARY_OPS(X) NT_UNARY_BOOL_OPS(X) NT_BINARY_OPS(X) \
+    NT_BINARY_BOOL_OPS(X) NT_OTHER_OPS(X)
+
+#define NT_OP_ENUM(ENUM, name, dts, expr) OP_##ENUM,
+#define NT_OP_NAME(ENUM, name, dts, expr) #name,
+#define NT_OP_DTS(ENUM, name, dts, expr) NT_DTS_##dts,
+#define NT_OP_UNARY(...) CAT_UNARY,
+#define NT_OP_UNARY_BOOL(...) CAT_UNARY_BOOL,
+#define NT_OP_BINARY(...) CAT_BINARY,
+#define NT_OP_BINARY_BOOL(...) CAT_BINARY_BOOL,
+enum { NT_ALL_OPS(NT_OP_ENUM) NOPS };
+static const char *const nt_op_names[NOPS] = { NT_ALL_OPS(NT_OP_NAME) };
+static const unsigned int nt_op_dtypes[NOPS] = { NT_ALL_OPS(NT_OP_DTS) };
+static const int nt_op_category[NOPS] = {
+    NT_UNARY_OPS(NT_OP_UNARY) NT_FLOAT_UNARY_OPS(NT_OP_UNARY) NT_UNARY_BOOL_OPS(NT_OP_UNARY_BOOL)
+    NT_BINARY_OPS(NT_OP_BINARY) NT_BINARY_BOOL_OPS(NT_OP_BINARY_BOOL) CAT_WHERE, CAT_CAST
+};
+
+/* The scalar functions nt_op_<name>_<suffix>, for each type of each op's class. */
+#define NT_SCALAR_1(T, SUF, DT, ENUM, name, expr) \
+    static inline T nt_op_##name##_##SUF(T a) { return NT_TO_##SUF(expr); }
+#define NT_SCALAR_1_BOOL(T, SUF, DT, ENUM, name, expr) \
+    static inline unsigned char nt_op_##name##_##SUF(T a) { return NT_TO_b(expr); }
+#define NT_SCALAR_2(T, SUF, DT, ENUM, name, expr) \
+    static inline T nt_op_##name##_##SUF(T a, T b) { return NT_TO_##SUF(expr); }
+#define NT_SCALAR_2_BOOL(T, SUF, DT, ENUM, name, expr) \
+    static inline unsigned char nt_op_##name##_##SUF(T a, T b) { return NT_TO_b(expr); }
+#define NT_SCALARS_1(ENUM, name, dts, expr) NT_TYPES_##dts(NT_SCALAR_1, ENUM, name, expr)
+#define NT_SCALARS_1_BOOL(ENUM, name, dts, expr) NT_TYPES_##dts(NT_SCALAR_1_BOOL, ENUM, name, expr)
+#define NT_SCALARS_2(ENUM, name, dts, expr) NT_TYPES_##dts(NT_SCALAR_2, ENUM, name, expr)
+#define NT_SCALARS_2_BOOL(ENUM, name, dts, expr) NT_TYPES_##dts(NT_SCALAR_2_BOOL, ENUM, name, expr)
+NT_UNARY_OPS(NT_SCALARS_1)
+NT_FLOAT_UNARY_OPS(NT_SCALARS_1)
+NT_UNARY_BOOL_OPS(NT_SCALARS_1_BOOL)
+NT_BINARY_OPS(NT_SCALARS_2)
+NT_BINARY_BOOL_OPS(NT_SCALARS_2_BOOL)
 
 /* Reductions: R(ENUM, name, dtypes of the reduced register; the output has the same dtype). */
 #define NT_REDUCTIONS(R) \

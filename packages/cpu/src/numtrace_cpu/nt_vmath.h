@@ -1,5 +1,6 @@
 /* Vectorizable float64 math for the fused pass's float-unary instructions (exp, expm1, exp2, log,
- * log1p, log2, log10, sin, cos, tanh, arcsin, arctan) and the block loops of every float-unary op.
+ * log1p, log2, log10, sin, cos, tanh, arcsin, arctan) and the faster block loops of the other
+ * float-unary ops (nt_float_unary_fast_*; the rest run their nt_opcodes.h expression, nt_loops.h).
  *
  * Why: glibc's scalar exp/log/sin/cos cost 5-12 ns an element, and calling them through a switch
  * per element kept even floor or 1/x from vectorizing.  Here each function is written branch-free
@@ -15,7 +16,7 @@
  * values are exactly libm's (= NumPy's).  float32 blocks run the same double kernels and round the
  * result once.  The kernels rely on fused multiply-add for the exact first step of the sin/cos
  * reduction, so only builds with FMA (the AVX2 and AVX-512 ones) use them; the baseline build
- * keeps libm, in per-op loops. */
+ * keeps libm, in the table's per-op loops. */
 #ifndef NT_VMATH_H
 #define NT_VMATH_H
 
@@ -23,18 +24,10 @@
 #include <stdint.h>
 #include <string.h>
 #include "nt_opcodes.h"
+#include "nt_simd.h"
 
 /* Elements per chunk of a vector-math loop: a chunk's lane flags live in a stack array this size. */
 #define NT_VCHUNK 256
-
-/* One loop per float-unary op (the switch outside the loop), so GCC vectorizes the cheap ones
- * (floor, ceil, trunc, rint, sqrt, 1/x) with the ISA's instructions.  float32 is computed in
- * double and rounded once, as before. */
-#define NT_FLOAT_UNARY_LOOP(T, ENUM, name, expr) \
-    case OP_##ENUM: \
-        _Pragma("omp simd") \
-        for (Py_ssize_t i_ = 0; i_ < n; i_++) { double x = (double)a[i_]; d[i_] = (T)(expr); } \
-        return;
 
 #if defined(__FMA__)
 
@@ -380,26 +373,23 @@ static inline int nt_float_unary_f32_exact(int op, float *d, const float *a, Py_
     }
 }
 
-/* d[i] = op(a[i]) over a block for a float-unary opcode (validated when the program was loaded);
- * d may equal a.  The vector kernels first (1: done), then one plain loop per op. */
-#define NT_FLOAT_UNARY_BLOCK(NAME, T, SUF) \
-static inline int NAME##_vmath(int op, T *d, const T *a, Py_ssize_t n) { \
-    switch (op) { \
-        NT_VMATH_CASES(T, SUF) \
-        default: return 0; \
-    } \
-} \
-static inline void NAME(int op, T *d, const T *a, Py_ssize_t n) { \
-    if (NAME##_vmath(op, d, a, n)) return; \
-    switch (op) { \
-        NT_FLOAT_UNARY(NT_FLOAT_UNARY_LOOP, T) \
-        default: return; \
-    } \
+/* The faster loops of a float-unary opcode over a block (d may equal a), where this build has one:
+ * 1 if one ran.  Otherwise nt_loops.h runs the op's table expression (nt_opcodes.h) in a plain loop,
+ * which GCC vectorizes for the cheap ones (floor, sqrt, 1/x, ...). */
+static inline int nt_float_unary_fast_f64(int op, double *d, const double *a, Py_ssize_t n) {
+    switch (op) {
+        NT_VMATH_CASES(double, f64)
+        default: return 0;
+    }
 }
-NT_FLOAT_UNARY_BLOCK(nt_float_unary_f64, double, f64)
-NT_FLOAT_UNARY_BLOCK(nt_float_unary_f32_all, float, f32)
-static inline void nt_float_unary_f32(int op, float *d, const float *a, Py_ssize_t n) {
-    if (!nt_float_unary_f32_exact(op, d, a, n)) nt_float_unary_f32_all(op, d, a, n);
+static inline int nt_float_unary_fast_f32(int op, float *d, const float *a, Py_ssize_t n) {
+    if (op == OP_EXP) { nt_expf_loop(d, a, n); return 1; }
+    if (op == OP_TANH) { nt_tanhf_loop(d, a, n); return 1; }
+    if (nt_float_unary_f32_exact(op, d, a, n)) return 1;
+    switch (op) {
+        NT_VMATH_CASES(float, f32)
+        default: return 0;
+    }
 }
 
 #endif

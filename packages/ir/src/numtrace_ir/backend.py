@@ -1,6 +1,7 @@
 """The backend contract as code: what a backend (found through the ``numtrace.backends`` entry points)
 and the executables it compiles promise the frontend. docs/design/contract.md says it in prose;
-`numtrace_ir.conformance` checks it on a backend.
+`numtrace_ir.conformance` checks it on a backend; `numtrace_ir.call_spec` holds the call convention
+a backend receives with each graph.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from numtrace_ir.call_spec import CallSpec
 from numtrace_ir.graph import Graph
 from numtrace_ir.types import Type
 
@@ -22,8 +24,16 @@ class Executable(Protocol):
 
     Called as ``exe(*inputs, out=None)`` with one array per graph input, it returns the graph's outputs
     as a tuple of fresh arrays (never views of its inputs, its constants or each other), or writes them
-    into the arrays of ``out`` and returns those. It never reads or writes out of bounds, may be called
-    from several threads at once, and names the node and the user's source line in its errors.
+    into the arrays of ``out`` and returns those. The one exception: an output the call spec's
+    `CallSpec.in_place_updates` allows to be computed into an input's memory may be that input array
+    itself. It never reads or writes out of bounds, may be called from several threads at once, and
+    names the node and the user's source line in its errors.
+
+    Optional: ``explain() -> str`` (what a call does, for people), and ``exact_caller(call_spec,
+    state, build)``, the whole call of the traced function in one object whose ``run(args)`` does
+    what `numtrace_ir.call_spec.run_call` does (plus ``build``: None for the flat results, or item 0
+    when ``call_spec.single``; else a callable applied to them) when every argument is exactly the
+    array it was compiled for, and otherwise returns ``NotImplemented`` having run nothing.
     """
 
     def __call__(self, *inputs: np.ndarray, out: Sequence[np.ndarray] | None = None) -> tuple: ...
@@ -35,15 +45,18 @@ class Executable(Protocol):
 class Backend(Protocol):
     """A compiler from graphs to executables.
 
-    ``compile`` gets the traced graph (or a copy retyped for the call's shapes) and the call's concrete
-    input types; it calls `numtrace_ir.specialize` first, which checks the graph's guards (raising
-    `numtrace_ir.GuardError`) and turns shape arithmetic, ``prim.dynamic`` and dynamic-shape ops into
-    constants and plain ops. An op it cannot run is a ``NotImplementedError`` naming the op, the node and
-    its source line, raised here, before any call.
+    ``compile`` gets the traced graph, the call's concrete input types (same dtypes and ranks as the
+    graph's inputs, possibly other sizes) and the call convention (`CallSpec`; None: every input an
+    argument, every output a result). It calls ``numtrace_ir.specialize(graph, input_types,
+    check_shapes=False)`` first, once: that checks the graph's guards (raising `numtrace_ir.GuardError`),
+    re-derives every type for the call's sizes and turns shape arithmetic, ``prim.dynamic`` and
+    dynamic-shape ops into constants and plain ops. An op it cannot run is a ``NotImplementedError``
+    naming the op, the node and its source line, raised here, before any call.
     """
 
     name: str
 
     def is_available(self) -> tuple[bool, str]: ...
 
-    def compile(self, graph: Graph, input_types: Sequence[Type]) -> Executable: ...
+    def compile(self, graph: Graph, input_types: Sequence[Type],
+                call_spec: CallSpec | None = None) -> Executable: ...

@@ -1,7 +1,11 @@
 """The conformance suite of the backend contract (`numtrace_ir.backend`): checks any backend package runs
 on itself, so a third-party backend is one package, one entry point and this suite green.
 
-Each check takes a backend instance and raises ``AssertionError`` naming what broke. A backend's tests
+Each check takes a backend instance and raises ``AssertionError`` naming what broke. Besides the graph
+contract (outputs, ``out=``, guards, threads, ops) they check the call convention a backend receives
+with each graph (`numtrace_ir.CallSpec`): written arguments copied back, returned arguments being the
+caller's arrays, aliased arguments refused, on the shared `run_call` and on the backend's own
+``exact_caller`` where it has one. A backend's tests
 run them all with::
 
     @pytest.mark.parametrize("check", sorted(conformance.CHECKS))
@@ -18,19 +22,22 @@ from typing import Any
 import numpy as np
 
 from numtrace_ir.backend import Backend, Executable
+from numtrace_ir.call_spec import CallSpec, run_call
 from numtrace_ir.graph import Graph
+from numtrace_ir.guards import GuardError
 from numtrace_ir.specialize import specialize
 from numtrace_ir.testing import assert_outputs_close, build_graph, iter_cases, reference_outputs, type_of
 from numtrace_ir.types import TensorType
 
-__all__ = ["CHECKS", "check_fresh_outputs", "check_op_samples", "check_out", "check_protocol",
-           "check_shape_programs", "check_threads"]
+__all__ = ["CHECKS", "check_aliased_arguments", "check_fresh_outputs", "check_op_samples", "check_out",
+           "check_protocol", "check_returned_arguments", "check_shape_programs", "check_threads",
+           "check_written_arguments"]
 
 F32 = np.dtype(np.float32)
 
 
-def _compile(backend: Backend, graph: Graph, types: list) -> Executable:
-    exe = backend.compile(graph, types)
+def _compile(backend: Backend, graph: Graph, types: list, call_spec: CallSpec | None = None) -> Executable:
+    exe = backend.compile(graph, types) if call_spec is None else backend.compile(graph, types, call_spec)
     assert isinstance(exe, Executable), \
         f"{backend.name}: compile returned {type(exe).__name__}, not an Executable"
     return exe
@@ -104,15 +111,23 @@ def _shape_program() -> Graph:
 
 
 def check_shape_programs(backend: Backend) -> None:
-    """Guards, shape arithmetic and ``prim.dynamic`` run at the traced shapes (the graph as recorded)
-    and at others (the graph retyped by `specialize`, as the frontend hands it over)."""
+    """Guards, shape arithmetic and ``prim.dynamic`` run at the traced shapes and at others: the frontend
+    hands over the graph as recorded (at its example shapes) with the call's types, and the backend
+    specializes it, once; a graph specialized already compiles the same. A broken guard is a
+    `GuardError`."""
     g = _shape_program()
     for rows in (5, 9, 1):
         x = np.arange(rows * 3, dtype=F32).reshape(rows, 3)
         types = [TensorType(F32, x.shape)]
-        graph = g if rows == 5 else specialize(g, types, check_shapes=False)
-        (got,) = _compile(backend, graph, types)(x)
-        np.testing.assert_array_equal(got, x[: rows - 1] * 2.0, err_msg=f"{backend.name}: {rows} rows")
+        for graph in (g, specialize(g, types, check_shapes=False)):
+            (got,) = _compile(backend, graph, types)(x)
+            np.testing.assert_array_equal(got, x[: rows - 1] * 2.0, err_msg=f"{backend.name}: {rows} rows")
+    try:
+        _compile(backend, g, [TensorType(F32, (5, 4))])
+    except GuardError:
+        pass
+    else:
+        raise AssertionError(f"{backend.name}: compiled a graph whose guard the input types break")
 
 
 def check_threads(backend: Backend, threads: int = 4, calls: int = 50) -> None:
@@ -166,6 +181,110 @@ def check_op_samples(backend: Backend, per_op: int = 1) -> None:
             assert_outputs_close(g, e, what=f"{backend.name}: {op.name}", op=op, inputs=inputs)
 
 
+def _update_graph() -> Graph:
+    """``w -= 0.5 * g; return w.sum(), w`` as the tracer records it: the result, then w's new contents."""
+    g = Graph()
+    w, grad = (g.add_input(n, TensorType(F32, (6,))) for n in ("w", "g"))
+    half = g.create_node("prim.Constant", [], {"value": 0.5}).output
+    new_w = g.create_node("np.subtract", [w, g.create_node("np.multiply", [grad, half]).output]).output
+    g.set_outputs([g.create_node("np.sum", [new_w], {"axis": None}).output, new_w])
+    return g
+
+
+def _calls(exe: Executable, spec: CallSpec, make_args: Callable[[], tuple]) -> list[tuple[str, tuple, Any]]:
+    """``(path, args, flat results)`` of one call on each path the frontend takes: `run_call`, and the
+    executable's ``exact_caller`` where it has one and takes the call. Each gets fresh ``make_args()``."""
+    args = make_args()
+    done = [("run_call", args, run_call(exe, spec, args))]
+    make = getattr(exe, "exact_caller", None)
+    if make is not None:
+        args = make_args()
+        result = make(spec, (), None).run(args)
+        if result is not NotImplemented:
+            done.append(("exact_caller", args, (result,) if spec.single else result))
+    return done
+
+
+def _update_args(seed: int = 0) -> tuple:
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal(6).astype(F32), rng.standard_normal(6).astype(F32)
+
+
+def _expected_update(w: np.ndarray, grad: np.ndarray) -> np.ndarray:
+    return w - grad * np.float32(0.5)
+
+
+def check_written_arguments(backend: Backend) -> None:
+    """An argument the function writes into gets its new contents after the call (the executable may
+    compute them in its memory, `CallSpec.in_place_updates`), and the results leave them out."""
+    g = _update_graph()
+    spec = CallSpec(num_args=2, num_results=1, written=(0,), name="update", input_names=("w", "g"))
+    exe = _compile(backend, g, [v.type for v in g.inputs], spec)
+    w0, g0 = _update_args()
+    want = _expected_update(w0, g0)
+    for path, (w, grad), results in _calls(exe, spec, lambda: tuple(a.copy() for a in (w0, g0))):
+        what = f"{backend.name} ({path})"
+        assert len(results) == 1, f"{what}: {len(results)} results for 1"
+        np.testing.assert_allclose(w, want, rtol=1e-6, err_msg=f"{what}: written argument")
+        np.testing.assert_array_equal(grad, g0, err_msg=f"{what}: an argument not written changed")
+        np.testing.assert_allclose(results[0], want.sum(dtype=F32), rtol=1e-5, err_msg=f"{what}: result")
+        assert not np.shares_memory(results[0], w), f"{what}: a result shares the written argument's memory"
+
+
+def check_returned_arguments(backend: Backend) -> None:
+    """A result that is a written argument itself (``return w`` after ``w -= ...``) is the caller's own
+    array, with its new contents, at its place among the results."""
+    g = _update_graph()
+    spec = CallSpec(num_args=2, num_results=1, written=(0,), returned=((1, 0),), name="update")
+    exe = _compile(backend, g, [v.type for v in g.inputs], spec)
+    w0, g0 = _update_args(1)
+    want = _expected_update(w0, g0)
+    for path, (w, _), results in _calls(exe, spec, lambda: tuple(a.copy() for a in (w0, g0))):
+        what = f"{backend.name} ({path})"
+        assert len(results) == 2 and results[1] is w, \
+            f"{what}: the returned argument is not the caller's array"
+        np.testing.assert_allclose(w, want, rtol=1e-6, err_msg=f"{what}: returned argument")
+    single = CallSpec(num_args=2, num_results=0, written=(0,), returned=((0, 0),), single=True)
+    only = _update_graph()
+    only.set_outputs([only.outputs[1]])
+    exe = _compile(backend, only, [v.type for v in only.inputs], single)
+    for path, (w, _), results in _calls(exe, single, lambda: tuple(a.copy() for a in (w0, g0))):
+        assert results[0] is w, f"{backend.name} ({path}): the single returned argument is not the caller's"
+        np.testing.assert_allclose(w, want, rtol=1e-6, err_msg=f"{backend.name} ({path}): single")
+
+
+def check_aliased_arguments(backend: Backend) -> None:
+    """A written argument that shares memory with another argument is refused before anything runs
+    (the fast path declines it, `run_call` raises naming both); arguments that only lie in one buffer
+    (disjoint, or interleaved so that only their bounds overlap) run as separate arrays."""
+    g = _update_graph()
+    spec = CallSpec(num_args=2, num_results=1, written=(0,), name="update", input_names=("w", "g"))
+    exe = _compile(backend, g, [v.type for v in g.inputs], spec)
+    buf = np.arange(12, dtype=F32)
+    for w, grad in ((buf[:6], buf[:6]), (buf[:6], buf[3:9]), (buf[5::-1], buf[:6])):
+        before = buf.copy()
+        make = getattr(exe, "exact_caller", None)
+        if make is not None:
+            assert make(spec, (), None).run((w, grad)) is NotImplemented, \
+                f"{backend.name}: exact_caller ran a call whose written argument overlaps another"
+        try:
+            run_call(exe, spec, (w, grad))
+        except ValueError as exc:
+            assert "'w'" in str(exc) and "'g'" in str(exc), \
+                f"{backend.name}: the refusal does not name both arguments: {exc}"
+        else:
+            raise AssertionError(f"{backend.name}: a written argument sharing memory with another ran")
+        np.testing.assert_array_equal(buf, before, err_msg=f"{backend.name}: a refused call wrote")
+    for w_at, g_at in ((slice(0, 6), slice(6, 12)), (slice(0, None, 2), slice(1, None, 2))):
+        def make_args(w_at: slice = w_at, g_at: slice = g_at) -> tuple:
+            b = np.arange(12, dtype=F32)
+            return b[w_at], b[g_at]
+        w0, g0 = (a.copy() for a in make_args())
+        for path, (w, _), _ in _calls(exe, spec, make_args):
+            np.testing.assert_allclose(w, _expected_update(w0, g0), rtol=1e-6,
+                                       err_msg=f"{backend.name} ({path}): arguments in one buffer")
+
+
 CHECKS: dict[str, Callable[[Backend], None]] = {
     "protocol": check_protocol,
     "fresh_outputs": check_fresh_outputs,
@@ -173,4 +292,7 @@ CHECKS: dict[str, Callable[[Backend], None]] = {
     "shape_programs": check_shape_programs,
     "threads": check_threads,
     "op_samples": check_op_samples,
+    "written_arguments": check_written_arguments,
+    "returned_arguments": check_returned_arguments,
+    "aliased_arguments": check_aliased_arguments,
 }

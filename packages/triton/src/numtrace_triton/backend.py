@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from numtrace_ir import passes
+from numtrace_ir.call_spec import CallSpec
 from numtrace_ir.graph import Graph
 from numtrace_ir.specialize import specialize
 
@@ -25,7 +26,7 @@ def generate(graph: Graph, input_types: Sequence, tuning: Tuning | None = None) 
     """
     if tuning is None:
         tuning = Tuning.interpreter() if interpreter_enabled() else Tuning.gpu()
-    g = specialize(graph, input_types)
+    g = specialize(graph, input_types, check_shapes=False)
     passes.decompose(g, LOWERED)  # np.clip, np.divmod into the ops they are made of
     return plan_graph(g, tuning)
 
@@ -56,8 +57,11 @@ class Backend:
             )
         return True, ""
 
-    def compile(self, graph: Graph, input_types: Sequence) -> TritonExecutable:
-        """An executable for ``graph`` specialized to ``input_types``.
+    def compile(self, graph: Graph, input_types: Sequence, call_spec: CallSpec | None = None
+                ) -> TritonExecutable:
+        """An executable for ``graph`` specialized to ``input_types``. It runs the graph only: a traced
+        call's convention (``call_spec``: write-back, returned arguments, aliasing) is
+        `numtrace_ir.run_call`'s, on the host arrays the executable returns.
 
         Raises ``NotImplementedError`` naming the op, the node and its source line for anything the
         backend cannot lower: there is no silent host fallback.

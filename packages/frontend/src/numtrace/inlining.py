@@ -1,0 +1,47 @@
+"""Calling a traced function while another function is traced: its graph's nodes are recorded into
+that trace (run on their NumPy references, so the outer trace gets concrete values too)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numtrace_ir import registry
+
+from . import tracer as _tracing
+from .traced_int import plain
+
+if TYPE_CHECKING:
+    from .traced import TracedFunction
+
+__all__ = ["inline"]
+
+
+def inline(fn: TracedFunction, leaves: Sequence[Any]) -> Any:
+    """Record ``fn``'s graph, on the flat arguments ``leaves``, into the trace being recorded."""
+    tracer = _tracing.current_tracer()
+    assert tracer is not None  # a traced function inlines only while a trace is being recorded
+    if fn.mutated:
+        raise NotImplementedError(f"{fn.__name__} writes into its arguments; calling it from a "
+                                  "function being traced is not supported")
+    env: dict[Any, Any] = dict(zip(fn.graph.inputs, [*leaves, *fn._state]))
+    for node in fn.graph.nodes:
+        inputs = [env[v] for v in node.inputs]
+        attrs = dict(node.attrs)
+        if node.op == "prim.Constant":
+            concrete = attrs["value"]
+        else:
+            concrete = registry.get(node.op).reference(*[_concrete(x) for x in inputs], **attrs)
+        result = tracer.record(node.op, inputs, attrs, concrete)
+        env.update(zip(node.outputs, result if len(node.outputs) > 1 else (result,)))
+    outs = [env[v] for v in fn.graph.outputs]
+    return outs[0] if fn.call_spec.single else fn.out_spec.build(outs)
+
+
+def _concrete(value: Any) -> Any:
+    """The NumPy value behind a traced value (or the value itself), for running a reference."""
+    concrete = getattr(value, "_concrete", None)
+    if isinstance(concrete, np.ndarray):
+        return concrete
+    return plain(value)
