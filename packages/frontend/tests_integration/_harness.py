@@ -31,9 +31,8 @@ DEFAULT_SIZES = (1, 7, 1000)
 RESULTS: list[Result] = []  # every verdict of this process, for the summary hook in conftest.py
 
 # Known causes of silent wrong answers, for `Case.xfail`.
-FROZEN_ARRAY = "np.asarray/__array__ of a traced array is frozen as the value seen while tracing"
-FROZEN_SCALAR = "float()/bool()/int() of traced data is frozen as the value seen while tracing"
-FROZEN_HOST_CALL = "a NumPy function the registry lacks is run while tracing and its result frozen"
+INPLACE_SCALAR = ("`s += a[i]` on a traced 0-d value updates it in place, where NumPy's scalar is immutable "
+                  "and `+=` rebinds: earlier references to it see the update")
 
 
 @dataclasses.dataclass

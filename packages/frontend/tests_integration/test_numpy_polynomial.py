@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _harness import FROZEN_ARRAY, Case, check, params
+from _harness import Case, check, params
 from numpy.polynomial import chebyshev as C_
 from numpy.polynomial import hermite as H_
 from numpy.polynomial import laguerre as L_
@@ -36,24 +36,23 @@ def C(name, func, make, **kw):
 
 
 CASES = [
-    C("polyval", P_.polyval, points, xfail=FROZEN_ARRAY),
-    C("chebval", C_.chebval, points, xfail=FROZEN_ARRAY),
-    C("legval", G_.legval, points, xfail=FROZEN_ARRAY),
-    C("hermval", H_.hermval, points, xfail=FROZEN_ARRAY),
-    C("lagval", L_.lagval, points, xfail=FROZEN_ARRAY),
+    C("polyval", P_.polyval, points),
+    C("chebval", C_.chebval, points),
+    C("legval", G_.legval, points),
+    C("hermval", H_.hermval, points),
+    C("lagval", L_.lagval, points),
     C("polyval_2d_coefficients", P_.polyval, lambda n, r: (r.uniform(-1, 1, n), r.normal(size=(COEFFS, 3)))),
-    C("polyvander", lambda x: P_.polyvander(x, 3), lambda n, r: (r.uniform(-1, 1, n),), xfail=FROZEN_ARRAY),
-    C("chebvander", lambda x: C_.chebvander(x, 3), lambda n, r: (r.uniform(-1, 1, n),), xfail=FROZEN_ARRAY),
-    C("polyfit", lambda x, y: P_.polyfit(x, y, 3), samples, xfail=FROZEN_ARRAY),
-    C("chebfit", lambda x, y: C_.chebfit(x, y, 3), samples, xfail=FROZEN_ARRAY),
-    C("polyder", P_.polyder, coeffs, xfail=FROZEN_ARRAY),
-    C("polyint", P_.polyint, coeffs, xfail=FROZEN_ARRAY),
-    C("chebder", C_.chebder, coeffs, sizes=(2, 7, 40), xfail=FROZEN_ARRAY),
-    C("polymul", P_.polymul, lambda n, r: (r.normal(size=n), r.normal(size=3)), xfail=FROZEN_ARRAY),
-    C("polyadd", P_.polyadd, lambda n, r: (r.normal(size=n), r.normal(size=n)), xfail=FROZEN_ARRAY),
-    C("Polynomial_call", lambda c, x: np.polynomial.Polynomial(c)(x), lambda n, r: points(n, r)[::-1],
-      xfail=FROZEN_ARRAY),
-    C("poly2cheb", C_.poly2cheb, coeffs, sizes=(1, 7, 40), xfail=FROZEN_ARRAY),
+    C("polyvander", lambda x: P_.polyvander(x, 3), lambda n, r: (r.uniform(-1, 1, n),)),
+    C("chebvander", lambda x: C_.chebvander(x, 3), lambda n, r: (r.uniform(-1, 1, n),)),
+    C("polyfit", lambda x, y: P_.polyfit(x, y, 3), samples),
+    C("chebfit", lambda x, y: C_.chebfit(x, y, 3), samples),
+    C("polyder", P_.polyder, coeffs),
+    C("polyint", P_.polyint, coeffs),
+    C("chebder", C_.chebder, coeffs, sizes=(2, 7, 40)),
+    C("polymul", P_.polymul, lambda n, r: (r.normal(size=n), r.normal(size=3))),
+    C("polyadd", P_.polyadd, lambda n, r: (r.normal(size=n), r.normal(size=n))),
+    C("Polynomial_call", lambda c, x: np.polynomial.Polynomial(c)(x), lambda n, r: points(n, r)[::-1]),
+    C("poly2cheb", C_.poly2cheb, coeffs, sizes=(1, 7, 40)),
 ]
 
 
