@@ -30,9 +30,6 @@ BACKENDS = ("reference", "cpu")
 DEFAULT_SIZES = (1, 7, 1000)
 RESULTS: list[Result] = []  # every verdict of this process, for the summary hook in conftest.py
 
-# Known causes of silent wrong answers, for `Case.xfail`.
-INPLACE_SCALAR = ("`s += a[i]` on a traced 0-d value updates it in place, where NumPy's scalar is immutable "
-                  "and `+=` rebinds: earlier references to it see the update")
 
 
 @dataclasses.dataclass

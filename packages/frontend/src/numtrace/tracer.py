@@ -268,7 +268,9 @@ class Tracer:
         vtype = value.type
         of_kind = TracedValue._of_kind
         if isinstance(vtype, TensorType):
-            return of_kind["tensor"](self, value, _as_array(concrete))
+            array = of_kind["tensor"](self, value, _as_array(concrete))
+            array._scalar = isinstance(concrete, np.generic)
+            return array
         if isinstance(vtype, ScalarType) and vtype.kind == "int":
             return of_kind["int"](self, value, int(concrete))
         if isinstance(vtype, ScalarType) and vtype.kind == "float":
