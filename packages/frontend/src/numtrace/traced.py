@@ -24,6 +24,7 @@ from .backends import get_backend
 from .containers import Leaf, Sequence_, Spec
 from .errors import TracerWarning
 from .traced_int import plain
+from .views import layout_of, layout_text
 
 # Specializations (re-traces for shapes that break a guard) one traced function may hold.
 RECOMPILE_LIMIT = 8
@@ -79,8 +80,11 @@ class TracedFunction:
     def __init__(self, graph: Graph, *, name: str, arg_names: Sequence[str], in_spec: Spec, out_spec: Spec,
                  backend: str, state: Sequence[np.ndarray] = (), state_names: Sequence[str] = (),
                  mutated: Sequence[int] = (), returned: Sequence[tuple[int, int]] = (),
-                 retrace: Callable[[tuple], TracedFunction] | None = None):
+                 retrace: Callable[[tuple], TracedFunction] | None = None, layouts: Sequence[Any] | None = None):
         self.graph = graph
+        # The arguments' layouts when the trace wrote through a reshape (`views.layout_of`): a call
+        # must match them (NumPy's reshape is a view or a copy by layout), checked per call.
+        self.layouts = None if layouts is None else tuple(layouts)
         self.__name__ = name
         self.arg_names = tuple(arg_names)
         self.in_spec = in_spec
@@ -91,9 +95,11 @@ class TracedFunction:
         self._state = tuple(np.asarray(a) for a in state)
         self._num_leaves = len(graph.inputs) - len(self._state)
         self.mutated = tuple(mutated)
-        # (written argument, other argument): the pairs the aliasing check looks at per call, each once.
-        written = [i for i in self.mutated if i < self._num_leaves]
-        self._alias_pairs = tuple((i, j) for i in written for j in range(self._num_leaves)
+        # (written input, other input): the pairs the aliasing check looks at per call, each once. The
+        # inputs are the arguments, then the module state (a written counter, an argument that is
+        # the module's own weight array).
+        written = list(self.mutated)
+        self._alias_pairs = tuple((i, j) for i in written for j in range(len(graph.inputs))
                                   if j != i and not (j in written and j < i))
         self._num_outputs = len(graph.outputs) - len(self.mutated)
         # (output position, graph input index), ascending: written arguments returned as the caller's arrays.
@@ -154,6 +160,8 @@ class TracedFunction:
             entry = self._compile(leaves, key)
         variant, executable = entry
         self._use_fast(entry)
+        if variant.layouts is not None:
+            variant._check_layouts(leaves)
         if variant.mutated:
             variant._check_aliasing(leaves)
         try:
@@ -242,6 +250,8 @@ class TracedFunction:
         per-call test is NumPy's bounds check, once per pair; only overlapping bounds pay for the
         exact one."""
         share = _MAY_SHARE_MEMORY
+        if self._state:
+            leaves = [*leaves, *self._state]
         for i, j in self._alias_pairs:
             other = leaves[j]
             if share(leaves[i], other):
@@ -252,11 +262,24 @@ class TracedFunction:
                     overlap = True
                 if overlap:
                     raise ValueError(
-                        f"{self.__name__}(): argument {self._leaf_name(i)} is written into by the traced "
-                        f"function and shares memory with argument {self._leaf_name(j)}; a trace treats "
-                        "its arguments as separate arrays, so pass a copy of one of them")
+                        f"{self.__name__}(): {self._input_name(i)} is written into by the traced "
+                        f"function and shares memory with {self._input_name(j)}; a trace treats "
+                        "its arguments and module state as separate arrays, so pass a copy")
+
+    def _check_layouts(self, leaves: Sequence[Any]) -> None:
+        """Refuse a call whose arguments are laid out otherwise than the traced ones (see `layouts`)."""
+        for i, (a, want) in enumerate(zip(leaves, self.layouts or ())):
+            got = layout_of(np.asarray(a))
+            if got != want:
+                raise ValueError(
+                    f"{self.__name__}(): argument {self._leaf_name(i)} is {layout_text(got)}, but the function "
+                    f"was traced with it {layout_text(want)}; the function writes through a reshape (or "
+                    "ravel), which NumPy makes a view or a copy depending on the layout, so the trace "
+                    "holds for the traced layouts only: pass an array laid out as traced, or trace again")
 
     def _run(self, executable: Any, leaves: Sequence[Any]) -> Any:
+        if self.layouts is not None:
+            self._check_layouts(leaves)
         if self.mutated:
             self._check_aliasing(leaves)
         outs = executable(*leaves, *self._state)
@@ -357,6 +380,9 @@ class TracedFunction:
         for name, spec, value in zip(names, self.in_spec.children, bound):
             spec.extract(value, leaves, f"argument {name!r}")
         return leaves
+
+    def _input_name(self, i: int) -> str:
+        return f"argument {self._leaf_name(i)}" if i < self._num_leaves else f"module state {self._leaf_name(i)}"
 
     def _leaf_name(self, i: int) -> str:
         name = self.graph.inputs[i].name
@@ -499,7 +525,7 @@ class TracedFunction:
         return TracedFunction(self.graph, name=self.__name__, arg_names=self.arg_names, in_spec=self.in_spec,
                               out_spec=self.out_spec, backend=backend, state=self._state,
                               state_names=self.state_names, mutated=self.mutated, returned=self.returned,
-                              retrace=self._retrace)
+                              retrace=self._retrace, layouts=self.layouts)
 
     def save(self, path: Any) -> None:
         """Write the trace (graph, call structure, state, backend name) to ``path`` or a binary file
@@ -652,7 +678,7 @@ def _exact_caller(entry: tuple) -> Callable[[tuple], Any] | None:
     nothing. None where the backend has none."""
     variant, executable = entry
     make = getattr(executable, "exact_caller", None)
-    if make is None or not variant._flat_args:
+    if make is None or not variant._flat_args or variant.layouts is not None:
         return None
     n = variant._num_outputs
     results = list(range(n))

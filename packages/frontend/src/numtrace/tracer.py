@@ -84,6 +84,7 @@ class Tracer:
         self._symbols: dict[Any, str] = {}
         # Boolean-mask reads made so far: each gets its own data-dependent size symbol.
         self.mask_count = 0
+        self.layout_dependent = False   # a write went through a reshape (see views.note_layout_write)
         # Weak references to every traced array made, for the aliasing check of in-place writes.
         self.live: list[weakref.ref] = []
         # (graph value, expected) of the guards recorded so far: each is recorded once.
