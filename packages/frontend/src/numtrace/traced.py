@@ -442,7 +442,8 @@ class TracedFunction:
                                "branches on its input shapes too often to be traced once per shape")
         warnings.warn(f"numtrace: re-tracing {self.__name__}() for input shapes "
                       f"{[tuple(a.shape) for a in leaves]}: {broken}", TracerWarning, stacklevel=4)
-        args = self.in_spec.build([np.array(a, copy=True) for a in leaves])  # tracing runs the code eagerly
+        # Copies (tracing runs the code eagerly) in the arguments' memory order: a trace may depend on it.
+        args = self.in_spec.build([np.array(a, copy=True, order="K") for a in leaves])
         variant = self._retrace(args)
         self._variants.append(variant)
         self.retraces += 1

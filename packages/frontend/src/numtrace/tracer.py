@@ -85,6 +85,7 @@ class Tracer:
         # Boolean-mask reads made so far: each gets its own data-dependent size symbol.
         self.mask_count = 0
         self.layout_dependent = False   # a write went through a reshape (see views.note_layout_write)
+        self.input_proxies: list = []   # the traced arrays of the graph inputs, in order
         # Weak references to every traced array made, for the aliasing check of in-place writes.
         self.live: list[weakref.ref] = []
         # (graph value, expected) of the guards recorded so far: each is recorded once.
@@ -121,7 +122,9 @@ class Tracer:
             raise TypeError(f"input {name!r} has non-native byte order ({array.dtype.str}); convert it with "
                             "a.astype(a.dtype.newbyteorder('='))")
         value = self.graph.add_input(name, tensor_type_of(array, f"input {name!r}"))
-        return self.wrap(value, array)
+        proxy = self.wrap(value, array)
+        self.input_proxies.append(proxy)
+        return proxy
 
     def state(self, array: Any) -> Any:
         """The traced input for a module parameter/buffer; arrays that are not traced state pass through."""

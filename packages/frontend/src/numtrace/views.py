@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .traced_value import is_traced_array, unwrap
+from .traced_value import guarded, is_traced_array, unwrap
 
 
 class _OpView:
@@ -62,9 +62,13 @@ RESHAPED_COPY = _ReshapedCopy()
 
 def note_layout_write(tracer: Any, array: Any) -> None:
     """Called for each array a write reaches: a write through a reshape (view or copy) makes the trace
-    depend on its arguments' layouts (see the module docstring)."""
-    if getattr(array._view, "layout_dependent", False):
-        tracer.layout_dependent = True
+    depend on its arguments' layouts (see the module docstring) and on their shapes (``x.T`` of an
+    (n, 1) array is C-contiguous too), which are guarded: at other shapes the function is traced again."""
+    if tracer.layout_dependent or not getattr(array._view, "layout_dependent", False):
+        return
+    tracer.layout_dependent = True
+    for proxy in tracer.input_proxies:
+        guarded(tuple(proxy.shape))
 
 
 def layout_of(a: np.ndarray) -> Any:
