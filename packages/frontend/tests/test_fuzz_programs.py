@@ -202,16 +202,21 @@ step_st = st.tuples(st.sampled_from(NAMES + FAST_STEPS * 3), st.integers(0, 7), 
 program_st = st.lists(step_st, min_size=1, max_size=6)
 
 
+def run_steps(steps, env):
+    """The steps' results over the environment `env` (which they extend)."""
+    start = len(env)
+    for name, j, k in steps:
+        arity, fn = STEPS[name]
+        args = [env[j % len(env)], env[k % len(env)]][:arity]
+        env.append(fn(*args))
+    # Every step's result is an output: a dead step that raises in NumPy would be removed from the
+    # graph and not raise (a known difference, see test_dead_raising_step_is_removed).
+    return tuple(env[start:])
+
+
 def make_program(steps):
     def program(x, y, i):
-        env = [x, y, i]
-        for name, j, k in steps:
-            arity, fn = STEPS[name]
-            args = [env[j % len(env)], env[k % len(env)]][:arity]
-            env.append(fn(*args))
-        # Every step's result is an output: a dead step that raises in NumPy would be removed from the
-        # graph and not raise (a known difference, see test_dead_raising_step_is_removed).
-        return tuple(env[3:])
+        return run_steps(steps, [x, y, i])
     program.__name__ = "fuzz_" + "_".join(s[0] for s in steps)
     return program
 
@@ -260,7 +265,8 @@ FAST_PATHS = {
 }
 # Outcomes of the argument kinds a call may take (see _inputs).
 CALL_PATHS = ("Fortran-ordered argument", "strided argument", "np.longlong argument", "masked array refused",
-              "layout refused")
+              "layout refused", "module state written", "argument sharing module state refused",
+              "argument sharing module state compared")
 PATH_PROGRAMS: dict[str, int] = dict.fromkeys([*FAST_PATHS, *CALL_PATHS], 0)
 
 
@@ -365,6 +371,77 @@ def test_traced_program_matches_numpy_or_raises_clearly(steps, backend):
     run_case(steps, backend)
 
 
+class StateProgram(nt.Module):
+    """A program over the arguments and the module's buffer ``w`` (the environment's fourth array): its
+    steps may write into ``w``, as a counter or a running statistic does."""
+
+    def __init__(self, steps):
+        super().__init__()
+        self.register_buffer("w", np.linspace(0.1, 0.9, 4))
+        self.steps = steps
+
+    def forward(self, x, y, i):
+        return run_steps(self.steps, [x, y, i, self.w])
+
+
+def run_module_case(steps, backend):
+    """A StateProgram traced and called like the eager module: outputs, arguments and the state after
+    each call equal NumPy's, also when an argument is the state itself (or the call is refused)."""
+    model, eager = StateProgram(steps), StateProgram(steps)
+    example = _inputs(3, 0)
+    with warnings.catch_warnings(record=True) as caught, np.errstate(all="ignore"):
+        warnings.simplefilter("always")
+        try:
+            traced = nt.trace(model, tuple(_copies(example)), backend=backend, check_trace=False)
+        except Exception as exc:
+            _check_clear(exc, f"module {steps} tracing on {backend}")
+            return
+    if any(issubclass(w.category, nt.TracerWarning) for w in caught):
+        return   # may not generalize: values are not compared
+    eager.load_state_dict(model.state_dict())   # tracing ran forward once more on the model
+    if traced.forward.mutated:
+        PATH_PROGRAMS["module state written"] += 1
+    for n, seed in ((3, 1), (1, 2), (5, 3)):
+        args, eager_args = _inputs(n, seed), _inputs(n, seed)
+        if n == 1:   # the state itself as an argument
+            args[1], eager_args[1] = model.state_dict()["w"][None, :], eager.w[None, :]
+        want, eager_exc = None, None
+        try:
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                want = eager(*eager_args)
+        except Exception as exc:
+            eager_exc = exc
+        try:
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", nt.TracerWarning)
+                got = traced(*args)
+        except Exception as exc:
+            _check_clear(exc, f"module {steps} at n={n} on {backend}")
+            if "shares memory" in str(exc):
+                PATH_PROGRAMS["argument sharing module state refused"] += 1
+            return   # the states now differ: nothing more to compare
+        if eager_exc is not None:
+            return
+        what = f"module {steps} at n={n} on {backend}"
+        for j, (w, g) in enumerate(zip(_flatten(want), _flatten(got))):
+            _same(w, g, f"{what}: output {j}")
+        _same(eager.w, model.state_dict()["w"], f"{what}: the module state after the call")
+        for j, (w, g) in enumerate(zip(eager_args, args)):
+            _same(w, g, f"{what}: argument {j} after the call")
+        if n == 1:
+            PATH_PROGRAMS["argument sharing module state compared"] += 1
+
+
+@settings(max_examples=max(EXAMPLES // 2, 10), deadline=None,
+          derandomize=os.environ.get("NUMTRACE_FUZZ_SEED") is None,
+          suppress_health_check=list(HealthCheck), database=None)
+@seed(int(os.environ.get("NUMTRACE_FUZZ_SEED", "0")))
+@given(steps=program_st)
+def test_module_state_program_matches_the_eager_module(steps, backend):
+    run_module_case(steps, backend)
+
+
 def test_fuzz_reached_every_fast_path(capsys):
     """The programs above ran every fast path of the cpu backend, and every argument kind, in at least
     MIN_PROGRAMS programs each (values compared with NumPy's); prints the count per path."""
@@ -375,7 +452,7 @@ def test_fuzz_reached_every_fast_path(capsys):
         print(f"\nprograms per path ({EXAMPLES} programs per backend):")
         for path in paths:
             print(f"  {PATH_PROGRAMS[path]:6d}  {path}")
-    least = max(1, EXAMPLES // 100)
+    least = max(1, EXAMPLES // 50)
     missed = {path: PATH_PROGRAMS[path] for path in paths if PATH_PROGRAMS[path] < least}
     assert not missed, f"paths reached in fewer than {least} programs: {missed}"
 

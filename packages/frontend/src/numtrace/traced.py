@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 from numtrace_ir import FormatError, Graph, GuardError, ShapeError, TensorType, registry, specialize
 
+from numtrace_ir.backend import plain_array
+
 from . import saving, trace_format
 from . import tracer as _tracing
 from .backends import get_backend
@@ -393,6 +395,9 @@ class TracedFunction:
         re-trace), compile it and cache ``(graph's function, executable)``. Guards are evaluated here,
         once per signature, never per call."""
         self._converted(leaves)  # only arrays and NumPy scalars reach a backend
+        for i, a in enumerate(leaves):   # (a later call with a subclass is refused by the executable)
+            if type(a) is not np.ndarray and isinstance(a, np.ndarray):
+                plain_array(a, f"{self.__name__}(): argument {self._leaf_name(i)}")
         types = [self._check_leaf(i, a, declared.type)
                  for i, (a, declared) in enumerate(zip(leaves, self.graph.inputs))]
         with self._lock:

@@ -86,6 +86,7 @@ class Tracer:
         self.mask_count = 0
         self.layout_dependent = False   # a write went through a reshape (see views.note_layout_write)
         self.input_proxies: list = []   # the traced arrays of the graph inputs, in order
+        self.unit_dims_guarded = False
         # Weak references to every traced array made, for the aliasing check of in-place writes.
         self.live: list[weakref.ref] = []
         # (graph value, expected) of the guards recorded so far: each is recorded once.
@@ -140,6 +141,10 @@ class Tracer:
             self.state_order.append(name)
             self.state_arrays.append(array)
         return proxy
+
+    def state_proxies(self) -> list:
+        """The traced inputs made for module state so far."""
+        return list(self._state_proxies.values())
 
     def state_proxy(self, array: Any) -> Any:
         """The traced input already made for module state ``array`` in this trace, or None."""

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .traced_value import guarded, is_traced_array, unwrap
+from .traced_value import is_traced_array, unwrap
 
 
 class _OpView:
@@ -62,13 +62,21 @@ RESHAPED_COPY = _ReshapedCopy()
 
 def note_layout_write(tracer: Any, array: Any) -> None:
     """Called for each array a write reaches: a write through a reshape (view or copy) makes the trace
-    depend on its arguments' layouts (see the module docstring) and on their shapes (``x.T`` of an
-    (n, 1) array is C-contiguous too), which are guarded: at other shapes the function is traced again."""
-    if tracer.layout_dependent or not getattr(array._view, "layout_dependent", False):
+    depend on its arguments' layouts (see the module docstring), and on which of their dims are 1 (the
+    transpose of a C-contiguous (1, n) array is C-contiguous too): those are guarded, so that at shapes
+    with other unit dims the function is traced again. Not for a reshape of a C-contiguous argument
+    itself: that is a view at every shape, and the argument's layout is checked per call."""
+    if not getattr(array._view, "layout_dependent", False):
         return
     tracer.layout_dependent = True
+    base = array._parent
+    if (base is not None and base._concrete.flags.c_contiguous and any(base is p for p in tracer.input_proxies)
+            and all(base is not p for p in tracer.state_proxies())) or tracer.unit_dims_guarded:
+        return
+    tracer.unit_dims_guarded = True
     for proxy in tracer.input_proxies:
-        guarded(tuple(proxy.shape))
+        for d in proxy.shape:
+            bool(d == 1)   # records the guard
 
 
 def layout_of(a: np.ndarray) -> Any:
