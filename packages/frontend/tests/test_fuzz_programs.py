@@ -174,7 +174,8 @@ STEPS = {
     # exponents over extreme ranges, clip and maximum/minimum ties, writes through reshapes
     "stack_write": (1, _stack_then_write), "concat_write": (2, _concatenate_then_write),
     "column_stack_write": (1, _column_stack_then_write),
-    "stack_0d": (1, lambda a: np.stack([a.sum(), a.max()])), "array_0d": (1, lambda a: np.array([a.mean(), a.std()])),
+    "stack_0d": (1, lambda a: np.stack([a.sum(), a.max()])),
+    "array_0d": (1, lambda a: np.array([a.mean(), a.std()])),
     "small_k": (1, _small_k), "small_k_neg_zero": (1, lambda a: _small_k(a, -0.0)), "gemv": (1, _gemv),
     "neg_zero": (1, lambda a: a * -0.0), "clip_tie": (1, lambda a: np.clip(a * -0.0, 0.0, 1.0)),
     "clip_tie_high": (1, lambda a: np.clip(a * 0.0, -1.0, -0.0)),
@@ -190,7 +191,8 @@ STEPS = {
     "T_reshape_write": (1, lambda a: _through_reshape(a, lambda v: v.T.reshape(-1))),
 }
 FAST_STEPS = [name for name in STEPS if name in (
-    "stack_write", "concat_write", "column_stack_write", "stack_0d", "array_0d", "small_k", "small_k_neg_zero",
+    "stack_write", "concat_write", "column_stack_write", "stack_0d", "array_0d", "small_k",
+    "small_k_neg_zero",
     "gemv", "neg_zero", "clip_tie", "clip_tie_high", "max_tie", "min_tie", "scan_of_pass", "cumprod_of_pass",
     "pow_m2_huge", "pow_m2_tiny", "pow_m1_subnormal", "pow_half", "pow_3_huge", "pow_4", "pow_m_half",
     "pow_2_neg_zero", "reshape_write", "ravel_write", "T_reshape_write", "set_row", "set_slice", "iadd",
@@ -401,8 +403,8 @@ def run_module_case(steps, backend):
     eager.load_state_dict(model.state_dict())   # tracing ran forward once more on the model
     if traced.forward.mutated:
         PATH_PROGRAMS["module state written"] += 1
-    for n, seed in ((3, 1), (1, 2), (5, 3)):
-        args, eager_args = _inputs(n, seed), _inputs(n, seed)
+    for n, draw in ((3, 1), (1, 2), (5, 3)):
+        args, eager_args = _inputs(n, draw), _inputs(n, draw)
         if n == 1:   # the state itself as an argument
             args[1], eager_args[1] = model.state_dict()["w"][None, :], eager.w[None, :]
         want, eager_exc = None, None

@@ -167,7 +167,8 @@ class Executable(CallRunner):
             "instructions": sum(s.kernel.n_instructions for s in fused),
             "matmuls": sum(isinstance(s, MatmulStep) for s in self._steps),
             "gemv": sum(isinstance(s, MatmulStep) and s.gemv is not None for s in self._steps),
-            "gemv_epilogues": sum(isinstance(s, MatmulStep) and s.gemv is not None and s.bias for s in self._steps),
+            "gemv_epilogues": sum(isinstance(s, MatmulStep) and s.gemv is not None and s.bias
+                                  for s in self._steps),
             "constant_powers": sum(constant_exponent(n) is not None for s in fused for n in s.nodes),
             "views": sum(isinstance(s, ViewStep) for s in self._steps),
             "parts_in_place": sum(isinstance(s, PartViewStep) for s in self._steps),

@@ -27,8 +27,8 @@ from numtrace_cpu.isa import DTYPES, OPS, REDUCTIONS, REG_KINDS, ROLES, FusedKer
 from numtrace_cpu.products import epilogues, gemv_form
 
 __all__ = ["LOWERED", "SMALL_K", "ConstantStep", "FallbackStep", "FusedStep", "IntoStep", "MatmulStep",
-           "PartViewStep", "ScanStep", "SetitemStep", "SmallMatmulStep", "Step", "ViewStep", "constant_exponent",
-           "lower"]
+           "PartViewStep", "ScanStep", "SetitemStep", "SmallMatmulStep", "Step", "ViewStep",
+           "constant_exponent", "lower"]
 
 # Interpreter limits (see runtime.pyx); bigger groups are split.
 MAX_OPERANDS = 64

@@ -113,8 +113,7 @@ def record_function(func: Callable, args: tuple, kwargs: Mapping[str, Any] | Non
     in_spec = Sequence_(tuple, specs)
     tracer = Tracer(state_names or {})
     with tracer.active(), numpy_intercepted():
-        proxies = [tracer.add_input(n, plain_array(a, f"argument {n!r}") if type(a) is not np.ndarray
-                                    and isinstance(a, np.ndarray) else np.asarray(a))
+        proxies = [tracer.add_input(n, np.asarray(plain_array(a, f"argument {n!r}")))
                    for n, a in zip(leaf_names, leaves)]
         rebuilt = [spec.build(proxies) for spec in specs]
         if kwargs is not None:

@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 from numtrace_ir import FormatError, Graph, GuardError, ShapeError, TensorType, registry, specialize
-
 from numtrace_ir.backend import plain_array
 
 from . import saving, trace_format
@@ -82,7 +81,8 @@ class TracedFunction:
     def __init__(self, graph: Graph, *, name: str, arg_names: Sequence[str], in_spec: Spec, out_spec: Spec,
                  backend: str, state: Sequence[np.ndarray] = (), state_names: Sequence[str] = (),
                  mutated: Sequence[int] = (), returned: Sequence[tuple[int, int]] = (),
-                 retrace: Callable[[tuple], TracedFunction] | None = None, layouts: Sequence[Any] | None = None):
+                 retrace: Callable[[tuple], TracedFunction] | None = None,
+                 layouts: Sequence[Any] | None = None):
         self.graph = graph
         # The arguments' layouts when the trace wrote through a reshape (`views.layout_of`): a call
         # must match them (NumPy's reshape is a view or a copy by layout), checked per call.
@@ -274,9 +274,9 @@ class TracedFunction:
             got = layout_of(np.asarray(a))
             if got != want:
                 raise ValueError(
-                    f"{self.__name__}(): argument {self._leaf_name(i)} is {layout_text(got)}, but the function "
-                    f"was traced with it {layout_text(want)}; the function writes through a reshape (or "
-                    "ravel), which NumPy makes a view or a copy depending on the layout, so the trace "
+                    f"{self.__name__}(): argument {self._leaf_name(i)} is {layout_text(got)}, but the "
+                    f"function was traced with it {layout_text(want)}; the function writes through a reshape "
+                    "(or ravel), which NumPy makes a view or a copy depending on the layout, so the trace "
                     "holds for the traced layouts only: pass an array laid out as traced, or trace again")
 
     def _run(self, executable: Any, leaves: Sequence[Any]) -> Any:
@@ -384,7 +384,8 @@ class TracedFunction:
         return leaves
 
     def _input_name(self, i: int) -> str:
-        return f"argument {self._leaf_name(i)}" if i < self._num_leaves else f"module state {self._leaf_name(i)}"
+        kind = "argument" if i < self._num_leaves else "module state"
+        return f"{kind} {self._leaf_name(i)}"
 
     def _leaf_name(self, i: int) -> str:
         name = self.graph.inputs[i].name
@@ -396,8 +397,7 @@ class TracedFunction:
         once per signature, never per call."""
         self._converted(leaves)  # only arrays and NumPy scalars reach a backend
         for i, a in enumerate(leaves):   # (a later call with a subclass is refused by the executable)
-            if type(a) is not np.ndarray and isinstance(a, np.ndarray):
-                plain_array(a, f"{self.__name__}(): argument {self._leaf_name(i)}")
+            plain_array(a, f"{self.__name__}(): argument {self._leaf_name(i)}")
         types = [self._check_leaf(i, a, declared.type)
                  for i, (a, declared) in enumerate(zip(leaves, self.graph.inputs))]
         with self._lock:

@@ -70,8 +70,9 @@ def note_layout_write(tracer: Any, array: Any) -> None:
         return
     tracer.layout_dependent = True
     base = array._parent
-    if (base is not None and base._concrete.flags.c_contiguous and any(base is p for p in tracer.input_proxies)
-            and all(base is not p for p in tracer.state_proxies())) or tracer.unit_dims_guarded:
+    argument = base is not None and any(base is p for p in tracer.input_proxies) and all(
+        base is not p for p in tracer.state_proxies())
+    if (argument and base._concrete.flags.c_contiguous) or tracer.unit_dims_guarded:
         return
     tracer.unit_dims_guarded = True
     for proxy in tracer.input_proxies:

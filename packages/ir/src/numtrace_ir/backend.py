@@ -49,14 +49,16 @@ class Backend(Protocol):
     def compile(self, graph: Graph, input_types: Sequence[Type]) -> Executable: ...
 
 
-def plain_array(x: np.ndarray, what: str) -> np.ndarray:
-    """`x` as the plain ndarray a graph computes on, for an argument whose type is an ndarray subclass.
+def plain_array(x: Any, what: str) -> Any:
+    """`x` as a graph takes it: itself, unless its type is an ndarray subclass.
 
     A graph has ndarray semantics: a subclass that changes what operations mean (a masked array's
     mask, np.matrix's ``*``) would be computed as its bare data, a silent wrong answer, so it is
     refused with a TypeError naming the argument `what`. np.memmap only changes where the data lives
     and is taken as the array it is.
     """
+    if type(x) is np.ndarray or not isinstance(x, np.ndarray):
+        return x
     if isinstance(x, np.memmap):
         return x.view(np.ndarray)
     raise TypeError(f"{what} is a {type(x).__module__}.{type(x).__qualname__}, an ndarray subclass; a trace "

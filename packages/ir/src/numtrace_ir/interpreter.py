@@ -122,8 +122,7 @@ class Interpreter:
 
     def __call__(self, *inputs: Any, out: Sequence[np.ndarray] | None = None) -> tuple:
         if any(type(a) is not np.ndarray and isinstance(a, np.ndarray) for a in inputs):
-            inputs = tuple(plain_array(a, f"input {i}") if type(a) is not np.ndarray and isinstance(a, np.ndarray)
-                           else a for i, a in enumerate(inputs))
+            inputs = tuple(plain_array(a, f"input {i}") for i, a in enumerate(inputs))
         # Contract: every output is a fresh array, sharing memory with no input and no other output.
         held = [a for a in inputs if isinstance(a, np.ndarray)] + self.constants
         results = []

@@ -104,8 +104,7 @@ class TritonExecutable:
         (a smaller array would make kernels read past its end)."""
         t = self.plan.input_types[i]
         if isinstance(t, TensorType):
-            array = plain_array(value, f"input {i}") if type(value) is not np.ndarray and isinstance(
-                value, np.ndarray) else np.asarray(value)
+            array = np.asarray(plain_array(value, f"input {i}"))
             if array.dtype != t.dtype or array.shape != tuple(t.shape):
                 raise TypeError(
                     f"input {i}: got {array.dtype}{list(array.shape)}, but this executable was "
