@@ -217,6 +217,18 @@ def test_a_write_through_a_reshape_at_another_shape_is_traced_again(backend, rng
     _same(x, want_x)
 
 
+def test_a_loaded_trace_keeps_its_layouts(backend, rng, tmp_path):
+    arrays = _layouts(rng)
+    traced = _check(_write_through_reshape, backend, (arrays["C"],))
+    traced.save(tmp_path / "t.nt")
+    loaded = nt.load(tmp_path / "t.nt", backend=backend)
+    assert loaded.layouts == traced.layouts == ("C",)
+    _check_loaded = _copy(arrays["C"])
+    _same(loaded(_check_loaded), _write_through_reshape(arrays["C"].copy()))
+    with pytest.raises(ValueError, match="laid out"):
+        loaded(_copy(arrays["F"]))
+
+
 def test_a_reshape_only_read_takes_any_layout(backend, rng):
     arrays = _layouts(rng)
     _check(lambda x: x.reshape(-1) * 2.0, backend, *[(a,) for a in arrays.values()])

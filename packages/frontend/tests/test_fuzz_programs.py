@@ -267,9 +267,11 @@ FAST_PATHS = {
 }
 # Outcomes of the argument kinds a call may take (see _inputs).
 CALL_PATHS = ("Fortran-ordered argument", "strided argument", "np.longlong argument", "masked array refused",
-              "layout refused", "module state written", "argument sharing module state refused",
+              "layout refused", "module state written", "module state updated in place",
+              "argument sharing module state refused",
               "argument sharing module state compared")
 PATH_PROGRAMS: dict[str, int] = dict.fromkeys([*FAST_PATHS, *CALL_PATHS], 0)
+CPU_ONLY = {*FAST_PATHS, "module state updated in place"}
 
 
 def _same(a, b, what):
@@ -433,6 +435,11 @@ def run_module_case(steps, backend):
             _same(w, g, f"{what}: argument {j} after the call")
         if n == 1:
             PATH_PROGRAMS["argument sharing module state compared"] += 1
+    method = traced.forward
+    state_outputs = {len(method.graph.outputs) - len(method.mutated) + k
+                     for k, i in enumerate(method.mutated) if i >= len(method.arg_names_flat())}
+    if any(state_outputs & set(s.get("in_place_outputs", ())) for s in method.stats()["signatures"].values()):
+        PATH_PROGRAMS["module state updated in place"] += 1
 
 
 @settings(max_examples=max(EXAMPLES // 2, 10), deadline=None,
@@ -449,7 +456,7 @@ def test_fuzz_reached_every_fast_path(capsys):
     MIN_PROGRAMS programs each (values compared with NumPy's); prints the count per path."""
     if not any(PATH_PROGRAMS.values()):
         pytest.skip("the fuzz test did not run in this session")
-    paths = [p for p in PATH_PROGRAMS if p in CALL_PATHS or "cpu" in nt.available_backends()]
+    paths = [p for p in PATH_PROGRAMS if p not in CPU_ONLY or "cpu" in nt.available_backends()]
     with capsys.disabled():
         print(f"\nprograms per path ({EXAMPLES} programs per backend):")
         for path in paths:

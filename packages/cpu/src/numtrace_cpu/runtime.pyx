@@ -851,8 +851,9 @@ cdef class ExactCall:
     its items, output j as j and input i (an argument returned as itself) as -1 - i; the first item
     when `single`, else their tuple, passed to `build` when given.
 
-    `alias_pairs` are (written input, other input), indices into `args + extra`: when the memory bounds of such a pair
-    overlap, `run` returns `NotImplemented` too, so the caller's exact check decides (refuse, or run).
+    `alias_pairs` are (written input, other input), indices into `args + extra` (module state is an
+    input too): when the memory bounds of such a pair overlap, `run` returns `NotImplemented` too, so
+    the caller's exact check decides (refuse, or run).
     Holds no per-call state: one ExactCall serves concurrent calls.
     """
     cdef CallRunner runner

@@ -425,10 +425,10 @@ class TracedFunction:
         graph = self.graph
         if any(t != v.type for t, v in zip(types, graph.inputs)):
             graph = retyped(graph, types, self.__name__)
-        if self.mutated and not self._state and getattr(self._backend, "writes_updates_in_place", False):
-            # The written-back arguments may be computed straight into the caller's arrays (an output
-            # that is then the argument itself needs no copy back). Not with module state: the
-            # aliasing check covers the arguments only.
+        if self.mutated and getattr(self._backend, "writes_updates_in_place", False):
+            # The written-back arguments and module state may be computed straight into their arrays
+            # (an output that is then the array itself needs no copy back): the aliasing check makes
+            # sure no other input shares their memory.
             updates = {self._num_outputs + k: i for k, i in enumerate(self.mutated)}
             return self._backend.compile(graph, types, updates=updates)
         return self._backend.compile(graph, types)
