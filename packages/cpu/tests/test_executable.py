@@ -301,6 +301,10 @@ def test_an_input_of_an_equal_dtype_by_another_type_number_runs():
     arg = np.arange(5, dtype=np.longlong)
     assert arg.dtype == np.int64 and arg.dtype.num != np.dtype(np.int64).num
     np.testing.assert_array_equal(exe(arg)[0], 2 * np.arange(5))
+    out = np.empty(5, np.longlong)
+    (got,) = exe(arg, out=[out])
+    assert got is out
+    np.testing.assert_array_equal(out, 2 * np.arange(5))
 
 def test_large_outputs_recycle_memory_only_once_released():
     n = 1 << 19   # 2 MiB of float32: a recycled block

@@ -125,11 +125,13 @@ class Executable(CallRunner):
         overlap = overlap or any(np.may_share_memory(a, b) for i, a in enumerate(out) for b in out[i + 1:])
         if overlap:
             return [np.empty(t.shape, t.dtype) for _, t, _ in self._outputs]
-        return list(out)
+        # An equal dtype by another type number (longlong for int64): the kernels see the compiled one.
+        return [o if o.dtype.num == t.dtype.num else o.view(t.dtype)
+                for o, (_, t, _) in zip(out, self._outputs)]
 
     def _finish_out(self, out: Sequence[np.ndarray], results: list) -> tuple:
         for o, r in zip(out, results):
-            if o is not r:
+            if o is not r and r.base is not o:
                 np.copyto(o, r)
         return tuple(out)
 
