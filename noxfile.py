@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import nox
+import nox.command
 
 ROOT = Path(__file__).resolve().parent
 PACKAGES = ROOT / "packages"
@@ -124,10 +125,17 @@ def _pytest(session: nox.Session, name: str, *extra: str, env: dict | None = Non
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """All packages installed together; every package's tests."""
+    """All packages installed together; every package's tests, each run even when another's fail: the
+    session then fails naming them (pytest's exit 5, no tests collected, is a failure too)."""
     _install(session, ALL)
+    failed = []
     for name in ALL:
-        _pytest(session, name)
+        try:
+            _pytest(session, name)
+        except nox.command.CommandFailed:
+            failed.append(name)
+    if failed:
+        session.error(f"tests failed in: {', '.join(f'packages/{name}' for name in failed)}")
 
 
 def _alone(package: str):
@@ -194,7 +202,9 @@ def boundscheck(session: nox.Session) -> None:
                 *session.posargs)
 
 
-# Pinned: a new mypy release may report new errors, and the lint session must fail only for our code.
+# Pinned: a new ruff or mypy release may report new errors, and the lint session must fail only for our
+# code. (ci/run_all.sh pins nox itself the same way.)
+RUFF = "ruff==0.17.6"
 MYPY = "mypy==2.4.1"
 NUMPY_STUBS = "numpy==2.4.6"  # its bundled stubs are what mypy checks our NumPy calls against
 
@@ -202,16 +212,17 @@ NUMPY_STUBS = "numpy==2.4.6"  # its bundled stubs are what mypy checks our NumPy
 @nox.session
 def lint(session: nox.Session) -> None:
     """Ruff over all Python sources (config: ruff.toml), then mypy over the four packages' sources
-    (config: mypy.ini; of the Cython modules only numtrace_ir.types is described, by its .pyi). NumPy is
+    (config: mypy.ini; the Cython modules are described by the .pyi stubs beside them). NumPy is
     installed for its type stubs."""
-    session.install("ruff>=0.5", MYPY, NUMPY_STUBS)
+    session.install(RUFF, MYPY, NUMPY_STUBS)
     session.run("ruff", "check", ".")
     session.run("mypy")
 
 
-# The site's build tools, pinned so a warning that fails the strict build is one we can reproduce.
+# The site's build tools, pinned so a warning that fails the strict build is one we can reproduce. Ruff
+# is what mkdocstrings formats the API pages' signatures with (one parameter per line, not one long line).
 DOCS_DEPS = ["mkdocs==1.6.1", "mkdocstrings==1.0.8", "mkdocstrings-python==2.0.11", "griffelib==2.4.1",
-             "mkdocs-autorefs==1.4.5", "pymdown-extensions==13.1.2", "Markdown==3.11.3"]
+             "mkdocs-autorefs==1.4.5", "pymdown-extensions==13.1.2", "Markdown==3.11.3", "ruff==0.16.9"]
 
 
 @nox.session
@@ -222,7 +233,7 @@ def docs(session: nox.Session) -> None:
     session.install(*DOCS_DEPS)
     session.run("python", "-m", "mkdocs", "build", "--strict", "--config-file", str(ROOT / "mkdocs.yml"))
     pages = [str(ROOT / page) for page in ("README.md", "CONTRIBUTING.md", "docs")]
-    session.run("python", str(ROOT / "ci" / "check_docs.py"), *pages)
+    session.run("python", str(ROOT / "ci" / "check_docs.py"), "--site", str(ROOT / "site"), *pages)
 
 
 @nox.session

@@ -2,22 +2,27 @@
 
 The pages are read in the repository and built into a site by MkDocs (`mkdocs build --strict`,
 which checks the site's own links); this proves them true: each ```python block of a page runs,
-in order, in one namespace per page (a block fenced as ```python {.no-run} is shown only). The API
+in order, in one namespace per page that starts empty, as a reader's interpreter does (a block
+fenced as ```python {.no-run} is shown only); what the examples print is shown with a failure only. The API
 reference pages render docstrings (`::: numtrace.trace`), so the ```python blocks of those
 docstrings (and of a documented class's members) run too, one namespace per documented object.
 Any failure, or a link to a missing file or heading, is an error. An API reference entry is the
 anchor of its name and of its members' names.
 
-Usage: python ci/check_docs.py PATH [PATH ...]   (files or folders of .md)
+With ``--site DIR`` it also checks the built site: it must read the same offline (no script or
+stylesheet from the network; highlighted code styled by a stylesheet the site ships).
+
+Usage: python ci/check_docs.py [--site DIR] PATH [PATH ...]   (files or folders of .md)
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
+import io
 import re
 import sys
-import tempfile
 import textwrap
 import traceback
 from pathlib import Path
@@ -68,19 +73,26 @@ def python_blocks(text: str) -> list[tuple[int, str]]:
 
 
 def run_examples(where: str, text: str) -> tuple[int, list[str]]:
-    """Run the blocks of ``text`` in order in one namespace: (number of blocks, errors)."""
+    """Run the blocks of ``text`` in order in one namespace: (number of blocks, errors).
+
+    The namespace starts empty, as a reader's interpreter does: a block that uses a name no earlier
+    block of its page defines fails. What the examples print is shown only with a failure: their
+    output (an error message a page demonstrates) is the page's, not the check's.
+    """
     blocks = python_blocks(text)
     namespace: dict = {"__name__": f"docs:{where}"}
     errors = []
-    with tempfile.TemporaryDirectory() as tmp:
-        namespace["DOCS_TMP"] = tmp
-        for i, (line, body) in enumerate(blocks):
-            try:
+    printed = io.StringIO()
+    for i, (line, body) in enumerate(blocks):
+        try:
+            with contextlib.redirect_stdout(printed):
                 # Pad so tracebacks and traced source locations name the page's own lines.
                 exec(compile("\n" * (line - 1) + body, where, "exec"), namespace)
-            except Exception:
-                errors.append(f"{where}: example {i} (line {line}) failed:\n{traceback.format_exc()}")
-                break  # later blocks usually depend on this one
+        except Exception:
+            output = printed.getvalue()
+            shown = f"its page's examples printed:\n{textwrap.indent(output, '    ')}" if output else ""
+            errors.append(f"{where}: example {i} (line {line}) failed:\n{traceback.format_exc()}{shown}")
+            break  # later blocks usually depend on this one
     return len(blocks), errors
 
 
@@ -109,12 +121,36 @@ def docstrings(dotted: str) -> str:
     return "\n\n".join(texts)
 
 
+REMOTE_ASSET = re.compile(r"<(?:script|link)\b[^>]*\b(?:src|href)=\"(?:https?:)?//[^\"]*\"")
+LINK_TAG = re.compile(r"<link\b[^>]*>")
+HREF = re.compile(r"\bhref=\"([^\"]+)\"")
+
+
+def check_site(site: Path) -> list[str]:
+    """The built site reads the same offline: no page loads a script or stylesheet from the network,
+    and every page with highlighted code links a stylesheet of the site that styles it."""
+    errors = []
+    for page in sorted(site.rglob("*.html")):
+        html = page.read_text()
+        errors += [f"{page}: loads {m.group(0)!r} from the network" for m in REMOTE_ASSET.finditer(html)]
+        if 'class="highlight"' in html:
+            sheets = [(page.parent / href).resolve() for tag in LINK_TAG.findall(html)
+                      if 'rel="stylesheet"' in tag for href in HREF.findall(tag)]
+            if not any(sheet.is_file() and ".highlight ." in sheet.read_text() for sheet in sheets):
+                errors.append(f"{page}: highlighted code, but no linked stylesheet styles .highlight")
+    return errors
+
+
 def main(argv: list[str]) -> int:
+    site = None
+    if "--site" in argv:
+        at = argv.index("--site")
+        site, argv = Path(argv[at + 1]), argv[:at] + argv[at + 2:]
     pages: list[Path] = []
     for arg in argv or ["README.md", "docs"]:
         p = Path(arg)
         pages += sorted(p.rglob("*.md")) if p.is_dir() else [p]
-    errors: list[str] = []
+    errors: list[str] = check_site(site) if site is not None else []
     examples = 0
     for page in pages:
         text = page.read_text()

@@ -82,8 +82,13 @@ def main() -> int:
         ours = _median_seconds(lambda x=x: traced(x))
         theirs = _median_seconds(lambda x=x: model(x))
         print(f"batch {batch:3d}: numtrace ({args.backend}) {ours * 1e6:8.1f} us, "
-              f"NumPy {theirs * 1e6:8.1f} us: {theirs / ours:.2f}x faster (median of 7 runs)")
+              f"NumPy {theirs * 1e6:8.1f} us: {_speed(theirs / ours)} (median of 7 runs)")
     return 0
+
+
+def _speed(ratio: float) -> str:
+    """``2.50x faster`` for a ratio of NumPy's time to ours above 1, ``1.14x slower`` below."""
+    return f"{ratio:.2f}x faster" if ratio >= 1.0 else f"{1.0 / ratio:.2f}x slower"
 
 
 def _median_seconds(fn, repeat: int = 7) -> float:

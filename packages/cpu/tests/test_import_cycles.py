@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from numtrace_ir.import_cycles import assert_no_import_cycle
+from numtrace_ir.testing.import_cycles import assert_no_import_cycle
 
 
 def test_no_import_cycle():

@@ -49,10 +49,23 @@ def test_the_build_in_use_is_the_widest_this_cpu_runs():
     assert numtrace_cpu.Backend.description.endswith(numtrace_cpu.ISA)
 
 
+# ``np.tanh(x) * 2 + x.sum()`` as the tracer records it: the subprocess needs only this package.
+_GRAPH = """graph(%0 : f32[1000]):
+  %1 : f32[1000] = np.tanh(%0)
+  %2 : int = prim.Constant[value=2]()
+  %3 : f32[1000] = np.multiply(%1, %2)
+  %4 : f32[] = np.sum[axis=None, dtype=None, keepdims=False, initial=None](%0)
+  %5 : f32[1000] = np.add(%3, %4)
+  return (%5)
+"""
+
+
 def _import_with(forced: str) -> subprocess.CompletedProcess:
-    code = ("import numpy as np, numtrace as nt, numtrace_cpu.isa as i\n"
-            "f = nt.trace(lambda x: np.tanh(x) * 2 + x.sum(), (np.ones(1000, np.float32),), backend='cpu')\n"
-            "print(i.BUILD, i.ISA, float(f(np.linspace(-1, 1, 1000, dtype=np.float32)).sum()))")
+    code = ("import numpy as np, numtrace_cpu, numtrace_cpu.isa as i, numtrace_ir as ir\n"
+            f"g = ir.parse({_GRAPH!r})\n"
+            "f = numtrace_cpu.compile_graph(g, [ir.TensorType(np.float32, (1000,))])\n"
+            "(out,) = f(np.linspace(-1, 1, 1000, dtype=np.float32))\n"
+            "print(i.BUILD, i.ISA, float(out.sum()))")
     return subprocess.run([sys.executable, "-c", code], env={**os.environ, "NUMTRACE_CPU_ISA": forced},
                           capture_output=True, text=True, timeout=120)
 

@@ -26,7 +26,8 @@ def test_op_matches_reference(op, sample):
             [(np.asarray(e).dtype, np.shape(e)) for e in expected]
         return
     _, got = _run(op, sample, sample.inputs)
-    testing.assert_outputs_close(got, expected, what=op.name)
+    testing.assert_outputs_close(got, expected, what=op.name, op=op, inputs=sample.inputs)
     strided = [testing.noncontiguous(v) for v in sample.inputs]
     _, got = _run(op, sample, strided)
-    testing.assert_outputs_close(got, expected, what=f"{op.name} (non-contiguous)")
+    testing.assert_outputs_close(got, expected, what=f"{op.name} (non-contiguous)", op=op,
+                                 inputs=sample.inputs)

@@ -12,6 +12,9 @@ os.environ.setdefault("TRITON_INTERPRET", "1")  # before anything imports triton
 import numpy as np
 import numtrace
 import pytest
+from numtrace_ir.testing import hypothesis_profiles
+
+hypothesis_profiles.load()  # derandomized under CI
 
 _AVAILABLE = numtrace.available_backends()
 

@@ -129,7 +129,7 @@ def test_exception_in_the_python_function_is_a_check_error(rng):
     assert "ArithmeticError: boom" in str(info.value)
 
 
-def test_check_tolerance_is_used(rng):
+def test_check_tolerance_is_used(rng, recwarn):
     state = {"n": 0}
 
     def drifting(x):
@@ -140,9 +140,26 @@ def test_check_tolerance_is_used(rng):
     with pytest.warns(nt.TracerWarning, match="Output nr 1"):
         nt.trace(drifting, (x,), backend="reference")
     state["n"] = 0
-    nt.trace(drifting, (x,), backend="reference", check_tolerance=1e-3)
+    recwarn.clear()
+    traced = nt.trace(drifting, (x,), backend="reference", check_tolerance=1e-3)
+    assert len(recwarn) == 0 and state["n"] >= 3  # the drifting run was checked, within the tolerance
+    np.testing.assert_allclose(traced(x), x)
 
 
-def test_check_trace_false_skips_the_checker(rng):
-    nt.trace(loop_in_traced_fn, (rng.random((3, 4)),), check_trace=False,
-             check_inputs=[(rng.random((4, 4)),)], backend="reference")
+def test_check_trace_false_skips_the_checker(rng, recwarn):
+    """The checker calls the function again (on the example and on each check input): with
+    check_trace=False it is called once, to trace it, and the check inputs' other length says nothing."""
+    calls = []
+
+    def counted(x):
+        calls.append(x.shape)
+        return loop_in_traced_fn(x)
+
+    x, check = rng.random((3, 4)), rng.random((4, 4))
+    traced = nt.trace(counted, (x,), check_trace=False, check_inputs=[(check,)], backend="reference")
+    assert calls == [(3, 4)] and len(recwarn) == 0
+    np.testing.assert_allclose(traced(x), loop_in_traced_fn(x))
+    calls.clear()
+    with pytest.warns(nt.TracerWarning, match="specialized to the example inputs' shapes"):
+        nt.trace(counted, (x,), check_inputs=[(check,)], backend="reference")
+    assert (4, 4) in calls and len(calls) > 1

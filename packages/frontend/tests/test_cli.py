@@ -130,6 +130,21 @@ def test_backends(capsys):
         assert f"cpu: available (block interpreter built for {numtrace_cpu.ISA})" in out
 
 
+def test_backends_lists_the_ones_not_installed_with_how_to_install_them(capsys, monkeypatch):
+    from numtrace import backends
+
+    monkeypatch.setattr(backends, "_entry_points", lambda: {})  # nothing but the built-in one installed
+    monkeypatch.setattr(backends, "_instances", {})
+    code, out, _ = run(capsys, "backends")
+    assert code == 0
+    assert out.splitlines() == ["reference: available",
+                                "cpu: not installed (pip install numtrace-cpu)",
+                                "triton: not installed (pip install numtrace-triton)"]
+    with pytest.raises(ValueError, match=r"backend 'triton' cannot be used \(not installed: pip install "
+                                         r"numtrace-triton\)"):
+        backends.get_backend("triton")
+
+
 def test_draw_dot_text(capsys, files, tmp_path):
     code, out, _ = run(capsys, "draw", files / "f.nt")
     assert code == 0 and out.startswith('digraph "f" {')

@@ -51,3 +51,49 @@ def test_bad_structures_are_clear_errors():
         spec_from_json({"kind": "tuple"})
     with pytest.raises(ValueError, match="unknown kind"):
         spec_from_json({"kind": "set"})
+
+
+# -- a list of Python numbers is data frozen into the trace; a list of arrays is a structure of inputs --
+
+def _weighted(x, weights):
+    return x * np.asarray(weights).sum()
+
+
+def test_a_list_of_numbers_warns_at_trace_time_at_the_users_line():
+    import numtrace as nt
+
+    with pytest.warns(nt.TracerWarning, match="list of Python numbers") as record:
+        traced = nt.trace(_weighted, (np.ones(3), [[1.0, 2.0], [3.0, 4.0]]), backend="reference")
+    (w,) = [w for w in record if issubclass(w.category, nt.TracerWarning)]
+    assert w.filename == __file__
+    assert "'weights'" in str(w.message) and "NumPy array" in str(w.message)
+    np.testing.assert_array_equal(traced(np.ones(3), [[1.0, 2.0], [3.0, 4.0]]), np.full(3, 10.0))
+
+
+@pytest.mark.parametrize("other", [
+    [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 8.0], [9.0, 10.0]],   # longer
+    [[1.0, 2.0], [3.0, 5.0]],                                        # same length, another value
+    np.array([[1.0, 2.0], [3.0, 4.0]]),                              # the data as an array
+])
+def test_calling_with_another_list_says_it_was_frozen_and_what_to_pass(other):
+    import numtrace as nt
+
+    with pytest.warns(nt.TracerWarning, match="list of Python numbers"):
+        traced = nt.trace(_weighted, (np.ones(3), [[1.0, 2.0], [3.0, 4.0]]), backend="reference")
+    with pytest.raises(ValueError, match=r"argument 'weights': the list \[\[1\.0, 2\.0\], \[3\.0, 4\.0\]\] "
+                                         r"is a constant of the trace, frozen at trace time.*NumPy array"):
+        traced(np.ones(3), other)
+
+
+def test_lists_of_arrays_and_tuples_of_numbers_do_not_warn():
+    import warnings
+
+    import numtrace as nt
+
+    def f(pair, scale):
+        return pair[0] * scale[0] + pair[1]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        traced = nt.trace(f, ([np.ones(3), np.zeros(3)], (2.0,)), backend="reference")
+    np.testing.assert_array_equal(traced([np.ones(5), np.ones(5)], (2.0,)), np.full(5, 3.0))

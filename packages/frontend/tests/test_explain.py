@@ -32,6 +32,21 @@ def test_cpu_explain_lists_steps(args):
     assert "buffers:" in text and "bytes" in text
 
 
+@needs_cpu
+def test_cpu_explain_gives_each_fused_output_its_type_and_names_reductions():
+    """A pass with outputs of two shapes lists each with its own type; a pass that only reduces says so
+    (it runs no elementwise instruction, which "0 instructions" would hide)."""
+    def two_shapes(x):
+        return x.sum(axis=1), np.maximum(x, 0.0)
+
+    x = np.ones((64, 256), np.float32)
+    text = nt.trace(two_shapes, (x,)).explain()
+    assert "fused pass of 2 nodes (1 elementwise instruction, 1 reduction) -> %3 : f32[64, 256], " \
+           "%1 : f32[64]" in text
+    text = nt.trace(lambda x: x.sum(axis=1), (x,)).explain()
+    assert "fused pass of 1 node (1 reduction) -> %1 : f32[64]" in text and "0 instruction" not in text
+
+
 def test_explain_for_given_inputs_and_each_signature(args, backend):
     traced = nt.trace(f, args, backend=backend)
     x8 = np.ones((8, 32), np.float32)

@@ -474,7 +474,7 @@ def test_fuzz_reached_every_fast_path(capsys):
     assert not missed, f"paths reached in fewer than {least} programs: {missed}"
 
 
-# Regressions the fuzzer found are pinned here (see the commit history).
+# Programs the fuzzer found wrong answers or crashes in, pinned so they run in every session.
 @pytest.mark.parametrize("steps", [
     [("mask", 0, 0), ("set_mask", 0, 0)],
     [("view_write", 0, 0), ("T_write", 1, 0)],

@@ -14,6 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+pytestmark = pytest.mark.skipif("cpu" not in nt.available_backends(), reason="numtrace-cpu is not installed")
+
 
 def _in_place(traced) -> list:
     return [list(s.get("in_place_outputs", [])) for s in traced.stats()["signatures"].values()]

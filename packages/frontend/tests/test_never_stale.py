@@ -1,6 +1,6 @@
 """Never silently wrong: ordinary programs traced at one batch size and called at others.
 
-Each program reads its input's shape in a way that used to be baked into the trace. Traced at batch 5,
+Each program reads its input's shape in a way a trace could bake in as a constant. Traced at batch 5,
 every call at batch 1, 5 and 1000 must equal eager NumPy: either because the size is recorded in the
 graph (``x.size``, arithmetic on sizes), or because the trace guarded it and traces again (a branch on a
 shape, ``range(n)``, ``math.sqrt(n)``). A loaded trace, which has no Python function to trace again,

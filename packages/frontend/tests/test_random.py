@@ -17,9 +17,9 @@ def _ops(traced):
     return [n.op for n in traced.graph.nodes]
 
 
-def test_generator_draw_sized_by_traced_shape_does_not_crash():
-    # A segfault kills the interpreter, so the original report runs in a child process.
-    code = textwrap.dedent("""
+def test_generator_draw_sized_by_traced_shape_does_not_crash(backend):
+    # A segfault would kill the test process, so the program runs in a child process.
+    code = f"backend = {backend!r}\n" + textwrap.dedent("""
         import numpy as np, numtrace as nt
         def f(x):
             g = np.random.default_rng()
@@ -29,11 +29,11 @@ def test_generator_draw_sized_by_traced_shape_does_not_crash():
         def g(x):  # a generator the tracer does not intercept: traced dims reach NumPy's compiled code
             return x + Holder.rng.normal(size=x.shape) + np.random.RandomState(0).normal(size=x.shape)
         x = np.ones((3, 4))
-        assert nt.trace(f, (x,), check_trace=False)(np.ones((5, 4))).shape == (5, 4)
+        assert nt.trace(f, (x,), check_trace=False, backend=backend)(np.ones((5, 4))).shape == (5, 4)
         import warnings
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            nt.trace(g, (x,), check_trace=False)
+            nt.trace(g, (x,), check_trace=False, backend=backend)
         assert any("does not intercept" in str(w.message) for w in caught), caught
         print("ok")
     """)
@@ -41,12 +41,13 @@ def test_generator_draw_sized_by_traced_shape_does_not_crash():
     assert done.returncode == 0 and done.stdout.strip() == "ok", (done.returncode, done.stderr[-2000:])
 
 
-def test_unintercepted_draw_warns_that_it_becomes_a_constant():
+def test_unintercepted_draw_warns_that_it_becomes_a_constant(backend):
     class Holder:
         rng = np.random.default_rng(0)
 
     with pytest.warns(nt.TracerWarning, match="does not intercept"):
-        traced = nt.trace(lambda x: x + Holder.rng.normal(size=x.shape), (X,), check_trace=False)
+        traced = nt.trace(lambda x: x + Holder.rng.normal(size=x.shape), (X,), check_trace=False,
+                          backend=backend)
     assert "prim.Constant" in _ops(traced)
 
 

@@ -557,7 +557,7 @@ def test_concurrent_traces_and_numpy_is_restored(rng):
     assert (np.random.rand, np.zeros, np.ascontiguousarray) == original
 
 
-def test_python_scalar_constants_are_shared_only_when_identical():
+def test_python_scalar_constants_are_shared_only_when_identical(backend):
     """A scalar used again (``x * 1.0001`` in a loop) is one constant node; 0.0 and -0.0, 1 and 1.0 and
     True, and NaN stay distinct constants with their own dtype rules and signs."""
     def f(x):
@@ -567,7 +567,7 @@ def test_python_scalar_constants_are_shared_only_when_identical():
         return y, x * 0.0, x * -0.0, x + 1, x + 1.0, x + True, x * float("nan")
 
     x = np.arange(1, 5, dtype=np.int32)
-    traced = nt.trace(f, (x,), check_trace=False)
+    traced = nt.trace(f, (x,), check_trace=False, backend=backend)
     constants = [n for n in traced.graph.nodes if n.op == "prim.Constant"]
     assert len(constants) == 7   # 0.5 once; 0.0, -0.0, 1, 1.0, True, nan
     for got, expected in zip(traced(x + 3), f(x + 3)):

@@ -117,11 +117,11 @@ def test_arange_of_a_traced_size_is_recorded():
     assert traced.guards == [] and traced.stats()["retraces"] == 0
 
 
-def test_library_code_does_not_warn():
+def test_library_code_does_not_warn(recwarn):
     model = nt.nn.Sequential(nt.nn.Linear(3, 4, seed=0), nt.nn.GELU(), nt.nn.LayerNorm(4), nt.nn.ReLU())
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        nt.trace(model, X, backend="reference")
+    traced = nt.trace(model, X, backend="reference")
+    assert [str(w.message) for w in recwarn] == []
+    np.testing.assert_allclose(traced(X), model(X), rtol=1e-5)
 
 
 def test_shape_reads_do_not_warn():
@@ -198,3 +198,90 @@ def test_asarray_and_array_of_a_traced_array_stay_traced(convert):
     for got, expected in zip(traced(y.copy()), f(y.copy())):
         np.testing.assert_array_equal(got, expected)
         assert got.dtype == expected.dtype
+
+
+# -- every TracerWarning names the user's line, wherever numtrace issues it ----------------------------
+
+def _tracer_warnings(record):
+    return [w for w in record if issubclass(w.category, nt.TracerWarning)]
+
+
+def _first_rows(x):
+    return x[: len(x) // 2] * 2.0   # len() of a traced array: guarded
+
+
+def test_retrace_warning_names_the_calling_line():
+    traced = _trace(_first_rows, np.ones((4, 3)))
+    with pytest.warns(nt.TracerWarning, match="re-tracing") as record:
+        traced(np.ones((6, 3)))  # CALL
+    (w,) = _tracer_warnings(record)
+    assert w.filename == HERE
+    with open(HERE) as src:
+        assert "# CALL" in src.readlines()[w.lineno - 1]
+
+
+def test_retrace_warning_of_a_traced_module_names_the_calling_line():
+    class Rows(nt.Module):
+        def forward(self, x):
+            return _first_rows(x)
+
+    traced = nt.trace(Rows(), np.ones((4, 3)), backend="reference", check_trace=False)
+    with pytest.warns(nt.TracerWarning, match="re-tracing") as record:
+        traced(np.ones((6, 3)))
+    assert [w.filename for w in _tracer_warnings(record)] == [HERE]
+
+
+def test_already_traced_warning_names_the_calling_line():
+    traced = _trace(_first_rows, np.ones((4, 3)))
+    with pytest.warns(nt.TracerWarning, match="already traced") as record:
+        nt.trace(traced, (np.ones((4, 3)),))
+    assert [w.filename for w in _tracer_warnings(record)] == [HERE]
+
+
+@pytest.mark.parametrize("as_module", [False, True])
+def test_specialized_to_the_example_shapes_warning_names_the_trace_call(as_module):
+    class Rows(nt.Module):
+        def forward(self, x):
+            return _first_rows(x)
+
+    func = Rows() if as_module else _first_rows
+    with pytest.warns(nt.TracerWarning, match="specialized to the example inputs' shapes") as record:
+        nt.trace(func, np.ones((4, 3)), check_inputs=[(np.ones((6, 3)),)], backend="reference")
+    assert [w.filename for w in _tracer_warnings(record)] == [HERE]
+
+
+def test_data_dependent_branch_warning_points_to_check_inputs():
+    def f(x):
+        return x * 2.0 if x.sum() > 0 else x
+
+    with pytest.warns(nt.TracerWarning) as record:
+        _trace(f, X)
+    assert "check_inputs" in str(_assert_one_warning_here(record, "Python bool").message)
+
+
+def _scale_by_first(x):
+    return x * float(x[0])
+
+
+def _noisy(x):
+    return x + np.random.standard_normal(x.shape)
+
+
+def _as_list(x):
+    return [x * 2.0]
+
+
+@pytest.mark.parametrize("func, x, checks, match", [
+    (_scale_by_first, np.ones(3), [(np.full(3, 2.0),)], "does not match"),
+    (_noisy, np.ones(3), None, "nondeterministic nodes"),
+    (_as_list, np.ones(3), None, "returns a list"),
+])
+def test_checker_and_output_warnings_name_the_trace_call(func, x, checks, match):
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        try:
+            nt.trace(func, (x,), check_inputs=checks, backend="reference")
+        except nt.TracingCheckError:
+            pass  # the constant differs too: the warnings come first
+    found = [w for w in _tracer_warnings(record) if match in str(w.message)]
+    assert found and {w.filename for w in found} == {HERE}

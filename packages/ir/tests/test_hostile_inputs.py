@@ -4,7 +4,8 @@ silently broken graph (the graph still lints afterwards)."""
 import random
 
 import pytest
-from numtrace_ir import Graph, LintError, ParseError, TensorType, parse
+from numtrace_ir import Graph, LintError, ParseError, TensorType, graphs_equal, parse
+from numtrace_ir.printer import format_graph
 
 F = TensorType("f32", (3,))
 
@@ -155,10 +156,13 @@ def test_mutated_text_parses_or_raises_a_parse_error(seed):
             parsed = parse("".join(chars))
         except ParseError:
             continue
+        # What parses is a graph: its text reads back as the same graph, and lint passes or says what
+        # is wrong (well-formed text may still describe ill-typed nodes).
+        assert graphs_equal(parse(format_graph(parsed)), parsed)
         try:
             parsed.lint()
-        except LintError:
-            pass  # well-formed text may still describe ill-typed nodes; lint says so
+        except LintError as exc:
+            assert str(exc)
 
 
 def test_parse_rejects_non_text():

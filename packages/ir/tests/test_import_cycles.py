@@ -4,7 +4,7 @@ cycles however they are written."""
 from pathlib import Path
 
 import pytest
-from numtrace_ir.import_cycles import assert_no_import_cycle, find_import_cycle, import_graph
+from numtrace_ir.testing.import_cycles import assert_no_import_cycle, find_import_cycle, import_graph
 
 
 def test_no_import_cycle():

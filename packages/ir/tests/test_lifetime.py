@@ -29,7 +29,10 @@ def test_graph_objects_are_not_tracked_by_the_cyclic_gc():
 
 def test_freeing_a_long_graph_does_not_recurse():
     g = chain(300_000)
+    first, last = g.nodes[0].output, g.nodes[-1].output
     del g  # would overflow the C stack if nodes were freed through their `_next` links
+    # Every node was freed: the values kept alive see neither their node nor their graph.
+    assert (first.node, first.graph, last.node, last.graph) == (None, None, None, None)
 
 
 def test_a_node_outlives_its_graph_detached():

@@ -9,7 +9,14 @@ import pytest
 from numtrace_ir import op_table, registry
 from numtrace_ir.ops.indexing import INPUT, index_op
 from numtrace_ir.registry import ShapeError, UnknownOpError
-from numtrace_ir.testing import assert_outputs_close, build_graph, iter_cases, noncontiguous, type_of
+from numtrace_ir.testing import (
+    assert_outputs_close,
+    build_graph,
+    iter_cases,
+    noncontiguous,
+    reference_outputs,
+    type_of,
+)
 from numtrace_ir.types import ScalarType, TensorType
 
 pytestmark = pytest.mark.filterwarnings("error")
@@ -467,3 +474,36 @@ def test_index_placeholders_must_match_inputs():
         op.infer([T("f4", 3)], {"index": (INPUT,)})
     with pytest.raises(TypeError, match="0 'input' placeholders but 1 index inputs"):
         op.reference(np.ones(3), np.array([0]), index=(0,))
+
+
+VIEW_OPS = [op for op in registry.all_ops() if op.as_view is not None]
+
+
+@pytest.mark.parametrize("op", VIEW_OPS, ids=lambda op: op.name)
+def test_as_view_gives_the_reference_values_as_a_view_of_the_first_input(op):
+    """`OpDef.as_view` (what the backends keep as a view instead of a copy) computes the reference's
+    values, and is a view of the input: sharing its memory in at least one sample (NumPy copies for
+    some layouts, `ravel(order="F")`...); None only for an index with arrays (a gather)."""
+    shared = 0
+    for _, sample in iter_cases([op]):
+        expected = reference_outputs(op, sample)
+        a = np.asarray(sample.inputs[0])
+        attrs = op.normalize_attrs(sample.attrs)
+        got = op.as_view(a, np.shape(expected[0]), attrs, list(sample.inputs[1:]))
+        if got is None:
+            assert INPUT in attrs["index"], sample
+            continue
+        got = got if isinstance(got, tuple) else (got,)
+        assert len(got) == len(expected)
+        for g, e in zip(got, expected):
+            assert g.dtype == e.dtype and g.shape == e.shape, sample
+            np.testing.assert_array_equal(g, e)
+            shared += np.shares_memory(g, a)
+    assert shared, f"{op.name}: as_view never returned a view of its input"
+
+
+def test_view_facts_are_consistent():
+    """An op with a write-through `view` fact has `as_view` (its constructor checks it)."""
+    assert {op.name for op in registry.all_ops() if op.view is not None} <= {op.name for op in VIEW_OPS}
+    with pytest.raises(ValueError, match="as_view"):
+        registry.OpDef("t.view", "movement", [], lambda types, attrs: (), lambda: None, view="reshape")

@@ -1,31 +1,27 @@
-"""types.pyi describes the Cython module types.pyx to type checkers: it must name what the module has."""
+"""The .pyi stubs describe the Cython modules to type checkers (mypy reads them, not the .pyx): each
+must be installed beside its module and name what the module has."""
 
-import ast
-from pathlib import Path
+import importlib
 
-import numtrace_ir.types as types_module
+import pytest
+from numtrace_ir.testing.stubs import stub_mismatches
 
-
-def _stub() -> ast.Module:
-    path = Path(types_module.__file__).with_name("types.pyi")
-    assert path.is_file(), f"{path} is not installed beside the module (package-data)"
-    return ast.parse(path.read_text(encoding="utf-8"))
+COMPILED = ["numtrace_ir.types", "numtrace_ir.graph", "numtrace_ir.attrs", "numtrace_ir.parser",
+            "numtrace_ir.printer"]
 
 
-def test_the_stub_declares_exactly_the_modules_public_names():
-    declared = set()
-    for node in _stub().body:
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-            declared.add(node.name)
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            declared.add(node.target.id)
-    assert declared == set(types_module.__all__)
+@pytest.mark.parametrize("name", COMPILED)
+def test_the_stub_describes_the_compiled_module(name):
+    assert stub_mismatches(importlib.import_module(name)) == []
 
 
-def test_every_stub_member_exists_on_the_runtime_class():
-    for node in _stub().body:
-        if isinstance(node, ast.ClassDef):
-            cls = getattr(types_module, node.name)
-            for member in node.body:
-                if isinstance(member, ast.FunctionDef):
-                    assert hasattr(cls, member.name), f"{node.name}.{member.name} is in the stub only"
+def test_a_wrong_stub_is_reported(tmp_path, monkeypatch):
+    import numtrace_ir.testing.stubs as stubs
+
+    fake = tmp_path / "graph.pyi"
+    fake.write_text("class Graph:\n    def no_such_method(self) -> None: ...\ndef not_there() -> None: ...\n")
+    monkeypatch.setattr(stubs, "stub_path", lambda module: fake)
+    problems = stub_mismatches(importlib.import_module("numtrace_ir.graph"))
+    assert "Graph.no_such_method: in the stub, not on the class" in problems
+    assert "not_there: in the stub, not in numtrace_ir.graph" in problems
+    assert "Node: public in numtrace_ir.graph, missing from its stub" in problems

@@ -15,3 +15,7 @@ if "NUMTRACE_TRITON_CACHE_DIR" not in os.environ:
     _dir = tempfile.mkdtemp(prefix="numtrace-triton-tests-")
     os.environ["NUMTRACE_TRITON_CACHE_DIR"] = _dir
     atexit.register(shutil.rmtree, _dir, True)
+
+from numtrace_ir.testing import hypothesis_profiles
+
+hypothesis_profiles.load()  # derandomized under CI

@@ -317,7 +317,7 @@ def test_concatenate_stack_and_pad_write_into_slices():
 
 def test_concatenate_of_an_input_and_a_folded_constant():
     # The copy kernel made for the input is asked whether it may read the constant too: a folded
-    # value has no writer (it used to be looked up as the group of a value in flight, None).
+    # value has no writer and no group in flight, and the question must be answered from that.
     x = RNG.standard_normal(4).astype(np.float32)
     g = Graph()
     xv = g.add_input("x", TensorType("float32", x.shape))
@@ -416,3 +416,15 @@ def test_transposed_values_are_stored_in_the_layout_a_reshape_needs():
     got_sq, got_y = exe(x)
     np.testing.assert_allclose(got_sq, np.square(np.exp(x).transpose(0, 2, 1).reshape(2, 12)), rtol=1e-6)
     np.testing.assert_allclose(got_y, np.exp(x), rtol=1e-6)
+
+
+def test_an_index_by_a_constant_int_array_is_a_refused_gather():
+    """An array index folded at compile time is still a gather (NumPy copies): refused with the
+    documented reason, as a runtime array index is."""
+    g = Graph()
+    x = g.add_input("x", TensorType("float32", (5, 3)))
+    rows = _const(g, np.array([0, 2, 4]))
+    out = g.create_node("np.getitem", [x, rows], attrs={"index": ("input",)}).output
+    g.set_outputs([out])
+    with pytest.raises(NotImplementedError, match=r"indexing with arrays \(a gather\) is not lowered"):
+        Backend().compile(g, [TensorType("float32", (5, 3))])

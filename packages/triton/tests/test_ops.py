@@ -81,7 +81,7 @@ def test_every_registry_op_is_lowered_or_listed_with_a_reason():
 @pytest.mark.parametrize(("op", "sample"), _cases(LOWERED))
 def test_lowered_op_matches_reference(op, sample):
     expected = reference_outputs(op, sample)
-    assert_outputs_close(_run(op, sample, sample.inputs), expected, what=op.name)
+    assert_outputs_close(_run(op, sample, sample.inputs), expected, what=op.name, op=op, inputs=sample.inputs)
 
 
 @pytest.mark.parametrize(("op", "sample"), _cases(LOWERED))
@@ -89,7 +89,8 @@ def test_lowered_op_on_strided_inputs(op, sample):
     inputs = [noncontiguous(v) for v in sample.inputs]
     if all(not isinstance(v, np.ndarray) or v.flags.c_contiguous or v.size <= 1 for v in inputs):
         pytest.skip("no input can be made non-contiguous")
-    assert_outputs_close(_run(op, sample, inputs), reference_outputs(op, sample), what=op.name)
+    assert_outputs_close(_run(op, sample, inputs), reference_outputs(op, sample), what=op.name, op=op,
+                         inputs=sample.inputs)
 
 
 @pytest.mark.parametrize("op", NOT_LOWERED, ids=lambda op: op.name)
@@ -122,7 +123,8 @@ def test_runtime_python_scalar_inputs(op, sample):
         if op.name in PARTIAL and PARTIAL[op.name] in str(exc):
             pytest.skip(f"documented partial lowering: {PARTIAL[op.name]}")
         raise
-    assert_outputs_close(exe(*sample.inputs), reference_outputs(op, sample), what=op.name)
+    assert_outputs_close(exe(*sample.inputs), reference_outputs(op, sample), what=op.name, op=op,
+                         inputs=sample.inputs)
 
 
 def test_clip_refuses_a_runtime_int_bound_of_an_integer_array_and_drops_a_constant_one():

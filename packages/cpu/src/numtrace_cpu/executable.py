@@ -226,10 +226,9 @@ class Executable(CallRunner):
                 continue
             k += 1
             if isinstance(step, FusedStep):
-                shape = self._types[step.outputs[0]] if step.outputs else "?"
-                outs = ", ".join(name(v) for v in step.outputs)
+                outs = ", ".join(f"{name(v)} : {self._types[v]}" for v in step.outputs)
                 lines.append(f"  step {k}: fused pass of {_count(len(step.nodes), 'node')} "
-                             f"({_count(step.kernel.n_instructions, 'instruction')}) -> {outs} : {shape}")
+                             f"({_work(step.kernel.stats())}) -> {outs}")
                 lines.extend(f"      {node_line(n)}" for n in step.nodes)
             elif isinstance(step, MatmulStep):
                 a, b = (self._types[v] for v in step.inputs[:2])
@@ -318,6 +317,15 @@ def _check_input(i: int, x: Any, t: Any) -> Any:
         if not isinstance(x, _SCALAR_PY[t.kind]) or (t.kind != "bool" and isinstance(x, (bool, np.bool_))):
             raise TypeError(f"input {i} must be a Python {t.kind}, got {type(x).__name__}")
     return x
+
+
+def _work(kernel_stats: dict) -> str:
+    """What one fused pass computes per element: its elementwise instructions and the reductions that
+    fold its values (a reduction is no instruction: the kernel accumulates it after the instructions)."""
+    parts = [_count(kernel_stats[key], what) for key, what in (("instructions", "elementwise instruction"),
+                                                               ("reductions", "reduction"))
+             if kernel_stats[key]]
+    return ", ".join(parts) or "no computation"
 
 
 def _count(n: int, one: str, many: str | None = None) -> str:

@@ -16,6 +16,7 @@ import importlib.util
 import os
 from collections.abc import Iterable
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from numtrace_cpu import runtime
 from numtrace_cpu.runtime import DTYPES, OPS, REDUCTIONS, REG_KINDS, ROLES, FusedKernel
@@ -66,5 +67,8 @@ BUILD = choose(runtime.cpu_features(), built(), os.environ.get("NUMTRACE_CPU_ISA
 """The build in use."""
 ISA = BUILDS[BUILD][0]
 """The instruction set the build in use was compiled for (what `numtrace backends` reports)."""
-blocks = load(BUILD)
+if TYPE_CHECKING:  # every build has the interface blocks_baseline.pyi describes
+    from numtrace_cpu import blocks_baseline as blocks
+else:
+    blocks = load(BUILD)
 runtime.use_blocks(blocks)

@@ -69,7 +69,7 @@ def part_keys(node) -> list[tuple] | None:
             key = pre + (slice(offset, offset + width),)
         else:
             width = 1
-            key = pre + (offset,)
+            key = pre + (offset, Ellipsis)   # with the Ellipsis, a 0-d part's place is a view, not a scalar
         offset += width
         if probe[key].shape != tuple(t.shape):
             return None

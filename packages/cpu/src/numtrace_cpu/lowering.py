@@ -66,10 +66,9 @@ _REDUCTIONS = {"sum": ("sum", False), "mean": ("mean", False), "var": ("var", Fa
 if not set(_REDUCTIONS) <= set(REDUCTION_KINDS):
     raise ImportError(f"reduction kinds unknown to the registry: {set(_REDUCTIONS) - set(REDUCTION_KINDS)}")
 _WEAK = {"int": int, "float": float, "bool": bool, "complex": complex}
-# Movement ops whose NumPy reference returns a view of their first input where it can: their result
-# is kept as that array (no buffer, no copy), and the input's buffer lives as long as the view.
-_VIEW_OPS = frozenset(op for op in registry.all_ops() if op.view) | set(map(registry.get, (
-    "np.getitem", "np.broadcast_to", "np.diagonal", "np.flip")))
+# Movement ops for which NumPy returns a view of their first input where it can (`OpDef.as_view`): their
+# result is kept as that array (no buffer, no copy), and the input's buffer lives as long as the view.
+_VIEW_OPS = frozenset(op for op in registry.all_ops() if op.as_view is not None)
 _OPDEFS: dict[str, OpDef | None] = {}
 
 

@@ -11,12 +11,14 @@ from typing import Any
 
 import numpy as np
 from numtrace_ir import GuardError, TensorType, specialize
+from numtrace_ir.types import Type
 
 from .checker import Checker, clone, graph_diagnostics
 from .errors import TracerWarning, TracingCheckError
 from .interception import generators_traced
 from .module import Module
 from .recording import Recording, record_function
+from .source import warn_at_user_line
 from .traced import TracedFunction
 from .traced_module import TracedModule, module_tree
 from .tracer import is_tracing
@@ -77,7 +79,7 @@ def trace(func: Callable | Module, example_inputs: Any = None, *, check_trace: b
 
     Returns:
         A ``TracedFunction``, called like ``func``, or for a ``Module`` a ``TracedModule``. It
-        compiles one executable per input signature (dtypes and shapes) on first use.
+            compiles one executable per input signature (dtypes and shapes) on first use.
 
     Raises:
         TracingCheckError: the checker recorded another program (``"Graphs differed across
@@ -109,8 +111,8 @@ def trace(func: Callable | Module, example_inputs: Any = None, *, check_trace: b
         raise RuntimeError("numtrace.trace was called while a trace is being recorded; tracing inside a "
                            "traced function is not supported")
     if isinstance(func, (TracedFunction, TracedModule)):
-        warnings.warn("The callable passed to numtrace.trace is already traced; returning it unchanged.",
-                      TracerWarning, stacklevel=2)
+        warn_at_user_line("The callable passed to numtrace.trace is already traced; returning it unchanged.",
+                          TracerWarning)
         return func
     if (example_inputs is None) == (example_kwarg_inputs is None):
         raise ValueError("pass exactly one of example_inputs and example_kwarg_inputs")
@@ -205,8 +207,8 @@ def _check_one(func: Callable, traced: TracedFunction, retrace: Callable[[], Tra
         checker.compare(traced_outs, check_outs, "repeated trace")
     if broken is not None:
         # Another program for other shapes is expected: calls at such shapes trace again.
-        warnings.warn(f"The {kind} was specialized to the example inputs' shapes: {broken}. Calls with such "
-                      "shapes trace the Python function again.", TracerWarning, stacklevel=3)
+        warn_at_user_line(f"The {kind} was specialized to the example inputs' shapes: {broken}. Calls with "
+                          "such shapes trace the Python function again.", TracerWarning)
         return
     graph_diff, constant_diff = graph_diagnostics(traced.graph, checked.graph)
     if graph_diff is not None or constant_diff is not None:
@@ -218,7 +220,7 @@ def _broken_guard(traced: TracedFunction, call: _Call) -> GuardError | None:
     c = call.cloned()
     try:
         leaves = traced._gather(c.args, c.kwargs or {})
-        types = [TensorType(np.asarray(a).dtype, np.shape(a)) for a in leaves]
+        types: list[Type] = [TensorType(np.asarray(a).dtype, np.shape(a)) for a in leaves]
         types += [v.type for v in traced.graph.inputs[len(types):]]
         specialize(traced.graph, types, check_shapes=False)
     except GuardError as exc:

@@ -16,6 +16,10 @@ from numtrace_ir import Backend
 
 ENTRY_POINT_GROUP = "numtrace.backends"
 
+# The backends numtrace's own distributions provide, by the distribution that installs each: named (not
+# imported) so that a missing one can be listed with the command that installs it.
+KNOWN_BACKENDS = {"cpu": "numtrace-cpu", "triton": "numtrace-triton"}
+
 _lock = threading.Lock()
 _instances: dict[str, Any] = {}
 
@@ -69,6 +73,18 @@ def installed_backends() -> dict[str, tuple[bool, str]]:
     return {name: _probe(name) for name in names}
 
 
+def backend_report() -> dict[str, tuple[str, str]]:
+    """Every known or installed backend name -> ``(state, detail)``: ``"available"`` with the backend's
+    ``description``, ``"unavailable"`` with why, or ``"not installed"`` with the command that installs it."""
+    report: dict[str, tuple[str, str]] = {}
+    for name, (ok, why) in installed_backends().items():
+        report[name] = (("available", str(getattr(_load(name), "description", "") or "")) if ok
+                        else ("unavailable", why))
+    for name, dist in KNOWN_BACKENDS.items():
+        report.setdefault(name, ("not installed", f"pip install {dist}"))
+    return report
+
+
 def available_backends() -> list[str]:
     """Names of the backends that load and report themselves available (usable as ``backend=``)."""
     return [name for name, (ok, _) in installed_backends().items() if ok]
@@ -82,7 +98,8 @@ def get_backend(name: str) -> Any:
         backend = _load(name)
         ok, why = backend.is_available()
     except LookupError:
-        ok, why, backend = False, "not installed", None
+        dist = KNOWN_BACKENDS.get(name)
+        ok, why, backend = False, f"not installed: pip install {dist}" if dist else "not installed", None
     except Exception as exc:
         ok, why, backend = False, f"failed to load: {type(exc).__name__}: {exc}", None
     if ok:

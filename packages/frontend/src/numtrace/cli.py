@@ -293,11 +293,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_backends(args: argparse.Namespace) -> int:
-    from .backends import get_backend, installed_backends
+    from .backends import backend_report
 
-    for name, (ok, why) in installed_backends().items():
-        detail = getattr(get_backend(name), "description", "") if ok else why
-        print(f"{name}: {'available' if ok else 'unavailable'}{f' ({detail})' if detail else ''}")
+    for name, (state, detail) in backend_report().items():
+        print(f"{name}: {state}{f' ({detail})' if detail else ''}")
     return 0
 
 
@@ -338,7 +337,8 @@ def build_parser() -> argparse.ArgumentParser:
     explain = command("explain", "what the backend's executable does for these inputs", cmd_explain)
     inputs(explain, False)
     explain.add_argument("--backend", "-b", help="backend (default: the one it was saved with)")
-    command("backends", "list installed backends and whether they are available", cmd_backends, file=False)
+    command("backends", "list the backends: available, unavailable (why) or not installed (how to install)",
+            cmd_backends, file=False)
     return parser
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -86,7 +86,7 @@ class Const(Spec):
         return 0
 
 
-class Sequence_(Spec):
+class SequenceSpec(Spec):
     """A tuple or list of sub-structures."""
 
     __slots__ = ("container", "children")
@@ -96,6 +96,11 @@ class Sequence_(Spec):
         self.children = children
 
     def extract(self, obj, out, where):
+        if is_frozen_list(self):
+            # Python numbers are not inputs: a call must pass the very values the trace froze.
+            if not _same_data(self, obj):
+                raise ValueError(_frozen_list_error(where, self, obj))
+            return
         if not isinstance(obj, (tuple, list)):
             raise TypeError(f"{where}: expected a {self.container.__name__} of {len(self.children)} "
                             f"items as at trace time, got {type(obj).__name__}")
@@ -114,7 +119,7 @@ class Sequence_(Spec):
         return sum(c.count() for c in self.children)
 
 
-class Dict_(Spec):
+class DictSpec(Spec):
     """A dict read by key: extra keys in a later call are ignored."""
 
     __slots__ = ("keys", "children")
@@ -155,12 +160,12 @@ def spec_from_json(data: Any) -> Spec:
             return Const(kinds[data["type"]](data["value"]))
         if kind in ("tuple", "list"):
             children = [spec_from_json(c) for c in data["children"]]
-            return Sequence_(tuple if kind == "tuple" else list, children)
+            return SequenceSpec(tuple if kind == "tuple" else list, children)
         if kind == "dict":
             keys = data["keys"]
             if not all(isinstance(k, str) for k in keys) or len(keys) != len(data["children"]):
                 raise ValueError("dict keys must be strings, one per child")
-            return Dict_(list(keys), [spec_from_json(c) for c in data["children"]])
+            return DictSpec(list(keys), [spec_from_json(c) for c in data["children"]])
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"malformed container structure in saved trace: {data!r:.200}") from exc
     raise ValueError(f"malformed container structure in saved trace: unknown kind {kind!r}")
@@ -172,7 +177,7 @@ def check_leaves(spec: Spec, count: int, what: str) -> None:
     def indices(s: Spec) -> list[int]:
         if isinstance(s, Leaf):
             return [s.index]
-        if isinstance(s, (Sequence_, Dict_)):
+        if isinstance(s, (SequenceSpec, DictSpec)):
             return [i for c in s.children for i in indices(c)]
         return []
 
@@ -196,19 +201,86 @@ def flatten(obj: Any, is_leaf: Callable[[Any], bool], where: str, leaves: list,
         return Leaf(len(leaves) - 1)
     if isinstance(obj, (tuple, list)):
         container = tuple if isinstance(obj, tuple) else list
-        return Sequence_(container, [flatten(item, is_leaf, f"{where}[{i}]", leaves, names, allow_scalars)
+        return SequenceSpec(container, [flatten(item, is_leaf, f"{where}[{i}]", leaves, names, allow_scalars)
                                      for i, item in enumerate(obj)])
     if isinstance(obj, dict):
         keys = list(obj)
         for key in keys:
             if not isinstance(key, str):
                 raise TypeError(f"{where}: dict keys must be strings, got {key!r}")
-        return Dict_(keys, [flatten(obj[k], is_leaf, f"{where}[{k!r}]", leaves, names, allow_scalars)
+        return DictSpec(keys, [flatten(obj[k], is_leaf, f"{where}[{k!r}]", leaves, names, allow_scalars)
                             for k in keys])
     if allow_scalars and (obj is None or isinstance(obj, _SCALARS)):
         return Const(obj)
     raise TypeError(f"{where}: expected an array or a (nested) tuple/list/dict of arrays, "
                     f"got {type(obj).__name__}")
+
+
+def is_frozen_list(spec: Spec) -> TypeGuard[SequenceSpec]:
+    """Whether ``spec`` is a non-empty list of Python numbers (nested lists and tuples of them): data that
+    a trace records as constants, unlike a list of arrays, which is a structure of inputs."""
+    return isinstance(spec, SequenceSpec) and spec.container is list and _numbers_only(spec)
+
+
+def _numbers_only(spec: Spec) -> bool:
+    if isinstance(spec, Const):
+        return spec.value is not None
+    return isinstance(spec, SequenceSpec) and bool(spec.children) and all(map(_numbers_only, spec.children))
+
+
+def frozen_lists(spec: Spec, where: str) -> list[tuple[str, SequenceSpec]]:
+    """``(position, spec)`` of each list of Python numbers in ``spec``, outermost first."""
+    if is_frozen_list(spec):
+        return [(where, spec)]
+    if isinstance(spec, SequenceSpec):
+        return [p for i, c in enumerate(spec.children) for p in frozen_lists(c, f"{where}[{i}]")]
+    if isinstance(spec, DictSpec):
+        return [p for k, c in zip(spec.keys, spec.children) for p in frozen_lists(c, f"{where}[{k!r}]")]
+    return []
+
+
+def frozen_list_warning(where: str, spec: SequenceSpec) -> str:
+    """The trace-time warning for the list of Python numbers ``spec`` passed as ``where``."""
+    return (f"{where} is a list of Python numbers, {_shown(spec)}: the trace holds its values as "
+            "constants, so a call with other values or another length is refused. Trace with the data as "
+            "a NumPy array (or a tuple of arrays) for the trace to take it as an input; pass a tuple to "
+            "make it a constant on purpose.")
+
+
+def _frozen_list_error(where: str, spec: SequenceSpec, obj: Any) -> str:
+    return (f"{where}: the list {_shown(spec)} is a constant of the trace, frozen at trace time; this call "
+            f"passes {_preview(obj)}. Trace with the data as a NumPy array (or a tuple of arrays), so that "
+            "the trace takes it as an input")
+
+
+def _shown(spec: SequenceSpec) -> str:
+    """The frozen list as the message shows it: whole when short, else its start and length."""
+    text = repr(spec.build(()))
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(spec.children)} items)"
+
+
+def _preview(obj: Any) -> str:
+    """What a call passes instead of the frozen list: ``repr(obj)`` when short, else what it is."""
+    if isinstance(obj, np.ndarray):
+        return f"an array of shape {obj.shape}"
+    text = repr(obj)
+    if len(text) <= 60:
+        return text
+    size = f" of {len(obj)} items" if isinstance(obj, (list, tuple)) else ""
+    return f"a {type(obj).__name__}{size} {text[:40]}..."
+
+
+def _same_data(spec: Spec, obj: Any) -> bool:
+    """Whether ``obj`` is the frozen list ``spec``: the same containers, lengths and number values."""
+    if isinstance(spec, SequenceSpec):
+        return (isinstance(obj, (list, tuple)) and len(obj) == len(spec.children)
+                and all(_same_data(c, x) for c, x in zip(spec.children, obj)))
+    out: list = []
+    try:
+        spec.extract(obj, out, "")
+    except ValueError:
+        return False
+    return True
 
 
 def _identifier(where: str) -> str:

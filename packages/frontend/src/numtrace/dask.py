@@ -124,7 +124,8 @@ def _output_chunks(fn: TracedFunction, arrays: tuple, chunks: tuple) -> tuple[np
             except (GuardError, ValueError) as exc:
                 raise ValueError(f"numtrace.dask.map_blocks({fn.__name__}): blocks of shape {key[0]} do not "
                                  f"fit the trace: {exc}") from exc
-            if len(out.shape) != ndim or not all(isinstance(d, int) for d in out.shape):
+            if (not isinstance(out, TensorType) or len(out.shape) != ndim
+                    or not all(isinstance(d, int) for d in out.shape)):
                 raise ValueError(f"numtrace.dask.map_blocks({fn.__name__}): for blocks of shape {key[0]} the "
                                  f"trace returns {out}; a block-wise map needs an array of {ndim} "
                                  "dimension(s) with sizes known from the block shapes")

@@ -33,7 +33,8 @@ def _warn_conversion(what: str) -> None:
     warn_at_user_line(
         f"Converting a traced array to {what}: the value seen while tracing is used as a constant, "
         "and the trace might not generalize to other inputs (data-dependent control flow is recorded "
-        "as the branch taken).",
+        "as the branch taken). Give trace() check_inputs whose values differ from the example's: the "
+        "checker then finds a branch or a value that changes with the data.",
         TracerWarning,
     )
 

@@ -18,7 +18,17 @@ import numpy as np
 from numtrace_ir import Graph, passes
 from numtrace_ir.backend import plain_array
 
-from .containers import Const, Dict_, Leaf, Sequence_, Spec, flatten, is_array
+from .containers import (
+    Const,
+    DictSpec,
+    Leaf,
+    SequenceSpec,
+    Spec,
+    flatten,
+    frozen_list_warning,
+    frozen_lists,
+    is_array,
+)
 from .dispatch import freeze
 from .errors import TracerWarning
 from .interception import numpy_intercepted
@@ -110,7 +120,10 @@ def record_function(func: Callable, args: tuple, kwargs: Mapping[str, Any] | Non
     leaves: list = []
     leaf_names: list = []
     specs = [flatten(v, is_array, name, leaves, leaf_names) for name, v in zip(names, values)]
-    in_spec = Sequence_(tuple, specs)
+    in_spec = SequenceSpec(tuple, specs)
+    for name, spec in zip(names, specs):
+        for where, frozen in frozen_lists(spec, name):
+            warn_at_user_line(frozen_list_warning(f"Argument {where!r}", frozen), TracerWarning)
     tracer = Tracer(state_names or {})
     with tracer.active(), numpy_intercepted():
         proxies = [tracer.add_input(n, np.asarray(plain_array(a, f"argument {n!r}")))
@@ -168,7 +181,7 @@ def _flatten_output(tracer: Tracer, obj: Any, where: str, strict: bool, leaves: 
         leaves.append(freeze(tracer, obj))
         return Leaf(len(leaves) - 1)
     if isinstance(obj, tuple):
-        return Sequence_(tuple, [_flatten_output(tracer, x, f"{where}[{i}]", strict, leaves)
+        return SequenceSpec(tuple, [_flatten_output(tracer, x, f"{where}[{i}]", strict, leaves)
                                  for i, x in enumerate(obj)])
     if isinstance(obj, list):
         if strict:
@@ -176,7 +189,7 @@ def _flatten_output(tracer: Tracer, obj: Any, where: str, strict: bool, leaves: 
                 f"The traced function returns a list ({where}). A list is mutable and its length may depend "
                 "on the inputs; the trace records it as a fixed-length list. Return a tuple, or pass "
                 "strict=False if the list's structure is constant.", TracerWarning)
-        return Sequence_(list, [_flatten_output(tracer, x, f"{where}[{i}]", strict, leaves)
+        return SequenceSpec(list, [_flatten_output(tracer, x, f"{where}[{i}]", strict, leaves)
                                 for i, x in enumerate(obj)])
     if isinstance(obj, dict):
         if strict:
@@ -186,7 +199,7 @@ def _flatten_output(tracer: Tracer, obj: Any, where: str, strict: bool, leaves: 
         for key in obj:
             if not isinstance(key, str):
                 raise TypeError(f"{where}: output dict keys must be strings, got {key!r}")
-        return Dict_(list(obj), [_flatten_output(tracer, v, f"{where}[{k!r}]", strict, leaves)
+        return DictSpec(list(obj), [_flatten_output(tracer, v, f"{where}[{k!r}]", strict, leaves)
                                  for k, v in obj.items()])
     # A shape read (TracedInt, TracedFloat) is named as the Python number it is.
     number = plain(obj)

@@ -20,7 +20,7 @@ import numpy as np
 from numtrace_ir import FormatError, serialize
 
 from .backends import get_backend
-from .containers import Sequence_, check_leaves, spec_from_json
+from .containers import SequenceSpec, check_leaves, spec_from_json
 
 FORMAT = "numtrace.trace"
 VERSION = 1
@@ -105,7 +105,7 @@ def method_fields(name: str, info: dict, graph: Any) -> dict:
     """The checked call structure of saved method ``name`` (``info`` from its meta), as the keyword
     arguments of ``TracedFunction`` other than its name, backend and state arrays."""
     in_spec = spec_from_json(info["in_spec"])
-    if not isinstance(in_spec, Sequence_):
+    if not isinstance(in_spec, SequenceSpec):
         raise FormatError("saved input structure must be the tuple of arguments")
     state_names = [str(n) for n in info["state_names"]]
     arg_names = [str(n) for n in info["arg_names"]]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import operator
 import threading
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,8 +21,9 @@ from numtrace_ir.backend import plain_array
 from . import saving, trace_format
 from . import tracer as _tracing
 from .backends import get_backend
-from .containers import Leaf, Sequence_, Spec
+from .containers import Leaf, SequenceSpec, Spec
 from .errors import TracerWarning
+from .source import warn_at_user_line
 from .traced_int import plain
 from .views import layout_of, layout_text
 
@@ -113,10 +113,10 @@ class TracedFunction:
         self._alternatives: dict[tuple, list] = {}
         self.retraces = 0
         # Fast paths: arguments that are exactly the flat arrays; one array returned.
-        self._flat_args = isinstance(in_spec, Sequence_) and all(isinstance(c, Leaf)
+        self._flat_args = isinstance(in_spec, SequenceSpec) and all(isinstance(c, Leaf)
                                                                  for c in in_spec.children)
         self._single_output = isinstance(out_spec, Leaf) and not returned
-        self._tuple_output = (isinstance(out_spec, Sequence_) and out_spec.container is tuple
+        self._tuple_output = (isinstance(out_spec, SequenceSpec) and out_spec.container is tuple
                               and [getattr(c, "index", None) for c in out_spec.children]
                               == list(range(len(out_spec.children))))
         self._lock = threading.Lock()
@@ -378,7 +378,7 @@ class TracedFunction:
                                 f"(traced with {', '.join(names)})")
             bound.append(kwargs[name])
         leaves: list = []
-        assert isinstance(self.in_spec, Sequence_)  # the arguments' structure is always their tuple
+        assert isinstance(self.in_spec, SequenceSpec)  # the arguments' structure is always their tuple
         for name, spec, value in zip(names, self.in_spec.children, bound):
             spec.extract(value, leaves, f"argument {name!r}")
         return leaves
@@ -445,8 +445,8 @@ class TracedFunction:
                                "shapes "
                                f"and the shapes of this call still break a guard ({broken}); the function "
                                "branches on its input shapes too often to be traced once per shape")
-        warnings.warn(f"numtrace: re-tracing {self.__name__}() for input shapes "
-                      f"{[tuple(a.shape) for a in leaves]}: {broken}", TracerWarning, stacklevel=4)
+        warn_at_user_line(f"numtrace: re-tracing {self.__name__}() for input shapes "
+                          f"{[tuple(a.shape) for a in leaves]}: {broken}", TracerWarning)
         # Copies (tracing runs the code eagerly) in the arguments' memory order: a trace may depend on it.
         args = self.in_spec.build([np.array(a, copy=True, order="K") for a in leaves])
         variant = self._retrace(args)

@@ -163,7 +163,7 @@ def check_op_samples(backend: Backend, per_op: int = 1) -> None:
         got = exe(*inputs)
         assert len(got) == len(expected), f"{backend.name}: {op.name} gave {len(got)} outputs"
         for g, e in zip(got, expected):
-            assert_outputs_close(g, e, what=f"{backend.name}: {op.name}")
+            assert_outputs_close(g, e, what=f"{backend.name}: {op.name}", op=op, inputs=inputs)
 
 
 CHECKS: dict[str, Callable[[Backend], None]] = {

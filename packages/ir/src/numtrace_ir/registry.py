@@ -151,6 +151,7 @@ class OpDef:
         "data_dependent_shape",
         "effect",
         "view",
+        "as_view",
         "ufunc",
         "reduction",
         "decompose",
@@ -179,6 +180,7 @@ class OpDef:
         data_dependent_shape: bool = False,
         effect: bool = False,
         view: str | None = None,
+        as_view: Callable | None = None,
         ufunc: Any = None,
         reduction: str | None = None,
         decompose: Callable | None = None,
@@ -204,6 +206,16 @@ class OpDef:
         if view not in (None, "reshape", "permute"):
             raise ValueError(f"op {name}: view must be None, 'reshape' or 'permute', got {view!r}")
         self.view = view
+        # ``as_view(a, out_shape, attrs, dims)``: the NumPy call giving this op's result (a tuple of them
+        # for several outputs) as a view of ``a``, an array laid out like the first input: ``out_shape``
+        # is the output's concrete shape, ``dims`` the values of the op's trailing scalar inputs
+        # (``prim.reshape``'s traced dims). None from it: no view for these attrs (an array index). A
+        # backend that keeps results as views of their input (no copy) calls it on a stand-in and reads
+        # the strides off NumPy's answer; NumPy may still copy for some layouts, which the backend
+        # checks. The reference (`impl`) copies where NumPy views: graph values never alias.
+        if view is not None and as_view is None:
+            raise ValueError(f"op {name}: an op with a view fact needs its as_view function")
+        self.as_view = as_view
         # The NumPy ufunc whose loop computes this op (dtype resolution and values), for elementwise ops
         # that are one: a backend reads its loops and name from it instead of from the op's name.
         self.ufunc = ufunc
@@ -453,6 +465,7 @@ class OpDef:
             data_dependent_shape=self.data_dependent_shape,
             effect=self.effect,
             view=self.view,
+            as_view=self.as_view,
             ufunc=self.ufunc,
             reduction=self.reduction,
             decompose=self.decompose,

@@ -8,7 +8,7 @@ from numtrace_ir import registry
 from numtrace_ir.registry import REDUCTION_KINDS, OpDef
 
 from .elementwise import LOWERINGS
-from .movement import SAME_VALUE, VIEW_RULES
+from .movement import SAME_VALUE
 
 __all__ = [
     "CONTRACTIONS",
@@ -98,7 +98,8 @@ CONTRACTIONS = frozenset({"np.matmul", "np.dot"})  # np.dot: up to 2-D operands
 FOLDED_KINDS = frozenset({"prim", "scalar", "creation"})
 
 # Movement ops lowered as views of their input (or as the input itself), or as writes into slices.
-VIEW_OPS = frozenset(VIEW_RULES) | SAME_VALUE | {"np.concatenate", "np.stack", "np.pad", "np.setitem"}
+VIEW_OPS = (frozenset(op.name for op in registry.all_ops() if op.as_view is not None) | SAME_VALUE
+            | {"np.concatenate", "np.stack", "np.pad", "np.setitem"})
 
 
 def outer_base(op: OpDef) -> OpDef | None:

@@ -21,7 +21,6 @@ from .groups import Group, broadcast_strides
 from .kernel_plan import Const, Op, Reduce, Ref, View, c_strides, numel
 from .movement import (
     SAME_VALUE,
-    VIEW_RULES,
     order_preserving_shapes,
     permuted_layout,
     view_result,
@@ -32,6 +31,11 @@ __all__ = ["RULES", "LoweringRules"]
 # The ops the planner emits itself, around the nodes it lowers (copies, casts, mean/var/std parts).
 _ASTYPE, _MULTIPLY, _DIVIDE, _SUBTRACT, _SQRT = map(
     registry.get, ("np.astype", "np.multiply", "np.divide", "np.subtract", "np.sqrt")
+)
+# Ops with a lowering of their own: np.dot (its N-d form is not matmul's), the joins, np.pad, np.setitem,
+# and np.getitem (whose view the setitem lowering writes into).
+_DOT, _CONCATENATE, _STACK, _PAD, _SETITEM, _GETITEM = map(
+    registry.get, ("np.dot", "np.concatenate", "np.stack", "np.pad", "np.setitem", "np.getitem")
 )
 _WEAK_EXAMPLE = {"int": 1, "float": 1.0, "bool": True, "complex": 1j}
 
@@ -266,7 +270,7 @@ class LoweringRules(Placement):
     @lowers("contraction")
     def contraction(self, node, label: str) -> None:
         a, b = (self.locs[v] for v in node.inputs)
-        if node.op == "np.dot" and (len(a.shape) > 2 or len(b.shape) > 2):
+        if registry.get(node.op) is _DOT and (len(a.shape) > 2 or len(b.shape) > 2):
             raise NotImplementedError(f"{label}: {PARTIAL['np.dot']} by the Triton backend (use np.matmul)")
         if node.op not in CONTRACTIONS:
             raise NotImplementedError(f"the Triton backend has no lowering for {label}")
@@ -310,24 +314,27 @@ class LoweringRules(Placement):
 
     @lowers("movement", "index")
     def movement(self, node, label: str) -> None:
-        if node.op in ("np.concatenate", "np.stack"):
+        op = registry.get(node.op)
+        if op is _CONCATENATE or op is _STACK:
             self.join(node, label)
             return
-        if node.op == "np.pad":
+        if op is _PAD:
             self.pad(node, label)
             return
-        if node.op == "np.setitem":
+        if op is _SETITEM:
             self.setitem(node, label)
             return
         if node.op not in VIEW_OPS:
             raise NotImplementedError(f"the Triton backend has no lowering for {label}")
-        rule = VIEW_RULES.get(node.op)
+        rule = op.as_view
         x, *rest = (self.locs[v] for v in node.inputs)
         attrs = node.attrs
-        if node.op == "np.getitem" and rest:
+        gather = False
+        if op.kind == "index" and rest:  # the trailing inputs fill the index's "input" placeholders
             index, rest = _static_index(attrs["index"], rest)
             attrs = {**attrs, "index": index}
-        if any(loc.folded is NOTHING for loc in rest) or not all(
+            gather = bool(rest)  # array indices left: NumPy gathers (copies), no view
+        if gather or any(loc.folded is NOTHING for loc in rest) or not all(
             isinstance(self.types[v], TensorType) for v in node.outputs
         ):
             raise NotImplementedError(f"{label}: {PARTIAL['np.getitem']} by the Triton backend")
@@ -413,7 +420,7 @@ class LoweringRules(Placement):
         view = self.buffer(out.shape, dtype, "temp", doc=f"temporary {out}")
         if numel(a.shape):
             self.write_into(a, view, label, {})
-        regions = view_result(VIEW_RULES["np.getitem"], (), {"index": index}, [], view, 1)
+        regions = view_result(_GETITEM.as_view, (), {"index": index}, [], view, 1)
         if regions is None:
             raise AssertionError(f"{label}: a static index of a C-contiguous buffer is not a strided view")
         (region,) = regions
@@ -428,11 +435,12 @@ class LoweringRules(Placement):
         dtype = check_supported(out.dtype, label)
         view = self.buffer(out.shape, dtype, "temp", doc=f"temporary {out}")
         axis = node.attrs.get("axis")
+        stack = registry.get(node.op) is _STACK
         offset = 0
         copies: dict[int, Group] = {}
         for v in node.inputs:
             loc = self.locs[v]
-            if node.op == "np.stack":
+            if stack:
                 ax = axis % len(out.shape)
                 strides = view.strides[:ax] + view.strides[ax + 1 :]
                 sub = View(view.buffer, dtype, offset, loc.shape, strides)

@@ -23,7 +23,6 @@ from .emit_reduction import emit_reduction
 from .groups import Group
 from .kernel_plan import MatmulKernel, Op, PointwiseKernel, c_strides, numel, op_name
 from .lowering_rules import RULES, LoweringRules
-from .movement import VIEW_RULES
 from .placement import NOTHING, POSITIVE, BufferSpec, Loc
 
 __all__ = ["BufferSpec", "OutputSpec", "Plan", "describe_node", "plan_graph"]
@@ -142,7 +141,7 @@ class _Planner(LoweringRules):
             types = list(op.infer(ins, node.attrs))
             if (
                 any(isinstance(t, TensorType) and not t.is_concrete for t in types)
-                and node.op not in VIEW_RULES
+                and op.as_view is None
             ):
                 raise NotImplementedError(
                     f"{label}: its output shape depends on runtime values; the Triton "

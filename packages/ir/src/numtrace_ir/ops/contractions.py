@@ -8,8 +8,7 @@ import numpy as np
 
 from numtrace_ir import dims
 from numtrace_ir.dims import ShapeError
-from numtrace_ir.ops import rules
-from numtrace_ir.ops import sampling as S
+from numtrace_ir.ops import rules, sampling
 from numtrace_ir.registry import Attr, Input, Inputs, OpDef, Sample, Unsupported, register
 from numtrace_ir.types import TensorType
 
@@ -148,16 +147,16 @@ def _einsum_rule(types, attrs):
     return TensorType(rules.result_dtype(name, types), shape)
 
 
-def _pairs(*shape_pairs, dtypes=S.NUMERIC):
+def _pairs(*shape_pairs, dtypes=sampling.NUMERIC):
     """Samples for a two-operand contraction: every dtype at the first pair, every pair in float64."""
 
     def samples(rng):
         for dt in dtypes + (np.dtype(bool),):
-            yield Sample(tuple(S.array(rng, s, dt) for s in shape_pairs[0]))
+            yield Sample(tuple(sampling.array(rng, s, dt) for s in shape_pairs[0]))
         for shapes in shape_pairs[1:]:
-            yield Sample(tuple(S.array(rng, s, "f8") for s in shapes))
+            yield Sample(tuple(sampling.array(rng, s, "f8") for s in shapes))
         yield Sample(
-            (S.array(rng, shape_pairs[0][0], "i4"), S.array(rng, shape_pairs[0][1], "f4")),
+            (sampling.array(rng, shape_pairs[0][0], "i4"), sampling.array(rng, shape_pairs[0][1], "f4")),
             note="mixed dtypes",
         )
 
@@ -220,10 +219,11 @@ _binop(
 
 def _tensordot_samples(rng):
     yield from _pairs(((3, 4, 5), (4, 5, 2)))(rng)
-    yield Sample((S.array(rng, (3, 4), "f8"), S.array(rng, (4, 2), "f8")), {"axes": 1})
-    yield Sample((S.array(rng, (2, 3), "f8"), S.array(rng, (4,), "f8")), {"axes": 0})
-    yield Sample((S.array(rng, (3, 4, 5), "f4"), S.array(rng, (5, 3, 2), "f4")), {"axes": ((0, 2), (1, 0))})
-    yield Sample((S.array(rng, (0, 4), "f8"), S.array(rng, (4, 2), "f8")), {"axes": 1})
+    yield Sample((sampling.array(rng, (3, 4), "f8"), sampling.array(rng, (4, 2), "f8")), {"axes": 1})
+    yield Sample((sampling.array(rng, (2, 3), "f8"), sampling.array(rng, (4,), "f8")), {"axes": 0})
+    yield Sample((sampling.array(rng, (3, 4, 5), "f4"), sampling.array(rng, (5, 3, 2), "f4")),
+                 {"axes": ((0, 2), (1, 0))})
+    yield Sample((sampling.array(rng, (0, 4), "f8"), sampling.array(rng, (4, 2), "f8")), {"axes": 1})
 
 
 _binop(
@@ -248,10 +248,11 @@ def _einsum_samples(rng):
         ("ij->ji", (0, 2)),
         ("...i->...", (2, 3, 4)),
     )
-    for dt in S.NUMERIC:
-        yield Sample((S.array(rng, (3, 4), dt), S.array(rng, (4, 5), dt)), {"subscripts": "ij,jk->ik"})
+    for dt in sampling.NUMERIC:
+        yield Sample((sampling.array(rng, (3, 4), dt), sampling.array(rng, (4, 5), dt)),
+                     {"subscripts": "ij,jk->ik"})
     for sub, *shapes in cases:
-        yield Sample(tuple(S.array(rng, s, "f8") for s in shapes), {"subscripts": sub})
+        yield Sample(tuple(sampling.array(rng, s, "f8") for s in shapes), {"subscripts": sub})
 
 
 register(
@@ -279,12 +280,14 @@ def _ufunc_outer(ufunc: np.ufunc) -> OpDef:
         return TensorType(rules.ufunc_dtypes(name, ufunc, strong)[0], shape)
 
     def samples(rng):
-        for dt in S.supported(lambda dt: ufunc.outer(S.ones(dt), S.ones(dt)), S.DTYPES):
-            yield Sample((S.array(rng, (3,), dt), S.array(rng, (2, 2), dt)))
-        yield Sample((S.array(rng, (), "f4"), S.array(rng, (0, 3), "f4")))
-        yield Sample((S.array(rng, (2, 3), "f8"), 2.0), note="Python scalar")
-        yield Sample((S.array(rng, (3,), "i4"), 7), note="Python int: converted to int64, not weak")
-        yield Sample((1.5, S.array(rng, (2,), "f4")), note="Python float: converted to float64, not weak")
+        for dt in sampling.supported(lambda dt: ufunc.outer(sampling.ones(dt), sampling.ones(dt)),
+                                     sampling.DTYPES):
+            yield Sample((sampling.array(rng, (3,), dt), sampling.array(rng, (2, 2), dt)))
+        yield Sample((sampling.array(rng, (), "f4"), sampling.array(rng, (0, 3), "f4")))
+        yield Sample((sampling.array(rng, (2, 3), "f8"), 2.0), note="Python scalar")
+        yield Sample((sampling.array(rng, (3,), "i4"), 7), note="Python int: converted to int64, not weak")
+        yield Sample((1.5, sampling.array(rng, (2,), "f4")),
+                     note="Python float: converted to float64, not weak")
 
     return OpDef(
         name,

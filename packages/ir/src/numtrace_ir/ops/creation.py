@@ -10,8 +10,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from numtrace_ir.ops import rules
-from numtrace_ir.ops import sampling as S
+from numtrace_ir.ops import rules, sampling
 from numtrace_ir.registry import Attr, Input, OpDef, Param, Sample, Unsupported, register
 from numtrace_ir.types import ScalarType, TensorType
 
@@ -55,7 +54,7 @@ def like_op(name: str, fn: Callable, fill: bool) -> OpDef:
             _like_rule(name),
             lambda a, **kw: fn(a, **kw),
             numpy_targets=[fn],
-            samples=S.sweep(cases),
+            samples=sampling.sweep(cases),
         )
     )
 

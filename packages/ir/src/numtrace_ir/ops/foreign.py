@@ -17,8 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from numtrace_ir.ops import rules
-from numtrace_ir.ops import sampling as S
+from numtrace_ir.ops import rules, sampling
 from numtrace_ir.registry import Attr, Inputs, OpDef, Sample, register
 from numtrace_ir.types import TensorType
 
@@ -85,14 +84,15 @@ def _samples(rng):
         ufunc = resolve_ufunc(name)
         for dt in ("f4", "f8"):
             for shape in ((3, 4), (), (0, 2)):
-                arrays = tuple(S.array(rng, shape, dt, domain) for _ in range(ufunc.nin))
+                arrays = tuple(sampling.array(rng, shape, dt, domain) for _ in range(ufunc.nin))
                 yield Sample(arrays, {"ufunc": name})
-    yield Sample((S.array(rng, (2, 3), "f4"), 2.0), {"ufunc": "numpy.logaddexp"}, note="weak scalar")
-    yield Sample((S.array(rng, (4, 1), "f8"), S.array(rng, (3,), "f8")), {"ufunc": "numpy.logaddexp"},
+    yield Sample((sampling.array(rng, (2, 3), "f4"), 2.0), {"ufunc": "numpy.logaddexp"}, note="weak scalar")
+    yield Sample((sampling.array(rng, (4, 1), "f8"), sampling.array(rng, (3,), "f8")),
+                 {"ufunc": "numpy.logaddexp"},
                  note="broadcasting")
     if "scipy.special" in sys.modules or importlib.util.find_spec("scipy") is not None:
         for name in ("scipy.special.expit", "scipy.special.erf", "scipy.special.gammaln"):
-            yield Sample((S.array(rng, (3, 4), "f4", (0.5, 3.0)),), {"ufunc": name})
+            yield Sample((sampling.array(rng, (3, 4), "f4", (0.5, 3.0)),), {"ufunc": name})
 
 
 register(

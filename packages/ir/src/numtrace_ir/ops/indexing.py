@@ -17,8 +17,7 @@ import numpy as np
 
 from numtrace_ir import dims
 from numtrace_ir.dims import ShapeError
-from numtrace_ir.ops import rules
-from numtrace_ir.ops import sampling as S
+from numtrace_ir.ops import rules, sampling
 from numtrace_ir.registry import Attr, Input, Inputs, OpDef, Sample, register
 from numtrace_ir.types import ScalarType, TensorType
 
@@ -182,9 +181,9 @@ def _getitem_mask_bind(args, kwargs):
 
 
 def _getitem_samples(rng):
-    x = lambda shape=(4, 5, 6), dt="f8": S.array(rng, shape, dt)
+    x = lambda shape=(4, 5, 6), dt="f8": sampling.array(rng, shape, dt)
     idx = lambda shape, bound: rng.integers(-bound, bound, shape)
-    for dt in S.DTYPES:
+    for dt in sampling.DTYPES:
         yield Sample((x((3, 4), dt),), {"index": (1,)})
     for index in [
         (slice(1, None), 2),
@@ -210,14 +209,26 @@ def _getitem_samples(rng):
 
 
 def _mask_samples(rng):
-    for dt in S.DTYPES:
-        yield Sample((S.array(rng, (3, 4), dt), S.array(rng, (3, 4), bool)), {"index": (INPUT,)})
-    yield Sample((S.array(rng, (3, 4, 2), "f8"), S.array(rng, (4,), bool)), {"index": (slice(None), INPUT)})
+    for dt in sampling.DTYPES:
+        yield Sample((sampling.array(rng, (3, 4), dt), sampling.array(rng, (3, 4), bool)),
+                     {"index": (INPUT,)})
+    yield Sample((sampling.array(rng, (3, 4, 2), "f8"), sampling.array(rng, (4,), bool)),
+                 {"index": (slice(None), INPUT)})
     yield Sample(
-        (S.array(rng, (3, 4, 2), "f8"), S.array(rng, (3,), bool), rng.integers(0, 2, (1,))),
+        (sampling.array(rng, (3, 4, 2), "f8"), sampling.array(rng, (3,), bool), rng.integers(0, 2, (1,))),
         {"index": (INPUT, slice(None), INPUT)},
     )
-    yield Sample((S.array(rng, (0, 2), "f8"), S.array(rng, (0,), bool)), {"index": (INPUT,)})
+    yield Sample((sampling.array(rng, (0, 2), "f8"), sampling.array(rng, (0,), bool)), {"index": (INPUT,)})
+
+
+def _getitem_view(a: np.ndarray, out: tuple, attrs: dict, dims: list) -> np.ndarray | None:
+    """``a[key]`` as NumPy's view for a static key (ints, slices, None, Ellipsis); None for a key with
+    arrays (a gather: NumPy copies)."""
+    index = attrs["index"]
+    if INPUT in index:
+        return None
+    # With an Ellipsis, NumPy returns a 0-d view instead of a scalar for a full integer index.
+    return a[index] if Ellipsis in index else a[tuple(index) + (Ellipsis,)]
 
 
 register(
@@ -231,6 +242,7 @@ register(
         samples=_getitem_samples,
         binder=_getitem_bind,
         memo_key=_index_memo_key,
+        as_view=_getitem_view,
         doc="basic and integer-array indexing; `index` holds the static key with 'input' placeholders",
     )
 )
@@ -294,19 +306,23 @@ def _setitem_impl(a, indices, value, index):
 
 
 def _setitem_samples(rng):
-    for dt in S.DTYPES:
-        yield Sample((S.array(rng, (3, 4), dt), S.array(rng, (4,), dt)), {"index": (1,)})
-    yield Sample((S.array(rng, (3, 4), "f8"), 2.5), {"index": (slice(None), slice(1, 3))})
+    for dt in sampling.DTYPES:
+        yield Sample((sampling.array(rng, (3, 4), dt), sampling.array(rng, (4,), dt)), {"index": (1,)})
+    yield Sample((sampling.array(rng, (3, 4), "f8"), 2.5), {"index": (slice(None), slice(1, 3))})
     yield Sample(
-        (S.array(rng, (3, 4), "f4"), S.array(rng, (3, 4), bool), 0.0), {"index": (INPUT,)}, note="mask"
+        (sampling.array(rng, (3, 4), "f4"), sampling.array(rng, (3, 4), bool), 0.0),
+        {"index": (INPUT,)},
+        note="mask",
     )
     yield Sample(
-        (S.array(rng, (4, 5), "f8"), rng.integers(0, 4, (2,)), S.array(rng, (2, 1), "f8")),
+        (sampling.array(rng, (4, 5), "f8"), rng.integers(0, 4, (2,)), sampling.array(rng, (2, 1), "f8")),
         {"index": (INPUT, slice(None, 1))},
     )
-    yield Sample((S.array(rng, (4, 5), "i8"), S.array(rng, (5,), "f8")), {"index": (Ellipsis,)}, note="cast")
-    yield Sample((S.array(rng, (), "f8"), 1.0), {"index": ()}, note="0-d")
-    yield Sample((S.array(rng, (0, 3), "f8"), S.array(rng, (3,), "f8")), {"index": ()}, note="empty")
+    yield Sample((sampling.array(rng, (4, 5), "i8"), sampling.array(rng, (5,), "f8")),
+                 {"index": (Ellipsis,)}, note="cast")
+    yield Sample((sampling.array(rng, (), "f8"), 1.0), {"index": ()}, note="0-d")
+    yield Sample((sampling.array(rng, (0, 3), "f8"), sampling.array(rng, (3,), "f8")), {"index": ()},
+                 note="empty")
 
 
 register(

@@ -12,8 +12,7 @@ import math
 import numpy as np
 
 from numtrace_ir.dims import ShapeError
-from numtrace_ir.ops import rules
-from numtrace_ir.ops import sampling as S
+from numtrace_ir.ops import rules, sampling
 from numtrace_ir.registry import Attr, Input, OpDef, Sample, register
 from numtrace_ir.types import TensorType
 
@@ -71,28 +70,28 @@ def _norm_rule(types, attrs):
 
 
 def _norm_samples(rng):
-    for dt in S.DTYPES:
-        yield Sample((S.array(rng, (3, 4), dt),), {})
+    for dt in sampling.DTYPES:
+        yield Sample((sampling.array(rng, (3, 4), dt),), {})
     vec = [None, 1, 2, 3, 0, math.inf, -math.inf, -1, 0.5]
     for ord in vec:
-        yield Sample((S.array(rng, (5,), "f8"),), {"ord": ord}, note=f"vector ord={ord}")
+        yield Sample((sampling.array(rng, (5,), "f8"),), {"ord": ord}, note=f"vector ord={ord}")
     for ord in _MATRIX_ORDS:
-        yield Sample((S.array(rng, (3, 4), "f8"),), {"ord": ord}, note=f"matrix ord={ord}")
-    yield Sample((S.array(rng, (3, 4), "f4"),), {"ord": 2}, note="spectral norm in float32")
-    yield Sample((S.array(rng, (3, 4), "f8"),), {"axis": 1})
-    yield Sample((S.array(rng, (3, 4), "i4"),), {"axis": 0, "ord": 1, "keepdims": True})
-    yield Sample((S.array(rng, (2, 3, 4), "f8"),), {"axis": -1, "ord": math.inf})
-    yield Sample((S.array(rng, (2, 3, 4), "f8"),), {"axis": (0, 2), "keepdims": True})
-    yield Sample((S.array(rng, (2, 3, 4), "f4"),), {"axis": (2, 1), "ord": "nuc"})
-    yield Sample((S.array(rng, (2, 3, 4), "f8"),), {"axis": (-1, 0), "ord": -1})
-    yield Sample((S.array(rng, (2, 3, 4), "f8"),), {"keepdims": True}, note="flattened 2-norm of 3-d")
-    yield Sample((S.array(rng, (4,), "c8"),), {}, note="complex vector: real result")
-    yield Sample((S.array(rng, (3, 3), "c16"),), {"ord": "fro"})
-    yield Sample((S.array(rng, (), "f8"),), {})
-    yield Sample((S.array(rng, (), "f4"),), {"keepdims": True})
-    yield Sample((S.array(rng, (0,), "f8"),), {})
-    yield Sample((S.array(rng, (0, 3), "f8"),), {"axis": 1})
-    yield Sample((S.array(rng, (0, 3), "f8"),), {"ord": "fro"})
+        yield Sample((sampling.array(rng, (3, 4), "f8"),), {"ord": ord}, note=f"matrix ord={ord}")
+    yield Sample((sampling.array(rng, (3, 4), "f4"),), {"ord": 2}, note="spectral norm in float32")
+    yield Sample((sampling.array(rng, (3, 4), "f8"),), {"axis": 1})
+    yield Sample((sampling.array(rng, (3, 4), "i4"),), {"axis": 0, "ord": 1, "keepdims": True})
+    yield Sample((sampling.array(rng, (2, 3, 4), "f8"),), {"axis": -1, "ord": math.inf})
+    yield Sample((sampling.array(rng, (2, 3, 4), "f8"),), {"axis": (0, 2), "keepdims": True})
+    yield Sample((sampling.array(rng, (2, 3, 4), "f4"),), {"axis": (2, 1), "ord": "nuc"})
+    yield Sample((sampling.array(rng, (2, 3, 4), "f8"),), {"axis": (-1, 0), "ord": -1})
+    yield Sample((sampling.array(rng, (2, 3, 4), "f8"),), {"keepdims": True}, note="flattened 2-norm of 3-d")
+    yield Sample((sampling.array(rng, (4,), "c8"),), {}, note="complex vector: real result")
+    yield Sample((sampling.array(rng, (3, 3), "c16"),), {"ord": "fro"})
+    yield Sample((sampling.array(rng, (), "f8"),), {})
+    yield Sample((sampling.array(rng, (), "f4"),), {"keepdims": True})
+    yield Sample((sampling.array(rng, (0,), "f8"),), {})
+    yield Sample((sampling.array(rng, (0, 3), "f8"),), {"axis": 1})
+    yield Sample((sampling.array(rng, (0, 3), "f8"),), {"ord": "fro"})
 
 
 register(
@@ -130,7 +129,7 @@ def _square_op(name: str, fn, out_shape, doc: str) -> OpDef:
         return TensorType(rules.probe_dtype(name, fn, np.ones((1, 1), t.dtype)), out_shape(t.shape))
 
     def samples(rng):
-        for dt in S.DTYPES:
+        for dt in sampling.DTYPES:
             yield Sample((_invertible(rng, (3, 3), dt),))
         for shape in ((2, 3, 3), (2, 1, 4, 4), (1, 1), (0, 0), (2, 0, 0), (0, 2, 2)):
             yield Sample((_invertible(rng, shape, "f8"),))
@@ -149,7 +148,7 @@ def _invertible(rng, shape, dtype):
     eye = np.broadcast_to(np.eye(n, dtype=bool), shape)
     if dtype.kind == "b":
         return eye.copy()
-    return (S.array(rng, shape, dtype, (-2.0, 2.0)) + (4 * n + 1) * eye).astype(dtype)
+    return (sampling.array(rng, shape, dtype, (-2.0, 2.0)) + (4 * n + 1) * eye).astype(dtype)
 
 
 _square_op(
@@ -182,8 +181,8 @@ def _solve_rule(types, attrs):
 
 
 def _solve_samples(rng):
-    for dt in S.DTYPES:
-        yield Sample((_invertible(rng, (3, 3), dt), S.array(rng, (3,), dt)))
+    for dt in sampling.DTYPES:
+        yield Sample((_invertible(rng, (3, 3), dt), sampling.array(rng, (3,), dt)))
     for (sa, sb), (da, db) in (
         (((3, 3), (3, 2)), ("f8", "f8")),
         (((2, 3, 3), (3,)), ("f8", "f8")),
@@ -194,7 +193,7 @@ def _solve_samples(rng):
         (((3, 3), (3,)), ("f4", "i4")),
         (((2, 2), (2,)), ("c8", "f4")),
     ):
-        yield Sample((_invertible(rng, sa, da), S.array(rng, sb, db)))
+        yield Sample((_invertible(rng, sa, da), sampling.array(rng, sb, db)))
 
 
 register(

@@ -9,8 +9,7 @@ import numpy as np
 
 from numtrace_ir import dims
 from numtrace_ir.dims import ShapeError
-from numtrace_ir.ops import rules
-from numtrace_ir.ops import sampling as S
+from numtrace_ir.ops import rules, sampling
 from numtrace_ir.registry import (
     Attr,
     Input,
@@ -35,11 +34,13 @@ def movement(
     impl: Callable,
     targets: list,
     cases: list,
-    dtypes: tuple = S.DTYPES,
+    dtypes: tuple = sampling.DTYPES,
     doc: str = "",
     view: str | None = None,
+    as_view: Callable | None = None,
 ) -> OpDef:
-    """Register an op whose output has the input's dtype and the shape `shape_rule(name, t, attrs)`."""
+    """Register an op whose output has the input's dtype and the shape `shape_rule(name, t, attrs)`
+    (`view`, `as_view`: see `OpDef`)."""
 
     def rule(types, attrs):
         t = rules.first_tensor(name, types)
@@ -53,8 +54,9 @@ def movement(
             rule,
             impl,
             numpy_targets=targets,
-            samples=S.sweep(cases, dtypes),
+            samples=sampling.sweep(cases, dtypes),
             view=view,
+            as_view=as_view,
             doc=doc,
         )
     )
@@ -85,6 +87,7 @@ movement(
     ],
     doc="`ndarray.reshape(*dims)` is normalised to a shape tuple by the tracer",
     view="reshape",
+    as_view=lambda a, out, attrs, dims: np.reshape(a, out, order=attrs.get("order") or "C"),
 )
 movement(
     "np.ravel",
@@ -94,6 +97,7 @@ movement(
     [np.ravel, np.ndarray.ravel, np.ndarray.flatten],
     [(((3, 4),), {}), (((),), {}), (((0, 2),), {}), (((2, 3, 4),), {"order": "F"})],
     view="reshape",
+    as_view=lambda a, out, attrs, dims: np.ravel(a, order=attrs.get("order") or "C"),
 )
 
 
@@ -123,6 +127,7 @@ movement(
         (((0, 2),), {}),
     ],
     view="permute",
+    as_view=lambda a, out, attrs, dims: np.transpose(a, attrs.get("axes")),
 )
 
 
@@ -145,6 +150,7 @@ movement(
         (((0, 2, 1),), {"axis1": 1, "axis2": 1}),
     ],
     view="permute",
+    as_view=lambda a, out, attrs, dims: np.swapaxes(a, attrs["axis1"], attrs["axis2"]),
 )
 
 
@@ -174,6 +180,7 @@ movement(
         (((0, 3),), {"source": 1, "destination": 0}),
     ],
     view="permute",
+    as_view=lambda a, out, attrs, dims: np.moveaxis(a, attrs["source"], attrs["destination"]),
 )
 
 
@@ -192,6 +199,7 @@ movement(
     [np.expand_dims],
     [(((3, 4),), {"axis": 0}), (((3, 4),), {"axis": (-1, 1)}), (((),), {"axis": 0}), (((0,),), {"axis": 1})],
     view="reshape",
+    as_view=lambda a, out, attrs, dims: np.expand_dims(a, attrs["axis"]),
 )
 
 
@@ -221,6 +229,7 @@ movement(
         (((0, 1),), {"axis": 1}),
     ],
     view="reshape",
+    as_view=lambda a, out, attrs, dims: np.squeeze(a, attrs.get("axis")),
 )
 
 
@@ -242,6 +251,7 @@ movement(
     [np.broadcast_to],
     [(((3, 1),), {"shape": (2, 3, 4)}), (((),), {"shape": (3,)}), (((4,),), {"shape": (0, 4)})],
     doc="the reference returns a copy: graph values never alias",
+    as_view=lambda a, out, attrs, dims: np.broadcast_to(a, out),
 )
 
 
@@ -257,6 +267,7 @@ movement(
     lambda a, axis: np.flip(a, axis).copy(),
     [np.flip],
     [(((3, 4),), {}), (((3, 4),), {"axis": 1}), (((2, 3, 4),), {"axis": (0, -1)}), (((0, 2),), {"axis": 0})],
+    as_view=lambda a, out, attrs, dims: np.flip(a, attrs.get("axis")),
 )
 
 
@@ -428,7 +439,7 @@ register(
         _ascontiguous_rule,
         lambda a, dtype: np.ascontiguousarray(a, dtype).copy(),
         numpy_targets=[np.ascontiguousarray],
-        samples=S.sweep([(((3, 4),), {}), (((),), {}), (((2, 3),), {"dtype": np.dtype("f4")})]),
+        samples=sampling.sweep([(((3, 4),), {}), (((),), {}), (((2, 3),), {"dtype": np.dtype("f4")})]),
         doc="always a new array (graph values never alias)",
     )
 )
@@ -480,6 +491,7 @@ movement(
         (((2, 3, 4),), {"axis1": 2, "axis2": 0, "offset": -1}),
         (((0, 2),), {}),
     ],
+    as_view=lambda a, out, attrs, dims: np.diagonal(a, attrs["offset"], attrs["axis1"], attrs["axis2"]),
 )
 
 
@@ -526,7 +538,7 @@ register(
         _argsort_rule,
         _argsort_impl,
         numpy_targets=[np.argsort, np.ndarray.argsort],
-        samples=S.sweep(_SORT_CASES),
+        samples=sampling.sweep(_SORT_CASES),
         doc="ties are ordered stably (NumPy's default kind does not promise an order for ties)",
     )
 )
@@ -548,7 +560,7 @@ def _take_rule(types, attrs):
 
 
 def _take_samples(rng):
-    for dt in S.DTYPES:
+    for dt in sampling.DTYPES:
         yield _gather_sample(rng, (3, 4), dt, (2, 2), 12, {})
     yield _gather_sample(rng, (3, 4), "f8", (5,), 4, {"axis": 1})
     yield _gather_sample(rng, (3, 4), "f8", (), 3, {"axis": 0})
@@ -558,7 +570,7 @@ def _take_samples(rng):
 
 def _gather_sample(rng, shape, dtype, ishape, bound, attrs):
     """A (data, integer indices in [-bound, bound)) sample for the gather ops."""
-    return Sample((S.array(rng, shape, dtype), rng.integers(-bound, bound, ishape)), attrs)
+    return Sample((sampling.array(rng, shape, dtype), rng.integers(-bound, bound, ishape)), attrs)
 
 
 register(
@@ -597,7 +609,7 @@ def _take_along_rule(types, attrs):
 
 
 def _take_along_samples(rng):
-    for dt in S.DTYPES:
+    for dt in sampling.DTYPES:
         yield _gather_sample(rng, (3, 4), dt, (3, 2), 4, {"axis": 1})
     yield _gather_sample(rng, (3, 4), "f8", (5, 4), 3, {"axis": 0})
     yield _gather_sample(rng, (3, 4), "f8", (1, 6), 4, {"axis": -1})
@@ -665,19 +677,21 @@ def _sum(ds):
 
 def _join_samples(stack):
     def samples(rng):
-        for dt in S.DTYPES:
-            yield Sample((S.array(rng, (2, 3), dt), S.array(rng, (2, 3), dt)), {})
+        for dt in sampling.DTYPES:
+            yield Sample((sampling.array(rng, (2, 3), dt), sampling.array(rng, (2, 3), dt)), {})
         shapes = [((2, 3), (2, 3), (2, 3))] if stack else [((2, 3), (4, 3)), ((2, 3), (2, 1), (2, 0))]
         axes = [(1, -1)] if stack else [(0,), (1,)]
         for ss, ax in zip(shapes, axes):
             for a in ax:
-                yield Sample(tuple(S.array(rng, s, "f8") for s in ss), {"axis": a})
-        yield Sample((S.array(rng, (2, 3), "i4"), S.array(rng, (2, 3), "f4")), {}, note="mixed dtypes")
-        yield Sample((S.array(rng, (2, 3), "f8"), S.array(rng, (2, 3), "f8")), {"dtype": np.dtype("f4")})
+                yield Sample(tuple(sampling.array(rng, s, "f8") for s in ss), {"axis": a})
+        yield Sample((sampling.array(rng, (2, 3), "i4"), sampling.array(rng, (2, 3), "f4")), {},
+                     note="mixed dtypes")
+        yield Sample((sampling.array(rng, (2, 3), "f8"), sampling.array(rng, (2, 3), "f8")),
+                     {"dtype": np.dtype("f4")})
         if stack:
-            yield Sample((S.array(rng, (), "f8"), S.array(rng, (), "f8")), {})
+            yield Sample((sampling.array(rng, (), "f8"), sampling.array(rng, (), "f8")), {})
         else:
-            yield Sample((S.array(rng, (2, 3), "f8"), S.array(rng, (4,), "f8")), {"axis": None})
+            yield Sample((sampling.array(rng, (2, 3), "f8"), sampling.array(rng, (4,), "f8")), {"axis": None})
 
     return samples
 
@@ -738,6 +752,10 @@ def _to_ios(v):
     return rules.to_int(v) if isinstance(v, (int, np.integer)) else rules.to_ints(v)
 
 
+def _split_view(fn: Callable) -> Callable:
+    return lambda a, out, attrs, dims: tuple(fn(a, attrs["indices_or_sections"], attrs["axis"]))
+
+
 for _name, _fn, _even in (("np.split", np.split, True), ("np.array_split", np.array_split, False)):
     _cases = [
         (((6, 4),), {"indices_or_sections": 3}),
@@ -762,7 +780,8 @@ for _name, _fn, _even in (("np.split", np.split, True), ("np.array_split", np.ar
                 )
             )(_fn),
             numpy_targets=[_fn],
-            samples=S.sweep(_cases),
+            samples=sampling.sweep(_cases),
+            as_view=_split_view(_fn),
             doc="one output per section",
         )
     )
@@ -839,17 +858,19 @@ def _stack_rule(name: str, reshape, axis_of):
 
 def _stack_samples(shapes_list, kw: bool):
     def samples(rng):
-        for dt in S.DTYPES:
-            yield Sample((S.array(rng, shapes_list[0][0], dt), S.array(rng, shapes_list[0][1], dt)))
+        for dt in sampling.DTYPES:
+            yield Sample((sampling.array(rng, shapes_list[0][0], dt),
+                          sampling.array(rng, shapes_list[0][1], dt)))
         for shapes in shapes_list[1:]:
-            yield Sample(tuple(S.array(rng, s, "f8") for s in shapes))
-        yield Sample((S.array(rng, shapes_list[0][0], "i4"), S.array(rng, shapes_list[0][1], "f4")),
+            yield Sample(tuple(sampling.array(rng, s, "f8") for s in shapes))
+        yield Sample((sampling.array(rng, shapes_list[0][0], "i4"),
+                      sampling.array(rng, shapes_list[0][1], "f4")),
                      note="mixed dtypes")
         if kw:
-            yield Sample((S.array(rng, shapes_list[0][0], "f8"),) * 2, {"dtype": np.dtype("f4")})
-            yield Sample((S.array(rng, shapes_list[0][0], "i8"),) * 2,
+            yield Sample((sampling.array(rng, shapes_list[0][0], "f8"),) * 2, {"dtype": np.dtype("f4")})
+            yield Sample((sampling.array(rng, shapes_list[0][0], "i8"),) * 2,
                          {"dtype": np.dtype("f4"), "casting": "same_kind"})
-            yield Sample((S.array(rng, shapes_list[0][0], "f4"),) * 2, {"casting": "no"})
+            yield Sample((sampling.array(rng, shapes_list[0][0], "f4"),) * 2, {"casting": "no"})
 
     return samples
 
@@ -916,11 +937,11 @@ def _atleast_op(ndim: int) -> OpDef:
         return tuple(np.array(a, copy=True) for a in out) if len(arys) > 1 else np.array(out, copy=True)
 
     def samples(rng):
-        for dt in S.DTYPES:
-            yield Sample((S.array(rng, (3,), dt),))
+        for dt in sampling.DTYPES:
+            yield Sample((sampling.array(rng, (3,), dt),))
         several = (((), (3,), (2, 3), (2, 3, 4)), ((0, 2), (1,)))
         for shapes in (((),), ((2, 3),), ((2, 3, 4, 1),), ((0,),)) + several:
-            yield Sample(tuple(S.array(rng, s, "f8") for s in shapes))
+            yield Sample(tuple(sampling.array(rng, s, "f8") for s in shapes))
 
     return register(
         OpDef(
@@ -981,12 +1002,12 @@ def _broadcast_arrays_rule(types, attrs):
 
 
 def _broadcast_arrays_samples(rng):
-    for dt in S.DTYPES:
-        yield Sample((S.array(rng, (3, 1), dt), S.array(rng, (4,), dt)))
+    for dt in sampling.DTYPES:
+        yield Sample((sampling.array(rng, (3, 1), dt), sampling.array(rng, (4,), dt)))
     for shapes in (((2, 1, 4), (3, 1)), ((3,),), ((), (2, 3), (3,)), ((0, 3), (1, 3)), ((), ())):
-        yield Sample(tuple(S.array(rng, s, "f4") for s in shapes))
-    yield Sample((S.array(rng, (2, 3), "i4"), S.array(rng, (3,), "f8")), note="dtypes kept")
-    yield Sample((S.array(rng, (2, 3), "f4"), 1.5), note="a Python scalar becomes a float64 array")
+        yield Sample(tuple(sampling.array(rng, s, "f4") for s in shapes))
+    yield Sample((sampling.array(rng, (2, 3), "i4"), sampling.array(rng, (3,), "f8")), note="dtypes kept")
+    yield Sample((sampling.array(rng, (2, 3), "f4"), 1.5), note="a Python scalar becomes a float64 array")
 
 
 def _broadcast_arrays_impl(args):

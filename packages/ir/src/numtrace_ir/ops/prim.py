@@ -21,8 +21,7 @@ import numpy as np
 
 from numtrace_ir.dims import ShapeError
 from numtrace_ir.guards import GuardError
-from numtrace_ir.ops import rules
-from numtrace_ir.ops import sampling as S
+from numtrace_ir.ops import rules, sampling
 from numtrace_ir.registry import Attr, Input, Inputs, OpDef, Sample, get, register
 from numtrace_ir.types import ScalarType, TensorType, normalize_dtype
 
@@ -62,9 +61,9 @@ def _constant_samples(rng):
         -2.5,
         True,
         1 + 2j,
-        S.array(rng, (2, 3), "f4"),
-        S.array(rng, (), "i8"),
-        S.array(rng, (0,), "bool"),
+        sampling.array(rng, (2, 3), "f4"),
+        sampling.array(rng, (), "i8"),
+        sampling.array(rng, (0,), "bool"),
     ):
         yield Sample((), {"value": value})
 
@@ -92,9 +91,9 @@ def _dim_rule(types, attrs):
 def _shape_samples(rng, with_axis):
     for shape in ((3, 4), (0, 5), (2, 3, 4)):
         for axis in (0, -1) if with_axis else (None,):
-            yield Sample((S.array(rng, shape, "f4"),), {} if axis is None else {"axis": axis})
+            yield Sample((sampling.array(rng, shape, "f4"),), {} if axis is None else {"axis": axis})
     if not with_axis:
-        yield Sample((S.array(rng, (), "i4"),))
+        yield Sample((sampling.array(rng, (), "i4"),))
 
 
 register(
@@ -289,22 +288,22 @@ _concrete = rules.fill_dyn_shape
 def _dyn_samples(kind):
     def samples(rng):
         if kind == "full":
-            for dt in S.DTYPES:
+            for dt in sampling.DTYPES:
                 yield Sample((3,), {"shape": ("n", 2), "fill_value": 1, "dtype": dt})
             yield Sample((0, 4), {"shape": ("a", "b"), "fill_value": 0.5, "dtype": np.dtype("f4")})
             yield Sample((), {"shape": (2,), "fill_value": 0, "dtype": np.dtype("f8")})
             return
-        for dt in S.DTYPES:
+        for dt in sampling.DTYPES:
             yield Sample(
-                (S.array(rng, (3, 4) if kind == "reshape" else (1, 4), dt), 3),
+                (sampling.array(rng, (3, 4) if kind == "reshape" else (1, 4), dt), 3),
                 {"shape": ("n", -1) if kind == "reshape" else ("n", 4)},
             )
         if kind == "reshape":
-            yield Sample((S.array(rng, (2, 3, 4), "f8"), 2, 4), {"shape": ("a", -1, "b")})
-            yield Sample((S.array(rng, (0, 3), "f8"), 0), {"shape": ("z", 5)})
+            yield Sample((sampling.array(rng, (2, 3, 4), "f8"), 2, 4), {"shape": ("a", -1, "b")})
+            yield Sample((sampling.array(rng, (0, 3), "f8"), 0), {"shape": ("z", 5)})
         else:
-            yield Sample((S.array(rng, (3, 1), "f8"), 2, 5), {"shape": ("a", 3, "b")})
-            yield Sample((S.array(rng, (), "f8"), 0), {"shape": ("z",)})
+            yield Sample((sampling.array(rng, (3, 1), "f8"), 2, 5), {"shape": ("a", 3, "b")})
+            yield Sample((sampling.array(rng, (), "f8"), 0), {"shape": ("z",)})
 
     return samples
 
@@ -319,6 +318,7 @@ register(
         samples=_dyn_samples("reshape"),
         binder=_dyn_binder("prim.reshape", 1),
         view="reshape",
+        as_view=lambda a, out, attrs, dims: np.reshape(a, _concrete(attrs["shape"], dims)),
         data_dependent_shape=True,
         doc="reshape to a shape computed from traced ints (``x.reshape(x.shape[0], -1)``)",
     )
@@ -332,6 +332,7 @@ register(
         lambda a, dims, shape: np.broadcast_to(a, _concrete(shape, dims)).copy(),
         samples=_dyn_samples("broadcast_to"),
         binder=_dyn_binder("prim.broadcast_to", 1),
+        as_view=lambda a, out, attrs, dims: np.broadcast_to(a, _concrete(attrs["shape"], dims)),
         data_dependent_shape=True,
     )
 )
@@ -402,7 +403,7 @@ def _dynamic_rule(types, attrs):
 
 
 def _dynamic_samples(rng):
-    yield Sample((S.array(rng, (6, 3), "f4"), 4),
+    yield Sample((sampling.array(rng, (6, 3), "f4"), 4),
                  {"op": "np.getitem", "attrs": (("index", (slice(None, "$0"),)),), "scalars": 1,
                   "shape": ("m", 3), "dtype": np.dtype("f4")})
     yield Sample((5, 2), {"op": "np.arange", "attrs": (("start", "$1"), ("stop", "$0")), "scalars": 2,

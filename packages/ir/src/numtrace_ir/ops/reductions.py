@@ -9,8 +9,7 @@ import numpy as np
 
 from numtrace_ir import dims
 from numtrace_ir.dims import ShapeError
-from numtrace_ir.ops import rules
-from numtrace_ir.ops import sampling as S
+from numtrace_ir.ops import rules, sampling
 from numtrace_ir.registry import Attr, Input, OpDef, Sample, Unsupported, get, register, register_target
 from numtrace_ir.types import TensorType
 
@@ -48,7 +47,7 @@ def reduction_op(
     ddof: bool = False,
     nonempty: bool = False,
     single_axis: bool = False,
-    dtypes: tuple = S.DTYPES,
+    dtypes: tuple = sampling.DTYPES,
     initial: bool = False,
 ) -> OpDef:
     """A reduction over ``axis`` (None, int, tuple; `single_axis` ops take None or an int) with
@@ -77,23 +76,23 @@ def reduction_op(
         return TensorType(rules.probe_dtype(name, impl, np.ones((1,), t.dtype), **extra), shape)
 
     def samples(rng):
-        dts = S.supported(lambda dt: fn(S.ones(dt)), dtypes)
+        dts = sampling.supported(lambda dt: fn(sampling.ones(dt)), dtypes)
         domain = (0.5, 2.0) if name == "np.prod" else (-3.0, 3.0)
         for dt in dts:
-            yield Sample((S.array(rng, (3, 4), dt, domain),), {"axis": 1})
+            yield Sample((sampling.array(rng, (3, 4), dt, domain),), {"axis": 1})
         for attrs, shape, empty in _AXIS_CASES:
             if not empty and (nonempty or name in _WARN_EMPTY):
                 continue
             if single_axis and isinstance(attrs.get("axis"), tuple):
                 continue
-            yield Sample((S.array(rng, shape, dts[-1], domain),), dict(attrs))
+            yield Sample((sampling.array(rng, shape, dts[-1], domain),), dict(attrs))
         if dtype_attr and np.dtype("f8") in dts:
-            yield Sample((S.array(rng, (2, 3), "i4"),), {"axis": 0, "dtype": np.dtype("f4")})
+            yield Sample((sampling.array(rng, (2, 3), "i4"),), {"axis": 0, "dtype": np.dtype("f4")})
         if ddof:
-            yield Sample((S.array(rng, (4, 3), "f4"),), {"axis": 0, "ddof": 1})
+            yield Sample((sampling.array(rng, (4, 3), "f4"),), {"axis": 0, "ddof": 1})
         if initial:
-            yield Sample((S.array(rng, (3, 4), "f8", domain),), {"axis": 1, "initial": 0.5})
-            yield Sample((S.array(rng, (0, 3), "f8", domain),), {"axis": 0, "initial": 2.0})
+            yield Sample((sampling.array(rng, (3, 4), "f8", domain),), {"axis": 1, "initial": 0.5})
+            yield Sample((sampling.array(rng, (0, 3), "f8", domain),), {"axis": 0, "initial": 2.0})
 
     # NumPy's reductions take every schema parameter by keyword (`a=`, `axis=`, ...).
     return OpDef(name, "reduction", params, rule, impl, numpy_targets=targets, samples=samples,
@@ -106,8 +105,8 @@ _WARN_EMPTY = {"np.mean", "np.var", "np.std"}
 register(reduction_op("np.sum", np.sum, targets=[np.sum, np.ndarray.sum], initial=True))
 register(reduction_op("np.prod", np.prod, targets=[np.prod, np.ndarray.prod], initial=True))
 register(reduction_op("np.mean", np.mean, targets=[np.mean, np.ndarray.mean]))
-register(reduction_op("np.var", np.var, targets=[np.var, np.ndarray.var], ddof=True, dtypes=S.NUMERIC))
-register(reduction_op("np.std", np.std, targets=[np.std, np.ndarray.std], ddof=True, dtypes=S.NUMERIC))
+register(reduction_op("np.var", np.var, targets=[np.var, np.ndarray.var], ddof=True, dtypes=sampling.NUMERIC))
+register(reduction_op("np.std", np.std, targets=[np.std, np.ndarray.std], ddof=True, dtypes=sampling.NUMERIC))
 for _fn, _arg in ((np.max, np.argmax), (np.min, np.argmin)):
     _name = _fn.__name__  # "max", "min"
     _method = getattr(np.ndarray, _name)
@@ -160,8 +159,8 @@ def scan_op(name: str, fn: Callable, targets: list) -> OpDef:
 
     def samples(rng):
         domain = (0.5, 2.0)
-        for dt in S.DTYPES:
-            yield Sample((S.array(rng, (3, 4), dt, domain),), {"axis": 1})
+        for dt in sampling.DTYPES:
+            yield Sample((sampling.array(rng, (3, 4), dt, domain),), {"axis": 1})
         for attrs, shape in (
             ({}, (3, 4)),
             ({"axis": -1}, (2, 3, 4)),
@@ -169,7 +168,7 @@ def scan_op(name: str, fn: Callable, targets: list) -> OpDef:
             ({}, ()),
             ({"dtype": np.dtype("f4")}, (5,)),
         ):
-            yield Sample((S.array(rng, shape, "f8", domain),), attrs)
+            yield Sample((sampling.array(rng, shape, "f8", domain),), attrs)
 
     return OpDef(
         name,
@@ -211,8 +210,8 @@ def _diff_rule(types, attrs):
 
 
 def _diff_samples(rng):
-    for dt in S.DTYPES:
-        yield Sample((S.array(rng, (3, 5), dt),), {})
+    for dt in sampling.DTYPES:
+        yield Sample((sampling.array(rng, (3, 5), dt),), {})
     for shape, attrs in (
         ((3, 5), {"n": 2}),
         ((4, 3), {"axis": 0}),
@@ -222,8 +221,8 @@ def _diff_samples(rng):
         ((0, 3), {"axis": 0}),
         ((3, 0), {}),
     ):
-        yield Sample((S.array(rng, shape, "f8"),), attrs)
-    yield Sample((S.array(rng, (5,), "bool"),), {"n": 2}, note="bool diff is not_equal")
+        yield Sample((sampling.array(rng, shape, "f8"),), attrs)
+    yield Sample((sampling.array(rng, (5,), "bool"),), {"n": 2}, note="bool diff is not_equal")
 
 
 register(

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from numtrace_ir.ops import rules
-from numtrace_ir.ops import sampling as S
+from numtrace_ir.ops import rules, sampling
 from numtrace_ir.ops.reductions import _reduced_shape
 from numtrace_ir.registry import Attr, Input, OpDef, Param, Sample, Unsupported, register
 from numtrace_ir.types import TensorType
@@ -65,13 +64,13 @@ def _q_samples(high: float):
 
     def samples(rng):
         q50 = 50 * scale
-        for dt in S.NUMERIC:
-            yield Sample((S.array(rng, (3, 4), dt),), {"q": q50, "axis": 1})
-        yield Sample((S.array(rng, (5,), "bool"),), {"q": q50, "method": "lower"}, note="bool, lower")
+        for dt in sampling.NUMERIC:
+            yield Sample((sampling.array(rng, (3, 4), dt),), {"q": q50, "axis": 1})
+        yield Sample((sampling.array(rng, (5,), "bool"),), {"q": q50, "method": "lower"}, note="bool, lower")
         for method in METHODS:
-            yield Sample((S.array(rng, (2, 5), "f8"),), {"q": (10 * scale, 75 * scale), "axis": 1,
+            yield Sample((sampling.array(rng, (2, 5), "f8"),), {"q": (10 * scale, 75 * scale), "axis": 1,
                                                           "method": method}, note=method)
-            yield Sample((S.array(rng, (7,), "i4"),), {"q": 30 * scale, "method": method},
+            yield Sample((sampling.array(rng, (7,), "i4"),), {"q": 30 * scale, "method": method},
                          note=f"int {method}")
         for shape, attrs in (
             ((3, 4), {"q": 25 * scale}),
@@ -82,8 +81,8 @@ def _q_samples(high: float):
             ((0, 3), {"q": q50, "axis": 1}),
             ((0, 3), {"q": (10 * scale,), "axis": 1, "keepdims": True}),
         ):
-            yield Sample((S.array(rng, shape, "f8"),), attrs)
-        yield Sample((S.array(rng, (4, 3), "f4"),), {"q": q50, "axis": 0, "overwrite_input": True})
+            yield Sample((sampling.array(rng, shape, "f8"),), attrs)
+        yield Sample((sampling.array(rng, (4, 3), "f4"),), {"q": q50, "axis": 0, "overwrite_input": True})
 
     return samples
 
@@ -125,8 +124,8 @@ _quantile_op("np.quantile", np.quantile, 1.0)
 
 
 def _median_samples(rng):
-    for dt in S.NUMERIC:
-        yield Sample((S.array(rng, (3, 4), dt),), {"axis": 1})
+    for dt in sampling.NUMERIC:
+        yield Sample((sampling.array(rng, (3, 4), dt),), {"axis": 1})
     for shape, attrs in (
         ((3, 4), {}),
         ((4, 4), {"axis": 0, "keepdims": True}),
@@ -136,8 +135,8 @@ def _median_samples(rng):
         ((0, 3), {"axis": 1}),
         ((0, 3), {"axis": 1, "keepdims": True}),
     ):
-        yield Sample((S.array(rng, shape, "f8"),), attrs)
-    yield Sample((S.array(rng, (4, 3), "f4"),), {"axis": 0, "overwrite_input": True})
+        yield Sample((sampling.array(rng, shape, "f8"),), attrs)
+    yield Sample((sampling.array(rng, (4, 3), "f4"),), {"axis": 0, "overwrite_input": True})
 
 
 register(

@@ -1,0 +1,30 @@
+# What each ISA build of the block loops (blocks_baseline/_avx2/_avx512.pyx: blocks.pxi and gemv.pxi)
+# exports, for type checkers (mypy cannot read Cython). The builds are one source compiled per
+# instruction set: blocks_avx2.pyi and blocks_avx512.pyi re-export this stub.
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+RUN_PASS: object
+GEMV_PARALLEL_MIN: int
+GEMV_ACTIVATIONS: dict[str | None, int]
+
+def scan(a: np.ndarray, out: np.ndarray, axis: int, op: int, nthreads: int) -> None: ...
+def small_k_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, nthreads: int) -> None: ...
+def team_spin_us() -> int: ...
+def set_team_spin_us(us: int) -> None: ...
+
+class Gemv:
+    def __init__(
+        self,
+        vec: int,
+        mat: int,
+        out: int,
+        k_axis: int,
+        dtype: Any,
+        bias: int = -1,
+        activation: str | None = None,
+        fallback: Callable[[list[Any], int], Any] | None = None,
+    ) -> None: ...
+    def __call__(self, env: list[Any], nthreads: int) -> Any: ...
