@@ -150,9 +150,6 @@ def _last_reads(steps: list[Step]) -> dict[int, int]:
 
 
 def _viewer(key: tuple):
-    """The part's place as a view of the joined array: with a trailing ``...``, so that a place of a
-    single element (a 0-d part) is a 0-d view and not a NumPy scalar copied out of it."""
-    key = (*key, Ellipsis)
     return lambda a: a[key]
 
 
