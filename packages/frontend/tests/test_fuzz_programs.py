@@ -469,7 +469,7 @@ def test_fuzz_reached_every_fast_path(capsys):
         print(f"\nprograms per path ({EXAMPLES} programs per backend):")
         for path in paths:
             print(f"  {PATH_PROGRAMS[path]:6d}  {path}")
-    least = max(1, EXAMPLES // 50)
+    least = max(1, EXAMPLES // 100)
     missed = {path: PATH_PROGRAMS[path] for path in paths if PATH_PROGRAMS[path] < least}
     assert not missed, f"paths reached in fewer than {least} programs: {missed}"
 
