@@ -181,6 +181,8 @@ class Executable(CallRunner):
             "fallback_ops": sorted(set(fallbacks)),
             "setitems_in_place": sum(isinstance(s, SetitemStep) and s.inputs[0] == s.outputs[0]
                                      for s in self._steps),
+            "host_calls": [s.nodes[0].attrs["func"] for s in self._steps
+                           if s.nodes[0].op == "prim.host_call"],
             "numpy_into": sorted({s.nodes[0].op for s in self._steps
                                   if isinstance(s, (IntoStep, SetitemStep))}),
             "buffer_slots": len(self._plan.slot_bytes),
