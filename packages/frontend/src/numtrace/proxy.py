@@ -29,6 +29,7 @@ from .errors import TracerWarning
 from .source import user_location, warn_at_user_line
 from .traced_value import TracedValue, unwrap
 from .tracer import Tracer, active_tracer, current_tracer
+from .views import note_layout_write
 
 
 def _left_graph(array: TracedArray, what: str) -> None:
@@ -124,6 +125,7 @@ class TracedArray(TracedValue):
     def _rebind(self, tracer: Tracer, graph_value: Any, what: str) -> None:
         """Point this proxy at a new graph value of the same type; propagate the write to its base."""
         self._warn_untracked_aliases(tracer, what)
+        note_layout_write(tracer, self)
         self._ir = graph_value
         self._version += 1
         parent = self._parent
