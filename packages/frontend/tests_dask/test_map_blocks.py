@@ -139,6 +139,32 @@ def test_blocks_that_break_a_guard_are_refused(rng):
         ntd.map_blocks(traced, da.from_array(f32(rng, 30, 3), chunks=(10, 3)).rechunk((3, 3)))
 
 
+def test_a_guard_on_the_chunked_extent_is_checked_against_the_whole_array(client, rng):
+    def branchy(x):
+        return x * 2 if x.shape[0] > 40 else x - 1
+
+    traced = nt.trace(branchy, f32(rng, 8, 3))
+    x = f32(rng, 100, 3)
+    with pytest.raises(ValueError, match="does not hold for these input shapes"):
+        ntd.map_blocks(traced, da.from_array(x, chunks=(20, 3)))
+    whole = nt.trace(branchy, f32(rng, 50, 3))
+    with pytest.raises(ValueError, match=r"blocks of shape \(20, 3\) do not fit the trace"):
+        ntd.map_blocks(whole, da.from_array(x, chunks=(20, 3)))
+    np.testing.assert_allclose(ntd.map_blocks(traced, da.from_array(x[:30], chunks=(10, 3))).compute(),
+                               branchy(x[:30]))
+
+
+@pytest.mark.parametrize("rows", [1, 2])
+@pytest.mark.parametrize("func", [lambda x: np.sort(x, axis=0), lambda x: -np.sort(-x, axis=0)],
+                         ids=["ascending", "descending"])
+def test_a_sort_along_chunks_of_one_or_two_rows_is_refused(rng, rows, func):
+    traced = nt.trace(func, f32(rng, 8, 1), check_trace=False)
+    for seed in range(4):
+        x = np.random.default_rng(seed).standard_normal((10, 1)).astype(np.float32)
+        with pytest.raises(ValueError, match="depends on more than one block's rows"):
+            ntd.map_blocks(traced, da.from_array(x, chunks=(rows, 1)))
+
+
 def test_unknown_chunk_sizes_are_refused(rng):
     x = da.from_array(f32(rng, 30, 3), chunks=(10, 3))
     traced = nt.trace(np.tanh, f32(rng, 8, 3))

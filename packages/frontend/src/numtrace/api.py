@@ -5,8 +5,8 @@ from __future__ import annotations
 import inspect
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import numpy as np
@@ -15,7 +15,7 @@ from numtrace_ir import GuardError
 from .checker import Checker, clone, graph_diagnostics
 from .errors import TracerWarning, TracingCheckError
 from .interception import generators_traced
-from .module import Module
+from .module import Module, state_kept
 from .recording import Recording, record_function
 from .source import warn_at_user_line
 from .traced import TracedFunction
@@ -181,8 +181,12 @@ def _traced_function(rec: Recording, name: str, backend: str,
 
 
 def _check_one(func: Callable, traced: TracedFunction, retrace: Callable[[], TracedFunction], call: _Call,
-               tolerance: float, kind: str) -> None:
-    """One round of the checker (see checker.py) for one set of check inputs."""
+               tolerance: float, kind: str,
+               fresh: Callable[[], AbstractContextManager] = nullcontext) -> None:
+    """One round of the checker (see checker.py) for one set of check inputs. Each run (the trace, the
+    function, the second trace) is made inside ``fresh()``, which for a module's method starts it from
+    the module's state as it was (a method that updates a buffer would otherwise see the update of the
+    run before it)."""
     try:
         with warnings.catch_warnings():
             # The trace warned about its untraceable code already: say it once, not again per check.
@@ -198,11 +202,15 @@ def _check_one(func: Callable, traced: TracedFunction, retrace: Callable[[], Tra
     with warnings.catch_warnings():
         # The trace re-traces for check inputs whose shapes break a guard; that is said once, below.
         warnings.filterwarnings("ignore", "numtrace: re-tracing", TracerWarning)
-        traced_outs = checker.run(lambda: call.apply(traced), "trace", traced.graph, checked.graph)
+        with fresh():
+            traced_outs = checker.run(lambda: call.apply(traced), "trace", traced.graph, checked.graph)
     broken = _broken_guard(traced, call)
-    fn_outs = checker.run(lambda: call.apply(func), "Python function", traced.graph, checked.graph)
+    with fresh():
+        fn_outs = checker.run(lambda: call.apply(func), "Python function", traced.graph, checked.graph)
     if checker.compare(traced_outs, fn_outs, "Python function"):
-        check_outs = checker.run(lambda: call.apply(checked), "repeated trace", traced.graph, checked.graph)
+        with fresh():
+            check_outs = checker.run(lambda: call.apply(checked), "repeated trace", traced.graph,
+                                     checked.graph)
         checker.compare(traced_outs, check_outs, "repeated trace")
     if broken is not None:
         # Another program for other shapes is expected: calls at such shapes trace again.
@@ -302,24 +310,13 @@ def trace_module(mod: Module, inputs: Mapping[str, Any], *, check_trace: bool = 
                 raise TypeError("check_inputs of trace_module must be dicts of method name -> inputs")
             for name, example in check.items():
                 call = _Call(None, example) if _kwargs else _Call(example, None)
-                with _state_kept(mod):  # checking runs the method and its trace: neither may leave state
+                with state_kept(mod):  # checking runs the method and its trace: neither may leave state
                     def retrace(n: str = name, e: Any = example) -> TracedFunction:
                         return _trace_module_once(mod, {n: clone(e)}, strict, backend, _kwargs)._methods[n]
 
                     _check_one(getattr(mod, name), traced._methods[name], retrace, call, check_tolerance,
-                               f"method {name}")
+                               f"method {name}", lambda: state_kept(mod))
     return traced
-
-
-@contextmanager
-def _state_kept(mod: Module) -> Iterator[None]:
-    """Restore ``mod``'s parameters and buffers afterwards (in place: traces hold these arrays)."""
-    saved = [(a, np.array(a, copy=True)) for a in mod.state_dict().values() if isinstance(a, np.ndarray)]
-    try:
-        yield
-    finally:
-        for array, value in saved:
-            np.copyto(array, value)
 
 
 def _trace_module_once(mod: Module, inputs: Mapping[str, Any], strict: bool, backend: str,
@@ -331,10 +328,11 @@ def _trace_module_once(mod: Module, inputs: Mapping[str, Any], strict: bool, bac
     methods = {}
     for name, example in inputs.items():
         method = getattr(mod, name)
-        if kwargs:
-            rec = record_function(method, (), dict(example), strict=strict, state_names=first_name)
-        else:
-            rec = record_function(method, _as_args(example), None, strict=strict, state_names=first_name)
+        with generators_traced(method):  # self.rng and the like: their draws are recorded
+            if kwargs:
+                rec = record_function(method, (), dict(example), strict=strict, state_names=first_name)
+            else:
+                rec = record_function(method, _as_args(example), None, strict=strict, state_names=first_name)
 
         def retrace(args: tuple, name: str = name, rec: Recording = rec) -> TracedFunction:
             again = dict(zip(rec.arg_names, args)) if kwargs else args

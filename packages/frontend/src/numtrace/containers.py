@@ -2,14 +2,21 @@
 
 A ``Spec`` describes one nested structure. At trace time the example inputs are
 flattened into a spec and leaves; at call time ``Spec.extract`` walks the *call's*
-arguments along the same spec (dicts are read by key, so a call may reorder keys or
-add extra ones), and ``Spec.build`` turns flat graph outputs back into the traced
+arguments along the same spec, and ``Spec.build`` turns flat graph outputs back into the traced
 function's output structure. Specs round-trip through JSON for saved traces.
+
+A dict argument is read by key, so a call may reorder its keys or add extra ones, unless the traced
+function read the dict's structure (iterated it, took its length, looked up a key it lacks): the
+function then sees a `TrackedDict`, its spec becomes ``exact`` and a call must pass the same keys in
+the same order. A traced function may not change its list and dict arguments (assign or add an
+item): the trace could not replay that change into the caller's containers, so it is refused at
+trace time (`changed_item`).
 """
 
 from __future__ import annotations
 
 import re
+import struct
 from collections.abc import Callable
 from typing import Any, TypeGuard
 
@@ -66,8 +73,7 @@ class Const(Spec):
         self.value = value
 
     def extract(self, obj, out, where):
-        same_nan = obj != obj and self.value != self.value
-        if not (type(obj) is type(self.value) and (obj == self.value or same_nan)):
+        if not same_scalar(obj, self.value):
             raise ValueError(
                 f"{where} was frozen into the trace as the constant {self.value!r}; got {obj!r}. "
                 "Python scalars are constants of a trace: trace again to use another value"
@@ -84,6 +90,18 @@ class Const(Spec):
 
     def count(self):
         return 0
+
+
+def same_scalar(a: Any, b: Any) -> bool:
+    """Whether Python scalars ``a`` and ``b`` make the same constant: the same type (1, 1.0 and True
+    differ) and the same bits (0.0 and -0.0 differ, as do NaNs of another sign or payload)."""
+    if type(a) is not type(b):
+        return False
+    if type(a) is float:
+        return struct.pack("<d", a) == struct.pack("<d", b)
+    if type(a) is complex:
+        return struct.pack("<dd", a.real, a.imag) == struct.pack("<dd", b.real, b.imag)
+    return bool(a == b)
 
 
 class SequenceSpec(Spec):
@@ -120,17 +138,24 @@ class SequenceSpec(Spec):
 
 
 class DictSpec(Spec):
-    """A dict read by key: extra keys in a later call are ignored."""
+    """A dict read by key: extra keys in a later call are ignored, unless ``exact`` (the traced function
+    read the dict's structure), where the keys must be those traced, in the traced order."""
 
-    __slots__ = ("keys", "children")
+    __slots__ = ("keys", "children", "exact")
 
-    def __init__(self, keys: list, children: list[Spec]):
+    def __init__(self, keys: list, children: list[Spec], exact: bool = False):
         self.keys = keys
         self.children = children
+        self.exact = exact
 
     def extract(self, obj, out, where):
         if not isinstance(obj, dict):
             raise TypeError(f"{where}: expected a dict as at trace time, got {type(obj).__name__}")
+        if self.exact and list(obj) != self.keys:
+            raise ValueError(
+                f"{where}: the traced function reads this dict's structure (it iterates it, takes its "
+                f"length or looks up a key it lacks), so the trace holds only for the keys {self.keys} in "
+                f"this order; got {list(obj)}. Trace again for another structure")
         for key, child in zip(self.keys, self.children):
             if key not in obj:
                 raise KeyError(f"{where}: key {key!r} was present at trace time and is missing now")
@@ -140,7 +165,8 @@ class DictSpec(Spec):
         return {key: child.build(leaves) for key, child in zip(self.keys, self.children)}
 
     def to_json(self):
-        return {"kind": "dict", "keys": list(self.keys), "children": [c.to_json() for c in self.children]}
+        data = {"kind": "dict", "keys": list(self.keys), "children": [c.to_json() for c in self.children]}
+        return {**data, "exact": True} if self.exact else data
 
     def count(self):
         return sum(c.count() for c in self.children)
@@ -165,10 +191,118 @@ def spec_from_json(data: Any) -> Spec:
             keys = data["keys"]
             if not all(isinstance(k, str) for k in keys) or len(keys) != len(data["children"]):
                 raise ValueError("dict keys must be strings, one per child")
-            return DictSpec(list(keys), [spec_from_json(c) for c in data["children"]])
+            exact = data.get("exact", False)
+            if type(exact) is not bool:
+                raise ValueError("a dict's exact flag must be a bool")
+            return DictSpec(list(keys), [spec_from_json(c) for c in data["children"]], exact)
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"malformed container structure in saved trace: {data!r:.200}") from exc
     raise ValueError(f"malformed container structure in saved trace: unknown kind {kind!r}")
+
+
+class TrackedDict(dict):
+    """A dict argument as the traced function sees it: any read of its structure (iteration, length,
+    membership of a missing key, comparison, copying) makes its spec ``exact``."""
+
+    __slots__ = ("_spec",)
+
+    def __init__(self, spec: DictSpec, items: Any):
+        super().__init__(items)
+        self._spec: DictSpec | None = spec
+
+    def _structure_read(self) -> None:
+        if self._spec is not None:  # None once the trace is recorded: later reads change nothing
+            self._spec.exact = True
+
+    def __contains__(self, key: Any) -> bool:
+        found = dict.__contains__(self, key)
+        if not found:
+            self._structure_read()
+        return found
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return self[key] if key in self else default
+
+
+def _reading_structure(name: str) -> Callable:
+    method = getattr(dict, name)
+
+    def read(self: TrackedDict, *args: Any, **kwargs: Any) -> Any:
+        self._structure_read()
+        return method(self, *args, **kwargs)
+
+    read.__name__ = name
+    return read
+
+
+for _name in ("__iter__", "__len__", "__reversed__", "__eq__", "__ne__", "__repr__", "__or__", "__ror__",
+              "keys", "values", "items", "copy", "__reduce_ex__"):
+    setattr(TrackedDict, _name, _reading_structure(_name))
+TrackedDict.__hash__ = None
+
+
+def build_tracked(spec: Spec, leaves: list) -> Any:
+    """``spec.build(leaves)`` for the traced function's arguments: dicts are `TrackedDict` objects."""
+    if isinstance(spec, DictSpec):
+        return TrackedDict(spec, ((k, build_tracked(c, leaves)) for k, c in zip(spec.keys, spec.children)))
+    if isinstance(spec, SequenceSpec):
+        return spec.container(build_tracked(c, leaves) for c in spec.children)
+    return spec.build(leaves)
+
+
+def snapshot(spec: Spec, obj: Any) -> tuple:
+    """``(obj, its items' snapshots)``: what `changed_item` compares an argument with after the call."""
+    if isinstance(spec, DictSpec):
+        return obj, [snapshot(c, dict.__getitem__(obj, k)) for k, c in zip(spec.keys, spec.children)]
+    if isinstance(spec, SequenceSpec):
+        return obj, [snapshot(c, item) for c, item in zip(spec.children, obj)]
+    return obj, []
+
+
+def release(snap: tuple) -> None:
+    """Detach the `TrackedDict` objects of an argument's `snapshot` from their specs (the trace is
+    recorded: a function that kept the dict and reads it later does not change the trace)."""
+    obj, children = snap
+    if isinstance(obj, TrackedDict):
+        obj._spec = None
+    for child in children:
+        release(child)
+
+
+def changed_item(spec: Spec, snap: tuple, where: str) -> str | None:
+    """Where the traced function changed an argument (taken as `snapshot` ``snap`` before the call) in
+    place: the first list or dict whose items are no longer those it was called with; None if none."""
+    obj, children = snap
+    if isinstance(spec, DictSpec):
+        if list(dict.keys(obj)) != spec.keys:
+            return where
+        items = [(dict.__getitem__(obj, k), f"{where}[{k!r}]") for k in spec.keys]
+    elif isinstance(spec, SequenceSpec):
+        if len(obj) != len(spec.children):
+            return where
+        items = [(item, f"{where}[{i}]") for i, item in enumerate(obj)]
+    else:
+        return None
+    for child, (item, at), before in zip(spec.children, items, children):
+        if item is not before[0] and not (isinstance(child, Const) and same_scalar(item, child.value)):
+            return at
+        found = changed_item(child, before, at)
+        if found is not None:
+            return found
+    return None
+
+
+def leaf_names(spec: Spec, where: str, out: list) -> list:
+    """The names ``flatten`` gives the leaves of ``spec`` flattened at ``where``, appended to ``out``."""
+    if isinstance(spec, Leaf):
+        out.append(_identifier(where))
+    elif isinstance(spec, SequenceSpec):
+        for i, child in enumerate(spec.children):
+            leaf_names(child, f"{where}[{i}]", out)
+    elif isinstance(spec, DictSpec):
+        for key, child in zip(spec.keys, spec.children):
+            leaf_names(child, f"{where}[{key!r}]", out)
+    return out
 
 
 def check_leaves(spec: Spec, count: int, what: str) -> None:

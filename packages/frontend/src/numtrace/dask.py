@@ -18,7 +18,7 @@ import threading
 from typing import Any
 
 import numpy as np
-from numtrace_ir import GuardError, TensorType
+from numtrace_ir import GuardError, ShapeError, TensorType, specialize
 
 from .specializations import retyped
 from .traced import TracedFunction
@@ -73,6 +73,7 @@ def map_blocks(traced: TracedFunction | TracedModule, *arrays: Any, backend: str
     digest = hashlib.sha256(data).hexdigest()
     # Checked on the same loaded graph the workers run (no Python function to re-trace with).
     loaded = TracedFunction.from_bytes(data, "reference")
+    _check_whole_guards(loaded, arrays)
     dtype, out_chunks = _output_chunks(loaded, arrays, first.chunks)
     _check_blockwise(loaded, arrays, first.chunks)
     from dask import delayed
@@ -107,6 +108,21 @@ def _block_types(arrays: tuple, chunks: tuple, index: tuple[int, ...]) -> list[T
     """The argument types of the block at grid position ``index``."""
     shape = tuple(c[i] for c, i in zip(chunks, index))
     return [TensorType(a.dtype, shape if hasattr(a, "chunks") else a.shape) for a in arrays]
+
+
+def _check_whole_guards(fn: TracedFunction, arrays: tuple) -> None:
+    """The trace's guards must hold for the whole arrays' shapes, as they do (checked per block shape in
+    `_output_chunks`) for every block's: the function called on the whole array takes the branch its
+    whole extent decides (``if x.shape[0] > 40``), so blocks may only run a graph that branch made."""
+    types = [TensorType(a.dtype, a.shape) for a in arrays]
+    try:
+        specialize(fn.graph, [*types, *(v.type for v in fn.graph.inputs[len(types):])], check_shapes=False)
+    except GuardError as exc:
+        raise ValueError(f"numtrace.dask.map_blocks({fn.__name__}): the trace was specialized to shapes the "
+                         f"whole array does not have ({exc}); the function on the whole array would take "
+                         "another branch than on its blocks: trace it at the whole array's shape") from exc
+    except (ShapeError, TypeError, ValueError):
+        pass  # a shape rule refusing the whole array: the per-block checks explain what does not fit
 
 
 def _output_chunks(fn: TracedFunction, arrays: tuple, chunks: tuple) -> tuple[np.dtype, tuple]:
@@ -156,30 +172,31 @@ def _probe_values(rng: np.random.Generator, dtype: np.dtype, shape: tuple) -> np
 
 def _check_blockwise(fn: TracedFunction, arrays: tuple, chunks: tuple) -> None:
     """Along each chunked axis, f(rows of two blocks together) must equal f of each block, joined:
-    checked on random data of the block shapes, so a trace that mixes rows is refused."""
+    checked on random data and on the same data sorted in descending order along the axis (random rows
+    may happen to be in order, and then a sort along the axis would pass), so a trace that mixes rows
+    is refused."""
     rng = np.random.default_rng(0)
     block = [c[0] for c in chunks]
     for axis, axis_chunks in enumerate(chunks):
         if len(axis_chunks) == 1:
             continue
         last = None
-        # A few rows first (cheap); a real chunk size if the trace refuses those; two rows at least.
+        # PROBE_EXTENT rows first (enough that random rows are not in order by chance); a real chunk
+        # size (or two) if the trace refuses those extents.
         largest = max(axis_chunks)
-        for total in dict.fromkeys(max(2, t) for t in (min(largest, PROBE_EXTENT), largest)):
+        for total in dict.fromkeys((PROBE_EXTENT, min(largest, PROBE_EXTENT), 2 * largest, largest)):
+            if total < 2:
+                continue
             shape = (*block[:axis], total, *block[axis + 1:])
             probe = [_probe_values(rng, a.dtype, shape) if hasattr(a, "chunks") else a for a in arrays]
-
+            descending = [np.flip(np.sort(p, axis=axis), axis=axis) if hasattr(a, "chunks") else p
+                          for p, a in zip(probe, arrays)]
             try:
-                together = fn(*probe)
-                apart = np.concatenate([fn(*_rows(probe, arrays, range(total // 2), axis)),
-                                        fn(*_rows(probe, arrays, range(total // 2, total), axis))],
-                                       axis=axis)
+                mixes = any(_mixes_rows(fn, data, arrays, axis, total) for data in (probe, descending))
             except Exception as exc:  # this extent breaks a guard or a shape rule: try a real chunk size
                 last = exc
                 continue
-            scale = float(np.max(np.abs(together), initial=1.0)) if together.dtype.kind in "fc" else 1.0
-            if together.shape != apart.shape or not np.allclose(together, apart, rtol=1e-4,
-                                                                atol=1e-5 * scale, equal_nan=True):
+            if mixes:
                 raise ValueError(f"numtrace.dask.map_blocks({fn.__name__}): axis {axis} is chunked, "
                                  "but the trace's result along it depends on more than one block's rows (a "
                                  "reduction, running total or stencil over that axis): rechunk the array to "
@@ -188,6 +205,16 @@ def _check_blockwise(fn: TracedFunction, arrays: tuple, chunks: tuple) -> None:
         else:
             raise ValueError(f"numtrace.dask.map_blocks({fn.__name__}): could not check that the trace is "
                              f"block-wise along chunked axis {axis}: {last}")
+
+
+def _mixes_rows(fn: TracedFunction, probe: list, arrays: tuple, axis: int, total: int) -> bool:
+    """Whether f of the probe's rows differs from f of its two halves along ``axis``, joined."""
+    together = fn(*probe)
+    apart = np.concatenate([fn(*_rows(probe, arrays, range(total // 2), axis)),
+                            fn(*_rows(probe, arrays, range(total // 2, total), axis))], axis=axis)
+    scale = float(np.max(np.abs(together), initial=1.0)) if together.dtype.kind in "fc" else 1.0
+    return together.shape != apart.shape or not np.allclose(together, apart, rtol=1e-4, atol=1e-5 * scale,
+                                                            equal_nan=True)
 
 
 def _rows(probe: list, arrays: tuple, part: range, axis: int) -> list:

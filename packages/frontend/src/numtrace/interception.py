@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
-from numtrace_ir import registry
+from numtrace_ir import ScalarType, registry
 from numtrace_ir.ops import random as random_ops
 
 from . import dispatch
@@ -92,7 +92,8 @@ def record_draw(tracer: Any, op: Any, eager: Any, args: tuple, kwargs: dict, *, 
     # A number read from a shape given as a distribution parameter is frozen into the node: guarded.
     args, kwargs = guarded(traced_args), guarded(kwargs)
     with _recorded_draw():
-        values = np.asarray(eager(*unwrap(plain_args[skip:]), **unwrap(plain_kwargs)))
+        values = eager(*unwrap(plain_args[skip:]), **unwrap(plain_kwargs))
+    values = values if type(values) in (int, float) else np.asarray(values)  # a Python number is weak
     inputs, attrs = op.bind(tuple(args), kwargs)
     concrete: Any = values
     if state is not None:
@@ -122,7 +123,8 @@ def _record_exact(tracer: Any, op: Any, inputs: list, attrs: dict, concrete: Any
     attrs = {k: attr_value(v, f"{op.name}: attribute {k}") for k, v in attrs.items()}
     op.infer(tuple(v.type for v in values), attrs)  # the rule still validates the call
     results = concrete if isinstance(concrete, tuple) else (concrete,)
-    out_types = tuple(tensor_type_of(np.asarray(r), op.name) for r in results)
+    out_types = tuple(ScalarType(type(r).__name__) if type(r) in (int, float)
+                      else tensor_type_of(np.asarray(r), op.name) for r in results)
     node = tracer.graph.create_node(op.name, values, attrs=attrs, loc=user_location(), out_types=out_types)
     wrapped = tuple(tracer.wrap(v, r) for v, r in zip(node.outputs, results))
     return wrapped if isinstance(concrete, tuple) else wrapped[0]
@@ -136,6 +138,23 @@ def _random_wrapper(original: Any) -> Any:
             return original(*args, **kwargs)
         return record_draw(tracer, registry.for_numpy(original), original, args, kwargs)
     return draw
+
+
+def _unrecorded_random(original: Any, recorded: list[str]) -> Any:
+    """A ``np.random`` function of the global generator that no op records (``seed``, ``shuffle``,
+    ``choice``...): refused while tracing. Run eagerly, its draws would be constants of the trace (the
+    same on every call), a seed or state set inside the function would not be set again by a call,
+    and a shuffle would replay one permutation."""
+    @functools.wraps(original)
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        if current_tracer() is None:
+            return original(*args, **kwargs)
+        raise NotImplementedError(
+            f"np.random.{original.__name__} cannot be traced (at {user_location()}): numtrace records only "
+            f"np.random.{', np.random.'.join(recorded)} and np.random.Generator draws; anything else "
+            "would be frozen into the trace. Call it outside the traced function (seed there, or pass "
+            "the drawn array in), or use np.random.default_rng(seed) inside it")
+    return refused
 
 
 class TracedGenerator(np.random.Generator):
@@ -205,8 +224,9 @@ def _default_rng_wrapper(original: Any) -> Any:
         tracer = current_tracer()
         if tracer is None or isinstance(seed, np.random.Generator):
             return original(seed)
+        seed = guarded(seed)  # a seed read from a shape is frozen into the state: guarded
         with _recorded_draw():
-            real = original(unwrap(seed))
+            real = original(seed)
             if isinstance(seed, np.random.BitGenerator) or type(real.bit_generator) is not np.random.PCG64:
                 return TracedGenerator(real.bit_generator)  # state outliving the call: drawn as closed over
             packed = random_ops.pack_state(real.bit_generator)
@@ -220,25 +240,61 @@ def _default_rng_wrapper(original: Any) -> Any:
 
 @contextmanager
 def generators_traced(func: Any) -> Iterator[None]:
-    """While `func` is traced, the generators it closes over (closure cells, and globals its code names)
-    are `TracedGenerator` objects sharing their bit generators, so their draws are recorded."""
-    func = getattr(func, "__func__", func)
-    swapped: list[tuple[Any, Any, Any]] = []  # (cell or globals dict, key, original)
-    for cell in getattr(func, "__closure__", None) or ():
-        try:
-            value = cell.cell_contents
-        except ValueError:  # an empty cell
-            continue
-        if type(value) is np.random.Generator:
-            swapped.append((cell, None, value))
-            cell.cell_contents = TracedGenerator(value.bit_generator)
-    code, env = getattr(func, "__code__", None), getattr(func, "__globals__", None)
-    if code is not None and env is not None:
-        for name in code.co_names:
-            value = env.get(name)
-            if type(value) is np.random.Generator:
-                swapped.append((env, name, value))
-                env[name] = TracedGenerator(value.bit_generator)
+    """While `func` is traced, the generators it reaches by name are `TracedGenerator` objects sharing
+    their bit generators, so their draws are recorded: those it closes over (closure cells, globals its
+    code names), attributes its code names of objects it reaches so (``self.rng``, ``helpers.rng``),
+    the items of lists and dicts it reaches so (``RNGS[0]``), and the same for the Python functions it
+    reaches so (a helper's global generator)."""
+    swapped: list[tuple[Any, Any, Any]] = []  # (cell or namespace dict, key, original)
+    seen: set[int] = set()
+
+    def swap(where: Any, key: Any, value: Any) -> None:
+        if type(value) is not np.random.Generator:
+            return
+        swapped.append((where, key, value))
+        traced = TracedGenerator(value.bit_generator)
+        if key is None:
+            where.cell_contents = traced
+        else:
+            where[key] = traced
+
+    def visit(fn: Any, owner: Any, depth: int) -> None:
+        fn = getattr(fn, "__func__", fn)
+        code, env = getattr(fn, "__code__", None), getattr(fn, "__globals__", None)
+        if code is None or id(fn) in seen or depth > 3:
+            return
+        seen.add(id(fn))
+        names = set(code.co_names)
+        reached = [owner] if owner is not None else []
+        for cell in getattr(fn, "__closure__", None) or ():
+            try:
+                value = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            swap(cell, None, value)
+            reached.append(value)
+        if env is not None:
+            for name in names & env.keys():
+                swap(env, name, env[name])
+                reached.append(env[name])
+        for value in reached:
+            if type(value) is list:  # RNGS[0].random()
+                for i, item in enumerate(value):
+                    swap(value, i, item)
+            elif type(value) is dict:
+                for key, item in list(value.items()):
+                    swap(value, key, item)
+            namespace = getattr(value, "__dict__", None)
+            if isinstance(namespace, dict) and not isinstance(value, type) \
+                    and getattr(value, "__name__", "").split(".")[0] != "numpy":
+                for name in names & namespace.keys():
+                    swap(namespace, name, namespace[name])
+                    if isinstance(namespace[name], types.FunctionType):  # helpers.draw()
+                        visit(namespace[name], None, depth + 1)
+            if isinstance(value, types.FunctionType):
+                visit(value, None, depth + 1)
+
+    visit(func, getattr(func, "__self__", None), 0)
     try:
         yield
     finally:
@@ -336,7 +392,7 @@ def _conversion_wrapper(original: Any, copies: bool | None) -> Any:
         if not isinstance(obj, TracedArray):
             return original(obj, *args, **kwargs)
         dtype = args[0] if args else kwargs.get("dtype")
-        copy = kwargs.get("copy", copies)
+        copy = _copy_flag(kwargs.get("copy", copies))
         result: Any = obj
         if dtype is not None and np.dtype(dtype) != obj.dtype:
             if copy is False:
@@ -346,6 +402,14 @@ def _conversion_wrapper(original: Any, copies: bool | None) -> Any:
             result = np.copy(obj)
         return result
     return convert
+
+
+def _copy_flag(copy: Any) -> bool | None:
+    """``copy=`` as True, False or None (if needed); NumPy's ``np._CopyMode`` members name these."""
+    mode = getattr(np, "_CopyMode", None)
+    if mode is not None and isinstance(copy, mode):
+        return {mode.ALWAYS: True, mode.IF_NEEDED: None, mode.NEVER: False}[copy]
+    return None if copy is None else bool(copy)
 
 
 def _prod_wrapper(original: Any) -> Any:
@@ -390,6 +454,13 @@ def _make_patches() -> list[tuple[Any, str, Any]]:
             name = getattr(func, "__name__", None)
             if method == "__call__" and name and getattr(np.random, name, None) is func:
                 patches.append((np.random, name, _random_wrapper(func)))
+    recorded = {name for _, name, _ in patches}
+    legacy = np.random.mtrand._rand  # the global RandomState behind the np.random functions
+    for name in dir(np.random):
+        func = getattr(np.random, name)
+        if name not in recorded and name != "get_state" and callable(func) \
+                and (getattr(func, "__self__", None) is legacy or func is np.random.seed):
+            patches.append((np.random, name, _unrecorded_random(func, sorted(recorded))))
     patches.append((np.random, "default_rng", _default_rng_wrapper(np.random.default_rng)))
     patches.append((np, "zeros", _creation_wrapper(np.zeros, lambda a, k: 0)))
     patches.append((np, "ones", _creation_wrapper(np.ones, lambda a, k: 1)))

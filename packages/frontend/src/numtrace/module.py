@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, cast
 
 import numpy as np
@@ -84,7 +85,10 @@ class Module:
     def __setattr__(self, name: str, value: Any) -> None:
         params, buffers, modules = self._state_dicts()
         if name in buffers and not isinstance(value, (Parameter, Module)):
-            self._assign_buffer(name, value)
+            self._assign_state(buffers, name, value)
+            return
+        if name in params and params[name] is not None and is_traced_array(value):
+            self._assign_state(params, name, value)  # self.w -= ... while traced: w stays the parameter
             return
         for table in (params, buffers, modules):
             table.pop(name, None)
@@ -97,17 +101,17 @@ class Module:
             return
         self.__dict__.pop(name, None)
 
-    def _assign_buffer(self, name: str, value: Any) -> None:
+    def _assign_state(self, table: dict, name: str, value: Any) -> None:
         """An array assigned to a buffer's name is the buffer's new value (``self.n += 1``, a running mean):
-        the name stays a buffer, so it is still saved and traced. While tracing, the buffer is a graph input
-        and the assignment a write into it, which each call of the trace copies back into the module's
-        array (so the new value must fit the buffer's shape and dtype, as ``np.copyto`` casts).
+        the name stays a buffer, so it is still saved and traced. While tracing, the buffer (or a
+        parameter, ``self.w -= lr * g``) is a graph input and the assignment a write into it, which each
+        call of the trace copies back into the module's array (so the new value must fit its shape and
+        dtype, as ``np.copyto`` casts).
         """
-        buffers = self.__dict__["_buffers"]
         tracer = current_tracer()
-        old = buffers[name]
+        old = table[name]
         if tracer is not None and old is not None and value is tracer.state_proxy(old):
-            return  # self.n += 1 on the traced buffer: the write is already in the graph
+            return  # self.n += 1 on the traced state: the write is already in the graph
         if is_traced_array(value):
             if old is None or tracer is None:
                 raise RuntimeError(f"{type(self).__name__}.{name} is a buffer without a value, so a trace "
@@ -116,10 +120,10 @@ class Module:
                 tracer.state(old)._assign(value, f"{type(self).__name__}.{name} = ...")
             except ValueError as exc:
                 raise ValueError(f"{type(self).__name__}.{name} = ...: a traced method writes the new value "
-                                 f"into the buffer, which must keep its shape {old.shape} and dtype "
+                                 f"into the module's array, which must keep its shape {old.shape} and dtype "
                                  f"{old.dtype}: {exc}") from None
             return
-        buffers[name] = None if value is None else np.asarray(value)
+        table[name] = None if value is None else np.asarray(value)
 
     def __getattr__(self, name: str) -> Any:
         # Only called when normal lookup fails: state lives in the three tables.
@@ -253,6 +257,25 @@ class Module:
             return f"{type(self).__name__}({self.extra_repr()})"
         body = "\n".join(f"  ({name}): " + repr(child).replace("\n", "\n  ") for name, child in children)
         return f"{type(self).__name__}({self.extra_repr()}\n{body}\n)"
+
+
+@contextmanager
+def state_kept(mod: Module) -> Iterator[None]:
+    """Run a block, then put ``mod`` and its submodules back as they were: which arrays are their
+    parameters, buffers, submodules and attributes (``self.mean = ...`` rebinds a buffer), and those
+    arrays' contents (in place: traces hold these arrays)."""
+    modules = [m for _, m in mod.named_modules()]
+    attributes = [(m.__dict__, dict(m.__dict__)) for m in modules]
+    tables = [(table, dict(table)) for m in modules for table in m._state_dicts()]
+    values = [(a, np.array(a, copy=True)) for a in mod.state_dict().values() if isinstance(a, np.ndarray)]
+    try:
+        yield
+    finally:
+        for table, saved in [*attributes, *tables]:
+            table.clear()
+            table.update(saved)
+        for array, value in values:
+            np.copyto(array, value)
 
 
 def check_state_keys(expected: Mapping[str, Any], state: Mapping[str, Any], strict: bool) -> None:

@@ -15,7 +15,10 @@ written since (``_version``), so views and bases never disagree in the graph.
 
 from __future__ import annotations
 
+import os
+import sys
 import weakref
+from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -23,7 +26,7 @@ from numtrace_ir import registry
 
 from . import array_api, dispatch, indexing
 from .errors import TracerWarning
-from .source import warn_at_user_line
+from .source import user_location, warn_at_user_line
 from .traced_value import TracedValue, unwrap
 from .tracer import Tracer, active_tracer
 
@@ -36,6 +39,23 @@ def _warn_conversion(what: str) -> None:
         "checker then finds a branch or a value that changes with the data.",
         TracerWarning,
     )
+
+
+_MASKED_DIR = os.path.dirname(os.path.abspath(np.ma.__file__)) + os.sep
+
+
+def _refuse_masked_array() -> None:
+    """A ``numpy.ma`` masked array built around a traced array would hold its value as a constant and
+    compute outside the trace: refused, naming the user's line."""
+    frame: FrameType | None = sys._getframe(2)
+    for _ in range(12):
+        if frame is None:
+            return
+        if frame.f_code.co_filename.startswith(_MASKED_DIR):
+            raise TypeError(f"numpy.ma cannot hold a traced array (at {user_location()}): a masked array's "
+                            "operations are not recorded. Compute with the mask instead, e.g. "
+                            "np.where(mask, fill, x) or x[~mask]")
+        frame = frame.f_back
 
 
 class TracedArray(TracedValue):
@@ -138,6 +158,7 @@ class TracedArray(TracedValue):
         return dispatch.call(func, "__call__", args, kwargs)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        _refuse_masked_array()
         _warn_conversion("a NumPy array (np.asarray or __array__)")
         value = self._concrete if dtype is None else self._concrete.astype(dtype)
         return np.array(value, copy=True) if copy is not False else value
@@ -397,9 +418,32 @@ def _about_dtypes(func: Any) -> Any:
     return lambda *args, **kwargs: func(*unwrap(args), **unwrap(kwargs))
 
 
-# Array functions that return Python values about the array, not arrays: answered directly.
+def _nonzero(a: Any) -> tuple:
+    """``np.nonzero(a)``: per axis, the index grid read through the boolean mask ``a != 0``, so each
+    result's length is the mask's data-dependent count (as ``x[mask]`` records it)."""
+    if not isinstance(a, TracedArray):
+        return np.nonzero(unwrap(a))
+    np.nonzero(a._concrete)  # NumPy's own errors (a 0-d array)
+    mask = a if a.dtype == np.bool_ else np.not_equal(a, 0)
+    shape = a.shape
+    grids = []
+    for axis in range(a.ndim):
+        line = np.arange(shape[axis]).reshape([-1 if i == axis else 1 for i in range(a.ndim)])
+        grids.append(np.broadcast_to(line, shape)[mask])
+    return tuple(grids)
+
+
+def _where(condition: Any, *args: Any, **kwargs: Any) -> Any:
+    """``np.where(condition)`` is ``np.nonzero(condition)``; the three-argument form is the op."""
+    if not args and not kwargs:
+        return _nonzero(np.asarray(condition))
+    return dispatch.call(np.where, "__call__", (condition, *args), kwargs)
+
+
+# Array functions that return Python values about the array, not arrays: answered directly; and
+# functions whose NumPy form has a data-dependent result (nonzero) composed from recorded ops.
 _SPECIAL_FUNCTIONS: dict[Any, Any] = {
-    np.shape: _shape, np.ndim: _ndim, np.size: _size,
+    np.shape: _shape, np.ndim: _ndim, np.size: _size, np.nonzero: _nonzero, np.where: _where,
     **{f: _about_dtypes(f) for f in (np.result_type, np.iscomplexobj, np.isrealobj, np.can_cast,
                                      np.min_scalar_type)},
 }

@@ -23,10 +23,14 @@ from .containers import (
     Leaf,
     SequenceSpec,
     Spec,
+    build_tracked,
+    changed_item,
     flatten,
     frozen_list_warning,
     frozen_lists,
     is_array,
+    release,
+    snapshot,
 )
 from .dispatch import freeze
 from .errors import TracerWarning
@@ -123,11 +127,15 @@ def record_function(func: Callable, args: tuple, kwargs: Mapping[str, Any] | Non
     tracer = Tracer(state_names or {})
     with tracer.active(), numpy_intercepted():
         proxies = [tracer.add_input(n, np.asarray(a)) for n, a in zip(leaf_names, leaves)]
-        rebuilt = [spec.build(proxies) for spec in specs]
+        rebuilt = [build_tracked(spec, proxies) for spec in specs]
+        before = [snapshot(spec, arg) for spec, arg in zip(specs, rebuilt)]
         if kwargs is not None:
             result = func(**dict(zip(names, rebuilt)))
         else:
             result = func(*rebuilt)
+        for snap in before:
+            release(snap)
+        _refuse_changed_containers(names, specs, before)
         # Inputs (arguments, then module state) whose graph value is no longer the input's: written into.
         inputs = [*proxies, *(tracer.state_proxy(a) for a in tracer.state_arrays)]
         mutated = [i for i, p in enumerate(inputs) if p._graph_value(tracer) is not tracer.graph.inputs[i]]
@@ -141,6 +149,19 @@ def record_function(func: Callable, args: tuple, kwargs: Mapping[str, Any] | Non
     passes.dce(tracer.graph)
     return Recording(tracer.graph, names, in_spec, out_spec, list(tracer.state_order),
                      list(tracer.state_arrays), mutated, returned)
+
+
+def _refuse_changed_containers(names: list[str], specs: list[Spec], before: list[tuple]) -> None:
+    """NumPy code that assigns into a list or dict argument changes the caller's container; a trace
+    cannot replay that (its outputs are arrays), so such a function is refused rather than traced
+    into calls that silently leave the caller's container as it was."""
+    for name, spec, snap in zip(names, specs, before):
+        where = changed_item(spec, snap, name)
+        if where is not None:
+            raise NotImplementedError(
+                f"the traced function changed its argument {name!r} in place ({where} was assigned, added "
+                "or removed); a trace cannot make that change in the caller's list or dict. Return the new "
+                "values instead, or write into the argument's arrays (x[...] = value)")
 
 
 def _output_spec(tracer: Tracer, result: Any, strict: bool, leaves: list, mutates: bool) -> Spec:

@@ -1,6 +1,7 @@
 """Finding the user's source line: for node locations and for warnings.
 
-A frame is *internal* when its file lies in numtrace's own machinery, in NumPy or in `copy`;
+A frame is *internal* when its file lies in numtrace's own machinery (this package or the IR's op
+rules, which read traced sizes through their protocols), in NumPy or in `copy`;
 ``numtrace.nn`` and ``numtrace.module`` count as user code, so layers' nodes point
 at the layer's line just as a user's own module would.
 """
@@ -17,10 +18,12 @@ from types import FrameType
 from typing import Any
 
 import numpy as np
+import numtrace_ir
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _USER_VISIBLE = {os.path.join(_PACKAGE_DIR, name) for name in ("nn.py", "module.py")}
 _NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__)) + os.sep
+_IR_DIR = os.path.dirname(os.path.abspath(numtrace_ir.__file__)) + os.sep
 # copy.copy / copy.deepcopy call TracedArray.__copy__ / __deepcopy__: the user's line is the caller's.
 _COPY_FILE = os.path.abspath(copy.__file__)
 
@@ -28,7 +31,7 @@ _COPY_FILE = os.path.abspath(copy.__file__)
 def _is_internal(filename: str) -> bool:
     if filename.startswith(_PACKAGE_DIR):
         return filename not in _USER_VISIBLE
-    return filename.startswith(_NUMPY_DIR) or filename == _COPY_FILE
+    return filename.startswith((_NUMPY_DIR, _IR_DIR)) or filename == _COPY_FILE
 
 
 class _InternalFiles(dict):

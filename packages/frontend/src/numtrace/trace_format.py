@@ -20,7 +20,7 @@ import numpy as np
 from numtrace_ir import FormatError, serialize
 
 from .backends import get_backend
-from .containers import SequenceSpec, check_leaves, spec_from_json
+from .containers import SequenceSpec, check_leaves, leaf_names, spec_from_json
 
 FORMAT = "numtrace.trace"
 VERSION = 1
@@ -101,5 +101,21 @@ def method_fields(name: str, info: dict, graph: Any) -> dict:
     if len(arg_names) != len(in_spec.children):
         raise FormatError(f"saved method {name!r}: {len(arg_names)} argument names for "
                           f"{len(in_spec.children)} arguments")
+    _check_input_names(name, graph, arg_names, in_spec, state_names)
     return {"arg_names": arg_names, "in_spec": in_spec, "out_spec": out_spec, "state_names": state_names,
             "mutated": mutated, "returned": [tuple(r) for r in returned]}
+
+
+def _check_input_names(name: str, graph: Any, arg_names: list[str], in_spec: SequenceSpec,
+                       state_names: list[str]) -> None:
+    """The meta's argument and state names must be those of the graph's inputs, in order: a call by
+    keyword binds arrays to graph inputs through these names, so names that contradict the graph
+    would silently run it on the wrong arrays."""
+    expected: list[str] = []
+    for arg, spec in zip(arg_names, in_spec.children):
+        leaf_names(spec, arg, expected)
+    expected += state_names
+    found = [v.name for v in graph.inputs]
+    if found != expected:
+        raise FormatError(f"saved method {name!r}: its argument and state names (meta.json) name the graph "
+                          f"inputs {expected}, but the graph's inputs are {found}; the file is corrupt")

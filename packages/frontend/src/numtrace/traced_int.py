@@ -81,17 +81,25 @@ class TracedScalar(TracedValue):
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         return np.asarray(self.guarded(), dtype=dtype)
 
+    # Hashing and text read the exact value: a dict or set lookup can miss without ever comparing
+    # (``n in {5, 7}`` at n = 6), and text goes anywhere. Each is a guard on the value.
     def __hash__(self) -> int:
-        return hash(self._concrete)  # a dict lookup then compares with ==, which guards
+        return hash(self.guarded())
 
     def __repr__(self) -> str:
-        return repr(self._concrete)
+        return repr(self.guarded())
 
     def __str__(self) -> str:
-        return str(self._concrete)
+        return str(self.guarded())
 
     def __format__(self, spec: str) -> str:
-        return format(self._concrete, spec)
+        return format(self.guarded(), spec)
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        """``isinstance(x.shape[0], int)`` (and ``numbers.Integral``) holds as in NumPy; ``type()`` still
+        names the traced class, and C code still reads the value only through the guarded protocols."""
+        return type(self._concrete)
 
     def __reduce__(self) -> tuple:
         return (type(self._concrete), (self._concrete,))

@@ -14,6 +14,7 @@ interception on together).
 
 from __future__ import annotations
 
+import struct
 import threading
 import weakref
 from collections.abc import Iterator, Mapping
@@ -262,11 +263,11 @@ class Tracer:
 
 def _scalar_key(value: Any) -> tuple:
     """Equal keys for Python scalars that make the same constant: the exact type and bits (0.0 and -0.0,
-    1 and 1.0 and True differ; every NaN is one)."""
+    1 and 1.0 and True, NaNs of either sign differ)."""
     if type(value) is float:
-        return (float, value.hex())
+        return (float, struct.pack("<d", value))
     if type(value) is complex:
-        return (complex, value.real.hex(), value.imag.hex())
+        return (complex, struct.pack("<dd", value.real, value.imag))
     return (type(value), value)
 
 

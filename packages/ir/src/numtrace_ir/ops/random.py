@@ -23,7 +23,7 @@ import numpy as np
 
 from numtrace_ir.ops import rules
 from numtrace_ir.registry import Attr, Input, Inputs, OpDef, Sample, get, register
-from numtrace_ir.types import TensorType
+from numtrace_ir.types import ScalarType, TensorType
 
 STATE_SIZE = 6
 _MASK = (1 << 64) - 1
@@ -68,12 +68,24 @@ def _concrete(size, dims):
 
 
 def _draw_type(types, attrs, name):
+    """A draw's type. One value (no ``size``) is what NumPy returns it as: a Python float for every float
+    draw (whatever the dtype), a Python int for ``np.random.randint`` without a dtype, else a NumPy
+    scalar (``Generator.integers``); Python numbers are weak scalars (NEP 50: ``x_f32 * rng.random()``
+    stays float32), so they are scalar values of the graph, not 0-d arrays."""
     size = attrs["size"]
     rules.check_dyn_dims(name, "size", size or (), tuple(types))
-    dtype = attrs.get("dtype") or np.dtype(np.float64)
-    if size is None and dtype.kind == "f":  # NumPy returns a Python float, whatever the dtype
-        dtype = np.dtype(np.float64)
-    return TensorType(dtype, size or ())
+    dtype = attrs.get("dtype")
+    ints = name == "np.random.randint"
+    if size is None and (dtype is None or dtype.kind == "f"):
+        return ScalarType("int" if ints else "float")
+    return TensorType(dtype or np.dtype(int if ints else np.float64), size or ())
+
+
+def _as_drawn(values, size):
+    """A draw's result as its type says: the Python number NumPy returned for one value, else an array."""
+    if size is None and type(values) in (float, int):
+        return values
+    return np.asarray(values)
 
 
 def _call_binder(name: str, call: OpDef, skip_self: bool):
@@ -130,11 +142,11 @@ def random_op(
     binder: Callable | None = None,
     cases: tuple = ({},),
 ) -> OpDef:
-    """A draw of shape ``size`` (None: one value, as a 0-d array) by `fn`; `target` (default `fn`) is
-    the NumPy function that traces to it."""
+    """A draw of shape ``size`` (None: one value, typed as NumPy returns it, see `_draw_type`) by `fn`;
+    `target` (default `fn`) is the NumPy function that traces to it."""
 
     def impl(dims, size, **attrs):
-        return np.asarray(fn(size=_concrete(size, dims), **attrs))
+        return _as_drawn(fn(size=_concrete(size, dims), **attrs), size)
 
     call = OpDef(name, "random", params, lambda types, attrs: None, impl)
     return register(
@@ -151,6 +163,15 @@ def random_op(
             binder=binder or _call_binder(name, call, False),
         )
     )
+
+
+def _randint_dtype(v):
+    """None for NumPy's default (``int``: one value is a Python int, an array int64), else the dtype."""
+    return None if v is None or v is int else rules.to_dtype_or_none(v)
+
+
+def _randint(low, high=None, size=None, dtype=None):
+    return np.random.randint(low, high, size, dtype=int if dtype is None else dtype)
 
 
 _SIZE = Attr("size", None, _size)
@@ -182,14 +203,16 @@ random_op(
 )
 random_op(
     "np.random.randint",
-    np.random.randint,
-    [
+    _randint,
+    target=np.random.randint,
+    params=[
         Attr("low", convert=rules.to_int),
         Attr("high", None, rules.to_int_or_none),
         _SIZE,
-        Attr("dtype", np.dtype(np.int64), lambda v: rules.to_dtype_or_none(v)),
+        Attr("dtype", None, _randint_dtype),
     ],
-    cases=({"low": 5}, {"low": -3, "high": 3, "dtype": np.dtype(np.int32)}),
+    cases=({"low": 5}, {"low": -3, "high": 3, "dtype": np.dtype(np.int32)},
+           {"low": 2, "dtype": np.dtype(np.int64)}),
 )
 
 
@@ -229,9 +252,9 @@ def _generator_op(method: str, params: list, cases: tuple) -> OpDef:
     def impl(state, dims, size, **attrs):
         size = _concrete(size, dims)
         if state is None:
-            return np.asarray(getattr(_GENERATOR, method)(size=size, **attrs))
+            return _as_drawn(getattr(_GENERATOR, method)(size=size, **attrs), size)
         gen = unpack_state(state)
-        values = np.asarray(getattr(gen, method)(size=size, **attrs))
+        values = _as_drawn(getattr(gen, method)(size=size, **attrs), size)
         return pack_state(gen.bit_generator), values
 
     def rule(types, attrs):
