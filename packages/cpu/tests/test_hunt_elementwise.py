@@ -1,12 +1,14 @@
-"""Seeded differential hunt for silent wrong answers in the fused elementwise kernels: one- and
-two-op graphs over every ufunc the registry has, every dtype, operands that are arrays, broadcast
-arrays, 0-d arrays or constant Python scalars on either side, special values (signed zeros, inf,
-NaN, subnormals, integer extremes, shift counts past the width, zero divisors), sizes around the
-block size, strided and reversed layouts, against eager NumPy under the project's comparison rule
-(`numtrace_ir.testing.assert_matches_numpy`). Where NumPy raises, the backend must raise too.
+"""Seeded differential hunt for silent wrong answers in the fused elementwise kernels: single ops over
+every ufunc the registry has, casts, where, two ops joined by a one-use temporary (the pair loops),
+and chains of up to eight exact ops; every dtype; operands that are arrays, broadcast arrays, 0-d
+arrays, constant Python scalars (NEP 50 weak) on either side, or one value in two slots; special
+values (signed zeros, inf, NaN, subnormals, integer extremes, shift counts past the width, zero
+divisors); sizes around the block size and big enough to split over threads; strided and reversed
+layouts. Compared with eager NumPy under the project's rule (`numtrace_ir.testing.
+assert_matches_numpy`); where NumPy raises, the backend must raise too.
 
 `run_case(seed)` builds and checks one case; the suite runs a modest number of seeds, and
-``python test_hunt_elementwise.py N`` runs N of them."""
+``python test_hunt_elementwise.py N [START]`` runs N of them from START."""
 
 from __future__ import annotations
 
@@ -193,7 +195,7 @@ def run_case(seed: int) -> None:
     elif kind == 5:          # where, constants in any slot
         ops = [_Operand(rng, shape, np.dtype(bool)), _Operand(rng, shape), _Operand(rng, shape)]
         _check("np.where", ops, lambda g, v: g.create_node("np.where", v).output, np.where, f"{seed}: where")
-    else:                    # two binary ops joined by a one-use temporary, maybe cast between
+    else:                    # (3) two binary ops joined by a one-use temporary, maybe a cast
         n1 = PAIRED[rng.integers(0, len(PAIRED))] if rng.random() < 0.6 else FIRST[rng.integers(0, len(FIRST))]
         n2 = PAIRED[rng.integers(0, len(PAIRED))] if rng.random() < 0.6 else \
             KERNEL_BINARY[rng.integers(0, len(KERNEL_BINARY))]
