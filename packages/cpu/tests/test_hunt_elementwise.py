@@ -196,9 +196,7 @@ def run_case(seed: int) -> None:
         ops = [_Operand(rng, shape, np.dtype(bool)), _Operand(rng, shape), _Operand(rng, shape)]
         _check("np.where", ops, lambda g, v: g.create_node("np.where", v).output, np.where, f"{seed}: where")
     else:                    # (3) two binary ops joined by a one-use temporary, maybe a cast
-        n1 = PAIRED[rng.integers(0, len(PAIRED))] if rng.random() < 0.6 else FIRST[rng.integers(0, len(FIRST))]
-        n2 = PAIRED[rng.integers(0, len(PAIRED))] if rng.random() < 0.6 else \
-            KERNEL_BINARY[rng.integers(0, len(KERNEL_BINARY))]
+        n1, n2 = (str(rng.choice(PAIRED if rng.random() < 0.6 else more)) for more in (FIRST, KERNEL_BINARY))
         dt = [np.dtype("float32"), np.dtype("float64")][rng.integers(0, 2)] if rng.random() < 0.7 else None
         ops = [_Operand(rng, shape, dt), _Operand(rng, shape, dt),
                _Operand(rng, shape, dt if rng.random() < 0.7 else None)]
