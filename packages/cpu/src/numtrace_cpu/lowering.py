@@ -227,14 +227,30 @@ def _elementwise_plan(node):
     ins = node.inputs
     key = (op, out[0].type.dtype, tuple(_operand_key(v) for v in ins), constant_exponent(node))
     try:
-        return _PLAN_CACHE[key]
+        plan = _PLAN_CACHE[key]
     except KeyError:
-        pass
-    plan = None if op is None or any(d is _NO_KERNEL for d in key[2]) else _plan_for(op, *key[1:])
-    if len(_PLAN_CACHE) > 4096:
-        _PLAN_CACHE.clear()
-    _PLAN_CACHE[key] = plan
-    return plan
+        plan = None if op is None or any(d is _NO_KERNEL for d in key[2]) else _plan_for(op, *key[1:])
+        if len(_PLAN_CACHE) > 4096:
+            _PLAN_CACHE.clear()
+        _PLAN_CACHE[key] = plan
+    return plan if plan is None or _weak_ints_fit(ins, plan[2]) else None
+
+
+def _weak_ints_fit(ins, compute: np.dtype) -> bool:
+    """Whether every constant Python int among `ins` is a value of the integer dtype `compute`. NumPy
+    compares an int outside the range exactly (``x < 2**31`` is all True for int32 x) and refuses one
+    in arithmetic (OverflowError), where a constant register would hold it wrapped: such nodes run
+    NumPy's own call instead."""
+    if compute.kind not in "iu":
+        return True
+    info = np.iinfo(compute)
+    for v in ins:
+        src = v.node
+        if isinstance(v.type, ScalarType) and src is not None and src.op == "prim.Constant":
+            value = src.attrs["value"]
+            if isinstance(value, int) and not info.min <= value <= info.max:
+                return False
+    return True
 
 
 _PLAN_CACHE: dict = {}
