@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 from numtrace_ir import CallSpec, Graph, GuardError, run_call
+from numtrace_ir.call_spec import _MAY_SHARE_MEMORY
 
 from . import tracer as _tracing
 from .backends import get_backend
@@ -236,5 +237,20 @@ def _exact_caller(entry: tuple) -> Callable[[tuple], Any] | None:
     make = getattr(executable, "exact_caller", None)
     if make is None or not variant._flat_args:
         return None
-    build = None if variant.call_spec.single or variant._tuple_output else variant.out_spec.build
-    return make(variant.call_spec, variant._state, build).run
+    spec = variant.call_spec
+    build = None if spec.single or variant._tuple_output else variant.out_spec.build
+    run = make(spec, variant._state, build).run
+    if not spec.state_pairs:
+        return run
+    # The exact caller checks the argument pairs only: an argument that may share memory with module
+    # state either of them writes goes to the general path, whose check refuses it.
+    share, state, n = _MAY_SHARE_MEMORY, variant._state, spec.num_args
+
+    def run_unless_state_overlaps(args: tuple) -> Any:
+        if len(args) == n:
+            for j, i in spec.state_pairs:
+                if share(args[j], state[i - n]):
+                    return NotImplemented
+        return run(args)
+
+    return run_unless_state_overlaps

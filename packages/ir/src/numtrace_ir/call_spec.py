@@ -5,8 +5,9 @@ A traced function is called with its arguments flattened to arrays; the graph's 
 arguments followed by module state. The graph's outputs are the function's results followed by the
 new contents of the inputs it wrote into (``x += 1``), which the call copies back into the caller's
 arrays, as NumPy would have written them. A result that is a written argument itself (``return w``
-after ``w -= ...``) is the caller's own array, not a copy. A written argument must not share memory
-with another argument: the trace reads them as separate arrays.
+after ``w -= ...``) is the caller's own array, not a copy. A written input must not share memory with
+another argument, nor an argument with module state when either is written: the trace reads them as
+separate arrays.
 
 Backends receive the spec in `Backend.compile`. Most run only the graph and leave the rest of the call
 to `run_call`; a backend may instead implement the whole call (the CPU backend's C fast path,
@@ -49,6 +50,8 @@ class CallSpec:
     Derived (not arguments):
         alias_pairs: ``(written argument, other argument)`` pairs that must not share memory, each pair
             once.
+        state_pairs: ``(argument, state input)`` pairs, either of them written, that must not share
+            memory (checked in Python: a backend's exact caller checks ``alias_pairs`` only).
         write_backs: ``(graph output, graph input)`` copies after a call, in order.
         result_items: per flat result, the graph output ``j`` it is (``j >= 0``) or the input ``i`` it
             is (``-1 - i``).
@@ -63,6 +66,7 @@ class CallSpec:
     name: str = "graph"
     input_names: tuple[str | None, ...] = ()
     alias_pairs: tuple[tuple[int, int], ...] = field(init=False, repr=False, compare=False)
+    state_pairs: tuple[tuple[int, int], ...] = field(init=False, repr=False, compare=False)
     write_backs: tuple[tuple[int, int], ...] = field(init=False, repr=False, compare=False)
     result_items: tuple[int, ...] = field(init=False, repr=False, compare=False)
 
@@ -88,6 +92,9 @@ class CallSpec:
         written_args = [i for i in self.written if i < self.num_args]
         set_(self, "alias_pairs", tuple((i, j) for i in written_args for j in range(self.num_args)
                                         if j != i and not (j in written_args and j < i)))
+        written = set(self.written)
+        set_(self, "state_pairs", tuple((j, i) for i in range(self.num_args, n_in) for j in range(self.num_args)
+                                        if i in written or j in written))
         set_(self, "write_backs", tuple((self.num_results + k, i) for k, i in enumerate(self.written)))
         set_(self, "result_items", tuple(items))
 
@@ -120,24 +127,32 @@ class CallSpec:
         return repr(name) if name else f"#{i}"
 
 
-def check_aliasing(spec: CallSpec, args: Sequence[Any]) -> None:
-    """Refuse a call in which an argument the function writes into shares memory with another one:
-    the trace reads its arguments as separate arrays, NumPy would see the write through the other.
-    NumPy's bounds check runs once per pair; only overlapping bounds pay for the exact one."""
+def check_aliasing(spec: CallSpec, args: Sequence[Any], state: Sequence[Any] = ()) -> None:
+    """Refuse a call in which an input the function writes into shares memory with another one (an
+    argument, or module state passed as an argument): the trace reads its inputs as separate arrays,
+    NumPy would see the write through the other. NumPy's bounds check runs once per pair; only
+    overlapping bounds pay for the exact one."""
     share = _MAY_SHARE_MEMORY
-    for i, j in spec.alias_pairs:
-        other = args[j]
-        if share(args[i], other):
+    inputs = [*args, *state] if spec.state_pairs and state else args
+    pairs = spec.alias_pairs + spec.state_pairs if inputs is not args else spec.alias_pairs
+    for i, j in pairs:
+        other = inputs[j]
+        if share(inputs[i], other):
             try:
                 # NumPy's stub admits only -1/0 for max_work; the function takes any bound.
-                overlap = np.shares_memory(args[i], other, max_work=10_000)  # type: ignore[arg-type]
+                overlap = np.shares_memory(inputs[i], other, max_work=10_000)  # type: ignore[arg-type]
             except np.exceptions.TooHardError:
                 overlap = True
             if overlap:
+                w, o = (i, j) if i in spec.written else (j, i)
                 raise ValueError(
-                    f"{spec.name}(): argument {spec.input_name(i)} is written into by the traced "
-                    f"function and shares memory with argument {spec.input_name(j)}; a trace treats "
-                    "its arguments as separate arrays, so pass a copy of one of them")
+                    f"{spec.name}(): {_kind(spec, w)} {spec.input_name(w)} is written into by the traced "
+                    f"function and shares memory with {_kind(spec, o)} {spec.input_name(o)}; a trace "
+                    "treats its inputs as separate arrays, so pass a copy of one of them")
+
+
+def _kind(spec: CallSpec, i: int) -> str:
+    return "argument" if i < spec.num_args else "module state"
 
 
 def write_back(spec: CallSpec, inputs: Sequence[Any], outs: Sequence[Any]) -> None:
@@ -167,7 +182,7 @@ def run_call(executable: Callable[..., tuple], spec: CallSpec, args: Sequence[An
     the run on ``(*args, *state)``, the write-back, and the flat results (`results_of`)."""
     if not spec.written:
         return executable(*args, *state)
-    check_aliasing(spec, args)
+    check_aliasing(spec, args, state)
     inputs = [*args, *state] if state else args
     outs = executable(*inputs)
     write_back(spec, inputs, outs)
