@@ -104,3 +104,50 @@ def test_a_write_through_a_reshape_follows_the_callers_layout(backend, f, trace_
     except (ValueError, TypeError, nt.GuardError):
         return  # a refusal keeps the promise
     assert np.array_equal(got, expected) and np.array_equal(traced_arg, eager_arg)
+
+
+class _Negating(np.ndarray):
+    """A user's subclass whose ``+`` is not NumPy's."""
+
+    def __add__(self, other):
+        return np.asarray(self) - other
+
+
+@pytest.mark.parametrize("make, f", [
+    (lambda: np.array([[1.0, 2.0], [3.0, 4.0]]).view(np.matrix), lambda a: a * a),   # matrix product
+    (lambda: np.ma.array(np.arange(4.0).reshape(2, 2), mask=[[0, 1], [0, 0]]), lambda a: a.sum()),
+    (lambda: np.arange(4.0).reshape(2, 2).view(_Negating), lambda a: a + 1),
+], ids=["matrix", "masked", "user-subclass"])
+def test_an_ndarray_subclass_argument_is_refused(backend, make, f):
+    """Its operations are not the ones the graph recorded on an ndarray."""
+    traced = nt.trace(f, (np.ones((2, 2)),), check_trace=False, backend=backend)
+    traced(np.ones((2, 2)))
+    with pytest.raises(TypeError, match="ndarray subclass"):
+        traced(make())
+    with pytest.raises(TypeError, match="ndarray subclass"):
+        traced(a=make())
+
+
+def test_memmap_and_parameter_arguments_run_as_arrays(backend, tmp_path):
+    def f(a):
+        a += 1
+        return a
+
+    traced = nt.trace(f, (np.zeros(3),), check_trace=False, backend=backend)
+    mm = np.memmap(tmp_path / "m.dat", dtype=float, mode="w+", shape=(3,))
+    assert traced(mm) is mm and np.array_equal(mm, np.ones(3))
+    p = nt.Parameter(np.zeros(3))
+    assert traced(p) is p and np.array_equal(p, np.ones(3))
+
+
+def test_a_numpy_scalar_written_into_is_refused_as_numpy_refuses_item_assignment(backend):
+    def f(a):
+        a[...] = 5.0
+        return a * 2
+
+    traced = nt.trace(f, (np.zeros(()),), check_trace=False, backend=backend)
+    with pytest.raises(TypeError):
+        f(np.float64(2.0))
+    with pytest.raises(TypeError, match="must be a NumPy array"):
+        traced(np.float64(2.0))
+    assert traced(np.array(2.0)) == 10.0

@@ -4,19 +4,43 @@ dtype, rank), run on a signature miss only."""
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from numtrace_ir import Graph, TensorType
+from numtrace_ir import CallSpec, Graph, TensorType
 
 from .containers import SequenceSpec, Spec
+from .module import Parameter
 
-__all__ = ["CallArguments", "signature"]
+__all__ = ["CallArguments", "is_plain_array", "signature"]
 
 # An argument's part of the signature key, (dtype, shape): a C-level getter, the key being per call.
 signature = operator.attrgetter("dtype", "shape")
+
+# ndarray subclasses whose operations are ndarray's, so that the graph computes what NumPy would on them;
+# and what a subclass may define without changing them. Others (np.matrix's ``*``, masked arrays'
+# masks, a user's overridden operators) are refused.
+_PLAIN_SUBCLASSES = (np.memmap, Parameter)
+_INERT = frozenset({"__new__", "__init__", "__array_finalize__", "__doc__", "__module__", "__dict__",
+                    "__weakref__", "__slots__", "__annotations__", "__init_subclass__", "__class_getitem__",
+                    "__reduce__", "__reduce_ex__", "__setstate__", "__repr__", "__str__"})
+
+
+@functools.cache
+def _plain_subclass(cls: type) -> bool:
+    """Whether ndarray subclass `cls` keeps every ndarray operation (defines none of ndarray's names)."""
+    if issubclass(cls, _PLAIN_SUBCLASSES):
+        return True
+    ours = set(dir(np.ndarray)) - _INERT
+    return not any(ours.intersection(vars(k)) for k in cls.__mro__[:cls.__mro__.index(np.ndarray)])
+
+
+def is_plain_array(a: Any) -> bool:
+    """Whether a call may take `a` as it is: exactly an ndarray (the check every general call makes)."""
+    return type(a) is np.ndarray
 
 
 class CallArguments:
@@ -26,15 +50,26 @@ class CallArguments:
     graph: Graph
     arg_names: tuple[str, ...]
     in_spec: Spec
+    call_spec: CallSpec
 
-    def _converted(self, leaves: Sequence[Any]) -> list[np.ndarray]:
-        """Arguments that are not arrays: NumPy scalars become 0-d arrays, anything else is an error."""
-        converted = []
+    def _converted(self, leaves: Sequence[Any]) -> list[Any]:
+        """Arguments that are not exactly arrays: ndarray subclasses whose operations are ndarray's as
+        they are, NumPy scalars as 0-d arrays (unless written into: NumPy cannot write into one, the
+        write-back refuses it), anything else an error."""
+        converted: list[Any] = []
+        written = self.call_spec.written
         for i, a in enumerate(leaves):
-            if not isinstance(a, (np.ndarray, np.generic)):
+            if isinstance(a, np.ndarray):
+                if type(a) is not np.ndarray and not _plain_subclass(type(a)):
+                    raise TypeError(f"{self.__name__}(): argument {self._leaf_name(i)} is a "
+                                    f"{type(a).__name__}, an ndarray subclass whose operations may differ "
+                                    "from the traced NumPy ones; pass np.asarray() of it")
+                converted.append(a)
+            elif isinstance(a, np.generic):
+                converted.append(a if i in written else np.asarray(a))
+            else:
                 raise TypeError(f"{self.__name__}(): argument {self._leaf_name(i)} must be a NumPy array "
                                 f"(as at trace time), got {type(a).__name__}")
-            converted.append(np.asarray(a))
         return converted
 
     def _gather(self, args: tuple, kwargs: dict) -> list:

@@ -24,7 +24,7 @@ from numtrace_ir.call_spec import _MAY_SHARE_MEMORY
 
 from . import tracer as _tracing
 from .backends import get_backend
-from .call_arguments import signature
+from .call_arguments import is_plain_array, signature
 from .containers import Leaf, SequenceSpec, Spec
 from .inlining import inline
 from .specializations import guard_failure
@@ -151,11 +151,9 @@ class TracedFunction(Inspection, Persistence):
                             f"({', '.join(self.arg_names)}) as traced, got {len(args)}")
         if _tracing.active_count and _tracing.current_tracer() is not None:
             return inline(self, leaves)
-        try:
-            key = tuple(map(signature, leaves))
-        except AttributeError:
+        if not all(map(is_plain_array, leaves)):
             leaves = self._converted(leaves)
-            key = tuple(map(signature, leaves))
+        key = tuple(map(signature, leaves))
         entry = self._cache.get(key)
         if entry is None:
             entry = self._compile(leaves, key)
