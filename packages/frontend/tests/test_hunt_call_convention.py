@@ -79,7 +79,7 @@ def _result(rng: np.random.Generator, names: tuple[str, ...]) -> str:
     return str(rng.choice([x, f"{x}[0]", f"{x}.T", f"{x}[::-1]", f"{x} + {y}", f"{x}.sum()",
                            f"{x}[1:, ::2]", f"{x}.copy()",
                            f"({x}, {x})", f"{x}[None]", f"np.moveaxis({x}, 0, 1)", f"{x}.astype(np.float32)",
-                           f"{x}.view()", f"({x}, {y}, {x}.T)"]))
+                           f"({x}, {y}, {x}.T)"]))
 
 
 def _program(rng: np.random.Generator, index: int) -> tuple[str, str, int]:
