@@ -125,7 +125,8 @@ def _layout(rng: np.random.Generator, base: np.ndarray, kind: str) -> np.ndarray
     return base.copy()
 
 
-def _arrays(seed: int, shape: tuple[int, int], n: int, share: str, writable: bool = False) -> list[np.ndarray]:
+def _arrays(seed: int, shape: tuple[int, int], n: int, share: str,
+            writable: bool = False) -> list[np.ndarray]:
     """``n`` arrays of ``shape``, the same for the same seed; ``share``: "none", "same" (the first
     array twice) or "overlap" (the first two are overlapping views of one buffer)."""
     rng = np.random.default_rng(seed)
@@ -251,7 +252,7 @@ def test_concurrent_calls_write_back_into_their_own_arguments(backend):
     def worker(seed: int) -> None:
         for k in range(60):
             shape = ((3, 4), (1, 4), (7, 4))[k % 3]
-            make = lambda s=shape, c=seed * 1000 + k: _arrays(c, s, 2, "none", writable=True)  # noqa: E731
+            make = lambda s=shape, c=seed * 1000 + k: _arrays(c, s, 2, "none", writable=True)
             msg = _check_call(traced, f, "flat", make, f"thread {seed} call {k}")
             if msg:
                 failures.append(msg)

@@ -4,7 +4,6 @@ dtype, rank), run on a signature miss only."""
 
 from __future__ import annotations
 
-import functools
 import operator
 from collections.abc import Sequence
 from typing import Any
@@ -29,13 +28,17 @@ _INERT = frozenset({"__new__", "__init__", "__array_finalize__", "__doc__", "__m
                     "__reduce__", "__reduce_ex__", "__setstate__", "__repr__", "__str__"})
 
 
-@functools.cache
+_PLAIN: dict[type, bool] = {}
+
+
 def _plain_subclass(cls: type) -> bool:
     """Whether ndarray subclass `cls` keeps every ndarray operation (defines none of ndarray's names)."""
-    if issubclass(cls, _PLAIN_SUBCLASSES):
-        return True
-    ours = set(dir(np.ndarray)) - _INERT
-    return not any(ours.intersection(vars(k)) for k in cls.__mro__[:cls.__mro__.index(np.ndarray)])
+    plain = _PLAIN.get(cls)
+    if plain is None:
+        ours = set(dir(np.ndarray)) - _INERT
+        plain = _PLAIN[cls] = issubclass(cls, _PLAIN_SUBCLASSES) or not any(
+            ours.intersection(vars(k)) for k in cls.__mro__[:cls.__mro__.index(np.ndarray)])
+    return plain
 
 
 def is_plain_array(a: Any) -> bool:

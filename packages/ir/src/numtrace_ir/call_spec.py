@@ -93,8 +93,8 @@ class CallSpec:
         set_(self, "alias_pairs", tuple((i, j) for i in written_args for j in range(self.num_args)
                                         if j != i and not (j in written_args and j < i)))
         written = set(self.written)
-        set_(self, "state_pairs", tuple((j, i) for i in range(self.num_args, n_in) for j in range(self.num_args)
-                                        if i in written or j in written))
+        set_(self, "state_pairs", tuple((j, i) for i in range(self.num_args, n_in)
+                                        for j in range(self.num_args) if i in written or j in written))
         set_(self, "write_backs", tuple((self.num_results + k, i) for k, i in enumerate(self.written)))
         set_(self, "result_items", tuple(items))
 
