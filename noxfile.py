@@ -220,9 +220,10 @@ def lint(session: nox.Session) -> None:
 
 
 # The site's build tools, pinned so a warning that fails the strict build is one we can reproduce. Ruff
-# is what mkdocstrings formats the API pages' signatures with (one parameter per line, not one long line).
+# (the lint session's pin) is what mkdocstrings formats the API pages' signatures with (one parameter
+# per line, not one long line).
 DOCS_DEPS = ["mkdocs==1.6.1", "mkdocstrings==1.0.8", "mkdocstrings-python==2.0.11", "griffelib==2.4.1",
-             "mkdocs-autorefs==1.4.5", "pymdown-extensions==13.1.2", "Markdown==3.11.3", "ruff==0.16.9"]
+             "mkdocs-autorefs==1.4.5", "pymdown-extensions==13.1.2", "Markdown==3.11.3", RUFF]
 
 
 @nox.session

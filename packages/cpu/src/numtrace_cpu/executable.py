@@ -172,6 +172,8 @@ class Executable(CallRunner):
             "small_matmuls": sum(isinstance(s, SmallMatmulStep) for s in self._steps),
             "fallbacks": len(fallbacks),
             "fallback_ops": sorted(set(fallbacks)),
+            "host_calls": [s.nodes[0].attrs["func"] for s in self._steps
+                           if s.nodes[0].op == "prim.host_call"],
             "numpy_into": sorted({s.nodes[0].op for s in self._steps
                                   if isinstance(s, (IntoStep, SetitemStep))}),
             "buffer_slots": len(self._plan.slot_bytes),

@@ -574,6 +574,8 @@ def _basic_index_view(node):
 
 def fallback_reason(node) -> str:
     """Why `node` runs as its NumPy reference rather than in a fused pass or a BLAS call (for explain)."""
+    if node.op == "prim.host_call":
+        return f"host call: {node.attrs['func']} called on the arrays at run time, with the GIL"
     if _is_view(node):
         return "movement op: NumPy's own result, usually a view (no pass over the data)"
     outs = node.outputs

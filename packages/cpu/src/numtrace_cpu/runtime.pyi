@@ -4,6 +4,7 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
+from numtrace_ir.call_spec import CallSpec
 
 DTYPES: dict[np.dtype, int]
 REG_KINDS: dict[str, int]
@@ -43,15 +44,10 @@ class CallRunner:
     ) -> None: ...
     def __call__(self, *inputs: Any, out: Any = None) -> Any: ...
     def exact_caller(
-        self,
-        n_args: int,
-        extra: tuple[Any, ...],
-        alias_pairs: list[Any],
-        write_back: list[Any],
-        results: list[Any],
-        single: bool,
-        build: Callable[..., Any],
+        self, call_spec: CallSpec, state: tuple[Any, ...] = (), build: Callable[..., Any] | None = None
     ) -> ExactCall: ...
 
 class ExactCall:
+    @property
+    def call_spec(self) -> CallSpec: ...
     def run(self, args: tuple[Any, ...]) -> Any: ...

@@ -169,6 +169,10 @@ def _trace_once(func: Callable, call: _Call, strict: bool, backend: str) -> Trac
         again = _Call(args, None) if call.kwargs is None else _Call(None, dict(zip(rec.arg_names, args)))
         return _trace_once(func, again, strict, backend)
 
+    def eager(args: tuple) -> Any:
+        return func(*args) if call.kwargs is None else func(**dict(zip(rec.arg_names, args)))
+
+    retrace.eager = eager  # type: ignore[attr-defined]  # past the re-trace limit (see TracedFunction)
     return _traced_function(rec, _function_name(func), backend, retrace)
 
 
@@ -199,12 +203,16 @@ def _check_one(func: Callable, traced: TracedFunction, retrace: Callable[[], Tra
                                 f"{kind} with test inputs.\nException:\n\t{type(exc).__name__}: {exc}"
                                 ) from exc
     checker = Checker(kind, tolerance, traced.graph)
+    retraces = traced.retraces
     with warnings.catch_warnings():
         # The trace re-traces for check inputs whose shapes break a guard; that is said once, below.
         warnings.filterwarnings("ignore", "numtrace: re-tracing", TracerWarning)
         with fresh():
             traced_outs = checker.run(lambda: call.apply(traced), "trace", traced.graph, checked.graph)
-    broken = _broken_guard(traced, call)
+    broken: Any = _broken_guard(traced, call)
+    if broken is None and traced.retraces > retraces:  # a guard on data broke while running
+        data = [n.attrs["what"] for n in traced.graph.nodes if n.op == "prim.guard" and n.attrs.get("what")]
+        broken = "the check inputs break a guard on data (" + "; ".join(data) + ")"
     with fresh():
         fn_outs = checker.run(lambda: call.apply(func), "Python function", traced.graph, checked.graph)
     if checker.compare(traced_outs, fn_outs, "Python function"):
@@ -214,8 +222,8 @@ def _check_one(func: Callable, traced: TracedFunction, retrace: Callable[[], Tra
         checker.compare(traced_outs, check_outs, "repeated trace")
     if broken is not None:
         # Another program for other shapes is expected: calls at such shapes trace again.
-        warn_at_user_line(f"The {kind} was specialized to the example inputs' shapes: {broken}. Calls with "
-                          "such shapes trace the Python function again.", TracerWarning)
+        warn_at_user_line(f"The {kind} was specialized to the example inputs' shapes or values: {broken}. "
+                          "Calls with such inputs trace the Python function again.", TracerWarning)
         return
     graph_diff, constant_diff = graph_diagnostics(traced.graph, checked.graph)
     if graph_diff is not None or constant_diff is not None:

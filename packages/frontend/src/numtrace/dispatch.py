@@ -1,4 +1,5 @@
-"""Routing NumPy calls on traced arrays to the registry: record known ops, freeze unknown ones.
+"""Routing NumPy calls on traced arrays to the registry: record known ops; unknown ones are traced
+through NumPy's own code or recorded as host calls (hostcall.py).
 
 ``call`` is the single path from a NumPy entry point (ufunc method, array function,
 operator, ndarray method) to a node: it runs NumPy eagerly on the concrete values,
@@ -15,9 +16,9 @@ import numpy as np
 from numtrace_ir import registry
 from numtrace_ir.ops.foreign import ufunc_name
 
-from .errors import TracerWarning
-from .source import run_at_user_line, warn_at_user_line
-from .traced_value import TracedValue, guarded, is_traced_array, unwrap
+from .hostcall import unregistered_call
+from .source import run_at_user_line
+from .traced_value import TracedValue, is_traced_array, unwrap
 from .tracer import Tracer, active_tracer, current_tracer
 from .views import op_view
 
@@ -63,15 +64,19 @@ def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
         concrete = run_at_user_line(_short_name(func, method), eager, *unwrap(args))
         result = tracer.record("np.ufunc", list(args), {"ufunc": foreign}, concrete)
     elif op is None:
-        result = frozen_call(tracer, func, method, args, kwargs)
+        result = unregistered_call(tracer, func, method, args, kwargs, numpy_name(func, method))
     else:
         concrete = run_at_user_line(_short_name(func, method), eager, *unwrap(args), **unwrap(kwargs))
         result = _dynamic_shape(tracer, func, args, kwargs, concrete)
         if result is None:
-            inputs, attrs = op.bind(args, kwargs)
-            result = tracer.record(op.name, inputs, attrs, concrete)
-            if op.view is not None:
-                _track_view(op, func, args, kwargs, inputs, attrs, result)
+            try:
+                inputs, attrs = op.bind(args, kwargs)
+            except NotImplementedError:  # a form of the function the op does not take (np.pad's modes)
+                result = unregistered_call(tracer, func, method, args, kwargs, numpy_name(func, method))
+            else:
+                result = tracer.record(op.name, inputs, attrs, concrete)
+                if op.view is not None:
+                    _track_view(op, func, args, kwargs, inputs, attrs, result)
     if where is not True:
         result = _select(where, result, out)
     if out is None:
@@ -136,40 +141,6 @@ def write_out(what: str, out: tuple, result: Any) -> Any:
                             f"got {type(target).__name__}; writing into it would escape the trace")
         target._assign(value, f"{what} with out=")
     return out if isinstance(result, tuple) else out[0]
-
-
-def frozen_call(tracer: Tracer, func: Any, method: str, args: tuple, kwargs: dict) -> Any:
-    """Run a NumPy callable the registry lacks on concrete values; its array results become constants."""
-    name = numpy_name(func, method)
-    warn_at_user_line(
-        f"{name} is not supported by numtrace's op registry: it was run on the traced values and its "
-        "result was recorded as a constant. The trace might not generalize to other inputs.",
-        TracerWarning,
-    )
-    eager = func if method == "__call__" else getattr(func, method)
-    args, kwargs = guarded(args), guarded(kwargs)  # the constant holds only for these sizes
-    arguments = _traced_arrays((args, kwargs))
-    before = [a._concrete.copy() for a in arguments]
-    concrete = run_at_user_line(_short_name(func, method), eager, *unwrap(args), **unwrap(kwargs))
-    result = freeze(tracer, concrete)
-    for array, old in zip(arguments, before):
-        # A write the graph cannot see would leave the trace computing from values that the graph lacks.
-        if not np.array_equal(array._concrete, old, equal_nan=array._concrete.dtype.kind in "fc"):
-            raise NotImplementedError(f"{name} wrote into a traced array in place, which numtrace cannot "
-                                      "record (the function is not in its op registry); write it with "
-                                      "indexing assignment or np.where instead")
-    return result
-
-
-def _traced_arrays(obj: Any) -> list:
-    """The traced arrays in ``obj`` (containers walked), each once."""
-    if is_traced_array(obj):
-        return [obj]
-    items = obj.values() if isinstance(obj, dict) else obj if isinstance(obj, (tuple, list)) else ()
-    found: dict[int, Any] = {}
-    for item in items:
-        found.update((id(a), a) for a in _traced_arrays(item))
-    return list(found.values())
 
 
 def freeze(tracer: Tracer, result: Any) -> Any:

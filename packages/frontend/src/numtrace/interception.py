@@ -427,22 +427,48 @@ def _prod_wrapper(original: Any) -> Any:
 
 def _patches() -> tuple[list[tuple[Any, str, Any]], _UnpatchedNumpy]:
     """The wrappers to install and the ``np`` NumPy's random modules see meanwhile, made once and remade
-    only when a patched function was replaced (another library patching ``np.zeros``...): building them
-    is a large part of tracing a short function."""
+    only when a patched function was replaced (another library patching ``np.zeros``...) or modules were
+    imported since: building them is a large part of tracing a short function."""
     global _made_patches
     if _made_patches is not None:
-        made, wrapped, shim = _made_patches
-        if all(getattr(module, name) is original for (module, name, _), original in zip(made, wrapped)):
+        made, wrapped, shim, modules = _made_patches
+        if modules == len(sys.modules) and all(getattr(module, name) is original
+                                               for (module, name, _), original in zip(made, wrapped)):
             return made, shim
     made = _make_patches()
+    made += _bound_elsewhere({name: wrapper for module, name, wrapper in made if module is np})
     wrapped = [getattr(module, name) for module, name, _ in made]
     shim = _UnpatchedNumpy({name: original for (module, name, _), original in zip(made, wrapped)
                             if module is np})
-    _made_patches = (made, wrapped, shim)
+    _made_patches = (made, wrapped, shim, len(sys.modules))
     return made, shim
 
 
-_made_patches: tuple[list, list, Any] | None = None
+_made_patches: tuple[list, list, Any, int] | None = None
+
+
+def _bound_elsewhere(wrappers: dict[str, Any]) -> list[tuple[Any, str, Any]]:
+    """Patches for the names other modules bound to the patched NumPy functions before tracing
+    (``from numpy import array, zeros`` at a module's top, as NumPy's own modules and many libraries
+    do): those names get the same wrappers, so a call through them is intercepted as ``np.array`` is."""
+    originals = {id(getattr(np, name)): (name, wrapper) for name, wrapper in wrappers.items()}
+    patches = []
+    for module_name, module in list(sys.modules.items()):
+        if module is np or not isinstance(module, types.ModuleType) or module_name.startswith(_OWN):
+            continue
+        try:
+            namespace = module.__dict__
+        except AttributeError:
+            continue
+        for name, value in list(namespace.items()):
+            hit = originals.get(id(value))
+            if hit is not None and value is getattr(np, hit[0]):
+                patches.append((module, name, hit[1]))
+    return patches
+
+
+# Modules whose names are never patched: numtrace's own, and NumPy's random modules (see _UnpatchedNumpy).
+_OWN = ("numtrace", "numpy.random")
 
 
 def _make_patches() -> list[tuple[Any, str, Any]]:
@@ -525,6 +551,22 @@ def _compiled_numpy_users() -> list[Any]:
 _numpy_users: tuple[int, list[Any]] | None = None
 
 
+_installed: list[Any] = [0, []]  # len(sys.modules) when the wrappers were installed, and the patches
+
+
+def _unbind_wrappers(originals: dict[int, Any]) -> None:
+    """Modules imported while tracing (``np.fft`` on first use) may have bound a wrapper by name
+    (``from numpy._core import asarray``): give them the original."""
+    for module in list(sys.modules.values()):
+        namespace = getattr(module, "__dict__", None)
+        if not isinstance(namespace, dict):
+            continue
+        for name, value in list(namespace.items()):
+            original = originals.get(id(value))
+            if original is not None and original is not value:
+                namespace[name] = original
+
+
 @contextmanager
 def numpy_intercepted() -> Iterator[None]:
     """Install the wrappers for the duration of a trace (nested and concurrent traces share them)."""
@@ -532,6 +574,7 @@ def numpy_intercepted() -> Iterator[None]:
     with _lock:
         if _depth == 0:
             patches, shim = _patches()
+            _installed[:] = [len(sys.modules), patches]
             for module, name, wrapper in patches:
                 _saved.append((module, name, getattr(module, name)))
                 setattr(module, name, wrapper)
@@ -545,6 +588,10 @@ def numpy_intercepted() -> Iterator[None]:
         with _lock:
             _depth -= 1
             if _depth == 0:
+                wrapped = {id(wrapper): original for (_, _, wrapper), (_, _, original)
+                           in zip(_installed[1], _saved) if original is not wrapper}
                 for module, name, original in reversed(_saved):
                     setattr(module, name, original)
                 _saved.clear()
+                if len(sys.modules) != _installed[0]:
+                    _unbind_wrappers(wrapped)

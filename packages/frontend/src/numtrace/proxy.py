@@ -24,19 +24,26 @@ from typing import Any
 import numpy as np
 from numtrace_ir import registry
 
-from . import array_api, dispatch, indexing
+from . import array_api, dispatch, hostcall, indexing
 from .errors import TracerWarning
 from .source import user_location, warn_at_user_line
 from .traced_value import TracedValue, unwrap
-from .tracer import Tracer, active_tracer
+from .tracer import Tracer, active_tracer, current_tracer
 
 
-def _warn_conversion(what: str) -> None:
+def _left_graph(array: TracedArray, what: str) -> None:
+    """``array``'s data leaves the graph as a Python value (``what``): the trace records a guard on it,
+    checked by every run (a run where it differs is traced again), and says so at the user's line."""
+    if hostcall.inside_implementation():
+        raise hostcall.Untraceable(what)
+    tracer = current_tracer()
+    if tracer is not array._tracer:
+        return  # after its trace: a plain value
+    tracer.guard_data(array, what)
     warn_at_user_line(
-        f"Converting a traced array to {what}: the value seen while tracing is used as a constant, "
-        "and the trace might not generalize to other inputs (data-dependent control flow is recorded "
-        "as the branch taken). Give trace() check_inputs whose values differ from the example's: the "
-        "checker then finds a branch or a value that changes with the data.",
+        f"Converting a traced array to {what}: the trace depends on the value seen while tracing and guards "
+        "it: a call where it differs traces the function again (and past the re-trace limit runs it "
+        "eagerly). Keep the value an array (np.where instead of a branch on data) to stay in one trace.",
         TracerWarning,
     )
 
@@ -146,9 +153,6 @@ class TracedArray(TracedValue):
 
     # -- NumPy protocols -----------------------------------------------------------------------
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        if method == "at":
-            raise NotImplementedError(f"np.{ufunc.__name__}.at (unbuffered in-place update) cannot be "
-                                      "traced; write it with indexing and out-of-place ops")
         return dispatch.call(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
@@ -159,7 +163,7 @@ class TracedArray(TracedValue):
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         _refuse_masked_array()
-        _warn_conversion("a NumPy array (np.asarray or __array__)")
+        _left_graph(self, "an ndarray (by code that calls __array__)")
         value = self._concrete if dtype is None else self._concrete.astype(dtype)
         return np.array(value, copy=True) if copy is not False else value
 
@@ -240,31 +244,37 @@ class TracedArray(TracedValue):
 
     # -- conversions that leave the graph -------------------------------------------------------
     def __bool__(self) -> bool:
-        _warn_conversion("a Python bool")
-        return bool(self._concrete)
+        value = bool(self._concrete)  # NumPy's error for an array of several elements
+        if current_tracer() is self._tracer and not hostcall.inside_implementation():
+            truth: Any = self if self._concrete.dtype == np.bool_ else np.not_equal(self, 0)
+            _left_graph(truth, "bool(x)")
+        else:
+            _left_graph(self, "bool(x)")
+        return value
 
     def __int__(self) -> int:
-        _warn_conversion("a Python int")
+        _left_graph(self, "int(x)")
         return int(self._concrete)
 
     def __float__(self) -> float:
-        _warn_conversion("a Python float")
+        _left_graph(self, "float(x)")
         return float(self._concrete)
 
     def __complex__(self) -> complex:
-        _warn_conversion("a Python complex")
+        _left_graph(self, "complex(x)")
         return complex(self._concrete)
 
     def __index__(self) -> int:
-        _warn_conversion("a Python index")
-        return self._concrete.__index__()
+        value = self._concrete.__index__()
+        _left_graph(self, "an index (operator.index(x))")
+        return value
 
     def item(self, *args: Any) -> Any:
-        _warn_conversion("a Python number (.item())")
+        _left_graph(self, "x.item()")
         return self._concrete.item(*args)
 
     def tolist(self) -> Any:
-        _warn_conversion("a Python list (.tolist())")
+        _left_graph(self, "x.tolist()")
         return self._concrete.tolist()
 
     def __len__(self) -> int:

@@ -7,6 +7,7 @@ function again for shapes that break every graph's guards, and a guard decided o
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,7 @@ class Specializations(CallArguments):
     in_spec: Spec
     call_spec: CallSpec
     retraces: int
+    _warned_eager: bool
     _backend: Any
     _lock: threading.Lock
     _cache: dict[tuple, Any]
@@ -121,10 +123,26 @@ class Specializations(CallArguments):
         warn_at_user_line(f"numtrace: re-tracing {self.__name__}() for input shapes "
                           f"{[tuple(a.shape) for a in leaves]}: {broken}", TracerWarning)
         args = self.in_spec.build([np.array(a, copy=True) for a in leaves])  # tracing runs the code eagerly
-        variant = self._retrace(args)
+        with warnings.catch_warnings():
+            # Said when the function was first traced: not again for each specialization.
+            warnings.filterwarnings("ignore", "(Converting a traced array|.* runs as a host call)",
+                                    TracerWarning)
+            variant = self._retrace(args)
         self._variants.append(variant)
         self.retraces += 1
         return variant
+
+    def _eagerly(self, eager: Callable[[tuple], Any], leaves: Sequence[Any], broken: GuardError) -> Any:
+        """Past the re-trace limit, a call that breaks a guard on data runs the Python function itself
+        (correct, not compiled); said once."""
+        if not self._warned_eager:
+            self._warned_eager = True
+            warn_at_user_line(f"numtrace: {self.__name__}() was traced {RECOMPILE_LIMIT} times for values "
+                              f"that left the graph, and this call breaks a guard again ({broken}); it runs "
+                              "the Python function eagerly from now on where a guard breaks. Keep that value "
+                              "an array (np.where instead of a branch on data) to stay in one trace.",
+                              TracerWarning)
+        return eager(self.in_spec.build(list(leaves)))
 
     def _guard_failed_at_run_time(self, leaves: Sequence[Any], key: tuple, broken: GuardError,
                                   failed: tuple) -> Any:
@@ -144,6 +162,9 @@ class Specializations(CallArguments):
             self._cache[key] = entry
             self._use_fast(entry)
             return result
+        eager = getattr(self._retrace, "eager", None)
+        if eager is not None and len(self._variants) > RECOMPILE_LIMIT:
+            return self._eagerly(eager, leaves, broken)
         types = self._leaf_types(leaves)
         with self._lock:
             entry = self._entry(self._specialization(leaves, broken), types, key)

@@ -102,6 +102,7 @@ class TracedFunction(Inspection, Persistence):
         # Per signature, the guard of this graph it broke (so another graph runs it).
         self._broken_guards: dict[tuple, GuardError] = {}
         self.retraces = 0
+        self._warned_eager = False  # past the re-trace limit (see Specializations._eagerly)
         # Fast paths: arguments that are exactly the flat arrays; the flat results are the output tuple.
         self._flat_args = isinstance(in_spec, SequenceSpec) and all(isinstance(c, Leaf)
                                                                  for c in in_spec.children)

@@ -184,6 +184,23 @@ class Tracer:
         self._guarded.add(key)
         self.graph.create_node("prim.guard", [value], attrs={"expected": expected}, loc=user_location())
 
+    def forget_guards(self, values: set) -> None:
+        """The guards on ``values`` were erased from the graph: record them again when made again."""
+        self._guarded = {key for key in self._guarded if key[0] not in values}
+
+    def guard_data(self, array: Any, what: str) -> None:
+        """Record that the trace holds only while traced array ``array`` has the data it has now: its
+        data left the graph as a Python value (``what``: ``bool()``, ``.tolist()``), so every run checks
+        it, and a run where it differs is discarded and traced again."""
+        loc = user_location()
+        key = (array._graph_value(self), what, loc)
+        if key in self._guarded:
+            return
+        self._guarded.add(key)
+        expected = np.array(array._concrete, copy=True)
+        attrs = {"expected": expected, "what": f"{what} at {loc}"}
+        self.graph.create_node("prim.guard", [key[0]], attrs=attrs, loc=loc)
+
     def record_dynamic(self, op_name: str, inputs: list, attrs: dict, numbers: list, result: Any) -> Any:
         """Record ``op_name`` whose attrs hold ``"$k"`` where the k-th of ``numbers`` (traced numbers) goes,
         as a ``prim.dynamic`` node: the numbers stay graph values, so the op follows the input's shapes."""

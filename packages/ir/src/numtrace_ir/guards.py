@@ -21,10 +21,10 @@ class GuardError(ValueError):
     """A call whose input shapes break a guard of the trace. ``guard`` is the guard's text, ``loc`` the
     user's source line that made it, ``traced`` and ``now`` the guarded value then and for this call."""
 
-    def __init__(self, guard: str, loc: str | None, traced: Any, now: Any):
+    def __init__(self, guard: str, loc: str | None, traced: Any, now: Any, subject: str = "input shapes"):
         self.guard, self.loc, self.traced, self.now = guard, loc, traced, now
         where = f" (recorded at {loc})" if loc else ""
-        super().__init__(f"guard {guard} == {traced!r}{where} does not hold for these input shapes: "
+        super().__init__(f"guard {guard} == {traced!r}{where} does not hold for these {subject}: "
                          f"it is {now!r}")
 
 
@@ -54,5 +54,5 @@ def expression(value: Any, depth: int = 0) -> str:
 
 
 def guard_text(node: Any) -> str:
-    """The guarded expression of a ``prim.guard`` node."""
-    return expression(node.inputs[0])
+    """The guarded expression of a ``prim.guard`` node (``what`` it says, for a guard on array data)."""
+    return node.attrs.get("what") or expression(node.inputs[0])

@@ -15,6 +15,7 @@ import numpy as np
 
 from numtrace_ir import registry
 from numtrace_ir.errors import execution_error
+from numtrace_ir.ops import host
 from numtrace_ir.registry import Input, Inputs
 
 __all__ = ["Interpreter", "reference_call", "write_outputs"]
@@ -34,6 +35,8 @@ def reference_call(node: Any) -> tuple[Callable, dict]:
     if node.op == "prim.Constant":
         return _constant, {"value": node.attrs["value"]}
     op = registry.get(node.op)
+    if node.op == "prim.host_call":  # the function resolved once, not per run
+        return host.prepared(op.normalize_attrs(dict(node.attrs))), {}
     params = op.schema
     if any(isinstance(p, Inputs) or (isinstance(p, Input) and p.optional) for p in params):
         return op.reference, dict(node.attrs)

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from numtrace_ir import registry
 from numtrace_ir.graph import Graph
 from numtrace_ir.parser import ParseError, parse
 from numtrace_ir.printer import format_graph
@@ -55,6 +56,21 @@ def _check_array(what: str, a: Any) -> np.ndarray:
         raise TypeError(f"{what} must be a numpy.ndarray, got {type(a).__name__}")
     normalize_dtype(a.dtype)  # TypeError names the unsupported dtype
     return a
+
+
+# Ops whose attributes name code to call at run time: their names are checked against the allow-lists
+# (`ops.foreign.UFUNC_MODULES`, `ops.host.HOST_MODULES`) when a graph is read, not when it first runs.
+_NAMES_CODE = ("np.ufunc", "prim.host_call")
+
+
+def _check_named_code(name: str, graph: Graph) -> None:
+    for node in graph.nodes:
+        if node.op in _NAMES_CODE:
+            try:
+                registry.get(node.op).normalize_attrs(dict(node.attrs))
+            except (TypeError, ValueError) as e:
+                raise FormatError(f"graph {name!r}: node {node.op}{' at ' + node.loc if node.loc else ''} is "
+                                  f"refused: {e}") from None
 
 
 def dumps(graphs: Mapping[str, Graph], meta: Mapping[str, Any] | None = None,
@@ -193,6 +209,7 @@ def loads(data: bytes, *, max_bytes: int = MAX_TOTAL_BYTES
             graphs[name] = parse(text, arrays=constants)
         except ParseError as e:
             raise FormatError(f"graph {name!r} ({member}) does not parse: {e}") from None
+        _check_named_code(name, graphs[name])
     arrays = {name: r.array(member) for name, member in _names(manifest, "arrays").items()}
     meta = r.json("meta.json")
     if not isinstance(meta, dict):

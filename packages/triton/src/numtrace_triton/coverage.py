@@ -74,6 +74,8 @@ UNLOWERED: dict[str, str] = {
     "np.atleast_3d": _PER_INPUT,
     "np.broadcast_arrays": _PER_INPUT,
     "np.diag": "a 1-d input builds a new square matrix (a copy, not a view); not lowered",
+    "prim.host_call": "a host call (a NumPy function the registry lacks, called at run time) is not run "
+    "between kernels; run the trace on the cpu or reference backend",
 }
 
 # Whole kinds the backend does not lower (ops of these kinds need no entry above).
@@ -86,6 +88,8 @@ PARTIAL: dict[str, str] = {
     "np.setitem": "writing through array indices (a scatter) is not lowered",
     "np.ravel": "copies data here (not a view)",  # order="F"
     "np.pad": "np.pad with per-axis constant values is not lowered",
+    "prim.guard": "a guard on array data (a value that left the graph while tracing, checked by every run) "
+    "is not checked by the Triton backend; run the trace on the cpu or reference backend",
     # Kept whole by passes.decompose: whether NumPy drops, clamps by or rejects the bound depends on it.
     "np.clip": "np.clip of an integer array with a runtime Python int bound (not a constant) is not lowered",
     **{name: f"{name} with initial= is not lowered" for name in ("np.sum", "np.prod", "np.max", "np.min")},

@@ -14,7 +14,7 @@ from numtrace_ir import registry
 from numtrace_ir.errors import location
 from numtrace_ir.types import ScalarType, TensorType
 
-from .coverage import unlowered_reason
+from .coverage import PARTIAL, unlowered_reason
 from .dtypes import check_supported, storage_dtype
 from .emit_body import GeneratedKernel, Tuning
 from .emit_matmul import emit_matmul
@@ -109,6 +109,8 @@ class _Planner(LoweringRules):
         if node.op == "prim.Constant":
             self.fold_values(node, [node.attrs["value"]])
             return
+        if node.op == "prim.guard" and any(loc.folded is NOTHING for loc in locs):
+            raise NotImplementedError(f"{label}: {PARTIAL['prim.guard']}")
         if op.nondeterministic:
             raise NotImplementedError(f"{label}: nondeterministic ops are not lowered by the Triton backend")
         if all(loc.folded is not NOTHING for loc in locs):

@@ -6,6 +6,7 @@ from numtrace_ir.ops import (
     creation,  # noqa: F401
     elementwise,  # noqa: F401
     foreign,  # noqa: F401
+    host,  # noqa: F401
     indexing,  # noqa: F401
     linalg,  # noqa: F401
     movement,  # noqa: F401

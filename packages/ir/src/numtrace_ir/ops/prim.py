@@ -198,30 +198,56 @@ for _name, _fn in (("floor", math.floor), ("ceil", math.ceil), ("round", round))
 
 
 def _guard_rule(types, attrs):
-    if len(types) != 1 or type(types[0]) is not ScalarType:
-        raise TypeError(f"prim.guard: guards one Python scalar, got {types}")
+    if len(types) != 1 or type(types[0]) not in (ScalarType, TensorType):
+        raise TypeError(f"prim.guard: guards one Python scalar or array, got {types}")
+    if isinstance(types[0], TensorType) != isinstance(attrs["expected"], np.ndarray):
+        raise TypeError(f"prim.guard: an array value needs an array expected, a scalar a scalar ({types[0]})")
     return ScalarType("bool")
 
 
-def _guard(value, expected):
-    """The run-time form of a guard (the reference backend runs it; `specialize` folds it away)."""
+def _to_expected(v):
+    """A guard's expected value: a Python scalar, or an array for a guard on array data."""
+    if isinstance(v, np.ndarray):
+        normalize_dtype(v.dtype)
+        return v
+    return rules.to_scalar(v)
+
+
+def _guard(value, expected, what=""):
+    """The run-time form of a guard (the reference backend runs it; `specialize` folds away those the
+    input shapes decide). An array value must equal `expected` bit for bit."""
+    if isinstance(expected, np.ndarray):
+        now = np.asarray(value, dtype=expected.dtype)
+        if now.shape != expected.shape or now.tobytes() != expected.tobytes():
+            raise GuardError(what or "the guarded value", None, _shown(expected), _shown(now), "inputs")
+        return True
     if value != expected:
-        raise GuardError("the guarded value", None, expected, value)
+        raise GuardError(what or "the guarded value", None, expected, value)
     return True
+
+
+def _shown(a):
+    """An array as a guard's message shows it: its value, a scalar for one element."""
+    return a.item() if a.size == 1 else a.tolist() if a.size <= 8 else f"{a.dtype}{list(a.shape)} array"
 
 
 register(
     OpDef(
         "prim.guard",
         "prim",
-        [Input("value", "scalar"), Attr("expected", convert=rules.to_scalar)],
+        [Input("value", "any"), Attr("expected", convert=_to_expected), Attr("what", "", str)],
         _guard_rule,
-        lambda value, expected: _guard(value, expected),
+        _guard,
         samples=lambda rng: iter((Sample((3,), {"expected": 3}), Sample((2.5,), {"expected": 2.5}),
-                                  Sample((True,), {"expected": True}))),
+                                  Sample((True,), {"expected": True}),
+                                  Sample((np.array(True),), {"expected": np.array(True), "what": "bool(x)"}),
+                                  Sample((np.arange(3.0),), {"expected": np.arange(3.0),
+                                                             "what": "x.tolist()"}))),
         effect=True,
-        doc="the trace holds only while `value` (computed from input shapes) equals `expected`; "
-        "checked once per input signature by `specialize` (see numtrace_ir.guards)",
+        memo_key=lambda attrs: isinstance((attrs or {}).get("expected"), np.ndarray),
+        doc="the trace holds only while `value` equals `expected`: a scalar computed from input shapes "
+        "(checked once per input signature by `specialize`), or array data that left the graph as a "
+        "Python value (`what` says how; checked by every run), see numtrace_ir.guards",
     )
 )
 
