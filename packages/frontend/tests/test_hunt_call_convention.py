@@ -2,7 +2,7 @@
 
 A seeded generator writes small programs over two or three float arguments that write into them
 (``+=``, ``x[idx] = v``, ``out=``, writes through transposes and reversed or sliced views, one written
-argument read after another is written) and return written and unwritten arguments, views of them and
+argument read after another is written, writes decided by values converted to Python, host calls) and return written and unwritten arguments, views of them and
 fresh results, in every argument structure the tracer takes (positional, tuple, list, dict, keyword).
 Each program is traced at one shape and called, on every backend (and its saved and loaded copy), at
 other shapes (batch 1 and odd sizes) and layouts (Fortran order, negative strides, strided slices),
@@ -56,6 +56,11 @@ def _statement(rng: np.random.Generator, names: tuple[str, ...]) -> str:
         f"{x}[:] = {x}.T[:, :1].T",
         f"{x}[1:] = {x}[:-1]",
         f"w = {x}.T; w[:] = w * {c}",
+        f"if {y}.sum() > {c}: {x} += 1.0",
+        f"{x}[int({y}.argmax()) % len({x})] = {c}",
+        f"{x}[:, :int({y}[0, 0] > 0) + 1] = {c}",
+        f"{x} -= float({y}.max())",
+        f"{x} += np.rot90({y}, 2)",
         *LAYOUT_DEPENDENT(x, c),
     ]))
 
