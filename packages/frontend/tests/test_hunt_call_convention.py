@@ -1,14 +1,16 @@
 """Differential hunt for silent wrong answers in the call convention (`numtrace_ir.CallSpec`).
 
-A seeded generator writes small programs over two or three float arguments that write into them
+A seeded generator writes small programs over one to three float arguments that write into them
 (``+=``, ``x[idx] = v``, ``out=``, writes through transposes and reversed or sliced views, one written
-argument read after another is written, writes decided by values converted to Python, host calls) and return written and unwritten arguments, views of them and
-fresh results, in every argument structure the tracer takes (positional, tuple, list, dict, keyword).
-Each program is traced at one shape and called, on every backend (and its saved and loaded copy), at
-other shapes (batch 1 and odd sizes) and layouts (Fortran order, negative strides, strided slices),
-with the same array or overlapping views of one array as two arguments. The contract, per call:
-eager NumPy's results and its writes into the arguments, value for value, dtype and shape, or a
-clear exception (a refused alias, a guard) from the traced call.
+argument read after another is written, writes decided by values converted to Python, host calls)
+and return written and unwritten arguments, views of them and fresh results, in every argument
+structure the tracer takes (positional, tuple, list, dict, keyword). Each program is traced at one
+shape and called, on every backend (and its saved and loaded copy), at other shapes (batch 1 and odd
+sizes) and layouts (Fortran order, negative strides, strided slices, broadcast and read-only views),
+with the same array or overlapping views of one array as two arguments, twice per call (the second
+takes the fast path where there is one). The contract, per call: eager NumPy's results and its
+writes into the arguments, value for value, dtype and shape, or a clear exception (a refused alias,
+a guard) from the traced call.
 
 ``NUMTRACE_HUNT_PROGRAMS`` sets the number of programs (default 120: a few seconds).
 """
