@@ -48,7 +48,7 @@ def axpy(x, y):
 def _pass_only(executable, args: tuple):
     """A call of just the executable's fused passes on bound arrays (what the call costs at least), or
     None when it runs other steps too."""
-    from numtrace_cpu.lowering import ConstantStep, FusedStep
+    from numtrace_cpu.steps import ConstantStep, FusedStep
 
     if not all(isinstance(s, (ConstantStep, FusedStep)) for s in executable._steps):
         return None

@@ -11,10 +11,11 @@ from numtrace_ir.call_spec import CallSpec
 from numtrace_ir.graph import Graph
 from numtrace_ir.types import TensorType, Type
 
+from numtrace_cpu.classify import LOWERED
 from numtrace_cpu.executable import Executable
 from numtrace_cpu.isa import ISA
 from numtrace_cpu.joins import write_parts_in_place
-from numtrace_cpu.lowering import LOWERED, lower
+from numtrace_cpu.lowering import lower
 from numtrace_cpu.planner import plan_buffers, write_updates_in_place
 
 __all__ = ["Backend", "compile_graph"]

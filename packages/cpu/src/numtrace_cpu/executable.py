@@ -19,9 +19,12 @@ from numtrace_ir.errors import execution_error, while_executing
 from numtrace_ir.types import ScalarType, TensorType
 
 from numtrace_cpu import threads
+from numtrace_cpu.classify import constant_exponent, fallback_reason
 from numtrace_cpu.isa import ISA, blocks
 from numtrace_cpu.joins import JoinRestStep
-from numtrace_cpu.lowering import (
+from numtrace_cpu.planner import BufferPlan
+from numtrace_cpu.runtime import CallRunner, FusedCall
+from numtrace_cpu.steps import (
     ConstantStep,
     FallbackStep,
     FusedStep,
@@ -33,10 +36,7 @@ from numtrace_cpu.lowering import (
     SmallMatmulStep,
     Step,
     ViewStep,
-    constant_exponent,
 )
-from numtrace_cpu.planner import BufferPlan
-from numtrace_cpu.runtime import CallRunner, FusedCall
 
 __all__ = ["Executable"]
 
@@ -195,8 +195,6 @@ class Executable(CallRunner):
         """What this executable does per call, step by step: fused passes with the nodes each holds,
         BLAS calls, NumPy fallbacks with their reason, views, and the intermediate buffers."""
         from numtrace_ir.printer import format_node, value_names
-
-        from numtrace_cpu.lowering import fallback_reason
 
         names = value_names(self.graph)
         by_number = {n: v for v, n in _numbering(self.graph).items()}

@@ -16,7 +16,7 @@ import numpy as np
 from numtrace_ir import registry
 from numtrace_ir.types import TensorType
 
-from numtrace_cpu.lowering import FallbackStep, FusedStep, IntoStep, PartViewStep, Step
+from numtrace_cpu.steps import FallbackStep, FusedStep, IntoStep, PartViewStep, Step
 
 __all__ = ["JoinRestStep", "part_keys", "write_parts_in_place"]
 

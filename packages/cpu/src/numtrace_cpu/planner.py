@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 from numtrace_ir.types import TensorType
 
+from numtrace_cpu.steps import FusedStep
+
 __all__ = ["BufferPlan", "plan_buffers", "write_updates_in_place"]
 
 
@@ -41,8 +43,6 @@ def write_updates_in_place(steps: list, n_inputs: int, outputs: list[int], updat
     (`FusedStep.overwritable`), the output is not among the inputs' own values, and no later step (or
     graph output) reads the input or a view of it, so nothing sees its old contents after the pass.
     """
-    from numtrace_cpu.lowering import FusedStep
-
     root: dict[int, int] = {}
     for step in steps:
         if step.view:

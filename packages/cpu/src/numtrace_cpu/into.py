@@ -1,0 +1,125 @@
+"""NumPy callables for the steps that run NumPy's own code on planned buffers: ``fn(*inputs, out=o)``
+for an `IntoStep` (the reference's loop without its temporary) and a static basic index as a view.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numtrace_ir import registry
+from numtrace_ir.registry import OpDef
+from numtrace_ir.types import TensorType
+
+from numtrace_cpu.classify import opdef_of, tensor_type
+
+__all__ = ["basic_index_view", "into_call"]
+
+# The ops this module reads by identity (a misspelt name fails at import).
+(_MATMUL, _STACK, _CONCATENATE, _GETITEM, _TRIU, _TRIL, _DIAG, _OUTER, _FULL) = map(
+    registry.get, ("np.matmul", "np.stack", "np.concatenate", "np.getitem", "np.triu", "np.tril", "np.diag",
+                   "np.outer", "prim.full"))
+
+
+def into_call(node):
+    """``fn(*inputs, out=o)`` computing the node with NumPy's own function into a given array, for
+    ops whose NumPy function takes ``out=`` with the same loop as the reference; None otherwise."""
+    outs = node.outputs
+    if len(outs) != 1 or not isinstance(outs[0].type, TensorType) or not outs[0].type.is_concrete:
+        return None
+    op = opdef_of(node)
+    if op is _FULL:   # the shape is known: its dims inputs are not read
+        return _fill_into(node.attrs["fill_value"])
+    ins = [tensor_type(v) for v in node.inputs]
+    if not ins or any(t is None or not t.is_concrete for t in ins):
+        return None
+    out_dt = outs[0].type.dtype
+    attrs = node.attrs
+    layout = _layout_into(op, ins, out_dt, attrs)
+    if layout is not None:
+        return layout
+    kind = op.reduction if op is not None else None
+    if kind in ("cumsum", "cumprod") and ins[0].ndim >= 1 and out_dt.kind in "biuf":
+        fn = np.cumsum if kind == "cumsum" else np.cumprod
+        axis = attrs.get("axis")
+
+        def scan(a, out):
+            fn(a, axis=axis, dtype=out_dt, out=out)
+        return scan
+    if kind in ("argmin", "argmax") and 0 not in tuple(ins[0].shape) and out_dt == np.dtype(np.intp):
+        fn = np.argmin if kind == "argmin" else np.argmax
+        axis, keepdims = attrs.get("axis"), bool(attrs.get("keepdims", False))
+
+        def arg(a, out):
+            fn(a, axis=axis, out=out, keepdims=keepdims)
+        return arg
+    if (op is _STACK or op is _CONCATENATE) and out_dt.kind in "biufc" and all(t.ndim >= 1 or op is _STACK
+                                                                               for t in ins):
+        fn = np.stack if op is _STACK else np.concatenate
+        axis = attrs.get("axis", 0)
+        casting = "same_kind" if attrs.get("dtype") is None else "unsafe"
+
+        def join(*arrays, out):
+            fn(arrays, axis=axis, out=out, casting=casting)
+        return join
+    if op is _MATMUL and len(ins) == 2 and min(t.ndim for t in ins) >= 1 and out_dt.kind in "biufc":
+        return _out_call(np.matmul)
+    return None
+
+
+def _out_call(fn):
+    """``fn(*inputs, out=out)``: a NumPy function that takes ``out=`` with the reference's own loop."""
+    def call(*arrays, out):
+        fn(*arrays, out=out)
+    return call
+
+
+def _fill_into(value):
+    """``np.full``'s own assignment (``copyto`` with unsafe casting) into the planned buffer."""
+    copyto = np.copyto
+
+    def fill(*dims, out):
+        copyto(out, value, casting="unsafe")
+    return fill
+
+
+def _layout_into(op: OpDef | None, ins: list, out_dt: np.dtype, attrs: dict):
+    """Into-buffer forms of triu/tril (a mask fixed by the shape), diag and outer; None for others.
+    Each gives the reference's values: triu/tril are ``where(mask, a, 0)``, diag's 2-d form a copy of
+    the diagonal and its 1-d form zeros with `a` on it, outer ``multiply`` of the raveled inputs."""
+    copyto = np.copyto
+    if (op is _TRIU or op is _TRIL) and ins[0].dtype == out_dt and ins[0].ndim >= 2:
+        k = int(attrs.get("k", 0))
+        rows, cols = ins[0].shape[-2:]
+        tri_mask = np.tri(rows, cols, k if op is _TRIL else k - 1, dtype=bool)
+        keep = tri_mask if op is _TRIL else ~tri_mask
+
+        def tri(a, out):
+            out.fill(0)
+            copyto(out, a, where=keep)
+        return tri
+    if op is _DIAG and ins[0].dtype == out_dt and ins[0].ndim in (1, 2):
+        k = int(attrs.get("k", 0))
+        if ins[0].ndim == 2:
+            def diagonal(a, out):
+                copyto(out, np.diagonal(a, k))
+            return diagonal
+        n = ins[0].shape[0]
+        rows, cols = np.arange(n) + max(-k, 0), np.arange(n) + max(k, 0)
+
+        def diag(a, out):
+            out.fill(0)
+            out[rows, cols] = a
+        return diag
+    if op is _OUTER and len(ins) == 2 and out_dt.kind in "biufc":
+        return _out_call(np.outer)
+    return None
+
+
+def basic_index_view(node):
+    """``x[key]`` for a static key (ints, slices, None, Ellipsis) as NumPy's own view: the reference
+    copies (its results are values), which would turn a free slice into a pass over the data."""
+    if opdef_of(node) is not _GETITEM or len(node.inputs) != 1:
+        return None
+    key = tuple(node.attrs["index"])
+    if Ellipsis not in key:
+        key += (Ellipsis,)   # keeps an all-int key a 0-d array, not a NumPy scalar
+    return lambda a: a[key]
