@@ -8,10 +8,13 @@ from numtrace_ir.ops import (
     foreign,  # noqa: F401
     host,  # noqa: F401
     indexing,  # noqa: F401
+    joining,  # noqa: F401
     linalg,  # noqa: F401
     movement,  # noqa: F401
+    ordering,  # noqa: F401
     prim,  # noqa: F401
     random,  # noqa: F401
     reductions,  # noqa: F401
     statistics,  # noqa: F401
+    tiling,  # noqa: F401
 )

@@ -1,0 +1,208 @@
+"""Movement ops that tile, repeat or pad an array, or keep or build its triangles and diagonals
+(triu, tril, diagonal, diag). Values are moved, never computed; dtypes follow their inputs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from numtrace_ir import dims
+from numtrace_ir.dims import ShapeError
+from numtrace_ir.ops import rules
+from numtrace_ir.ops.movement import movement
+from numtrace_ir.registry import Attr
+
+
+def _tile(name, t, attrs):
+    reps = attrs["reps"]
+    n = max(len(reps), t.ndim)
+    shape = (1,) * (n - t.ndim) + t.shape
+    reps = (1,) * (n - len(reps)) + reps
+    if any(r < 0 for r in reps):
+        raise ShapeError(f"{name}: negative reps {attrs['reps']}")
+    return tuple(dims.mul(d, r) for d, r in zip(shape, reps))
+
+
+movement(
+    "np.tile",
+    [Attr("reps", convert=rules.to_ints)],
+    _tile,
+    lambda a, reps: np.tile(a, reps),
+    [np.tile],
+    [
+        (((3, 4),), {"reps": 2}),
+        (((3,),), {"reps": (2, 2)}),
+        (((2, 3, 4),), {"reps": (2, 1)}),
+        (((),), {"reps": 3}),
+        (((0, 2),), {"reps": (2, 2)}),
+    ],
+)
+
+
+def _repeat(name, t, attrs):
+    reps, ax = attrs["repeats"], attrs["axis"]
+    if any(r < 0 for r in reps):
+        raise ShapeError(f"{name}: negative repeats {reps}")
+    base = (dims.prod(t.shape),) if ax is None else t.shape
+    i = 0 if ax is None else rules.axis(name, ax, t.ndim)
+    n = base[i]
+    if len(reps) == 1:
+        size = dims.mul(n, reps[0])
+    elif type(n) is int and len(reps) == n:
+        size = sum(reps)
+    else:
+        raise ShapeError(f"{name}: {len(reps)} repeats for an axis of size {n}")
+    return base[:i] + (size,) + base[i + 1 :]
+
+
+movement(
+    "np.repeat",
+    [Attr("repeats", convert=rules.to_ints), Attr("axis", None, rules.to_int_or_none)],
+    _repeat,
+    lambda a, repeats, axis: np.repeat(a, repeats if len(repeats) > 1 else repeats[0], axis),
+    [np.repeat, np.ndarray.repeat],
+    [
+        (((3, 4),), {"repeats": 2}),
+        (((3, 4),), {"repeats": (1, 0, 2), "axis": 0}),
+        (((2, 3),), {"repeats": 3, "axis": -1}),
+        (((),), {"repeats": 2}),
+        (((0, 2),), {"repeats": 2, "axis": 1}),
+    ],
+)
+
+
+def _to_pad_width(v):
+    """``pad_width`` in any NumPy form -> an int, a pair, or a tuple of pairs."""
+    if isinstance(v, (int, np.integer)):
+        return rules.to_int(v)
+    v = tuple(v)
+    if all(isinstance(x, (int, np.integer)) for x in v):
+        return rules.to_ints(v)
+    return tuple(rules.to_ints(x) for x in v)
+
+
+def _pad(name, t, attrs):
+    pw = attrs["pad_width"]
+    if isinstance(pw, int):
+        pairs = [(pw, pw)] * t.ndim
+    elif pw and isinstance(pw[0], int):
+        if len(pw) not in (1, 2):
+            raise ShapeError(f"{name}: pad_width {pw} is not (before, after)")
+        pairs = [(pw[0], pw[-1])] * t.ndim
+    elif len(pw) == 1:
+        pairs = [tuple(pw[0]) * (2 // len(pw[0]))] * t.ndim
+    elif len(pw) == t.ndim:
+        pairs = [p * (2 // len(p)) if len(p) in (1, 2) else p for p in pw]
+    else:
+        raise ShapeError(f"{name}: pad_width {pw} does not match an array of dimension {t.ndim}")
+    if any(len(p) != 2 or min(p) < 0 for p in pairs):
+        raise ShapeError(f"{name}: pad_width {pw} needs non-negative (before, after) pairs")
+    return tuple(dims.add(d, b + a) for d, (b, a) in zip(t.shape, pairs))
+
+
+def _constant_mode(v):
+    if v != "constant":
+        raise NotImplementedError(f"np.pad mode {v!r}: only mode='constant' is an op")
+    return v
+
+
+movement(
+    "np.pad",
+    [
+        Attr("pad_width", convert=_to_pad_width),
+        Attr("mode", "constant", _constant_mode),
+        Attr("constant_values", 0, rules.to_scalar),
+    ],
+    _pad,
+    lambda a, pad_width, mode, constant_values: np.pad(a, pad_width, mode, constant_values=constant_values),
+    [np.pad],
+    [
+        (((3, 4),), {"pad_width": 1}),
+        (((3, 4),), {"pad_width": ((1, 2), (0, 3)), "constant_values": 1}),
+        (((2, 3, 4),), {"pad_width": (2, 1)}),
+        (((),), {"pad_width": 2}),
+        (((0, 2),), {"pad_width": ((1,), (2,))}),
+    ],
+)
+
+
+def _tri(name, t, attrs):
+    if t.ndim < 2:
+        raise ShapeError(f"{name}: needs at least 2 dims, got {t}")
+    return t.shape
+
+
+# The registration loops below share these names; each holds a NumPy function or a shape helper.
+_fn: Callable
+_to_nd: Callable[[tuple], tuple]
+_axis_of: Callable[[int], int]
+for _name, _fn in (("np.triu", np.triu), ("np.tril", np.tril)):
+    movement(
+        _name,
+        [Attr("k", 0, rules.to_int)],
+        _tri,
+        (lambda fn: lambda a, k: fn(a, k))(_fn),
+        [_fn],
+        [(((3, 4),), {}), (((4, 3),), {"k": 1}), (((2, 3, 3),), {"k": -1}), (((0, 2),), {})],
+    )
+
+
+def _diagonal(name, t, attrs):
+    if t.ndim < 2:
+        raise ShapeError(f"{name}: needs at least 2 dims, got {t}")
+    i, j = rules.axis(name, attrs["axis1"], t.ndim), rules.axis(name, attrs["axis2"], t.ndim)
+    if i == j:
+        raise ShapeError(f"{name}: axis1 and axis2 are the same axis {i}")
+    k = attrs["offset"]
+    n1, n2 = t.shape[i], t.shape[j]
+    n = dims.minimum(n1, dims.sub(n2, k)) if k >= 0 else dims.minimum(dims.add(n1, k), n2)
+    return tuple(d for a, d in enumerate(t.shape) if a not in (i, j)) + (dims.maximum(n, 0),)
+
+
+movement(
+    "np.diagonal",
+    [Attr("offset", 0, rules.to_int), Attr("axis1", 0, rules.to_int), Attr("axis2", 1, rules.to_int)],
+    _diagonal,
+    lambda a, offset, axis1, axis2: np.diagonal(a, offset, axis1, axis2).copy(),
+    [np.diagonal, np.ndarray.diagonal],
+    [
+        (((3, 4),), {}),
+        (((3, 4),), {"offset": 2}),
+        (((4, 3),), {"offset": -5}),
+        (((2, 3, 4),), {"axis1": 2, "axis2": 0, "offset": -1}),
+        (((0, 2),), {}),
+    ],
+    as_view=lambda a, out, attrs, dims: np.diagonal(a, attrs["offset"], attrs["axis1"], attrs["axis2"]),
+)
+
+
+def _diag(name, t, attrs):
+    k = attrs["k"]
+    if t.ndim == 1:
+        n = dims.add(t.shape[0], abs(k))
+        return (n, n)
+    if t.ndim == 2:
+        return _diagonal(name, t, {"offset": k, "axis1": 0, "axis2": 1})[-1:]
+    raise ShapeError(f"{name}: input must be 1- or 2-d, got {t}")
+
+
+movement(
+    "np.diag",
+    [Attr("k", 0, rules.to_int)],
+    _diag,
+    lambda a, k: np.array(np.diag(a, k), copy=True),
+    [np.diag],
+    [
+        (((3,),), {}),
+        (((3,),), {"k": 2}),
+        (((4,),), {"k": -1}),
+        (((3, 4),), {}),
+        (((3, 4),), {"k": 1}),
+        (((4, 3),), {"k": -2}),
+        (((3, 4),), {"k": 7}),
+        (((0,),), {"k": 1}),
+        (((0, 3),), {}),
+    ],
+    doc="a 1-d input gives the square matrix with it on diagonal k; a 2-d input gives diagonal k",
+)
