@@ -25,8 +25,9 @@ if CHECKED:
 FLAGS = ["-O3", "-ffp-contract=fast", "-fno-math-errno", "-fno-trapping-math"]
 SRC = HERE / "src" / "numtrace_cpu"
 
-# The block loops (blocks.pxi, line_passes.pxi, gemv.pxi) are built once per ISA, as blocks_<build>.pyx; numtrace_cpu.isa
-# imports only the widest one the CPU runs. The rest (runtime.pyx) is ISA-independent and built once.
+# The block loops (blocks.pxi, line_passes.pxi, gemv.pxi) are built once per ISA, as
+# blocks_<build>.pyx; numtrace_cpu.isa imports only the widest one the CPU runs. The rest
+# (runtime.pyx) is ISA-independent and built once.
 # -mprefer-vector-width=512: GCC's x86-64-v4 default is 256-bit vectors, which would waste the build.
 ARCH_FLAGS = {"baseline": [], "avx2": ["-march=x86-64-v3"],
               "avx512": ["-march=x86-64-v4", "-mprefer-vector-width=512"]}
