@@ -84,6 +84,10 @@ def _join_impl(fn):
     return impl
 
 
+# The registration loops below share these names; each holds a NumPy function or a shape helper.
+_fn: Callable
+_to_nd: Callable[[tuple], tuple]
+_axis_of: Callable[[int], int]
 for _name, _fn, _stack, _targets in (
     ("np.concatenate", np.concatenate, False, [np.concatenate, np.concat]),
     ("np.stack", np.stack, True, [np.stack]),

@@ -133,10 +133,7 @@ def _tri(name, t, attrs):
     return t.shape
 
 
-# The registration loops below share these names; each holds a NumPy function or a shape helper.
-_fn: Callable
-_to_nd: Callable[[tuple], tuple]
-_axis_of: Callable[[int], int]
+_fn: Callable  # the NumPy function of each op the loop below registers
 for _name, _fn in (("np.triu", np.triu), ("np.tril", np.tril)):
     movement(
         _name,
