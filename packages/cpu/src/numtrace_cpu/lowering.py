@@ -1,17 +1,11 @@
 """Lowering a specialized graph into steps: fused interpreter groups, BLAS contractions, fallbacks.
 
-Fusion is greedy in program order. An elementwise node joins the open groups that produce its
-inputs when they iterate over the same shape; a reduction joins the group of its producer (or starts
-one), and later elementwise nodes of the same shape may still join that pass. A group stays open
-only while no node outside it has read one of its values, which is what makes moving the group
-to its last node's position (and so merging several groups) always legal. Everything the
-interpreter has no kernel for becomes a BLAS step (matmul/dot) or runs its NumPy reference.
+The driver: it numbers the values, asks `numtrace_cpu.fusion` for the fusion groups and
+`numtrace_cpu.assemble` for their programs, gives every other node the step `numtrace_cpu.classify`
+picks for it (a BLAS or small product, a scan, NumPy's own call into the buffer, a setitem, or its
+NumPy reference), then rewrites a few steps in place (setitems, scan prologues).
 
-This module is the driver: it numbers the values, asks `numtrace_cpu.fusion` for the groups,
-`numtrace_cpu.assemble` for their programs and `numtrace_cpu.classify` for every other node's step,
-then rewrites a few steps in place (setitems, scan prologues).
-
-The result is plain data (`Step` objects over value numbers); `numtrace_cpu.planner` assigns
+The result is plain data (`numtrace_cpu.steps` over value numbers); `numtrace_cpu.planner` assigns
 buffers and `numtrace_cpu.executable` runs it.
 """
 
