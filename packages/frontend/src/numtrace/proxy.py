@@ -115,7 +115,7 @@ class TracedArray(TracedValue):
         if new._concrete.dtype != self._concrete.dtype:
             new = np.astype(new, self._concrete.dtype)
         if new._concrete.shape != self._concrete.shape:
-            new = np.broadcast_to(new, self._concrete.shape)
+            new = np.broadcast_to(new, self.shape)  # traced dims: follows the shapes
         self._rebind(tracer, new._graph_value(tracer), what)
 
     def _rebind(self, tracer: Tracer, graph_value: Any, what: str) -> None:
@@ -240,7 +240,12 @@ class TracedArray(TracedValue):
         return f"TracedArray({self._concrete!r})"
 
     def __str__(self) -> str:
+        _left_graph(self, "text (str(x))")
         return str(self._concrete)
+
+    def __format__(self, spec: str) -> str:
+        _left_graph(self, "text (f\"{x}\", format(x))")
+        return format(self._concrete, spec)
 
     # -- conversions that leave the graph -------------------------------------------------------
     def __bool__(self) -> bool:
