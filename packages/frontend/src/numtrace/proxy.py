@@ -29,6 +29,7 @@ from .errors import TracerWarning
 from .source import user_location, warn_at_user_line
 from .traced_value import TracedValue, unwrap
 from .tracer import Tracer, active_tracer, current_tracer
+from .views import note_layout_write
 
 
 def _left_graph(array: TracedArray, what: str) -> None:
@@ -68,7 +69,7 @@ def _refuse_masked_array() -> None:
 class TracedArray(TracedValue):
     """An array being traced: concrete value + graph value; behaves like an ndarray."""
 
-    __slots__ = ("_parent", "_view", "_seen", "_version", "__weakref__")
+    __slots__ = ("_parent", "_view", "_seen", "_version", "_scalar", "__weakref__")
     _kind = "tensor"
 
     # An ndarray on the left of an operator defers to this class (via __array_ufunc__).
@@ -84,6 +85,9 @@ class TracedArray(TracedValue):
         self._view: Any = None
         self._seen = 0
         self._version = 0
+        # NumPy gave an immutable scalar (np.generic) for this value (set by Tracer.wrap): `s += x` then
+        # binds a new value and leaves other references to the old one alone, where an array is written.
+        self._scalar = False
         tracer.live.append(weakref.ref(self))
 
     # -- graph value, views, writes ------------------------------------------------------------
@@ -121,6 +125,7 @@ class TracedArray(TracedValue):
     def _rebind(self, tracer: Tracer, graph_value: Any, what: str) -> None:
         """Point this proxy at a new graph value of the same type; propagate the write to its base."""
         self._warn_untracked_aliases(tracer, what)
+        note_layout_write(tracer, self)
         self._ir = graph_value
         self._version += 1
         parent = self._parent
@@ -390,6 +395,8 @@ def _binary(ufunc: np.ufunc):
         return ufunc(other, self)
 
     def inplace(self, other):
+        if self._scalar:
+            return ufunc(self, other)  # a NumPy scalar is immutable: `s += x` is `s = s + x`
         return ufunc(self, other, out=(self,))
 
     return forward, reflected, inplace
@@ -403,6 +410,15 @@ for _op, _ufunc in {"add": np.add, "sub": np.subtract, "mul": np.multiply, "true
     setattr(TracedArray, f"__{_op}__", _f)
     setattr(TracedArray, f"__r{_op}__", _r)
     setattr(TracedArray, f"__i{_op}__", _i)
+def _pow(self, other):
+    # ndarray.__pow__ sends a Python int 2 to np.square, whose bool loop gives int8 where np.power's
+    # gives int64; every other array/exponent pair gives np.power's result.
+    if type(other) is int and other == 2 and self.dtype == np.bool_:
+        return np.square(self)
+    return np.power(self, other)
+
+
+TracedArray.__pow__ = _pow  # type: ignore[method-assign]
 for _op, _ufunc in {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
                     "eq": np.equal, "ne": np.not_equal}.items():
     setattr(TracedArray, f"__{_op}__", _binary(_ufunc)[0])
