@@ -418,7 +418,7 @@ def _pow(self, other):
     return np.power(self, other)
 
 
-TracedArray.__pow__ = _pow  # type: ignore[method-assign]
+setattr(TracedArray, "__pow__", _pow)
 for _op, _ufunc in {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
                     "eq": np.equal, "ne": np.not_equal}.items():
     setattr(TracedArray, f"__{_op}__", _binary(_ufunc)[0])
