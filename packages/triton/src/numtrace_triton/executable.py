@@ -200,7 +200,7 @@ class TritonExecutable:
         folded = sum(o.buffer is None for o in plan.outputs)
         if folded:
             lines.append(f"  {folded} output(s) folded at compile time (no kernel)")
-        host = {}
+        host: dict[int, list[str]] = {}
         for h in self._host:
             host.setdefault(h.step.after, []).append(h.step.description)
         for k, info in enumerate(self.kernels, 1):

@@ -20,8 +20,8 @@ from numtrace_ir.guards import GuardError
 from numtrace_ir.interpreter import reference_call
 from numtrace_ir.types import ScalarType, TensorType
 
-from .dtypes import storage_dtype
 from .device_memory import DeviceAllocator, DeviceBuffer
+from .dtypes import storage_dtype
 from .kernel_plan import View, c_strides, numel
 from .placement import NOTHING, BufferSpec, Loc, Placement
 
