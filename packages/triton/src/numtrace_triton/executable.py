@@ -68,6 +68,7 @@ class TritonExecutable:
         # Host calls and guards on data, run between kernels; their results are uploaded per run.
         self._host = [HostRunner(step, plan.buffers) for step in plan.host_steps]
         self._host_written = {b for step in plan.host_steps for b in step.outputs if b is not None}
+        self._launches = list(zip(plan.kernels, self._fns))
         self._lock = threading.Lock()
         self._calls = 0
 
@@ -129,7 +130,7 @@ class TritonExecutable:
         self._launch_range(start, len(self._fns), bufs)
 
     def _launch_range(self, start: int, stop: int, bufs: dict[int, DeviceBuffer]) -> None:
-        kernels = list(zip(self.plan.kernels, self._fns))[start:stop]
+        kernels = self._launches[start:stop]
         if not self._interpret:
             for k, fn in kernels:
                 self._launch(k, fn, bufs)
