@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from numtrace_ir.guards import GuardError
-from numtrace_ir.ops import sampling as S
+from numtrace_ir.ops import sampling
 from numtrace_ir.registry import Attr, Inputs, OpDef, Sample, register
 from numtrace_ir.types import TensorType, normalize_dtype
 
@@ -226,16 +226,16 @@ def _impl(args, func, call, outputs, writes, shapes):
 
 
 def _samples(rng):
-    x = S.array(rng, (8,), "f8")
+    x = sampling.array(rng, (8,), "f8")
     yield Sample((x,), {"func": "numpy.fft.rfft", "call": (("$0",), ()),
                         "outputs": ((np.dtype("c16"), (5,)),), "writes": (), "shapes": ((8,),)})
-    a, b = S.array(rng, (4, 3), "f4"), S.array(rng, (4, 3), "f4")
+    a, b = sampling.array(rng, (4, 3), "f4"), sampling.array(rng, (4, 3), "f4")
     yield Sample((a, b), {"func": "numpy.cross", "call": (("$0", "$1"), (("axis", -1),)),
                           "outputs": ((np.dtype("f4"), (4, 3)),), "writes": (), "shapes": ((4, 3), (4, 3))})
-    yield Sample((S.array(rng, (3, 2), "f8"),),
+    yield Sample((sampling.array(rng, (3, 2), "f8"),),
                  {"func": "numpy.pad", "call": (("$0", 1), (("mode", "edge"),)),
                   "outputs": ((np.dtype("f8"), (5, 4)),), "writes": (), "shapes": ((3, 2),)})
-    yield Sample((S.array(rng, (5,), "f8"), np.array([0, 2, 0]), S.array(rng, (3,), "f8")),
+    yield Sample((sampling.array(rng, (5,), "f8"), np.array([0, 2, 0]), sampling.array(rng, (3,), "f8")),
                  {"func": "numpy.add.at", "call": (("$0", "$1", "$2"), ()), "outputs": (), "writes": (0,),
                   "shapes": ((5,), (3,), (3,))}, note="writes into its first argument")
 
