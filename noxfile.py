@@ -275,8 +275,12 @@ INTEGRATION_DEPS = [
     "AHRS==0.4.0",
     "haversine==2.9.0",
     "properscoring==0.1",
+    "scikit-fuzzy==0.5.0",
+    "pykalman==0.11.2",
+    "pyquaternion==0.9.9",
+    "colour-science==0.4.7",
 ]
-INTEGRATION_NO_DEPS = ["filterpy==1.4.5"]
+INTEGRATION_NO_DEPS = ["filterpy==1.4.5", "pytransform3d==3.17.0"]  # pytransform3d's deps are for plotting
 
 
 @nox.session

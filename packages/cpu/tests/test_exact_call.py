@@ -8,7 +8,7 @@ import numpy as np
 import numtrace_cpu
 import pytest
 from numtrace_cpu import compile_graph
-from numtrace_ir import CallSpec, Graph
+from numtrace_ir import CallSpec, Graph, run_call
 from numtrace_ir.types import TensorType
 
 F64 = np.dtype(np.float64)
@@ -100,6 +100,25 @@ def test_inexact_arguments_are_declined_and_nothing_runs():
         np.testing.assert_array_equal(x, x_before)
     stateful = CallSpec(num_args=1, num_state=1, num_results=1, single=True)
     assert exe.exact_caller(stateful, (y.astype(np.float32),)).run((x,)) is NotImplemented
+
+
+def test_an_argument_sharing_written_module_state_is_declined_then_refused():
+    """Module state is an input too: an argument that overlaps state the function writes into (y, the
+    state, gets y * 2) is declined by the fast path and refused by `run_call`, naming both."""
+    exe = _step_exe()
+    spec = CallSpec(num_args=1, num_state=1, num_results=1, written=(1,), name="step",
+                    input_names=("x", "w"))
+    assert spec.alias_pairs == ((1, 0),)
+    x, w = _arrays(7)
+    w_before = w.copy()
+    assert exe.exact_caller(spec, (w,)).run((w[::-1],)) is NotImplemented
+    np.testing.assert_array_equal(w, w_before)
+    with pytest.raises(ValueError, match="module state 'w' is written into .* with argument 'x'"):
+        run_call(exe, spec, (w,), (w,))
+    np.testing.assert_array_equal(w, w_before)
+    got = exe.exact_caller(spec, (w,)).run((x,))
+    np.testing.assert_array_equal(got[0], x * w_before + 1.0)
+    np.testing.assert_array_equal(w, w_before * 2)
 
 
 def test_disjoint_bounds_and_empty_arrays_are_not_aliases():

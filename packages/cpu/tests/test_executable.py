@@ -2,6 +2,7 @@
 the compile cache, stats."""
 
 import threading
+import warnings
 
 import numpy as np
 import numtrace_cpu
@@ -270,19 +271,40 @@ def test_view_of_a_0d_value_that_numpy_returns_as_a_scalar():
     np.testing.assert_allclose(flipped, np.sin(np.float32(3.0)), rtol=1e-6)
 
 @pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")   # np.matrix
-def test_ndarray_subclass_inputs_run_with_ndarray_semantics():
-    # np.matrix keeps 2 dims under x[0]: the view step must see a plain ndarray, as the graph does.
+def test_ndarray_subclass_inputs_are_refused_but_memmap(tmp_path):
+    # The graph has ndarray semantics: a masked array's mask or np.matrix's 2-d rows would be ignored.
     g = Graph()
     x = g.add_input("x", TensorType(F32, (3, 4)))
     row = g.create_node("np.getitem", [x], attrs={"index": (0,)}).output
     g.set_outputs([g.create_node("np.negative", [row]).output, row])
     exe = compile_graph(g, [TensorType(F32, (3, 4))])
     xv = np.arange(12, dtype=F32).reshape(3, 4)
-    for arg in (np.asmatrix(xv), np.ma.masked_array(xv)):
-        neg, r = exe(arg)
-        assert type(neg) is np.ndarray and type(r) is np.ndarray
-        np.testing.assert_array_equal(neg, -xv[0])
-        np.testing.assert_array_equal(r, xv[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PendingDeprecationWarning)
+        matrix = np.asmatrix(xv)
+    for arg in (matrix, np.ma.masked_array(xv, mask=xv > 5)):
+        with pytest.raises(TypeError, match="input 0 is a .* ndarray subclass"):
+            exe(arg)
+    mapped = np.memmap(tmp_path / "x.bin", dtype=F32, mode="w+", shape=(3, 4))
+    mapped[:] = xv
+    neg, r = exe(mapped)
+    assert type(neg) is np.ndarray and type(r) is np.ndarray
+    np.testing.assert_array_equal(neg, -xv[0])
+    np.testing.assert_array_equal(r, xv[0])
+
+
+def test_an_input_of_an_equal_dtype_by_another_type_number_runs():
+    g = Graph()
+    x = g.add_input("x", TensorType(np.int64, (5,)))
+    g.set_outputs([g.create_node("np.add", [x, x]).output])
+    exe = compile_graph(g, [TensorType(np.int64, (5,))])
+    arg = np.arange(5, dtype=np.longlong)
+    assert arg.dtype == np.int64 and arg.dtype.num != np.dtype(np.int64).num
+    np.testing.assert_array_equal(exe(arg)[0], 2 * np.arange(5))
+    out = np.empty(5, np.longlong)
+    (got,) = exe(arg, out=[out])
+    assert got is out
+    np.testing.assert_array_equal(out, 2 * np.arange(5))
 
 def test_large_outputs_recycle_memory_only_once_released():
     n = 1 << 19   # 2 MiB of float32: a recycled block

@@ -249,6 +249,45 @@ def test_join_with_a_cast_or_an_output_part_copies():
     assert exe.stats()["parts_in_place"] == 0
 
 
+@pytest.mark.parametrize("join,index", [("np.stack", (0,)), ("np.concatenate", ("input",)),
+                                        ("np.column_stack", (slice(None), 0))])
+def test_a_part_read_after_the_joined_array_is_assigned_keeps_its_values(join, index):
+    """``s = np.stack([a, b]); s[0] = 0; a - 1``: the assignment is given the joined array's buffer, so
+    a part read after it must not be that memory (it is computed into its own buffer and copied)."""
+    def body(g, a, b):
+        p, q = _op(g, "np.multiply", a, _const(g, 2.0)), _op(g, "np.add", b, _const(g, 1.0))
+        s = _op(g, join, p, q)
+        keys = [_const(g, np.array([0, 1]))] if "input" in index else []
+        s2 = _op(g, "np.setitem", s, *keys, _const(g, 0.0), index=index)
+        return s2, _op(g, "np.subtract", p, _const(g, 1.0))
+
+    rng = np.random.default_rng(2)
+    x, y = rng.standard_normal(6), rng.standard_normal(6)
+    g = _graph([TensorType(np.dtype("float64"), (6,))] * 2, body)
+    exe, got, expected = _run(g, [x, y], 1)
+    for a, b in zip(got, expected):
+        np.testing.assert_array_equal(a, b, strict=True)
+    st = exe.stats()
+    assert st["setitems_in_place"] == 1 and st["parts_in_place"] == 1, st   # q still written in place
+
+
+@pytest.mark.parametrize("join", ["np.stack", "np.concatenate"])
+def test_0d_parts_are_written_into_the_joined_array(join):
+    """``np.stack([x.sum(), x.max()])``: each 0-d part's place is a 0-d view of the result, not a
+    NumPy scalar copied out of it (which the pass would write instead)."""
+    def body(g, a):
+        parts = [_op(g, "np.sum", _op(g, "np.multiply", a, a)), _op(g, "np.max", a)]
+        if join == "np.concatenate":
+            parts = [_op(g, "np.reshape", p, shape=(1,)) for p in parts]
+        return _op(g, join, *parts)
+
+    rng = np.random.default_rng(3)
+    g = _graph([TensorType(np.dtype("float64"), (4, 3))], body)
+    for x in (rng.standard_normal((4, 3)), rng.standard_normal((4, 3)) * 7):
+        exe, (got,), (expected,) = _run(g, [x], 1)
+        np.testing.assert_allclose(got, expected, rtol=1e-15)
+
+
 def test_join_into_a_callers_out_array():
     """With ``out=`` the parts are written into the caller's (strided) array."""
     def body(g, a, b):
@@ -299,6 +338,19 @@ def test_small_k_matmul_equals_blas_within_rounding(a_shape, b_shape, b_kind, dt
     np.testing.assert_allclose(got, expected, rtol=0, atol=float(np.max(bound, initial=0)))
     st = exe.stats()
     assert st["small_matmuls"] == 1 and st["matmuls"] == 0, st
+
+
+@pytest.mark.parametrize("dtype", [np.dtype("float64"), np.dtype("float32")], ids=str)
+@pytest.mark.parametrize("a_shape,b_shape", [((4, 3), (3,)), ((4, 2), (2, 5)), ((2, 4, 7), (7, 3))])
+def test_small_k_sums_of_negative_zeros_are_positive_zero(a_shape, b_shape, dtype):
+    """NumPy's matmul sums from +0: -0.0 products give +0.0, as BLAS does."""
+    a = -np.zeros(a_shape, dtype)
+    g = _graph([TensorType(dtype, a_shape)],
+               lambda g, x: _op(g, "np.matmul", x, _const(g, np.ones(b_shape, dtype))))
+    exe, (got,), (expected,) = _run(g, [a], 1)
+    assert exe.stats()["small_matmuls"] == 1
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(expected))
+    assert not np.signbit(got).any()
 
 
 def test_small_k_special_values_propagate():

@@ -394,3 +394,43 @@ def test_draws_of_generators_reached_by_attribute_or_helper_are_recorded(reach, 
     draws = {float(traced(np.ones(2, np.float32))[0]) for _ in range(4)}
     assert len(draws) > 1   # fresh values on every call, as NumPy draws them
     assert all(type(g) is np.random.Generator for g in (_HOLDER.rng, _HELPER_RNG, _RNGS[0]))
+
+
+# -- a NumPy scalar is immutable: `s += x` binds a new value (skfuzzy's defuzz_bisector) --------------
+
+
+def _scalar_accumulate(m):
+    s = m[0] * 1.0
+    first = s
+    s += m[1]
+    return np.stack([first, s])
+
+
+def _array_accumulate(m):
+    a = m[:1] * 1.0      # an array: `+=` writes it in place, and every reference sees the write
+    first = a
+    a += m[1]
+    return np.stack([first, a])
+
+
+def _zero_d_array_accumulate(m):
+    a = np.array(m[0] * 1.0)   # a 0-d array, not a scalar: also written in place
+    first = a
+    a += m[1]
+    return np.stack([first, a])
+
+
+def _scalar_loop(m):
+    total = m[0] * 0.0
+    seen = []
+    for i in range(3):
+        total += m[i]
+        seen.append(total)
+    return np.stack(seen)
+
+
+@pytest.mark.parametrize("fn", [_scalar_accumulate, _array_accumulate, _zero_d_array_accumulate,
+                                _scalar_loop])
+def test_in_place_operator_on_a_numpy_scalar_rebinds(fn, backend):
+    x = np.array([1.0, 5.0, 0.01])
+    _agrees(fn, (x,), [(np.array([2.0, -3.0, 7.0]),), (np.array([0.5, 0.25, 4.0, 9.0]),)], backend)

@@ -60,6 +60,49 @@ def _rows_idx(a):
     return np.array([0, -1, 1]) if a.ndim else np.array([0])
 
 
+# Steps aimed at the cpu backend's fast paths (see FAST_PATHS below).
+def _stack_then_write(a):
+    p, q = np.ravel(a) * 2.0, np.ravel(a) - 1.0
+    s = np.stack([p, q])
+    s[0] = 0.0
+    return s + p   # p, written into the joined array, is read after the join was written
+
+
+def _concatenate_then_write(a, b):
+    p, q = np.ravel(a) * 2.0, np.ravel(b) + 1.0
+    s = np.concatenate([p, q])
+    s[np.array([0, -1])] = 7.0
+    return np.concatenate([s, p])
+
+
+def _column_stack_then_write(a):
+    p, q = np.ravel(a) * 3.0, np.ravel(a) ** 2
+    s = np.column_stack([p, q])
+    s[:, 0] = -0.0
+    return s.sum(axis=1) + p
+
+
+def _small_k(a, sign=1.0):
+    if np.ndim(a) == 0 or np.shape(a)[-1] < 3:
+        return a
+    w = np.array([[1.0, -0.0], [0.5, 2.0], [-0.0, 1.0]])
+    return (a * sign)[..., :3] @ w
+
+
+def _gemv(a):
+    v = np.ravel(a)
+    w = np.ones((np.size(v), 3)) * np.array([1.0, -1.0, 0.5])
+    return np.maximum(v @ w + np.array([0.5, -0.0, 0.0]), 0.0)
+
+
+def _through_reshape(a, view):
+    if np.ndim(a) == 0:
+        return a
+    v = view(a)
+    v[0] = 9.0
+    return a
+
+
 # name -> (arity, function of the operands). Operands are picked from the environment by index.
 STEPS = {
     # ufuncs
@@ -126,34 +169,109 @@ STEPS = {
     "vectorize": (1, np.vectorize(lambda v: v * 2)), "frombuffer": (1, lambda a: np.frombuffer(a.tobytes())),
     "float_of": (1, lambda a: a * float(a.sum())),
     "bool_branch": (1, lambda a: a * 2 if a.sum() > 1 else a - 1),
+    # the cpu backend's fast paths: joins written in place then written, joins of 0-d reductions,
+    # small-K and GEMV products with epilogues on signed zeros, scans of fused passes, constant
+    # exponents over extreme ranges, clip and maximum/minimum ties, writes through reshapes
+    "stack_write": (1, _stack_then_write), "concat_write": (2, _concatenate_then_write),
+    "column_stack_write": (1, _column_stack_then_write),
+    "stack_0d": (1, lambda a: np.stack([a.sum(), a.max()])),
+    "array_0d": (1, lambda a: np.array([a.mean(), a.std()])),
+    "small_k": (1, _small_k), "small_k_neg_zero": (1, lambda a: _small_k(a, -0.0)), "gemv": (1, _gemv),
+    "neg_zero": (1, lambda a: a * -0.0), "clip_tie": (1, lambda a: np.clip(a * -0.0, 0.0, 1.0)),
+    "clip_tie_high": (1, lambda a: np.clip(a * 0.0, -1.0, -0.0)),
+    "max_tie": (1, lambda a: np.maximum(a * -0.0, 0.0)), "min_tie": (1, lambda a: np.minimum(0.0, a * -0.0)),
+    "scan_of_pass": (1, lambda a: np.cumsum(np.log1p(np.abs(a)), axis=-1) if np.ndim(a) else a),
+    "cumprod_of_pass": (1, lambda a: np.cumprod(a * 0.5 + 0.75, axis=-1) if np.ndim(a) else a),
+    "pow_m2_huge": (1, lambda a: (a * 1e156) ** -2), "pow_m2_tiny": (1, lambda a: (a * 1e-155) ** -2),
+    "pow_m1_subnormal": (1, lambda a: (a * 1e-310) ** -1), "pow_half": (1, lambda a: (a * 1e-300) ** 0.5),
+    "pow_3_huge": (1, lambda a: (a * 1e103) ** 3), "pow_4": (1, lambda a: (a - 0.5) ** 4),
+    "pow_m_half": (1, lambda a: np.abs(a) ** -0.5), "pow_2_neg_zero": (1, lambda a: (a * -0.0) ** 2),
+    "reshape_write": (1, lambda a: _through_reshape(a, lambda v: v.reshape(-1))),
+    "ravel_write": (1, lambda a: _through_reshape(a, np.ravel)),
+    "T_reshape_write": (1, lambda a: _through_reshape(a, lambda v: v.T.reshape(-1))),
 }
+FAST_STEPS = [name for name in STEPS if name in (
+    "stack_write", "concat_write", "column_stack_write", "stack_0d", "array_0d", "small_k",
+    "small_k_neg_zero",
+    "gemv", "neg_zero", "clip_tie", "clip_tie_high", "max_tie", "min_tie", "scan_of_pass", "cumprod_of_pass",
+    "pow_m2_huge", "pow_m2_tiny", "pow_m1_subnormal", "pow_half", "pow_3_huge", "pow_4", "pow_m_half",
+    "pow_2_neg_zero", "reshape_write", "ravel_write", "T_reshape_write", "set_row", "set_slice", "iadd",
+    "set_int_idx")]
 NAMES = sorted(STEPS)
 
-step_st = st.tuples(st.sampled_from(NAMES), st.integers(0, 7), st.integers(0, 7))
+# The fast-path steps drawn about as often as all the others together.
+step_st = st.tuples(st.sampled_from(NAMES + FAST_STEPS * 3), st.integers(0, 7), st.integers(0, 7))
 program_st = st.lists(step_st, min_size=1, max_size=6)
+
+
+def run_steps(steps, env):
+    """The steps' results over the environment `env` (which they extend)."""
+    start = len(env)
+    for name, j, k in steps:
+        arity, fn = STEPS[name]
+        args = [env[j % len(env)], env[k % len(env)]][:arity]
+        env.append(fn(*args))
+    # Every step's result is an output: a dead step that raises in NumPy would be removed from the
+    # graph and not raise (a known difference, see test_dead_raising_step_is_removed).
+    return tuple(env[start:])
 
 
 def make_program(steps):
     def program(x, y, i):
-        env = [x, y, i]
-        for name, j, k in steps:
-            arity, fn = STEPS[name]
-            args = [env[j % len(env)], env[k % len(env)]][:arity]
-            env.append(fn(*args))
-        # Every step's result is an output: a dead step that raises in NumPy would be removed from the
-        # graph and not raise (a known difference, see test_dead_raising_step_is_removed).
-        return tuple(env[3:])
+        return run_steps(steps, [x, y, i])
     program.__name__ = "fuzz_" + "_".join(s[0] for s in steps)
     return program
 
 
-def _inputs(n, seed):
+def _inputs(n, seed, kind="plain"):
+    """The arguments of a call: C-contiguous, or one of them Fortran-ordered, strided, an int64 array by
+    another dtype name (np.longlong), or a masked array (an ndarray subclass: refused)."""
     r = np.random.default_rng(seed)
-    return [r.random((n, 4)), r.random((n, 4)), r.integers(0, 3, n)]
+    x, y, i = r.random((n, 4)), r.random((n, 4)), r.integers(0, 3, n)
+    if kind == "fortran":
+        x = np.asfortranarray(x)
+    elif kind == "strided":
+        x = _copy(r.random((n, 8))[:, ::2])
+    elif kind == "longlong":
+        i = i.astype(np.longlong)
+    elif kind == "masked":
+        y = np.ma.masked_array(y, mask=y > 0.5)
+    return [x, y, i]
+
+
+def _copy(a):
+    """A copy laid out as `a` is (Fortran order, every other column of a wider array)."""
+    if isinstance(a, np.ma.MaskedArray) or a.flags.c_contiguous or a.flags.f_contiguous:
+        return a.copy(order="K")
+    wide = np.empty((*a.shape[:-1], 2 * a.shape[-1]), a.dtype)[..., ::2]
+    wide[...] = a
+    return wide
 
 
 def _copies(args):
-    return [a.copy() for a in args]
+    return [_copy(a) for a in args]
+
+
+# Per path of the cpu backend, a counter of stats() that says it ran, and the programs it ran in (their
+# values compared with NumPy's); test_fuzz_reached_every_fast_path checks the counts.
+FAST_PATHS = {
+    "join parts written in place": lambda s: s["parts_in_place"],
+    "small-K product": lambda s: s["small_matmuls"],
+    "GEMV": lambda s: s["gemv"],
+    "GEMV with a fused bias": lambda s: s["gemv_epilogues"],
+    "scan": lambda s: s["scans"],
+    "scan in place": lambda s: s["scans_in_place"],
+    "constant exponent": lambda s: s["constant_powers"],
+    "assignment in place": lambda s: s["setitems_in_place"],
+    "argument updated in place": lambda s: s["in_place_outputs"],
+}
+# Outcomes of the argument kinds a call may take (see _inputs).
+CALL_PATHS = ("Fortran-ordered argument", "strided argument", "np.longlong argument", "masked array refused",
+              "layout refused", "module state written", "module state updated in place",
+              "argument sharing module state refused",
+              "argument sharing module state compared")
+PATH_PROGRAMS: dict[str, int] = dict.fromkeys([*FAST_PATHS, *CALL_PATHS], 0)
+CPU_ONLY = {*FAST_PATHS, "module state updated in place"}
 
 
 def _same(a, b, what):
@@ -209,14 +327,23 @@ def run_case(steps, backend):
             _check_clear(info.value, f"{fn.__name__} on {backend}")
             return "raised"
         outcome = "ok"
-        for n, seed in ((3, 1), (5, 2), (1, 3)):
-            args = _inputs(n, seed)
+        reached: set = set()
+        for n, seed, kind in ((3, 1, "plain"), (5, 2, "plain"), (1, 3, "plain"), (4, 4, "fortran"),
+                              (4, 5, "strided"), (3, 6, "longlong"), (3, 7, "masked")):
+            args = _inputs(n, seed, kind)
             want, want_args, eager_exc = _eager(fn, args)
             got_args = _copies(args)
+            if kind == "masked":
+                with pytest.raises(TypeError, match="subclass"):
+                    traced(*got_args)
+                reached.add("masked array refused")
+                continue
             try:
                 got = traced(*got_args)
             except Exception as exc:
-                _check_clear(exc, f"{fn.__name__} at n={n} on {backend}")
+                _check_clear(exc, f"{fn.__name__} at n={n} ({kind}) on {backend}")
+                if "laid out" in str(exc):
+                    reached.add("layout refused")
                 outcome = "raised"
                 continue
             if warned:
@@ -227,9 +354,16 @@ def run_case(steps, backend):
             want_l, got_l = _flatten(want), _flatten(got)
             assert len(want_l) == len(got_l)
             for j, (w, g) in enumerate(zip(want_l, got_l)):
-                _same(w, g, f"{fn.__name__} at n={n} on {backend}: output {j}")
+                _same(w, g, f"{fn.__name__} at n={n} ({kind}) on {backend}: output {j}")
             for j, (w, g) in enumerate(zip(want_args, got_args)):
-                _same(w, g, f"{fn.__name__} at n={n} on {backend}: argument {j} after the call")
+                _same(w, g, f"{fn.__name__} at n={n} ({kind}) on {backend}: argument {j} after the call")
+            reached.add({"fortran": "Fortran-ordered argument", "strided": "strided argument",
+                         "longlong": "np.longlong argument"}.get(kind, "compared"))
+        if backend == "cpu" and "compared" in reached:
+            for stats in traced.stats()["signatures"].values():
+                reached.update(path for path, count in FAST_PATHS.items() if count(stats))
+        for path in reached & PATH_PROGRAMS.keys():
+            PATH_PROGRAMS[path] += 1
         return outcome
 
 
@@ -239,6 +373,105 @@ def run_case(steps, backend):
 @given(steps=program_st)
 def test_traced_program_matches_numpy_or_raises_clearly(steps, backend):
     run_case(steps, backend)
+
+
+class StateProgram(nt.Module):
+    """A program over the arguments and the module's buffer ``w`` (the environment's fourth array): its
+    steps may write into ``w``, and half the programs decay ``w`` at the end, as a running statistic
+    does."""
+
+    def __init__(self, steps):
+        super().__init__()
+        self.register_buffer("w", np.linspace(0.1, 0.9, 4))
+        self.steps = steps
+
+    def forward(self, x, y, i):
+        out = run_steps(self.steps, [x, y, i, self.w])
+        if self.steps[0][1] % 2:
+            self.w *= 0.9
+        return out
+
+
+def run_module_case(steps, backend):
+    """A StateProgram traced and called like the eager module: outputs, arguments and the state after
+    each call equal NumPy's, also when an argument is the state itself (or the call is refused)."""
+    model, eager = StateProgram(steps), StateProgram(steps)
+    example = _inputs(3, 0)
+    with warnings.catch_warnings(record=True) as caught, np.errstate(all="ignore"):
+        warnings.simplefilter("always")
+        try:
+            traced = nt.trace(model, tuple(_copies(example)), backend=backend, check_trace=False)
+        except Exception as exc:
+            _check_clear(exc, f"module {steps} tracing on {backend}")
+            return
+    if any(issubclass(w.category, nt.TracerWarning) for w in caught):
+        return   # may not generalize: values are not compared
+    eager.load_state_dict(model.state_dict())   # tracing ran forward once more on the model
+    if traced.forward.mutated:
+        PATH_PROGRAMS["module state written"] += 1
+    for n, draw in ((3, 1), (5, 3), (1, 2)):
+        args, eager_args = _inputs(n, draw), _inputs(n, draw)
+        if n == 1:   # the state itself as an argument
+            args[1], eager_args[1] = model.state_dict()["w"][None, :], eager.w[None, :]
+            _count_state_in_place(traced.forward)
+        want, eager_exc = None, None
+        try:
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                want = eager(*eager_args)
+        except Exception as exc:
+            eager_exc = exc
+        try:
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", nt.TracerWarning)
+                got = traced(*args)
+        except Exception as exc:
+            _check_clear(exc, f"module {steps} at n={n} on {backend}")
+            if "shares memory" in str(exc):
+                PATH_PROGRAMS["argument sharing module state refused"] += 1
+            return   # the states now differ: nothing more to compare
+        if eager_exc is not None:
+            return
+        what = f"module {steps} at n={n} on {backend}"
+        for j, (w, g) in enumerate(zip(_flatten(want), _flatten(got))):
+            _same(w, g, f"{what}: output {j}")
+        _same(eager.w, model.state_dict()["w"], f"{what}: the module state after the call")
+        for j, (w, g) in enumerate(zip(eager_args, args)):
+            _same(w, g, f"{what}: argument {j} after the call")
+        if n == 1:
+            PATH_PROGRAMS["argument sharing module state compared"] += 1
+
+
+def _count_state_in_place(method):
+    """Count the program when the backend computed the module state's new contents in place."""
+    state_outputs = {len(method.graph.outputs) - len(method.mutated) + k
+                     for k, i in enumerate(method.mutated) if i >= len(method.arg_names_flat())}
+    if any(state_outputs & set(s.get("in_place_outputs", ())) for s in method.stats()["signatures"].values()):
+        PATH_PROGRAMS["module state updated in place"] += 1
+
+
+@settings(max_examples=max(EXAMPLES // 2, 10), deadline=None,
+          derandomize=os.environ.get("NUMTRACE_FUZZ_SEED") is None,
+          suppress_health_check=list(HealthCheck), database=None)
+@seed(int(os.environ.get("NUMTRACE_FUZZ_SEED", "0")))
+@given(steps=program_st)
+def test_module_state_program_matches_the_eager_module(steps, backend):
+    run_module_case(steps, backend)
+
+
+def test_fuzz_reached_every_fast_path(capsys):
+    """The programs above ran every fast path of the cpu backend, and every argument kind, in at least
+    MIN_PROGRAMS programs each (values compared with NumPy's); prints the count per path."""
+    if not any(PATH_PROGRAMS.values()):
+        pytest.skip("the fuzz test did not run in this session")
+    paths = [p for p in PATH_PROGRAMS if p not in CPU_ONLY or "cpu" in nt.available_backends()]
+    with capsys.disabled():
+        print(f"\nprograms per path ({EXAMPLES} programs per backend):")
+        for path in paths:
+            print(f"  {PATH_PROGRAMS[path]:6d}  {path}")
+    least = max(1, EXAMPLES // 100)
+    missed = {path: PATH_PROGRAMS[path] for path in paths if PATH_PROGRAMS[path] < least}
+    assert not missed, f"paths reached in fewer than {least} programs: {missed}"
 
 
 # Programs the fuzzer found wrong answers or crashes in, pinned so they run in every session.

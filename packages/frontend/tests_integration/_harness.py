@@ -9,10 +9,9 @@ fresh arguments at `case.sizes` and compares the outputs and the arguments
 the trace). The verdict:
 
 - ``reproduced``: equal within tolerance at every size;
-- ``loud``: tracing or a call raised, or a `numtrace.TracerWarning` other than
-  "re-tracing" (a constant, a conversion, a checker mismatch) was issued before
-  the result differed;
-- ``silent``: a result or an argument differs and nothing said so.
+- ``loud``: tracing or a call raised (a refusal is allowed);
+- ``silent``: a result or an argument differs, whether or not a
+  `numtrace.TracerWarning` came first: a warning is not a refusal.
 """
 
 from __future__ import annotations
@@ -32,6 +31,7 @@ DEFAULT_SIZES = (1, 7, 1000)
 RESULTS: list[Result] = []  # every verdict of this process, for the summary hook in conftest.py
 
 
+
 @dataclasses.dataclass
 class Case:
     library: str
@@ -42,6 +42,7 @@ class Case:
     sizes: Sequence[int] = DEFAULT_SIZES
     rtol: float = 1e-7
     atol: float = 1e-9  # relative to the largest magnitude of the expected output
+    xfail: str = ""  # the known cause of a silent wrong answer on both backends: xfail(strict=True)
 
     @property
     def id(self) -> str:
@@ -146,8 +147,7 @@ def classify(case: Case, backend: str, seed: int = 0) -> Result:
         why = (_mismatch(expected, got, case.rtol, case.atol, "output")
                or _mismatch(eager_args, traced_args, case.rtol, case.atol, "argument after the call"))
         if why:
-            verdict = "loud" if _explains(seen) else "silent"
-            return Result(case.id, backend, verdict, f"size {n}: {why}", seen)
+            return Result(case.id, backend, "silent", f"size {n}: {why}", seen)
     retraced = sum(m.startswith("numtrace: re-tracing") for m in seen)
     detail = f"re-traced {retraced}x" if retraced else ""
     if _explains(seen):
@@ -166,4 +166,7 @@ def check(case: Case, backend: str) -> Result:
 def params(cases: Sequence[Case]) -> list:
     import pytest
 
-    return [pytest.param(c, b, id=f"{c.name}-{b}") for c in cases for b in BACKENDS]
+    def marks(case: Case) -> list:
+        return [pytest.mark.xfail(strict=True, reason=case.xfail)] if case.xfail else []
+
+    return [pytest.param(c, b, id=f"{c.name}-{b}", marks=marks(c)) for c in cases for b in BACKENDS]

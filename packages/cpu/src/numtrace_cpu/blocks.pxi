@@ -969,7 +969,8 @@ _WIDENED_SCAN = {cnp.NPY_BOOL: DT_BOOL, cnp.NPY_INT8: DT_I8, cnp.NPY_INT16: DT_I
 cdef void _small_k_rows(const real* w, Py_ssize_t K, Py_ssize_t m, const char* a, Py_ssize_t sk,
                         char* o, Py_ssize_t sj, int nd, const Py_ssize_t* shape, const Py_ssize_t* la,
                         const Py_ssize_t* lo, Py_ssize_t first, Py_ssize_t stop) noexcept nogil:
-    """Rows [first, stop) of ``o[r, j] = sum_k a[r, k] * w[k * m + j]``, summed over k in order."""
+    """Rows [first, stop) of ``o[r, j] = sum_k a[r, k] * w[k * m + j]``, summed over k in order from
+    +0 as NumPy's matmul sums (a sum of -0.0 products is +0.0)."""
     cdef Py_ssize_t r, j, k, oa, oo, sr_a = la[nd - 1] if nd else 0, sr_o = lo[nd - 1] if nd else 0
     cdef Py_ssize_t inner = shape[nd - 1] if nd else 1, r0, r1, line
     cdef const char* ar
@@ -982,14 +983,14 @@ cdef void _small_k_rows(const real* w, Py_ssize_t K, Py_ssize_t m, const char* a
         if K == 3 and m == 1 and sk == sizeof(real):
             for r in range(r0, r1):
                 ar = a + oa + r * sr_a
-                (<real*>(o + oo + r * sr_o))[0] = ((<const real*>ar)[0] * w[0] + (<const real*>ar)[1] * w[1]
-                                                 + (<const real*>ar)[2] * w[2])
+                (<real*>(o + oo + r * sr_o))[0] = (<real>0 + (<const real*>ar)[0] * w[0]
+                                                 + (<const real*>ar)[1] * w[1] + (<const real*>ar)[2] * w[2])
         else:
             for r in range(r0, r1):
                 ar = a + oa + r * sr_a
                 for j in range(m):
-                    acc = (<const real*>ar)[0] * w[j]
-                    for k in range(1, K):
+                    acc = 0
+                    for k in range(K):
                         acc = acc + (<const real*>(ar + k * sk))[0] * w[k * m + j]
                     (<real*>(o + oo + r * sr_o + j * sj))[0] = acc
         first += r1 - r0

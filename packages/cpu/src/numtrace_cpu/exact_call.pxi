@@ -15,8 +15,8 @@ cdef class ExactCall:
     argument returned as itself, input i, as -1 - i): the first item when `call_spec.single`, else
     their tuple, passed to `build` when given.
 
-    When the memory bounds of one of the spec's alias pairs overlap, `run` returns `NotImplemented`
-    too, so the general path's exact check decides (refuse, or run). Holds no per-call state: one
+    When the memory bounds of one of the spec's alias pairs (indices into `args + state`: module
+    state is an input too) overlap, `run` returns `NotImplemented` too, so the general path's exact check decides (refuse, or run). Holds no per-call state: one
     ExactCall serves concurrent calls.
     """
     cdef CallRunner runner
@@ -49,8 +49,8 @@ cdef class ExactCall:
         if not self.pairs or not self.write or not self.results:
             raise MemoryError()
         for k, (i, j) in enumerate(alias_pairs):
-            if not (0 <= i < n_args and 0 <= j < n_args):
-                raise ValueError(f"alias pair {(i, j)} out of range for {n_args} arguments")
+            if not (0 <= i < n and 0 <= j < n):
+                raise ValueError(f"alias pair {(i, j)} out of range for {n} inputs")
             self.pairs[2 * k], self.pairs[2 * k + 1] = i, j
         for k, (j, i) in enumerate(write_back):
             if not (0 <= j < runner.n_outputs and 0 <= i < n):
@@ -77,9 +77,6 @@ cdef class ExactCall:
         for k in range(n):
             if not runner._input_ok(k, args[k]):
                 return NotImplemented
-        for k in range(self.n_pairs):
-            if _bounds_overlap(<cnp.ndarray>args[self.pairs[2 * k]], <cnp.ndarray>args[self.pairs[2 * k + 1]]):
-                return NotImplemented
         if self.extra:
             for k in range(len(self.extra)):
                 if not runner._input_ok(n + k, self.extra[k]):
@@ -87,6 +84,10 @@ cdef class ExactCall:
             inputs = args + self.extra
         else:
             inputs = args
+        for k in range(self.n_pairs):
+            if _bounds_overlap(<cnp.ndarray>inputs[self.pairs[2 * k]],
+                               <cnp.ndarray>inputs[self.pairs[2 * k + 1]]):
+                return NotImplemented
         outs = runner._execute(inputs)
         for k in range(self.n_write):
             new, target = outs[self.write[2 * k]], inputs[self.write[2 * k + 1]]

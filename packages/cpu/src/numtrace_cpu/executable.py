@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from numtrace_ir.backend import plain_array
 from numtrace_ir.errors import execution_error, while_executing
 from numtrace_ir.types import ScalarType, TensorType
 
@@ -32,6 +33,7 @@ from numtrace_cpu.lowering import (
     SmallMatmulStep,
     Step,
     ViewStep,
+    constant_exponent,
 )
 from numtrace_cpu.planner import BufferPlan
 from numtrace_cpu.runtime import CallRunner, FusedCall
@@ -123,11 +125,13 @@ class Executable(CallRunner):
         overlap = overlap or any(np.may_share_memory(a, b) for i, a in enumerate(out) for b in out[i + 1:])
         if overlap:
             return [np.empty(t.shape, t.dtype) for _, t, _ in self._outputs]
-        return list(out)
+        # An equal dtype by another type number (longlong for int64): the kernels see the compiled one.
+        return [o if o.dtype.num == t.dtype.num else o.view(t.dtype)
+                for o, (_, t, _) in zip(out, self._outputs)]
 
     def _finish_out(self, out: Sequence[np.ndarray], results: list) -> tuple:
         for o, r in zip(out, results):
-            if o is not r:
+            if o is not r and r.base is not o:
                 np.copyto(o, r)
         return tuple(out)
 
@@ -165,6 +169,9 @@ class Executable(CallRunner):
             "instructions": sum(s.kernel.n_instructions for s in fused),
             "matmuls": sum(isinstance(s, MatmulStep) for s in self._steps),
             "gemv": sum(isinstance(s, MatmulStep) and s.gemv is not None for s in self._steps),
+            "gemv_epilogues": sum(isinstance(s, MatmulStep) and s.gemv is not None and s.bias
+                                  for s in self._steps),
+            "constant_powers": sum(constant_exponent(n) is not None for s in fused for n in s.nodes),
             "views": sum(isinstance(s, ViewStep) for s in self._steps),
             "parts_in_place": sum(isinstance(s, PartViewStep) for s in self._steps),
             "scans": sum(isinstance(s, ScanStep) for s in self._steps),
@@ -172,6 +179,8 @@ class Executable(CallRunner):
             "small_matmuls": sum(isinstance(s, SmallMatmulStep) for s in self._steps),
             "fallbacks": len(fallbacks),
             "fallback_ops": sorted(set(fallbacks)),
+            "setitems_in_place": sum(isinstance(s, SetitemStep) and s.inputs[0] == s.outputs[0]
+                                     for s in self._steps),
             "host_calls": [s.nodes[0].attrs["func"] for s in self._steps
                            if s.nodes[0].op == "prim.host_call"],
             "numpy_into": sorted({s.nodes[0].op for s in self._steps
@@ -298,12 +307,14 @@ def _check_input(i: int, x: Any, t: Any) -> Any:
             x = np.asarray(x)
         if not isinstance(x, np.ndarray):
             raise TypeError(f"input {i} must be a numpy.ndarray of {t}, got {type(x).__name__}")
+        if type(x) is not np.ndarray:
+            x = plain_array(x, f"input {i}")
         if x.dtype != t.dtype:
             raise TypeError(f"input {i} has dtype {x.dtype}; this executable was compiled for {t}")
         if x.shape != t.shape:
             raise ValueError(f"input {i} has shape {x.shape}; this executable was compiled for {t}")
-        if type(x) is not np.ndarray:   # a subclass (np.matrix, ...): the graph has ndarray semantics
-            x = x.view(np.ndarray)
+        if x.dtype.num != t.dtype.num:   # an equal dtype by another type number (longlong for int64)
+            x = x.view(t.dtype)
     elif isinstance(t, ScalarType):
         if not isinstance(x, _SCALAR_PY[t.kind]) or (t.kind != "bool" and isinstance(x, (bool, np.bool_))):
             raise TypeError(f"input {i} must be a Python {t.kind}, got {type(x).__name__}")

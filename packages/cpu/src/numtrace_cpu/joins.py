@@ -81,8 +81,18 @@ def write_parts_in_place(steps: list[Step], types: dict, outputs: list[int]) -> 
     """The steps with every join's fused-pass parts written into the joined array (see the module
     docstring). `types[number]` is a value number's IR type; `outputs` the graph's outputs.
     A part qualifies when a fused pass writes it as an output, it has the result's dtype, it is not a
-    graph output, and it appears once in the join (and in no earlier join)."""
-    producer = {v: k for k, step in enumerate(steps) for v in step.outputs}
+    graph output, and it appears once in the join (and in no earlier join). A step that later writes
+    the joined array in place (an assignment given its buffer) must come after the last read of such
+    a part (or of a view of it): the part is that memory."""
+    producer: dict[int, int] = {}
+    writes: dict[int, list[int]] = {}   # value -> positions of the steps writing its memory
+    for k, step in enumerate(steps):
+        for v in step.outputs:
+            if v in producer:
+                writes.setdefault(v, []).append(k)
+            else:
+                producer[v] = k
+    last_read = _last_reads(steps)
     before: dict[int, list[Step]] = {}   # step position -> view steps to place before it
     replaced: dict[int, Step | None] = {}
     taken: set = set()
@@ -95,11 +105,13 @@ def write_parts_in_place(steps: list[Step], types: dict, outputs: list[int]) -> 
             continue
         (out,) = step.outputs
         out_dt = node.outputs[0].type.dtype
+        overwritten = min((w for w in writes.get(out, ()) if w > k), default=len(steps))
         rest: list[tuple[int, tuple]] = []
         for v, key in zip(step.inputs, keys):
             p = producer.get(v)
             if (p is None or not isinstance(steps[p], FusedStep) or v in outputs or v in taken
-                    or step.inputs.count(v) != 1 or types[v].dtype != out_dt):
+                    or step.inputs.count(v) != 1 or types[v].dtype != out_dt
+                    or last_read.get(v, k) >= overwritten):
                 rest.append((v, key))
                 continue
             taken.add(v)
@@ -121,6 +133,20 @@ def write_parts_in_place(steps: list[Step], types: dict, outputs: list[int]) -> 
         if rest_step is not None:
             result.append(rest_step)
     return result
+
+
+def _last_reads(steps: list[Step]) -> dict[int, int]:
+    """value -> position of the last step reading it or a view of it (the value a view step's result
+    shares memory with is its root)."""
+    root: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for k, step in enumerate(steps):
+        for v in step.inputs:
+            last[root.get(v, v)] = k
+        if step.view:
+            for v in step.outputs:
+                root[v] = root.get(step.inputs[0], step.inputs[0])
+    return last
 
 
 def _viewer(key: tuple):

@@ -27,7 +27,8 @@ from numtrace_cpu.isa import DTYPES, OPS, REDUCTIONS, REG_KINDS, ROLES, FusedKer
 from numtrace_cpu.products import epilogues, gemv_form
 
 __all__ = ["LOWERED", "SMALL_K", "ConstantStep", "FallbackStep", "FusedStep", "IntoStep", "MatmulStep",
-           "PartViewStep", "ScanStep", "SetitemStep", "SmallMatmulStep", "Step", "ViewStep", "lower"]
+           "PartViewStep", "ScanStep", "SetitemStep", "SmallMatmulStep", "Step", "ViewStep",
+           "constant_exponent", "lower"]
 
 # Interpreter limits (see runtime.pyx); bigger groups are split.
 MAX_OPERANDS = 64
@@ -224,16 +225,32 @@ def _elementwise_plan(node):
     if op is _SETITEM:
         return _masked_fill_plan(node)
     ins = node.inputs
-    key = (op, out[0].type.dtype, tuple(_operand_key(v) for v in ins), _constant_exponent(node))
+    key = (op, out[0].type.dtype, tuple(_operand_key(v) for v in ins), constant_exponent(node))
     try:
-        return _PLAN_CACHE[key]
+        plan = _PLAN_CACHE[key]
     except KeyError:
-        pass
-    plan = None if op is None or any(d is _NO_KERNEL for d in key[2]) else _plan_for(op, *key[1:])
-    if len(_PLAN_CACHE) > 4096:
-        _PLAN_CACHE.clear()
-    _PLAN_CACHE[key] = plan
-    return plan
+        plan = None if op is None or any(d is _NO_KERNEL for d in key[2]) else _plan_for(op, *key[1:])
+        if len(_PLAN_CACHE) > 4096:
+            _PLAN_CACHE.clear()
+        _PLAN_CACHE[key] = plan
+    return plan if plan is None or _weak_ints_fit(ins, plan[2]) else None
+
+
+def _weak_ints_fit(ins, compute: np.dtype) -> bool:
+    """Whether every constant Python int among `ins` is a value of the integer dtype `compute`. NumPy
+    compares an int outside the range exactly (``x < 2**31`` is all True for int32 x) and refuses one
+    in arithmetic (OverflowError), where a constant register would hold it wrapped: such nodes run
+    NumPy's own call instead."""
+    if compute.kind not in "iu":
+        return True
+    info = np.iinfo(compute)
+    for v in ins:
+        src = v.node
+        if isinstance(v.type, ScalarType) and src is not None and src.op == "prim.Constant":
+            value = src.attrs["value"]
+            if isinstance(value, int) and not info.min <= value <= info.max:
+                return False
+    return True
 
 
 _PLAN_CACHE: dict = {}
@@ -299,6 +316,8 @@ def _plan_unchecked(opdef: OpDef, out_dt: np.dtype, in_dts: tuple, exponent):
 # exponent is a scalar (so -0.0 ** 0.5 is -0.0, as sqrt gives), which makes them bit-exact; integer
 # bases get the same wrapping products as NumPy's repeated squaring. Reciprocal and sqrt have no
 # integer kernel, so an integer base with a negative exponent still reaches NumPy (which raises).
+# Every step's intermediate overflows or underflows only where pow's result does (checked over the
+# whole float range, subnormals, ±0, ±inf and nan, by test_fast_paths).
 _POWER_EXPANSIONS = {
     -1.0: (("reciprocal", "x"),),
     0.0: (("copy", "1"),),
@@ -307,7 +326,7 @@ _POWER_EXPANSIONS = {
     2.0: (("square", "x"),),
     3.0: (("square", "x"), ("multiply", "t", "x")),
     4.0: (("square", "x"), ("square", "t")),
-    -2.0: (("square", "x"), ("reciprocal", "t")),
+    -2.0: (("reciprocal", "x"), ("square", "t")),   # not 1 / x**2: x**2 overflows first for |x| > 1.3e154
 }
 # Exponents for which NumPy calls pow(): a float32 base is raised in float64 and rounded once (the
 # correctly rounded result but for rare double roundings; NumPy's powf is itself sometimes an ulp
@@ -315,7 +334,7 @@ _POWER_EXPANSIONS = {
 _POWER_WIDENED = frozenset({3.0, 4.0, -2.0})
 
 
-def _constant_exponent(node) -> float | None:
+def constant_exponent(node) -> float | None:
     """c of ``np.power(x, c)`` when c is a scalar constant that `_POWER_EXPANSIONS` covers."""
     if _opdef(node) is not _POWER or len(node.inputs) != 2:
         return None
@@ -830,7 +849,7 @@ class _Program:
 
     def power(self, node, compute: np.dtype, dst: int) -> None:
         """``x ** c`` into dst by the steps `_POWER_EXPANSIONS` gives for the constant c."""
-        exponent = _constant_exponent(node)
+        exponent = constant_exponent(node)
         assert exponent is not None  # the lowering chose this path because the exponent expands
         wide = np.dtype(np.float64) if compute == np.float32 and exponent in _POWER_WIDENED else compute
         x = self.read(node.inputs[0], wide)

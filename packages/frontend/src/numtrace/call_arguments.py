@@ -1,6 +1,7 @@
 """Argument binding of a traced call: the flat argument arrays read from a call's arguments along the
 traced structure (`in_spec`), and the checks that explain a call the trace cannot take (count, type,
-dtype, rank), run on a signature miss only."""
+dtype, rank), run on a signature miss only, and the layout check of a trace that wrote through a
+reshape, run per call."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import numpy as np
 from numtrace_ir import Graph, TensorType
 
 from .containers import SequenceSpec, Spec
+from .views import layout_of, layout_text
 
 __all__ = ["CallArguments", "signature"]
 
@@ -26,6 +28,7 @@ class CallArguments:
     graph: Graph
     arg_names: tuple[str, ...]
     in_spec: Spec
+    layouts: tuple[Any, ...] | None
 
     def _converted(self, leaves: Sequence[Any]) -> list[np.ndarray]:
         """Arguments that are not arrays: NumPy scalars become 0-d arrays, anything else is an error."""
@@ -60,6 +63,17 @@ class CallArguments:
         for name, spec, value in zip(names, self.in_spec.children, bound):
             spec.extract(value, leaves, f"argument {name!r}")
         return leaves
+
+    def _check_layouts(self, leaves: Sequence[Any]) -> None:
+        """Refuse a call whose arguments are laid out otherwise than the traced ones (see `layouts`)."""
+        for i, (a, want) in enumerate(zip(leaves, self.layouts or ())):
+            got = layout_of(np.asarray(a))
+            if got != want:
+                raise ValueError(
+                    f"{self.__name__}(): argument {self._leaf_name(i)} is {layout_text(got)}, but the "
+                    f"function was traced with it {layout_text(want)}; the function writes through a reshape "
+                    "(or ravel), which NumPy makes a view or a copy depending on the layout, so the trace "
+                    "holds for the traced layouts only: pass an array laid out as traced, or trace again")
 
     def _leaf_name(self, i: int) -> str:
         name = self.graph.inputs[i].name

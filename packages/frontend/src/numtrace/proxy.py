@@ -29,6 +29,7 @@ from .errors import TracerWarning
 from .source import user_location, warn_at_user_line
 from .traced_value import TracedValue, unwrap
 from .tracer import Tracer, active_tracer, current_tracer
+from .views import note_layout_write
 
 
 def _left_graph(array: TracedArray, what: str) -> None:
@@ -68,7 +69,7 @@ def _refuse_masked_array() -> None:
 class TracedArray(TracedValue):
     """An array being traced: concrete value + graph value; behaves like an ndarray."""
 
-    __slots__ = ("_parent", "_view", "_seen", "_version", "__weakref__")
+    __slots__ = ("_parent", "_view", "_seen", "_version", "_scalar", "__weakref__")
     _kind = "tensor"
 
     # An ndarray on the left of an operator defers to this class (via __array_ufunc__).
@@ -84,6 +85,9 @@ class TracedArray(TracedValue):
         self._view: Any = None
         self._seen = 0
         self._version = 0
+        # NumPy gave an immutable scalar (np.generic) for this value (set by Tracer.wrap): `s += x` then
+        # binds a new value and leaves other references to the old one alone, where an array is written.
+        self._scalar = False
         tracer.live.append(weakref.ref(self))
 
     # -- graph value, views, writes ------------------------------------------------------------
@@ -121,6 +125,7 @@ class TracedArray(TracedValue):
     def _rebind(self, tracer: Tracer, graph_value: Any, what: str) -> None:
         """Point this proxy at a new graph value of the same type; propagate the write to its base."""
         self._warn_untracked_aliases(tracer, what)
+        note_layout_write(tracer, self)
         self._ir = graph_value
         self._version += 1
         parent = self._parent
@@ -385,6 +390,8 @@ def _binary(ufunc: np.ufunc):
         return ufunc(other, self)
 
     def inplace(self, other):
+        if self._scalar:
+            return ufunc(self, other)  # a NumPy scalar is immutable: `s += x` is `s = s + x`
         return ufunc(self, other, out=(self,))
 
     return forward, reflected, inplace

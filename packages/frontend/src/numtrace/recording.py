@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 from numtrace_ir import Graph, passes
+from numtrace_ir.backend import plain_array
 
 from .containers import (
     Const,
@@ -39,6 +40,7 @@ from .proxy import TracedArray
 from .source import warn_at_user_line
 from .traced_int import plain
 from .tracer import Tracer
+from .views import layout_of
 
 
 class Recording:
@@ -46,7 +48,7 @@ class Recording:
 
     def __init__(self, graph: Graph, arg_names: list[str], in_spec: Spec, out_spec: Spec,
                  state_names: list[str], state_arrays: list[np.ndarray], mutated: list[int],
-                 returned: list[tuple[int, int]]):
+                 returned: list[tuple[int, int]], layouts: list | None = None):
         self.graph = graph
         self.arg_names = arg_names
         self.in_spec = in_spec
@@ -58,6 +60,8 @@ class Recording:
         # (output position, graph input index): a written argument the function returns (``return w``
         # after ``w -= ...``), which a call returns as the caller's own array, as NumPy does.
         self.returned = returned
+        # The arguments' layouts (`views.layout_of`) when a write went through a reshape, else None.
+        self.layouts = layouts
 
 
 def _parameters(func: Callable) -> list[inspect.Parameter]:
@@ -126,7 +130,8 @@ def record_function(func: Callable, args: tuple, kwargs: Mapping[str, Any] | Non
             warn_at_user_line(frozen_list_warning(f"Argument {where!r}", frozen), TracerWarning)
     tracer = Tracer(state_names or {})
     with tracer.active(), numpy_intercepted():
-        proxies = [tracer.add_input(n, np.asarray(a)) for n, a in zip(leaf_names, leaves)]
+        proxies = [tracer.add_input(n, np.asarray(plain_array(a, f"argument {n!r}")))
+                   for n, a in zip(leaf_names, leaves)]
         rebuilt = [build_tracked(spec, proxies) for spec in specs]
         before = [snapshot(spec, arg) for spec, arg in zip(specs, rebuilt)]
         if kwargs is not None:
@@ -147,8 +152,9 @@ def record_function(func: Callable, args: tuple, kwargs: Mapping[str, Any] | Non
         graph_outputs += [inputs[i] for i in mutated]
         tracer.graph.set_outputs([p._graph_value(tracer) for p in graph_outputs])
     passes.dce(tracer.graph)
+    layouts = [layout_of(np.asarray(a)) for a in leaves] if tracer.layout_dependent else None
     return Recording(tracer.graph, names, in_spec, out_spec, list(tracer.state_order),
-                     list(tracer.state_arrays), mutated, returned)
+                     list(tracer.state_arrays), mutated, returned, layouts)
 
 
 def _refuse_changed_containers(names: list[str], specs: list[Spec], before: list[tuple]) -> None:

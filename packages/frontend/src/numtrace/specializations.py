@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numtrace_ir import CallSpec, Graph, GuardError, ShapeError, specialize
+from numtrace_ir.backend import plain_array
 
 from .call_arguments import CallArguments, signature
 from .errors import TracerWarning
@@ -54,6 +55,8 @@ class Specializations(CallArguments):
         re-trace), compile it and cache ``(graph's function, executable)``. Guards are evaluated here,
         once per signature (by the backend's ``specialize``), never per call."""
         self._converted(leaves)  # only arrays and NumPy scalars reach a backend
+        for i, a in enumerate(leaves):   # (a later call with a subclass is refused by the executable)
+            plain_array(a, f"{self.__name__}(): argument {self._leaf_name(i)}")
         types = self._leaf_types(leaves)
         with self._lock:
             entry = None
@@ -122,7 +125,8 @@ class Specializations(CallArguments):
                                "branches on its input shapes too often to be traced once per shape")
         warn_at_user_line(f"numtrace: re-tracing {self.__name__}() for input shapes "
                           f"{[tuple(a.shape) for a in leaves]}: {broken}", TracerWarning)
-        args = self.in_spec.build([np.array(a, copy=True) for a in leaves])  # tracing runs the code eagerly
+        # Copies (tracing runs the code eagerly) in the arguments' memory order: a trace may depend on it.
+        args = self.in_spec.build([np.array(a, copy=True, order="K") for a in leaves])
         with warnings.catch_warnings():
             # Said when the function was first traced: not again for each specialization.
             warnings.filterwarnings("ignore", "(Converting a traced array|.* runs as a host call)",

@@ -39,7 +39,31 @@ def _method_meta(fn: Any) -> dict:
     return {"arg_names": list(fn.arg_names), "in_spec": fn.in_spec.to_json(),
             "out_spec": fn.out_spec.to_json(),
             "state_names": list(fn.state_names), "mutated": list(fn.mutated),
-            "returned": [list(r) for r in fn.returned]}
+            "returned": [list(r) for r in fn.returned],
+            "layouts": None if fn.layouts is None else [_layout_json(v) for v in fn.layouts]}
+
+
+def _layout_json(layout: Any) -> Any:
+    return layout if isinstance(layout, str) else [list(layout[0]), list(layout[1])]
+
+
+def _layouts(name: str, info: dict, n_args: int) -> list | None:
+    """The saved `layouts` (see TracedFunction), checked: per argument "C", "F" or [shape, strides]."""
+    saved = info.get("layouts")
+    if saved is None:
+        return None
+    if not isinstance(saved, list) or len(saved) != n_args:
+        raise FormatError(f"saved method {name!r}: 'layouts' must list one layout per argument")
+    layouts: list = []
+    for v in saved:
+        if v in ("C", "F"):
+            layouts.append(v)
+        elif (isinstance(v, list) and len(v) == 2 and all(isinstance(p, list) and len(p) == len(v[0])
+                                                          and all(type(d) is int for d in p) for p in v)):
+            layouts.append((tuple(v[0]), tuple(v[1])))
+        else:
+            raise FormatError(f"saved method {name!r}: bad layout {v!r}")
+    return layouts
 
 
 def dumps(methods: Mapping[str, Any], arrays: Mapping[str, np.ndarray], *, name: str, backend: str,
@@ -103,7 +127,8 @@ def method_fields(name: str, info: dict, graph: Any) -> dict:
                           f"{len(in_spec.children)} arguments")
     _check_input_names(name, graph, arg_names, in_spec, state_names)
     return {"arg_names": arg_names, "in_spec": in_spec, "out_spec": out_spec, "state_names": state_names,
-            "mutated": mutated, "returned": [tuple(r) for r in returned]}
+            "mutated": mutated, "returned": [tuple(r) for r in returned],
+            "layouts": _layouts(name, info, len(graph.inputs) - len(state_names))}
 
 
 def _check_input_names(name: str, graph: Any, arg_names: list[str], in_spec: SequenceSpec,

@@ -77,8 +77,12 @@ class TracedFunction(Inspection, Persistence):
     def __init__(self, graph: Graph, *, name: str, arg_names: Sequence[str], in_spec: Spec, out_spec: Spec,
                  backend: str, state: Sequence[np.ndarray] = (), state_names: Sequence[str] = (),
                  mutated: Sequence[int] = (), returned: Sequence[tuple[int, int]] = (),
-                 retrace: Callable[[tuple], TracedFunction] | None = None):
+                 retrace: Callable[[tuple], TracedFunction] | None = None,
+                 layouts: Sequence[Any] | None = None):
         self.graph = graph
+        # The arguments' layouts when the trace wrote through a reshape (`views.layout_of`): a call
+        # must match them (NumPy's reshape is a view or a copy by layout), checked per call.
+        self.layouts = None if layouts is None else tuple(layouts)
         self.__name__ = name
         self.arg_names = tuple(arg_names)
         self.in_spec = in_spec
@@ -162,6 +166,8 @@ class TracedFunction(Inspection, Persistence):
         variant, executable = entry
         self._use_fast(entry)
         spec = variant.call_spec
+        if variant.layouts is not None:
+            variant._check_layouts(leaves)
         try:
             if spec.written:
                 outs = run_call(executable, spec, leaves, variant._state)
@@ -178,6 +184,8 @@ class TracedFunction(Inspection, Persistence):
 
     def _run(self, executable: Any, leaves: Sequence[Any]) -> Any:
         """A call of this graph's `executable` on the flat arguments, outside the cache."""
+        if self.layouts is not None:
+            self._check_layouts(leaves)
         outs = run_call(executable, self.call_spec, leaves, self._state)
         return outs[0] if self.call_spec.single else self._build(outs)
 
@@ -220,7 +228,7 @@ class TracedFunction(Inspection, Persistence):
         return TracedFunction(self.graph, name=self.__name__, arg_names=self.arg_names, in_spec=self.in_spec,
                               out_spec=self.out_spec, backend=backend, state=self._state,
                               state_names=self.state_names, mutated=self.mutated, returned=self.returned,
-                              retrace=self._retrace)
+                              retrace=self._retrace, layouts=self.layouts)
 
     def __repr__(self) -> str:
         return f"<numtrace.TracedFunction {self.__name__}({', '.join(self.arg_names)}) on {self.backend!r}>"
@@ -235,7 +243,7 @@ def _exact_caller(entry: tuple) -> Callable[[tuple], Any] | None:
     run nothing. None where the backend has none."""
     variant, executable = entry
     make = getattr(executable, "exact_caller", None)
-    if make is None or not variant._flat_args:
-        return None
+    if make is None or not variant._flat_args or variant.layouts is not None:
+        return None   # (the layout check is the general path's)
     build = None if variant.call_spec.single or variant._tuple_output else variant.out_spec.build
     return make(variant.call_spec, variant._state, build).run

@@ -85,6 +85,9 @@ class Tracer:
         self._symbols: dict[Any, str] = {}
         # Boolean-mask reads made so far: each gets its own data-dependent size symbol.
         self.mask_count = 0
+        self.layout_dependent = False   # a write went through a reshape (see views.note_layout_write)
+        self.input_proxies: list = []   # the traced arrays of the graph inputs, in order
+        self.unit_dims_guarded = False
         # Weak references to every traced array made, for the aliasing check of in-place writes.
         self.live: list[weakref.ref] = []
         # (graph value, expected) of the guards recorded so far: each is recorded once.
@@ -121,7 +124,9 @@ class Tracer:
             raise TypeError(f"input {name!r} has non-native byte order ({array.dtype.str}); convert it with "
                             "a.astype(a.dtype.newbyteorder('='))")
         value = self.graph.add_input(name, tensor_type_of(array, f"input {name!r}"))
-        return self.wrap(value, array)
+        proxy = self.wrap(value, array)
+        self.input_proxies.append(proxy)
+        return proxy
 
     def state(self, array: Any) -> Any:
         """The traced input for a module parameter/buffer; arrays that are not traced state pass through."""
@@ -137,6 +142,10 @@ class Tracer:
             self.state_order.append(name)
             self.state_arrays.append(array)
         return proxy
+
+    def state_proxies(self) -> list:
+        """The traced inputs made for module state so far."""
+        return list(self._state_proxies.values())
 
     def state_proxy(self, array: Any) -> Any:
         """The traced input already made for module state ``array`` in this trace, or None."""
@@ -268,7 +277,9 @@ class Tracer:
         vtype = value.type
         of_kind = TracedValue._of_kind
         if isinstance(vtype, TensorType):
-            return of_kind["tensor"](self, value, _as_array(concrete))
+            array = of_kind["tensor"](self, value, _as_array(concrete))
+            array._scalar = isinstance(concrete, np.generic)
+            return array
         if isinstance(vtype, ScalarType) and vtype.kind == "int":
             return of_kind["int"](self, value, int(concrete))
         if isinstance(vtype, ScalarType) and vtype.kind == "float":

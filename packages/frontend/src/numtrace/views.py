@@ -10,6 +10,11 @@ into the view into the base's new value:
 - ``Permuted``: transpose, ``.T``, swapaxes, moveaxis (the op again / the inverse transpose).
 
 The op facts come from the registry (``OpDef.view``), not from op names.
+
+Whether NumPy's reshape (ravel, ...) returns a view depends on the array's layout: ``x.reshape(-1)`` of
+a Fortran-ordered or strided ``x`` is a copy. A write through a reshape, view or copy, therefore makes
+the trace's meaning depend on the layouts of the arguments it was traced with: the tracer is told
+(`note_layout_write`) and the trace then refuses calls whose arguments are laid out otherwise.
 """
 
 from __future__ import annotations
@@ -38,9 +43,59 @@ class Regrouped(_OpView):
     """All of the base's elements in C order, in another shape: written back by a reshape."""
 
     __slots__ = ()
+    layout_dependent = True   # another layout of the same base may have made NumPy copy
 
     def write(self, tracer: Any, base: Any, view: Any) -> Any:
         return np.reshape(view, base.shape)._ir  # type: ignore[attr-defined]  # a TracedArray via NEP 18
+
+
+class _ReshapedCopy:
+    """The mark (`TracedArray._view` with no parent) of a reshape that NumPy copied: writes into it stay
+    in the copy, though with another layout they would have reached the base."""
+
+    __slots__ = ()
+    layout_dependent = True
+
+
+RESHAPED_COPY = _ReshapedCopy()
+
+
+def note_layout_write(tracer: Any, array: Any) -> None:
+    """Called for each array a write reaches: a write through a reshape (view or copy) makes the trace
+    depend on its arguments' layouts (see the module docstring), and on which of their dims are 1 (the
+    transpose of a C-contiguous (1, n) array is C-contiguous too): those are guarded, so that at shapes
+    with other unit dims the function is traced again. Not for a reshape of a C-contiguous argument
+    itself: that is a view at every shape, and the argument's layout is checked per call."""
+    if not getattr(array._view, "layout_dependent", False):
+        return
+    tracer.layout_dependent = True
+    base = array._parent
+    argument = base is not None and any(base is p for p in tracer.input_proxies) and all(
+        base is not p for p in tracer.state_proxies())
+    if (argument and base._concrete.flags.c_contiguous) or tracer.unit_dims_guarded:
+        return
+    tracer.unit_dims_guarded = True
+    for proxy in tracer.input_proxies:
+        for d in proxy.shape:
+            bool(d == 1)   # records the guard
+
+
+def layout_of(a: np.ndarray) -> Any:
+    """What decides whether NumPy's reshapes of `a` (and of what is computed from it) are views: "C",
+    "F", or for any other layout its exact shape and strides."""
+    if a.flags.c_contiguous:
+        return "C"
+    if a.flags.f_contiguous:
+        return "F"
+    return (tuple(a.shape), tuple(a.strides))
+
+
+def layout_text(layout: Any) -> str:
+    if layout == "C":
+        return "C-contiguous"
+    if layout == "F":
+        return "Fortran-ordered"
+    return f"a strided array of shape {layout[0]} and strides {layout[1]}"
 
 
 class Permuted(_OpView):
@@ -63,7 +118,10 @@ def op_view(op: Any, func: Any, args: tuple, kwargs: dict, inputs: list, attrs: 
     if op.view is None or not is_traced_array(base) or not is_traced_array(result):
         return None
     if result._concrete.size == 0 or not np.shares_memory(result._concrete, base._concrete):
-        return None  # NumPy copied (``ravel`` of a transposed array): writes do not reach the base
+        # NumPy copied (``ravel`` of a transposed array): writes do not reach the base
+        if op.view == "reshape" and result._concrete.size:
+            result._view = RESHAPED_COPY
+        return None
     if op.view == "reshape":
         if attrs.get("order", "C") != "C":
             return None

@@ -15,7 +15,7 @@ from numtrace_ir.call_spec import CallSpec
 from numtrace_ir.graph import Graph
 from numtrace_ir.types import Type
 
-__all__ = ["Backend", "Executable"]
+__all__ = ["Backend", "Executable", "plain_array"]
 
 
 @runtime_checkable
@@ -60,3 +60,21 @@ class Backend(Protocol):
 
     def compile(self, graph: Graph, input_types: Sequence[Type],
                 call_spec: CallSpec | None = None) -> Executable: ...
+
+
+def plain_array(x: Any, what: str) -> Any:
+    """`x` as a graph takes it: itself, unless its type is an ndarray subclass.
+
+    A graph has ndarray semantics: a subclass that changes what operations mean (a masked array's
+    mask, np.matrix's ``*``) would be computed as its bare data, a silent wrong answer, so it is
+    refused with a TypeError naming the argument `what`. np.memmap only changes where the data lives
+    and is taken as the array it is.
+    """
+    if type(x) is np.ndarray or not isinstance(x, np.ndarray):
+        return x
+    if isinstance(x, np.memmap):
+        return x.view(np.ndarray)
+    raise TypeError(f"{what} is a {type(x).__module__}.{type(x).__qualname__}, an ndarray subclass; a trace "
+                    "computes with plain ndarray semantics, which would ignore what the subclass changes "
+                    "(a mask, matrix products): pass np.asarray(...) of the data you mean, or an ndarray")
+

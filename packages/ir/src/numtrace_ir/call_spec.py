@@ -5,8 +5,8 @@ A traced function is called with its arguments flattened to arrays; the graph's 
 arguments followed by module state. The graph's outputs are the function's results followed by the
 new contents of the inputs it wrote into (``x += 1``), which the call copies back into the caller's
 arrays, as NumPy would have written them. A result that is a written argument itself (``return w``
-after ``w -= ...``) is the caller's own array, not a copy. A written argument must not share memory
-with another argument: the trace reads them as separate arrays.
+after ``w -= ...``) is the caller's own array, not a copy. A written input (argument or module state)
+must not share memory with another input: the trace reads them as separate arrays.
 
 Backends receive the spec in `Backend.compile`. Most run only the graph and leave the rest of the call
 to `run_call`; a backend may instead implement the whole call (the CPU backend's C fast path,
@@ -47,8 +47,9 @@ class CallSpec:
         input_names: the graph inputs' names (None where unnamed), for errors.
 
     Derived (not arguments):
-        alias_pairs: ``(written argument, other argument)`` pairs that must not share memory, each pair
-            once.
+        alias_pairs: ``(written input, other input)`` pairs that must not share memory, each pair once;
+            the inputs are the arguments and the module state (a written counter, an argument that is
+            the module's own weight array).
         write_backs: ``(graph output, graph input)`` copies after a call, in order.
         result_items: per flat result, the graph output ``j`` it is (``j >= 0``) or the input ``i`` it
             is (``-1 - i``).
@@ -85,9 +86,9 @@ class CallSpec:
             items.insert(pos, -1 - i)
         if self.single and len(items) != 1:
             raise ValueError(f"CallSpec: a single result, but {len(items)} results")
-        written_args = [i for i in self.written if i < self.num_args]
-        set_(self, "alias_pairs", tuple((i, j) for i in written_args for j in range(self.num_args)
-                                        if j != i and not (j in written_args and j < i)))
+        written = self.written
+        set_(self, "alias_pairs", tuple((i, j) for i in written for j in range(n_in)
+                                        if j != i and not (j in written and j < i)))
         set_(self, "write_backs", tuple((self.num_results + k, i) for k, i in enumerate(self.written)))
         set_(self, "result_items", tuple(items))
 
@@ -110,34 +111,36 @@ class CallSpec:
     @property
     def in_place_updates(self) -> dict[int, int]:
         """``{graph output j: graph input i}``: written contents a backend may compute straight into the
-        caller's array (returning that input array itself as output j, which `write_back` then skips).
-        None with module state: the aliasing check covers the arguments only."""
-        return {} if self.num_state else dict(self.write_backs)
+        caller's array (returning that input array itself as output j, which `write_back` then skips):
+        the aliasing check makes sure no other input, argument or state, shares that memory."""
+        return dict(self.write_backs)
 
     def input_name(self, i: int) -> str:
-        """How errors name graph input ``i``."""
+        """How errors name graph input ``i``: ``argument 'x'`` or ``module state 'count'``."""
         name = self.input_names[i] if i < len(self.input_names) else None
-        return repr(name) if name else f"#{i}"
+        kind = "argument" if i < self.num_args else "module state"
+        return f"{kind} {repr(name) if name else f'#{i}'}"
 
 
-def check_aliasing(spec: CallSpec, args: Sequence[Any]) -> None:
-    """Refuse a call in which an argument the function writes into shares memory with another one:
-    the trace reads its arguments as separate arrays, NumPy would see the write through the other.
-    NumPy's bounds check runs once per pair; only overlapping bounds pay for the exact one."""
+def check_aliasing(spec: CallSpec, inputs: Sequence[Any]) -> None:
+    """Refuse a call in which an input (argument or module state, `inputs` is both) the function writes
+    into shares memory with another one: the trace reads its inputs as separate arrays, NumPy would
+    see the write through the other. NumPy's bounds check runs once per pair; only overlapping bounds
+    pay for the exact one."""
     share = _MAY_SHARE_MEMORY
     for i, j in spec.alias_pairs:
-        other = args[j]
-        if share(args[i], other):
+        other = inputs[j]
+        if share(inputs[i], other):
             try:
                 # NumPy's stub admits only -1/0 for max_work; the function takes any bound.
-                overlap = np.shares_memory(args[i], other, max_work=10_000)  # type: ignore[arg-type]
+                overlap = np.shares_memory(inputs[i], other, max_work=10_000)  # type: ignore[arg-type]
             except np.exceptions.TooHardError:
                 overlap = True
             if overlap:
                 raise ValueError(
-                    f"{spec.name}(): argument {spec.input_name(i)} is written into by the traced "
-                    f"function and shares memory with argument {spec.input_name(j)}; a trace treats "
-                    "its arguments as separate arrays, so pass a copy of one of them")
+                    f"{spec.name}(): {spec.input_name(i)} is written into by the traced "
+                    f"function and shares memory with {spec.input_name(j)}; a trace treats "
+                    "its arguments and module state as separate arrays, so pass a copy")
 
 
 def write_back(spec: CallSpec, inputs: Sequence[Any], outs: Sequence[Any]) -> None:
@@ -148,7 +151,7 @@ def write_back(spec: CallSpec, inputs: Sequence[Any], outs: Sequence[Any]) -> No
         if new is target:
             continue
         if not isinstance(target, np.ndarray):
-            raise TypeError(f"{spec.name}(): argument {spec.input_name(i)} is written into by the traced "
+            raise TypeError(f"{spec.name}(): {spec.input_name(i)} is written into by the traced "
                             f"function, so it must be a NumPy array, got {type(target).__name__}")
         np.copyto(target, new, casting="no")
 
@@ -167,8 +170,8 @@ def run_call(executable: Callable[..., tuple], spec: CallSpec, args: Sequence[An
     the run on ``(*args, *state)``, the write-back, and the flat results (`results_of`)."""
     if not spec.written:
         return executable(*args, *state)
-    check_aliasing(spec, args)
     inputs = [*args, *state] if state else args
+    check_aliasing(spec, inputs)
     outs = executable(*inputs)
     write_back(spec, inputs, outs)
     return results_of(spec, inputs, outs)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from numtrace_ir import registry
+from numtrace_ir.backend import plain_array
 from numtrace_ir.errors import execution_error
 from numtrace_ir.ops import host
 from numtrace_ir.registry import Input, Inputs
@@ -123,6 +124,8 @@ class Interpreter:
         return [env[s] for s in self.output_slots]
 
     def __call__(self, *inputs: Any, out: Sequence[np.ndarray] | None = None) -> tuple:
+        if any(type(a) is not np.ndarray and isinstance(a, np.ndarray) for a in inputs):
+            inputs = tuple(plain_array(a, f"input {i}") for i, a in enumerate(inputs))
         # Contract: every output is a fresh array, sharing memory with no input and no other output.
         held = [a for a in inputs if isinstance(a, np.ndarray)] + self.constants
         results = []

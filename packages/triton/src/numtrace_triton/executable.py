@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numtrace_ir.backend import plain_array
 from numtrace_ir.types import TensorType
 
 from .device_arrays import export_array, import_array, is_device_array
@@ -108,7 +109,7 @@ class TritonExecutable:
         (a smaller array would make kernels read past its end)."""
         t = self.plan.input_types[i]
         if isinstance(t, TensorType):
-            array = np.asarray(value)
+            array = np.asarray(plain_array(value, f"input {i}"))
             if array.dtype != t.dtype or array.shape != tuple(t.shape):
                 raise TypeError(
                     f"input {i}: got {array.dtype}{list(array.shape)}, but this executable was "

@@ -234,7 +234,8 @@ def _clip_binder(strict: bool):
 def _clip_decompose(g, node):
     """np.clip as NumPy computes it (`numpy._core._methods._clip`): a Python int bound beyond an integer
     array's range on its open side is dropped, then maximum with a_min and minimum with a_max in the
-    result dtype (array operands cast to it first). None for a Python int bound of an integer array
+    result dtype (array operands cast to it first), keeping x where it equals a bound (-0.0 clipped
+    to [0, 1] stays -0.0). None for a Python int bound of an integer array
     that is not a constant (whether NumPy drops it depends on its value) or one NumPy rejects."""
     x, *bounds = node.inputs
     dtype = node.outputs[0].type.dtype
@@ -251,8 +252,8 @@ def _clip_decompose(g, node):
                 return None
         steps.append((side, v if isinstance(v.type, ScalarType) else _cast(g, node, v, dtype)))
     result = _cast(g, node, x, dtype)
-    for side, v in steps:
-        result = _create(g, node, "np.maximum" if side == "a_min" else "np.minimum", [result, v])
+    for side, v in steps:   # the bound first: on a tie maximum/minimum give the second operand, x
+        result = _create(g, node, "np.maximum" if side == "a_min" else "np.minimum", [v, result])
     return [_create(g, node, "np.astype", [x], dtype=dtype) if result is x else result]
 
 
