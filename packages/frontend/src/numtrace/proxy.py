@@ -405,6 +405,15 @@ for _op, _ufunc in {"add": np.add, "sub": np.subtract, "mul": np.multiply, "true
     setattr(TracedArray, f"__{_op}__", _f)
     setattr(TracedArray, f"__r{_op}__", _r)
     setattr(TracedArray, f"__i{_op}__", _i)
+def _pow(self, other):
+    # ndarray.__pow__ sends a Python int 2 to np.square, whose bool loop gives int8 where np.power's
+    # gives int64; every other array/exponent pair gives np.power's result.
+    if type(other) is int and other == 2 and self.dtype == np.bool_:
+        return np.square(self)
+    return np.power(self, other)
+
+
+TracedArray.__pow__ = _pow  # type: ignore[method-assign]
 for _op, _ufunc in {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
                     "eq": np.equal, "ne": np.not_equal}.items():
     setattr(TracedArray, f"__{_op}__", _binary(_ufunc)[0])

@@ -1,0 +1,187 @@
+"""Wrong answers found by hunting the call convention through the frontend: each a minimal program
+that a traced call answered differently from eager NumPy without raising.
+
+Open (``xfail(strict=True)``): whether NumPy's reshape of an argument is a view, so whether a write
+through it reaches the argument, depends on the argument's layout and shape, and the trace bakes in
+the answer it saw; a write through a view the tracer does not track (``ravel('K')``, ``.real``,
+``np.flip``, ``np.split``...) only warns at trace time and is lost.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import numtrace as nt
+import pytest
+
+
+class Accumulate(nt.Module):
+    """Writes into its state from its argument."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nt.Parameter(np.ones(3))
+
+    def forward(self, x):
+        self.w += x
+        return self.w * 2 + x
+
+
+class WriteArgument(nt.Module):
+    """Writes into its argument, reads its state."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nt.Parameter(np.ones(3))
+
+    def forward(self, x):
+        x += 1
+        return self.w * 2
+
+
+@pytest.mark.parametrize("cls", [Accumulate, WriteArgument])
+def test_an_argument_sharing_memory_with_module_state_either_writes_is_refused(backend, cls):
+    traced = nt.trace_module(cls(), {"forward": np.ones(3)}, check_trace=False, backend=backend)
+    w = np.asarray(traced.state_dict()["w"])
+    for alias in (w, w[::-1]):
+        before = w.copy()
+        with pytest.raises(ValueError, match="shares memory with"):
+            traced.forward(alias)
+        assert np.array_equal(w, before)
+
+
+def test_state_aliasing_is_checked_after_the_fast_path_took_a_call(backend):
+    """The same refusal on a call that the CPU backend's exact caller would take."""
+    traced = nt.trace_module(Accumulate(), {"forward": np.ones(3)}, check_trace=False, backend=backend)
+    traced.forward(np.zeros(3))
+    traced.forward(np.zeros(3))
+    w = np.asarray(traced.state_dict()["w"])
+    with pytest.raises(ValueError, match="shares memory"):
+        traced.forward(w)
+    traced.forward(np.zeros(3))  # a separate array still runs
+
+
+def _reshape_write(a):
+    b = a.T.reshape(-1)
+    b[1] = 9.0
+    return a
+
+
+def _ravel_write(a):
+    b = a.reshape(-1)
+    b[1] = 5.0
+    return a.T
+
+
+def _derived_ravel_write(a):
+    y = a * 2
+    y.reshape(-1)[1] = 100.0
+    return y
+
+
+def _ascontiguous_write(a):
+    c = np.ascontiguousarray(a)
+    c[0] = -1.0
+    return a
+
+
+RESHAPE = "whether a reshape is a view depends on layout and shape; the trace bakes in what it saw"
+
+
+@pytest.mark.xfail(strict=True, reason=RESHAPE)
+@pytest.mark.parametrize("f, trace_arg, call_arg", [
+    (_reshape_write, np.zeros((1, 4)), np.arange(12.0).reshape(3, 4)),   # batch 1 -> 3: view, then copy
+    (_reshape_write, np.zeros((3, 4)), np.arange(4.0).reshape(1, 4)),    # 3 -> batch 1: copy, then view
+    (_ravel_write, np.zeros((3, 4)), np.asfortranarray(np.arange(12.0).reshape(3, 4))),
+    (_ravel_write, np.asfortranarray(np.zeros((3, 4))), np.arange(12.0).reshape(3, 4)),
+    (_derived_ravel_write, np.zeros((3, 4)), np.asfortranarray(np.arange(12.0).reshape(3, 4))),
+    (_ascontiguous_write, np.zeros((4, 3)).T, np.arange(12.0).reshape(3, 4)),
+], ids=["batch1-to-3", "3-to-batch1", "C-to-F", "F-to-C", "derived-F", "ascontiguousarray"])
+def test_a_write_through_a_reshape_follows_the_callers_layout(backend, f, trace_arg, call_arg):
+    traced = nt.trace(f, (trace_arg,), check_trace=False, backend=backend)
+    eager_arg, traced_arg = call_arg.copy(order="K"), call_arg.copy(order="K")
+    expected = f(eager_arg)
+    try:
+        got = traced(traced_arg)
+    except (ValueError, TypeError, nt.GuardError):
+        return  # a refusal keeps the promise
+    assert np.array_equal(got, expected) and np.array_equal(traced_arg, eager_arg)
+
+
+class _Negating(np.ndarray):
+    """A user's subclass whose ``+`` is not NumPy's."""
+
+    def __add__(self, other):
+        return np.asarray(self) - other
+
+
+@pytest.mark.parametrize("make, f", [
+    (lambda: np.array([[1.0, 2.0], [3.0, 4.0]]).view(np.matrix), lambda a: a * a),   # matrix product
+    (lambda: np.ma.array(np.arange(4.0).reshape(2, 2), mask=[[0, 1], [0, 0]]), lambda a: a.sum()),
+    (lambda: np.arange(4.0).reshape(2, 2).view(_Negating), lambda a: a + 1),
+], ids=["matrix", "masked", "user-subclass"])
+def test_an_ndarray_subclass_argument_is_refused(backend, make, f):
+    """Its operations are not the ones the graph recorded on an ndarray."""
+    traced = nt.trace(f, (np.ones((2, 2)),), check_trace=False, backend=backend)
+    traced(np.ones((2, 2)))
+    with pytest.raises(TypeError, match="ndarray subclass"):
+        traced(make())
+    with pytest.raises(TypeError, match="ndarray subclass"):
+        traced(a=make())
+
+
+def test_memmap_and_parameter_arguments_run_as_arrays(backend, tmp_path):
+    def f(a):
+        a += 1
+        return a
+
+    traced = nt.trace(f, (np.zeros(3),), check_trace=False, backend=backend)
+    mm = np.memmap(tmp_path / "m.dat", dtype=float, mode="w+", shape=(3,))
+    assert traced(mm) is mm and np.array_equal(mm, np.ones(3))
+    p = nt.Parameter(np.zeros(3))
+    assert traced(p) is p and np.array_equal(p, np.ones(3))
+
+
+def test_a_numpy_scalar_written_into_is_refused_as_numpy_refuses_item_assignment(backend):
+    def f(a):
+        a[...] = 5.0
+        return a * 2
+
+    traced = nt.trace(f, (np.zeros(()),), check_trace=False, backend=backend)
+    with pytest.raises(TypeError):
+        f(np.float64(2.0))
+    with pytest.raises(TypeError, match="must be a NumPy array"):
+        traced(np.float64(2.0))
+    assert traced(np.array(2.0)) == 10.0
+
+
+UNTRACKED = ("a write through a view the tracer does not track only warns (TracerWarning), and the trace "
+             "keeps the base's old value")
+
+
+@pytest.mark.xfail(strict=True, reason=UNTRACKED)
+@pytest.mark.parametrize("view", [
+    lambda a: a.ravel("K"),
+    lambda a: a.real,
+    lambda a: np.flip(a),
+    lambda a: np.atleast_2d(a),
+    lambda a: a.astype(a.dtype, copy=False),
+    lambda a: np.split(a, 3)[1],
+], ids=["ravel-K", "real", "flip", "atleast_2d", "astype-no-copy", "split"])
+def test_a_write_through_an_untracked_view_reaches_the_argument(backend, view):
+    def f(a):
+        view(a)[0] = 3.0
+        return a * 1
+
+    x = np.arange(9.0).reshape(3, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", nt.TracerWarning)
+        traced = nt.trace(f, (x.copy(),), check_trace=False, backend=backend)
+    eager_x, traced_x = x.copy(), x.copy()
+    expected = f(eager_x)
+    try:
+        got = traced(traced_x)
+    except (ValueError, TypeError, NotImplementedError):
+        return  # a refusal keeps the promise
+    assert np.array_equal(got, expected) and np.array_equal(traced_x, eager_x)
