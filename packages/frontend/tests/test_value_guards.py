@@ -100,14 +100,15 @@ def test_loaded_trace_raises_guard_error_on_a_miss():
         loaded(-np.ones(3))
 
 
-def test_triton_refuses_a_guard_on_data_clearly():
+def test_triton_checks_a_guard_on_data():
     if "triton" not in nt.available_backends():
         pytest.skip("triton is not installed")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", nt.TracerWarning)
-        traced = nt.trace(branch, (np.ones(3, np.float32),), backend="triton", check_trace=False)
-    with pytest.raises(NotImplementedError, match="guard on array data"):
-        traced(np.ones(3, np.float32))
+        traced = nt.trace(branch, (np.ones(3, np.float32),), backend="triton")
+        for x in (np.ones(3, np.float32), -np.ones(3, np.float32)):
+            np.testing.assert_allclose(traced(x), branch(x), rtol=1e-6)
+    assert traced.stats()["retraces"] == 1
 
 
 def test_creation_functions_bound_before_tracing_are_intercepted(backend):

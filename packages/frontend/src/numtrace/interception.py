@@ -315,6 +315,7 @@ def _creation_wrapper(original: Any, fill: Any) -> Any:
             return original(shape, *args, **kwargs)
         result = original(tuple(unwrap(d) for d in dims), *args, **kwargs)
         if not isinstance(result, np.ndarray) or result.dtype.kind not in "biufc":
+            guarded(dims)  # an array the trace cannot hold: its shape leaves the graph, guarded
             return result
         value = fill(args, kwargs)
         entries = tuple(tracer.symbol(d) if isinstance(d, TracedInt) else operator.index(d) for d in dims)

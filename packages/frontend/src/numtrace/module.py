@@ -25,6 +25,8 @@ class Parameter(np.ndarray):
     attribute makes an array a parameter.
     """
 
+    __numtrace_plain_array__ = True  # its operations are ndarray's: a trace takes it as an argument
+
     def __new__(cls, data: Any, dtype: Any = None) -> Parameter:
         return np.array(data, dtype=dtype, copy=True).view(cls)
 

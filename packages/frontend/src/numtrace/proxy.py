@@ -119,7 +119,7 @@ class TracedArray(TracedValue):
         if new._concrete.dtype != self._concrete.dtype:
             new = np.astype(new, self._concrete.dtype)
         if new._concrete.shape != self._concrete.shape:
-            new = np.broadcast_to(new, self._concrete.shape)
+            new = np.broadcast_to(new, self.shape)  # traced dims: follows the shapes
         self._rebind(tracer, new._graph_value(tracer), what)
 
     def _rebind(self, tracer: Tracer, graph_value: Any, what: str) -> None:
@@ -245,7 +245,12 @@ class TracedArray(TracedValue):
         return f"TracedArray({self._concrete!r})"
 
     def __str__(self) -> str:
+        _left_graph(self, "text (str(x))")
         return str(self._concrete)
+
+    def __format__(self, spec: str) -> str:
+        _left_graph(self, "text (f\"{x}\", format(x))")
+        return format(self._concrete, spec)
 
     # -- conversions that leave the graph -------------------------------------------------------
     def __bool__(self) -> bool:
@@ -413,7 +418,7 @@ def _pow(self, other):
     return np.power(self, other)
 
 
-TracedArray.__pow__ = _pow  # type: ignore[method-assign]
+setattr(TracedArray, "__pow__", _pow)
 for _op, _ufunc in {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
                     "eq": np.equal, "ne": np.not_equal}.items():
     setattr(TracedArray, f"__{_op}__", _binary(_ufunc)[0])

@@ -277,7 +277,7 @@ class Tracer:
         vtype = value.type
         of_kind = TracedValue._of_kind
         if isinstance(vtype, TensorType):
-            array = of_kind["tensor"](self, value, _as_array(concrete))
+            array: Any = of_kind["tensor"](self, value, _as_array(concrete))
             array._scalar = isinstance(concrete, np.generic)
             return array
         if isinstance(vtype, ScalarType) and vtype.kind == "int":

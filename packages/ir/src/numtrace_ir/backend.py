@@ -67,12 +67,13 @@ def plain_array(x: Any, what: str) -> Any:
 
     A graph has ndarray semantics: a subclass that changes what operations mean (a masked array's
     mask, np.matrix's ``*``) would be computed as its bare data, a silent wrong answer, so it is
-    refused with a TypeError naming the argument `what`. np.memmap only changes where the data lives
-    and is taken as the array it is.
+    refused with a TypeError naming the argument `what`. np.memmap only changes where the data lives,
+    and a class that sets ``__numtrace_plain_array__ = True`` (numtrace.Parameter: arithmetic on it is
+    ndarray's) declares that it changes no operation; both are taken as the arrays they are.
     """
     if type(x) is np.ndarray or not isinstance(x, np.ndarray):
         return x
-    if isinstance(x, np.memmap):
+    if isinstance(x, np.memmap) or getattr(type(x), "__numtrace_plain_array__", False):
         return x.view(np.ndarray)
     raise TypeError(f"{what} is a {type(x).__module__}.{type(x).__qualname__}, an ndarray subclass; a trace "
                     "computes with plain ndarray semantics, which would ignore what the subclass changes "

@@ -12,6 +12,7 @@ from .movement import SAME_VALUE
 
 __all__ = [
     "CONTRACTIONS",
+    "HOST_OPS",
     "LOWERED",
     "PARTIAL",
     "REDUCTIONS",
@@ -74,8 +75,6 @@ UNLOWERED: dict[str, str] = {
     "np.atleast_3d": _PER_INPUT,
     "np.broadcast_arrays": _PER_INPUT,
     "np.diag": "a 1-d input builds a new square matrix (a copy, not a view); not lowered",
-    "prim.host_call": "a host call (a NumPy function the registry lacks, called at run time) is not run "
-    "between kernels; run the trace on the cpu or reference backend",
 }
 
 # Whole kinds the backend does not lower (ops of these kinds need no entry above).
@@ -88,8 +87,6 @@ PARTIAL: dict[str, str] = {
     "np.setitem": "writing through array indices (a scatter) is not lowered",
     "np.ravel": "copies data here (not a view)",  # order="F"
     "np.pad": "np.pad with per-axis constant values is not lowered",
-    "prim.guard": "a guard on array data (a value that left the graph while tracing, checked by every run) "
-    "is not checked by the Triton backend; run the trace on the cpu or reference backend",
     # Kept whole by passes.decompose: whether NumPy drops, clamps by or rejects the bound depends on it.
     "np.clip": "np.clip of an integer array with a runtime Python int bound (not a constant) is not lowered",
     **{name: f"{name} with initial= is not lowered" for name in ("np.sum", "np.prod", "np.max", "np.min")},
@@ -97,7 +94,9 @@ PARTIAL: dict[str, str] = {
 
 # Reductions (`OpDef.reduction`) the reduction kernels compute (mean, var, std are built from sums).
 REDUCTIONS = frozenset(REDUCTION_KINDS)
-CONTRACTIONS = frozenset({"np.matmul", "np.dot"})  # np.dot: up to 2-D operands
+CONTRACTIONS = frozenset({"np.matmul", "np.dot"})
+# Ops run on the host between kernels (`host_steps`): host calls, and guards on array data.
+HOST_OPS = frozenset({"prim.host_call", "prim.guard"})  # np.dot: up to 2-D operands
 # Ops evaluated at compile time: shape arithmetic, constants, and *_like/full creation.
 FOLDED_KINDS = frozenset({"prim", "scalar", "creation"})
 
@@ -134,6 +133,8 @@ def _lowers_itself(op) -> bool:
         return op.name in CONTRACTIONS
     if op.kind in ("movement", "index"):
         return op.name in VIEW_OPS
+    if op.name in HOST_OPS:
+        return True
     return op.kind in FOLDED_KINDS
 
 

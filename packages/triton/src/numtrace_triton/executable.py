@@ -22,6 +22,7 @@ from numtrace_ir.types import TensorType
 from .device_arrays import export_array, import_array, is_device_array
 from .device_memory import DeviceAllocator, DeviceBuffer, interpreter_enabled
 from .emit_body import GeneratedKernel
+from .host_steps import HostRunner
 from .kernel_cache import load_kernel
 from .planner import OutputSpec, Plan
 
@@ -65,6 +66,10 @@ class TritonExecutable:
             for b, spec in enumerate(plan.buffers)
             if spec.role == "const"
         }
+        # Host calls and guards on data, run between kernels; their results are uploaded per run.
+        self._host = [HostRunner(step, plan.buffers) for step in plan.host_steps]
+        self._host_written = {b for step in plan.host_steps for b in step.outputs if b is not None}
+        self._launches = list(zip(plan.kernels, self._fns))
         self._lock = threading.Lock()
         self._calls = 0
 
@@ -89,7 +94,7 @@ class TritonExecutable:
             else:
                 bufs[b] = self.allocator.upload(self._host_input(i, value, spec.dtype))
         for b, spec in enumerate(plan.buffers):
-            if spec.role in ("temp", "output"):
+            if spec.role in ("temp", "output") and b not in self._host_written:
                 bufs[b] = self.allocator.empty(spec.nbytes)
         self._launch_all(bufs)
         with self._lock:
@@ -116,13 +121,26 @@ class TritonExecutable:
         return np.asarray(value, storage)
 
     def _launch_all(self, bufs: dict[int, DeviceBuffer]) -> None:
+        """The kernels in order, each host step after the kernels before it (outside the interpreter's
+        lock and error state: a host function warns as it does eagerly)."""
+        start = 0
+        for host in self._host:
+            self._launch_range(start, host.step.after, bufs)
+            host(self.allocator, bufs)
+            start = host.step.after
+        self._launch_range(start, len(self._fns), bufs)
+
+    def _launch_range(self, start: int, stop: int, bufs: dict[int, DeviceBuffer]) -> None:
+        kernels = self._launches[start:stop]
         if not self._interpret:
-            for k, fn in zip(self.plan.kernels, self._fns):
+            for k, fn in kernels:
                 self._launch(k, fn, bufs)
+            return
+        if not kernels:
             return
         with _INTERPRETER_LOCK, np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            for k, fn in zip(self.plan.kernels, self._fns):
+            for k, fn in kernels:
                 self._launch(k, fn, bufs)
 
     def _launch(self, k: GeneratedKernel, fn: Any, bufs: dict[int, DeviceBuffer]) -> None:
@@ -184,11 +202,16 @@ class TritonExecutable:
         folded = sum(o.buffer is None for o in plan.outputs)
         if folded:
             lines.append(f"  {folded} output(s) folded at compile time (no kernel)")
+        host: dict[int, list[str]] = {}
+        for h in self._host:
+            host.setdefault(h.step.after, []).append(h.step.description)
         for k, info in enumerate(self.kernels, 1):
+            lines.extend(f"  {line}" for line in host.pop(k - 1, ()))
             grid = "chosen at launch" if info.grid is None else str(tuple(info.grid))
             lines.append(f"  kernel {k}: {info.name}, grid {grid}  ({info.path})")
             lines.extend("      " + line if line.strip() else ""
                          for line in info.source.rstrip().splitlines())
+        lines.extend(f"  {line}" for lines_after in host.values() for line in lines_after)
         return "\n".join(lines) + "\n"
 
     def stats(self) -> dict:
@@ -205,4 +228,6 @@ class TritonExecutable:
             "launches": self._calls * len(self.plan.kernels),
             "bytes_by_role": roles,
             "fallbacks": 0,
+            "host_calls": [h.step.node.attrs["func"] for h in self._host
+                           if h.step.node.op == "prim.host_call"],
         }

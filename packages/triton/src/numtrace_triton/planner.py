@@ -14,13 +14,14 @@ from numtrace_ir import registry
 from numtrace_ir.errors import location
 from numtrace_ir.types import ScalarType, TensorType
 
-from .coverage import PARTIAL, unlowered_reason
-from .dtypes import check_supported, storage_dtype
+from .coverage import HOST_OPS, unlowered_reason
+from .dtypes import check_supported
 from .emit_body import GeneratedKernel, Tuning
 from .emit_matmul import emit_matmul
 from .emit_pointwise import emit_pointwise
 from .emit_reduction import emit_reduction
 from .groups import Group
+from .host_steps import HostStep, plan_host_step
 from .kernel_plan import MatmulKernel, Op, PointwiseKernel, c_strides, numel, op_name
 from .lowering_rules import RULES, LoweringRules
 from .placement import NOTHING, POSITIVE, BufferSpec, Loc
@@ -48,6 +49,8 @@ class Plan:
     inputs: list[int | None]
     outputs: list[OutputSpec]
     input_types: list = field(default_factory=list)
+    # Nodes run on the host between kernels (host calls, guards on data), each after its `after` kernels.
+    host_steps: list[HostStep] = field(default_factory=list)
 
 
 def describe_node(node, names: dict | None = None) -> str:
@@ -69,6 +72,8 @@ class _Planner(LoweringRules):
 
     # -- driver -----------------------------------------------------------------------------------------
     def run(self) -> Plan:
+        self.host_steps: dict[int, HostStep] = {}  # by the gid of its host group
+        self.ordered_host_steps: list[HostStep] = []
         inputs: list[int | None] = []
         for i, v in enumerate(self.graph.inputs):
             t = v.type
@@ -97,7 +102,9 @@ class _Planner(LoweringRules):
         for node in self.graph.nodes:
             self.node(node)
         outputs = [self.output(j, v) for j, v in enumerate(self.graph.outputs)]
-        return Plan(self.buffers, self.emit(), inputs, outputs, [v.type for v in self.graph.inputs])
+        kernels = self.emit()
+        return Plan(self.buffers, kernels, inputs, outputs, [v.type for v in self.graph.inputs],
+                    self.ordered_host_steps)
 
     def node(self, node) -> None:
         label = describe_node(node, self.names)
@@ -109,8 +116,10 @@ class _Planner(LoweringRules):
         if node.op == "prim.Constant":
             self.fold_values(node, [node.attrs["value"]])
             return
-        if node.op == "prim.guard" and any(loc.folded is NOTHING for loc in locs):
-            raise NotImplementedError(f"{label}: {PARTIAL['prim.guard']}")
+        if node.op in HOST_OPS and any(loc.folded is NOTHING for loc in locs):
+            gid = len(self.groups)  # the host group plan_host_step makes
+            self.host_steps[gid] = plan_host_step(self, node, label)
+            return
         if op.nondeterministic:
             raise NotImplementedError(f"{label}: nondeterministic ops are not lowered by the Triton backend")
         if all(loc.folded is not NOTHING for loc in locs):
@@ -178,7 +187,7 @@ class _Planner(LoweringRules):
             and self.buffers[mem.buffer].role == "temp"
             and mem.offset == 0
             and mem.strides == c_strides(mem.shape)
-            and self.buffers[mem.buffer].nbytes == numel(mem.shape) * storage_dtype(mem.dtype).itemsize
+            and self.buffers[mem.buffer].nbytes == numel(mem.shape) * np.dtype(mem.dtype).itemsize
         ):
             spec = self.buffers[mem.buffer]
             spec.role, spec.index, spec.doc = "output", j, doc
@@ -219,6 +228,11 @@ class _Planner(LoweringRules):
         emitters: dict[type, Callable[..., GeneratedKernel]] = {PointwiseKernel: emit_pointwise,
                                                                 MatmulKernel: emit_matmul}
         for g in order:
+            if g.gid in self.host_steps:
+                step = self.host_steps[g.gid]
+                step.after = len(kernels)
+                self.ordered_host_steps.append(step)
+                continue
             if not g.stores or g.numel == 0:
                 continue
             kernel = g.finish()
