@@ -402,14 +402,6 @@ def _binary(ufunc: np.ufunc):
     return forward, reflected, inplace
 
 
-for _op, _ufunc in {"add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,
-                    "floordiv": np.floor_divide, "mod": np.remainder, "pow": np.power,
-                    "matmul": np.matmul, "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
-                    "lshift": np.left_shift, "rshift": np.right_shift}.items():
-    _f, _r, _i = _binary(_ufunc)
-    setattr(TracedArray, f"__{_op}__", _f)
-    setattr(TracedArray, f"__r{_op}__", _r)
-    setattr(TracedArray, f"__i{_op}__", _i)
 def _pow(self, other):
     # ndarray.__pow__ sends a Python int 2 to np.square, whose bool loop gives int8 where np.power's
     # gives int64; every other array/exponent pair gives np.power's result.
@@ -418,7 +410,15 @@ def _pow(self, other):
     return np.power(self, other)
 
 
-setattr(TracedArray, "__pow__", _pow)
+for _op, _ufunc in {"add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,
+                    "floordiv": np.floor_divide, "mod": np.remainder, "pow": np.power,
+                    "matmul": np.matmul, "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
+                    "lshift": np.left_shift, "rshift": np.right_shift}.items():
+    _f, _r, _i = _binary(_ufunc)
+    setattr(TracedArray, f"__{_op}__", _pow if _op == "pow" else _f)
+    setattr(TracedArray, f"__r{_op}__", _r)
+    setattr(TracedArray, f"__i{_op}__", _i)
+
 for _op, _ufunc in {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
                     "eq": np.equal, "ne": np.not_equal}.items():
     setattr(TracedArray, f"__{_op}__", _binary(_ufunc)[0])
