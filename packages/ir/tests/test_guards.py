@@ -65,3 +65,22 @@ def test_a_guard_on_a_value_the_types_do_not_decide_is_a_run_time_check():
     g.create_node("prim.guard", [c], {"expected": 3})
     g.set_outputs([x])
     assert g.nodes[-1].outputs[0].type == ScalarType("bool")
+
+
+def test_a_guard_on_data_takes_any_nan_for_a_nan_but_keeps_the_sign_of_zero():
+    """A NaN's sign and payload depend on the loop that made it (NumPy's and a backend's differ): a
+    guard that compared them would refuse the very inputs it was traced from, on every call."""
+    from numtrace_ir import registry
+
+    guard = registry.get("prim.guard").reference
+    nan = np.float64("nan")
+    negative_nan = np.copysign(nan, -1.0)
+    assert guard(np.array([1.0, negative_nan]), expected=np.array([1.0, nan]))
+    assert guard(np.array([negative_nan], np.float32), expected=np.array([nan], np.float32))
+    assert guard(float(negative_nan), expected=float(nan))
+    with pytest.raises(GuardError):
+        guard(np.array([-0.0, nan]), expected=np.array([0.0, nan]))   # the sign of zero still counts
+    with pytest.raises(GuardError):
+        guard(np.array([1.0, 2.0]), expected=np.array([1.0, nan]))    # a number is not a NaN
+    with pytest.raises(GuardError):
+        guard(2.0, expected=float(nan))

@@ -215,15 +215,33 @@ def _to_expected(v):
 
 def _guard(value, expected, what=""):
     """The run-time form of a guard (the reference backend runs it; `specialize` folds away those the
-    input shapes decide). An array value must equal `expected` bit for bit."""
+    input shapes decide). An array value must equal `expected` bit for bit, except that every NaN
+    equals every NaN: a NaN's sign and payload depend on the loop that made it (NumPy's and a
+    backend's differ), and a guard that no run can pass would refuse the inputs it was traced from."""
     if isinstance(expected, np.ndarray):
         now = np.asarray(value, dtype=expected.dtype)
-        if now.shape != expected.shape or now.tobytes() != expected.tobytes():
+        if now.shape != expected.shape or not _same_bits(now, expected):
             raise GuardError(what or "the guarded value", None, _shown(expected), _shown(now), "inputs")
         return True
-    if value != expected:
+    if value != expected and not (_is_nan(value) and _is_nan(expected)):
         raise GuardError(what or "the guarded value", None, expected, value)
     return True
+
+
+def _is_nan(x):
+    return isinstance(x, (float, complex, np.inexact)) and bool(np.isnan(x))
+
+
+def _same_bits(now, expected):
+    """Equal bit for bit (so -0.0 differs from 0.0), NaNs of any sign or payload being equal."""
+    if now.tobytes() == expected.tobytes():
+        return True
+    if expected.dtype.kind not in "fc":
+        return False
+    nan = np.isnan(expected)
+    if not np.array_equal(np.isnan(now), nan):
+        return False
+    return now[~nan].tobytes() == expected[~nan].tobytes()
 
 
 def _shown(a):
