@@ -462,3 +462,25 @@ def test_out_into_an_internal_array_keeps_its_shape(backend):
     traced = nt.trace(_multiply_into_empty, (np.ones((4, 5)), np.ones(5)), check_trace=False, backend=backend)
     with pytest.raises(ValueError):
         _retraced(traced, np.ones((7, 1)), np.ones(7))
+
+
+# -- a value NumPy gives as a scalar is hashable (its data guarded); an array is not --------------------
+
+
+def _scalar_as_key(x):
+    table = {1.0: 10.0, 2.0: 20.0}
+    return x * table.get(x[0] * 1.0, -1.0)
+
+
+def test_a_numpy_scalar_value_hashes_by_its_data(backend):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TracerWarning)   # the conversion of data is said once, at trace
+        traced = _agrees(_scalar_as_key, (np.array([1.0, 3.0]),),
+                         [(np.array([2.0, 5.0]),), (np.array([7.0, 1.0, 2.0]),)], backend)
+
+    def array_hash(x):
+        return x * len({x: 1})
+
+    with pytest.raises(TypeError, match="unhashable"):
+        nt.trace(array_hash, (np.ones(3),), check_trace=False, backend=backend)
+    assert traced is not None

@@ -74,7 +74,6 @@ class TracedArray(TracedValue):
 
     # An ndarray on the left of an operator defers to this class (via __array_ufunc__).
     __array_priority__ = 1000
-    __hash__ = None  # type: ignore[assignment]
 
     def __init__(self, tracer: Tracer, graph_value: Any, concrete: np.ndarray):
         self._tracer = tracer
@@ -243,6 +242,14 @@ class TracedArray(TracedValue):
 
     def __repr__(self) -> str:
         return f"TracedArray({self._concrete!r})"
+
+    def __hash__(self) -> int:
+        # An array is unhashable, as NumPy's; a value NumPy gives as a scalar (np.float64) is hashable,
+        # and its hash is its data: guarded like float(x), so another value traces again.
+        if not self._scalar:
+            raise TypeError("unhashable type: 'numpy.ndarray'")
+        _left_graph(self, "hash(x)")
+        return hash(self._concrete[()])
 
     def __str__(self) -> str:
         _left_graph(self, "text (str(x))")
