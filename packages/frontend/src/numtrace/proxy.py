@@ -119,6 +119,10 @@ class TracedArray(TracedValue):
             new = np.astype(new, self._concrete.dtype)
         if new._concrete.shape != self._concrete.shape:
             new = np.broadcast_to(new, self.shape)  # traced dims: follows the shapes
+        elif new._ir is not self._ir and any(a != b for a, b in zip(new.shape, self.shape)):
+            # Equal here; each inequality test records a guard that they stay equal, so a call where
+            # the value would outgrow this array (NumPy: "non-broadcastable output operand") re-traces.
+            raise AssertionError("numtrace internal error: shapes differ")
         self._rebind(tracer, new._graph_value(tracer), what)
 
     def _rebind(self, tracer: Tracer, graph_value: Any, what: str) -> None:
