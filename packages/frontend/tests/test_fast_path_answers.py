@@ -14,19 +14,7 @@ import warnings
 import numpy as np
 import numtrace as nt
 import pytest
-
-
-def _copy(a):
-    """A copy laid out as `a` is (Fortran order, every other column of a wider array)."""
-    if a.flags.c_contiguous or a.flags.f_contiguous:
-        return a.copy(order="K")
-    wide = np.empty((*a.shape[:-1], 2 * a.shape[-1]), a.dtype)[..., ::2]
-    wide[...] = a
-    return wide
-
-
-def _copies(args):
-    return [_copy(a) for a in args]
+from layouts import layout_copies, layout_copy
 
 
 def _same(got, want) -> None:
@@ -46,12 +34,12 @@ def _check(f, backend, *calls):
     with each tuple; outputs and the arguments afterwards must equal NumPy's."""
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        traced = nt.trace(f, tuple(_copies(calls[0])), check_trace=False, backend=backend)
+        traced = nt.trace(f, tuple(layout_copies(calls[0])), check_trace=False, backend=backend)
         for args in calls:
-            want_args = _copies(args)
+            want_args = layout_copies(args)
             want = f(*want_args)
             for _ in range(2):
-                got_args = _copies(args)
+                got_args = layout_copies(args)
                 got = traced(*got_args)
             if isinstance(want, tuple):
                 for g, w in zip(got, want):
@@ -201,7 +189,7 @@ def test_a_write_through_a_reshape_follows_the_layout_or_is_refused(backend, f, 
             _check(f, backend, (x,), (other,))
             continue
         with pytest.raises(ValueError, match="laid out"):
-            traced(_copy(other))
+            traced(layout_copy(other))
 
 
 def test_a_write_through_a_reshape_at_another_shape_is_traced_again(backend, rng):
@@ -223,10 +211,10 @@ def test_a_loaded_trace_keeps_its_layouts(backend, rng, tmp_path):
     traced.save(tmp_path / "t.nt")
     loaded = nt.load(tmp_path / "t.nt", backend=backend)
     assert loaded.layouts == traced.layouts == ("C",)
-    _check_loaded = _copy(arrays["C"])
+    _check_loaded = layout_copy(arrays["C"])
     _same(loaded(_check_loaded), _write_through_reshape(arrays["C"].copy()))
     with pytest.raises(ValueError, match="laid out"):
-        loaded(_copy(arrays["F"]))
+        loaded(layout_copy(arrays["F"]))
 
 
 def test_a_reshape_only_read_takes_any_layout(backend, rng):

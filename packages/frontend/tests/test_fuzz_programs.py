@@ -27,6 +27,7 @@ import numtrace as nt
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
+from layouts import layout_copies, layout_copy
 
 EXAMPLES = int(os.environ.get("NUMTRACE_FUZZ_EXAMPLES", "200"))
 
@@ -231,7 +232,7 @@ def _inputs(n, seed, kind="plain"):
     if kind == "fortran":
         x = np.asfortranarray(x)
     elif kind == "strided":
-        x = _copy(r.random((n, 8))[:, ::2])
+        x = layout_copy(r.random((n, 8))[:, ::2])
     elif kind == "longlong":
         i = i.astype(np.longlong)
     elif kind == "masked":
@@ -239,17 +240,6 @@ def _inputs(n, seed, kind="plain"):
     return [x, y, i]
 
 
-def _copy(a):
-    """A copy laid out as `a` is (Fortran order, every other column of a wider array)."""
-    if isinstance(a, np.ma.MaskedArray) or a.flags.c_contiguous or a.flags.f_contiguous:
-        return a.copy(order="K")
-    wide = np.empty((*a.shape[:-1], 2 * a.shape[-1]), a.dtype)[..., ::2]
-    wide[...] = a
-    return wide
-
-
-def _copies(args):
-    return [_copy(a) for a in args]
 
 
 # Per path of the cpu backend, a counter of stats() that says it ran, and the programs it ran in (their
@@ -291,7 +281,7 @@ def _check_clear(exc: BaseException, where: str):
 
 
 def _eager(fn, args):
-    args = _copies(args)
+    args = layout_copies(args)
     try:
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -312,7 +302,7 @@ def run_case(steps, backend):
     with warnings.catch_warnings(record=True) as caught, np.errstate(all="ignore"):
         warnings.simplefilter("always")
         try:
-            traced = nt.trace(fn, tuple(_copies(example)), backend=backend, check_trace=False)
+            traced = nt.trace(fn, tuple(layout_copies(example)), backend=backend, check_trace=False)
         except Exception as exc:
             _check_clear(exc, f"{fn.__name__} tracing on {backend}")
             return "refused"
@@ -323,7 +313,7 @@ def run_case(steps, backend):
         if eager_exc is not None and not warned:
             # Tracing succeeded though NumPy raises: the call must raise too.
             with pytest.raises(Exception) as info:
-                traced(*_copies(example))
+                traced(*layout_copies(example))
             _check_clear(info.value, f"{fn.__name__} on {backend}")
             return "raised"
         outcome = "ok"
@@ -332,7 +322,7 @@ def run_case(steps, backend):
                               (4, 5, "strided"), (3, 6, "longlong"), (3, 7, "masked")):
             args = _inputs(n, seed, kind)
             want, want_args, eager_exc = _eager(fn, args)
-            got_args = _copies(args)
+            got_args = layout_copies(args)
             if kind == "masked":
                 with pytest.raises(TypeError, match="subclass"):
                     traced(*got_args)
@@ -400,7 +390,7 @@ def run_module_case(steps, backend):
     with warnings.catch_warnings(record=True) as caught, np.errstate(all="ignore"):
         warnings.simplefilter("always")
         try:
-            traced = nt.trace(model, tuple(_copies(example)), backend=backend, check_trace=False)
+            traced = nt.trace(model, tuple(layout_copies(example)), backend=backend, check_trace=False)
         except Exception as exc:
             _check_clear(exc, f"module {steps} tracing on {backend}")
             return
