@@ -179,6 +179,7 @@ class Executable(CallRunner):
             "small_matmuls": sum(isinstance(s, SmallMatmulStep) for s in self._steps),
             "fallbacks": len(fallbacks),
             "fallback_ops": sorted(set(fallbacks)),
+            "for_guards": sum(isinstance(s, FallbackStep) and s.for_guard for s in self._steps),
             "setitems_in_place": sum(isinstance(s, SetitemStep) and s.inputs[0] == s.outputs[0]
                                      for s in self._steps),
             "host_calls": [s.nodes[0].attrs["func"] for s in self._steps
@@ -264,7 +265,9 @@ class Executable(CallRunner):
                 lines.append(f"      {node_line(step.nodes[0])}")
             else:
                 node = step.nodes[0]
-                lines.append(f"  step {k}: fallback to NumPy ({fallback_reason(node)})")
+                why = (fallback_reason(node) if not getattr(step, "for_guard", False)
+                       else "feeds a guard on data, which needs NumPy's own bits")
+                lines.append(f"  step {k}: fallback to NumPy ({why})")
                 lines.append(f"      {node_line(node)}")
         in_place = [f"output {j} into input {name(v)}" for j, (v, _, mode) in enumerate(self._outputs)
                     if mode == _IN_PLACE]
