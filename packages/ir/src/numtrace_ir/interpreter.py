@@ -104,12 +104,19 @@ class Interpreter:
             fresh.add(s)
         self.constants = [np.asarray(step.attrs["value"]) for step in self.steps if step.fn is _constant
                           and isinstance(step.attrs["value"], (np.ndarray, np.generic))]
+        # Constants are in every call's environment from the start (a copy of this template), not
+        # steps: a constant reads nothing and is read where it lives.
+        self._template: list[Any] = [None] * self.num_slots
+        for step in self.steps:
+            if step.fn is _constant:
+                self._template[step.outputs[0]] = step.attrs["value"]
+        self._computing = [step for step in self.steps if step.fn is not _constant]
 
     def run(self, *inputs: Any) -> list:
         """The graph's outputs as the references return them (possibly views of inputs or constants)."""
-        env: list[Any] = [None] * self.num_slots
+        env = self._template.copy()
         env[: self.num_inputs] = inputs
-        for step in self.steps:
+        for step in self._computing:
             try:
                 result = step.fn(*[env[s] for s in step.inputs], **step.attrs)
             except Exception as exc:
