@@ -58,7 +58,8 @@ def main() -> None:
                 warnings.simplefilter("ignore", nt.TracerWarning)   # the note that it runs as a host call
                 traced = nt.trace(fn, inputs, backend=backend)
             np.testing.assert_array_equal(traced(*inputs), fn(*inputs))
-            t_np, t_nt = time_pair(lambda: fn(*inputs), lambda: traced(*inputs), args.quick, clock)
+            t_np, t_nt = time_pair(lambda f=fn, a=inputs: f(*a), lambda t=traced, a=inputs: t(*a),
+                                   args.quick, clock)
             print(f"{name:<24} {backend:<10} {fmt_seconds(t_np)} {fmt_seconds(t_nt)} "
                   f"{fmt_seconds(t_nt - t_np)} {t_nt / t_np:6.2f}x")
 

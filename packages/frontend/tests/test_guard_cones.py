@@ -103,3 +103,20 @@ def test_the_rest_of_the_program_stays_in_fused_kernels():
     assert "feeds a guard on data" in traced.explain()
     np.testing.assert_allclose(traced(x), f(x), rtol=1e-15)
 
+
+
+def reversed_angles(x):
+    """NumPy's arctan2 loop for a reversed (negative-stride) operand differs in the last bit from its
+    loop for a contiguous one: the guard needs the slice kept NumPy's view."""
+    return np.asarray(np.arctan2(x, x[::-1]).tolist()) * 2.0
+
+
+@pytest.mark.triton
+def test_guard_fed_through_a_strided_view_sees_numpys_layout(backend, rng):
+    x = rng.normal(size=99)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", nt.TracerWarning)
+        traced = nt.trace(reversed_angles, (x,), backend=backend)
+    for _ in range(2):
+        np.testing.assert_array_equal(_call(traced, x.copy()), reversed_angles(x))
+    assert traced.stats()["retraces"] == 0

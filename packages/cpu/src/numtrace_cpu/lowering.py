@@ -99,8 +99,9 @@ def lower(graph) -> tuple[list[Step], dict, dict]:
         if node.op == "prim.Constant":
             consts[node.outputs[0]] = node.attrs["value"]
     by_reference = guard_reference_nodes(graph)
-    fused_after = {k: e for k, e in epilogues(nodes, graph.outputs).items()   # bias/ReLU nodes the
-                   if k not in by_reference and not any(id(n) in by_reference for n in e.nodes)}  # GEMV applies
+    # Bias/ReLU nodes the GEMV steps apply (not where a guard needs the product as NumPy computes it).
+    fused_after = {k: e for k, e in epilogues(nodes, graph.outputs).items()
+                   if k not in by_reference and not any(id(n) in by_reference for n in e.nodes)}
     absorbed = {id(n) for e in fused_after.values() for n in e.nodes}
     units = group_nodes([n for n in nodes if id(n) not in absorbed], position, by_reference)
     group_of: dict = {}
@@ -123,8 +124,9 @@ def lower(graph) -> tuple[list[Step], dict, dict]:
             steps.append(ConstantStep(inputs=[], outputs=[index[u.outputs[0]]], nodes=[u]))
         elif id(u) in by_reference:
             fn, attrs = reference_call(u)
-            steps.append(FallbackStep(inputs=[index[v] for v in u.inputs], outputs=[index[v] for v in u.outputs],
-                                      nodes=[u], fn=fn, attrs=attrs, for_guard=True))
+            steps.append(FallbackStep(inputs=[index[v] for v in u.inputs],
+                                      outputs=[index[v] for v in u.outputs], nodes=[u], fn=fn, attrs=attrs,
+                                      for_guard=True))
         elif is_small_matmul(u) and id(u) not in fused_after:   # a fused epilogue needs the GEMV step
             steps.append(SmallMatmulStep(inputs=[index[v] for v in u.inputs], outputs=[index[u.outputs[0]]],
                                          nodes=[u]))

@@ -16,6 +16,7 @@ import numpy as np
 from numtrace_ir import registry
 from numtrace_ir.backend import plain_array
 from numtrace_ir.errors import execution_error
+from numtrace_ir.exactness import data_guard_cone
 from numtrace_ir.ops import host
 from numtrace_ir.registry import Input, Inputs
 
@@ -50,6 +51,14 @@ def reference_call(node: Any) -> tuple[Callable, dict]:
     return call, op.normalize_attrs(dict(node.attrs))
 
 
+def _view_of(node: Any) -> Callable:
+    """``x[key]`` of a static key as NumPy's view, not the reference's copy: where a guard on data reads
+    what is computed from it, the layout matters (NumPy's loops for a strided and for a contiguous
+    operand may differ in the last bit: `arctan2` of ``x[::-1]``), and the guard needs NumPy's bits."""
+    as_view, attrs = registry.get(node.op).as_view, dict(node.attrs)
+    return lambda a: as_view(a, None, attrs, [])
+
+
 class _Step:
     """One node's work: its call, where its inputs live, where its outputs go, what dies after it."""
 
@@ -74,11 +83,14 @@ class Interpreter:
             slot[value] = len(slot)
         self.num_inputs = len(slot)
         self.steps: list[_Step] = []
+        cone = data_guard_cone(graph)
         for node in graph.nodes:
             inputs = [slot[v] for v in node.inputs]
             for value in node.outputs:
                 slot[value] = len(slot)
             fn, attrs = reference_call(node)
+            if id(node) in cone and node.op == "np.getitem" and len(node.inputs) == 1:
+                fn, attrs = _view_of(node), {}
             if fn is _constant:
                 inputs = []
             self.steps.append(_Step(node, fn, attrs, inputs, [slot[v] for v in node.outputs]))

@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 
 from numtrace_ir import registry
+from numtrace_ir.exactness import math_library, numpy_exact
 from numtrace_ir.graph import Graph
 from numtrace_ir.interpreter import Interpreter
-from numtrace_ir.exactness import math_library, numpy_exact
 from numtrace_ir.registry import OpDef, Sample
 from numtrace_ir.types import ScalarType, TensorType, Type, normalize_dtype
 
