@@ -123,10 +123,10 @@ def lower(graph) -> tuple[list[Step], dict, dict]:
         elif u.op == "prim.Constant":
             steps.append(ConstantStep(inputs=[], outputs=[index[u.outputs[0]]], nodes=[u]))
         elif id(u) in by_reference:
-            fn, attrs = reference_call(u)
+            numpy_fn, numpy_attrs = reference_call(u)
             steps.append(FallbackStep(inputs=[index[v] for v in u.inputs],
-                                      outputs=[index[v] for v in u.outputs], nodes=[u], fn=fn, attrs=attrs,
-                                      for_guard=True))
+                                      outputs=[index[v] for v in u.outputs], nodes=[u], fn=numpy_fn,
+                                      attrs=numpy_attrs, for_guard=True))
         elif is_small_matmul(u) and id(u) not in fused_after:   # a fused epilogue needs the GEMV step
             steps.append(SmallMatmulStep(inputs=[index[v] for v in u.inputs], outputs=[index[u.outputs[0]]],
                                          nodes=[u]))

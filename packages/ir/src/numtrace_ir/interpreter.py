@@ -56,6 +56,7 @@ def _view_of(node: Any) -> Callable:
     what is computed from it, the layout matters (NumPy's loops for a strided and for a contiguous
     operand may differ in the last bit: `arctan2` of ``x[::-1]``), and the guard needs NumPy's bits."""
     as_view, attrs = registry.get(node.op).as_view, dict(node.attrs)
+    assert as_view is not None   # np.getitem has one
     return lambda a: as_view(a, None, attrs, [])
 
 
