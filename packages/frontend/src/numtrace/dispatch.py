@@ -20,7 +20,7 @@ from .hostcall import unregistered_call
 from .source import run_at_user_line
 from .traced_value import TracedValue, is_traced_array, unwrap
 from .tracer import Tracer, active_tracer, current_tracer
-from .views import op_view
+from .views import op_view, track_parts
 
 
 def numpy_name(func: Any, method: str = "__call__") -> str:
@@ -75,8 +75,7 @@ def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
                 result = unregistered_call(tracer, func, method, args, kwargs, numpy_name(func, method))
             else:
                 result = tracer.record(op.name, inputs, attrs, concrete)
-                if op.view is not None:
-                    _track_view(op, func, args, kwargs, inputs, attrs, result)
+                _track_view(op, func, args, kwargs, inputs, attrs, result)
     if where is not True:
         result = _select(where, result, out)
     if out is None:
@@ -117,6 +116,9 @@ def _is_traced_int(x: Any) -> bool:
 def _track_view(op: Any, func: Any, args: tuple, kwargs: dict, inputs: list, attrs: dict,
                 result: Any) -> None:
     """Make ``result`` a tracked view of its base where NumPy returned a view, so writes reach the base."""
+    if isinstance(result, (tuple, list)):
+        track_parts(func, inputs, attrs, result)
+        return
     recipe = op_view(op, func, args, kwargs, inputs, attrs, result)
     if recipe is not None:
         base = inputs[0]

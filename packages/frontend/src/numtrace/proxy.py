@@ -29,7 +29,7 @@ from .errors import TracerWarning
 from .source import user_location, warn_at_user_line
 from .traced_value import TracedValue, unwrap
 from .tracer import Tracer, active_tracer, current_tracer
-from .views import note_layout_write
+from .views import mark_untracked_aliases, note_layout_write, refuse_stale
 
 
 def _left_graph(array: TracedArray, what: str) -> None:
@@ -94,6 +94,8 @@ class TracedArray(TracedValue):
         if tracer is not self._tracer:
             raise RuntimeError("a traced array from another trace was used; traced arrays cannot outlive "
                                "the trace that produced them (store results, not traced intermediates)")
+        if tracer.stale:
+            refuse_stale(tracer, self)
         parent = self._parent
         if parent is not None:
             parent._graph_value(tracer)
@@ -138,26 +140,7 @@ class TracedArray(TracedValue):
             self._seen = parent._version
 
     def _warn_untracked_aliases(self, tracer: Tracer, what: str) -> None:
-        root = self
-        while root._parent is not None:
-            root = root._parent
-        aliases = 0
-        for other in tracer.live_arrays():
-            if other is self or not np.may_share_memory(other._concrete, self._concrete):
-                continue
-            other_root = other
-            while other_root._parent is not None:
-                other_root = other_root._parent
-            if other_root is not root and np.shares_memory(other._concrete, self._concrete):
-                aliases += 1
-        if aliases:
-            warn_at_user_line(
-                f"{what} writes to memory that {aliases} other traced array(s) also refer to (for example "
-                "a diagonal or a strided view). Only views made by basic indexing (x[1:], x[0]), reshape "
-                "and transpose are updated in the trace; the others keep their old value in the graph, so "
-                "the trace might be incorrect.",
-                TracerWarning,
-            )
+        mark_untracked_aliases(tracer, self, what)
 
     # -- NumPy protocols -----------------------------------------------------------------------
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
@@ -172,8 +155,13 @@ class TracedArray(TracedValue):
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         _refuse_masked_array()
         _left_graph(self, "an ndarray (by code that calls __array__)")
-        value = self._concrete if dtype is None else self._concrete.astype(dtype)
-        return np.array(value, copy=True) if copy is not False else value
+        if copy is True or (dtype is not None and np.dtype(dtype) != self._concrete.dtype):
+            return np.array(self._concrete, dtype=dtype, copy=True)
+        # Code given the data itself (``np.lib.stride_tricks.as_strided``, compiled code) may write into
+        # it, and the graph would never see the write: it gets the data read-only, so NumPy refuses that.
+        value = self._concrete.view()
+        value.flags.writeable = False
+        return value
 
     # -- attributes ----------------------------------------------------------------------------
     @property

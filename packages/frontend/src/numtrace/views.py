@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from .source import user_location
 from .traced_value import is_traced_array, unwrap
 
 
@@ -40,13 +41,35 @@ class _OpView:
 
 
 class Regrouped(_OpView):
-    """All of the base's elements in C order, in another shape: written back by a reshape."""
+    """All of the base's elements in C (or F) order, in another shape: written back by a reshape."""
 
-    __slots__ = ()
+    __slots__ = ("order",)
     layout_dependent = True   # another layout of the same base may have made NumPy copy
 
+    def __init__(self, op: str, extra: list, attrs: dict, order: str = "C"):
+        super().__init__(op, extra, attrs)
+        self.order = order
+
     def write(self, tracer: Any, base: Any, view: Any) -> Any:
-        return np.reshape(view, base.shape)._ir  # type: ignore[attr-defined]  # a TracedArray via NEP 18
+        return np.reshape(view, base.shape, order=self.order)._ir  # type: ignore[attr-defined]  # a TracedArray via NEP 18
+
+
+class Same(_OpView):
+    """The base itself (NumPy returned its argument): a write into it is the base's new value."""
+
+    __slots__ = ()
+
+    def write(self, tracer: Any, base: Any, view: Any) -> Any:
+        return view._graph_value(tracer)
+
+
+class Flipped(_OpView):
+    """The base reversed along some axes: written back by the same flip."""
+
+    __slots__ = ()
+
+    def write(self, tracer: Any, base: Any, view: Any) -> Any:
+        return np.flip(view, self.attrs.get("axis"))._ir  # type: ignore[attr-defined]  # a TracedArray via NEP 18
 
 
 class _ReshapedCopy:
@@ -78,6 +101,39 @@ def note_layout_write(tracer: Any, array: Any) -> None:
     for proxy in tracer.input_proxies:
         for d in proxy.shape:
             bool(d == 1)   # records the guard
+
+
+def _root(array: Any) -> Any:
+    while array._parent is not None:
+        array = array._parent
+    return array
+
+
+def mark_untracked_aliases(tracer: Any, array: Any, what: str) -> None:
+    """Called for each array a write reaches: every other traced array sharing memory with it that the
+    graph does not relate to it (a view the tracer does not track: ``np.diagonal``, a ``np.split`` part,
+    ``x.real`` of complex data, ``as_strided``; or the base such a view was taken from) changed in NumPy
+    but keeps its old value in the graph. Those are marked stale: using one later, or returning to the
+    caller with an argument among them, is refused (`refuse_stale`), never a silently stale trace."""
+    root = _root(array)
+    for other in tracer.live_arrays():
+        if other is array or id(other) in tracer.stale or \
+                not np.may_share_memory(other._concrete, array._concrete):
+            continue
+        if _root(other) is not root and np.shares_memory(other._concrete, array._concrete):
+            tracer.stale[id(other)] = (other, f"{what} at {user_location()}")
+
+
+def refuse_stale(tracer: Any, array: Any) -> None:
+    entry = tracer.stale.get(id(array))
+    if entry is None or entry[0] is not array:
+        return
+    raise NotImplementedError(
+        f"a traced array used at {user_location()} shares memory with an array written by {entry[1]}, "
+        "through a view the tracer does not track (only basic indexing such as x[1:] or x[0], reshape, "
+        "ravel, transpose and flip views are followed): the trace would use its value from before the "
+        "write, or lose the write. Write into the array itself (x[...] = value), or take a copy "
+        "(np.copy) before writing.")
 
 
 def layout_of(a: np.ndarray) -> Any:
@@ -115,19 +171,92 @@ def op_view(op: Any, func: Any, args: tuple, kwargs: dict, inputs: list, attrs: 
     """The recipe for ``result`` of registry op ``op`` if NumPy made it a view of its first input (a
     traced array), else None."""
     base: Any = inputs[0] if inputs else None
-    if op.view is None or not is_traced_array(base) or not is_traced_array(result):
+    if not is_traced_array(base) or not is_traced_array(result):
+        return None
+    if result._concrete is base._concrete and func not in _LAYOUT_COPIES:
+        # NumPy handed back the input itself (``np.atleast_2d`` of a matrix, ``x.real`` of real data,
+        # ``astype`` without a copy): decided by dtypes and ranks, the same at every call.
+        return Same(op.name, inputs[1:], attrs)
+    kind = op.view or _FUNCTION_VIEWS.get(func)
+    if kind is None:
         return None
     if result._concrete.size == 0 or not np.shares_memory(result._concrete, base._concrete):
         # NumPy copied (``ravel`` of a transposed array): writes do not reach the base
-        if op.view == "reshape" and result._concrete.size:
+        if kind == "reshape" and result._concrete.size:
             result._view = RESHAPED_COPY
         return None
-    if op.view == "reshape":
-        if attrs.get("order", "C") != "C":
-            return None
-        return Regrouped(op.name, inputs[1:], attrs)
+    if kind == "flip":
+        return Flipped(op.name, inputs[1:], attrs)
+    if kind == "reshape":
+        order = _element_order(attrs.get("order", "C"), base._concrete)
+        return None if order is None else Regrouped(op.name, inputs[1:], {**attrs, "order": order}
+                                                    if "order" in attrs else attrs, order)
     perm = _permutation(func, args, kwargs, base._concrete)
     return None if perm is None else Permuted(op.name, inputs[1:], attrs, perm)
+
+
+# Views that NumPy makes where the registry entry states no view fact: ``np.ascontiguousarray`` (a view
+# exactly when its argument is C-contiguous already, so a reshape-like, layout-dependent one) and
+# ``np.flip`` (the elements in reverse along axes: undone by the same flip).
+_FUNCTION_VIEWS: dict[Any, str] = {np.ascontiguousarray: "reshape", np.flip: "flip"}
+_LAYOUT_COPIES = frozenset({np.ascontiguousarray})
+
+
+_SPLITS = {np.split: True, np.array_split: False}   # the function: whether its sections are even
+
+
+def track_parts(func: Any, inputs: list, attrs: dict, parts: Any) -> None:
+    """Make the parts of ``np.split``/``np.array_split`` of a traced array views of it (basic indexing
+    along the axis), so writes into a part reach the base. Section bounds are computed from the base's
+    traced length, so they follow it at other shapes."""
+    even = _SPLITS.get(func)
+    base = inputs[0] if inputs else None
+    if even is None or not is_traced_array(base) or not all(is_traced_array(p) for p in parts):
+        return
+    axis = attrs["axis"] % base.ndim
+    sections = attrs["indices_or_sections"]
+    if isinstance(sections, int):
+        n, start, bounds = base.shape[axis], 0, []
+        for i in range(sections):
+            stop = start + (n // sections if even else (n + (sections - 1 - i)) // sections)
+            bounds.append((start, stop))
+            start = stop
+    else:
+        bounds = list(zip((0, *sections), (*sections, None)))
+    for part, (start, stop) in zip(parts, bounds):
+        part._parent, part._view, part._seen = base, Section((slice(None),) * axis + (slice(start, stop),)), \
+            base._version
+
+
+class Section:
+    """A ``np.split`` part: ``base[key]`` for a basic ``key`` (whose bounds may be traced ints)."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: tuple):
+        self.key = key
+
+    def read(self, tracer: Any, base: Any, concrete: np.ndarray) -> Any:
+        return base[self.key]._ir
+
+    def write(self, tracer: Any, base: Any, view: Any) -> Any:
+        # ``base[key] = view`` recorded on a detached copy: the base itself is rebound by the caller.
+        updated = tracer.wrap(base._graph_value(tracer), base._concrete.copy())
+        updated[self.key] = view
+        return updated._ir
+
+
+def _element_order(order: str, base: np.ndarray) -> str | None:
+    """In which order ("C" or "F") a reshape/ravel with ``order`` that NumPy made a view of ``base``
+    reads its elements; None where that cannot be told from the order alone (``ravel('K')`` of a strided
+    array)."""
+    if order in ("C", "F"):
+        return order
+    if base.ndim <= 1 or base.flags.c_contiguous:
+        return "C"
+    if base.flags.f_contiguous:
+        return "F"
+    return None
 
 
 def _permutation(func: Any, args: tuple, kwargs: dict, base: np.ndarray) -> tuple | None:
