@@ -141,6 +141,8 @@ def write_out(what: str, out: tuple, result: Any) -> Any:
         if not is_traced_array(target):
             raise TypeError(f"{what}: out= must be a traced array (an input or a result of traced code), "
                             f"got {type(target).__name__}; writing into it would escape the trace")
+        if target._scalar:
+            raise TypeError(f"{what}: out= must be an array, got a NumPy scalar (immutable) from traced code")
         target._assign(value, f"{what} with out=")
     return out if isinstance(result, tuple) else out[0]
 

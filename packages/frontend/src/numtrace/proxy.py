@@ -233,7 +233,10 @@ class TracedArray(TracedValue):
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __repr__(self) -> str:
-        return f"TracedArray({self._concrete!r})"
+        """NumPy's text (``array([...])``, ``np.float64(...)``): its data leaves the graph, so it is
+        guarded as ``str(x)`` is."""
+        _left_graph(self, "text (repr(x))")
+        return repr(self._concrete[()] if self._scalar else self._concrete)
 
     def __hash__(self) -> int:
         # An array is unhashable, as NumPy's; a value NumPy gives as a scalar (np.float64) is hashable,
@@ -332,6 +335,8 @@ class TracedArray(TracedValue):
         return np.copy(self, order=order)  # type: ignore[call-overload]  # NEP 18: NumPy dispatches a TracedArray to its __array_function__
 
     def fill(self, value: Any) -> None:
+        if self._scalar:
+            return  # a NumPy scalar fills a temporary array: its own value stays
         self[...] = value
 
     def sort(self, axis: int = -1, kind: Any = None) -> None:

@@ -173,6 +173,11 @@ def op_view(op: Any, func: Any, args: tuple, kwargs: dict, inputs: list, attrs: 
     base: Any = inputs[0] if inputs else None
     if not is_traced_array(base) or not is_traced_array(result):
         return None
+    if base._scalar:
+        # NumPy's methods on an immutable scalar (``s.reshape(1)``) make new arrays: nothing to follow
+        if np.may_share_memory(result._concrete, base._concrete):
+            result._concrete = result._concrete.copy()
+        return None
     if result._concrete is base._concrete and func not in _LAYOUT_COPIES:
         # NumPy handed back the input itself (``np.atleast_2d`` of a matrix, ``x.real`` of real data,
         # ``astype`` without a copy): decided by dtypes and ranks, the same at every call.
