@@ -210,3 +210,38 @@ def test_a_write_through_a_numpy_view_reaches_the_argument_or_is_refused(backend
             warnings.simplefilter("ignore", nt.TracerWarning)   # "re-tracing ...": another shape
             got = traced(traced_x)
         assert all(np.array_equal(g, w) for g, w in zip(got, expected)) and np.array_equal(traced_x, eager_x)
+
+
+_MEMORY_ORDER = {
+    "ravel-K-derived": lambda a: np.ravel(a * 2, "K") + 0,
+    "ravel-K-cast": lambda a: a.astype(np.float32).ravel("K") + 0,
+    "flatten-K": lambda a: (a - 1).flatten("K"),
+    "ravel-A-derived": lambda a: np.ravel(np.exp(a), "A") + 0,
+    "reshape-A": lambda a: (a + 1).reshape(-1, 2, order="A") + 0,
+    "ravel-K-argument": lambda a: a.ravel("K") + 0,
+    "ravel-K-transposed": lambda a: np.ravel(a.T + 1, order="K") + 0,
+}
+
+
+@pytest.mark.parametrize("f", _MEMORY_ORDER.values(), ids=_MEMORY_ORDER.keys())
+@pytest.mark.parametrize("traced_as", ["C", "F"])
+def test_elements_read_in_memory_order_follow_the_callers_layout_or_are_refused(backend, f, traced_as):
+    """NumPy's computed arrays keep their arguments' layout, so ``ravel('K')`` of one follows it; a
+    backend lays out what it computes its own way."""
+    def make(shape, layout):
+        x = np.arange(float(np.prod(shape))).reshape(shape) / 7
+        return np.asfortranarray(x) if layout == "F" else x[:, ::2] if layout == "S" else x
+
+    traced = nt.trace(f, (make((3, 4), traced_as),), check_trace=False, backend=backend)
+    for layout in ("C", "F", "S"):
+        for shape in ((3, 4), (5, 2), (1, 4)):
+            x = make(shape if layout != "S" else (shape[0], 2 * shape[1]), layout)
+            want = f(x.copy(order="K"))
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", nt.TracerWarning)   # "re-tracing ...": a unit dim
+                    got = traced(x.copy(order="K"))
+            except ValueError as exc:
+                assert "laid out" in str(exc) or "traced with it" in str(exc)
+                continue
+            np.testing.assert_array_equal(got, want)

@@ -20,7 +20,7 @@ from .hostcall import unregistered_call
 from .source import run_at_user_line
 from .traced_value import TracedValue, is_traced_array, unwrap
 from .tracer import Tracer, active_tracer, current_tracer
-from .views import op_view, track_parts
+from .views import memory_order, op_view, track_parts
 
 
 def numpy_name(func: Any, method: str = "__call__") -> str:
@@ -67,6 +67,7 @@ def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
         result = unregistered_call(tracer, func, method, args, kwargs, numpy_name(func, method))
     else:
         concrete = run_at_user_line(_short_name(func, method), eager, *unwrap(args), **unwrap(kwargs))
+        args, kwargs = memory_order(tracer, func, args, kwargs)
         result = _dynamic_shape(tracer, func, args, kwargs, concrete)
         if result is None:
             try:

@@ -95,12 +95,46 @@ def note_layout_write(tracer: Any, array: Any) -> None:
     base = array._parent
     argument = base is not None and any(base is p for p in tracer.input_proxies) and all(
         base is not p for p in tracer.state_proxies())
-    if (argument and base._concrete.flags.c_contiguous) or tracer.unit_dims_guarded:
+    if not (argument and base._concrete.flags.c_contiguous):
+        _guard_unit_dims(tracer)
+
+
+def _guard_unit_dims(tracer: Any) -> None:
+    if tracer.unit_dims_guarded:
         return
     tracer.unit_dims_guarded = True
     for proxy in tracer.input_proxies:
         for d in proxy.shape:
             bool(d == 1)   # records the guard
+
+
+# Where a NumPy function that reads elements in an order takes ``order`` positionally.
+_ORDER_POSITION = {np.ravel: 1, np.ndarray.ravel: 1, np.reshape: 2}
+
+
+def memory_order(tracer: Any, func: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """``args, kwargs`` with a memory order (``ravel(x, 'K')``, ``reshape(x, s, order='A')``) made the
+    order NumPy read ``x`` in ("C" or "F"): a backend lays out the arrays it computes its own way, so
+    the graph must not depend on that. NumPy's order follows the arguments' layouts and unit dims,
+    which the trace then checks per call."""
+    position = _ORDER_POSITION.get(func)
+    if position is None:
+        return args, kwargs
+    positional = len(args) > position
+    order = args[position] if positional else kwargs.get("order")
+    if order not in ("A", "K") or not is_traced_array(args[0]) or args[0].ndim < 2:
+        return args, kwargs
+    resolved = _element_order(order, args[0]._concrete)
+    if resolved is None:
+        raise NotImplementedError(
+            f"{getattr(func, '__name__', func)}(order={order!r}) of a strided array (at {user_location()}) "
+            "reads its elements in memory order, which a trace cannot follow; pass order='C' or 'F', or "
+            "make the array contiguous first (np.ascontiguousarray)")
+    tracer.layout_dependent = True
+    _guard_unit_dims(tracer)
+    if positional:
+        return (*args[:position], resolved, *args[position + 1:]), kwargs
+    return args, {**kwargs, "order": resolved}
 
 
 def _root(array: Any) -> Any:
@@ -257,6 +291,8 @@ def _element_order(order: str, base: np.ndarray) -> str | None:
     array)."""
     if order in ("C", "F"):
         return order
+    if order == "A":
+        return "F" if base.flags.f_contiguous and not base.flags.c_contiguous else "C"
     if base.ndim <= 1 or base.flags.c_contiguous:
         return "C"
     if base.flags.f_contiguous:
