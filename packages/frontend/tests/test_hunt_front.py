@@ -167,6 +167,8 @@ _VIEWS = {
     "flip-axis": lambda a: np.flip(a, 1)[::-1],
     "atleast_2d": lambda a: np.atleast_2d(a),
     "atleast_3d": lambda a: np.atleast_3d(a)[..., 0],
+    "atleast_2d-of-a-row": lambda a: np.atleast_2d(a[1])[0],
+    "atleast_3d-of-a-row": lambda a: np.atleast_3d(a[:, 2])[:, 0, 0],
     "astype-no-copy": lambda a: a.astype(a.dtype, copy=False),
     "split": lambda a: np.split(a, 3)[1],
     "split-axis": lambda a: np.split(a, 3, axis=1)[2][::-1],

@@ -54,6 +54,13 @@ class Regrouped(_OpView):
         return np.reshape(view, base.shape, order=self.order)._ir  # type: ignore[attr-defined]  # a TracedArray via NEP 18
 
 
+class UnitDims(Regrouped):
+    """The base with unit dims added (``np.atleast_3d``): a view at every layout."""
+
+    __slots__ = ()
+    layout_dependent = False
+
+
 class Same(_OpView):
     """The base itself (NumPy returned its argument): a write into it is the base's new value."""
 
@@ -226,6 +233,8 @@ def op_view(op: Any, func: Any, args: tuple, kwargs: dict, inputs: list, attrs: 
         return None
     if kind == "flip":
         return Flipped(op.name, inputs[1:], attrs)
+    if kind == "unit-dims":
+        return UnitDims(op.name, inputs[1:], attrs)
     if kind == "reshape":
         order = _element_order(attrs.get("order", "C"), base._concrete)
         return None if order is None else Regrouped(op.name, inputs[1:], {**attrs, "order": order}
@@ -235,9 +244,11 @@ def op_view(op: Any, func: Any, args: tuple, kwargs: dict, inputs: list, attrs: 
 
 
 # Views that NumPy makes where the registry entry states no view fact: ``np.ascontiguousarray`` (a view
-# exactly when its argument is C-contiguous already, so a reshape-like, layout-dependent one) and
-# ``np.flip`` (the elements in reverse along axes: undone by the same flip).
-_FUNCTION_VIEWS: dict[Any, str] = {np.ascontiguousarray: "reshape", np.flip: "flip"}
+# exactly when its argument is C-contiguous already, so a reshape-like, layout-dependent one),
+# ``np.flip`` (the elements in reverse along axes: undone by the same flip) and ``np.atleast_nd``.
+_FUNCTION_VIEWS: dict[Any, str] = {np.ascontiguousarray: "reshape", np.flip: "flip",
+                                   np.atleast_1d: "unit-dims", np.atleast_2d: "unit-dims",
+                                   np.atleast_3d: "unit-dims"}
 _LAYOUT_COPIES = frozenset({np.ascontiguousarray})
 
 
