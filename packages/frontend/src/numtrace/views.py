@@ -48,7 +48,7 @@ class Regrouped(_OpView):
 
     def __init__(self, op: str, extra: list, attrs: dict, order: str = "C"):
         super().__init__(op, extra, attrs)
-        self.order = order
+        self.order: Any = order
 
     def write(self, tracer: Any, base: Any, view: Any) -> Any:
         return np.reshape(view, base.shape, order=self.order)._ir  # type: ignore[attr-defined]  # a TracedArray via NEP 18
@@ -76,7 +76,7 @@ class Flipped(_OpView):
     __slots__ = ()
 
     def write(self, tracer: Any, base: Any, view: Any) -> Any:
-        return np.flip(view, self.attrs.get("axis"))._ir  # type: ignore[attr-defined]  # a TracedArray via NEP 18
+        return np.flip(view, self.attrs.get("axis"))._ir  # a TracedArray via NEP 18
 
 
 class _ReshapedCopy:
@@ -260,7 +260,7 @@ def track_parts(func: Any, inputs: list, attrs: dict, parts: Any) -> None:
     along the axis), so writes into a part reach the base. Section bounds are computed from the base's
     traced length, so they follow it at other shapes."""
     even = _SPLITS.get(func)
-    base = inputs[0] if inputs else None
+    base: Any = inputs[0] if inputs else None
     if even is None or not is_traced_array(base) or not all(is_traced_array(p) for p in parts):
         return
     axis = attrs["axis"] % base.ndim
