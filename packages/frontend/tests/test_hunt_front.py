@@ -163,6 +163,9 @@ _VIEWS = {
     "ravel-A": lambda a: np.ravel(a, "A"),
     "reshape-A": lambda a: a.reshape(-1, order="A"),
     "real": lambda a: a.real,
+    "conj": lambda a: a.conj(),
+    "conjugate": lambda a: a.conjugate()[1:],
+    "squeeze": lambda a: np.squeeze(a),
     "flip": lambda a: np.flip(a),
     "flip-axis": lambda a: np.flip(a, 1)[::-1],
     "atleast_2d": lambda a: np.atleast_2d(a),
@@ -247,3 +250,44 @@ def test_elements_read_in_memory_order_follow_the_callers_layout_or_are_refused(
                 assert "laid out" in str(exc) or "traced with it" in str(exc)
                 continue
             np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("view", [np.squeeze, lambda a: a.squeeze()[::-1], lambda a: np.asarray(a, order="C"),
+                                  lambda a: np.asarray(a, order="F"), lambda a: np.asfortranarray(a),
+                                  pytest.param(lambda a: np.require(a, requirements="F"), marks=pytest.mark.xfail(
+                                      strict=True, reason="NumPy's require converts with its own binding of "
+                                      "np.array: the data leaves as a plain array (guarded on its values, not "
+                                      "on its layout), so whether the write reaches the argument is baked in"))],
+                         ids=["squeeze", "squeeze-method", "asarray-C", "asarray-F", "asfortranarray",
+                              "require-F"])
+def test_a_write_through_a_view_whose_viewness_follows_unit_dims_or_layout(backend, view):
+    """``np.squeeze`` returns its argument where it has no unit dims, and a view of another shape
+    where it has; ``order=``/``asfortranarray`` return their argument where it is laid out so."""
+    def f(a):
+        v = view(a)
+        v[0] = 42.0
+        return a + 0, v + 0
+
+    def make(shape, layout):
+        x = np.arange(float(np.prod(shape))).reshape(shape) - 3
+        return np.asfortranarray(x) if layout == "F" else x
+
+    for traced_layout in ("C", "F"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", nt.TracerWarning)   # conversions of the data: guarded
+            traced = nt.trace(f, (make((3, 4), traced_layout),), check_trace=False, backend=backend)
+        for shape in ((3, 4), (1, 3), (4, 1), (5, 2)):
+            for layout in ("C", "F"):
+                eager_x, traced_x = make(shape, layout), make(shape, layout)
+                want = f(eager_x)
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore", nt.TracerWarning)   # "re-tracing ..."
+                        got = traced(traced_x)
+                except ValueError as exc:
+                    assert "traced with it" in str(exc)
+                    continue
+                for g, w in zip(got, want):
+                    np.testing.assert_array_equal(g, w)
+                    assert g.shape == w.shape
+                np.testing.assert_array_equal(traced_x, eager_x)

@@ -39,6 +39,7 @@ from .source import user_location, warn_at_user_line
 from .traced_int import TracedInt, TracedScalar
 from .traced_value import guarded, unwrap
 from .tracer import attr_value, current_tracer, tensor_type_of
+from .views import laid_out
 
 _lock = threading.Lock()
 _local = threading.local()  # recording_draw: > 0 while a recorded draw runs eagerly on this thread
@@ -406,15 +407,29 @@ def _conversion_wrapper(original: Any, copies: bool | None) -> Any:
             return original(obj, *args, **kwargs)
         dtype = args[0] if args else kwargs.get("dtype")
         copy = _copy_flag(kwargs.get("copy", copies))
+        order = kwargs.get("order") or "K"
         result: Any = obj
         if dtype is not None and np.dtype(dtype) != obj.dtype:
             if copy is False:
                 raise ValueError("Unable to avoid copy while creating an array as requested.")
             result = np.astype(obj, dtype)  # type: ignore[call-overload]  # NEP 18: a TracedArray
         elif copy:
-            result = np.copy(obj)
+            return np.copy(obj, order=order)
+        if order in ("C", "F") and obj.ndim > 1:
+            # the argument itself where it is laid out so, else a copy: which one follows the layout
+            result = laid_out(current_tracer(), result, order)
         return result
     return convert
+
+
+def _fortran_wrapper(original: Any) -> Any:
+    """``np.asfortranarray(x)`` of a traced array: ``np.asarray(x, order="F")`` (see `views.laid_out`)."""
+    @functools.wraps(original)
+    def asfortranarray(a: Any, dtype: Any = None, **kwargs: Any) -> Any:
+        if current_tracer() is None or not isinstance(a, TracedArray) or kwargs:
+            return original(a, dtype, **kwargs)
+        return np.asarray(a, dtype=dtype, order="F")
+    return asfortranarray
 
 
 def _copy_flag(copy: Any) -> bool | None:
@@ -513,6 +528,7 @@ def _make_patches() -> list[tuple[Any, str, Any]]:
     patches.append((np, "asarray", _conversion_wrapper(np.asarray, copies=None)))
     patches.append((np, "asanyarray", _conversion_wrapper(np.asanyarray, copies=None)))
     patches.append((np, "array", _conversion_wrapper(np.array, copies=True)))
+    patches.append((np, "asfortranarray", _fortran_wrapper(np.asfortranarray)))
     if registry.for_numpy(np.ascontiguousarray) is not None:
         patches.append((np, "ascontiguousarray", _dispatching_wrapper(np.ascontiguousarray)))
     return patches

@@ -347,7 +347,11 @@ class TracedArray(TracedValue):
         raise NotImplementedError("ndarray.view cannot be traced (it reinterprets memory); use astype")
 
     def conjugate(self) -> Any:
-        return np.conjugate(self)
+        """``x.conj()``: for data that is not complex, NumPy's method returns ``x`` itself (writes into
+        the result reach ``x``), where ``np.conjugate`` makes a new array."""
+        return np.conjugate(self) if self._concrete.dtype.kind == "c" else self
+
+    conj = conjugate
 
     def __copy__(self) -> Any:
         """``copy.copy(x)``: a recorded ``np.copy``, a new array as for an ndarray (writes to either
@@ -385,7 +389,7 @@ def _method(name: str):
 # ndarray methods: through the registry's method variant, or the NumPy function with the array first.
 for _name in ("sum", "mean", "std", "var", "prod", "max", "min", "argmax", "argmin", "any", "all",
               "cumsum", "cumprod", "clip", "dot", "squeeze", "ravel", "swapaxes", "repeat", "take",
-              "argsort", "round", "nonzero", "diagonal", "trace", "conj", "searchsorted", "compress",
+              "argsort", "round", "nonzero", "diagonal", "trace", "searchsorted", "compress",
               "choose", "argpartition"):
     setattr(TracedArray, _name, _method(_name))
 del _name

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from numtrace_ir import registry
 
 from .source import user_location
 from .traced_value import is_traced_array, unwrap
@@ -61,6 +62,22 @@ class UnitDims(Regrouped):
     layout_dependent = False
 
 
+def laid_out(tracer: Any, array: Any, order: str) -> Any:
+    """``np.asarray(array, order=order)``: ``array`` itself where it is C- (F-)contiguous, else a copy
+    so laid out. Either way a write into the result makes the trace depend on layouts, as a write
+    through a reshape does."""
+    concrete = array._concrete
+    if not (concrete.flags.f_contiguous if order == "F" else concrete.flags.c_contiguous):
+        result = np.copy(array, order=order)
+        result._view = RESHAPED_COPY
+        return result
+    op = registry.get("np.astype")
+    inputs, attrs = op.bind((array, concrete.dtype), {})
+    result = tracer.record(op.name, inputs, attrs, concrete)
+    result._parent, result._view, result._seen = array, LaidOut(op.name, inputs[1:], attrs), array._version
+    return result
+
+
 class Same(_OpView):
     """The base itself (NumPy returned its argument): a write into it is the base's new value."""
 
@@ -68,6 +85,13 @@ class Same(_OpView):
 
     def write(self, tracer: Any, base: Any, view: Any) -> Any:
         return view._graph_value(tracer)
+
+
+class LaidOut(Same):
+    """The base itself, returned because it was laid out as asked (`laid_out`)."""
+
+    __slots__ = ()
+    layout_dependent = True
 
 
 class Flipped(_OpView):
@@ -219,9 +243,10 @@ def op_view(op: Any, func: Any, args: tuple, kwargs: dict, inputs: list, attrs: 
         if np.may_share_memory(result._concrete, base._concrete):
             result._concrete = result._concrete.copy()
         return None
-    if result._concrete is base._concrete and func not in _LAYOUT_COPIES:
+    if result._concrete is base._concrete and func in _RETURN_THEIR_ARGUMENT:
         # NumPy handed back the input itself (``np.atleast_2d`` of a matrix, ``x.real`` of real data,
-        # ``astype`` without a copy): decided by dtypes and ranks, the same at every call.
+        # ``astype`` without a copy): decided by dtypes and ranks, the same at every call. (Not so for
+        # ``np.squeeze``, which returns its argument where it has no unit dims: a reshape view.)
         return Same(op.name, inputs[1:], attrs)
     kind = op.view or _FUNCTION_VIEWS.get(func)
     if kind is None:
@@ -249,7 +274,8 @@ def op_view(op: Any, func: Any, args: tuple, kwargs: dict, inputs: list, attrs: 
 _FUNCTION_VIEWS: dict[Any, str] = {np.ascontiguousarray: "reshape", np.flip: "flip",
                                    np.atleast_1d: "unit-dims", np.atleast_2d: "unit-dims",
                                    np.atleast_3d: "unit-dims"}
-_LAYOUT_COPIES = frozenset({np.ascontiguousarray})
+_RETURN_THEIR_ARGUMENT = frozenset({np.atleast_1d, np.atleast_2d, np.atleast_3d, np.real, np.astype,
+                                    np.ndarray.astype})
 
 
 _SPLITS = {np.split: True, np.array_split: False}   # the function: whether its sections are even
