@@ -407,7 +407,7 @@ def _conversion_wrapper(original: Any, copies: bool | None) -> Any:
             return original(obj, *args, **kwargs)
         dtype = args[0] if args else kwargs.get("dtype")
         copy = _copy_flag(kwargs.get("copy", copies))
-        order = kwargs.get("order") or "K"
+        order: Any = kwargs.get("order") or "K"
         result: Any = obj
         if dtype is not None and np.dtype(dtype) != obj.dtype:
             if copy is False:

@@ -62,13 +62,13 @@ class UnitDims(Regrouped):
     layout_dependent = False
 
 
-def laid_out(tracer: Any, array: Any, order: str) -> Any:
+def laid_out(tracer: Any, array: Any, order: Any) -> Any:
     """``np.asarray(array, order=order)``: ``array`` itself where it is C- (F-)contiguous, else a copy
     so laid out. Either way a write into the result makes the trace depend on layouts, as a write
     through a reshape does."""
     concrete = array._concrete
     if not (concrete.flags.f_contiguous if order == "F" else concrete.flags.c_contiguous):
-        result = np.copy(array, order=order)
+        result: Any = np.copy(array, order=order)
         result._view = RESHAPED_COPY
         return result
     op = registry.get("np.astype")
