@@ -25,7 +25,7 @@ from .tracer import is_tracing
 
 def _as_args(example_inputs: Any) -> tuple:
     """Example inputs as the argument tuple: a single array or dict is one argument."""
-    if isinstance(example_inputs, (np.ndarray, np.generic, dict)):
+    if issubclass(type(example_inputs), (np.ndarray, np.generic, dict)):
         return (example_inputs,)
     if isinstance(example_inputs, tuple):
         return example_inputs

@@ -121,7 +121,7 @@ def getitem(x: Any, key: Any) -> Any:
     concrete = x._concrete[unwrap(key)]
     result = record_get(tracer, x, key, concrete)
     # A basic key always gives NumPy's view (even an empty one, which shares no memory to test for).
-    if _is_basic(key) and isinstance(concrete, np.ndarray):
+    if _is_basic(key) and issubclass(type(concrete), np.ndarray):
         result._parent = x
         result._view = BasicIndex(key)
         result._seen = x._version

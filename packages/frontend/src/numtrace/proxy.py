@@ -176,6 +176,14 @@ class TracedArray(TracedValue):
         return np.array(value, copy=True) if copy is not False else value
 
     # -- attributes ----------------------------------------------------------------------------
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        """``isinstance(x, np.ndarray)`` holds as for the array NumPy gives (``isinstance`` falls back to
+        ``__class__``, as for ``unittest.mock``); a value NumPy gives as a scalar (``np.float64``) is no
+        ndarray and keeps the traced class. ``type(x)`` names the traced class, so C code (``np.asarray``)
+        still reads data only through ``__array__``, and numtrace's own checks use ``type()``."""
+        return TracedArray if self._scalar else np.ndarray
+
     @property
     def shape(self) -> tuple:
         """The shape as traced ints: each dim is recorded (``prim.dim``), so code computing with it

@@ -197,7 +197,7 @@ def _flatten_output(tracer: Tracer, obj: Any, where: str, strict: bool, leaves: 
     if isinstance(obj, TracedArray):
         leaves.append(obj)
         return Leaf(len(leaves) - 1)
-    if isinstance(obj, (np.ndarray, np.generic)):
+    if issubclass(type(obj), (np.ndarray, np.generic)):
         # An array that never touched the inputs: the trace returns it as a constant.
         leaves.append(freeze(tracer, obj))
         return Leaf(len(leaves) - 1)
