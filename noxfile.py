@@ -279,6 +279,7 @@ INTEGRATION_DEPS = [
     "pykalman==0.11.2",
     "pyquaternion==0.9.9",
     "colour-science==0.4.7",
+    "trimesh==5.2.0",
 ]
 INTEGRATION_NO_DEPS = ["filterpy==1.4.5", "pytransform3d==3.17.0"]  # pytransform3d's deps are for plotting
 

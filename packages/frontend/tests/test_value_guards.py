@@ -109,6 +109,7 @@ def largest_and_scaled(x):
     return x / x.max(), x.max().item() > 2.0, int(x.argmax())
 
 
+@pytest.mark.triton
 @pytest.mark.parametrize("f", [total, largest_and_scaled])
 def test_python_numbers_computed_from_data_are_returned(f, backend):
     traced = _trace(f, np.arange(3.0), backend=backend)
