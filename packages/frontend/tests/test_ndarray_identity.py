@@ -14,6 +14,7 @@ import numtrace as nt
 import pytest
 from numtrace.proxy import TracedArray
 
+
 def _ahrs_style(q: np.ndarray) -> np.ndarray:
     """The check AHRS makes before it computes: a TypeError for anything but an ndarray."""
     if not isinstance(q, np.ndarray):
@@ -36,7 +37,8 @@ def _(x: np.ndarray) -> np.ndarray:
     return x * 2.0
 
 
-@pytest.mark.parametrize("func", [_ahrs_style, _branchy, _scale], ids=["type_check", "branch", "singledispatch"])
+@pytest.mark.parametrize("func", [_ahrs_style, _branchy, _scale],
+                         ids=["type_check", "branch", "singledispatch"])
 def test_isinstance_ndarray_branch_is_numpys(func, backend, rng):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no guard, no constant: the check is not data
@@ -57,8 +59,10 @@ def test_class_is_ndarray_type_is_traced():
             isinstance_array=isinstance(x, np.ndarray), class_=x.__class__, type_=type(x),
             subclass=issubclass(type(x), np.ndarray), traced=isinstance(x, TracedArray),
             # A value NumPy gives as a scalar (np.float64) is no ndarray there either.
-            isinstance_scalar=isinstance(s, np.ndarray), eager_scalar=isinstance(x._concrete.sum(), np.ndarray),
-            ndim=np.ndim(x), shape=np.shape(x), asarray=type(np.asarray(x)), asanyarray=type(np.asanyarray(x)),
+            isinstance_scalar=isinstance(s, np.ndarray),
+            eager_scalar=isinstance(x._concrete.sum(), np.ndarray),
+            ndim=np.ndim(x), shape=np.shape(x),
+            asarray=type(np.asarray(x)), asanyarray=type(np.asanyarray(x)),
         )
         return x + s
 

@@ -7,8 +7,8 @@ import pytest
 
 pytest.importorskip("trimesh")
 
-from _harness import Case, check, params  # noqa: E402
-from trimesh import geometry, points, transformations, triangles, util  # noqa: E402
+from _harness import Case, check, params
+from trimesh import geometry, points, transformations, triangles, util
 
 
 def tris(n, rng):
