@@ -102,3 +102,24 @@ def test_traced_array_is_still_no_attribute_value():
 
     with pytest.raises(TypeError):
         nt.trace(f, (np.zeros((2, 2)),), backend="reference")
+
+
+def test_flat_reads_like_numpy_and_refuses_writes(backend, rng):
+    def f(m):
+        xx, yx, zx, xy, yy, zy, xz, yz, zz = m.flat  # as transforms3d.mat2quat reads a 3x3 matrix
+        head = m.flat[1:4]
+        head[0] = 0.0  # a copy, as NumPy's: m is unchanged
+        return np.stack([xx + yy * zz, zx - yz, xy * xz + zy]), head, m.flat[-1], m * len(m.flat)
+
+    traced = nt.trace(f, (rng.normal(size=(3, 3)),), backend=backend)
+    layouts = (np.asfortranarray(rng.normal(size=(3, 3))), rng.normal(size=(3, 6))[:, ::2])
+    for m in (rng.normal(size=(3, 3)), *layouts):
+        for got, expected in zip(traced(m.copy()), f(m.copy())):
+            np.testing.assert_array_equal(got, expected)
+
+    def g(m):
+        m.flat[0] = 1.0
+        return m
+
+    with pytest.raises(NotImplementedError, match="ndarray.flat"):
+        nt.trace(g, (np.zeros((2, 2)),), backend=backend)
