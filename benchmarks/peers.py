@@ -148,9 +148,11 @@ def _example_rows(quick: bool) -> list[Row]:
 
 # A quick run takes these (one per kind of program: matmul chains, reductions, stencils, scans,
 # gathers, in-place updates, transcendental chains), at the medium size.
-QUICK_REALISTIC = ["softmax_regression", "mlp_layernorm_gelu", "stencil_2d", "black_scholes", "cumsum_returns",
-                   "row_normalize", "one_hot", "adam_inplace", "logsumexp_rows",
-                   "haversine"]
+QUICK_REALISTIC = [
+    "softmax_regression", "mlp_layernorm_gelu", "stencil_2d", "black_scholes", "cumsum_returns",
+    "row_normalize",
+    "one_hot", "adam_inplace", "logsumexp_rows", "haversine",
+]
 
 
 def _realistic_rows(quick: bool) -> list[Row]:
