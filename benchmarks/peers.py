@@ -1,11 +1,11 @@
 """numtrace beside the tools a user would pick instead, side by side on one machine in one run.
 
 Rows: W1-W4 of cpu_workloads.py, the examples' models (examples/), and realistic.py's programs. Columns:
-NumPy eager, numtrace (cpu backend), torch.compile on the NumPy code itself, torch.compile on the
-workload rewritten in torch, ONNX Runtime (the models, built with onnx.helper), numexpr and numba (W1,
-W4), and a hand-written C loop compiled at run time with the system C compiler (two threads) as the
-limit row for W1. Each tool runs in its own process, one after the other: the OpenMP threads of one
-tool spin on after its last call and would slow the next.
+NumPy eager, numtrace (cpu backend), torch.compile on the NumPy code itself ("torch(np)"), torch.compile
+on the workload rewritten in torch ("torch"), ONNX Runtime ("ORT": the models, built with onnx.helper),
+numexpr and numba (W1, W4), and a hand-written C loop compiled at run time with the system C compiler
+(two threads) as the limit row for W1. Each tool runs in its own process, one after the other: the
+OpenMP threads of one tool spin on after its last call and would slow the next.
 
 Each cell is the median time per call (after a warm-up call that compiles); every tool's result is
 checked against NumPy's first, and a wrong one is reported instead of timed. A tool that is not
@@ -58,6 +58,9 @@ TOOLS = {
     "numba": "numba, @njit(parallel=True) loops",
     "C loop": "hand-written C loop, 2 OpenMP threads (the limit row for W1)",
 }
+COLUMNS = {"numpy": "NumPy", "numtrace": "numtrace", "torch.compile": "torch(np)",
+           "torch.compile/torch": "torch", "onnxruntime": "ORT", "numexpr": "numexpr", "numba": "numba",
+           "C loop": "C loop"}
 NEEDS = {"numtrace": ["numtrace", "numtrace_cpu"], "torch.compile": ["torch"],
          "torch.compile/torch": ["torch"], "onnxruntime": ["onnxruntime", "onnx"], "numexpr": ["numexpr"],
          "numba": ["numba"]}
@@ -383,7 +386,7 @@ def _ratio(num: Any, den: Any) -> str:
 def print_table(rows: list[Row], results: dict[str, dict], tools: list[str]) -> None:
     shown = [t for t in tools if t in results]
     width = max(len(r.name) for r in rows) + 1
-    print(f"{'workload':<{width}}" + "".join(f"{t[:10]:>10} " for t in shown)
+    print(f"{'workload':<{width}}" + "".join(f"{COLUMNS[t]:>10} " for t in shown)
           + f"{'xNumPy':>8} {'vs best':>8} {'best peer':<20} {'vs limit':>8}")
     geo: list[float] = []
     problems: list[str] = []
