@@ -85,7 +85,12 @@ def test_merged_programs_match_numpy(fn, backend):
     traced = nt.trace(fn, tuple(_args(fn, 3, 0)), backend=backend, check_trace=False)
     for n, seed in ((3, 1), (5, 2), (1, 3)):
         want_args, got_args = _args(fn, n, seed), _args(fn, n, seed)
-        want, got = _call(fn, want_args), _call(traced, got_args)
+        want = _call(fn, want_args)
+        if backend == "triton" and fn is two_draws:   # Triton refuses random draws, clearly
+            with pytest.raises(NotImplementedError, match="random draws"):
+                traced(*got_args)
+            return
+        got = _call(traced, got_args)
         assert len(want) == len(got)
         for w, g in zip(want, got):
             assert w.dtype == g.dtype and w.shape == g.shape
