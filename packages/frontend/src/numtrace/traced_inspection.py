@@ -19,6 +19,7 @@ class Inspection(Specializations):
 
     backend: str
     state_names: tuple[str, ...]
+    cse_merged: int
     _num_leaves: int
     _flat_args: bool
 
