@@ -208,6 +208,13 @@ def _numtrace_call(row: Row) -> Callable | None:
 def _torch_numpy_call(row: Row) -> Callable | None:
     import torch
 
+    if row.kind == "module":
+        # torch.compile's NumPy support cannot run Parameter.__array_wrap__ (a view as np.ndarray):
+        # the same model with its parameters as plain arrays computes the same.
+        for _, module in row.numpy_fn.named_modules():
+            for name, value in list(module._state_dicts()[0].items()):
+                if value is not None:
+                    setattr(module, name, np.asarray(value))
     return torch.compile(row.numpy_fn)
 
 
