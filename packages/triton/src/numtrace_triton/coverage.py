@@ -1,6 +1,6 @@
-"""The registry ops the Triton backend does not lower, each with the reason. One place: the planner
-raises ``NotImplementedError`` with this reason, and the coverage test fails for any registry op that
-is neither lowered nor listed here."""
+"""The registry ops the Triton backend does not lower natively, each with the reason. One place: the
+planner runs such an op as a host step (NumPy between kernels) and ``explain()`` gives this reason; the
+coverage test fails for any registry op that is neither lowered nor listed here."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ __all__ = [
     "UNLOWERED",
     "UNLOWERED_KINDS",
     "VIEW_OPS",
+    "handling",
     "is_lowered",
     "outer_base",
     "unlowered_reason",
@@ -80,7 +81,7 @@ UNLOWERED: dict[str, str] = {
 # Whole kinds the backend does not lower (ops of these kinds need no entry above).
 UNLOWERED_KINDS: dict[str, str] = {"random": _RANDOM}
 
-# Lowered ops with variants that are not: the planner's NotImplementedError for those says this.
+# Lowered ops with variants that are not (run as host steps): ``explain()`` says this for those.
 PARTIAL: dict[str, str] = {
     "np.dot": "np.dot of arrays with more than 2 dims is not lowered",
     "np.getitem": "indexing with arrays (a gather) is not lowered",
@@ -119,6 +120,12 @@ def is_lowered(op) -> bool:
     """Whether the backend runs registry op ``op`` (an ``OpDef``): itself, or decomposed into ops it
     lowers by `numtrace_ir.passes.decompose` (see `LOWERED`)."""
     return _lowers_itself(op) or (op.decompose is not None and unlowered_reason(op) is None)
+
+
+def handling(op) -> str:
+    """``"native"`` (kernels, folding, or a decomposition into lowered ops) or ``"host"`` (a host step):
+    how the backend runs registry op ``op``. No op is refused."""
+    return "native" if is_lowered(op) and op.name not in HOST_OPS else "host"
 
 
 def _lowers_itself(op) -> bool:

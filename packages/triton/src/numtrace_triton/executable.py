@@ -22,6 +22,7 @@ from numtrace_ir.types import TensorType
 from .device_arrays import export_array, import_array, is_device_array
 from .device_memory import DeviceAllocator, DeviceBuffer, interpreter_enabled
 from .emit_body import GeneratedKernel
+from .coverage import HOST_OPS
 from .host_steps import HostRunner
 from .kernel_cache import load_kernel
 from .planner import OutputSpec, Plan
@@ -230,4 +231,5 @@ class TritonExecutable:
             "fallbacks": 0,
             "host_calls": [h.step.node.attrs["func"] for h in self._host
                            if h.step.node.op == "prim.host_call"],
+            "host_steps": [h.step.node.op for h in self._host if h.step.node.op not in HOST_OPS],
         }
