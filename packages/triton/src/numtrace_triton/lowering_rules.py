@@ -7,6 +7,7 @@ elementwise consumers join as the epilogue; movement ops are views of their inpu
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -16,7 +17,7 @@ from numtrace_ir.types import TensorType
 
 from .coverage import CONTRACTIONS, PARTIAL, REDUCTIONS, VIEW_OPS, outer_base
 from .dtypes import check_supported
-from .elementwise import LOWERINGS
+from .elementwise import COMPARISONS, LOWERINGS
 from .groups import Group, broadcast_strides
 from .kernel_plan import Const, Op, Reduce, Ref, View, c_strides, numel
 from .movement import (
@@ -29,8 +30,8 @@ from .placement import NOTHING, POSITIVE, Loc, Placement
 
 __all__ = ["RULES", "LoweringRules"]
 # The ops the planner emits itself, around the nodes it lowers (copies, casts, mean/var/std parts).
-_ASTYPE, _MULTIPLY, _DIVIDE, _SUBTRACT, _SQRT = map(
-    registry.get, ("np.astype", "np.multiply", "np.divide", "np.subtract", "np.sqrt")
+_ASTYPE, _MULTIPLY, _DIVIDE, _SUBTRACT, _SQRT, _POWER = map(
+    registry.get, ("np.astype", "np.multiply", "np.divide", "np.subtract", "np.sqrt", "np.power")
 )
 # Ops with a lowering of their own: np.dot (its N-d form is not matmul's), the joins, np.pad, np.setitem,
 # and np.getitem (whose view the setitem lowering writes into).
@@ -104,23 +105,28 @@ class LoweringRules(Placement):
                 mem=View(va.buffer, va.dtype, va.offset, va.shape + (1,) * nb, va.strides + (0,) * nb),
             )
             locs = [a, Loc(b.shape, b.dtype, mem=vb)]
-        group, level = self.choose_group(locs, shape)
+        if base is _POWER and out_t.dtype.kind in "iu" and _maybe_negative(locs[1]):
+            raise NotImplementedError(f"{label}: an integer power whose exponent may be negative (NumPy "
+                                      "raises ValueError for one) runs on the host")
         tensor_dtypes = [loc.dtype for loc in locs if loc.weak is None]
+        weak = [None if loc.weak is None else _weak_operand(loc, tensor_dtypes, base in COMPARISONS, label)
+                for loc in locs]
+        group, level = self.choose_group(locs, shape)
         args = []
-        for loc in locs:
+        for loc, operand in zip(locs, weak):
             arg = self.read(group, loc, shape, label)
-            if loc.weak is not None:
-                weak = np.result_type(
-                    *tensor_dtypes, loc.folded if loc.folded is not NOTHING else _WEAK_EXAMPLE[loc.weak]
-                )
+            if operand is not None:
+                dtype, value = operand
                 if isinstance(arg, Const):
-                    arg = Const(arg.value, weak)
-                else:  # a runtime Python scalar, stored at its strong dtype: cast like NumPy would
+                    arg = Const(value, dtype)
+                elif dtype != loc.dtype:  # a runtime Python scalar, stored at its strong dtype
                     key = self.key()
-                    group.items.append(Op(key, _ASTYPE, [arg], {}, weak, label, level))
+                    group.items.append(Op(key, _ASTYPE, [arg], {}, dtype, label, level))
                     arg = Ref(key)
             args.append(arg)
         attrs = {} if as_op else dict(node.attrs)
+        if base is _POWER and numel(locs[1].shape) == 1:
+            attrs["scalar_exponent"] = True  # NumPy's loop takes sqrt for a lone exponent of 0.5
         for v, name in zip(outs, names):
             key = self.key()
             dtype = self.types[v].dtype
@@ -141,7 +147,9 @@ class LoweringRules(Placement):
             level = group.level_for(shape, inside)
             if level is None:
                 continue
-            outside = [loc for loc in locs if loc.group not in members and loc.folded is NOTHING]
+            # Loaded from memory: computed elsewhere, or a folded array (a scalar is a constant).
+            outside = [loc for loc in locs if loc.group not in members
+                       and (loc.folded is NOTHING or np.ndim(loc.folded) > 0)]
             views = [
                 loc.mem or View(0, loc.known_dtype, 0, loc.shape, c_strides(loc.shape)) for loc in outside
             ]
@@ -195,7 +203,7 @@ class LoweringRules(Placement):
         check_supported(x.dtype, label)
         full = x.shape
         axis = node.attrs.get("axis")
-        if axis is None:
+        if axis is None or not full:  # a 0-d input's cumsum(axis=0) is that of its one element
             red = tuple(range(len(full)))
         else:
             red = tuple(sorted({a % len(full) for a in ((axis,) if isinstance(axis, int) else axis)}))
@@ -503,6 +511,36 @@ class LoweringRules(Placement):
         key = self.key()
         group.items.append(Op(key, POSITIVE, [arg], {}, dtype, label))
         return self.materialize(Loc(view.shape, dtype, group=group, key=key), label)
+
+def _maybe_negative(loc: Loc) -> bool:
+    """Whether a value of signed integer type may hold a negative number at run time."""
+    if loc.folded is not NOTHING:
+        return bool(np.any(np.asarray(loc.folded) < 0))
+    return loc.weak == "int" or (loc.dtype is not None and loc.dtype.kind == "i")
+
+
+def _weak_operand(loc: Loc, tensor_dtypes: list, comparison: bool, label: str) -> tuple[np.dtype, Any]:
+    """The dtype (and value, where folded) a Python scalar operand takes next to arrays of
+    ``tensor_dtypes`` (NEP 50: the arrays' kind decides). An int outside an integer array's range is
+    compared by value, as NumPy does: held in int64 or uint64, or as +-inf beyond both; in arithmetic
+    NumPy raises OverflowError, so the node runs on the host, where it does."""
+    value = loc.folded
+    dtype = np.result_type(*tensor_dtypes, _WEAK_EXAMPLE[loc.weak] if value is NOTHING else value)
+    if loc.weak != "int" or dtype.kind not in "iu":
+        return dtype, value
+    if value is NOTHING:  # stored as int64: compare it so, as the value it is
+        return (np.dtype(np.int64) if comparison else dtype), value
+    value = int(value)
+    if np.iinfo(dtype).min <= value <= np.iinfo(dtype).max:
+        return dtype, value
+    if not comparison:
+        raise NotImplementedError(f"{label}: the Python int {value} is out of bounds for {dtype} "
+                                  "(NumPy raises OverflowError)")
+    for wide in (np.dtype(np.int64), np.dtype(np.uint64)):
+        if np.iinfo(wide).min <= value <= np.iinfo(wide).max:
+            return wide, value
+    return np.dtype(np.float64), math.inf if value > 0 else -math.inf
+
 
 def _batched(view: View, batch: tuple[int, ...]) -> View:
     """``view``'s leading dims broadcast to ``batch``; its last two dims kept."""
