@@ -191,3 +191,17 @@ def test_matmul_output_reshaped_then_combined_with_a_broadcast_constant():
     (out,) = Backend().compile(g, [TensorType(a.dtype, a.shape), TensorType(b.dtype, b.shape)])(a, b)
     np.testing.assert_allclose(out, (a @ b).reshape(3, 6) + c, rtol=1e-12)
     assert math.isfinite(float(out.sum()))
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16", "uint16", "bool"])
+def test_small_integer_matmul_wraps_as_numpy_does(dtype):
+    rng = np.random.default_rng(1)
+    a = rng.integers(0, 2 if dtype == "bool" else 100, (5, 40)).astype(dtype)
+    b = rng.integers(0, 2 if dtype == "bool" else 100, (40, 3)).astype(dtype)
+    _same(_run("np.matmul", a, b), a @ b)
+
+
+@pytest.mark.parametrize("op", ["np.cumsum", "np.cumprod"])
+def test_looped_cumulative_reduction_into_int8_wraps_as_numpy_does(op):
+    x = np.random.default_rng(2).integers(-3, 4, (2, 5000)).astype(np.int8)
+    _same(_run(op, x, attrs={"axis": 1, "dtype": np.dtype("int8")}), getattr(np, op[3:])(x, axis=1, dtype=np.int8))
