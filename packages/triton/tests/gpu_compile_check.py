@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import os
+import queue
+import tempfile
 import threading
 
 from numtrace_triton.aot import compiler_process, kernel_spec
@@ -32,12 +34,17 @@ class GpuCompileCheck:
     """Sends each new kernel to a compiling child; `finish` returns the failures."""
 
     def __init__(self, workers: int) -> None:
-        self._procs = [compiler_process(90, cubin=False) for _ in range(workers)]
+        self._logs = [tempfile.TemporaryFile("w+") for _ in range(workers)]
+        self._procs = [compiler_process(90, cubin=False, stderr=log) for log in self._logs]
         self._sent: list[list[str]] = [[] for _ in self._procs]  # per child: sources, in order
         self._results: list[list[dict]] = [[] for _ in self._procs]
+        # Writes go through a queue: a test never waits for a child to take its kernels.
+        self._queues: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in self._procs]
         self._readers = [threading.Thread(target=self._read, args=(i,), daemon=True)
                          for i in range(len(self._procs))]
-        for t in self._readers:
+        self._writers = [threading.Thread(target=self._write, args=(i,), daemon=True)
+                         for i in range(len(self._procs))]
+        for t in self._readers + self._writers:
             t.start()
         self._tests: dict[str, set[str]] = {}  # source -> the tests that ran it
         self.test = "(outside a test)"
@@ -48,6 +55,14 @@ class GpuCompileCheck:
         for line in out:
             self._results[i].append(json.loads(line))
 
+    def _write(self, i: int) -> None:
+        stdin = self._procs[i].stdin
+        assert stdin is not None
+        while (line := self._queues[i].get()) is not None:
+            stdin.write(line)
+            stdin.flush()
+        stdin.close()
+
     def add(self, kernels) -> None:
         for k in kernels:
             tests = self._tests.get(k.source)
@@ -56,21 +71,19 @@ class GpuCompileCheck:
                 continue
             self._tests[k.source] = {self.test}
             i = len(self._tests) % len(self._procs)
-            stdin = self._procs[i].stdin
-            assert stdin is not None
-            stdin.write(json.dumps(kernel_spec(k)) + "\n")
-            stdin.flush()
+            self._queues[i].put(json.dumps(kernel_spec(k)) + "\n")
             self._sent[i].append(k.source)
 
     def finish(self) -> tuple[int, list[str]]:
         """(kernels compiled, one message per rejected kernel)."""
         failures = []
         for i, proc in enumerate(self._procs):
-            assert proc.stdin is not None and proc.stderr is not None
-            proc.stdin.close()
+            self._queues[i].put(None)
+            self._writers[i].join()
             self._readers[i].join()
-            err = proc.stderr.read()
             proc.wait()
+            self._logs[i].seek(0)
+            err = self._logs[i].read()
             if len(self._results[i]) != len(self._sent[i]):
                 failures.append(f"the compiling child {i} stopped early ({proc.returncode}):\n{err[-3000:]}")
             for source, result in zip(self._sent[i], self._results[i]):

@@ -33,3 +33,42 @@ def test_traced_function_explain_on_triton():
     traced = nt.trace(lambda x: np.tanh(x) * 2.0, (np.ones((3, 5), np.float32),), backend="triton")
     text = traced.explain()
     assert "on backend 'triton'" in text and "triton executable for (f32[3, 5])" in text
+
+
+def _explain(op, arrays, **attrs):
+    from numtrace_ir.testing import type_of
+
+    g = Graph()
+    xs = [g.add_input(f"x{i}", type_of(a)) for i, a in enumerate(arrays)]
+    g.set_outputs(g.create_node(op, xs, attrs=attrs).outputs)
+    exe = TritonExecutable(generate(g, [type_of(a) for a in arrays]), select_allocator())
+    return exe, exe.explain()
+
+
+@pytest.mark.parametrize(("op", "attrs", "ndims"), [
+    ("np.diff", {"n": 2, "axis": 0}, (2,)), ("np.roll", {"shift": 3}, (2,)),
+    ("np.tile", {"reps": (2, 1, 3)}, (2,)), ("np.repeat", {"repeats": (3,), "axis": 1}, (2,)),
+    ("np.triu", {"k": -1}, (3,)), ("np.tril", {"k": 2}, (2,)), ("np.outer", {}, (2, 1)),
+    ("np.hstack", {}, (2, 2)), ("np.vstack", {}, (1, 1)), ("np.column_stack", {}, (1, 1)),
+    ("np.atleast_2d", {}, (1, 0)), ("np.atleast_3d", {}, (2,)),
+])
+def test_movement_ops_run_as_kernels_not_host_steps(op, attrs, ndims):
+    """They are rewritten into views, joins and elementwise ops: explain() lists no host step."""
+    from numtrace_ir import registry
+
+    rng = np.random.default_rng(3)
+    arrays = [rng.standard_normal((4, 3, 5)[3 - d:] if d else ()) for d in ndims]
+    exe, text = _explain(op, arrays, **registry.get(op).normalize_attrs(attrs))
+    assert "host step" not in text, text
+    got = exe(*arrays)
+    expected = registry.get(op).reference(*arrays, **registry.get(op).normalize_attrs(attrs))
+    expected = expected if isinstance(expected, (tuple, list)) else (expected,)
+    for a, b in zip(got, expected):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_explain_names_each_host_step_with_its_reason():
+    a = np.arange(12.0).reshape(3, 4)
+    exe, text = _explain("np.sort", [a], axis=-1)
+    assert "host step: np.sort" in text and "sorting is not lowered" in text
+    np.testing.assert_array_equal(exe(a)[0], np.sort(a))

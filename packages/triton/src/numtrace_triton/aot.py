@@ -18,6 +18,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from .emit_body import GeneratedKernel
 from .kernel_cache import load_file, load_kernel
@@ -50,15 +51,16 @@ def kernel_spec(k: GeneratedKernel) -> dict:
             "num_warps": k.num_warps}
 
 
-def compiler_process(arch: int = 90, cubin: bool = True) -> subprocess.Popen:
+def compiler_process(arch: int = 90, cubin: bool = True, stderr: Any = subprocess.DEVNULL) -> subprocess.Popen:
     """A child that compiles kernels as they come: one `kernel_spec` JSON per line on its stdin, one
-    result JSON per line on its stdout. ``cubin=False`` stops after PTX (skips ``ptxas``)."""
+    result JSON per line on its stdout (its stderr to ``stderr``: a file, never an unread pipe, which
+    would stall it). ``cubin=False`` stops after PTX (skips ``ptxas``)."""
     env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
     if not cubin:  # its cache holds empty cubins: never Triton's own, which a GPU run loads from
         env["TRITON_CACHE_DIR"] = str(Path(env.get("TRITON_CACHE_DIR", Path.home() / ".triton" / "cache"))
                                       .with_name("numtrace-ptx-only"))
     args = [sys.executable, "-m", "numtrace_triton.aot", str(arch), "--lines"] + ([] if cubin else ["--ptx"])
-    return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
                             text=True, env=env, bufsize=1)
 
 

@@ -15,6 +15,7 @@ from .emit_body import Tuning
 from .executable import TritonExecutable
 from .host_graph import HostGraphExecutable
 from .planner import Plan, plan_graph
+from .rewrites import rewrite
 
 __all__ = ["Backend", "generate"]
 
@@ -28,6 +29,7 @@ def generate(graph: Graph, input_types: Sequence, tuning: Tuning | None = None) 
     if tuning is None:
         tuning = Tuning.interpreter() if interpreter_enabled() else Tuning.gpu()
     g = specialize(graph, input_types, check_shapes=False)
+    rewrite(g)  # np.diff, np.roll, np.tile, ... into views, joins and elementwise ops
     passes.decompose(g, LOWERED)  # np.clip, np.divmod into the ops they are made of
     return plan_graph(g, tuning)
 
