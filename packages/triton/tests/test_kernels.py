@@ -2,7 +2,6 @@
 broadcast index math, int64 addressing, readable source, and compile-time errors naming the node."""
 
 import dataclasses
-
 import re
 
 import numpy as np

@@ -51,7 +51,8 @@ def kernel_spec(k: GeneratedKernel) -> dict:
             "num_warps": k.num_warps}
 
 
-def compiler_process(arch: int = 90, cubin: bool = True, stderr: Any = subprocess.DEVNULL) -> subprocess.Popen:
+def compiler_process(arch: int = 90, cubin: bool = True,
+                     stderr: Any = subprocess.DEVNULL) -> subprocess.Popen:
     """A child that compiles kernels as they come: one `kernel_spec` JSON per line on its stdin, one
     result JSON per line on its stdout (its stderr to ``stderr``: a file, never an unread pipe, which
     would stall it). ``cubin=False`` stops after PTX (skips ``ptxas``)."""

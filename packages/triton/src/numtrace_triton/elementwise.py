@@ -312,7 +312,8 @@ def _compare(symbol: str) -> Lowering:
             else:
                 sym = symbol
             a = named(w, cast_to(w, (a, da), np.dtype(np.int64)))
-            ua, ub = w.cast(a, np.dtype(np.int64), np.dtype(np.uint64)), cast_to(w, (b, db), np.dtype(np.uint64))
+            u64 = np.dtype(np.uint64)
+            ua, ub = w.cast(a, np.dtype(np.int64), u64), cast_to(w, (b, db), u64)
             # A negative signed value is below every unsigned one; otherwise both compare as unsigned.
             if sym in ("!=", "<", "<="):
                 return f"({a} < 0) | ({ua} {sym} {ub})"

@@ -19,10 +19,10 @@ import numpy as np
 from numtrace_ir.backend import plain_array
 from numtrace_ir.types import TensorType
 
+from .coverage import HOST_OPS
 from .device_arrays import export_array, import_array, is_device_array
 from .device_memory import DeviceAllocator, DeviceBuffer, interpreter_enabled
 from .emit_body import GeneratedKernel
-from .coverage import HOST_OPS
 from .host_steps import HostRunner
 from .kernel_cache import load_kernel
 from .planner import OutputSpec, Plan

@@ -525,7 +525,7 @@ def _weak_operand(loc: Loc, tensor_dtypes: list, comparison: bool, label: str) -
     compared by value, as NumPy does: held in int64 or uint64, or as +-inf beyond both; in arithmetic
     NumPy raises OverflowError, so the node runs on the host, where it does."""
     value = loc.folded
-    dtype = np.result_type(*tensor_dtypes, _WEAK_EXAMPLE[loc.weak] if value is NOTHING else value)
+    dtype = np.result_type(*tensor_dtypes, _WEAK_EXAMPLE[loc.weak or "int"] if value is NOTHING else value)
     if loc.weak != "int" or dtype.kind not in "iu":
         return dtype, value
     if value is NOTHING:  # stored as int64: compare it so, as the value it is

@@ -70,7 +70,7 @@ def _diff(g, node):
 
 
 @_rewrites("np.roll")
-def _roll(g, node):
+def _roll(g: Graph, node: Any) -> list | None:
     (x,) = node.inputs
     shape, shift, axis = _shape(x), node.attrs["shift"], node.attrs.get("axis")
     if axis is None:
@@ -192,16 +192,18 @@ def _stack(kind: str) -> Rewrite:
             elif kind == "h":
                 parts.append(_reshape(g, node, v, (1,)) if not s else v)
             else:  # column_stack: 1-d (and 0-d) inputs become columns
-                parts.append(_reshape(g, node, v, (int(np.prod(s, dtype=np.int64)), 1)) if len(s) < 2 else v)
+                column = (int(np.prod(s, dtype=np.int64)), 1)
+                parts.append(_reshape(g, node, v, column) if len(s) < 2 else v)
         axis = 1 if kind == "c" or (kind == "h" and len(_shape(parts[0])) > 1) else 0
         dtype = node.outputs[0].type.dtype
-        parts = [p if p.type.dtype == dtype else _node(g, node, "np.astype", [p], dtype=dtype) for p in parts]
+        parts = [p if p.type.dtype == dtype else _node(g, node, "np.astype", [p], dtype=dtype)
+                 for p in parts]
         return [_node(g, node, "np.concatenate", parts, axis=axis)]
 
     return rewrite
 
 
-REWRITES["np.hstack"], REWRITES["np.vstack"], REWRITES["np.column_stack"] = _stack("h"), _stack("v"), _stack("c")
+REWRITES.update({"np.hstack": _stack("h"), "np.vstack": _stack("v"), "np.column_stack": _stack("c")})
 
 
 def rewrite(g: Graph) -> int:
@@ -210,7 +212,8 @@ def rewrite(g: Graph) -> int:
     count = 0
     for node in list(g.nodes):
         fn = REWRITES.get(node.op)
-        if fn is None or not all(getattr(v.type, "is_concrete", False) for v in (*node.inputs, *node.outputs)):
+        values = (*node.inputs, *node.outputs)
+        if fn is None or not all(getattr(v.type, "is_concrete", False) for v in values):
             continue
         before = {id(n) for n in g.nodes}
         with g.inserting_before(node):
