@@ -82,8 +82,11 @@ class GpuCompileCheck:
             self._writers[i].join()
             self._readers[i].join()
             proc.wait()
+            assert proc.stdout is not None
+            proc.stdout.close()
             self._logs[i].seek(0)
             err = self._logs[i].read()
+            self._logs[i].close()
             if len(self._results[i]) != len(self._sent[i]):
                 failures.append(f"the compiling child {i} stopped early ({proc.returncode}):\n{err[-3000:]}")
             for source, result in zip(self._sent[i], self._results[i]):

@@ -8,6 +8,7 @@ from numtrace_ir import registry
 from numtrace_ir.registry import REDUCTION_KINDS, OpDef
 
 from .elementwise import LOWERINGS
+from .gathers import GATHER_OPS
 from .movement import SAME_VALUE
 from .rewrites import REWRITES
 
@@ -47,8 +48,6 @@ UNLOWERED: dict[str, str] = {
     "np.inner": "general contractions are not mapped onto the batched matmul kernel",
     "np.argsort": "sorting is not lowered",
     "np.sort": "sorting is not lowered",
-    "np.take": _GATHER,
-    "np.take_along_axis": _GATHER,
     "np.getitem_mask": "boolean-mask indexing has a data-dependent output shape",
     "np.isclose": "a composite test (abs, compare, isfinite, isnan per element) with no kernel of its own; "
     "not lowered",
@@ -73,7 +72,9 @@ UNLOWERED_KINDS: dict[str, str] = {"random": _RANDOM}
 # Lowered ops with variants that are not (run as host steps): ``explain()`` says this for those.
 PARTIAL: dict[str, str] = {
     "np.dot": "np.dot of arrays with more than 2 dims is not lowered",
-    "np.getitem": "indexing with arrays (a gather) is not lowered",
+    "np.getitem": "indexing with arrays other than one integer array among full slices is not lowered",
+    "np.take": "np.take with mode='wrap' or 'clip', or a Python int index, is not lowered",
+    "np.take_along_axis": "np.take_along_axis with axis=None is not lowered",
     "np.setitem": "writing through array indices (a scatter) is not lowered",
     "np.ravel": "copies data here (not a view)",  # order="F"
     "np.repeat": "per-element repeat counts (a gather) are not lowered",
@@ -132,7 +133,7 @@ def handling(op) -> str:
 def _lowers_itself(op) -> bool:
     if _listed_reason(op) is not None:
         return False
-    if op.name in REWRITES:  # rewritten into lowered ops before planning (`rewrites`)
+    if op.name in REWRITES or op.name in GATHER_OPS:  # rewritten before planning (`rewrites`); gathers
         return True
     if op.kind == "elementwise":
         base = outer_base(op) or op

@@ -164,6 +164,8 @@ class BodyEmitter:
         return not any(s for s, n in zip(view.strides, view.shape) if n != 1)
 
     def op(self, item: Op, suffix: str = "") -> str:
+        if getattr(item.op, "name", None) == "gather":
+            return self._gather(item, suffix)
         if item.op not in LOWERINGS:
             raise NotImplementedError(f"the Triton backend has no lowering for {item.label}")
         args = [self.operand(a, item.level) for a in item.args]
@@ -176,6 +178,28 @@ class BodyEmitter:
         else:
             name = f"v{item.key}{suffix}"
             self.w.emit(f"{name} = {expr}")
+        self.bind(item.key, name, item.level, item.dtype)
+        return name
+
+    def _gather(self, item: Op, suffix: str) -> str:
+        """``source[..., index, ...]`` (see `numtrace_triton.gathers`): an index out of range (after
+        NumPy's wrap of a negative one) is not loaded; it sets the flag the executable checks."""
+        w, attrs = self.w, item.attrs
+        index, index_dtype = self.operand(item.args[0], item.level)
+        iv = w.let(SourceWriter.cast(index, index_dtype, np.dtype(np.int64)))
+        n = attrs["extent"]
+        if index_dtype.kind == "i":
+            iv = w.let(f"tl.where({iv} < 0, {iv} + {n}, {iv})")
+        bad = w.let(f"({iv} < 0) | ({iv} >= {n})")
+        mask = self.space.mask(item.level)
+        ok = f"{mask} & ({bad} == 0)" if mask else f"{bad} == 0"
+        src, flag = attrs["source"], attrs["flag"]
+        addr = self.space.address(src, item.level)
+        load = f"tl.load({self.params[src.buffer]} + {addr} + {iv} * {attrs['stride']}, mask={ok}, other=0)"
+        name = f"v{item.key}{suffix}"
+        w.emit(f"{name} = {load}" + (" != 0" if np.dtype(src.dtype).kind == "b" else ""))
+        fmask = f"{mask} & {bad}" if mask else bad
+        w.emit(f"tl.store({self.params[flag.buffer]} + {iv} * 0, {bad}.to(tl.int32), mask={fmask})")
         self.bind(item.key, name, item.level, item.dtype)
         return name
 
@@ -223,6 +247,8 @@ def item_views(items: list, stores: list[Store]) -> list[View]:
     for item in items:
         args = item.args if isinstance(item, Op) else [item.arg]
         views.extend(a.view for a in args if isinstance(a, Load))
+        if isinstance(item, Op):  # a gather's source and flag (`numtrace_triton.gathers`)
+            views.extend(v for v in item.attrs.values() if isinstance(v, View))
     views.extend(s.view for s in stores)
     return views
 

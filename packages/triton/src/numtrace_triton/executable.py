@@ -71,6 +71,7 @@ class TritonExecutable:
         self._host = [HostRunner(step, plan.buffers) for step in plan.host_steps]
         self._host_written = {b for step in plan.host_steps for b in step.outputs if b is not None}
         self._launches = list(zip(plan.kernels, self._fns))
+        self._flags = [b for b, spec in enumerate(plan.buffers) if spec.role == "flag"]
         self._lock = threading.Lock()
         self._calls = 0
 
@@ -97,13 +98,24 @@ class TritonExecutable:
         for b, spec in enumerate(plan.buffers):
             if spec.role in ("temp", "output") and b not in self._host_written:
                 bufs[b] = self.allocator.empty(spec.nbytes)
+            elif spec.role == "flag":
+                bufs[b] = self.allocator.upload(np.zeros(1, np.int32))
         self._launch_all(bufs)
+        self._check_flags(bufs)
         with self._lock:
             self._calls += 1
         return tuple(
             self._result(j, o, bufs, like, None if out is None else out[j])
             for j, o in enumerate(plan.outputs)
         )
+
+    def _check_flags(self, bufs: dict[int, DeviceBuffer]) -> None:
+        """NumPy's IndexError for a gather that met an index out of range (its flag set by a kernel)."""
+        for b in self._flags:
+            seen = np.zeros(1, np.int32)
+            self.allocator.download(bufs[b], seen)
+            if seen[0]:
+                raise IndexError(f"{self.plan.buffers[b].doc}: an index is out of bounds for the gathered axis")
 
     def _host_input(self, i: int, value: Any, storage: np.dtype) -> np.ndarray:
         """Input ``i`` as the C-ordered bytes the kernels read; its type must be the compiled one

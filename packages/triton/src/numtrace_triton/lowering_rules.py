@@ -26,7 +26,8 @@ from .movement import (
     permuted_layout,
     view_result,
 )
-from .placement import NOTHING, POSITIVE, Loc, Placement
+from .gathers import GATHER_OPS, GatherRules
+from .placement import NOTHING, POSITIVE, Loc
 
 __all__ = ["RULES", "LoweringRules"]
 # The ops the planner emits itself, around the nodes it lowers (copies, casts, mean/var/std parts).
@@ -56,7 +57,7 @@ def lowers(*kinds: str) -> Callable:
     return deco
 
 
-class LoweringRules(Placement):
+class LoweringRules(GatherRules):
     """Placement plus one lowering rule per op kind."""
 
     def fold_values(self, node, values) -> None:
@@ -332,6 +333,9 @@ class LoweringRules(Placement):
         if op is _SETITEM:
             self.setitem(node, label)
             return
+        if node.op in GATHER_OPS:
+            self.take(node, label)
+            return
         if node.op not in VIEW_OPS:
             raise NotImplementedError(f"the Triton backend has no lowering for {label}")
         rule = op.as_view
@@ -342,6 +346,10 @@ class LoweringRules(Placement):
             index, rest = _static_index(attrs["index"], rest)
             attrs = {**attrs, "index": index}
             gather = bool(rest)  # array indices left: NumPy gathers (copies), no view
+            axis = _one_array_axis(index, len(x.shape)) if len(rest) == 1 else None
+            if axis is not None:
+                self.gather(node, label, x, rest[0], axis, False)
+                return
         if gather or any(loc.folded is NOTHING for loc in rest) or not all(
             isinstance(self.types[v], TensorType) for v in node.outputs
         ):
@@ -511,6 +519,15 @@ class LoweringRules(Placement):
         key = self.key()
         group.items.append(Op(key, POSITIVE, [arg], {}, dtype, label))
         return self.materialize(Loc(view.shape, dtype, group=group, key=key), label)
+
+def _one_array_axis(index: tuple, ndim: int) -> int | None:
+    """The axis of ``x[..., idx, ...]`` when ``index`` is one array placeholder among full slices."""
+    if len(index) > ndim or index.count("input") != 1:
+        return None
+    if any(e != "input" and e != slice(None) for e in index):
+        return None
+    return index.index("input")
+
 
 def _maybe_negative(loc: Loc) -> bool:
     """Whether a value of signed integer type may hold a negative number at run time."""
