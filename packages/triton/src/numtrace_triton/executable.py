@@ -115,7 +115,8 @@ class TritonExecutable:
             seen = np.zeros(1, np.int32)
             self.allocator.download(bufs[b], seen)
             if seen[0]:
-                raise IndexError(f"{self.plan.buffers[b].doc}: an index is out of bounds for the gathered axis")
+                raise IndexError(f"{self.plan.buffers[b].doc}: an index is out of bounds for the "
+                                 "gathered axis")
 
     def _host_input(self, i: int, value: Any, storage: np.dtype) -> np.ndarray:
         """Input ``i`` as the C-ordered bytes the kernels read; its type must be the compiled one

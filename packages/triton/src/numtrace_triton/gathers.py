@@ -60,13 +60,15 @@ class GatherRules(Placement):
             kept = src.shape[:axis] + (1,) + src.shape[axis + 1:]  # the gathered axis comes from idx
             strides = broadcast_strides(kept, src.strides[:axis] + (0,) + src.strides[axis + 1:], shape)
             source = View(src.buffer, src.dtype, src.offset, shape, strides)
-            index = View(ix.buffer, ix.dtype, ix.offset, shape, broadcast_strides(ix.shape, ix.strides, shape))
+            index = View(ix.buffer, ix.dtype, ix.offset, shape,
+                         broadcast_strides(ix.shape, ix.strides, shape))
         else:
             pre, post = src.shape[:axis], src.shape[axis + 1:]
             k = len(ix.shape)
             source = View(src.buffer, src.dtype, src.offset, shape,
                           src.strides[:axis] + (0,) * k + src.strides[axis + 1:])
-            index = View(ix.buffer, ix.dtype, ix.offset, shape, (0,) * len(pre) + ix.strides + (0,) * len(post))
+            index = View(ix.buffer, ix.dtype, ix.offset, shape,
+                         (0,) * len(pre) + ix.strides + (0,) * len(post))
         group = self.new_group("pointwise", numel(shape))
         self.depend(group, src)
         self.depend(group, ix)

@@ -18,6 +18,7 @@ from numtrace_ir.types import TensorType
 from .coverage import CONTRACTIONS, PARTIAL, REDUCTIONS, VIEW_OPS, outer_base
 from .dtypes import check_supported
 from .elementwise import COMPARISONS, LOWERINGS
+from .gathers import GATHER_OPS, GatherRules
 from .groups import Group, broadcast_strides
 from .kernel_plan import Const, Op, Reduce, Ref, View, c_strides, numel
 from .movement import (
@@ -26,7 +27,6 @@ from .movement import (
     permuted_layout,
     view_result,
 )
-from .gathers import GATHER_OPS, GatherRules
 from .placement import NOTHING, POSITIVE, Loc
 
 __all__ = ["RULES", "LoweringRules"]
