@@ -40,6 +40,10 @@ _TAKE, _TAKE_ALONG = registry.get("np.take"), registry.get("np.take_along_axis")
 class GatherRules(Placement):
     """The planner's gather lowering (see the module doc)."""
 
+    def copy_contiguous(self, view: View, dtype: np.dtype, label: str) -> View:
+        """``view`` copied C-contiguously (the lowering rules' copy kernel)."""
+        raise NotImplementedError
+
     def gather(self, node, label: str, x: Loc, idx: Loc, axis: int | None, along: bool) -> None:
         """``node``'s output: ``x`` indexed along ``axis`` by ``idx`` (``take``; ``along``: as
         ``take_along_axis``, idx of x's rank, broadcast with it); ``axis=None``: the flattened x."""
