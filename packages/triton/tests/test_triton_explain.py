@@ -72,3 +72,19 @@ def test_explain_names_each_host_step_with_its_reason():
     exe, text = _explain("np.sort", [a], axis=-1)
     assert "host step: np.sort" in text and "sorting is not lowered" in text
     np.testing.assert_array_equal(exe(a)[0], np.sort(a))
+
+
+def test_a_numpy_ufunc_without_an_op_runs_on_the_host_named_as_numpys():
+    """np.ldexp records as a generic ufunc node: a host step whose reason does not call it foreign."""
+    from numtrace_ir import registry
+
+    a, e = np.array([1.0, -2.5, 3.0]), np.array([1, 2, -3])
+    g = Graph()
+    va, ve = g.add_input("a", TensorType(a.dtype, a.shape)), g.add_input("e", TensorType(e.dtype, e.shape))
+    op = registry.get("np.ufunc")
+    node = g.create_node("np.ufunc", [va, ve], attrs=op.normalize_attrs({"ufunc": "numpy.ldexp"}))
+    g.set_outputs(node.outputs)
+    exe = TritonExecutable(generate(g, [va.type, ve.type]), select_allocator())
+    text = exe.explain()
+    assert "host step: np.ufunc[ufunc=numpy.ldexp]" in text and "np.ldexp" in text, text
+    np.testing.assert_array_equal(exe(a, e)[0], np.ldexp(a, e))

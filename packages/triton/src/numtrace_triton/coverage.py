@@ -38,7 +38,8 @@ _RANDOM = "random draws: NumPy's generators cannot be reproduced inside GPU kern
 
 UNLOWERED: dict[str, str] = {
     "np.frexp": "needs exponent bit manipulation for every float format; not lowered",
-    "np.ufunc": "a ufunc of another library (scipy.special, ...) has no Triton source; refused by name",
+    "np.ufunc": "a ufunc without a registry op of its own (NumPy's np.ldexp, or another library's, as "
+    "scipy.special's) has no Triton lowering",
     "np.spacing": "needs ulp bit manipulation for every float format; not lowered",
     "np.nextafter": "needs ulp bit manipulation for every float format; not lowered",
     "np.gcd": "needs a data-dependent loop (Euclid); not lowered",
