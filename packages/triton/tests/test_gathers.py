@@ -80,3 +80,39 @@ def test_a_gather_feeds_a_fused_kernel_and_a_reduction():
     got_h, got_s = exe(w, tokens)
     np.testing.assert_allclose(got_h, np.tanh(w[tokens]), rtol=1e-12)
     np.testing.assert_allclose(got_s, np.tanh(w[tokens]).sum(axis=-1), rtol=1e-12)
+
+
+def _setitem(a, idx, value, index):
+    g = Graph()
+    va, vi, vv = (g.add_input(n, type_of(v)) for n, v in (("a", a), ("i", idx), ("v", value)))
+    g.set_outputs([g.create_node("np.setitem", [va, vi, vv], attrs={"index": index}).output])
+    return Backend().compile(g, [type_of(a), type_of(idx), type_of(value)])
+
+
+@pytest.mark.parametrize("dtype", ["float64", "int8", "bool", "float16"])
+def test_scatter_keeps_the_last_value_of_a_repeated_index(dtype):
+    """NumPy assigns in index order: of repeated indices the last value stays, on any lane order."""
+    a = np.zeros((6, 3), dtype)
+    idx = np.array([[1, 4, 1], [-5, 0, 1]])
+    value = (np.arange(18).reshape(2, 3, 3) % 7).astype(dtype)
+    exe = _setitem(a, idx, value, ("input",))
+    assert "host step" not in exe.explain()
+    expected = a.copy()
+    expected[idx] = value
+    np.testing.assert_array_equal(exe(a, idx, value)[0], expected)
+
+
+def test_scatter_along_a_later_axis_with_a_broadcast_value():
+    a, idx, value = RNG.standard_normal((3, 5, 2)), np.array([4, 0, 4], np.uint8), RNG.standard_normal(2)
+    expected = a.copy()
+    expected[:, idx] = value
+    (got,) = _setitem(a, idx, value, (slice(None), "input"))(a, idx, value)
+    np.testing.assert_array_equal(got, expected)
+    assert not np.shares_memory(got, a)
+
+
+def test_a_scatter_index_out_of_range_raises_index_error():
+    a, value = np.zeros((4, 2)), np.ones(2)
+    exe = _setitem(a, np.array([0, 1]), value, ("input",))
+    with pytest.raises(IndexError, match="out of bounds"):
+        exe(a, np.array([0, 4]), value)

@@ -76,7 +76,8 @@ PARTIAL: dict[str, str] = {
     "np.getitem": "indexing with arrays other than one integer array among full slices is not lowered",
     "np.take": "np.take with mode='wrap' or 'clip', or a Python int index, is not lowered",
     "np.take_along_axis": "np.take_along_axis with axis=None is not lowered",
-    "np.setitem": "writing through array indices (a scatter) is not lowered",
+    "np.setitem": "writing through array indices other than one integer array among full slices is not "
+    "lowered",
     "np.ravel": "copies data here (not a view)",  # order="F"
     "np.repeat": "per-element repeat counts (a gather) are not lowered",
     "np.triu": "np.triu of a 1-d input (it builds a matrix) is not lowered",

@@ -98,8 +98,8 @@ class TritonExecutable:
         for b, spec in enumerate(plan.buffers):
             if spec.role in ("temp", "output") and b not in self._host_written:
                 bufs[b] = self.allocator.empty(spec.nbytes)
-            elif spec.role == "flag":
-                bufs[b] = self.allocator.upload(np.zeros(1, np.int32))
+            elif spec.role in ("flag", "scratch"):  # filled per call: gathers' flags, scatters' claims
+                bufs[b] = self.allocator.upload(spec.const_data)
         self._launch_all(bufs)
         self._check_flags(bufs)
         with self._lock:
@@ -116,7 +116,7 @@ class TritonExecutable:
             self.allocator.download(bufs[b], seen)
             if seen[0]:
                 raise IndexError(f"{self.plan.buffers[b].doc}: an index is out of bounds for the "
-                                 "gathered axis")
+                                 "indexed axis")
 
     def _host_input(self, i: int, value: Any, storage: np.dtype) -> np.ndarray:
         """Input ``i`` as the C-ordered bytes the kernels read; its type must be the compiled one

@@ -429,6 +429,10 @@ class LoweringRules(GatherRules):
         the indexed view of it by a later kernel (never the copying one: its blocks are unordered)."""
         a, *indices, value = (self.locs[v] for v in node.inputs)
         index, indices = _static_index(node.attrs["index"], indices)
+        axis = _one_array_axis(index, len(a.shape)) if len(indices) == 1 else None
+        if axis is not None:
+            self.scatter(node, label, a, indices[0], value, axis)
+            return
         if indices:
             raise NotImplementedError(f"{label}: {PARTIAL['np.setitem']} by the Triton backend")
         out = self.types[node.outputs[0]]

@@ -20,6 +20,7 @@ from .emit_body import GeneratedKernel, Tuning
 from .emit_matmul import emit_matmul
 from .emit_pointwise import emit_pointwise
 from .emit_reduction import emit_reduction
+from .gathers import EFFECTS
 from .groups import Group
 from .host_steps import HostStep, plan_host_step
 from .kernel_plan import MatmulKernel, Op, PointwiseKernel, c_strides, numel, op_name
@@ -249,7 +250,8 @@ class _Planner(LoweringRules):
                 step.after = len(kernels)
                 self.ordered_host_steps.append(step)
                 continue
-            if not g.stores or g.numel == 0:
+            effects = any(getattr(item.op, "name", None) in EFFECTS for item in g.items)
+            if (not g.stores and not effects) or g.numel == 0:
                 continue
             kernel = g.finish()
             name = "_".join(filter(None, (g.kind, str(len(kernels)), _summary(g))))
