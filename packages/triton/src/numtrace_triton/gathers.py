@@ -23,7 +23,7 @@ import numpy as np
 from numtrace_ir import registry
 from numtrace_ir.types import TensorType
 
-from .groups import LogicalLoad, broadcast_strides
+from .groups import LogicalLoad, PlanArg, broadcast_strides
 from .kernel_plan import Op, View, c_strides, numel
 from .placement import Loc, Placement
 
@@ -80,7 +80,7 @@ class GatherRules(Placement):
         flag = self.buffer((1,), i32, "flag", data=np.zeros(1, np.int32), doc=label)
         claim = self.new_group("pointwise", k)
         self.depend(claim, ix)
-        claim_args = [LogicalLoad(ix, ix.shape), LogicalLoad(iota, ix.shape)]
+        claim_args: list[PlanArg] = [LogicalLoad(ix, ix.shape), LogicalLoad(iota, ix.shape)]
         claim.items.append(Op(self.key(), SCATTER_CLAIM, claim_args,
                               {"winner": _spread(winner, ix.shape), "extent": n,
                                "flag": _spread(flag, ix.shape)}, i32, label))
