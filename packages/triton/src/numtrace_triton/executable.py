@@ -213,6 +213,9 @@ class TritonExecutable:
             entry[1] += spec.nbytes
         lines.append("  buffers: " + (", ".join(f"{count} {role} ({nbytes} bytes)"
                                                 for role, (count, nbytes) in roles.items()) or "none"))
+        ops = [h.step.node.op for h in self._host if h.step.node.op not in HOST_OPS]
+        lines.append("  ops on the host: " + (", ".join(ops) if ops else
+                                                 "none (every op runs in a kernel or was folded)"))
         folded = sum(o.buffer is None for o in plan.outputs)
         if folded:
             lines.append(f"  {folded} output(s) folded at compile time (no kernel)")
