@@ -45,8 +45,6 @@ UNLOWERED: dict[str, str] = {
     "np.gcd": "needs a data-dependent loop (Euclid); not lowered",
     "np.lcm": "needs a data-dependent loop (Euclid); not lowered",
     "np.einsum": "general contractions are not mapped onto the batched matmul kernel",
-    "np.tensordot": "general contractions are not mapped onto the batched matmul kernel",
-    "np.inner": "general contractions are not mapped onto the batched matmul kernel",
     "np.argsort": "sorting is not lowered",
     "np.sort": "sorting is not lowered",
     "np.getitem_mask": "boolean-mask indexing has a data-dependent output shape",

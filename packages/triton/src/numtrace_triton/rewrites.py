@@ -5,7 +5,8 @@ would, so the values are the same bit for bit (a copy or one product per element
 ``diff`` is differences of two slices (n times), ``roll`` a join of two slices, ``tile`` and ``repeat``
 (one count) a broadcast view reshaped, ``triu``/``tril`` a select against a constant mask, ``outer``
 ``multiply.outer`` of the raveled operands, ``hstack``/``vstack``/``column_stack`` reshapes and a
-``concatenate``, ``atleast_*`` reshapes. A node with no rewrite for its attributes (``diff`` with
+``concatenate``, ``atleast_*`` reshapes. ``tensordot`` and ``inner`` are NumPy's own reduction to one
+matmul of transposed, reshaped operands (the sum's order is the matmul kernel's, as for ``matmul``). A node with no rewrite for its attributes (``diff`` with
 ``prepend``) is left for a host step.
 """
 
@@ -156,6 +157,42 @@ REWRITES["np.tril"] = _triangle(False)
 def _outer(g, node):
     a, b = (_reshape(g, node, v, (int(np.prod(_shape(v), dtype=np.int64)),)) for v in node.inputs)
     return [_node(g, node, "np.multiply.outer", [a, b])]
+
+
+def _contract(g, node, a, b, axes_a: list[int], axes_b: list[int]):
+    """NumPy's tensordot: free axes of ``a`` first and of ``b`` last, one matmul of the two reshaped
+    to (M, K) @ (K, N), the result reshaped to the free dims."""
+    sa, sb = _shape(a), _shape(b)
+    axes_a = [x % len(sa) for x in axes_a]
+    axes_b = [x % len(sb) for x in axes_b]
+    free_a = [i for i in range(len(sa)) if i not in axes_a]
+    free_b = [i for i in range(len(sb)) if i not in axes_b]
+    k = int(np.prod([sa[i] for i in axes_a], dtype=np.int64))
+    ta = _node(g, node, "np.transpose", [a], axes=tuple(free_a + axes_a))
+    tb = _node(g, node, "np.transpose", [b], axes=tuple(axes_b + free_b))
+    m = int(np.prod([sa[i] for i in free_a], dtype=np.int64))
+    n = int(np.prod([sb[i] for i in free_b], dtype=np.int64))
+    prod = _node(g, node, "np.matmul", [_reshape(g, node, ta, (m, k)), _reshape(g, node, tb, (k, n))])
+    return _reshape(g, node, prod, tuple(sa[i] for i in free_a) + tuple(sb[i] for i in free_b))
+
+
+@_rewrites("np.tensordot")
+def _tensordot(g, node):
+    a, b = node.inputs
+    axes = node.attrs.get("axes", 2)
+    if isinstance(axes, (int, np.integer)):
+        na = len(_shape(a))
+        return [_contract(g, node, a, b, list(range(na - int(axes), na)), list(range(int(axes))))]
+    axes_a, axes_b = ([x] if isinstance(x, (int, np.integer)) else list(x) for x in axes)
+    return [_contract(g, node, a, b, list(axes_a), list(axes_b))]
+
+
+@_rewrites("np.inner")
+def _inner(g, node):
+    a, b = node.inputs
+    if not _shape(a) or not _shape(b):
+        return [_node(g, node, "np.multiply", [a, b])]
+    return [_contract(g, node, a, b, [-1], [-1])]
 
 
 def _atleast(ndim: int) -> Rewrite:
