@@ -6,8 +6,8 @@ would, so the values are the same bit for bit (a copy or one product per element
 (one count) a broadcast view reshaped, ``triu``/``tril`` a select against a constant mask, ``outer``
 ``multiply.outer`` of the raveled operands, ``hstack``/``vstack``/``column_stack`` reshapes and a
 ``concatenate``, ``atleast_*`` reshapes. ``tensordot`` and ``inner`` are NumPy's own reduction to one
-matmul of transposed, reshaped operands (the sum's order is the matmul kernel's, as for ``matmul``). A node with no rewrite for its attributes (``diff`` with
-``prepend``) is left for a host step.
+matmul of transposed, reshaped operands (the sum's order is the matmul kernel's, as for ``matmul``).
+A node with no rewrite for its attributes (``diff`` with ``prepend``) is left for a host step.
 """
 
 from __future__ import annotations
