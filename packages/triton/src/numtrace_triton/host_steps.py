@@ -89,6 +89,8 @@ def plan_host_step(planner: Placement, node: Any, label: str, why: str | None = 
         if not isinstance(t, TensorType):  # a guard's True: a run that continues has it
             planner.locs[v] = Loc((), None, folded=True, weak="bool")
             continue
+        if not t.is_concrete:  # no buffer can be planned for it: the whole graph runs on the host
+            raise NotImplementedError(f"{label}: its output shape depends on values known only at run time")
         shape = tuple(t.shape)
         planner.types[v] = TensorType(t.dtype, shape)
         if numel(shape) == 0:

@@ -350,10 +350,12 @@ class LoweringRules(GatherRules):
             if axis is not None:
                 self.gather(node, label, x, rest[0], axis, False)
                 return
-        if gather or any(loc.folded is NOTHING for loc in rest) or not all(
+        if gather:
+            raise NotImplementedError(f"{label}: {PARTIAL['np.getitem']} by the Triton backend")
+        if any(loc.folded is NOTHING for loc in rest) or not all(
             isinstance(self.types[v], TensorType) for v in node.outputs
         ):
-            raise NotImplementedError(f"{label}: {PARTIAL['np.getitem']} by the Triton backend")
+            raise NotImplementedError(f"{label}: a shape or index known only at run time is not lowered")
         outs = node.outputs
         extra = [loc.folded for loc in rest]
         if node.op in SAME_VALUE:
