@@ -197,3 +197,20 @@ def test_traced_explain_and_stats_name_the_host_call():
     traced(np.ones(8))
     [stats] = traced.stats()["signatures"].values()
     assert stats["host_calls"] == ["numpy.convolve"]
+
+
+def test_random_draws_run_on_numpys_generator_and_match_the_eager_stream():
+    """A draw is a host step on NumPy's own generator: after the same seed a traced call draws what
+    the eager call draws, and the kernels around it use those values."""
+    nt = pytest.importorskip("numtrace")
+    x = np.linspace(0.0, 1.0, 12).reshape(3, 4)
+
+    def f(x):
+        return np.tanh(x + np.random.standard_normal(x.shape)) * 2.0
+
+    traced = nt.trace(f, (x,), backend="triton", check_trace=False)
+    np.random.seed(7)
+    expected = f(x)
+    np.random.seed(7)
+    np.testing.assert_allclose(traced(x), expected, rtol=1e-12)
+    assert "host step: np.random.standard_normal" in traced.explain()
