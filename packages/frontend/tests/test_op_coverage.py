@@ -46,11 +46,12 @@ def _call_numpy(op, func, method, inputs, attrs):
     attrs = dict(attrs)
     omitted = set(attrs.pop("omitted", ()))
     remaining = list(inputs)
-    args, kwargs = [], {}
+    args, kwargs, trailing_omitted = [], {}, 0
     last_input = max(i for i, p in enumerate(op.params) if isinstance(p, (Input, Inputs)))
     for i, p in enumerate(op.params):
         if isinstance(p, Input):
             args.append(None if p.name in omitted else remaining.pop(0))
+            trailing_omitted = trailing_omitted + 1 if p.name in omitted else 0
         elif isinstance(p, Inputs):
             group, remaining = remaining, []
             if p.star:
@@ -62,6 +63,8 @@ def _call_numpy(op, func, method, inputs, attrs):
                 args.append(attrs[p.name])
             else:
                 kwargs[p.name] = attrs[p.name]
+    if trailing_omitted and len(args) == last_input + 1:   # left out, as NumPy's default may not be None
+        del args[-trailing_omitted:]
     return fn(*args, **kwargs)
 
 

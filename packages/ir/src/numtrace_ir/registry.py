@@ -187,6 +187,7 @@ class OpDef:
         doc: str = "",
         binder: Callable | None = None,
         memo_key: Callable[[dict | None], Any] | None = None,
+        omitted: tuple[str, ...] = (),
     ):
         if kind not in KINDS:
             raise ValueError(f"op {name}: kind {kind!r} is not one of {KINDS}")
@@ -243,7 +244,9 @@ class OpDef:
             raise ValueError(f"op {name}: at most one variadic input group")
         self._has_optional = any(isinstance(p, Input) and p.optional for p in self.params)
         if self._has_optional:
-            self._attr_params["omitted"] = Attr("omitted", (), tuple)
+            # `omitted`: the optional inputs a node without the attr lacks (inputs added to an op later
+            # default to absent, so its older graphs keep their meaning).
+            self._attr_params["omitted"] = Attr("omitted", tuple(omitted), tuple)
         # Ops whose parameters are only required inputs (then unsupported options): a call with exactly
         # that many positional arguments binds them as they are (most recorded calls: ``x * y``).
         leading = 0
@@ -472,6 +475,7 @@ class OpDef:
             doc=self.doc,
             binder=binder or self._binder,
             memo_key=self._memo_key,
+            omitted=self._attr_params["omitted"].default if self._has_optional else (),
         )
         variant._cache = self._cache
         return variant
