@@ -266,6 +266,12 @@ class OpDef:
         return self.params
 
     @property
+    def absent_by_default(self) -> tuple[str, ...]:
+        """The optional inputs a node lacks when its attrs do not say (NumPy's default for them is not
+        None, so a call leaves them out rather than passing None)."""
+        return self._attr_params["omitted"].default if self._has_optional else ()
+
+    @property
     def attr_names(self) -> tuple[str, ...]:
         return tuple(self._attr_params)
 
@@ -475,7 +481,7 @@ class OpDef:
             doc=self.doc,
             binder=binder or self._binder,
             memo_key=self._memo_key,
-            omitted=self._attr_params["omitted"].default if self._has_optional else (),
+            omitted=self.absent_by_default,
         )
         variant._cache = self._cache
         return variant

@@ -12,6 +12,7 @@ from .movement import SAME_VALUE
 
 __all__ = [
     "CONTRACTIONS",
+    "HOST_FALLBACK",
     "HOST_OPS",
     "LOWERED",
     "PARTIAL",
@@ -95,8 +96,18 @@ PARTIAL: dict[str, str] = {
 # Reductions (`OpDef.reduction`) the reduction kernels compute (mean, var, std are built from sums).
 REDUCTIONS = frozenset(REDUCTION_KINDS)
 CONTRACTIONS = frozenset({"np.matmul", "np.dot"})
-# Ops run on the host between kernels (`host_steps`): host calls, and guards on array data.
-HOST_OPS = frozenset({"prim.host_call", "prim.guard"})  # np.dot: up to 2-D operands
+# Registry ops without kernels that run on the host (their NumPy call, as a host call runs) wherever they
+# reach the planner: the ones with a decomposition into lowered ops only where it does not apply.
+HOST_FALLBACK = frozenset({
+    "np.nansum", "np.nanprod", "np.nanmean", "np.nanvar", "np.nanstd", "np.nanmax", "np.nanmin", "np.nanargmax",
+    "np.nanargmin", "np.nancumsum", "np.nancumprod", "np.ptp", "np.count_nonzero", "np.average", "np.convolve",
+    "np.correlate", "np.interp", "np.ediff1d", "np.cumulative_sum", "np.cumulative_prod", "np.trapezoid",
+    "np.gradient", "np.cross", "np.kron", "np.vdot", "np.vecdot", "np.matvec", "np.vecmat",
+    *(f"np.fft.{f}" for f in ("fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "rfft2", "irfft2", "fftn", "ifftn",
+                              "rfftn", "irfftn", "fftshift", "ifftshift")),
+})
+# Ops run on the host between kernels (`host_steps`): host calls, guards on array data, HOST_FALLBACK.
+HOST_OPS = frozenset({"prim.host_call", "prim.guard"}) | HOST_FALLBACK
 # Ops evaluated at compile time: shape arithmetic, constants, and *_like/full creation.
 FOLDED_KINDS = frozenset({"prim", "scalar", "creation"})
 
@@ -118,11 +129,12 @@ def unlowered_reason(op) -> str | None:
 def is_lowered(op) -> bool:
     """Whether the backend runs registry op ``op`` (an ``OpDef``): itself, or decomposed into ops it
     lowers by `numtrace_ir.passes.decompose` (see `LOWERED`)."""
-    return _lowers_itself(op) or (op.decompose is not None and unlowered_reason(op) is None)
+    return _lowers_itself(op) or op.name in HOST_FALLBACK or (op.decompose is not None and
+                                                              unlowered_reason(op) is None)
 
 
 def _lowers_itself(op) -> bool:
-    if unlowered_reason(op) is not None:
+    if unlowered_reason(op) is not None or op.name in HOST_FALLBACK:   # decomposed first where they can be
         return False
     if op.kind == "elementwise":
         base = outer_base(op) or op
@@ -141,5 +153,5 @@ def _lowers_itself(op) -> bool:
 # The ops the backend lowers itself; `passes.decompose` rewrites the others that have a decomposition.
 LOWERED = frozenset(op for op in registry.all_ops() if _lowers_itself(op))
 # Every op named in the tables above is a registry op: a misspelt name fails here, at import.
-for _name in (*UNLOWERED, *PARTIAL, *CONTRACTIONS, *VIEW_OPS):
+for _name in (*UNLOWERED, *PARTIAL, *CONTRACTIONS, *VIEW_OPS, *HOST_FALLBACK):
     registry.get(_name)

@@ -6,6 +6,8 @@ dtype NumPy's loop resolves (probed on one-element stand-ins).
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from numtrace_ir import dims
@@ -44,24 +46,17 @@ def _cross_rule(types, attrs):
     if a.ndim == 0 or b.ndim == 0:
         raise ShapeError(f"{name}: inputs must be at least 1-d")
     axa, axb = rules.axis(name, axa, a.ndim), rules.axis(name, axb, b.ndim)
-    if a.shape[axa] != 3 or b.shape[axb] != 3:
-        raise ShapeError(f"{name}: only 3-vectors are an op (2-vectors are deprecated in NumPy)")
+    na, nb = a.shape[axa], b.shape[axb]
+    if na not in (2, 3) or nb not in (2, 3):
+        raise ShapeError(f"{name}: incompatible dimensions for cross product (dimension must be 2 or 3)")
     batch = rules.broadcast(name, a.shape[:axa] + a.shape[axa + 1:], b.shape[:axb] + b.shape[axb + 1:])
+    with warnings.catch_warnings():   # NumPy's deprecation of 2-vectors, warned by the reference
+        warnings.simplefilter("ignore", DeprecationWarning)
+        dt = _probe(name, np.cross, (a, b), ((na,), (nb,)))
+    if na == nb == 2:
+        return TensorType(dt, batch)
     c = rules.axis(name, axc, len(batch) + 1)
-    dt = _probe(name, np.cross, (a, b), ((3,), (3,)))
     return TensorType(dt, batch[:c] + (3,) + batch[c:])
-
-
-def _cross_binder(args, kwargs):
-    """3-vectors are the op; NumPy's deprecated 2-vectors are a host call."""
-    axa, axb = kwargs.get("axisa", -1), kwargs.get("axisb", -1)
-    if kwargs.get("axis") is not None:
-        axa = axb = kwargs["axis"]
-    for v, ax in zip(args[:2], (axa, axb)):
-        shape = np.shape(v)
-        if not shape or shape[ax] != 3:
-            raise NotImplementedError("np.cross: only 3-vectors are an op")
-    return defaults_or_host("np.cross")(args, kwargs)
 
 
 def _cross_samples(rng):
@@ -79,8 +74,8 @@ register(OpDef(
     [Input("a"), Input("b"), Attr("axisa", -1, rules.to_int), Attr("axisb", -1, rules.to_int),
      Attr("axisc", -1, rules.to_int), Attr("axis", None, rules.to_int_or_none)],
     _cross_rule, lambda a, b, axisa, axisb, axisc, axis: np.cross(a, b, axisa, axisb, axisc, axis),
-    numpy_targets=[np.cross], samples=_cross_samples, binder=_cross_binder,
-    doc="3-vectors along the given axes; 2-vectors (deprecated by NumPy) are host calls",
+    numpy_targets=[np.cross], samples=_cross_samples, binder=defaults_or_host("np.cross"),
+    doc="3-vectors (or NumPy's deprecated 2-vectors) along the given axes",
 ))
 
 
