@@ -60,7 +60,6 @@ UNLOWERED: dict[str, str] = {
     "special-cased); not lowered",
     "np.imag": "complex parts: Triton has no complex type (a real array's imaginary part, zeros, is not "
     "special-cased); not lowered",
-    "np.diff": "a stencil along one axis (differences of shifted slices, n times); not lowered",
     "np.median": _ORDER_STATS,
     "np.percentile": _ORDER_STATS,
     "np.quantile": _ORDER_STATS,
@@ -102,7 +101,7 @@ HOST_FALLBACK = frozenset({
     "np.nansum", "np.nanprod", "np.nanmean", "np.nanvar", "np.nanstd", "np.nanmax", "np.nanmin", "np.nanargmax",
     "np.nanargmin", "np.nancumsum", "np.nancumprod", "np.ptp", "np.count_nonzero", "np.average", "np.convolve",
     "np.correlate", "np.interp", "np.ediff1d", "np.cumulative_sum", "np.cumulative_prod", "np.trapezoid",
-    "np.gradient", "np.cross", "np.kron", "np.vdot", "np.vecdot", "np.matvec", "np.vecmat",
+    "np.gradient", "np.diff", "np.cross", "np.kron", "np.vdot", "np.vecdot", "np.matvec", "np.vecmat",
     *(f"np.fft.{f}" for f in ("fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "rfft2", "irfft2", "fftn", "ifftn",
                               "rfftn", "irfftn", "fftshift", "ifftshift")),
 })

@@ -52,6 +52,8 @@ class HostStep:
         """One line for `explain`."""
         if self.node.op == "prim.host_call":
             return f"host call: {self.node.attrs['func']} (runs on the host: copies in and out)"
+        if self.node.op != "prim.guard":
+            return f"host step: {self.node.op} (NumPy's call, on the host: copies in and out)"
         what = self.node.attrs.get("what") or "the guarded value"
         return f"guard: {what} (read back to the host and compared, every run)"
 
@@ -118,7 +120,7 @@ class HostRunner:
             raise
         except Exception as exc:
             raise execution_error(self.step.node, exc) from exc
-        if self.step.node.op != "prim.host_call":
+        if self.step.node.op == "prim.guard":
             return
         results = result if len(self.step.node.outputs) != 1 else (result,)
         for b, r in zip(self.step.outputs, results):
