@@ -51,6 +51,9 @@ CASES = [
     ("np.count_nonzero", lambda x: np.count_nonzero(x > 0, axis=0), _arrays((None, 3))),
     ("np.average", lambda x, w: np.average(x, axis=0, weights=w), _arrays((None, 3), (None,))),
     ("np.average", lambda x: np.average(x, axis=1, returned=True), _arrays((None, 3))),
+    ("np.cov", lambda x: np.cov(x), _arrays((3, None))),
+    ("np.cov", lambda x, y: np.cov(x, y, rowvar=False, ddof=0), _arrays((None, 2), (None,))),
+    ("np.corrcoef", lambda x: np.corrcoef(x, rowvar=False), _arrays((None, 3))),
     ("np.convolve", lambda x: np.convolve(x, K3), _arrays((None,))),
     ("np.convolve", lambda x: np.convolve(x, K3, mode="same"), _arrays((None,))),
     ("np.correlate", lambda x: np.correlate(x, K3, mode="full"), _arrays((None,))),
@@ -93,8 +96,13 @@ def test_one_trace_serves_every_size(name, fn, make, backend):
     op = registry.get(name)
     for n in (1, 7, 1000):
         inputs = make(rng, n)
-        expected = _flat(fn(*inputs))
-        got = _flat(traced(*inputs))
+        with warnings.catch_warnings(record=True) as numpy_warned:   # cov of one observation warns
+            warnings.simplefilter("always")
+            expected = _flat(fn(*inputs))
+        with warnings.catch_warnings(record=True) as traced_warned:
+            warnings.simplefilter("always")
+            got = _flat(traced(*inputs))
+        assert [str(w.message) for w in traced_warned] == [str(w.message) for w in numpy_warned]
         assert len(got) == len(expected)
         for g, e in zip(got, expected):
             testing.assert_outputs_close(g, np.asarray(e), what=f"{name} at {n} on {backend}", op=op,

@@ -99,7 +99,8 @@ CONTRACTIONS = frozenset({"np.matmul", "np.dot"})
 # reach the planner: the ones with a decomposition into lowered ops only where it does not apply.
 HOST_FALLBACK = frozenset({
     "np.nansum", "np.nanprod", "np.nanmean", "np.nanvar", "np.nanstd", "np.nanmax", "np.nanmin", "np.nanargmax",
-    "np.nanargmin", "np.nancumsum", "np.nancumprod", "np.ptp", "np.count_nonzero", "np.average", "np.convolve",
+    "np.nanargmin", "np.nancumsum", "np.nancumprod", "np.ptp", "np.count_nonzero", "np.average", "np.cov",
+    "np.corrcoef", "np.convolve",
     "np.correlate", "np.interp", "np.ediff1d", "np.cumulative_sum", "np.cumulative_prod", "np.trapezoid",
     "np.gradient", "np.diff", "np.cross", "np.kron", "np.vdot", "np.vecdot", "np.matvec", "np.vecmat",
     *(f"np.fft.{f}" for f in ("fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "rfft2", "irfft2", "fftn", "ifftn",

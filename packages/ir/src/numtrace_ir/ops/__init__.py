@@ -3,6 +3,7 @@
 
 from numtrace_ir.ops import (
     contractions,  # noqa: F401
+    correlation,  # noqa: F401
     creation,  # noqa: F401
     elementwise,  # noqa: F401
     fft,  # noqa: F401
