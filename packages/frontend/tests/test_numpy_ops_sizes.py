@@ -28,7 +28,8 @@ def _arrays(*shapes, dtype="f8"):
     """Arrays whose leading dim is the batch where the shape starts with None."""
 
     def make(rng, n):
-        return tuple(rng.uniform(-3, 3, tuple(n if d is None else d for d in s)).astype(dtype) for s in shapes)
+        sizes = [tuple(n if d is None else d for d in s) for s in shapes]
+        return tuple(rng.uniform(-3, 3, size).astype(dtype) for size in sizes)
 
     return make
 
@@ -92,7 +93,8 @@ def test_one_trace_serves_every_size(name, fn, make, backend):
     rng = np.random.default_rng(7)
     traced = nt.trace(fn, make(rng, 8), backend=backend)
     ops = [n.op for n in traced.graph.nodes]
-    assert name in ops and not any(o.startswith(("prim.host_call", "prim.guard", "prim.dim")) for o in ops), ops
+    assert name in ops, ops
+    assert not any(o in ("prim.host_call", "prim.guard", "prim.dim") for o in ops), ops
     op = registry.get(name)
     for n in (1, 7, 1000):
         inputs = make(rng, n)
@@ -132,6 +134,7 @@ def test_unmodelled_arguments_are_host_calls(backend):
     where = np.array([[True, False], [True, True]])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        traced = nt.trace(lambda x: np.nansum(x, axis=1, where=where), (x,), backend=backend, check_trace=False)
+        traced = nt.trace(lambda x: np.nansum(x, axis=1, where=where), (x,), backend=backend,
+                          check_trace=False)
     assert "prim.host_call" in str(traced.graph)
     np.testing.assert_array_equal(traced(x), np.nansum(x, axis=1, where=where))

@@ -98,13 +98,13 @@ CONTRACTIONS = frozenset({"np.matmul", "np.dot"})
 # Registry ops without kernels that run on the host (their NumPy call, as a host call runs) wherever they
 # reach the planner: the ones with a decomposition into lowered ops only where it does not apply.
 HOST_FALLBACK = frozenset({
-    "np.nansum", "np.nanprod", "np.nanmean", "np.nanvar", "np.nanstd", "np.nanmax", "np.nanmin", "np.nanargmax",
-    "np.nanargmin", "np.nancumsum", "np.nancumprod", "np.ptp", "np.count_nonzero", "np.average", "np.cov",
-    "np.corrcoef", "np.convolve",
-    "np.correlate", "np.interp", "np.ediff1d", "np.cumulative_sum", "np.cumulative_prod", "np.trapezoid",
-    "np.gradient", "np.diff", "np.cross", "np.kron", "np.vdot", "np.vecdot", "np.matvec", "np.vecmat",
-    *(f"np.fft.{f}" for f in ("fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "rfft2", "irfft2", "fftn", "ifftn",
-                              "rfftn", "irfftn", "fftshift", "ifftshift")),
+    *(f"np.{f}" for f in ("nansum", "nanprod", "nanmean", "nanvar", "nanstd", "nanmax", "nanmin", "nanargmax",
+                          "nanargmin", "nancumsum", "nancumprod", "ptp", "count_nonzero", "average", "cov",
+                          "corrcoef", "convolve", "correlate", "interp", "ediff1d", "cumulative_sum",
+                          "cumulative_prod", "trapezoid", "gradient", "diff", "cross", "kron", "vdot",
+                          "vecdot", "matvec", "vecmat")),
+    *(f"np.fft.{f}" for f in ("fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "rfft2", "irfft2", "fftn",
+                              "ifftn", "rfftn", "irfftn", "fftshift", "ifftshift")),
 })
 # Ops run on the host between kernels (`host_steps`): host calls, guards on array data, HOST_FALLBACK.
 HOST_OPS = frozenset({"prim.host_call", "prim.guard"}) | HOST_FALLBACK

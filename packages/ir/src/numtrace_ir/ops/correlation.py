@@ -44,8 +44,8 @@ def _samples(cov: bool):
     def samples(rng):
         for dt in sampling.DTYPES:
             yield Sample((sampling.array(rng, (3, 6), dt),), {"omitted": ("y",)})
-        for shape, attrs in (((6,), {}), ((5, 3), {"rowvar": False}), ((1, 6), {}), ((4, 1), {"rowvar": False}),
-                             ((2, 5), {"dtype": np.dtype("f4")})):
+        for shape, attrs in (((6,), {}), ((5, 3), {"rowvar": False}), ((1, 6), {}),
+                             ((4, 1), {"rowvar": False}), ((2, 5), {"dtype": np.dtype("f4")})):
             yield Sample((sampling.array(rng, shape, "f8"),), {"omitted": ("y",), **attrs})
         yield Sample((sampling.array(rng, (3, 5), "f8"), sampling.array(rng, (2, 5), "f4")), note="with y")
         yield Sample((sampling.array(rng, (5, 2), "f8"), sampling.array(rng, (5,), "f8")), {"rowvar": False},
@@ -67,13 +67,15 @@ def _corrcoef_impl(x, y, rowvar, dtype):
 
 
 _COV_PARAMS: list[Param] = [
-    Input("m"), Input("y", optional=True), Attr("rowvar", True, rules.to_bool), Attr("bias", False, rules.to_bool),
+    Input("m"), Input("y", optional=True), Attr("rowvar", True, rules.to_bool),
+    Attr("bias", False, rules.to_bool),
     Attr("ddof", None, rules.to_int_or_none), Unsupported("fweights"), Unsupported("aweights"),
     Attr("dtype", None, rules.to_dtype_or_none),
 ]
 _CORRCOEF_PARAMS: list[Param] = [
     Input("x"), Input("y", optional=True), Attr("rowvar", True, rules.to_bool),
-    Unsupported("bias", np._NoValue), Unsupported("ddof", np._NoValue), Attr("dtype", None, rules.to_dtype_or_none),
+    Unsupported("bias", np._NoValue), Unsupported("ddof", np._NoValue),
+    Attr("dtype", None, rules.to_dtype_or_none),
 ]
 register(OpDef("np.cov", "other", _COV_PARAMS, _rule("np.cov"), _cov_impl, numpy_targets=[np.cov],
                samples=_samples(True), binder=defaults_or_host("np.cov"),

@@ -6,6 +6,8 @@ precision."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from numtrace_ir import dims
@@ -120,7 +122,8 @@ def _n_axes_samples(kind, default_all):
         for dt in ("f4", "f8", "c16") if complex_in else ("i4", "f4", "f8"):
             yield Sample((sampling.array(rng, (3, 4, 6), dt),), {})
         base = "c16" if complex_in else "f8"
-        for attrs, shape in (({"s": (4, 5), "axes": (-2, -1)}, (3, 6)), ({"axes": (0,)}, (4, 3)), ({"norm": "ortho"}, (2, 3, 4)),
+        for attrs, shape in (({"s": (4, 5), "axes": (-2, -1)}, (3, 6)), ({"axes": (0,)}, (4, 3)),
+                             ({"norm": "ortho"}, (2, 3, 4)),
                              ({"s": (3, 8), "axes": (2, 0)}, (3, 2, 5)), ({"axes": (1, 0)}, (5, 4)),
                              ({"s": (-1, 6), "axes": (0, 1)}, (3, 4))):
             yield Sample((sampling.array(rng, shape, base),), attrs)
@@ -160,6 +163,7 @@ def _fftn_op(fn, kind: str, default_all: bool) -> None:
     ))
 
 
+_f: Any   # NumPy's functions, of unlike signatures
 for _f in (np.fft.fft, np.fft.ifft):
     _fft_op(_f, "c2c")
 _fft_op(np.fft.rfft, "r2c")
@@ -170,7 +174,7 @@ for _f, _k in ((np.fft.fftn, "c2c"), (np.fft.ifftn, "c2c"), (np.fft.rfftn, "r2c"
     _fftn_op(_f, _k, True)
 
 
-# -- shifts ---------------------------------------------------------------------------------------------------
+# -- shifts ----------------------------------------------------------------------------------------
 
 def _shift_samples(rng):
     for dt in sampling.DTYPES:

@@ -13,10 +13,10 @@ from collections.abc import Callable
 
 import numpy as np
 
+from numtrace_ir.dims import ShapeError
 from numtrace_ir.ops import rules, sampling
 from numtrace_ir.ops.elementwise import _create
 from numtrace_ir.ops.reductions import _reduced_shape
-from numtrace_ir.dims import ShapeError
 from numtrace_ir.registry import Attr, Input, OpDef, Param, Sample, Unsupported, get, register
 from numtrace_ir.types import ScalarType, TensorType
 
@@ -89,7 +89,7 @@ def _reduce_rule(name: str, fn: Callable, probe_attrs: tuple[str, ...], nonempty
     return rule
 
 
-_AXES = (
+_AXES: tuple[tuple[dict, tuple[int, ...]], ...] = (
     ({}, (3, 4)),
     ({"axis": 0}, (3, 4)),
     ({"axis": -1, "keepdims": True}, (3, 4)),
@@ -130,7 +130,8 @@ def nan_reduction(name: str, fn: Callable, *, dtype_attr: bool = True, ddof: boo
     """A reduction over ``axis`` with ``keepdims`` and, where NumPy has them, ``dtype`` and ``ddof``;
     `extra` are NumPy's parameters after those that the op does not model (a call giving one is a host
     call). `warns`: NumPy warns for all-NaN (or empty) slices, so samples avoid them."""
-    params: list[Param] = [Input("a"), Attr("axis", None, rules.to_int_or_none if single_axis else rules.to_axis)]
+    axis = Attr("axis", None, rules.to_int_or_none if single_axis else rules.to_axis)
+    params: list[Param] = [Input("a"), axis]
     if dtype_attr:
         params.append(Attr("dtype", None, rules.to_dtype_or_none))
     params.append(Unsupported("out"))
@@ -138,7 +139,6 @@ def nan_reduction(name: str, fn: Callable, *, dtype_attr: bool = True, ddof: boo
         params.append(Attr("ddof", 0, rules.to_int))
     params.append(Attr("keepdims", False, rules.to_bool))
     params.extend(Unsupported(e, _NO) for e in extra)
-    keys = tuple(p.name for p in params if isinstance(p, Attr))
 
     def impl(a, **attrs):
         return fn(a, **attrs)
@@ -179,7 +179,7 @@ def _ptp_decompose(g, node):
 nan_reduction("np.ptp", np.ptp, dtype_attr=False, nonempty=True, warns=False, decompose=_ptp_decompose)
 
 
-# -- scans ------------------------------------------------------------------------------------------
+# -- scans -----------------------------------------------------------------------------------------
 
 def _nan_scan(name: str, fn: Callable, fill: int, plain: str) -> OpDef:
     scan = get(plain)
@@ -202,7 +202,7 @@ _nan_scan("np.nancumsum", np.nancumsum, 0, "np.cumsum")
 _nan_scan("np.nancumprod", np.nancumprod, 1, "np.cumprod")
 
 
-# -- count_nonzero ------------------------------------------------------------------------------------
+# -- count_nonzero ---------------------------------------------------------------------------------
 
 def _count_rule(types, attrs):
     t = rules.first_tensor("np.count_nonzero", types)
@@ -244,7 +244,7 @@ register(OpDef(
 ))
 
 
-# -- average --------------------------------------------------------------------------------------------
+# -- average ---------------------------------------------------------------------------------------
 
 def _average_rule(types, attrs):
     name = "np.average"
@@ -260,8 +260,10 @@ def _average_rule(types, attrs):
         if len(w.shape) != t.ndim or not all(map(_maybe_equal, w.shape, t.shape)):
             if axis is None:
                 raise TypeError(f"{name}: axis must be specified when shapes of a and weights differ")
-            order = tuple(rules.axis(name, ax, t.ndim) for ax in (axis if isinstance(axis, tuple) else (axis,)))
-            if len(w.shape) != len(order) or not all(map(_maybe_equal, w.shape, (t.shape[ax] for ax in order))):
+            given = axis if isinstance(axis, tuple) else (axis,)
+            order = tuple(rules.axis(name, ax, t.ndim) for ax in given)
+            wanted = tuple(t.shape[ax] for ax in order)
+            if len(w.shape) != len(order) or not all(map(_maybe_equal, w.shape, wanted)):
                 raise ShapeError(f"{name}: shape of weights {w.shape} must match the axes {axis} of {t}")
     out = TensorType(dt, shape)
     return (out, out) if attrs["returned"] else out

@@ -8,6 +8,8 @@ serves every size; dtypes are probed from NumPy on one-element stand-ins. `cumul
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from numtrace_ir import dims
@@ -66,6 +68,7 @@ def _convolve_samples(zero_d: bool):
 
     return samples
 
+_fn: Any   # NumPy's functions, of unlike signatures
 for _fn, _default in ((np.convolve, "full"), (np.correlate, "valid")):
     register(OpDef(
         f"np.{_fn.__name__}", "other",
@@ -77,7 +80,7 @@ for _fn, _default in ((np.convolve, "full"), (np.correlate, "valid")):
     ))
 
 
-# -- interp ---------------------------------------------------------------------------------------------
+# -- interp ----------------------------------------------------------------------------------------
 
 def _interp_rule(types, attrs):
     name = "np.interp"
@@ -119,7 +122,7 @@ register(OpDef(
 ))
 
 
-# -- ediff1d -----------------------------------------------------------------------------------------------
+# -- ediff1d ---------------------------------------------------------------------------------------
 
 def _ediff1d_rule(types, attrs):
     name = "np.ediff1d"
@@ -153,7 +156,7 @@ register(OpDef(
 ))
 
 
-# -- cumulative_sum / cumulative_prod ------------------------------------------------------------------------
+# -- cumulative_sum / cumulative_prod --------------------------------------------------------------
 
 def _cumulative_rule(name: str, fn):
     def rule(types, attrs):
@@ -177,7 +180,8 @@ def _cumulative_decompose(scan: str):
         if node.attrs["include_initial"]:
             return None
         axis = node.attrs["axis"]
-        return [_create(g, node, scan, node.inputs, axis=0 if axis is None else axis, dtype=node.attrs["dtype"])]
+        return [_create(g, node, scan, node.inputs, axis=0 if axis is None else axis,
+                        dtype=node.attrs["dtype"])]
 
     return decompose
 
@@ -204,7 +208,7 @@ for _fn, _scan in ((np.cumulative_sum, "np.cumsum"), (np.cumulative_prod, "np.cu
     ))
 
 
-# -- trapezoid -------------------------------------------------------------------------------------------------
+# -- trapezoid -------------------------------------------------------------------------------------
 
 def _trapezoid_rule(types, attrs):
     name = "np.trapezoid"
@@ -243,7 +247,7 @@ register(OpDef(
 ))
 
 
-# -- gradient ----------------------------------------------------------------------------------------------------
+# -- gradient --------------------------------------------------------------------------------------
 
 def _gradient_binder(args, kwargs):
     """``gradient(f, *spacings, axis=, edge_order=)``: scalar spacings become the `spacing` attr; array

@@ -7,6 +7,7 @@ dtype NumPy's loop resolves (probed on one-element stand-ins).
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
 
@@ -14,7 +15,7 @@ from numtrace_ir import dims
 from numtrace_ir.dims import ShapeError
 from numtrace_ir.ops import rules, sampling
 from numtrace_ir.ops.nanfunctions import defaults_or_host
-from numtrace_ir.registry import Attr, Input, OpDef, Sample, Unsupported, register
+from numtrace_ir.registry import Attr, Input, OpDef, Param, Sample, Unsupported, register
 from numtrace_ir.types import TensorType
 
 
@@ -31,7 +32,7 @@ def _same(name, a, b) -> None:
         raise ShapeError(f"{name}: vector lengths {a} and {b} differ")
 
 
-# -- cross -------------------------------------------------------------------------------------------------
+# -- cross -----------------------------------------------------------------------------------------
 
 def _cross_axes(attrs):
     if attrs["axis"] is not None:
@@ -79,7 +80,7 @@ register(OpDef(
 ))
 
 
-# -- kron, vdot ----------------------------------------------------------------------------------------------
+# -- kron, vdot ------------------------------------------------------------------------------------
 
 def _kron_rule(types, attrs):
     name = "np.kron"
@@ -126,7 +127,7 @@ register(OpDef(
 ))
 
 
-# -- gufuncs: vecdot, matvec, vecmat --------------------------------------------------------------------------
+# -- gufuncs: vecdot, matvec, vecmat ---------------------------------------------------------------
 
 def _gufunc_rule(name, fn):
     """(a core dims, b core dims, out core dims) by the gufunc's signature."""
@@ -145,12 +146,14 @@ def _gufunc_rule(name, fn):
             if a.ndim < 2 or b.ndim < 1:
                 raise ShapeError(f"{name}: needs a matrix and a vector, got {a} and {b}")
             _same(name, a.shape[-1], b.shape[-1])
-            batch, core, probe = rules.broadcast(name, a.shape[:-2], b.shape[:-1]), (a.shape[-2],), ((1, 1), (1,))
+            batch = rules.broadcast(name, a.shape[:-2], b.shape[:-1])
+            core, probe = (a.shape[-2],), ((1, 1), (1,))
         else:
             if a.ndim < 1 or b.ndim < 2:
                 raise ShapeError(f"{name}: needs a vector and a matrix, got {a} and {b}")
             _same(name, a.shape[-1], b.shape[-2])
-            batch, core, probe = rules.broadcast(name, a.shape[:-1], b.shape[:-2]), (b.shape[-1],), ((1,), (1, 1))
+            batch = rules.broadcast(name, a.shape[:-1], b.shape[:-2])
+            core, probe = (b.shape[-1],), ((1,), (1, 1))
         return TensorType(_probe(name, fn, (a, b), probe), batch + core)
 
     return rule
@@ -164,7 +167,8 @@ def _gufunc_samples(fn):
             yield Sample(tuple(sampling.array(rng, (2,) + s, dt) for s in core))
         yield Sample((sampling.array(rng, (5, 1) + core[0], "f8"), sampling.array(rng, (2,) + core[1], "f8")),
                      note="broadcast batch")
-        yield Sample((sampling.array(rng, core[0], "c16"), sampling.array(rng, core[1], "c16")), note="complex")
+        yield Sample((sampling.array(rng, core[0], "c16"), sampling.array(rng, core[1], "c16")),
+                     note="complex")
         yield Sample((sampling.array(rng, (0,) + core[0], "f4"), sampling.array(rng, core[1], "i4")),
                      note="empty batch, mixed")
         if fn is np.vecdot:
@@ -173,9 +177,10 @@ def _gufunc_samples(fn):
     return samples
 
 
+_fn: Any
 for _fn in (np.vecdot, np.matvec, np.vecmat):
     _name = f"np.{_fn.__name__}"
-    _params = [Input("x1"), Input("x2"), Unsupported("out")]
+    _params: list[Param] = [Input("x1"), Input("x2"), Unsupported("out")]
     if _fn is np.vecdot:
         _params.append(Attr("axis", -1, rules.to_int))
     register(OpDef(
