@@ -50,6 +50,8 @@ CASES = [
     ("np.nancumprod", lambda x: np.nancumprod(x, axis=1), _nans((3,))),
     ("np.ptp", lambda x: np.ptp(x, axis=0), _arrays((None, 3))),
     ("np.count_nonzero", lambda x: np.count_nonzero(x > 0, axis=0), _arrays((None, 3))),
+    # NumPy's count is an intp scalar, not a weak Python int: float32 / count is float64
+    ("np.count_nonzero", lambda x: x / np.count_nonzero(x > 0), _arrays((None,), dtype="f4")),
     ("np.average", lambda x, w: np.average(x, axis=0, weights=w), _arrays((None, 3), (None,))),
     ("np.average", lambda x: np.average(x, axis=1, returned=True), _arrays((None, 3))),
     ("np.cov", lambda x: np.cov(x), _arrays((3, None))),

@@ -18,7 +18,7 @@ from numtrace_ir.ops import rules, sampling
 from numtrace_ir.ops.elementwise import _create
 from numtrace_ir.ops.reductions import _reduced_shape
 from numtrace_ir.registry import Attr, Input, OpDef, Param, Sample, Unsupported, get, register
-from numtrace_ir.types import ScalarType, TensorType
+from numtrace_ir.types import TensorType
 
 __all__ = ["defaults_or_host", "with_nans"]
 
@@ -206,17 +206,13 @@ _nan_scan("np.nancumprod", np.nancumprod, 1, "np.cumprod")
 
 def _count_rule(types, attrs):
     t = rules.first_tensor("np.count_nonzero", types)
-    if attrs["axis"] is None and not attrs["keepdims"]:
-        return ScalarType("int")   # NumPy returns a Python int here
     return TensorType(np.dtype(np.intp), _reduced_shape("np.count_nonzero", t.shape, attrs["axis"],
                                                         attrs["keepdims"], False))
 
 
 def _count_decompose(g, node):
-    """``a.astype(bool).sum(axis, dtype=intp)``, NumPy's own form with an axis; None for the Python
-    int NumPy returns without one."""
-    if isinstance(node.outputs[0].type, ScalarType):
-        return None
+    """``a.astype(bool).sum(axis, dtype=intp)``: NumPy's own form with an axis, and the same count as
+    the NumPy intp scalar it returns without one."""
     a = node.inputs[0]
     if a.type.dtype != np.dtype(bool):
         a = _create(g, node, "np.astype", [a], dtype=np.dtype(bool))
@@ -232,6 +228,7 @@ def _count_samples(rng):
         if attrs:
             yield Sample((sampling.array(rng, shape, "i4", (-1.0, 2.0)),), dict(attrs))
     yield Sample((sampling.array(rng, (3, 4), "f8", (-1.0, 2.0)),), {"keepdims": True})
+    yield Sample((sampling.array(rng, (3, 4), "f4", (-1.0, 2.0)),), {}, note="a NumPy intp scalar")
     yield Sample((sampling.array(rng, (), "i4", (-1.0, 2.0)),), {"keepdims": True}, note="0-d")
 
 
@@ -240,7 +237,7 @@ register(OpDef(
     [Input("a"), Attr("axis", None, rules.to_axis), Attr("keepdims", False, rules.to_bool)],
     _count_rule, lambda a, axis, keepdims: np.count_nonzero(a, axis, keepdims=keepdims),
     numpy_targets=[np.count_nonzero], samples=_count_samples, decompose=_count_decompose,
-    doc="without axis or keepdims the result is a Python int, as in NumPy",
+    doc="an intp count (a NumPy scalar without axis, as NumPy returns)",
 ))
 
 
