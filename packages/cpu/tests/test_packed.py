@@ -240,12 +240,54 @@ def test_concurrent_calls_from_two_python_threads(threads):
     _assert_close(want[0][0], np.maximum(cases[0][0] @ w + cases[0][1], 0), cases[0][0], w, np.float32)
 
 
-def test_products_of_run_time_values_stay_with_blas():
+def test_run_time_weights_are_packed_per_call_and_blas_keeps_the_rest():
+    """A run-time right operand is packed inside every call; complex products and broadcast stacks stay
+    with NumPy's matmul."""
     rng = np.random.default_rng(9)
     w = rng.standard_normal((30, 20)).astype(np.float32)
     g = _graph((10, 30), w, np.float32, constant=False)
     exe = compile_graph(g, [v.type for v in g.inputs])   # w is an argument, not module state
-    assert exe.stats()["packed_matmuls"] == 0 and "BLAS" in exe.explain()
+    assert exe.stats()["packed_matmuls"] == 1 and "packed per call" in exe.explain()
+    x = rng.standard_normal((10, 30)).astype(np.float32)
+    for _ in range(2):
+        _assert_close(exe(x, w)[0], x @ w, x, w, np.float32)
+        w = w * -2
+    for a_shape, b_shape, dtype in (((2, 5, 30), (1, 30, 20), np.float32), ((5, 30), (30, 20), np.complex64)):
+        t = np.dtype(dtype)
+        g = Graph()
+        a = g.add_input("a", TensorType(t, a_shape))
+        b = g.add_input("b", TensorType(t, b_shape))
+        g.set_outputs([_op(g, "np.matmul", a, b)])
+        exe = compile_graph(g, [a.type, b.type])
+        assert exe.stats()["packed_matmuls"] == 0 and "BLAS" in exe.explain()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_stacks_of_products_as_in_attention(dtype, threads):
+    """(H, S, D) @ (H, D, S) of transposed views of one projection, then (H, S, S) @ (H, S, D); 4-D
+    stacks; a stack deeper than one team job; stacks whose leading dims do not merge (NumPy fallback)."""
+    rng = np.random.default_rng(12)
+    t = np.dtype(dtype)
+    for a_shape, b_shape in (((4, 128, 64), (4, 64, 128)), ((2, 3, 9, 17), (2, 3, 17, 33)),
+                             ((300, 3, 5), (300, 5, 2)), ((5, 1, 40), (5, 40, 70))):
+        g = Graph()
+        a = g.add_input("a", TensorType(t, a_shape))
+        b = g.add_input("b", TensorType(t, b_shape))
+        r = g.add_input("r", TensorType(t, a_shape[:-1] + b_shape[-1:]))
+        g.set_outputs([_op(g, "np.add", _op(g, "np.matmul", a, b), r)])
+        exe = compile_graph(g, [a.type, b.type, r.type])
+        assert exe.stats()["packed_matmuls"] == 1 and exe.stats()["packed_epilogue_ops"] == 1
+        av = rng.standard_normal(a_shape).astype(dtype)
+        bv = rng.standard_normal(b_shape).astype(dtype)
+        rv = rng.standard_normal(r.type.shape).astype(dtype)
+        bt = np.ascontiguousarray(np.swapaxes(bv, -1, -2))
+        big = np.zeros(a_shape[:-1] + (2 * a_shape[-1],), dtype)
+        big[..., ::2] = av
+        for al, bl in ((av, bv), (av, np.swapaxes(bt, -1, -2)), (big[..., ::2], bv), (av[::-1][::-1], bv[::-1])):
+            (got,) = exe(al, bl, rv)
+            want = al @ bl + rv
+            scale = np.abs(al) @ np.abs(bl) + np.abs(rv)
+            assert np.all(np.abs(got - want) <= EPS[dtype] * (b_shape[-2] + 4) * (scale + 1))
 
 
 def test_residual_computed_after_the_product_is_not_fused():

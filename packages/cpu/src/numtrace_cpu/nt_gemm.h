@@ -2,9 +2,10 @@
  *
  * C = epilogue(A @ B) with A (M, K) rows `lda` apart (each row contiguous) and B (K, N) packed into
  * column panels of NT_GEMM_NR columns: panel p holds rows k = 0..K-1 of columns p*NR .. p*NR+NR-1,
- * NR values per row, contiguous, the columns past N zero. A constant weight is packed once; a
- * module parameter is packed block by block inside the product on every call (nt_gemm_unit), so a
- * weight changed between calls is never read from a stale pack.
+ * NR values per row, contiguous, the columns past N zero. A constant weight is packed once; any other
+ * B (a module parameter, a run-time value, each product of a stack of them) is packed block by block
+ * inside the product on every call (nt_gemm_unit), so a weight changed between calls is never read
+ * from a stale pack.
  *
  * The micro-kernel keeps an MR x NR tile of C in vector registers and adds a[i, k] * b[k, :] for k
  * in order, in blocks of NT_GEMM_KC rows of B (the block's panel stays in L1 while every row block
@@ -39,7 +40,9 @@ typedef struct {
     char *c;
     ptrdiff_t lda, bsk, bsj, ldc, ldr;           /* in elements */
     ptrdiff_t M, N, K;
-    ptrdiff_t row_chunk, panel_chunk, n_row_chunks;   /* a unit: row_chunk rows x panel_chunk panels */
+    ptrdiff_t nbatch, sa, sb, sc, sr;            /* products stacked `nbatch` deep, these steps apart */
+    ptrdiff_t row_chunk, panel_chunk, n_row_chunks, n_panel_chunks;
+    /* a unit: row_chunk rows x panel_chunk panels of one product of the stack */
     int ops[NT_GEMM_MAX_OPS], nops;
     int failed;                                  /* a unit could not get its packing scratch */
 } nt_gemm_args;
@@ -124,12 +127,12 @@ static void nt_gemm_tile_any_##SUF(int mr, const T* a, ptrdiff_t lda, const T* b
 }                                                                                                  \
                                                                                                    \
 /* The epilogue ops, in order, on C rows [i0, i1) and columns [j0, j0 + nc). */                    \
-static void nt_gemm_epilogue_##SUF(const nt_gemm_args* g, ptrdiff_t i0, ptrdiff_t i1, ptrdiff_t j0, \
-                                   ptrdiff_t nc) {                                                 \
+static void nt_gemm_epilogue_##SUF(const nt_gemm_args* g, ptrdiff_t bt, ptrdiff_t i0, ptrdiff_t i1, \
+                                   ptrdiff_t j0, ptrdiff_t nc) {                                   \
     ptrdiff_t i, j;                                                                                \
     int o;                                                                                         \
     for (i = i0; i < i1; i++) {                                                                    \
-        T* c = (T*)g->c + i * g->ldc + j0;                                                         \
+        T* c = (T*)g->c + bt * g->sc + i * g->ldc + j0;                                            \
         for (o = 0; o < g->nops; o++) {                                                            \
             switch (g->ops[o]) {                                                                   \
             case NT_EPI_BIAS: {                                                                    \
@@ -137,7 +140,7 @@ static void nt_gemm_epilogue_##SUF(const nt_gemm_args* g, ptrdiff_t i0, ptrdiff_
                 for (j = 0; j < nc; j++) c[j] += b[j];                                             \
                 break; }                                                                           \
             case NT_EPI_RESIDUAL: {                                                                \
-                const T* r = (const T*)g->resid + i * g->ldr + j0;                                 \
+                const T* r = (const T*)g->resid + bt * g->sr + i * g->ldr + j0;                    \
                 for (j = 0; j < nc; j++) c[j] += r[j];                                             \
                 break; }                                                                           \
             case NT_EPI_RELU:                                                                      \
@@ -151,15 +154,19 @@ static void nt_gemm_epilogue_##SUF(const nt_gemm_args* g, ptrdiff_t i0, ptrdiff_
     }                                                                                              \
 }                                                                                                  \
                                                                                                    \
-/* Unit u: rows chunk u % n_row_chunks, panel chunk u / n_row_chunks, every block of k. */         \
+/* Unit u: rows chunk u % n_row_chunks, then panel chunk, then product of the stack; every block  \
+   of k. */                                                                                        \
 static void nt_gemm_unit_##SUF(const nt_gemm_args* g, int u) {                                     \
     const ptrdiff_t NR = NT_GEMM_NR_##SUF, npanels = (g->N + NR - 1) / NR;                         \
-    const ptrdiff_t i0 = (u % g->n_row_chunks) * g->row_chunk;                                     \
+    const ptrdiff_t per_batch = g->n_row_chunks * g->n_panel_chunks, bt = u / per_batch;           \
+    const ptrdiff_t ub = u % per_batch;                                                            \
+    const ptrdiff_t i0 = (ub % g->n_row_chunks) * g->row_chunk;                                    \
     const ptrdiff_t i1 = i0 + g->row_chunk < g->M ? i0 + g->row_chunk : g->M;                      \
-    const ptrdiff_t p0 = (u / g->n_row_chunks) * g->panel_chunk;                                   \
+    const ptrdiff_t p0 = (ub / g->n_row_chunks) * g->panel_chunk;                                  \
     const ptrdiff_t p1 = p0 + g->panel_chunk < npanels ? p0 + g->panel_chunk : npanels;            \
-    const T* a = (const T*)g->a;                                                                   \
-    T* c = (T*)g->c;                                                                               \
+    const T* a = (const T*)g->a + bt * g->sa;                                                      \
+    const T* b = (const T*)g->b + bt * g->sb;                                                      \
+    T* c = (T*)g->c + bt * g->sc;                                                                  \
     T* scratch = NULL;                                                                             \
     ptrdiff_t k0, p, i;                                                                            \
     if (!g->packed) {                                                                              \
@@ -172,7 +179,7 @@ static void nt_gemm_unit_##SUF(const nt_gemm_args* g, int u) {                  
         const T* base;                                                                             \
         ptrdiff_t pstride;                                                                         \
         if (scratch) {                                                                             \
-            nt_gemm_pack_##SUF((const T*)g->b, g->bsk, g->bsj, g->N, p0, p1, k0, k0 + kc, scratch, kc * NR); \
+            nt_gemm_pack_##SUF(b, g->bsk, g->bsj, g->N, p0, p1, k0, k0 + kc, scratch, kc * NR);   \
             base = scratch; pstride = kc * NR;                                                     \
         } else {                                                                                   \
             base = (const T*)g->packed + (p0 * g->K + k0) * NR; pstride = g->K * NR;               \
@@ -184,7 +191,7 @@ static void nt_gemm_unit_##SUF(const nt_gemm_args* g, int u) {                  
                 const int mr = (int)(i1 - i < NT_GEMM_MR ? i1 - i : NT_GEMM_MR);                   \
                 nt_gemm_tile_any_##SUF(mr, a + i * g->lda + k0, g->lda, bp, kc, c + i * g->ldc + j0, \
                                        g->ldc, nc, k0 > 0);                                        \
-                if (last && g->nops) nt_gemm_epilogue_##SUF(g, i, i + mr, j0, nc);                 \
+                if (last && g->nops) nt_gemm_epilogue_##SUF(g, bt, i, i + mr, j0, nc);             \
             }                                                                                      \
         }                                                                                          \
     }                                                                                              \

@@ -7,12 +7,16 @@ its cache between calls, where BLAS would re-partition per call and run its own 
 ours. A bias add that follows (``h + b`` with ``b`` a graph input or constant of shape (N,)) and a
 ReLU after it (``np.maximum(h, 0)``) are applied by the same kernel while the outputs are in cache.
 
-A product ``(..., M, K) @ (K, N)`` whose weight is a trace constant or module state (an MLP layer, a
-transformer projection) runs on the packed-weight kernels of nt_gemm.h (see packed.pxi): the weight
-in the micro-kernel's layout, packed once when it is a constant and per call, inside the product,
-when it is module state (which the user may change between calls). Its epilogue is the chain of
-bias adds, residual adds and ReLUs that follows in the graph. Products of two run-time values stay
-with NumPy's matmul (BLAS).
+Every other float32/float64 product ``(..., M, K) @ (K, N)`` or stack ``(..., M, K) @ (..., K, N)``
+runs on the packed-weight kernels of nt_gemm.h (see packed.pxi): the right operand in the
+micro-kernel's layout, packed once when it is a trace constant (an MLP layer, a transformer
+projection), and per call, inside the product, when it is module state (which the user may change
+between calls) or a run-time value (attention's products). Its epilogue is the chain of bias adds,
+residual adds and ReLUs that follows in the graph. These kernels and the GEMV ones run on numtrace's
+own thread team, which a preempted thread cannot stall (the caller takes over its work): NumPy's
+OpenBLAS splits a product statically over its own threads, and on a busy 2-core machine a product
+then waits for a descheduled thread (a 16x784x512 product took 75 us or 20-150 ms by turns). BLAS
+runs what is left: complex dtypes and broadcast stacks of products.
 """
 
 from __future__ import annotations
@@ -55,21 +59,22 @@ def gemv_form(node) -> tuple[int, int] | None:
     return None
 
 
-def weight_source(v, state: frozenset) -> str | None:
+def weight_source(v, state: frozenset) -> str:
     """"constant" when `v` is a trace constant or a view of one, "state" when it is module state (a
-    graph input numbered in `state`) or a view of it, else None. Only views of one input count: a
-    view with a run-time index could pick other data on every call."""
+    graph input numbered in `state`) or a view of it, else "runtime". Only views of one input count:
+    a view with a run-time index could pick other data on every call."""
     while v.node is not None and v.node.op in _VIEW_OPS and len(v.node.inputs) == 1:
         v = v.node.inputs[0]
     n = v.node
     if n is None:
-        return "state" if v in state else None
-    return "constant" if n.op == "prim.Constant" and isinstance(v.type, TensorType) else None
+        return "state" if v in state else "runtime"
+    return "constant" if n.op == "prim.Constant" and isinstance(v.type, TensorType) else "runtime"
 
 
 def packed_form(node, state: frozenset) -> str | None:
-    """How the weight of a product on the packed-weight kernels is packed ("constant": once,
-    "state": per call; see weight_source), or None when BLAS or the GEMV kernels run it."""
+    """How the weight (right operand) of a product the packed-weight kernels run is packed:
+    "constant" once, "state" (module state) and "runtime" on every call (see weight_source); None
+    when the GEMV kernels or BLAS run it (vector sides, complex dtypes, broadcast stacks)."""
     try:
         op = registry.get(node.op)
     except Exception:   # an op the registry does not know is no product
@@ -81,8 +86,10 @@ def packed_form(node, state: frozenset) -> str | None:
         return None
     if not (a.dtype == b.dtype == out.dtype and out.dtype in (np.float32, np.float64)):
         return None
-    if a.ndim < 2 or b.ndim != 2 or (op is _DOT and a.ndim != 2):
+    if a.ndim < 2 or b.ndim < 2 or (op is _DOT and (a.ndim != 2 or b.ndim != 2)):
         return None
+    if b.ndim > 2 and (a.ndim != b.ndim or tuple(a.shape[:-2]) != tuple(b.shape[:-2])):
+        return None   # a broadcast stack of products: BLAS through NumPy
     return weight_source(node.inputs[1], state)
 
 
