@@ -239,8 +239,7 @@ class Executable(CallRunner):
                 a, b = (self._types[v] for v in step.inputs[:2])
                 how = ("GEMV kernel" if step.gemv is not None else "BLAS matmul" if step.packed is None
                        else "packed-weight kernel (weight packed once)" if step.packed == "constant"
-                       else "packed-weight kernel (module state, packed per call)" if step.packed == "state"
-                       else "packed-weight kernel (packed per call)")
+                       else "packed-weight kernel (module state, packed per call)")
                 epi = (" + bias" if step.bias else "") + (" then ReLU" if step.activation else "")
                 epi += "".join(f" then {op}" if v is None else f" + {op} {name(v)}" for op, v in step.epilogue)
                 lines.append(f"  step {k}: {how} {a} @ {b}{epi} -> {self._types[step.outputs[0]]}")

@@ -7,16 +7,15 @@ its cache between calls, where BLAS would re-partition per call and run its own 
 ours. A bias add that follows (``h + b`` with ``b`` a graph input or constant of shape (N,)) and a
 ReLU after it (``np.maximum(h, 0)``) are applied by the same kernel while the outputs are in cache.
 
-Every other float32/float64 product ``(..., M, K) @ (K, N)`` or stack ``(..., M, K) @ (..., K, N)``
-runs on the packed-weight kernels of nt_gemm.h (see packed.pxi): the right operand in the
-micro-kernel's layout, packed once when it is a trace constant (an MLP layer, a transformer
-projection), and per call, inside the product, when it is module state (which the user may change
-between calls) or a run-time value (attention's products). Its epilogue is the chain of bias adds,
-residual adds and ReLUs that follows in the graph. These kernels and the GEMV ones run on numtrace's
-own thread team, which a preempted thread cannot stall (the caller takes over its work): NumPy's
-OpenBLAS splits a product statically over its own threads, and on a busy 2-core machine a product
-then waits for a descheduled thread (a 16x784x512 product took 75 us or 20-150 ms by turns). BLAS
-runs what is left: complex dtypes and broadcast stacks of products.
+A float32/float64 product ``(..., M, K) @ (K, N)`` (or a stack ``(..., M, K) @ (..., K, N)`` with
+the same leading dims) whose right operand is a trace constant or module state (an MLP layer, a
+transformer projection) runs on the packed-weight kernels of nt_gemm.h (see packed.pxi): the
+operand in the micro-kernel's layout, packed once when it is a constant, and per call, inside the
+product, when it is module state (which the user may change between calls). Its epilogue is the
+chain of bias adds, residual adds and ReLUs that follows in the graph. These kernels run on
+numtrace's own thread team, whose caller takes over the work of a preempted worker, where NumPy's
+OpenBLAS splits a product statically over threads of its own. Products of two run-time values stay
+with NumPy's matmul (BLAS), which NumPy's own result then equals bit for bit.
 """
 
 from __future__ import annotations
@@ -73,8 +72,8 @@ def weight_source(v, state: frozenset) -> str:
 
 def packed_form(node, state: frozenset) -> str | None:
     """How the weight (right operand) of a product the packed-weight kernels run is packed:
-    "constant" once, "state" (module state) and "runtime" on every call (see weight_source); None
-    when the GEMV kernels or BLAS run it (vector sides, complex dtypes, broadcast stacks)."""
+    "constant" once, "state" (module state) on every call (see weight_source); None when the GEMV
+    kernels or BLAS run it (vector sides, run-time weights, complex dtypes, broadcast stacks)."""
     try:
         op = registry.get(node.op)
     except Exception:   # an op the registry does not know is no product
@@ -90,7 +89,8 @@ def packed_form(node, state: frozenset) -> str | None:
         return None
     if b.ndim > 2 and (a.ndim != b.ndim or tuple(a.shape[:-2]) != tuple(b.shape[:-2])):
         return None   # a broadcast stack of products: BLAS through NumPy
-    return weight_source(node.inputs[1], state)
+    source = weight_source(node.inputs[1], state)
+    return None if source == "runtime" else source
 
 
 @dataclass
