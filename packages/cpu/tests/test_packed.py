@@ -8,7 +8,7 @@ import threading
 
 import numpy as np
 import pytest
-from numtrace_cpu import compile_graph, get_num_threads, set_num_threads
+from numtrace_cpu import blas_threads, compile_graph, get_num_threads, set_num_threads
 from numtrace_cpu.classify import SMALL_K
 from numtrace_cpu.isa import blocks
 from numtrace_ir import Graph
@@ -314,3 +314,35 @@ def test_packed_refuses_bad_construction():
         blocks.PackedMatmul(**ok, epilogue=[("bias", -1)])
     with pytest.raises(ValueError, match="2-D"):
         blocks.pack_weights(np.zeros(3, np.float32))
+
+
+@pytest.mark.skipif(not blas_threads.available(), reason="NumPy's BLAS is not a bundled OpenBLAS")
+def test_small_blas_products_run_on_one_openblas_thread():
+    """numtrace's own small BLAS calls hold OpenBLAS to one thread while they run (its pool would
+    compete with numtrace's threads for the cores) and restore the count after, also on errors."""
+    get, put = blas_threads._FUNCTIONS
+    seen = []
+    old = get()
+    put(2)
+    try:
+        blas_threads.one_thread(lambda env, n: seen.append(get()))([], 1)
+        assert seen == [1] and get() == 2
+
+        def fails(env, n):
+            raise RuntimeError("boom")
+        with pytest.raises(RuntimeError, match="boom"):
+            blas_threads.one_thread(fails)([], 1)
+        assert get() == 2
+    finally:
+        put(old)
+    rng = np.random.default_rng(13)
+    t = np.dtype(np.float32)
+    g = Graph()
+    a = g.add_input("a", TensorType(t, (4, 128, 64)))
+    b = g.add_input("b", TensorType(t, (4, 64, 128)))
+    g.set_outputs([_op(g, "np.matmul", a, b)])
+    exe = compile_graph(g, [a.type, b.type])
+    av = rng.standard_normal((4, 128, 64)).astype(np.float32)
+    bv = rng.standard_normal((4, 64, 128)).astype(np.float32)
+    # OpenBLAS sums in another order on one thread than on two: equal to float rounding
+    _assert_close(exe(av, bv)[0], av @ bv, av[0], bv[0], np.float32)

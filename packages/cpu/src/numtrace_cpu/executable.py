@@ -18,7 +18,7 @@ from numtrace_ir.backend import plain_array
 from numtrace_ir.errors import execution_error, while_executing
 from numtrace_ir.types import ScalarType, TensorType
 
-from numtrace_cpu import threads
+from numtrace_cpu import blas_threads, threads
 from numtrace_cpu.classify import constant_exponent, fallback_reason
 from numtrace_cpu.isa import ISA, blocks
 from numtrace_cpu.joins import JoinRestStep
@@ -218,7 +218,7 @@ class Executable(CallRunner):
                  f"{_count(s['fused_groups'], 'fused pass', 'fused passes')}, "
                  f"{_count(s['matmuls'] - s['gemv'] - s['packed_matmuls'], 'BLAS call')}, "
                  f"{_count(s['gemv'], 'GEMV kernel')}, "
-                 + "".join(f"{_count(s[key], what)}, " for key, what in (("packed_matmuls", "packed-weight product"),
+                 + "".join(f"{_count(s[key], what)}, " for key, what in (("packed_matmuls", "packed product"),
                                                                         ("scans", "scan"),
                                                                         ("small_matmuls", "small-K product"))
                            if s[key]) +
@@ -241,7 +241,8 @@ class Executable(CallRunner):
                        else "packed-weight kernel (weight packed once)" if step.packed == "constant"
                        else "packed-weight kernel (module state, packed per call)")
                 epi = (" + bias" if step.bias else "") + (" then ReLU" if step.activation else "")
-                epi += "".join(f" then {op}" if v is None else f" + {op} {name(v)}" for op, v in step.epilogue)
+                epi += "".join(f" then {op}" if v is None else f" + {op} {name(v)}"
+                               for op, v in step.epilogue)
                 lines.append(f"  step {k}: {how} {a} @ {b}{epi} -> {self._types[step.outputs[0]]}")
                 lines.extend(f"      {node_line(n)}" for n in step.nodes)
             elif isinstance(step, ScanStep):
@@ -394,7 +395,9 @@ def _matmul_runner(step: MatmulStep, types: dict):
         elif act == "relu_zero_first":
             maximum(0, out, out=out)
     if step.gemv is None:
-        return run_matmul
+        a_type, o_type = types[a], types[o]
+        work = int(np.prod(o_type.shape, dtype=np.int64)) * (a_type.shape[-1] if a_type.ndim else 1)
+        return blas_threads.one_thread(run_matmul) if work < blas_threads.SMALL_PRODUCT else run_matmul
     vec_pos, k_axis = step.gemv
     vec, mat = (a, b) if vec_pos == 0 else (b, a)
     return blocks.Gemv(vec, mat, o, k_axis, types[o].dtype.type, -1 if c is None else c, act, run_matmul)
@@ -417,7 +420,8 @@ def _packed_runner(step: MatmulStep, types: dict):
                 maximum(out, 0, out=out)
             else:
                 maximum(0, out, out=out)
-    return blocks.PackedMatmul(a, b, o, types[o].dtype.type, ops, step.packed == "constant", run_matmul_epilogue)
+    return blocks.PackedMatmul(a, b, o, types[o].dtype.type, ops, step.packed == "constant",
+                               run_matmul_epilogue)
 
 
 def _into_runner(step: IntoStep):

@@ -98,7 +98,8 @@ def _group_with_epilogues(nodes: list, outputs: list, state: frozenset, position
         changed = False
         for p, e in list(fused_after.items()):
             for j, v in enumerate(op[1] for op in e.ops):
-                if v is None or v.node is None or v.node.op == "prim.Constant" or unit_at[id(v.node)] < unit_at[p]:
+                if (v is None or v.node is None or v.node.op == "prim.Constant"
+                        or unit_at[id(v.node)] < unit_at[p]):
                     continue
                 changed = True
                 if j == 0:

@@ -15,7 +15,7 @@ product, when it is module state (which the user may change between calls). Its 
 chain of bias adds, residual adds and ReLUs that follows in the graph. These kernels run on
 numtrace's own thread team, whose caller takes over the work of a preempted worker, where NumPy's
 OpenBLAS splits a product statically over threads of its own. Products of two run-time values stay
-with NumPy's matmul (BLAS), which NumPy's own result then equals bit for bit.
+with NumPy's matmul (BLAS; small ones on one OpenBLAS thread, see numtrace_cpu.blas_threads).
 """
 
 from __future__ import annotations
