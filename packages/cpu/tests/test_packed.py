@@ -277,7 +277,8 @@ def test_stacks_of_products_as_in_attention(dtype, threads):
         bt = np.ascontiguousarray(np.swapaxes(bv, -1, -2))
         big = np.zeros(a_shape[:-1] + (2 * a_shape[-1],), dtype)
         big[..., ::2] = av
-        for al, bl in ((av, bv), (av, np.swapaxes(bt, -1, -2)), (big[..., ::2], bv), (av[::-1][::-1], bv[::-1])):
+        layouts = ((av, bv), (av, np.swapaxes(bt, -1, -2)), (big[..., ::2], bv), (av[::-1][::-1], bv[::-1]))
+        for al, bl in layouts:
             (got,) = exe(al, bl, rv)
             want = al @ bl + rv
             scale = np.abs(al) @ np.abs(bl) + np.abs(rv)
