@@ -72,7 +72,8 @@ class CallArguments:
                 raise ValueError(
                     f"{self.__name__}(): argument {self._leaf_name(i)} is {layout_text(got)}, but the "
                     f"function was traced with it {layout_text(want)}; the function writes through a reshape "
-                    "(or ravel), which NumPy makes a view or a copy depending on the layout, so the trace "
+                    "(or ravel), which NumPy makes a view or a copy depending on the layout, or reads "
+                    "elements in memory order (ravel('K'), order='A'), so the trace "
                     "holds for the traced layouts only: pass an array laid out as traced, or trace again")
 
     def _leaf_name(self, i: int) -> str:

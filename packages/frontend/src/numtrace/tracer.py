@@ -88,6 +88,9 @@ class Tracer:
         self.layout_dependent = False   # a write went through a reshape (see views.note_layout_write)
         self.input_proxies: list = []   # the traced arrays of the graph inputs, in order
         self.unit_dims_guarded = False
+        # id -> (traced array, message): arrays whose memory a write changed behind the graph's back
+        # (see views.mark_untracked_aliases); using one is refused.
+        self.stale: dict[int, tuple[Any, str]] = {}
         # Weak references to every traced array made, for the aliasing check of in-place writes.
         self.live: list[weakref.ref] = []
         # (graph value, expected) of the guards recorded so far: each is recorded once.
