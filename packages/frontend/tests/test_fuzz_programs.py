@@ -213,7 +213,8 @@ STEPS = {
 FAST_STEPS = [name for name in STEPS if name in (
     "stack_write", "concat_write", "column_stack_write", "stack_0d", "array_0d", "small_k",
     "small_k_neg_zero",
-    "gemv", "packed", "neg_zero", "clip_tie", "clip_tie_high", "max_tie", "min_tie", "scan_of_pass", "cumprod_of_pass",
+    "gemv", "packed",
+    "neg_zero", "clip_tie", "clip_tie_high", "max_tie", "min_tie", "scan_of_pass", "cumprod_of_pass",
     "pow_m2_huge", "pow_m2_tiny", "pow_m1_subnormal", "pow_half", "pow_3_huge", "pow_4", "pow_m_half",
     "pow_2_neg_zero", "reshape_write", "ravel_write", "T_reshape_write", "set_row", "set_slice", "iadd",
     "set_int_idx")]
