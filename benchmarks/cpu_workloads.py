@@ -3,8 +3,11 @@
   * W1: (a*b + c) * exp(-d) / (1 + |a|) on four 10M float32 arrays, with a fresh output and with
     out=; also as a fraction of the memory-bandwidth limit (200 MB moved at the speed of a large
     np.copyto measured in the same run);
-  * W2: MLP 784-512-512-10 with ReLU and softmax, float32, batch 1 and 256;
-  * W3: pre-LN transformer encoder block (d_model 256, 4 heads, seq 128, batch 1, GELU-tanh MLP x4);
+  * W2: MLP 784-512-512-10 with ReLU and softmax, float32, batch 1 and 256; traced with the weights
+    as arguments (BLAS), as constants and as module parameters (the packed-weight kernels), all timed
+    in alternation with NumPy eager, with GFLOP/s;
+  * W3: pre-LN transformer encoder block (d_model 256, 4 heads, seq 128, batch 1, GELU-tanh MLP x4),
+    weights as arguments and as constants;
   * W4: 200 elementwise ops on 64-element float32 arrays (per-call overhead);
   * planning: compiling a 10k-node graph.
 
@@ -125,6 +128,51 @@ def bench_w1(n: int, number: int, repeat: int) -> None:
           f"out= reaches {limit / t_out:.0%} of it")
 
 
+def _side_by_side(name: str, fns: dict, number: int, repeat: int, flops: float = 0.0) -> None:
+    """Every variant timed in alternation (`repeat` rounds, one timing of each per round) so that all see
+    the same drift of a shared machine; medians reported, ratios to NumPy eager."""
+    times: dict = {k: [] for k in fns}
+    for fn in fns.values():
+        fn()
+    for _ in range(repeat):
+        for k, fn in fns.items():
+            times[k].append(median_seconds(fn, number, 1))
+    med = {k: statistics.median(v) for k, v in times.items()}
+    base = med["numpy"]
+    parts = [f"{k} {fmt_seconds(t)} ({base / t:4.2f}x)" for k, t in med.items()]
+    print(f"{name:<28} " + "   ".join(parts))
+    if flops:
+        print(f"{'':<28} GFLOP/s: " + ", ".join(f"{k} {flops / t / 1e9:.0f}" for k, t in med.items()))
+
+
+class _Linear(nt.Module):
+    def __init__(self, w, b):
+        super().__init__()
+        self.w, self.b = nt.Parameter(w), nt.Parameter(b)
+
+
+class _MLP(nt.Module):
+    """mlp() with its weights as module parameters."""
+
+    def __init__(self, params):
+        super().__init__()
+        self.l1, self.l2, self.l3 = (_Linear(params[i], params[i + 1]) for i in (0, 2, 4))
+
+    def forward(self, x):
+        return mlp(x, self.l1.w, self.l1.b, self.l2.w, self.l2.b, self.l3.w, self.l3.b)
+
+
+def _constant_weights(fn, args, n_inputs: int):
+    """`fn` traced with every argument after the first `n_inputs` as a constant (a closure over the
+    weights: what the packed-weight kernels take)."""
+    weights = args[n_inputs:]
+
+    def closed(*xs):
+        return fn(*xs, *weights)
+    closed.__name__ = fn.__name__ + "_constant_weights"
+    return _traced(closed, args[:n_inputs])
+
+
 def bench_w2(batch: int, number: int, repeat: int) -> None:
     rng = np.random.default_rng(1)
     dims = [784, 512, 512, 10]
@@ -133,8 +181,14 @@ def bench_w2(batch: int, number: int, repeat: int) -> None:
         params += [(rng.standard_normal((i, o)) / np.sqrt(i)).astype(np.float32), np.zeros(o, np.float32)]
     args = [rng.standard_normal((batch, 784)).astype(np.float32), *params]
     traced = _traced(mlp, args)
-    report(f"W2 MLP batch {batch}", median_seconds(lambda: traced(*args), number, repeat),
-           {"numpy": median_seconds(lambda: mlp(*args), number, repeat)})
+    const = _constant_weights(mlp, args, 1)
+    module = nt.trace(_MLP(params), args[0], check_trace=False)
+    np.testing.assert_allclose(module(args[0]), mlp(*args), rtol=2e-3, atol=1e-4)
+    x = args[0]
+    flops = 2.0 * batch * sum(i * o for i, o in zip(dims, dims[1:]))
+    _side_by_side(f"W2 MLP batch {batch}", {
+        "numpy": lambda: mlp(*args), "numtrace weights as args": lambda: traced(*args),
+        "constants": lambda: const(x), "module params": lambda: module(x)}, number, repeat, flops)
 
 
 def bench_w3(number: int, repeat: int) -> None:
@@ -150,8 +204,12 @@ def bench_w3(number: int, repeat: int) -> None:
     args = [rng.standard_normal((seq, dm)).astype(np.float32), z(dm, 1), z(dm), w(dm, 3 * dm), z(3 * dm),
             w(dm, dm), z(dm), z(dm, 1), z(dm), w(dm, 4 * dm), z(4 * dm), w(4 * dm, dm), z(dm)]
     traced = _traced(encoder, args)
-    report("W3 transformer block", median_seconds(lambda: traced(*args), number, repeat),
-           {"numpy": median_seconds(lambda: encoder(*args), number, repeat)})
+    const = _constant_weights(encoder, args, 1)
+    x = args[0]
+    flops = 2.0 * seq * dm * dm * (3 + 1 + 4 + 4) + 2 * 2.0 * seq * seq * dm
+    _side_by_side("W3 transformer block", {
+        "numpy": lambda: encoder(*args), "numtrace weights as args": lambda: traced(*args),
+        "constants": lambda: const(x)}, number, repeat, flops)
 
 
 def bench_w4(number: int, repeat: int) -> None:
@@ -201,10 +259,10 @@ def main() -> None:
     if "w1" in only:
         bench_w1(100_000, 3, 3) if quick else bench_w1(10_000_000, 3, 7)
     if "w2" in only:
-        bench_w2(1, 20, 3) if quick else bench_w2(1, 300, 9)
-        bench_w2(16, 5, 3) if quick else bench_w2(256, 10, 9)
+        bench_w2(1, 20, 3) if quick else bench_w2(1, 300, 11)
+        bench_w2(16, 5, 3) if quick else bench_w2(256, 10, 11)
     if "w3" in only and not quick:
-        bench_w3(20, 9)
+        bench_w3(20, 11)
     if "w4" in only:
         bench_w4(100, 3) if quick else bench_w4(3000, 9)
     if "planning" in only:
