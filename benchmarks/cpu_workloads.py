@@ -279,7 +279,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes, few repetitions (smoke run)")
     parser.add_argument("--only", default="w1,w2,w3,w4,planning,codegen",
-                        help="comma-separated workloads to run (w1, w2, w3, w4, planning, codegen); default all")
+                        help="comma-separated workloads to run (w1, w2, w3, w4, planning, codegen); "
+                             "default all")
     args = parser.parse_args()
     only = set(args.only.split(","))
     unknown = only - {"w1", "w2", "w3", "w4", "planning", "codegen"}

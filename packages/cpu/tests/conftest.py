@@ -7,6 +7,6 @@ import os
 # which path runs never depends on timing, and the suite does not compile every test's passes.
 os.environ.setdefault("NUMTRACE_CODEGEN", "0")
 
-from numtrace_ir.testing import hypothesis_profiles  # noqa: E402
+from numtrace_ir.testing import hypothesis_profiles
 
 hypothesis_profiles.load()

@@ -21,9 +21,8 @@ from numtrace_cpu import compile_graph, compiler
 from numtrace_cpu.codegen import generate
 from numtrace_cpu.steps import FusedStep
 from numtrace_ir import Graph, testing
-from numtrace_ir.types import TensorType
 from numtrace_ir.registry import all_ops
-
+from numtrace_ir.types import TensorType
 
 F32 = np.dtype(np.float32)
 
@@ -61,8 +60,7 @@ def _registry_cases():
     by_op: dict = {}
     for op, sample in testing.iter_cases(all_ops()):
         if op.kind == "elementwise" and not op.nondeterministic:
-            sig = tuple(str(testing.type_of(v).dtype) if hasattr(testing.type_of(v), "dtype") else
-                        type(v).__name__ for v in sample.inputs)
+            sig = tuple(str(getattr(testing.type_of(v), "dtype", type(v).__name__)) for v in sample.inputs)
             by_op.setdefault(op.name, {}).setdefault(sig, []).append((op, sample))
     cases = []
     for name, sigs in by_op.items():
@@ -91,7 +89,8 @@ def registry_executables(tmp_path_factory):
     return pairs
 
 
-@pytest.mark.parametrize("case", range(len(CASES)), ids=[testing.case_id(op, s, i) for i, (op, s) in enumerate(CASES)])
+@pytest.mark.parametrize("case", range(len(CASES)),
+                         ids=[testing.case_id(op, s, i) for i, (op, s) in enumerate(CASES)])
 def test_registry_op_generated_matches_interpreter_and_numpy(case, registry_executables):
     op, sample = CASES[case]
     if registry_executables[case] is None or not registry_executables[case][0].stats()["generated_kernels"]:
@@ -114,8 +113,8 @@ _FLOAT_UNARY = ["exp", "log", "sqrt", "tanh", "sin", "cos", "negative", "absolut
                 "reciprocal", "expm1", "log1p", "arctan", "rint", "sign", "cbrt", "exp2", "log2", "tan"]
 _FLOAT_BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "fmax", "fmin", "power",
                  "arctan2", "hypot", "copysign", "fmod", "heaviside"]
-_INT_BINARY = ["add", "subtract", "multiply", "maximum", "minimum", "bitwise_and", "bitwise_xor", "left_shift",
-               "right_shift"]
+_INT_BINARY = ["add", "subtract", "multiply", "maximum", "minimum", "bitwise_and", "bitwise_xor",
+               "left_shift", "right_shift"]
 _COMPARE = ["less", "greater_equal", "equal", "not_equal"]
 
 
@@ -123,7 +122,8 @@ def _chain_graph(rng, dtype, shape):
     """A graph of (x, y, z) built from random elementwise steps in `dtype`; z is broadcast."""
     g = Graph()
     t = TensorType(np.dtype(dtype), shape)
-    env = [g.add_input("x", t), g.add_input("y", t), g.add_input("z", TensorType(np.dtype(dtype), (1, shape[1])))]
+    env = [g.add_input("x", t), g.add_input("y", t),
+           g.add_input("z", TensorType(np.dtype(dtype), (1, shape[1])))]
 
     def node(op, *args, **attrs):
         return g.create_node(op, list(args), attrs=attrs).output
@@ -142,7 +142,8 @@ def _chain_graph(rng, dtype, shape):
             r = node("np.add", node("np.multiply", u, const(float(rng.choice([0.5, -2.0, 3.0])) if floats
                                                           else int(rng.choice([3, -2, 7])))), v)
         elif kind == 2:
-            r = node("np.where", node(f"np.{rng.choice(_COMPARE)}", u, v), u, node("np.subtract", v, const(1)))
+            cond = node(f"np.{rng.choice(_COMPARE)}", u, v)
+            r = node("np.where", cond, u, node("np.subtract", v, const(1)))
         elif kind == 3:
             other = np.int32 if floats else np.float32
             r = node("np.astype", node("np.astype", u, dtype=np.dtype(other)), dtype=np.dtype(dtype))
@@ -211,7 +212,8 @@ def test_w1_explain_stats_and_threads():
     finally:
         numtrace_cpu.set_num_threads(old)
     a, b, c, d = args
-    np.testing.assert_allclose(gen(*args)[0], (a * b + c) * np.exp(-d) / (1 + np.abs(a)), rtol=1e-5, atol=1e-6)
+    want = (a * b + c) * np.exp(-d) / (1 + np.abs(a))
+    np.testing.assert_allclose(gen(*args)[0], want, rtol=1e-5, atol=1e-6)
     s = gen.stats()
     assert s["generated_kernels"] == s["fused_groups"] == 1
     assert s["generated_runs"] == 3 and s["interpreted_runs"] == 0

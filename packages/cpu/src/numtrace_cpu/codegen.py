@@ -33,9 +33,9 @@ TILE = 512
 """Elements of the innermost dim per tile (as the interpreter's BLOCK: the tile buffers stay in L1)."""
 
 _NAMES = {"bool": "b", "int32": "i32", "int64": "i64", "float32": "f32", "float64": "f64"}
-_C = {"bool": "unsigned char", "int32": "int32_t", "int64": "int64_t", "float32": "float", "float64": "double",
-      "uint8": "uint8_t", "int8": "int8_t", "int16": "int16_t", "uint16": "uint16_t", "uint32": "uint32_t",
-      "uint64": "uint64_t"}
+_C = {"bool": "unsigned char", "int32": "int32_t", "int64": "int64_t", "float32": "float",
+      "float64": "double", "uint8": "uint8_t", "int8": "int8_t", "int16": "int16_t", "uint16": "uint16_t",
+      "uint32": "uint32_t", "uint64": "uint64_t"}
 CTYPE = {code: _C[dt.name] for dt, code in DTYPES.items()}
 SUFFIX = {code: _NAMES[dt.name] for dt, code in DTYPES.items() if dt.name in _NAMES}
 ITEMSIZE = {code: dt.itemsize for dt, code in DTYPES.items()}
@@ -86,7 +86,7 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
     rdt = [r[0] for r in regs]
     # SSA: value i is instruction i's result; cur maps a register to the value it holds.
     cur: dict[int, str] = {}
-    for r, (dt, k, arg) in enumerate(regs):
+    for r, (_, k, _) in enumerate(regs):
         if k == _INPUT:
             cur[r] = f"in{r}"
         elif k == _CONST:
@@ -120,7 +120,7 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
     outputs = {r: cur.get(r) for r in range(len(regs)) if kind[r] == _OUTPUT}
     if any(v is None or not v.startswith("v") for v in outputs.values()):
         return None
-    for r, (dt, k, arg) in enumerate(regs):
+    for r, (dt, k, _) in enumerate(regs):
         if k in (_INPUT, _CONST):
             vdt[cur[r] if k == _CONST else f"in{r}"] = dt
 
@@ -177,7 +177,7 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
             w.line(f"const {CTYPE[dt]} c{r} = {val};")
     for r in in_regs + out_regs:
         w.line(f"_Alignas(64) {CTYPE[rdt[r]]} g{r}[TILE];")
-    for v in sorted(spilled, key=lambda v: int(v[1:])):
+    for v in sorted(spilled, key=_number):
         w.line(f"_Alignas(64) {CTYPE[vdt[v]]} t{v}[TILE];")
     w.line("for (Py_ssize_t u = u0; u < u1; u++) {")
     w.indent += 1
@@ -225,7 +225,7 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
         for r in in_regs:
             if f"in{r}" in needed:
                 w.line(f"const {CTYPE[rdt[r]]} in{r} = in{r}p[i];")
-        for v in sorted((v for v in needed if v.startswith("v") and seg_of[v] != s), key=lambda v: int(v[1:])):
+        for v in sorted((v for v in needed if v.startswith("v") and seg_of[v] != s), key=_number):
             w.line(f"const {CTYPE[vdt[v]]} {v} = t{v}[i];")
         for i in body:
             w.line(f"const {CTYPE[vdt[defs[i]]]} {defs[i]} = {exprs[i]};")
@@ -246,6 +246,10 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
     w.indent -= 1
     w.line("}")
     return w.text()
+
+
+def _number(value: str) -> int:
+    return int(value[1:])
 
 
 class _Writer:

@@ -111,8 +111,8 @@ def request(kernels: list[FusedKernel], how: str | None = None) -> list[Job]:
     for kernel in kernels:
         source = codegen.generate(kernel.program) if how != "off" else None
         if source is None:
-            state = ("off" if how == "off" else "interpreted: reductions are not generated" if kernel.program[5]
-                     else "interpreted: program not generated")
+            state = ("off" if how == "off" else "interpreted: reductions are not generated"
+                     if kernel.program[5] else "interpreted: program not generated")
             jobs.append(Job(kernel, None, state))
             continue
         entry = f"nt_kernel_{hashlib.sha256(source.encode()).hexdigest()[:20]}"
@@ -173,12 +173,12 @@ def _command() -> list[str] | None:
             except (OSError, subprocess.SubprocessError):
                 found = None
         if not found:
-            _note("no-compiler", f"no C compiler runs here ({' '.join(cc)}): fused passes stay on the "
-                                 "interpreter (NUMTRACE_CODEGEN=0 turns generation off)")
+            _note("no-compiler", f"no C compiler runs here ({' '.join(cc)}): fused passes stay on "
+                                 "the interpreter (NUMTRACE_CODEGEN=0 turns generation off)")
             _toolchain = ([], "")
         else:
-            flags = ["-O3", "-std=gnu11", "-fPIC", "-shared", "-fwrapv", "-ffp-contract=off", "-fno-math-errno",
-                     "-fno-trapping-math", *_arch_flags(), f"-I{_HERE}"]
+            flags = ["-O3", "-std=gnu11", "-fPIC", "-shared", "-fwrapv", "-ffp-contract=off",
+                     "-fno-math-errno", "-fno-trapping-math", *_arch_flags(), f"-I{_HERE}"]
             _toolchain = (cc + flags, version)
     return _toolchain[0] or None
 
@@ -209,7 +209,8 @@ def _compile(source: str, command: list[str], so: Path) -> None:
         _atomic_write(src, lambda tmp: Path(tmp).write_text(source))
 
     def run(tmp: str) -> None:
-        done = subprocess.run(command + ["-o", tmp, str(src), "-lm"], capture_output=True, text=True, timeout=300)
+        done = subprocess.run(command + ["-o", tmp, str(src), "-lm"], capture_output=True, text=True,
+                              timeout=300)
         if done.returncode:
             raise RuntimeError(f"{' '.join(command)} failed on {src}:\n{done.stderr.strip()}")
     _atomic_write(so, run)
