@@ -378,7 +378,7 @@ def test_traced_program_matches_numpy_or_raises_clearly(steps, backend):
         compiler.set_mode(old)
 
 
-GENERATED_EVERY = 4
+GENERATED_EVERY = 8
 _CPU_PROGRAMS = itertools.count(1)
 
 
