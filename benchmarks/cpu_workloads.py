@@ -226,29 +226,33 @@ def bench_codegen(n: int, quick: bool) -> None:
 _LATENCY = """
 import sys, time
 import numpy as np
-t0 = time.perf_counter()
 import numtrace_cpu
 from numtrace_cpu import compiler
 from numtrace_ir.types import TensorType
 sys.path.insert(0, {bench!r})
 from cpu_workloads import _traced, w1
 args = [np.random.default_rng(0).standard_normal({n}, dtype=np.float32) for _ in range(4)]
+compiler.set_mode("off")
 graph = _traced(w1, args).graph
 compiler.set_mode({mode!r})
-t1 = time.perf_counter()
+t0 = time.perf_counter()
 exe = numtrace_cpu.compile_graph(graph, [TensorType(np.float32, ({n},))] * 4)
+t1 = time.perf_counter()
 exe(*args)
 t2 = time.perf_counter()
 compiler.flush()
 t3 = time.perf_counter()
 exe(*args)
+t4 = time.perf_counter()
 s = exe.stats()
-print(f"{{(t2 - t1) * 1e3:.1f}} {{(t3 - t2) * 1e3:.1f}} {{s['generated_runs']}} {{s['interpreted_runs']}}")
+print(" ".join(f"{{t * 1e3:.1f}}" for t in (t1 - t0, t2 - t1, t3 - t0, t4 - t3)),
+      s["generated_runs"], s["interpreted_runs"])
 """
 
 
 def _first_call_latency(n: int) -> None:
-    """First calls in fresh processes sharing one empty disk cache."""
+    """First calls in fresh processes sharing one empty disk cache: the executable's build (with the
+    kernel's compile when synchronous), its first call, when the kernel is loaded, the next call."""
     import os
     import subprocess
     import sys
@@ -258,21 +262,21 @@ def _first_call_latency(n: int) -> None:
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, NUMTRACE_CACHE_DIR=cache)
 
-        def run(mode: str) -> list[str]:
+        def run(mode: str, label: str) -> None:
             code = _LATENCY.format(bench=here, n=n, mode=mode)
-            return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                                  check=True).stdout.split()
+            done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                  check=True)
+            build, first, ready, second, gen, interp = done.stdout.split()
+            print(f"{label:<44} build {build:>7} ms, first call {first:>6} ms, kernel loaded at {ready:>7} "
+                  f"ms, next call {second:>6} ms ({interp} interpreted, {gen} generated runs)")
 
-        first, wait, gen_runs, interp_runs = run("background")
-        print(f"first call, background compile: {first} ms (interpreted: {interp_runs} run); "
-              f"kernel ready {wait} ms later; then {gen_runs} generated run")
+        run("off", "interpreter only:")
+        run("background", "background compile, empty cache:")
         with tempfile.TemporaryDirectory() as cold:
             env["NUMTRACE_CACHE_DIR"] = cold
-            compile_ms = run("sync")[0]
+            run("sync", "synchronous compile, empty cache:")
         env["NUMTRACE_CACHE_DIR"] = cache
-        cached = run("sync")[0]
-        print(f"first call compiling synchronously: {compile_ms} ms; in a second process loading the "
-              f"kernel from the disk cache: {cached} ms")
+        run("sync", "second process, kernel in the disk cache:")
 
 
 def main() -> None:
