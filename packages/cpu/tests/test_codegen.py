@@ -294,3 +294,60 @@ def test_no_compiler_notes_once_and_interprets(tmp_path):
     assert done.stdout.split() == ["0", "0"]
     notes = [line for line in done.stderr.splitlines() if line.startswith("numtrace:")]
     assert len(notes) == 1 and "no C compiler" in notes[0]
+
+
+def test_concurrent_processes_share_one_cache_entry(tmp_path):
+    env = dict(os.environ, NUMTRACE_CACHE_DIR=str(tmp_path), NUMTRACE_CODEGEN="sync")
+    children = [subprocess.Popen([sys.executable, "-c", _CHILD], env=env, stdout=subprocess.PIPE, text=True)
+                for _ in range(3)]
+    outs = [c.communicate(timeout=300)[0].split() for c in children]
+    assert all(c.returncode == 0 for c in children) and outs == [["1", "2"]] * 3
+    assert len(list((tmp_path / "cpu-kernels").glob("*.so"))) == 1
+    assert not list((tmp_path / "cpu-kernels").glob("*.tmp"))
+
+
+def test_generated_kernel_from_several_threads():
+    from concurrent.futures import ThreadPoolExecutor
+
+    n = 200_001
+    gen, interp = _both(_w1_graph(), [TensorType(F32, (n,))] * 4)
+    inputs = [[np.random.default_rng(s).standard_normal(n).astype(F32) for _ in range(4)] for s in range(8)]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda xs: gen(*xs), inputs))
+    for g, xs in zip(got, inputs):
+        _assert_same_bits(g, interp(*xs), "W1 from several threads")
+
+
+_ISA_CHILD = textwrap.dedent("""
+    import numpy as np, numtrace_cpu
+    from numtrace_cpu import compile_graph, compiler
+    from numtrace_ir import Graph
+    from numtrace_ir.types import TensorType
+    t = TensorType(np.dtype(np.float32), (70001,))
+    g = Graph()
+    x, y = g.add_input("x", t), g.add_input("y", t)
+    def node(op, *args):
+        return g.create_node(op, list(args)).output
+    s = node("np.sin", node("np.multiply", x, y))
+    e = node("np.exp", node("np.negative", node("np.absolute", y)))
+    g.set_outputs([node("np.add", node("np.tanh", s), e)])
+    rng = np.random.default_rng(0)
+    v = [rng.standard_normal(70001).astype(np.float32) * 4 for _ in range(2)]
+    compiler.set_mode("off")
+    want = compile_graph(g, [t, t])(*v)[0]
+    compiler.set_mode("sync")
+    exe = compile_graph(g, [t, t])
+    print(numtrace_cpu.ISA, exe.stats()["generated_kernels"], want.tobytes() == exe(*v)[0].tobytes())
+""")
+
+
+@pytest.mark.parametrize("build", ["baseline", "avx2", "avx512"])
+def test_every_isa_build_generated_equals_interpreter(build, tmp_path):
+    from numtrace_cpu import isa, runtime
+
+    if build not in isa.built() or not isa.BUILDS[build][1] <= runtime.cpu_features():
+        pytest.skip(f"this CPU or installation has no {build} build")
+    env = dict(os.environ, NUMTRACE_CACHE_DIR=str(tmp_path), NUMTRACE_CPU_ISA=build)
+    done = subprocess.run([sys.executable, "-c", _ISA_CHILD], capture_output=True, text=True, env=env,
+                          check=True, timeout=300)
+    assert done.stdout.split() == [isa.BUILDS[build][0], "1", "True"]
