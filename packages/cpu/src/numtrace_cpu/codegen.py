@@ -117,9 +117,9 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
         exprs.append(expr)
         vdt[v] = rdt[dst]
         cur[dst] = v
-    outputs = {r: cur.get(r) for r in range(len(regs)) if kind[r] == _OUTPUT}
-    if any(v is None or not v.startswith("v") for v in outputs.values()):
-        return None
+    outputs = {r: cur[r] for r in range(len(regs)) if kind[r] == _OUTPUT and r in cur}
+    if len(outputs) != kind.count(_OUTPUT) or any(not v.startswith("v") for v in outputs.values()):
+        return None   # an output register no instruction writes
     for r, (dt, k, _) in enumerate(regs):
         if k in (_INPUT, _CONST):
             vdt[cur[r] if k == _CONST else f"in{r}"] = dt

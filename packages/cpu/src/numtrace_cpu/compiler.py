@@ -226,7 +226,7 @@ def _build(batch: _Batch, strict: bool) -> None:
                 job.state = "interpreted: no C compiler"
             return
         with _lock:
-            todo = {job.entry: job.source for job in jobs if job.entry not in _loaded}
+            todo = {job.entry: job.source for job in jobs if job.source and job.entry not in _loaded}
         if todo:
             source = "".join(todo[e] for e in sorted(todo))
             path = cache_dir() / f"{_key(source, command)}.so"
