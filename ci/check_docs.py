@@ -23,6 +23,7 @@ import inspect
 import io
 import re
 import sys
+import tempfile
 import textwrap
 import traceback
 from pathlib import Path
@@ -142,6 +143,16 @@ def check_site(site: Path) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
+    # Examples save traces under tempfile.mkdtemp(), as a reader would; keep those out of the real /tmp.
+    with tempfile.TemporaryDirectory(prefix="numtrace-docs-") as scratch:
+        tempfile.tempdir = scratch
+        try:
+            return _check(argv)
+        finally:
+            tempfile.tempdir = None
+
+
+def _check(argv: list[str]) -> int:
     site = None
     if "--site" in argv:
         at = argv.index("--site")
