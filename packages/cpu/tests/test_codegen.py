@@ -76,7 +76,6 @@ CASES = _registry_cases()
 def registry_executables(tmp_path_factory):
     """Per case, its executable with generated kernels (all of them compiled in one compiler run) and
     one on the interpreter; None where the graph does not compile on the cpu backend."""
-    os.environ["NUMTRACE_CACHE_DIR"] = str(tmp_path_factory.getbasetemp() / "kernels")
     pairs = []
     for op, sample in CASES:
         graph = testing.build_graph(op, sample)
@@ -85,7 +84,10 @@ def registry_executables(tmp_path_factory):
             pairs.append((_compiled(graph, types, "off"), _compiled(graph, types, "off")))
         except Exception:   # test_ops.py holds the backend to its contract on these
             pairs.append(None)
-    compiler.request([s.kernel for p in pairs if p for s in p[0]._steps if isinstance(s, FusedStep)], "sync")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("NUMTRACE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "kernels"))
+        compiler.request([s.kernel for p in pairs if p for s in p[0]._steps if isinstance(s, FusedStep)],
+                         "sync")
     return pairs
 
 
