@@ -1,4 +1,4 @@
-"""C source for one fused elementwise pass: the FusedKernel's program as one loop nest.
+"""C source for one fused pass: the FusedKernel's program as one loop nest.
 
 The block interpreter runs each instruction as its own loop over a 512-element register, loading
 and storing every intermediate; the generated kernel runs the whole program per element, values in
@@ -15,15 +15,20 @@ into a tile buffer first and outputs of that kind scattered after, as the interp
 are stored only in the tile's last loop, after every input read, so an output written over its own
 input (FusedStep.overwritable) reads each element before it is replaced.
 
+A pass with reductions folds each tile of each reduced value with the build's own fold (blocks.pxi's
+_fold, through nt_gen.h's nt_gen_reduce), on the interpreter's blocks of one reduction row, so sums,
+means and variances add up in the same order. Passes in the interpreter's column mode, or that fold
+their inputs in place, stay on the interpreter (FusedKernel._run decides per call).
+
 `generate(program)` returns the source, or None where the program is not one this generator handles
-(reductions; an output never written): those passes stay on the interpreter.
+(no instructions; an output never written): those passes stay on the interpreter.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from numtrace_cpu.runtime import DTYPES, OPS, REG_KINDS, UNIT_ELEMENTS
+from numtrace_cpu.runtime import BLOCK_ELEMENTS, DTYPES, OPS, REG_KINDS, UNIT_ELEMENTS
 
 __all__ = ["ENTRY", "TILE", "generate"]
 
@@ -49,6 +54,7 @@ _FLOATS = (_DT["float32"], _DT["float64"])
 _INLINE_FLOAT = frozenset({"sqrt", "reciprocal", "floor", "ceil", "rint", "trunc"})
 _TEMP, _INPUT, _CONST, _OUTPUT = (REG_KINDS[k] for k in ("temp", "input", "const", "output"))
 assert UNIT_ELEMENTS == 16384, "nt_gen.h's NT_GEN_CHUNK must equal the interpreter's CHUNK"
+assert BLOCK_ELEMENTS == TILE, "a reduction folds the interpreter's blocks: tiles must be as long"
 
 
 def _through_table(op: int, dt: int) -> bool:
@@ -79,8 +85,8 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
     """The C source of the kernel `entry` for a FusedKernel's `program`, or None (see the module
     doc). Sources of several programs, each with its own entry, concatenate into one file."""
     shape, _axes, regs, consts, instrs, reductions, operands = program
-    if reductions or not instrs:
-        return None
+    if not instrs:
+        return None   # nothing to compute: a reduction of inputs folds them where they lie
     nops = len(operands)
     kind = [r[1] for r in regs]
     rdt = [r[0] for r in regs]
@@ -123,6 +129,9 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
     for r, (dt, k, _) in enumerate(regs):
         if k in (_INPUT, _CONST):
             vdt[cur[r] if k == _CONST else f"in{r}"] = dt
+    folded = [cur.get(src) for _, src, _, _ in reductions]   # what each reduction folds, per tile
+    if any(v is None or v.startswith("c") for v in folded):
+        return None
 
     segments: list[_Segment] = [_Segment()]
     for i, (op, dt, *_rest) in enumerate(instrs):
@@ -150,11 +159,12 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
         if -1 in seg.instrs:
             reads += list(outputs.values())
         spilled.update(u for u in reads if u.startswith("v") and seg_of[u] != s)
+    spilled.update(v for v in folded if v and v.startswith("v"))
 
     in_regs = [r for r in range(len(regs)) if kind[r] == _INPUT]
     out_regs = [r for r in range(len(regs)) if kind[r] == _OUTPUT]
     w = _Writer()
-    w.line("/* numtrace generated kernel: one elementwise fused pass (see numtrace_cpu/codegen.py). */")
+    w.line("/* numtrace generated kernel: one fused pass (see numtrace_cpu/codegen.py). */")
     w.line("#include <stddef.h>")
     w.line("#include <stdint.h>")
     w.line("#include <string.h>")
@@ -166,10 +176,9 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
     w.line(f"_Static_assert(NCOMPUTE == {len(SUFFIX)} && NOPS == {len(OPS)}, \"op table changed\");")
     w.line(f"void {entry}(char *const *data, const Py_ssize_t *strides, const Py_ssize_t *shape, int nd,")
     w.line("               Py_ssize_t u0, Py_ssize_t u1, const double *fc, const int64_t *ic,")
-    w.line("               const nt_gen_loop_fn *loops) {")
+    w.line("               const nt_gen_loop_fn *loops, const nt_gen_reduce *red) {")
     w.indent += 1
-    w.line("(void)fc; (void)ic; (void)loops;")
-    w.line("const Py_ssize_t inner = shape[nd - 1], nchunk = (inner + NT_GEN_CHUNK - 1) / NT_GEN_CHUNK;")
+    w.line("(void)fc; (void)ic; (void)loops; (void)red;")
     for r, (dt, k, arg) in enumerate(regs):
         if k == _CONST:
             src = f"fc[{arg}]" if dt in _FLOATS else f"ic[{arg}]"
@@ -179,36 +188,114 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
         w.line(f"_Alignas(64) {CTYPE[rdt[r]]} g{r}[TILE];")
     for v in sorted(spilled, key=_number):
         w.line(f"_Alignas(64) {CTYPE[vdt[v]]} t{v}[TILE];")
+    w.line("const Py_ssize_t inner = shape[nd - 1];")
+    tile = _Tile(regs, rdt, in_regs, out_regs, segments, instrs, uses, defs, exprs, vdt, seg_of, spilled,
+                 outputs, folded)
+    if reductions:
+        _reduction_units(w, nops, reductions, tile)
+    else:
+        _elementwise_units(w, nops, tile)
+    w.indent -= 1
+    w.line("}")
+    return w.text()
+
+
+@dataclass
+class _Tile:
+    """What the tile loop of a kernel is made of (see `generate`)."""
+    regs: list
+    rdt: list[int]
+    in_regs: list[int]
+    out_regs: list[int]
+    segments: list[_Segment]
+    instrs: list
+    uses: list[list[str]]
+    defs: list[str]
+    exprs: list[str]
+    vdt: dict[str, int]
+    seg_of: dict[str, int]
+    spilled: set[str]
+    outputs: dict[int, str]
+    folded: list[str | None]
+
+
+def _offsets(w: _Writer, nops: int, index: str, first: str, stop: str, ptr: str) -> None:
+    """Add to each operand's pointer the byte offsets of multi-index `index` over dims [first, stop)."""
+    w.line(f"for (int d = {stop} - 1; d >= {first}; d--) {{")
+    w.line(f"    const Py_ssize_t j = {index} % shape[d];")
+    w.line(f"    {index} /= shape[d];")
+    for k in range(nops):
+        w.line(f"    {ptr}{k} += j * strides[{k} * NT_GEN_MAXD + d];")
+    w.line("}")
+
+
+def _elementwise_units(w: _Writer, nops: int, tile: _Tile) -> None:
+    """Units of NT_GEN_CHUNK innermost elements at one outer multi-index (`_elementwise_unit`'s)."""
+    w.line("const Py_ssize_t nchunk = (inner + NT_GEN_CHUNK - 1) / NT_GEN_CHUNK;")
     w.line("for (Py_ssize_t u = u0; u < u1; u++) {")
     w.indent += 1
     w.line("Py_ssize_t start = (u % nchunk) * NT_GEN_CHUNK, idx = u / nchunk;")
     w.line("const Py_ssize_t stop = start + NT_GEN_CHUNK < inner ? start + NT_GEN_CHUNK : inner;")
     for k in range(nops):
         w.line(f"char *p{k} = data[{k}]; const Py_ssize_t s{k} = strides[{k} * NT_GEN_MAXD + nd - 1];")
-    w.line("for (int d = nd - 2; d >= 0; d--) {")
-    w.line("    const Py_ssize_t j = idx % shape[d];")
-    w.line("    idx /= shape[d];")
-    for k in range(nops):
-        w.line(f"    p{k} += j * strides[{k} * NT_GEN_MAXD + d];")
+    _offsets(w, nops, "idx", "0", "nd - 1", "p")
+    _tile_loop(w, tile, "start", "stop")
+    w.indent -= 1
     w.line("}")
-    w.line("for (Py_ssize_t t = start; t < stop; t += TILE) {")
+
+
+def _reduction_units(w: _Writer, nops: int, reductions: list, tile: _Tile) -> None:
+    """Units of one kept multi-index each, all its reduced positions folded tile by tile with the
+    build's own fold (`_reduction_row`'s: the tiles are its blocks, so the sums add up alike)."""
+    w.line(f"_Alignas(16) char acc[{len(reductions)}][NT_GEN_ACC_BYTES];")
+    w.line("const int nkept = red->nkept;")
+    w.line("Py_ssize_t outer = 1;")
+    w.line("for (int d = nkept; d < nd - 1; d++) outer *= shape[d];")
+    w.line("for (Py_ssize_t u = u0; u < u1; u++) {")
     w.indent += 1
-    w.line("const Py_ssize_t n = stop - t < TILE ? stop - t : TILE;")
-    for r in in_regs:
+    w.line("Py_ssize_t idx = u;")
+    for k in range(nops):
+        w.line(f"char *b{k} = data[{k}]; const Py_ssize_t s{k} = strides[{k} * NT_GEN_MAXD + nd - 1];")
+    _offsets(w, nops, "idx", "0", "nkept", "b")
+    for j in range(len(reductions)):
+        w.line(f"red->init(red->cx, {j}, acc[{j}]);")
+    w.line("for (Py_ssize_t o = 0; o < outer; o++) {")
+    w.indent += 1
+    w.line("Py_ssize_t oidx = o;")
+    for k in range(nops):
+        w.line(f"char *p{k} = b{k};")
+    _offsets(w, nops, "oidx", "nkept", "nd - 1", "p")
+    _tile_loop(w, tile, "0", "inner")
+    w.indent -= 1
+    w.line("}")
+    for j, (_, _, out, _) in enumerate(reductions):
+        w.line(f"red->store(red->cx, {j}, acc[{j}], b{out});")
+    w.indent -= 1
+    w.line("}")
+
+
+def _tile_loop(w: _Writer, tile: _Tile, start: str, stop: str) -> None:
+    """The tiles of [start, stop) along the innermost dim: operands bound (gathered where needed),
+    the segments' loops and table calls, outputs scattered, reduced values folded."""
+    regs, rdt, uses, defs = tile.regs, tile.rdt, tile.uses, tile.defs
+    w.line(f"for (Py_ssize_t t = {start}; t < {stop}; t += TILE) {{")
+    w.indent += 1
+    w.line(f"const Py_ssize_t n = {stop} - t < TILE ? {stop} - t : TILE;")
+    for r in tile.in_regs:
         arg, T, isz = regs[r][2], CTYPE[rdt[r]], ITEMSIZE[rdt[r]]
         w.line(f"const {T} *in{r}p = (const {T} *)(p{arg} + t * s{arg});")
         w.line(f"if (s{arg} != {isz} || (size_t)in{r}p % {isz}) {{")
         w.line(f"    nt_gen_gather(g{r}, p{arg} + t * s{arg}, s{arg}, {isz}, n);")
         w.line(f"    in{r}p = g{r};")
         w.line("}")
-    for r in out_regs:
+    for r in tile.out_regs:
         arg, T, isz = regs[r][2], CTYPE[rdt[r]], ITEMSIZE[rdt[r]]
         w.line(f"{T} *out{r}p = (s{arg} == {isz} && (size_t)(p{arg} + t * s{arg}) % {isz} == 0)"
                f" ? ({T} *)(p{arg} + t * s{arg}) : g{r};")
-    for s, seg in enumerate(segments):
+    for s, seg in enumerate(tile.segments):
         if seg.table is not None:
             i = seg.table
-            op, dt = instrs[i][0], instrs[i][1]
+            op, dt = tile.instrs[i][0], tile.instrs[i][1]
             src = uses[i][0]
             src_ptr = f"t{src}" if src.startswith("v") else f"{src}p"
             w.line(f"loops[{op} * NCOMPUTE + {dt}]((char *)t{defs[i]}, (const char *){src_ptr}, NULL, n);"
@@ -216,36 +303,34 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
             continue
         body = [i for i in seg.instrs if i >= 0]
         stores = -1 in seg.instrs
-        if not body and not stores:
+        if not body and not (stores and tile.out_regs):
             continue
         w.line("#pragma GCC ivdep")
         w.line("for (Py_ssize_t i = 0; i < n; i++) {")
         w.indent += 1
-        needed = {u for i in body for u in uses[i]} | (set(outputs.values()) if stores else set())
-        for r in in_regs:
+        needed = {u for i in body for u in uses[i]} | (set(tile.outputs.values()) if stores else set())
+        for r in tile.in_regs:
             if f"in{r}" in needed:
                 w.line(f"const {CTYPE[rdt[r]]} in{r} = in{r}p[i];")
-        for v in sorted((v for v in needed if v.startswith("v") and seg_of[v] != s), key=_number):
-            w.line(f"const {CTYPE[vdt[v]]} {v} = t{v}[i];")
+        for v in sorted((v for v in needed if v.startswith("v") and tile.seg_of[v] != s), key=_number):
+            w.line(f"const {CTYPE[tile.vdt[v]]} {v} = t{v}[i];")
         for i in body:
-            w.line(f"const {CTYPE[vdt[defs[i]]]} {defs[i]} = {exprs[i]};")
-            if defs[i] in spilled:
+            w.line(f"const {CTYPE[tile.vdt[defs[i]]]} {defs[i]} = {tile.exprs[i]};")
+            if defs[i] in tile.spilled:
                 w.line(f"t{defs[i]}[i] = {defs[i]};")
         if stores:
-            for r in out_regs:
-                w.line(f"out{r}p[i] = {outputs[r]};")
+            for r in tile.out_regs:
+                w.line(f"out{r}p[i] = {tile.outputs[r]};")
         w.indent -= 1
         w.line("}")
-    for r in out_regs:
+    for r in tile.out_regs:
         arg, isz = regs[r][2], ITEMSIZE[rdt[r]]
         w.line(f"if (out{r}p == g{r}) nt_gen_scatter(p{arg} + t * s{arg}, s{arg}, g{r}, {isz}, n);")
+    for j, v in enumerate(tile.folded):
+        ptr = f"t{v}" if v and v.startswith("v") else f"{v}p"
+        w.line(f"red->fold(red->cx, {j}, acc[{j}], (const char *){ptr}, n);")
     w.indent -= 1
     w.line("}")
-    w.indent -= 1
-    w.line("}")
-    w.indent -= 1
-    w.line("}")
-    return w.text()
 
 
 def _number(value: str) -> int:

@@ -111,8 +111,7 @@ def request(kernels: list[FusedKernel], how: str | None = None) -> list[Job]:
     for kernel in kernels:
         source = codegen.generate(kernel.program) if how != "off" else None
         if source is None:
-            state = ("off" if how == "off" else "interpreted: reductions are not generated"
-                     if kernel.program[5] else "interpreted: program not generated")
+            state = "off" if how == "off" else "interpreted: program not generated"
             jobs.append(Job(kernel, None, state))
             continue
         entry = f"nt_kernel_{hashlib.sha256(source.encode()).hexdigest()[:20]}"

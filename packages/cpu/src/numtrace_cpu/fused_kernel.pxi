@@ -229,9 +229,8 @@ cdef class FusedKernel:
         """Run this program's elementwise passes through the generated kernel at `address` (an
         nt_gen_fn built by numtrace_cpu.codegen from `program`; `owner` keeps its code loaded);
         0 goes back to the interpreter. A large pass whose innermost dim is short keeps the
-        interpreter's blocks of many rows (see GENERATED_SHORT_ROWS_MAX)."""
-        if address and self.nred:
-            raise ValueError("a generated kernel runs elementwise passes only")
+        interpreter's blocks of many rows (see GENERATED_SHORT_ROWS_MAX), and so does a reduction
+        in column mode or folding its inputs in place."""
         self.generated = <void*>address
         self.generated_owner = owner if address else None
 
@@ -295,9 +294,10 @@ cdef class FusedKernel:
             if nteam > units:
                 nteam = <int>units
             chunk = max(1, units // (8 * nteam))
-            if self.generated != NULL and (cx.rows == 1 or self.size <= GENERATED_SHORT_ROWS_MAX):
+            if (self.generated != NULL and not cx.cols and not cx.fold_in_place
+                    and (cx.rows == 1 or self.size <= GENERATED_SHORT_ROWS_MAX)):
                 # A generated kernel's units are those of one-row blocks (see nt_gen.h).
-                units = _count_rows_units(&cx)
+                units = _count_kept_units(&cx) if self.nred else _count_rows_units(&cx)
                 nteam = nthreads if (nthreads > 1 and units > 1 and self.work >= PARALLEL_MIN_WORK) else 1
                 if nteam > units:
                     nteam = <int>units
@@ -559,6 +559,14 @@ cdef Py_ssize_t _count_rows_units(const Ctx* cx) noexcept nogil:
     cdef Py_ssize_t units = (cx.shape[cx.nd - 1] + CHUNK - 1) // CHUNK
     cdef int k
     for k in range(cx.nd - 1):
+        units *= cx.shape[k]
+    return units
+
+cdef Py_ssize_t _count_kept_units(const Ctx* cx) noexcept nogil:
+    """Work units of a reduction pass one reduction row at a time (`_reduction_row`'s)."""
+    cdef Py_ssize_t units = 1
+    cdef int k
+    for k in range(cx.nkept):
         units *= cx.shape[k]
     return units
 

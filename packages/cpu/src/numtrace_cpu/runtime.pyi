@@ -11,6 +11,7 @@ REG_KINDS: dict[str, int]
 ROLES: dict[str, int]
 OPS: dict[str, tuple[int, int, tuple[int, ...]]]
 REDUCTIONS: dict[str, tuple[int, tuple[int, ...]]]
+BLOCK_ELEMENTS: int
 UNIT_ELEMENTS: int
 
 def cpu_features() -> frozenset[str]: ...

@@ -78,6 +78,9 @@ cdef run_generated_fn _generated_of(object blocks) except NULL:
     return <run_generated_fn>PyCapsule_GetPointer(blocks.RUN_GENERATED, b"numtrace_cpu.run_generated")
 
 
+BLOCK_ELEMENTS = BLOCK
+"""Elements of the innermost dim per block of a reduction row (the tiles of a generated kernel)."""
+
 UNIT_ELEMENTS = CHUNK
 """Elements of the innermost dim per work unit of an elementwise pass (NT_GEN_CHUNK in nt_gen.h)."""
 
