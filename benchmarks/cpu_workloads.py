@@ -7,10 +7,10 @@
   * W3: pre-LN transformer encoder block (d_model 256, 4 heads, seq 128, batch 1, GELU-tanh MLP x4);
   * W4: 200 elementwise ops on 64-element float32 arrays (per-call overhead);
   * planning: compiling a 10k-node graph;
-  * codegen: W1 (fresh and out=) and W4 on the block interpreter beside the same passes as generated C
-    kernels (numtrace_cpu.compiler), timed in alternation, and the first-call latency: a first call
-    while the kernel compiles in the background, the compile itself, and a second process that loads
-    the kernel from the disk cache.
+  * codegen: W1 (fresh and out=), W4 and a row norm on the block interpreter beside the same passes as
+    generated C kernels (numtrace_cpu.compiler), timed in alternation, and the first-call latency: a
+    first call while the kernel compiles in the background, the compile itself, and a second process
+    that loads the kernel from the disk cache.
 
 Every number is the median of repeated timings; ratio = baseline time / numtrace time (>1: numtrace
 is faster). OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are removed from this process's environment
@@ -220,7 +220,15 @@ def bench_codegen(n: int, quick: bool) -> None:
     interp, gen = _exes(_traced(w4, small).graph, [TensorType(np.float32, (64,))] * 2)
     t_i, t_g = time_pair(lambda: interp(*small), lambda: gen(*small), quick, time.perf_counter)
     report("W4, generated", t_g, {"interpreter": t_i})
+    x = rng.standard_normal((2048, 2048) if not quick else (256, 256), dtype=np.float32)
+    interp, gen = _exes(_traced(_row_norm, [x]).graph, [TensorType(np.float32, x.shape)])
+    t_i, t_g = time_pair(lambda: interp(x), lambda: gen(x), quick, time.perf_counter)
+    report(f"row L2 norm {x.shape}, generated", t_g, {"interpreter": t_i})
     _first_call_latency(n)
+
+
+def _row_norm(x):
+    return np.sqrt((x * x).sum(axis=1, keepdims=True)) * 0.5 + x
 
 
 _LATENCY = """
