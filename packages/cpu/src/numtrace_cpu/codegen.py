@@ -129,9 +129,10 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
     for r, (dt, k, _) in enumerate(regs):
         if k in (_INPUT, _CONST):
             vdt[cur[r] if k == _CONST else f"in{r}"] = dt
-    folded = [cur.get(src) for _, src, _, _ in reductions]   # what each reduction folds, per tile
-    if any(v is None or v.startswith("c") for v in folded):
+    found = [cur.get(src) for _, src, _, _ in reductions]   # what each reduction folds, per tile
+    if any(v is None or v.startswith("c") for v in found):
         return None
+    folded = [v for v in found if v is not None]
 
     segments: list[_Segment] = [_Segment()]
     for i, (op, dt, *_rest) in enumerate(instrs):
@@ -159,7 +160,7 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
         if -1 in seg.instrs:
             reads += list(outputs.values())
         spilled.update(u for u in reads if u.startswith("v") and seg_of[u] != s)
-    spilled.update(v for v in folded if v and v.startswith("v"))
+    spilled.update(v for v in folded if v.startswith("v"))
 
     in_regs = [r for r in range(len(regs)) if kind[r] == _INPUT]
     out_regs = [r for r in range(len(regs)) if kind[r] == _OUTPUT]
@@ -216,7 +217,7 @@ class _Tile:
     seg_of: dict[str, int]
     spilled: set[str]
     outputs: dict[int, str]
-    folded: list[str | None]
+    folded: list[str]
 
 
 def _offsets(w: _Writer, nops: int, index: str, first: str, stop: str, ptr: str) -> None:
@@ -326,8 +327,8 @@ def _tile_loop(w: _Writer, tile: _Tile, start: str, stop: str) -> None:
     for r in tile.out_regs:
         arg, isz = regs[r][2], ITEMSIZE[rdt[r]]
         w.line(f"if (out{r}p == g{r}) nt_gen_scatter(p{arg} + t * s{arg}, s{arg}, g{r}, {isz}, n);")
-    for j, v in enumerate(tile.folded):
-        ptr = f"t{v}" if v and v.startswith("v") else f"{v}p"
+    for j, value in enumerate(tile.folded):
+        ptr = f"t{value}" if value.startswith("v") else f"{value}p"
         w.line(f"red->fold(red->cx, {j}, acc[{j}], (const char *){ptr}, n);")
     w.indent -= 1
     w.line("}")
