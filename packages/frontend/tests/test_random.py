@@ -111,6 +111,39 @@ def test_closed_over_and_global_generators_are_recorded(backend):
     assert traced(X2).shape == (5, 4) and not np.array_equal(traced(X), traced(X))
 
 
+_RNG_TUPLE = (np.random.default_rng(6),)
+_RNG_STATE = {"rngs": [np.random.default_rng(7)], "pair": (None, np.random.default_rng(8))}
+
+
+class _HoldsGenerators:
+    def __init__(self):
+        self.rngs = (np.random.default_rng(9),)
+        self._rng = np.random.default_rng(10)
+
+    def rng(self):
+        return self._rng
+
+
+_HOLDER = _HoldsGenerators()
+
+
+@pytest.mark.parametrize("f", [
+    lambda x: x + _RNG_TUPLE[0].random(),
+    lambda x: x + _RNG_STATE["rngs"][0].normal(),
+    lambda x: x + _RNG_STATE["pair"][1].integers(0, 1 << 30),
+    lambda x: x + _HOLDER.rngs[0].random(),
+    lambda x: x + _HOLDER.rng().integers(0, 1 << 30),
+    lambda x: x + _RNG_TUPLE[0].random(x.shape),
+], ids=["tuple", "list-in-dict", "tuple-in-dict", "tuple-attribute", "method-return", "array-from-tuple"])
+def test_single_draws_from_generators_reached_through_containers_and_methods_are_recorded(backend, f):
+    holders = (_RNG_TUPLE, _RNG_STATE["rngs"], _RNG_STATE["pair"], _HOLDER.rngs)
+    traced = nt.trace(f, (X,), backend=backend, check_trace=False)
+    assert any(op.startswith("np.random.Generator.") for op in _ops(traced))
+    assert not np.array_equal(traced(X), traced(X))   # a draw per call, never a frozen constant
+    assert (_RNG_TUPLE, _RNG_STATE["rngs"], _RNG_STATE["pair"], _HOLDER.rngs) == holders   # restored
+    assert all(type(g) is np.random.Generator for g in (*_RNG_TUPLE, *_RNG_STATE["rngs"], _HOLDER._rng))
+
+
 def test_generator_methods_numtrace_cannot_record_are_refused():
     with pytest.raises(NotImplementedError, match="Generator.choice cannot be traced"):
         nt.trace(lambda x: x + np.random.default_rng(0).choice(4, size=x.shape), (X,))

@@ -34,7 +34,7 @@ class CallArguments:
         """Arguments that are not arrays: NumPy scalars become 0-d arrays, anything else is an error."""
         converted = []
         for i, a in enumerate(leaves):
-            if not isinstance(a, (np.ndarray, np.generic)):
+            if not issubclass(type(a), (np.ndarray, np.generic)):
                 raise TypeError(f"{self.__name__}(): argument {self._leaf_name(i)} must be a NumPy array "
                                 f"(as at trace time), got {type(a).__name__}")
             converted.append(np.asarray(a))
@@ -72,7 +72,8 @@ class CallArguments:
                 raise ValueError(
                     f"{self.__name__}(): argument {self._leaf_name(i)} is {layout_text(got)}, but the "
                     f"function was traced with it {layout_text(want)}; the function writes through a reshape "
-                    "(or ravel), which NumPy makes a view or a copy depending on the layout, so the trace "
+                    "(or ravel), which NumPy makes a view or a copy depending on the layout, or reads "
+                    "elements in memory order (ravel('K'), order='A'), so the trace "
                     "holds for the traced layouts only: pass an array laid out as traced, or trace again")
 
     def _leaf_name(self, i: int) -> str:

@@ -20,7 +20,7 @@ from .hostcall import unregistered_call
 from .source import run_at_user_line
 from .traced_value import TracedValue, is_traced_array, unwrap
 from .tracer import Tracer, active_tracer, current_tracer
-from .views import op_view
+from .views import memory_order, op_view, track_parts
 
 
 def numpy_name(func: Any, method: str = "__call__") -> str:
@@ -67,6 +67,7 @@ def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
         result = unregistered_call(tracer, func, method, args, kwargs, numpy_name(func, method))
     else:
         concrete = run_at_user_line(_short_name(func, method), eager, *unwrap(args), **unwrap(kwargs))
+        args, kwargs = memory_order(tracer, func, args, kwargs)
         result = _dynamic_shape(tracer, func, args, kwargs, concrete)
         if result is None:
             try:
@@ -75,8 +76,7 @@ def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
                 result = unregistered_call(tracer, func, method, args, kwargs, numpy_name(func, method))
             else:
                 result = tracer.record(op.name, inputs, attrs, concrete)
-                if op.view is not None:
-                    _track_view(op, func, args, kwargs, inputs, attrs, result)
+                _track_view(op, func, args, kwargs, inputs, attrs, result)
     if where is not True:
         result = _select(where, result, out)
     if out is None:
@@ -117,6 +117,9 @@ def _is_traced_int(x: Any) -> bool:
 def _track_view(op: Any, func: Any, args: tuple, kwargs: dict, inputs: list, attrs: dict,
                 result: Any) -> None:
     """Make ``result`` a tracked view of its base where NumPy returned a view, so writes reach the base."""
+    if isinstance(result, (tuple, list)):
+        track_parts(func, inputs, attrs, result)
+        return
     recipe = op_view(op, func, args, kwargs, inputs, attrs, result)
     if recipe is not None:
         base = inputs[0]
@@ -139,6 +142,8 @@ def write_out(what: str, out: tuple, result: Any) -> Any:
         if not is_traced_array(target):
             raise TypeError(f"{what}: out= must be a traced array (an input or a result of traced code), "
                             f"got {type(target).__name__}; writing into it would escape the trace")
+        if target._scalar:
+            raise TypeError(f"{what}: out= must be an array, got a NumPy scalar (immutable) from traced code")
         target._assign(value, f"{what} with out=")
     return out if isinstance(result, tuple) else out[0]
 
@@ -146,7 +151,7 @@ def write_out(what: str, out: tuple, result: Any) -> Any:
 def freeze(tracer: Tracer, result: Any) -> Any:
     """Freeze array results: each becomes a constant node of the trace (frozen: recorded as the value it
     has now); other values are returned as they are."""
-    if isinstance(result, (np.ndarray, np.generic)) and result.dtype.kind in "biufc":
+    if issubclass(type(result), (np.ndarray, np.generic)) and result.dtype.kind in "biufc":
         array = np.array(result, copy=True)
         return tracer.wrap(tracer.constant(array), array)
     if isinstance(result, tuple):

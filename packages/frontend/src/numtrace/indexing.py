@@ -119,9 +119,11 @@ def getitem(x: Any, key: Any) -> Any:
     tracer = active_tracer("x[...]")
     key = _normalize(key)
     concrete = x._concrete[unwrap(key)]
+    if x._scalar and issubclass(type(concrete), np.ndarray):
+        concrete = concrete.copy()  # indexing a NumPy scalar makes a new array
     result = record_get(tracer, x, key, concrete)
     # A basic key always gives NumPy's view (even an empty one, which shares no memory to test for).
-    if _is_basic(key) and isinstance(concrete, np.ndarray):
+    if _is_basic(key) and issubclass(type(concrete), np.ndarray) and not x._scalar:
         result._parent = x
         result._view = BasicIndex(key)
         result._seen = x._version
@@ -136,6 +138,9 @@ def record_set(tracer: Tracer, target: Any, key: Any, value: Any) -> Any:
 
 def setitem(x: Any, key: Any, value: Any) -> None:
     tracer = active_tracer("x[...] = value")
+    if x._scalar:
+        raise TypeError(f"'numpy.{x._concrete.dtype.type.__name__}' object does not support item assignment "
+                        "(NumPy gives this value as a scalar, which is immutable)")
     key = _normalize(key)
     x._concrete[unwrap(key)] = unwrap(value)  # NumPy's semantics, casts and errors
     x._rebind(tracer, record_set(tracer, x, key, value), "x[...] = value")

@@ -39,6 +39,7 @@ from .source import user_location, warn_at_user_line
 from .traced_int import TracedInt, TracedScalar
 from .traced_value import guarded, unwrap
 from .tracer import attr_value, current_tracer, tensor_type_of
+from .views import laid_out
 
 _lock = threading.Lock()
 _local = threading.local()  # recording_draw: > 0 while a recorded draw runs eagerly on this thread
@@ -242,21 +243,38 @@ def _default_rng_wrapper(original: Any) -> Any:
 def generators_traced(func: Any) -> Iterator[None]:
     """While `func` is traced, the generators it reaches by name are `TracedGenerator` objects sharing
     their bit generators, so their draws are recorded: those it closes over (closure cells, globals its
-    code names), attributes its code names of objects it reaches so (``self.rng``, ``helpers.rng``),
-    the items of lists and dicts it reaches so (``RNGS[0]``), and the same for the Python functions it
-    reaches so (a helper's global generator)."""
+    code names), attributes its code names of objects it reaches so (``self.rng``, ``helpers.rng``), the
+    items of lists, dicts and tuples it reaches so (``RNGS[0]``, ``STATE["rngs"][0]``: a tuple is
+    replaced where it is bound), and the same for the Python functions and methods it reaches so (a
+    helper's global generator, ``self.get_rng()``)."""
     swapped: list[tuple[Any, Any, Any]] = []  # (cell or namespace dict, key, original)
     seen: set[int] = set()
 
-    def swap(where: Any, key: Any, value: Any) -> None:
-        if type(value) is not np.random.Generator:
-            return
-        swapped.append((where, key, value))
-        traced = TracedGenerator(value.bit_generator)
+    def bind(where: Any, key: Any, value: Any) -> None:
         if key is None:
-            where.cell_contents = traced
+            where.cell_contents = value
         else:
-            where[key] = traced
+            where[key] = value
+
+    def traced(value: Any, depth: int) -> Any:
+        """`value` with the generators in it replaced: lists and dicts in place, tuples rebuilt (the
+        same object where nothing in it changes)."""
+        if type(value) is np.random.Generator:
+            return TracedGenerator(value.bit_generator)
+        if depth > 3 or type(value) not in (list, dict, tuple):
+            return value
+        if type(value) is tuple:
+            items = tuple(traced(item, depth + 1) for item in value)
+            return value if all(a is b for a, b in zip(items, value)) else items
+        for key, item in list(value.items() if type(value) is dict else enumerate(value)):
+            swap(value, key, item, depth + 1)
+        return value
+
+    def swap(where: Any, key: Any, value: Any, depth: int = 0) -> None:
+        new = traced(value, depth)
+        if new is not value:
+            swapped.append((where, key, value))
+            bind(where, key, new)
 
     def visit(fn: Any, owner: Any, depth: int) -> None:
         fn = getattr(fn, "__func__", fn)
@@ -272,18 +290,12 @@ def generators_traced(func: Any) -> Iterator[None]:
             except ValueError:  # an empty cell
                 continue
             swap(cell, None, value)
-            reached.append(value)
+            reached.append(cell.cell_contents)
         if env is not None:
             for name in names & env.keys():
                 swap(env, name, env[name])
                 reached.append(env[name])
         for value in reached:
-            if type(value) is list:  # RNGS[0].random()
-                for i, item in enumerate(value):
-                    swap(value, i, item)
-            elif type(value) is dict:
-                for key, item in list(value.items()):
-                    swap(value, key, item)
             namespace = getattr(value, "__dict__", None)
             if isinstance(namespace, dict) and not isinstance(value, type) \
                     and getattr(value, "__name__", "").split(".")[0] != "numpy":
@@ -291,6 +303,10 @@ def generators_traced(func: Any) -> Iterator[None]:
                     swap(namespace, name, namespace[name])
                     if isinstance(namespace[name], types.FunctionType):  # helpers.draw()
                         visit(namespace[name], None, depth + 1)
+                for name in names - namespace.keys():  # self.get_rng(): a method of its class
+                    method = getattr(type(value), name, None)
+                    if isinstance(method, types.FunctionType):
+                        visit(method, value, depth + 1)
             if isinstance(value, types.FunctionType):
                 visit(value, None, depth + 1)
 
@@ -299,10 +315,7 @@ def generators_traced(func: Any) -> Iterator[None]:
         yield
     finally:
         for where, key, original in reversed(swapped):
-            if key is None:
-                where.cell_contents = original
-            else:
-                where[key] = original
+            bind(where, key, original)
 
 
 def _creation_wrapper(original: Any, fill: Any) -> Any:
@@ -314,7 +327,7 @@ def _creation_wrapper(original: Any, fill: Any) -> Any:
         if tracer is None or not any(isinstance(d, TracedInt) for d in dims):
             return original(shape, *args, **kwargs)
         result = original(tuple(unwrap(d) for d in dims), *args, **kwargs)
-        if not isinstance(result, np.ndarray) or result.dtype.kind not in "biufc":
+        if not issubclass(type(result), np.ndarray) or result.dtype.kind not in "biufc":
             guarded(dims)  # an array the trace cannot hold: its shape leaves the graph, guarded
             return result
         value = fill(args, kwargs)
@@ -394,15 +407,29 @@ def _conversion_wrapper(original: Any, copies: bool | None) -> Any:
             return original(obj, *args, **kwargs)
         dtype = args[0] if args else kwargs.get("dtype")
         copy = _copy_flag(kwargs.get("copy", copies))
+        order: Any = kwargs.get("order") or "K"
         result: Any = obj
         if dtype is not None and np.dtype(dtype) != obj.dtype:
             if copy is False:
                 raise ValueError("Unable to avoid copy while creating an array as requested.")
             result = np.astype(obj, dtype)  # type: ignore[call-overload]  # NEP 18: a TracedArray
         elif copy:
-            result = np.copy(obj)
+            return np.copy(obj, order=order)
+        if order in ("C", "F") and obj.ndim > 1:
+            # the argument itself where it is laid out so, else a copy: which one follows the layout
+            result = laid_out(current_tracer(), result, order)
         return result
     return convert
+
+
+def _fortran_wrapper(original: Any) -> Any:
+    """``np.asfortranarray(x)`` of a traced array: ``np.asarray(x, order="F")`` (see `views.laid_out`)."""
+    @functools.wraps(original)
+    def asfortranarray(a: Any, dtype: Any = None, **kwargs: Any) -> Any:
+        if current_tracer() is None or not isinstance(a, TracedArray) or kwargs:
+            return original(a, dtype, **kwargs)
+        return np.asarray(a, dtype=dtype, order="F")
+    return asfortranarray
 
 
 def _copy_flag(copy: Any) -> bool | None:
@@ -501,6 +528,7 @@ def _make_patches() -> list[tuple[Any, str, Any]]:
     patches.append((np, "asarray", _conversion_wrapper(np.asarray, copies=None)))
     patches.append((np, "asanyarray", _conversion_wrapper(np.asanyarray, copies=None)))
     patches.append((np, "array", _conversion_wrapper(np.array, copies=True)))
+    patches.append((np, "asfortranarray", _fortran_wrapper(np.asfortranarray)))
     if registry.for_numpy(np.ascontiguousarray) is not None:
         patches.append((np, "ascontiguousarray", _dispatching_wrapper(np.ascontiguousarray)))
     return patches

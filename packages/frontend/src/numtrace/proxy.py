@@ -29,7 +29,7 @@ from .errors import TracerWarning
 from .source import user_location, warn_at_user_line
 from .traced_value import TracedValue, unwrap
 from .tracer import Tracer, active_tracer, current_tracer
-from .views import note_layout_write
+from .views import mark_untracked_aliases, note_layout_write, refuse_stale
 
 
 def _left_graph(array: TracedArray, what: str) -> None:
@@ -94,6 +94,8 @@ class TracedArray(TracedValue):
         if tracer is not self._tracer:
             raise RuntimeError("a traced array from another trace was used; traced arrays cannot outlive "
                                "the trace that produced them (store results, not traced intermediates)")
+        if tracer.stale:
+            refuse_stale(tracer, self)
         parent = self._parent
         if parent is not None:
             parent._graph_value(tracer)
@@ -138,26 +140,7 @@ class TracedArray(TracedValue):
             self._seen = parent._version
 
     def _warn_untracked_aliases(self, tracer: Tracer, what: str) -> None:
-        root = self
-        while root._parent is not None:
-            root = root._parent
-        aliases = 0
-        for other in tracer.live_arrays():
-            if other is self or not np.may_share_memory(other._concrete, self._concrete):
-                continue
-            other_root = other
-            while other_root._parent is not None:
-                other_root = other_root._parent
-            if other_root is not root and np.shares_memory(other._concrete, self._concrete):
-                aliases += 1
-        if aliases:
-            warn_at_user_line(
-                f"{what} writes to memory that {aliases} other traced array(s) also refer to (for example "
-                "a diagonal or a strided view). Only views made by basic indexing (x[1:], x[0]), reshape "
-                "and transpose are updated in the trace; the others keep their old value in the graph, so "
-                "the trace might be incorrect.",
-                TracerWarning,
-            )
+        mark_untracked_aliases(tracer, self, what)
 
     # -- NumPy protocols -----------------------------------------------------------------------
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
@@ -172,10 +155,23 @@ class TracedArray(TracedValue):
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         _refuse_masked_array()
         _left_graph(self, "an ndarray (by code that calls __array__)")
-        value = self._concrete if dtype is None else self._concrete.astype(dtype)
-        return np.array(value, copy=True) if copy is not False else value
+        if copy is True or (dtype is not None and np.dtype(dtype) != self._concrete.dtype):
+            return np.array(self._concrete, dtype=dtype, copy=True)
+        # Code given the data itself (``np.lib.stride_tricks.as_strided``, compiled code) may write into
+        # it, and the graph would never see the write: it gets the data read-only, so NumPy refuses that.
+        value = self._concrete.view()
+        value.flags.writeable = False
+        return value
 
     # -- attributes ----------------------------------------------------------------------------
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        """``isinstance(x, np.ndarray)`` holds as for the array NumPy gives (``isinstance`` falls back to
+        ``__class__``, as for ``unittest.mock``); a value NumPy gives as a scalar (``np.float64``) is no
+        ndarray and keeps the traced class. ``type(x)`` names the traced class, so C code (``np.asarray``)
+        still reads data only through ``__array__``, and numtrace's own checks use ``type()``."""
+        return TracedArray if self._scalar else np.ndarray
+
     @property
     def shape(self) -> tuple:
         """The shape as traced ints: each dim is recorded (``prim.dim``), so code computing with it
@@ -245,7 +241,10 @@ class TracedArray(TracedValue):
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __repr__(self) -> str:
-        return f"TracedArray({self._concrete!r})"
+        """NumPy's text (``array([...])``, ``np.float64(...)``): its data leaves the graph, so it is
+        guarded as ``str(x)`` is."""
+        _left_graph(self, "text (repr(x))")
+        return repr(self._concrete[()] if self._scalar else self._concrete)
 
     def __hash__(self) -> int:
         # An array is unhashable, as NumPy's; a value NumPy gives as a scalar (np.float64) is hashable,
@@ -337,6 +336,10 @@ class TracedArray(TracedValue):
             raise NotImplementedError("astype(order=, casting=, subok=) is not supported by the tracer")
         return np.astype(self, dtype, copy=copy)  # type: ignore[call-overload]  # NEP 18: NumPy dispatches a TracedArray to its __array_function__
 
+    @property
+    def flat(self) -> _Flat:
+        return _Flat(self)
+
     def flatten(self, order: str = "C") -> Any:
         return np.ravel(self, order=order).copy()  # type: ignore[call-overload]  # NEP 18: NumPy dispatches a TracedArray to its __array_function__
 
@@ -344,6 +347,8 @@ class TracedArray(TracedValue):
         return np.copy(self, order=order)  # type: ignore[call-overload]  # NEP 18: NumPy dispatches a TracedArray to its __array_function__
 
     def fill(self, value: Any) -> None:
+        if self._scalar:
+            return  # a NumPy scalar fills a temporary array: its own value stays
         self[...] = value
 
     def sort(self, axis: int = -1, kind: Any = None) -> None:
@@ -354,7 +359,11 @@ class TracedArray(TracedValue):
         raise NotImplementedError("ndarray.view cannot be traced (it reinterprets memory); use astype")
 
     def conjugate(self) -> Any:
-        return np.conjugate(self)
+        """``x.conj()``: for data that is not complex, NumPy's method returns ``x`` itself (writes into
+        the result reach ``x``), where ``np.conjugate`` makes a new array."""
+        return np.conjugate(self) if self._concrete.dtype.kind == "c" else self
+
+    conj = conjugate
 
     def __copy__(self) -> Any:
         """``copy.copy(x)``: a recorded ``np.copy``, a new array as for an ndarray (writes to either
@@ -367,6 +376,30 @@ class TracedArray(TracedValue):
         if result is None:
             result = memo[id(self)] = np.copy(self)
         return result
+
+
+class _Flat:
+    """``x.flat`` of a traced array: reading it (iteration, ``len``, ``x.flat[key]``, a copy as NumPy
+    gives) reads ``np.ravel(x)``; writing through it is refused, as NumPy writes into ``x`` itself."""
+
+    __slots__ = ("_array",)
+
+    def __init__(self, array: TracedArray):
+        self._array = array
+
+    def __iter__(self) -> Any:
+        return iter(np.ravel(self._array))
+
+    def __len__(self) -> int:
+        return len(np.ravel(self._array))
+
+    def __getitem__(self, key: Any) -> Any:
+        item = np.ravel(self._array)[key]
+        return item if item._scalar else np.copy(item)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        raise NotImplementedError("writing through ndarray.flat is not supported on traced arrays; "
+                                  "assign with x[np.unravel_index(i, x.shape)] = value")
 
 
 def _method(name: str):
@@ -392,7 +425,7 @@ def _method(name: str):
 # ndarray methods: through the registry's method variant, or the NumPy function with the array first.
 for _name in ("sum", "mean", "std", "var", "prod", "max", "min", "argmax", "argmin", "any", "all",
               "cumsum", "cumprod", "clip", "dot", "squeeze", "ravel", "swapaxes", "repeat", "take",
-              "argsort", "round", "nonzero", "diagonal", "trace", "conj", "searchsorted", "compress",
+              "argsort", "round", "nonzero", "diagonal", "trace", "searchsorted", "compress",
               "choose", "argpartition"):
     setattr(TracedArray, _name, _method(_name))
 del _name
