@@ -9,7 +9,11 @@
   * W3: pre-LN transformer encoder block (d_model 256, 4 heads, seq 128, batch 1, GELU-tanh MLP x4),
     weights as arguments and as constants;
   * W4: 200 elementwise ops on 64-element float32 arrays (per-call overhead);
-  * planning: compiling a 10k-node graph.
+  * planning: compiling a 10k-node graph;
+  * codegen: W1 (fresh and out=), W4 and a row norm on the block interpreter beside the same passes as
+    generated C kernels (numtrace_cpu.compiler), timed in alternation, and the first-call latency: a
+    first call while the kernel compiles in the background, the compile itself, and a second process
+    that loads the kernel from the disk cache.
 
 Every number is the median of repeated timings; ratio = baseline time / numtrace time (>1: numtrace
 is faster). OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are removed from this process's environment
@@ -32,7 +36,7 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 import numtrace as nt  # noqa: E402
 import numtrace_cpu  # noqa: E402
-from _timing import fmt_seconds, median_seconds  # noqa: E402
+from _timing import fmt_seconds, median_seconds, time_pair  # noqa: E402
 from numtrace_ir import Graph  # noqa: E402
 from numtrace_ir.types import TensorType  # noqa: E402
 
@@ -243,14 +247,113 @@ def bench_planning(n_nodes: int, repeat: int) -> None:
           f"   ({st['fused_groups']} fused groups, {st['steps']} steps, target <= 500 ms for 10k nodes)")
 
 
+def _exes(graph, types):
+    """The graph's executable on the interpreter and with generated kernels (compiled now)."""
+    from numtrace_cpu import compiler
+
+    old = compiler.set_mode("off")
+    try:
+        interp = numtrace_cpu.compile_graph(graph, types)
+        compiler.set_mode("sync")
+        gen = numtrace_cpu.compile_graph(graph, types)
+    finally:
+        compiler.set_mode(old)
+    assert gen.stats()["generated_kernels"] == gen.stats()["fused_groups"]
+    return interp, gen
+
+
+def bench_codegen(n: int, quick: bool) -> None:
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(n, dtype=np.float32) for _ in range(4)]
+    graph = _traced(w1, args).graph
+    interp, gen = _exes(graph, [TensorType(np.float32, (n,))] * 4)
+    np.testing.assert_array_equal(gen(*args)[0], interp(*args)[0])
+    outs = [np.empty(n, np.float32) for _ in range(2)]
+    t_i, t_g = time_pair(lambda: interp(*args), lambda: gen(*args), quick, time.perf_counter)
+    report(f"W1 fresh, generated (n={n})", t_g, {"interpreter": t_i})
+    t_i, t_g = time_pair(lambda: interp(*args, out=(outs[0],)), lambda: gen(*args, out=(outs[1],)), quick,
+                         time.perf_counter)
+    report(f"W1 out=, generated (n={n})", t_g, {"interpreter": t_i})
+    small = [rng.standard_normal(64, dtype=np.float32) for _ in range(2)]
+    interp, gen = _exes(_traced(w4, small).graph, [TensorType(np.float32, (64,))] * 2)
+    t_i, t_g = time_pair(lambda: interp(*small), lambda: gen(*small), quick, time.perf_counter)
+    report("W4, generated", t_g, {"interpreter": t_i})
+    x = rng.standard_normal((2048, 2048) if not quick else (256, 256), dtype=np.float32)
+    interp, gen = _exes(_traced(_row_norm, [x]).graph, [TensorType(np.float32, x.shape)])
+    t_i, t_g = time_pair(lambda: interp(x), lambda: gen(x), quick, time.perf_counter)
+    report(f"row L2 norm {x.shape}, generated", t_g, {"interpreter": t_i})
+    _first_call_latency(n)
+
+
+def _row_norm(x):
+    return np.sqrt((x * x).sum(axis=1, keepdims=True)) * 0.5 + x
+
+
+_LATENCY = """
+import sys, time
+import numpy as np
+import numtrace_cpu
+from numtrace_cpu import compiler
+from numtrace_ir.types import TensorType
+sys.path.insert(0, {bench!r})
+from cpu_workloads import _traced, w1
+args = [np.random.default_rng(0).standard_normal({n}, dtype=np.float32) for _ in range(4)]
+compiler.set_mode("off")
+graph = _traced(w1, args).graph
+compiler.set_mode({mode!r})
+t0 = time.perf_counter()
+exe = numtrace_cpu.compile_graph(graph, [TensorType(np.float32, ({n},))] * 4)
+t1 = time.perf_counter()
+exe(*args)
+t2 = time.perf_counter()
+compiler.flush()
+t3 = time.perf_counter()
+exe(*args)
+t4 = time.perf_counter()
+s = exe.stats()
+print(" ".join(f"{{t * 1e3:.1f}}" for t in (t1 - t0, t2 - t1, t3 - t0, t4 - t3)),
+      s["generated_runs"], s["interpreted_runs"])
+"""
+
+
+def _first_call_latency(n: int) -> None:
+    """First calls in fresh processes sharing one empty disk cache: the executable's build (with the
+    kernel's compile when synchronous), its first call, when the kernel is loaded, the next call."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, NUMTRACE_CACHE_DIR=cache)
+
+        def run(mode: str, label: str) -> None:
+            code = _LATENCY.format(bench=here, n=n, mode=mode)
+            done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                  check=True)
+            build, first, ready, second, gen, interp = done.stdout.split()
+            print(f"{label:<44} build {build:>7} ms, first call {first:>6} ms, kernel loaded at {ready:>7} "
+                  f"ms, next call {second:>6} ms ({interp} interpreted, {gen} generated runs)")
+
+        run("off", "interpreter only:")
+        run("background", "background compile, empty cache:")
+        with tempfile.TemporaryDirectory() as cold:
+            env["NUMTRACE_CACHE_DIR"] = cold
+            run("sync", "synchronous compile, empty cache:")
+        env["NUMTRACE_CACHE_DIR"] = cache
+        run("sync", "second process, kernel in the disk cache:")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes, few repetitions (smoke run)")
-    parser.add_argument("--only", default="w1,w2,w3,w4,planning",
-                        help="comma-separated workloads to run (w1, w2, w3, w4, planning); default all")
+    parser.add_argument("--only", default="w1,w2,w3,w4,planning,codegen",
+                        help="comma-separated workloads to run (w1, w2, w3, w4, planning, codegen); "
+                             "default all")
     args = parser.parse_args()
     only = set(args.only.split(","))
-    unknown = only - {"w1", "w2", "w3", "w4", "planning"}
+    unknown = only - {"w1", "w2", "w3", "w4", "planning", "codegen"}
     if unknown:
         parser.error(f"--only: unknown workloads {', '.join(sorted(unknown))}")
     print(f"numtrace-cpu {numtrace_cpu.ISA} build, {numtrace_cpu.get_num_threads()} threads; "
@@ -267,6 +370,8 @@ def main() -> None:
         bench_w4(100, 3) if quick else bench_w4(3000, 9)
     if "planning" in only:
         bench_planning(500, 1) if quick else bench_planning(10_000, 3)
+    if "codegen" in only:
+        bench_codegen(100_000, True) if quick else bench_codegen(10_000_000, False)
 
 
 if __name__ == "__main__":

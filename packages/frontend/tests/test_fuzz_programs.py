@@ -19,6 +19,7 @@ on every backend and called at the traced shapes and at another batch size. The 
 
 from __future__ import annotations
 
+import itertools
 import os
 import warnings
 
@@ -276,6 +277,7 @@ FAST_PATHS = {
     "constant exponent": lambda s: s["constant_powers"],
     "assignment in place": lambda s: s["setitems_in_place"],
     "argument updated in place": lambda s: s["in_place_outputs"],
+    "generated kernel": lambda s: s["generated_runs"],
 }
 # Outcomes of the argument kinds a call may take (see _inputs).
 CALL_PATHS = ("Fortran-ordered argument", "strided argument", "np.longlong argument", "masked array refused",
@@ -386,7 +388,22 @@ def run_case(steps, backend):
 @seed(int(os.environ.get("NUMTRACE_FUZZ_SEED", "0")))
 @given(steps=program_st)
 def test_traced_program_matches_numpy_or_raises_clearly(steps, backend):
-    run_case(steps, backend)
+    # Every GENERATED_EVERY-th program on the cpu backend compiles its fused passes to C before its
+    # first call (numtrace_cpu.compiler's sync mode), so they run on the generated kernels.
+    if backend != "cpu" or next(_CPU_PROGRAMS) % GENERATED_EVERY:
+        run_case(steps, backend)
+        return
+    from numtrace_cpu import compiler
+
+    old = compiler.set_mode("sync")
+    try:
+        run_case(steps, backend)
+    finally:
+        compiler.set_mode(old)
+
+
+GENERATED_EVERY = 8
+_CPU_PROGRAMS = itertools.count(1)
 
 
 class StateProgram(nt.Module):

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 RUN_PASS: object
+RUN_GENERATED: object
 GEMV_PARALLEL_MIN: int
 GEMV_ACTIVATIONS: dict[str | None, int]
 

@@ -18,7 +18,7 @@ from numtrace_ir.backend import plain_array
 from numtrace_ir.errors import execution_error, while_executing
 from numtrace_ir.types import ScalarType, TensorType
 
-from numtrace_cpu import blas_threads, threads
+from numtrace_cpu import blas_threads, compiler, threads
 from numtrace_cpu.classify import constant_exponent, fallback_reason
 from numtrace_cpu.isa import ISA, blocks
 from numtrace_cpu.joins import JoinRestStep
@@ -79,6 +79,10 @@ class Executable(CallRunner):
                      or not types[v].is_concrete]
         runners = [_runner(s, types) for s in steps if not isinstance(s, ConstantStep) and id(s) not in once]
         self._setup(specs, runners, outputs, sorted(set(per_call)))
+        # Generated kernels for the fused passes (numtrace_cpu.compiler): until one is ready, or
+        # where none is made, its pass runs on the interpreter.
+        fused = [s for s in steps if isinstance(s, FusedStep)]
+        self._generated = dict(zip(map(id, fused), compiler.request([s.kernel for s in fused])))
 
     def _views_of_arena_buffers(self) -> list[ViewStep]:
         """The view steps whose result is a view of an arena buffer: the same view of the same memory
@@ -167,6 +171,9 @@ class Executable(CallRunner):
             "fused_nodes": sum(len(s.nodes) for s in fused),
             "fused_group_sizes": [len(s.nodes) for s in fused],
             "instructions": sum(s.kernel.n_instructions for s in fused),
+            "generated_kernels": sum(s.kernel.has_generated for s in fused),
+            "generated_runs": sum(s.kernel.generated_runs for s in fused),
+            "interpreted_runs": sum(s.kernel.interpreted_runs for s in fused),
             "matmuls": sum(isinstance(s, MatmulStep) for s in self._steps),
             "gemv": sum(isinstance(s, MatmulStep) and s.gemv is not None for s in self._steps),
             "gemv_epilogues": sum(isinstance(s, MatmulStep) and s.gemv is not None and s.bias
@@ -236,6 +243,7 @@ class Executable(CallRunner):
                 lines.append(f"  step {k}: fused pass of {_count(len(step.nodes), 'node')} "
                              f"({_work(step.kernel.stats())}) -> {outs}")
                 lines.extend(f"      {node_line(n)}" for n in step.nodes)
+                lines.extend(_generated_lines(self._generated[id(step)]))
             elif isinstance(step, MatmulStep):
                 a, b = (self._types[v] for v in step.inputs[:2])
                 how = ("GEMV kernel" if step.gemv is not None else "BLAS matmul" if step.packed is None
@@ -329,6 +337,15 @@ def _check_input(i: int, x: Any, t: Any) -> Any:
         if not isinstance(x, _SCALAR_PY[t.kind]) or (t.kind != "bool" and isinstance(x, (bool, np.bool_))):
             raise TypeError(f"input {i} must be a Python {t.kind}, got {type(x).__name__}")
     return x
+
+
+def _generated_lines(job: compiler.Job) -> list[str]:
+    """A fused pass's generated kernel in explain(): its state, cache path and source."""
+    where = f" at {job.path}" if job.path else ""
+    lines = [f"      generated C kernel: {job.state}{where}"]
+    if job.source:
+        lines.extend(f"        | {line}" for line in job.source.rstrip("\n").split("\n"))
+    return lines
 
 
 def _work(kernel_stats: dict) -> str:
