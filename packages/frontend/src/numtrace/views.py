@@ -90,6 +90,15 @@ class Same(_OpView):
         return view._graph_value(tracer)
 
 
+def itself(array: Any) -> Any:
+    """The array NumPy's result ``array`` is (``x.real`` of real ``x`` is ``x``): through `Same` views,
+    which NumPy returns as their base at every call the trace accepts."""
+    while is_traced_array(array) and isinstance(array._view, Same) and \
+            array._parent is not None and array._concrete is array._parent._concrete:
+        array = array._parent
+    return array
+
+
 class LaidOut(Same):
     """The base itself, returned because it was laid out as asked (`laid_out`)."""
 
