@@ -291,3 +291,15 @@ def test_draws_of_a_generator_constructed_directly_are_recorded(backend):
 
     traced = nt.trace(f, (np.zeros(3),), check_trace=False, backend=backend)
     np.testing.assert_array_equal(traced(np.zeros(1)), f(np.zeros(1)))
+
+
+@pytest.mark.xfail(strict=True, reason="x[0] whose result is never used is dead code in the graph: at a call with "
+                   "no rows NumPy raises IndexError, the trace answers (the same for x.max() of an empty array)")
+def test_an_unused_index_out_of_range_raises(backend):
+    def f(x):
+        x[0]
+        return x + 0
+
+    traced = nt.trace(f, (_x(3, 4),), check_trace=False, backend=backend)
+    with pytest.raises(IndexError):
+        traced(np.zeros((0, 4)))
