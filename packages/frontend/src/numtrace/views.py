@@ -13,8 +13,9 @@ The op facts come from the registry (``OpDef.view``), not from op names.
 
 Whether NumPy's reshape (ravel, ...) returns a view depends on the array's layout: ``x.reshape(-1)`` of
 a Fortran-ordered or strided ``x`` is a copy. A write through a reshape, view or copy, therefore makes
-the trace's meaning depend on the layouts of the arguments it was traced with: the tracer is told
-(`note_layout_write`) and the trace then refuses calls whose arguments are laid out otherwise.
+the trace's meaning depend on the layouts of the arguments it was traced with, and so does a write into
+the base of a live reshape: the tracer is told (`note_layout_write`) and the trace then refuses calls
+whose arguments are laid out otherwise.
 """
 
 from __future__ import annotations
@@ -131,15 +132,17 @@ RESHAPED_COPY = _ReshapedCopy()
 
 
 def note_layout_write(tracer: Any, array: Any) -> None:
-    """Called for each array a write reaches: a write through a reshape (view or copy) makes the trace
-    depend on its arguments' layouts (see the module docstring), and on which of their dims are 1 (the
-    transpose of a C-contiguous (1, n) array is C-contiguous too): those are guarded, so that at shapes
-    with other unit dims the function is traced again. Not for a reshape of a C-contiguous argument
-    itself: that is a view at every shape, and the argument's layout is checked per call."""
-    if getattr(array._view, "layout_dependent", False):
-        _depend_on_layouts(tracer, _unit_dims_matter(tracer, array._parent, getattr(array._view, "order", "C")))
-    # A write into an array a live reshape was taken of (or into one it is a view of): the reshape sees
-    # the write where NumPy made it a view, not where it made a copy.
+    """Called for each array a write reaches: a write through a reshape (view or copy), or into an array
+    a live reshape was taken of, makes the trace depend on its arguments' layouts (see the module
+    docstring), and on which of their dims are 1 (the transpose of a C-contiguous (1, n) array is
+    C-contiguous too): those are guarded, so that at shapes with other unit dims the function is traced
+    again. Not for a C-order reshape of a C-contiguous argument itself: that is a view at every shape,
+    and the argument's layout is checked per call."""
+    view = array._view
+    if getattr(view, "layout_dependent", False):
+        _depend_on_layouts(tracer, _unit_dims_matter(tracer, array._parent, getattr(view, "order", "C")))
+    # The reshape sees a write into its base (or into an array its base is a view of) where NumPy made
+    # it a view, not where it made a copy.
     for other in tracer.live_arrays():
         reshaped = other._reshaped_of
         if reshaped is None:
