@@ -103,8 +103,8 @@ def _diagonal_then_write(x):
     return v * 1
 
 
-@pytest.mark.parametrize("f", [_flip_write, _atleast_3d_write, _reshape_write, _squeeze_write, _contiguous_write,
-                               _transposed_ravel_write, _diagonal_then_write])
+@pytest.mark.parametrize("f", [_flip_write, _atleast_3d_write, _reshape_write, _squeeze_write,
+                               _contiguous_write, _transposed_ravel_write, _diagonal_then_write])
 def test_a_trace_taken_at_an_empty_argument_follows_views_at_other_shapes(backend, f):
     """At an empty array NumPy's views share no memory, so the write looked like one into a copy; the
     trace then dropped the write (or kept the diagonal's old value) at (3, 4)."""
@@ -168,7 +168,8 @@ def _transposed_reshape_then_write_base(x):
     (_ravel_f_then_write_base, _x(1, 4), _x(3, 4)),
     (_transposed_reshape_then_write_base, _x(1, 4), _x(3, 3)),
 ])
-def test_a_write_into_the_base_of_a_reshape_reaches_it_only_where_numpy_made_a_view(backend, f, example, call):
+def test_a_write_into_the_base_of_a_reshape_reaches_it_only_where_numpy_made_a_view(backend, f, example,
+                                                                                     call):
     """NumPy's reshape (ravel, ascontiguousarray, asfortranarray) of the traced argument was a copy (or
     a view) and the write went into its base, not through it: the trace answered for the traced layout
     at another one."""
@@ -271,9 +272,9 @@ def test_draws_from_seeded_generators_made_inside_the_function_follow_numpys_str
             assert g.dtype == e.dtype
 
 
-@pytest.mark.xfail(strict=True, reason="np.random.default_rng(np.random.PCG64(3)) made inside the function is "
-                   "drawn as a closed-over generator (a process-wide stream): each traced call draws other "
-                   "numbers where NumPy draws the same ones")
+@pytest.mark.xfail(strict=True, reason="np.random.default_rng(np.random.PCG64(3)) made inside the "
+                   "function is drawn as a closed-over generator (a process-wide stream): each traced "
+                   "call draws other numbers where NumPy draws the same ones")
 def test_a_generator_seeded_with_a_bit_generator_made_inside_the_function_draws_numpys_numbers(backend):
     def f(x):
         return x + np.random.default_rng(np.random.PCG64(3)).random(x.shape)
@@ -283,8 +284,8 @@ def test_a_generator_seeded_with_a_bit_generator_made_inside_the_function_draws_
 
 
 @pytest.mark.xfail(strict=True, reason="np.random.Generator(bit_generator) made inside the function is not "
-                   "intercepted: its draws are frozen into the trace as constants (the (3,) draw is returned for "
-                   "a (1,) argument, and an unseeded generator repeats its numbers)")
+                   "intercepted: its draws are frozen into the trace as constants (the (3,) draw is "
+                   "returned for a (1,) argument, and an unseeded generator repeats its numbers)")
 def test_draws_of_a_generator_constructed_directly_are_recorded(backend):
     def f(x):
         return x + np.random.Generator(np.random.PCG64(3)).random(x.shape)
@@ -293,8 +294,9 @@ def test_draws_of_a_generator_constructed_directly_are_recorded(backend):
     np.testing.assert_array_equal(traced(np.zeros(1)), f(np.zeros(1)))
 
 
-@pytest.mark.xfail(strict=True, reason="x[0] whose result is never used is dead code in the graph: at a call with "
-                   "no rows NumPy raises IndexError, the trace answers (the same for x.max() of an empty array)")
+@pytest.mark.xfail(strict=True, reason="x[0] whose result is never used is dead code in the graph: at a call "
+                   "with no rows NumPy raises IndexError, the trace answers (so for x.max() of an empty "
+                   "array)")
 def test_an_unused_index_out_of_range_raises(backend):
     def f(x):
         x[0]
