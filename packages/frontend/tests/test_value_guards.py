@@ -100,6 +100,44 @@ def test_loaded_trace_raises_guard_error_on_a_miss():
         loaded(-np.ones(3))
 
 
+def total(x):
+    """A Python float computed from the data, as ``numpy_financial.irr`` returns one (``.item()``)."""
+    return float(x.sum())
+
+
+def largest_and_scaled(x):
+    return x / x.max(), x.max().item() > 2.0, int(x.argmax())
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("f", [total, largest_and_scaled])
+def test_python_numbers_computed_from_data_are_returned(f, backend):
+    traced = _trace(f, np.arange(3.0), backend=backend)
+    for v in (np.arange(3.0), np.ones(3), np.array([5.0, 1.0, 0.5]), np.arange(3.0)):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "numtrace: re-tracing", nt.TracerWarning)
+            got = traced(v)
+        expected = f(v)
+        assert type(got) is type(expected)
+        for g, e in zip(*(o if isinstance(o, tuple) else (o,) for o in (got, expected))):
+            assert type(g) is type(e)
+            np.testing.assert_array_equal(g, e)
+
+
+def test_python_number_past_the_retrace_limit_and_loaded():
+    traced = _trace(total, np.zeros(4))
+    with pytest.warns(nt.TracerWarning) as record:
+        for n in range(1, 15):
+            assert traced(np.full(4, float(n))) == 4.0 * n
+    assert sum("runs the Python function eagerly" in str(w.message) for w in record) == 1
+    buffer = io.BytesIO()
+    _trace(total, np.ones(2)).save(buffer)
+    loaded = nt.load(io.BytesIO(buffer.getvalue()))
+    assert loaded(np.ones(2)) == 2.0
+    with pytest.raises(nt.GuardError, match="does not hold for these inputs"):
+        loaded(np.zeros(2))
+
+
 def test_triton_checks_a_guard_on_data():
     if "triton" not in nt.available_backends():
         pytest.skip("triton is not installed")

@@ -32,6 +32,10 @@ def gyro(n, rng):
     return rng.normal(scale=0.05, size=(n, 3))
 
 
+def pairwise(metric, R1, R2):
+    return np.array([metric(a, b) for a, b in zip(R1, R2)])
+
+
 def C(name, func, make, **kw):
     return Case("ahrs", name, func, make, **kw)
 
@@ -43,9 +47,11 @@ CASES = [
     C("q_norm", orientation.q_norm, lambda n, r: (r.normal(size=(n, 4)),)),
     C("metrics_euclidean", metrics.euclidean, lambda n, r: (r.normal(size=(n, 3)), r.normal(size=(n, 3)))),
     C("metrics_chordal", metrics.chordal, lambda n, r: (rotations(n, r), rotations(n, r))),
-    C("metrics_identity_deviation", metrics.identity_deviation,
-      lambda n, r: (rotations(n, r), rotations(n, r))),
-    C("metrics_angular_distance", metrics.angular_distance, lambda n, r: (rotations(n, r), rotations(n, r))),
+    # These two compare one pair of 3x3 matrices (R1 @ R2.T): called per pair of the batch.
+    C("metrics_identity_deviation", lambda R1, R2: pairwise(metrics.identity_deviation, R1, R2),
+      lambda n, r: (rotations(n, r), rotations(n, r)), sizes=LOOPED),
+    C("metrics_angular_distance", lambda R1, R2: pairwise(metrics.angular_distance, R1, R2),
+      lambda n, r: (rotations(n, r), rotations(n, r)), sizes=LOOPED),
     C("metrics_qdist", metrics.qdist, lambda n, r: (quats(n, r), quats(n, r))),
     C("metrics_qeip", metrics.qeip, lambda n, r: (quats(n, r), quats(n, r))),
     C("metrics_qcip", metrics.qcip, lambda n, r: (quats(n, r), quats(n, r))),

@@ -13,12 +13,12 @@ from _harness import Case, classify
 def _lies_while_tracing(x):
     # Eagerly, other batch sizes than the traced 5 take another path; the traced array skips the test,
     # so numtrace records neither a guard nor a warning, and its checker (at size 5) agrees.
-    return x * 2.0 if isinstance(x, np.ndarray) and x.shape[0] != 5 else x * 3.0
+    return x * 2.0 if type(x) is np.ndarray and x.shape[0] != 5 else x * 3.0
 
 
 def _warns_and_lies(x):
     # The same lie as above, announced by a TracerWarning: a warning does not excuse a wrong result.
-    if not isinstance(x, np.ndarray):
+    if type(x) is not np.ndarray:
         warnings.warn("the value seen while tracing is used as a constant", nt.TracerWarning, stacklevel=2)
     return _lies_while_tracing(x)
 

@@ -43,7 +43,8 @@ CASES = [
     Case("numpy_financial", "npv_rate_array", lambda rate, values: npf.npv(rate, values),
          lambda n, r: (np.array(r.uniform(0.01, 0.1)), cashflows(n, r)[0])),
     Case("numpy_financial", "mirr", lambda values: npf.mirr(values, 0.1, 0.12), cashflows),
-    Case("numpy_financial", "irr", npf.irr, cashflows),
+    # The roots of a polynomial of degree n - 1 (an n-by-n eigenproblem, seconds at n = 1000).
+    Case("numpy_financial", "irr", npf.irr, cashflows, sizes=(1, 7, 40)),
     Case("numpy_financial", "rate", lambda nper, pmt, pv, fv: npf.rate(nper, pmt, pv, fv),
          lambda n, r: (lambda a: (a[1], a[2], a[3], a[3] * 0.0))(loans(n, r))),
 ]

@@ -34,7 +34,7 @@ class CallArguments:
         """Arguments that are not arrays: NumPy scalars become 0-d arrays, anything else is an error."""
         converted = []
         for i, a in enumerate(leaves):
-            if not isinstance(a, (np.ndarray, np.generic)):
+            if not issubclass(type(a), (np.ndarray, np.generic)):
                 raise TypeError(f"{self.__name__}(): argument {self._leaf_name(i)} must be a NumPy array "
                                 f"(as at trace time), got {type(a).__name__}")
             converted.append(np.asarray(a))

@@ -23,7 +23,7 @@ from .source import warn_at_user_line
 
 
 def _attr_text(value: Any) -> str:
-    if isinstance(value, np.ndarray):
+    if issubclass(type(value), np.ndarray):
         return f"array<{value.dtype}>"
     if isinstance(value, tuple):
         return "(" + ", ".join(_attr_text(v) for v in value) + (",)" if len(value) == 1 else ")")
@@ -78,7 +78,7 @@ def graph_diagnostics(traced: Any, checked: Any) -> tuple[str | None, str | None
         if node_a.op != "prim.Constant":
             continue
         a, b = node_a.attrs.get("value"), node_b.attrs.get("value")
-        if not isinstance(a, np.ndarray) or not isinstance(b, np.ndarray):
+        if not issubclass(type(a), np.ndarray) or not issubclass(type(b), np.ndarray):
             continue
         if a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"):
             continue
@@ -104,7 +104,7 @@ def _arrays(outputs: Any) -> list[np.ndarray]:
     leaves: list = []
 
     def walk(x: Any) -> None:
-        if isinstance(x, (np.ndarray, np.generic)):
+        if issubclass(type(x), (np.ndarray, np.generic)):
             leaves.append(np.asarray(x))
         elif isinstance(x, (tuple, list)):
             for y in x:

@@ -395,7 +395,7 @@ def _shown(spec: SequenceSpec) -> str:
 
 def _preview(obj: Any) -> str:
     """What a call passes instead of the frozen list: ``repr(obj)`` when short, else what it is."""
-    if isinstance(obj, np.ndarray):
+    if issubclass(type(obj), np.ndarray):
         return f"an array of shape {obj.shape}"
     text = repr(obj)
     if len(text) <= 60:
@@ -423,4 +423,4 @@ def _identifier(where: str) -> str:
 
 
 def is_array(obj: Any) -> bool:
-    return isinstance(obj, (np.ndarray, np.generic))
+    return issubclass(type(obj), (np.ndarray, np.generic))

@@ -151,7 +151,7 @@ def write_out(what: str, out: tuple, result: Any) -> Any:
 def freeze(tracer: Tracer, result: Any) -> Any:
     """Freeze array results: each becomes a constant node of the trace (frozen: recorded as the value it
     has now); other values are returned as they are."""
-    if isinstance(result, (np.ndarray, np.generic)) and result.dtype.kind in "biufc":
+    if issubclass(type(result), (np.ndarray, np.generic)) and result.dtype.kind in "biufc":
         array = np.array(result, copy=True)
         return tracer.wrap(tracer.constant(array), array)
     if isinstance(result, tuple):

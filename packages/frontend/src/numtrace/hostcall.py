@@ -105,7 +105,7 @@ class _Encoder:
         self._position: dict[int, int] = {}
 
     def __call__(self, value: Any) -> Any:
-        if isinstance(value, TracedValue) or isinstance(value, (np.ndarray, np.generic)):
+        if isinstance(value, TracedValue) or issubclass(type(value), (np.ndarray, np.generic)):
             k = self._position.get(id(value))
             if k is None:
                 k = self._position[id(value)] = len(self.inputs)

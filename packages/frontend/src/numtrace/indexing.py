@@ -119,11 +119,11 @@ def getitem(x: Any, key: Any) -> Any:
     tracer = active_tracer("x[...]")
     key = _normalize(key)
     concrete = x._concrete[unwrap(key)]
-    if x._scalar and isinstance(concrete, np.ndarray):
+    if x._scalar and issubclass(type(concrete), np.ndarray):
         concrete = concrete.copy()  # indexing a NumPy scalar makes a new array
     result = record_get(tracer, x, key, concrete)
     # A basic key always gives NumPy's view (even an empty one, which shares no memory to test for).
-    if _is_basic(key) and isinstance(concrete, np.ndarray) and not x._scalar:
+    if _is_basic(key) and issubclass(type(concrete), np.ndarray) and not x._scalar:
         result._parent = x
         result._view = BasicIndex(key)
         result._seen = x._version

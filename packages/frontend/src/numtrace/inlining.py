@@ -42,6 +42,6 @@ def inline(fn: TracedFunction, leaves: Sequence[Any]) -> Any:
 def _concrete(value: Any) -> Any:
     """The NumPy value behind a traced value (or the value itself), for running a reference."""
     concrete = getattr(value, "_concrete", None)
-    if isinstance(concrete, np.ndarray):
+    if issubclass(type(concrete), np.ndarray):
         return concrete
     return plain(value)

@@ -327,7 +327,7 @@ def _creation_wrapper(original: Any, fill: Any) -> Any:
         if tracer is None or not any(isinstance(d, TracedInt) for d in dims):
             return original(shape, *args, **kwargs)
         result = original(tuple(unwrap(d) for d in dims), *args, **kwargs)
-        if not isinstance(result, np.ndarray) or result.dtype.kind not in "biufc":
+        if not issubclass(type(result), np.ndarray) or result.dtype.kind not in "biufc":
             guarded(dims)  # an array the trace cannot hold: its shape leaves the graph, guarded
             return result
         value = fill(args, kwargs)

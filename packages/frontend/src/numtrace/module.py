@@ -269,7 +269,8 @@ def state_kept(mod: Module) -> Iterator[None]:
     modules = [m for _, m in mod.named_modules()]
     attributes = [(m.__dict__, dict(m.__dict__)) for m in modules]
     tables = [(table, dict(table)) for m in modules for table in m._state_dicts()]
-    values = [(a, np.array(a, copy=True)) for a in mod.state_dict().values() if isinstance(a, np.ndarray)]
+    values = [(a, np.array(a, copy=True)) for a in mod.state_dict().values()
+              if issubclass(type(a), np.ndarray)]
     try:
         yield
     finally:

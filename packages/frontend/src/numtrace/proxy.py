@@ -166,6 +166,14 @@ class TracedArray(TracedValue):
         return value
 
     # -- attributes ----------------------------------------------------------------------------
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        """``isinstance(x, np.ndarray)`` holds as for the array NumPy gives (``isinstance`` falls back to
+        ``__class__``, as for ``unittest.mock``); a value NumPy gives as a scalar (``np.float64``) is no
+        ndarray and keeps the traced class. ``type(x)`` names the traced class, so C code (``np.asarray``)
+        still reads data only through ``__array__``, and numtrace's own checks use ``type()``."""
+        return TracedArray if self._scalar else np.ndarray
+
     @property
     def shape(self) -> tuple:
         """The shape as traced ints: each dim is recorded (``prim.dim``), so code computing with it
@@ -330,6 +338,10 @@ class TracedArray(TracedValue):
             raise NotImplementedError("astype(order=, casting=, subok=) is not supported by the tracer")
         return np.astype(self, dtype, copy=copy)  # type: ignore[call-overload]  # NEP 18: NumPy dispatches a TracedArray to its __array_function__
 
+    @property
+    def flat(self) -> _Flat:
+        return _Flat(self)
+
     def flatten(self, order: str = "C") -> Any:
         return np.ravel(self, order=order).copy()  # type: ignore[call-overload]  # NEP 18: NumPy dispatches a TracedArray to its __array_function__
 
@@ -366,6 +378,30 @@ class TracedArray(TracedValue):
         if result is None:
             result = memo[id(self)] = np.copy(self)
         return result
+
+
+class _Flat:
+    """``x.flat`` of a traced array: reading it (iteration, ``len``, ``x.flat[key]``, a copy as NumPy
+    gives) reads ``np.ravel(x)``; writing through it is refused, as NumPy writes into ``x`` itself."""
+
+    __slots__ = ("_array",)
+
+    def __init__(self, array: TracedArray):
+        self._array = array
+
+    def __iter__(self) -> Any:
+        return iter(np.ravel(self._array))
+
+    def __len__(self) -> int:
+        return len(np.ravel(self._array))
+
+    def __getitem__(self, key: Any) -> Any:
+        item = np.ravel(self._array)[key]
+        return item if item._scalar else np.copy(item)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        raise NotImplementedError("writing through ndarray.flat is not supported on traced arrays; "
+                                  "assign with x[np.unravel_index(i, x.shape)] = value")
 
 
 def _method(name: str):

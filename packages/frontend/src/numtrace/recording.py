@@ -48,7 +48,7 @@ class Recording:
 
     def __init__(self, graph: Graph, arg_names: list[str], in_spec: Spec, out_spec: Spec,
                  state_names: list[str], state_arrays: list[np.ndarray], mutated: list[int],
-                 returned: list[tuple[int, int]], layouts: list | None = None):
+                 returned: list[tuple[int, int]], layouts: list | None = None, cse_merged: int = 0):
         self.graph = graph
         self.arg_names = arg_names
         self.in_spec = in_spec
@@ -62,6 +62,8 @@ class Recording:
         self.returned = returned
         # The arguments' layouts (`views.layout_of`) when a write went through a reshape, else None.
         self.layouts = layouts
+        # Nodes the common-subexpression pass merged into equal earlier ones.
+        self.cse_merged = cse_merged
 
 
 def _parameters(func: Callable) -> list[inspect.Parameter]:
@@ -153,9 +155,10 @@ def record_function(func: Callable, args: tuple, kwargs: Mapping[str, Any] | Non
         graph_outputs += [inputs[i] for i in mutated]
         tracer.graph.set_outputs([p._graph_value(tracer) for p in graph_outputs])
     passes.dce(tracer.graph)
+    merged = passes.cse(tracer.graph)   # a subexpression the code computes twice runs once, on every backend
     layouts = [layout_of(np.asarray(a)) for a in leaves] if tracer.layout_dependent else None
     return Recording(tracer.graph, names, in_spec, out_spec, list(tracer.state_order),
-                     list(tracer.state_arrays), mutated, returned, layouts)
+                     list(tracer.state_arrays), mutated, returned, layouts, merged)
 
 
 def _refuse_changed_containers(names: list[str], specs: list[Spec], before: list[tuple]) -> None:
@@ -178,27 +181,41 @@ def _output_spec(tracer: Tracer, result: Any, strict: bool, leaves: list, mutate
         raise RuntimeError("the traced function returned nothing (None) and wrote into none of its "
                            "arguments; it must return an array or a tuple of arrays computed from its "
                            "inputs, or update its argument arrays in place")
-    if not _holds_array(result):
+    if not _holds(result, _is_array) and not (_holds(result, _is_number) and _guarded(tracer)):
         raise RuntimeError(f"the traced function returned only Python values ({result!r:.100}); it must "
-                           "return at least one array")
+                           "return at least one array, or a Python number computed from the inputs' data")
     return _flatten_output(tracer, result, "output", strict, leaves)
 
 
-def _holds_array(obj: Any) -> bool:
-    if isinstance(obj, (TracedArray, np.ndarray, np.generic)):
-        return True
+def _holds(obj: Any, is_leaf: Callable[[Any], bool]) -> bool:
     if isinstance(obj, (tuple, list)):
-        return any(_holds_array(x) for x in obj)
+        return any(_holds(x, is_leaf) for x in obj)
     if isinstance(obj, dict):
-        return any(_holds_array(x) for x in obj.values())
-    return False
+        return any(_holds(x, is_leaf) for x in obj.values())
+    return is_leaf(obj)
+
+
+def _is_array(obj: Any) -> bool:
+    return isinstance(obj, (TracedArray, np.ndarray, np.generic))
+
+
+def _is_number(obj: Any) -> bool:
+    return type(obj) in (bool, int, float, complex)
+
+
+def _guarded(tracer: Tracer) -> bool:
+    """Whether the trace holds only while guarded values stay as they were. Every conversion of traced
+    data or sizes into a Python value is guarded, so a Python number the function returns is then fixed
+    by those guards: returned as a constant, it is right for every call the guards let through (a call
+    with other values traces again, or runs eagerly past the re-trace limit)."""
+    return any(n.op == "prim.guard" for n in tracer.graph.nodes)
 
 
 def _flatten_output(tracer: Tracer, obj: Any, where: str, strict: bool, leaves: list) -> Spec:
     if isinstance(obj, TracedArray):
         leaves.append(obj)
         return Leaf(len(leaves) - 1)
-    if isinstance(obj, (np.ndarray, np.generic)):
+    if issubclass(type(obj), (np.ndarray, np.generic)):
         # An array that never touched the inputs: the trace returns it as a constant.
         leaves.append(freeze(tracer, obj))
         return Leaf(len(leaves) - 1)
@@ -223,6 +240,8 @@ def _flatten_output(tracer: Tracer, obj: Any, where: str, strict: bool, leaves: 
                 raise TypeError(f"{where}: output dict keys must be strings, got {key!r}")
         return DictSpec(list(obj), [_flatten_output(tracer, v, f"{where}[{k!r}]", strict, leaves)
                                  for k, v in obj.items()])
+    if _is_number(obj) and _guarded(tracer):
+        return Const(obj)  # computed from guarded values (``float(x.sum())``, ``.item()``): see _guarded
     # A shape read (TracedInt, TracedFloat) is named as the Python number it is.
     number = plain(obj)
     kind = "int" if isinstance(number, int) else "float" if isinstance(number, float) else type(obj).__name__

@@ -157,7 +157,7 @@ class Tracer:
     def constant(self, value: Any, loc: str | None = None) -> Any:
         """A ``prim.Constant`` node for an array or Python scalar; arrays are copied (frozen now).
         ``loc``: the user's line when the caller has it already (else the stack is walked for it)."""
-        if isinstance(value, (np.ndarray, np.generic)):
+        if issubclass(type(value), (np.ndarray, np.generic)):
             value = np.array(value, copy=True, dtype=value.dtype.newbyteorder("="))  # backends: native only
             out_type: Type = tensor_type_of(value, "constant")
         else:
@@ -175,7 +175,7 @@ class Tracer:
         (at ``loc``, the op's line, when given)."""
         if isinstance(obj, TracedValue):
             return obj._graph_value(self)
-        if isinstance(obj, (np.ndarray, np.generic)):
+        if issubclass(type(obj), (np.ndarray, np.generic)):
             return self.constant(obj, loc)
         if isinstance(obj, _PY_SCALARS):
             key = _scalar_key(obj)
@@ -339,7 +339,7 @@ def attr_value(value: Any, where: str) -> Any:
         return complex(value)
     if isinstance(value, (tuple, list)):
         return tuple(attr_value(v, where) for v in value)
-    if isinstance(value, np.ndarray):
+    if issubclass(type(value), np.ndarray):
         return np.array(value, copy=True)
     if isinstance(value, (type, np.dtype)):
         return np.dtype(value)

@@ -35,7 +35,7 @@ cpdef object check_attr(object value, str where, int depth=0):
         for v in (<tuple>value if t is tuple else (value.start, value.stop, value.step)):
             check_attr(v, where, depth + 1)
         return
-    if isinstance(value, (np.dtype, np.ndarray)):
+    if issubclass(type(value), (np.dtype, np.ndarray)):
         # Arrays and dtypes are limited to the IR's dtypes (bool, int, uint, float, complex).
         try:
             normalize_dtype(value if isinstance(value, np.dtype) else value.dtype)
@@ -128,6 +128,6 @@ cpdef str format_attr(object value, object array_ref=None, int depth=0):
                                      for v in (value.start, value.stop, value.step)]) + ")"
     if isinstance(value, np.dtype):
         return f"dtype({TensorType(value, ()).dtype_name})"
-    if isinstance(value, np.ndarray):
+    if issubclass(type(value), np.ndarray):
         return format_array(value, array_ref)
     raise TypeError(f"{t.__name__} {value!r} is not an attribute value")

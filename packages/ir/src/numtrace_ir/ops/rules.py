@@ -110,14 +110,14 @@ def to_int(v: Any) -> int:
         raise TypeError(f"expected an int, got {type(v).__name__} {v!r}")
     if isinstance(v, (int, np.integer)):
         return int(v)
-    if hasattr(type(v), "__index__") and not isinstance(v, np.ndarray):
+    if hasattr(type(v), "__index__") and not issubclass(type(v), np.ndarray):
         return operator.index(v)
     raise TypeError(f"expected an int, got {type(v).__name__} {v!r}")
 
 
 def to_ints(v: Any) -> tuple[int, ...]:
     """An int or a sequence of ints -> tuple of ints."""
-    if isinstance(v, (list, tuple, np.ndarray)):
+    if issubclass(type(v), (list, tuple, np.ndarray)):
         return tuple(to_int(x) for x in v)
     return (to_int(v),)
 
@@ -189,7 +189,7 @@ def to_scalar(v: Any) -> int | float | bool | complex:
     if isinstance(v, np.generic):
         v = v.item()
     if not isinstance(v, (bool, int, float, complex)):
-        if hasattr(type(v), "__index__") and not isinstance(v, np.ndarray):
+        if hasattr(type(v), "__index__") and not issubclass(type(v), np.ndarray):
             return operator.index(v)  # an int-like object (a traced size): read through its protocol
         raise TypeError(f"expected a Python scalar, got {type(v).__name__} {v!r}")
     return v

@@ -33,7 +33,7 @@ def _to_q(high: float):
     """``q`` -> a float or a tuple of floats in [0, high] (NumPy's range check, done at trace time)."""
 
     def convert(v):
-        if isinstance(v, np.ndarray):
+        if issubclass(type(v), np.ndarray):
             if v.ndim > 1:
                 raise ValueError(f"q must be a number or 1-d, got an array of shape {v.shape}")
             v = v.tolist()
