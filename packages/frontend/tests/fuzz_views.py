@@ -106,7 +106,7 @@ def check(src: str, example: np.ndarray, calls: list, backend: str, stats: colle
                 traced(ours)
             except Exception:
                 continue
-            wrong.append(f"{call.shape} {call.strides}: NumPy raised {type(exc).__name__}, the trace answered")
+            wrong.append(f"{call.shape} {call.strides}: NumPy raised {type(exc).__name__}, not the trace")
             continue
         try:
             got = traced(ours)
