@@ -272,26 +272,34 @@ def test_draws_from_seeded_generators_made_inside_the_function_follow_numpys_str
             assert g.dtype == e.dtype
 
 
-@pytest.mark.xfail(strict=True, reason="np.random.default_rng(np.random.PCG64(3)) made inside the "
-                   "function is drawn as a closed-over generator (a process-wide stream): each traced "
-                   "call draws other numbers where NumPy draws the same ones")
-def test_a_generator_seeded_with_a_bit_generator_made_inside_the_function_draws_numpys_numbers(backend):
+def test_a_bit_generator_made_inside_the_function_is_refused(backend):
+    """Its stream is not in the graph: drawn as a closed-over generator, each call drew other numbers
+    where NumPy restarts from the seed."""
     def f(x):
         return x + np.random.default_rng(np.random.PCG64(3)).random(x.shape)
 
-    traced = nt.trace(f, (np.zeros(3),), check_trace=False, backend=backend)
-    np.testing.assert_array_equal(traced(np.zeros(3)), f(np.zeros(3)))
+    with pytest.raises(NotImplementedError, match=r"np.random.PCG64\(...\) cannot be made inside a traced"):
+        nt.trace(f, (np.zeros(3),), check_trace=False, backend=backend)
 
 
-@pytest.mark.xfail(strict=True, reason="np.random.Generator(bit_generator) made inside the function is not "
-                   "intercepted: its draws are frozen into the trace as constants (the (3,) draw is "
-                   "returned for a (1,) argument, and an unseeded generator repeats its numbers)")
 def test_draws_of_a_generator_constructed_directly_are_recorded(backend):
+    """np.random.Generator(bit_generator) inside the function on a bit generator made outside: its
+    draws continue that stream call after call, as NumPy's do (they were frozen into the trace)."""
+    bit_generator = np.random.PCG64(3)
+
     def f(x):
-        return x + np.random.Generator(np.random.PCG64(3)).random(x.shape)
+        g = np.random.Generator(bit_generator)
+        assert isinstance(g, np.random.Generator)
+        return x + g.random(x.shape)
 
     traced = nt.trace(f, (np.zeros(3),), check_trace=False, backend=backend)
-    np.testing.assert_array_equal(traced(np.zeros(1)), f(np.zeros(1)))
+    bit_generator.state = np.random.PCG64(5).state
+    got = [traced(np.zeros(n)) for n in (1, 4)]
+    bit_generator.state = np.random.PCG64(5).state
+    want = [f(np.zeros(n)) for n in (1, 4)]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    assert isinstance(np.random.default_rng(1), np.random.Generator)
 
 
 @pytest.mark.xfail(strict=True, reason="x[0] whose result is never used is dead code in the graph: at a call "
