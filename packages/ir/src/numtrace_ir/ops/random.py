@@ -42,7 +42,7 @@ def pack_state(bit_generator: np.random.BitGenerator) -> np.ndarray:
 
 
 # Bound at import: a trace patches the np.random names while it runs (the frontend's interception).
-_PCG64, _GENERATOR = np.random.PCG64, np.random.Generator
+_PCG64, _GENERATOR_CLASS = np.random.PCG64, np.random.Generator
 
 
 def unpack_state(state: np.ndarray) -> np.random.Generator:
@@ -51,7 +51,7 @@ def unpack_state(state: np.ndarray) -> np.random.Generator:
     bg = _PCG64()
     bg.state = {"bit_generator": "PCG64", "state": {"state": (v[0] << 64) | v[1], "inc": (v[2] << 64) | v[3]},
                 "has_uint32": v[4], "uinteger": v[5]}
-    return _GENERATOR(bg)
+    return _GENERATOR_CLASS(bg)
 
 
 _STATE_TYPE = TensorType(np.dtype(np.uint64), (STATE_SIZE,))
