@@ -248,7 +248,7 @@ class _GeneratorClassMeta(type):
         return issubclass(sub, _REAL_GENERATOR)
 
 
-_REAL_GENERATOR = np.random.Generator
+_REAL_GENERATOR, _REAL_PCG64 = np.random.Generator, np.random.PCG64  # the names are patched while tracing
 
 
 class _GeneratorWhileTracing(_REAL_GENERATOR, metaclass=_GeneratorClassMeta):
@@ -273,7 +273,7 @@ def _default_rng_wrapper(original: Any) -> Any:
         seed = guarded(seed)  # a seed read from a shape is frozen into the state: guarded
         with _recorded_draw():
             real = original(seed)
-            if isinstance(seed, np.random.BitGenerator) or type(real.bit_generator) is not np.random.PCG64:
+            if isinstance(seed, np.random.BitGenerator) or type(real.bit_generator) is not _REAL_PCG64:
                 return TracedGenerator(real.bit_generator)  # state outliving the call: drawn as closed over
             packed = random_ops.pack_state(real.bit_generator)
         if seed is None:
