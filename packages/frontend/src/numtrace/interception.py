@@ -217,6 +217,51 @@ for _name in dir(np.random.Generator):
 del _name
 
 
+_BIT_GENERATORS = ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64")
+
+
+def _bit_generator_refused(original: Any) -> Any:
+    """``np.random.PCG64(seed)`` and the other bit generators, made inside a traced function: refused.
+    A generator built on one draws from state the graph does not hold, so its draws would be frozen
+    into the trace or come from a process-wide stream, where the eager function restarts from its
+    seed on every call."""
+    @functools.wraps(original)
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        if current_tracer() is None:
+            return original(*args, **kwargs)
+        raise NotImplementedError(
+            f"np.random.{original.__name__}(...) cannot be made inside a traced function (at "
+            f"{user_location()}): numtrace records draws of np.random.default_rng(seed) made inside the "
+            "function, and of generators made outside it; use np.random.default_rng(seed) here, or build "
+            "the generator outside the function and pass or close over it")
+    return refused
+
+
+class _GeneratorClassMeta(type):
+    """``isinstance(g, np.random.Generator)`` stays true for every real generator while the name is
+    patched."""
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, _REAL_GENERATOR)
+
+    def __subclasscheck__(cls, sub: Any) -> bool:
+        return issubclass(sub, _REAL_GENERATOR)
+
+
+_REAL_GENERATOR, _REAL_PCG64 = np.random.Generator, np.random.PCG64  # the names are patched while tracing
+
+
+class _GeneratorWhileTracing(_REAL_GENERATOR, metaclass=_GeneratorClassMeta):
+    """``np.random.Generator(bit_generator)`` called inside a traced function: a `TracedGenerator` on
+    that bit generator, so its draws are recorded (from the bit generator's own stream at run time,
+    as a closed-over generator's are) instead of frozen into the trace."""
+
+    def __new__(cls, bit_generator: Any) -> Any:  # type: ignore[misc]
+        if current_tracer() is None:
+            return _REAL_GENERATOR(bit_generator)
+        return TracedGenerator(bit_generator)
+
+
 def _default_rng_wrapper(original: Any) -> Any:
     """``np.random.default_rng(seed)`` inside a traced function: a `TracedGenerator` whose state starts
     the graph's chain of draws (a constant for a seed, a fresh-entropy node without one)."""
@@ -228,7 +273,7 @@ def _default_rng_wrapper(original: Any) -> Any:
         seed = guarded(seed)  # a seed read from a shape is frozen into the state: guarded
         with _recorded_draw():
             real = original(seed)
-            if isinstance(seed, np.random.BitGenerator) or type(real.bit_generator) is not np.random.PCG64:
+            if isinstance(seed, np.random.BitGenerator) or type(real.bit_generator) is not _REAL_PCG64:
                 return TracedGenerator(real.bit_generator)  # state outliving the call: drawn as closed over
             packed = random_ops.pack_state(real.bit_generator)
         if seed is None:
@@ -259,7 +304,7 @@ def generators_traced(func: Any) -> Iterator[None]:
     def traced(value: Any, depth: int) -> Any:
         """`value` with the generators in it replaced: lists and dicts in place, tuples rebuilt (the
         same object where nothing in it changes)."""
-        if type(value) is np.random.Generator:
+        if type(value) is _REAL_GENERATOR:
             return TracedGenerator(value.bit_generator)
         if depth > 3 or type(value) not in (list, dict, tuple):
             return value
@@ -516,6 +561,9 @@ def _make_patches() -> list[tuple[Any, str, Any]]:
                 and (getattr(func, "__self__", None) is legacy or func is np.random.seed):
             patches.append((np.random, name, _unrecorded_random(func, sorted(recorded))))
     patches.append((np.random, "default_rng", _default_rng_wrapper(np.random.default_rng)))
+    patches.append((np.random, "Generator", _GeneratorWhileTracing))
+    for name in _BIT_GENERATORS:
+        patches.append((np.random, name, _bit_generator_refused(getattr(np.random, name))))
     patches.append((np, "zeros", _creation_wrapper(np.zeros, lambda a, k: 0)))
     patches.append((np, "ones", _creation_wrapper(np.ones, lambda a, k: 1)))
     patches.append((np, "full", _creation_wrapper(np.full, _fill_value)))

@@ -69,7 +69,7 @@ def _refuse_masked_array() -> None:
 class TracedArray(TracedValue):
     """An array being traced: concrete value + graph value; behaves like an ndarray."""
 
-    __slots__ = ("_parent", "_view", "_seen", "_version", "_scalar", "__weakref__")
+    __slots__ = ("_parent", "_view", "_seen", "_version", "_scalar", "_reshaped_of", "__weakref__")
     _kind = "tensor"
 
     # An ndarray on the left of an operator defers to this class (via __array_ufunc__).
@@ -84,6 +84,8 @@ class TracedArray(TracedValue):
         self._view: Any = None
         self._seen = 0
         self._version = 0
+        # (base, whether unit dims matter) for a reshape NumPy made a view or a copy of base by layout
+        self._reshaped_of: Any = None
         # NumPy gave an immutable scalar (np.generic) for this value (set by Tracer.wrap): `s += x` then
         # binds a new value and leaves other references to the old one alone, where an array is written.
         self._scalar = False
