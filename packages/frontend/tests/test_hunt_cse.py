@@ -111,3 +111,15 @@ def test_split_into_one_section(backend):
     x = np.ones((3, 4))
     got, = _traced(fn, (x,), backend)(x)
     assert got.shape == (3, 4)
+
+
+def test_shape_arithmetic_with_a_traced_scalar_stays_recorded(backend):
+    # A traced np.float64 says it is a float to isinstance: `n * s` must still reach the traced
+    # scalar's own operator (recorded), not read it as a plain number (a guard on its data).
+    def fn(x):
+        return x * (x.shape[0] * x.sum()), x - (x.max() + x.shape[0]), x * (x.shape[0] - (x > 0).sum())
+
+    traced = _traced(fn, (np.arange(1.0, 4.0),), backend)   # warnings are errors: no guard on data
+    for x in (np.arange(2.0, 7.0), -np.arange(4.0)):
+        for got, want in zip(traced(x), fn(x)):
+            np.testing.assert_array_equal(got, want)
