@@ -60,11 +60,11 @@ def test_scalar_class_is_the_dtypes_scalar_type():
     assert seen == {"traced": True, "cls": np.float32, "array": True}
 
 
-@pytest.mark.xfail(strict=True, reason="type(x) of a traced array is its proxy class: code branching on "
-                   "`type(x) is np.ndarray` takes the other branch and the trace returns x * 2.0, not x * 1.0")
+@pytest.mark.xfail(strict=True, reason="type(x) of a traced array is its proxy class: code branching "
+                   "on `type(x) is np.ndarray` takes the other branch; the trace returns x * 2.0, not x")
 def test_type_is_ndarray_branch(backend):
     def fn(x):
-        return x * (1.0 if type(x) is np.ndarray else 2.0)
+        return x * (1.0 if type(x) is np.ndarray else 2.0)   # NumPy: x * 1.0
 
     x = np.arange(3.0)
     np.testing.assert_array_equal(_traced(fn, (x,), backend)(x), fn(x))
@@ -102,8 +102,8 @@ def test_guarded_sum_matches_numpy_on_every_backend(fn, dtype, backend):
 # -- multi-output ops with one section ------------------------------------------------------------------
 
 @pytest.mark.xfail(strict=True, reason="np.array_split(x, 1) is one output whose reference returns a "
-                   "1-tuple: the reference backend returns it as an array of shape (1, 3, 4) (NumPy: (3, 4)), "
-                   "cpu raises")
+                   "1-tuple: the reference backend returns it as an array of shape (1, 3, 4) (NumPy: "
+                   "(3, 4)), cpu raises")
 def test_split_into_one_section(backend):
     def fn(x):
         return tuple(np.array_split(x * 2.0, 1, axis=1))
