@@ -83,9 +83,9 @@ def total(x):
 @pytest.mark.parametrize("fn", [normalized, total], ids=lambda f: f.__name__)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_guarded_sum_matches_numpy_on_every_backend(fn, dtype, backend):
-    # cpu sums 1000 elements in another order than NumPy's pairwise sum: the guard on float(x.sum()),
-    # recorded from NumPy's value, failed on the very inputs the trace was made from, and the call
-    # raised (RuntimeError wrapping GuardError) instead of returning NumPy's answer.
+    # cpu sums 1000 elements in another order than NumPy's pairwise sum: a guard on float(x.sum()),
+    # recorded from NumPy's value, must still hold on the inputs the trace was made from (and a call
+    # with other data must return NumPy's answer, never raise a GuardError).
     rng = np.random.default_rng(3)
     x = rng.standard_normal(1000).astype(dtype)
     with pytest.warns(nt.TracerWarning):

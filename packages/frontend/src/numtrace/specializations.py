@@ -175,15 +175,7 @@ class Specializations(CallArguments):
             alternatives.append(entry)
             self._cache[key] = entry
         self._use_fast(entry)
-        try:
-            return entry[0]._run(entry[1], leaves)
-        except Exception as exc:
-            if eager is None or guard_failure(exc) is None:
-                raise
-            # The new trace breaks its own guard on the inputs it was traced from: the backend computes
-            # the guarded value with other rounding than NumPy did while tracing (a sum in another
-            # order). The Python function gives NumPy's answer for this call.
-            return eager(self.in_spec.build(list(leaves)))
+        return entry[0]._run(entry[1], leaves)
 
 
 def retyped(graph: Graph, types: Sequence[Any], name: str) -> Graph:
