@@ -169,10 +169,11 @@ class TracedArray(TracedValue):
     @property  # type: ignore[misc]
     def __class__(self) -> type:
         """``isinstance(x, np.ndarray)`` holds as for the array NumPy gives (``isinstance`` falls back to
-        ``__class__``, as for ``unittest.mock``); a value NumPy gives as a scalar (``np.float64``) is no
-        ndarray and keeps the traced class. ``type(x)`` names the traced class, so C code (``np.asarray``)
-        still reads data only through ``__array__``, and numtrace's own checks use ``type()``."""
-        return TracedArray if self._scalar else np.ndarray
+        ``__class__``, as for ``unittest.mock``); a value NumPy gives as a scalar is that scalar's class
+        (``np.float64``: an ``np.generic``, a ``numbers.Number``, ``np.isscalar``), so code branching on
+        it takes NumPy's branch. ``type(x)`` names the traced class, so C code (``np.asarray``) still
+        reads data only through ``__array__``, and numtrace's own checks use ``type()``."""
+        return self._concrete.dtype.type if self._scalar else np.ndarray
 
     @property
     def shape(self) -> tuple:
