@@ -33,3 +33,32 @@ def test_a_single_index_gathers_a_row_or_column_of_any_length(index, index_dtype
         np.testing.assert_array_equal(got, expected)
     with pytest.raises(IndexError, match="out of bounds"):
         _run("np.getitem", [x, np.array([9], index_dtype)], index=index)
+
+
+def _setitem(a, idx, value, index):
+    g = Graph()
+    va, vi, vv = (g.add_input(n, type_of(v)) for n, v in (("a", a), ("i", idx), ("v", value)))
+    g.set_outputs([g.create_node("np.setitem", [va, vi, vv], attrs={"index": index}).output])
+    return Backend().compile(g, [type_of(a), type_of(idx), type_of(value)])(a, idx, value)
+
+
+@pytest.mark.parametrize("index_dtype", ["int64", "uint8"])
+def test_an_index_out_of_range_raises_even_when_the_result_is_empty(index_dtype):
+    """NumPy checks the index of a gather or scatter whose result holds no element: an index past an
+    axis of an array with another empty axis is an IndexError, never an empty answer."""
+    empty_rows, empty_cols = np.zeros((0, 4)), np.zeros((3, 0))
+    cases = [(empty_cols, ("input",), 5), (empty_rows, (slice(None), "input"), 4)]
+    for x, index, bad in cases:
+        idx = np.array([bad], index_dtype)
+        with pytest.raises(IndexError):
+            x[index[:-1] + (idx,)]
+        with pytest.raises((IndexError, RuntimeError), match="out of bounds"):
+            _run("np.getitem", [x, idx], index=index)
+        with pytest.raises((IndexError, RuntimeError), match="out of bounds"):
+            _setitem(x, idx, np.float64(1.0), index)
+    with pytest.raises((IndexError, RuntimeError), match="out of bounds"):
+        _setitem(empty_rows, np.array([0], index_dtype), np.float64(1.0), ("input",))
+    got, expected = _run("np.getitem", [empty_cols, np.array([2], index_dtype)], index=("input",))
+    assert got.shape == expected.shape == (1, 0)
+    (got,) = [_setitem(empty_cols, np.array([2, 1], index_dtype), np.float64(1.0), ("input",))[0]]
+    assert got.shape == (3, 0)
