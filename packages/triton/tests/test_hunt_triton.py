@@ -62,3 +62,20 @@ def test_an_index_out_of_range_raises_even_when_the_result_is_empty(index_dtype)
     assert got.shape == expected.shape == (1, 0)
     (got,) = [_setitem(empty_cols, np.array([2, 1], index_dtype), np.float64(1.0), ("input",))[0]]
     assert got.shape == (3, 0)
+
+
+@pytest.mark.parametrize("index", [("input",), (slice(None), "input")])
+def test_uint64_indices_wrap_through_intp_as_numpy_casts_them(index):
+    """NumPy casts a uint64 index array to intp: 2**64 - 3 is -3, a valid index counted from the end
+    (a spurious IndexError before); 2**63 + 2 stays out of range."""
+    x = RNG.standard_normal((4, 5))
+    idx = np.array([2**64 - 3, 1, 2**64 - 1], np.uint64)
+    got, expected = _run("np.getitem", [x, idx], index=index)
+    np.testing.assert_array_equal(got, expected)
+    got, expected = _run("np.take_along_axis", [x, np.full((1, 5), 2**64 - 4, np.uint64)], axis=0)
+    np.testing.assert_array_equal(got, expected)
+    a, value = x.copy(), np.float64(7.0)
+    a[index[:-1] + (idx,)] = value
+    np.testing.assert_array_equal(_setitem(x.copy(), idx, value, index)[0], a)
+    with pytest.raises(IndexError, match="out of bounds"):
+        _run("np.getitem", [x, np.array([2**63 + 2], np.uint64)], index=index)

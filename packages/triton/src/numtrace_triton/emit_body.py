@@ -215,7 +215,7 @@ class BodyEmitter:
         index, index_dtype = self.operand(item.args[0], item.level)
         iv = w.let(SourceWriter.cast(index, index_dtype, np.dtype(np.int64)))
         n = item.attrs["extent"]
-        if index_dtype.kind == "i":
+        if index_dtype.kind == "i" or index_dtype.itemsize == 8:  # NumPy casts uint64 to intp, wrapping
             iv = w.let(f"tl.where({iv} < 0, {iv} + {n}, {iv})")
         return iv, w.let(f"({iv} < 0) | ({iv} >= {n})")
 
