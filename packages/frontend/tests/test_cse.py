@@ -130,7 +130,7 @@ def test_merged_counts_and_what_stays_apart(backend):
 
 def test_host_calls_and_guards_are_never_merged(backend):
     def fn(x):
-        spectrum = np.abs(np.fft.rfft(x)) + np.abs(np.fft.rfft(x))   # a host call each
+        spectrum = np.abs(np.partition(x, 2)) + np.abs(np.partition(x, 2))   # a host call each
         return spectrum * float(x.sum()) * float(x.sum())            # a guard each
 
     x = np.arange(8.0)

@@ -75,8 +75,9 @@ def test_guard_on_data_is_read_back_and_compared():
     g.create_node("prim.guard", [positive], {"expected": np.array(True), "what": "bool(x.sum() > 0)"})
     g.set_outputs([g.create_node("np.exp", [x]).output])
     exe = _compile(g, np.ones(4))
-    [step] = exe.plan.host_steps
-    assert "guard: bool(x.sum() > 0)" in exe.explain()
+    total, guard = exe.plan.host_steps   # the float sum feeding the guard is NumPy's own, on the host
+    assert (total.node.op, guard.node.op) == ("np.sum", "prim.guard")
+    assert "guard: bool(x.sum() > 0)" in exe.explain() and "it feeds a guard on data" in exe.explain()
     np.testing.assert_allclose(exe(np.arange(4.0))[0], np.exp(np.arange(4.0)), rtol=1e-15)
     with pytest.raises(GuardError, match=r"bool\(x.sum\(\) > 0\)"):
         exe(-np.arange(4.0))
@@ -177,7 +178,7 @@ def test_saved_host_call_loads_and_runs_on_triton():
     rng = np.random.default_rng(3)
 
     def f(x):
-        return np.fft.irfft(np.fft.rfft(x), 8) * 2.0 + np.interp(x, [0.0, 1.0], [1.0, 3.0])
+        return np.partition(x, 2) * 2.0 + np.interp(x, [0.0, 1.0], [1.0, 3.0])
 
     traced = _trace(nt, f, (np.ones(8),))
     buffer = io.BytesIO()
@@ -191,11 +192,11 @@ def test_saved_host_call_loads_and_runs_on_triton():
 
 def test_traced_explain_and_stats_name_the_host_call():
     nt = _nt()
-    traced = _trace(nt, lambda x: np.convolve(np.tanh(x), x) + 1.0, (np.ones(8),))
-    assert "host call: numpy.convolve (runs on the host: copies in and out)" in traced.explain()
+    traced = _trace(nt, lambda x: np.partition(np.tanh(x), 2) + 1.0, (np.ones(8),))
+    assert "host call: numpy.partition (runs on the host: copies in and out)" in traced.explain()
     traced(np.ones(8))
     [stats] = traced.stats()["signatures"].values()
-    assert stats["host_calls"] == ["numpy.convolve"]
+    assert stats["host_calls"] == ["numpy.partition"]
 
 
 def test_random_draws_run_on_numpys_generator_and_match_the_eager_stream():
