@@ -86,10 +86,6 @@ def test_merged_programs_match_numpy(fn, backend):
     for n, seed in ((3, 1), (5, 2), (1, 3)):
         want_args, got_args = _args(fn, n, seed), _args(fn, n, seed)
         want = _call(fn, want_args)
-        if backend == "triton" and fn is two_draws:   # Triton refuses random draws, clearly
-            with pytest.raises(NotImplementedError, match="random draws"):
-                traced(*got_args)
-            return
         got = _call(traced, got_args)
         assert len(want) == len(got)
         for w, g in zip(want, got):
@@ -134,7 +130,7 @@ def test_merged_counts_and_what_stays_apart(backend):
 
 def test_host_calls_and_guards_are_never_merged(backend):
     def fn(x):
-        spectrum = np.abs(np.fft.rfft(x)) + np.abs(np.fft.rfft(x))   # a host call each
+        spectrum = np.abs(np.partition(x, 2)) + np.abs(np.partition(x, 2))   # a host call each
         return spectrum * float(x.sum()) * float(x.sum())            # a guard each
 
     x = np.arange(8.0)

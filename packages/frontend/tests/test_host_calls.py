@@ -34,7 +34,7 @@ def _vectors(rng, *shapes):
 
 
 CASES = {  # name: (function, the shapes of its arguments for a length n)
-    "fft.rfft": (lambda x: np.fft.rfft(x).real * 2.0, lambda n: [(n,)]),
+    "partition": (lambda x: np.partition(x, 2) * 2.0, lambda n: [(n,)]),
     "append": (lambda x, y: np.append(x, y) + 1.0, lambda n: [(n,), (3,)]),
     "cross": (lambda a, b: np.cross(a, b) * 2.0, lambda n: [(n, 3), (n, 3)]),
     "interp": (lambda x, xp: np.interp(x, np.sort(xp), np.sort(xp) ** 2), lambda n: [(n,), (5,)]),
@@ -64,13 +64,13 @@ def test_function_without_an_op_follows_new_values_and_shapes(name, backend, rng
 
 
 def test_host_call_is_a_node_guarded_on_its_input_shapes(rng):
-    with pytest.warns(nt.TracerWarning, match=f"np.fft.rfft {HOST_CALL}.*the trace stays correct"):
-        traced = nt.trace(lambda x: np.fft.rfft(x).real, (rng.standard_normal(8),), backend="reference")
+    with pytest.warns(nt.TracerWarning, match=f"np.partition {HOST_CALL}.*the trace stays correct"):
+        traced = nt.trace(lambda x: np.partition(x, 2), (rng.standard_normal(8),), backend="reference")
     [node] = [n for n in traced.graph.nodes if n.op == "prim.host_call"]
-    assert node.attrs["func"] == "numpy.fft.rfft"
+    assert node.attrs["func"] == "numpy.partition"
     assert traced.guards[0].startswith("x.shape[0] == 8")
     with pytest.warns(nt.TracerWarning, match="re-tracing"):
-        np.testing.assert_allclose(traced(np.arange(5.0)), np.fft.rfft(np.arange(5.0)).real)
+        np.testing.assert_allclose(traced(np.arange(5.0)), np.partition(np.arange(5.0), 2))
     assert traced.stats()["retraces"] == 1
 
 
@@ -84,13 +84,13 @@ def test_data_dependent_result_shape_of_a_host_call_is_traced_again(rng):
 
 
 def test_saved_host_call_loads_and_runs(rng, backend):
-    traced = _trace(lambda x: np.fft.rfft(x).real + np.interp(x, [0.0, 1.0], [1.0, 3.0])[:5], (np.ones(8),),
-                    backend)
+    traced = _trace(lambda x: np.partition(x, 2)[:5] + np.interp(x, [0.0, 1.0], [1.0, 3.0])[:5],
+                    (np.ones(8),), backend)
     buffer = io.BytesIO()
     traced.save(buffer)
     loaded = nt.load(io.BytesIO(buffer.getvalue()), backend=backend)
     x = rng.standard_normal(8)
-    np.testing.assert_allclose(loaded(x), np.fft.rfft(x).real + np.interp(x, [0.0, 1.0], [1.0, 3.0])[:5])
+    np.testing.assert_allclose(loaded(x), np.partition(x, 2)[:5] + np.interp(x, [0.0, 1.0], [1.0, 3.0])[:5])
     with pytest.raises(nt.GuardError, match=r"x.shape\[0\] == 8"):
         loaded(np.ones(6))
 
@@ -108,8 +108,8 @@ def _with_function_renamed(data, old, new):
 
 @pytest.mark.parametrize("name", ["os.system", "numpy.save", "numpy.testing.assert_equal", "numpy._core.x"])
 def test_loading_refuses_a_host_call_outside_the_allowed_modules(name):
-    traced = _trace(lambda x: np.fft.rfft(x).real, (np.ones(8),), "reference")
-    data = _with_function_renamed(traced.to_bytes(), "'numpy.fft.rfft'", repr(name))
+    traced = _trace(lambda x: np.partition(x, 2), (np.ones(8),), "reference")
+    data = _with_function_renamed(traced.to_bytes(), "'numpy.partition'", repr(name))
     with pytest.raises(ValueError, match="host call|not allowed"):
         nt.load(io.BytesIO(data))
 
@@ -144,16 +144,16 @@ def test_writes_of_host_calls_reach_the_caller(write, backend, rng):
 def test_host_calls_run_on_triton(rng):
     if "triton" not in nt.available_backends():
         pytest.skip("triton is not installed")
-    traced = _trace(lambda x: np.fft.irfft(np.fft.rfft(x * 2.0), 8), (np.ones(8),), "triton")
+    traced = _trace(lambda x: np.partition(x * 2.0, 2), (np.ones(8),), "triton")
     x = rng.standard_normal(8)
-    np.testing.assert_allclose(traced(x), np.fft.irfft(np.fft.rfft(x * 2.0), 8), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(traced(x), np.partition(x * 2.0, 2), rtol=1e-12, atol=1e-12)
 
 
 def test_cpu_explain_and_stats_list_host_calls():
     if "cpu" not in nt.available_backends():
         pytest.skip("the cpu backend is not installed")
-    traced = _trace(lambda x: np.fft.rfft(x).real + 1.0, (np.ones(8),), "cpu")
-    assert "host call: numpy.fft.rfft called on the arrays at run time" in traced.explain()
+    traced = _trace(lambda x: np.partition(x, 2) + 1.0, (np.ones(8),), "cpu")
+    assert "host call: numpy.partition called on the arrays at run time" in traced.explain()
     traced(np.ones(8))
     [stats] = traced.stats()["signatures"].values()
-    assert stats["host_calls"] == ["numpy.fft.rfft"]
+    assert stats["host_calls"] == ["numpy.partition"]

@@ -110,9 +110,16 @@ def test_traced_program_records_the_ops_and_runs_at_another_size(func, shape, ne
             np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12, err_msg=func.__name__)
 
 
-def test_diff_prepend_is_a_clear_error(rng):
-    with pytest.raises(TypeError, match="np.diff: argument 'prepend' is not supported"):
-        nt.trace(lambda x: np.diff(x, prepend=0.0), (rng.standard_normal((4, 3)),))
+def test_diff_prepend_and_append_are_one_op(rng):
+    def f(x, y):
+        return np.diff(x, axis=0, prepend=0.0), np.diff(x, append=y)
+
+    traced = nt.trace(f, (rng.standard_normal((4, 3)), rng.standard_normal((4, 2))))
+    assert [n.op for n in traced.graph.nodes if n.op != "prim.Constant"] == ["np.diff", "np.diff"]
+    x, y = rng.standard_normal((9, 3)), rng.standard_normal((9, 2))
+    for g, e in zip(traced(x, y), f(x, y)):
+        np.testing.assert_array_equal(g, e)
+    assert traced.retraces == 0
 
 
 def test_unknown_quantile_method_is_a_clear_error(rng):

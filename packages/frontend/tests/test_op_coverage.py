@@ -43,20 +43,30 @@ def _call_numpy(op, func, method, inputs, attrs):
         out[key] = inputs[-1]
         return out
     fn = func if method == "__call__" else getattr(func, method)
+    if op.name == "np.gradient":   # spacings are NumPy's *varargs
+        full = op.normalize_attrs(attrs)
+        return fn(*inputs, *full["spacing"], axis=full["axis"], edge_order=full["edge_order"])
     attrs = dict(attrs)
     omitted = set(attrs.pop("omitted", ()))
     remaining = list(inputs)
-    args, kwargs = [], {}
+    args, kwargs, by_keyword = [], {}, False
     last_input = max(i for i, p in enumerate(op.params) if isinstance(p, (Input, Inputs)))
     for i, p in enumerate(op.params):
         if isinstance(p, Input):
-            args.append(None if p.name in omitted else remaining.pop(0))
+            if p.name in omitted and p.name in op.absent_by_default:   # NumPy's default is not None
+                by_keyword = True
+            elif by_keyword:
+                kwargs[p.name] = remaining.pop(0)
+            else:
+                args.append(None if p.name in omitted else remaining.pop(0))
         elif isinstance(p, Inputs):
             group, remaining = remaining, []
             if p.star:
                 args.extend(group)
             else:
                 args.append(group)
+        elif isinstance(p, Attr) and i < last_input and p.name not in attrs:
+            args.append(p.default)   # holds the place of the inputs after it
         elif isinstance(p, Attr) and p.name in attrs:
             if i < last_input or p.name in positional_only(fn):
                 args.append(attrs[p.name])

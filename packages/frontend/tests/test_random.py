@@ -162,7 +162,11 @@ def test_random_nodes_save_and_load(tmp_path):
 
 
 @pytest.mark.skipif("triton" not in nt.available_backends(), reason="triton is not installed")
-def test_triton_refuses_random_draws_at_compile_time():
+def test_triton_draws_on_numpys_generator_as_a_host_step():
     traced = nt.trace(lambda x: x + np.random.random(x.shape), (X,), backend="reference", check_trace=False)
-    with pytest.raises(NotImplementedError, match="np.random.random"):
-        traced.to("triton")(X)
+    on_triton = traced.to("triton")
+    np.random.seed(3)
+    expected = X + np.random.random(X.shape)
+    np.random.seed(3)
+    np.testing.assert_array_equal(on_triton(X), expected)
+    assert "host step: np.random.random" in on_triton.explain()

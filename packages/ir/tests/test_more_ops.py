@@ -122,8 +122,8 @@ def test_bind_numpy_calls():
     assert attrs["q"] == (10.0, 90.0) and attrs["method"] == "linear"
     inputs, _ = registry.get("np.atleast_2d").bind([x, x], {})
     assert len(inputs) == 2
-    with pytest.raises(TypeError, match="'prepend' is not supported"):
-        registry.get("np.diff").bind([x], {"prepend": 0})
+    inputs, attrs = registry.get("np.diff").bind([x], {"prepend": 0})
+    assert inputs == [x, 0] and attrs["omitted"] == ("append",)
     with pytest.raises(TypeError, match="'weights' is not supported"):
         registry.get("np.quantile").bind([x, 0.5], {"method": "inverted_cdf", "weights": x})
 

@@ -19,3 +19,46 @@ if "NUMTRACE_TRITON_CACHE_DIR" not in os.environ:
 from numtrace_ir.testing import hypothesis_profiles
 
 hypothesis_profiles.load()  # derandomized under CI
+
+
+# -- every kernel a test runs also compiled for a GPU (see gpu_compile_check) ----------------------------
+_CHECK = None
+
+
+def pytest_configure(config):
+    global _CHECK
+    import gpu_compile_check
+
+    ok, why = gpu_compile_check.enabled()
+    if not ok:
+        config._numtrace_gpu_compile = f"kernels not compiled for a GPU: {why}"
+        return
+    from numtrace_triton import executable
+
+    _CHECK = gpu_compile_check.GpuCompileCheck(workers=max(1, min(4, (os.cpu_count() or 2) - 1)))
+    init = executable.TritonExecutable.__init__
+
+    def init_and_check(self, plan, allocator):
+        init(self, plan, allocator)
+        _CHECK.add(plan.kernels)
+
+    executable.TritonExecutable.__init__ = init_and_check
+
+
+def pytest_runtest_setup(item):
+    if _CHECK is not None:
+        _CHECK.test = item.nodeid
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _CHECK is None:
+        return
+    count, failures = _CHECK.finish()
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"\n{count} distinct kernels run by the tests compiled for CUDA capability 90: "
+                            f"{len(failures)} rejected")
+        for f in failures:
+            reporter.write_line(f)
+    if failures:
+        session.exitstatus = 1

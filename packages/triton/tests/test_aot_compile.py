@@ -57,7 +57,25 @@ def _integer_kernels():
     return generate(g, [x.type for x in xs], Tuning.gpu()).kernels
 
 
-_KERNELS = {"models": _model_kernels, "reductions": _reduction_kernels, "integers": _integer_kernels}
+def _small_integer_kernels():
+    """Matmuls of integers under 32 bits and a looped cumsum into int8: tl.sum widens those, which a
+    loop-carried accumulator must not (the interpreter allows it, the compiler does not)."""
+    g = Graph()
+    dtypes = ("int8", "uint8", "int16", "uint16", "bool")
+    pairs = [(g.add_input(f"a{i}", TensorType(dt, (8, 24))), g.add_input(f"b{i}", TensorType(dt, (24, 8))))
+             for i, dt in enumerate(dtypes)]
+    outs = [g.create_node("np.matmul", [a, b]).output for a, b in pairs]
+    x = g.add_input("x", TensorType("int8", (4, 20000)))
+    for op in ("np.cumsum", "np.cumprod"):
+        outs.append(g.create_node(op, [x], attrs={"axis": 1, "dtype": np.dtype("int8")}).output)
+    outs.append(g.create_node("np.cumsum", [x], attrs={"axis": 1, "dtype": np.dtype("uint16")}).output)
+    g.set_outputs(outs)
+    types = [v.type for pair in pairs for v in pair] + [x.type]
+    return [k for tuning in (Tuning.gpu(), Tuning.interpreter()) for k in generate(g, types, tuning).kernels]
+
+
+_KERNELS = {"models": _model_kernels, "reductions": _reduction_kernels, "integers": _integer_kernels,
+            "small_integers": _small_integer_kernels}
 
 
 @pytest.mark.parametrize("which", list(_KERNELS))

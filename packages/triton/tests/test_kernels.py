@@ -2,6 +2,7 @@
 broadcast index math, int64 addressing, readable source, and compile-time errors naming the node."""
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -208,14 +209,17 @@ def test_out_argument_and_fresh_outputs():
         exe(x, out=(np.empty((3, 4), np.float32), np.empty((3, 4))))
 
 
-def test_unlowered_op_names_the_node_and_its_location():
+def test_unlowered_op_runs_on_the_host_and_explain_names_the_node_and_its_location():
     g = Graph()
     x = g.add_input("x", TensorType("int64", (4,)))
     y = g.create_node("np.negative", [x]).output
     g.set_outputs([g.create_node("np.gcd", [x, y], loc="model.py:12").output])
+    exe = Backend().compile(g, [TensorType("int64", (4,))])
     # Unnamed values are named as the text IR prints them: %2 is the third value.
-    with pytest.raises(NotImplementedError, match=r"np\.gcd \(node %2 traced at model\.py:12\).*Euclid"):
-        Backend().compile(g, [TensorType("int64", (4,))])
+    assert re.search(r"host step: np\.gcd \(node %2 traced at model\.py:12\).*Euclid", exe.explain())
+    a = np.array([12, -18, 0, 7])
+    np.testing.assert_array_equal(exe(a)[0], np.gcd(a, -a))
+    assert exe.stats()["host_steps"] == ["np.gcd"]
 
 
 def test_an_unlowered_op_of_values_known_when_planned_is_folded():
@@ -418,13 +422,14 @@ def test_transposed_values_are_stored_in_the_layout_a_reshape_needs():
     np.testing.assert_allclose(got_y, np.exp(x), rtol=1e-6)
 
 
-def test_an_index_by_a_constant_int_array_is_a_refused_gather():
-    """An array index folded at compile time is still a gather (NumPy copies): refused with the
-    documented reason, as a runtime array index is."""
+def test_an_index_by_a_constant_int_array_is_a_gather():
+    """An array index folded at compile time is still a gather (NumPy copies), as a runtime array
+    index is."""
     g = Graph()
     x = g.add_input("x", TensorType("float32", (5, 3)))
     rows = _const(g, np.array([0, 2, 4]))
     out = g.create_node("np.getitem", [x, rows], attrs={"index": ("input",)}).output
     g.set_outputs([out])
-    with pytest.raises(NotImplementedError, match=r"indexing with arrays \(a gather\) is not lowered"):
-        Backend().compile(g, [TensorType("float32", (5, 3))])
+    exe = Backend().compile(g, [TensorType("float32", (5, 3))])
+    a = RNG.standard_normal((5, 3)).astype(np.float32)
+    np.testing.assert_array_equal(exe(a)[0], a[[0, 2, 4]])

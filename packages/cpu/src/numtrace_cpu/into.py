@@ -17,6 +17,13 @@ __all__ = ["basic_index_view", "into_call"]
 (_MATMUL, _STACK, _CONCATENATE, _GETITEM, _TRIU, _TRIL, _DIAG, _OUTER, _FULL) = map(
     registry.get, ("np.matmul", "np.stack", "np.concatenate", "np.getitem", "np.triu", "np.tril", "np.diag",
                    "np.outer", "prim.full"))
+# Ops whose NumPy function takes ``out=`` and the op's attrs as its keywords, with the reference's
+# own computation: the NaN-aware reductions NumPy warns in, the one-axis FFTs, the vector gufuncs. (NumPy's
+# n-d FFTs write each axis's pass into out=, and read it back wrongly: they run as fallbacks.)
+_OUT_KEYWORD_OPS = frozenset(map(registry.get, (
+    "np.nanmean", "np.nanvar", "np.nanstd", "np.nanmax", "np.nanmin", "np.nanargmax", "np.nanargmin",
+    "np.fft.fft", "np.fft.ifft", "np.fft.rfft", "np.fft.irfft", "np.vecdot", "np.matvec", "np.vecmat",
+    "np.cumulative_sum", "np.cumulative_prod")))
 
 
 def into_call(node):
@@ -62,7 +69,18 @@ def into_call(node):
         return join
     if op is _MATMUL and len(ins) == 2 and min(t.ndim for t in ins) >= 1 and out_dt.kind in "biufc":
         return _out_call(np.matmul)
+    if op in _OUT_KEYWORD_OPS and out_dt.kind in "biufc":
+        return _keyword_call(op.numpy_targets[0][0], attrs)
     return None
+
+
+def _keyword_call(fn, attrs):
+    """``fn(*inputs, **attrs, out=out)`` for ops whose attrs are the NumPy function's keywords."""
+    kwargs = {k: v for k, v in attrs.items() if k != "omitted"}
+
+    def call(*arrays, out):
+        fn(*arrays, **kwargs, out=out)
+    return call
 
 
 def _out_call(fn):

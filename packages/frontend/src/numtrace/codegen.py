@@ -67,9 +67,14 @@ def _index_text(index: tuple, arrays: list[str], constants: dict[str, np.ndarray
     return ", ".join(parts) if parts else "()"
 
 
+# Ops whose attrs are not the NumPy function's parameters (np.gradient's spacings are its *varargs):
+# written as calls of their reference.
+_NOT_BY_SCHEMA = frozenset({"np.gradient"})
+
+
 def _numpy_function(op_name: str) -> bool:
     """Whether ``op_name`` is ``np.<function>`` and calling that function is how the op is traced."""
-    if not op_name.startswith("np.") or op_name.count(".") != 1:
+    if not op_name.startswith("np.") or op_name.count(".") != 1 or op_name in _NOT_BY_SCHEMA:
         return False
     func = getattr(np, op_name[3:], None)
     op = None if func is None else registry.for_numpy(func)
@@ -111,9 +116,15 @@ def _call_text(node: Any, args: list[str], constants: dict[str, np.ndarray]) -> 
         last_input = max((i for i, p in enumerate(opdef.params) if isinstance(p, (Input, Inputs))),
                          default=-1)
         by_position = positional_only(getattr(np, op[3:]))
+        by_keyword = False   # after an input left out (NumPy's default for it is not None)
         for i, p in enumerate(opdef.params):
             if isinstance(p, Input):
-                pieces.append("None" if p.name in omitted else remaining.pop(0))
+                if p.name in omitted and p.name in opdef.absent_by_default:
+                    by_keyword = True
+                elif by_keyword:
+                    pieces.append(f"{p.name}={remaining.pop(0)}")
+                else:
+                    pieces.append("None" if p.name in omitted else remaining.pop(0))
             elif isinstance(p, Inputs):
                 group, remaining = remaining, []
                 pieces.append(", ".join(group) if p.star else f"[{', '.join(group)}]")

@@ -189,6 +189,7 @@ class OpDef:
         doc: str = "",
         binder: Callable | None = None,
         memo_key: Callable[[dict | None], Any] | None = None,
+        omitted: tuple[str, ...] = (),
     ):
         if kind not in KINDS:
             raise ValueError(f"op {name}: kind {kind!r} is not one of {KINDS}")
@@ -250,7 +251,9 @@ class OpDef:
             raise ValueError(f"op {name}: at most one variadic input group")
         self._has_optional = any(isinstance(p, Input) and p.optional for p in self.params)
         if self._has_optional:
-            self._attr_params["omitted"] = Attr("omitted", (), tuple)
+            # `omitted`: the optional inputs a node without the attr lacks (inputs added to an op later
+            # default to absent, so its older graphs keep their meaning).
+            self._attr_params["omitted"] = Attr("omitted", tuple(omitted), tuple)
         # Ops whose parameters are only required inputs (then unsupported options): a call with exactly
         # that many positional arguments binds them as they are (most recorded calls: ``x * y``).
         leading = 0
@@ -268,6 +271,12 @@ class OpDef:
     def schema(self) -> tuple:
         """The parameters in NumPy's positional order."""
         return self.params
+
+    @property
+    def absent_by_default(self) -> tuple[str, ...]:
+        """The optional inputs a node lacks when its attrs do not say (NumPy's default for them is not
+        None, so a call leaves them out rather than passing None)."""
+        return self._attr_params["omitted"].default if self._has_optional else ()
 
     @property
     def attr_names(self) -> tuple[str, ...]:
@@ -480,6 +489,7 @@ class OpDef:
             doc=self.doc,
             binder=binder or self._binder,
             memo_key=self._memo_key,
+            omitted=self.absent_by_default,
         )
         variant._cache = self._cache
         return variant

@@ -17,27 +17,18 @@ import os
 import subprocess
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 from .emit_body import GeneratedKernel
 from .kernel_cache import load_file, load_kernel
 
-__all__ = ["compile_for_gpu"]
+__all__ = ["compile_for_gpu", "compiler_process", "kernel_spec"]
 
 
 def compile_for_gpu(kernels: Sequence[GeneratedKernel], arch: int = 90, timeout: float = 600) -> list[dict]:
     """Compile each kernel for CUDA ``arch``; one ``{"name", "ok", "stages" | "error"}`` per kernel."""
-    specs = []
-    for k in kernels:
-        _, path = load_kernel(k.name, k.source) if k.path is None else (None, k.path)
-        specs.append(
-            {
-                "name": k.name,
-                "path": str(path),
-                "signature": k.signature,
-                "constexprs": k.constexprs,
-                "num_warps": k.num_warps,
-            }
-        )
+    specs = [kernel_spec(k) for k in kernels]
     env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
     proc = subprocess.run(
         [sys.executable, "-m", "numtrace_triton.aot", str(arch)],
@@ -51,6 +42,40 @@ def compile_for_gpu(kernels: Sequence[GeneratedKernel], arch: int = 90, timeout:
     if proc.returncode != 0:
         raise RuntimeError(f"AOT compile process failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def kernel_spec(k: GeneratedKernel) -> dict:
+    """What the compiling child needs to know about kernel ``k`` (loaded to a file first)."""
+    _, path = load_kernel(k.name, k.source) if k.path is None else (None, k.path)
+    return {"name": k.name, "path": str(path), "signature": k.signature, "constexprs": k.constexprs,
+            "num_warps": k.num_warps}
+
+
+def compiler_process(arch: int = 90, cubin: bool = True,
+                     stderr: Any = subprocess.DEVNULL) -> subprocess.Popen:
+    """A child that compiles kernels as they come: one `kernel_spec` JSON per line on its stdin, one
+    result JSON per line on its stdout (its stderr to ``stderr``: a file, never an unread pipe, which
+    would stall it). ``cubin=False`` stops after PTX (skips ``ptxas``)."""
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    if not cubin:  # its cache holds empty cubins: never Triton's own, which a GPU run loads from
+        env["TRITON_CACHE_DIR"] = str(Path(env.get("TRITON_CACHE_DIR", Path.home() / ".triton" / "cache"))
+                                      .with_name("numtrace-ptx-only"))
+    args = [sys.executable, "-m", "numtrace_triton.aot", str(arch), "--lines"] + ([] if cubin else ["--ptx"])
+    return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+                            text=True, env=env, bufsize=1)
+
+
+def _skip_ptxas() -> None:
+    """Stop Triton's CUDA pipeline at PTX: the rejections this check exists for come before it."""
+    from triton.backends.nvidia.compiler import CUDABackend
+
+    add_stages = CUDABackend.add_stages
+
+    def without_cubin(self, stages, options, *args, **kwargs):
+        add_stages(self, stages, options, *args, **kwargs)
+        stages["cubin"] = lambda src, metadata: b""
+
+    CUDABackend.add_stages = without_cubin
 
 
 def _compile_one(spec: dict, arch: int) -> dict:
@@ -75,6 +100,12 @@ def _compile_one(spec: dict, arch: int) -> dict:
 
 def _main() -> None:
     arch = int(sys.argv[1]) if len(sys.argv) > 1 else 90
+    if "--ptx" in sys.argv:
+        _skip_ptxas()
+    if "--lines" in sys.argv:
+        for line in sys.stdin:
+            print(json.dumps(_compile_one(json.loads(line), arch)), flush=True)
+        return
     specs = json.loads(sys.stdin.read())
     print(json.dumps([_compile_one(spec, arch) for spec in specs]))
 

@@ -13,7 +13,9 @@ from .coverage import LOWERED
 from .device_memory import available_allocator_name, interpreter_enabled, select_allocator
 from .emit_body import Tuning
 from .executable import TritonExecutable
+from .host_graph import HostGraphExecutable
 from .planner import Plan, plan_graph
+from .rewrites import rewrite
 
 __all__ = ["Backend", "generate"]
 
@@ -27,6 +29,7 @@ def generate(graph: Graph, input_types: Sequence, tuning: Tuning | None = None) 
     if tuning is None:
         tuning = Tuning.interpreter() if interpreter_enabled() else Tuning.gpu()
     g = specialize(graph, input_types, check_shapes=False)
+    rewrite(g)  # np.diff, np.roll, np.tile, ... into views, joins and elementwise ops
     passes.decompose(g, LOWERED)  # np.clip, np.divmod into the ops they are made of
     return plan_graph(g, tuning)
 
@@ -58,15 +61,21 @@ class Backend:
         return True, ""
 
     def compile(self, graph: Graph, input_types: Sequence, call_spec: CallSpec | None = None
-                ) -> TritonExecutable:
+                ) -> TritonExecutable | HostGraphExecutable:
         """An executable for ``graph`` specialized to ``input_types``. It runs the graph only: a traced
         call's convention (``call_spec``: write-back, returned arguments, aliasing) is
         `numtrace_ir.run_call`'s, on the host arrays the executable returns.
 
-        Raises ``NotImplementedError`` naming the op, the node and its source line for anything the
-        backend cannot lower: there is no silent host fallback.
+        Never refuses an op: one without a lowering (or a variant of one) runs as a host step between
+        kernels, listed by ``explain()``; a graph no kernel plan can hold (a shape that depends on array
+        data, a complex input) runs whole on the host (`HostGraphExecutable`), and ``explain()`` says why.
         """
         ok, why = self.is_available()
         if not ok:
             raise RuntimeError(f"the triton backend is not available: {why}")
-        return TritonExecutable(generate(graph, input_types), select_allocator())
+        try:
+            plan = generate(graph, input_types)
+        except NotImplementedError as exc:  # no kernel plan can hold it: the whole graph on the host
+            g = specialize(graph, input_types, check_shapes=False)
+            return HostGraphExecutable(g, list(input_types), str(exc))
+        return TritonExecutable(plan, select_allocator())

@@ -1,6 +1,6 @@
-"""The registry ops the Triton backend does not lower, each with the reason. One place: the planner
-raises ``NotImplementedError`` with this reason, and the coverage test fails for any registry op that
-is neither lowered nor listed here."""
+"""The registry ops the Triton backend does not lower natively, each with the reason. One place: the
+planner runs such an op as a host step (NumPy between kernels) and ``explain()`` gives this reason; the
+coverage test fails for any registry op that is neither lowered nor listed here."""
 
 from __future__ import annotations
 
@@ -8,17 +8,21 @@ from numtrace_ir import registry
 from numtrace_ir.registry import REDUCTION_KINDS, OpDef
 
 from .elementwise import LOWERINGS
+from .gathers import GATHER_OPS
 from .movement import SAME_VALUE
+from .rewrites import REWRITES
 
 __all__ = [
     "CONTRACTIONS",
     "HOST_OPS",
     "LOWERED",
+    "NO_LOWERING",
     "PARTIAL",
     "REDUCTIONS",
     "UNLOWERED",
     "UNLOWERED_KINDS",
     "VIEW_OPS",
+    "handling",
     "is_lowered",
     "outer_base",
     "unlowered_reason",
@@ -34,24 +38,15 @@ _RANDOM = "random draws: NumPy's generators cannot be reproduced inside GPU kern
 
 UNLOWERED: dict[str, str] = {
     "np.frexp": "needs exponent bit manipulation for every float format; not lowered",
-    "np.ufunc": "a ufunc of another library (scipy.special, ...) has no Triton source; refused by name",
+    "np.ufunc": "a ufunc without a registry op of its own (NumPy's np.ldexp, or another library's, as "
+    "scipy.special's) has no Triton lowering",
     "np.spacing": "needs ulp bit manipulation for every float format; not lowered",
     "np.nextafter": "needs ulp bit manipulation for every float format; not lowered",
     "np.gcd": "needs a data-dependent loop (Euclid); not lowered",
     "np.lcm": "needs a data-dependent loop (Euclid); not lowered",
     "np.einsum": "general contractions are not mapped onto the batched matmul kernel",
-    "np.tensordot": "general contractions are not mapped onto the batched matmul kernel",
-    "np.inner": "general contractions are not mapped onto the batched matmul kernel",
-    "np.outer": "general contractions are not mapped onto the batched matmul kernel",
     "np.argsort": "sorting is not lowered",
     "np.sort": "sorting is not lowered",
-    "np.repeat": _COPIES,
-    "np.roll": _COPIES,
-    "np.tile": _COPIES,
-    "np.tril": _COPIES,
-    "np.triu": _COPIES,
-    "np.take": _GATHER,
-    "np.take_along_axis": _GATHER,
     "np.getitem_mask": "boolean-mask indexing has a data-dependent output shape",
     "np.isclose": "a composite test (abs, compare, isfinite, isnan per element) with no kernel of its own; "
     "not lowered",
@@ -59,7 +54,6 @@ UNLOWERED: dict[str, str] = {
     "special-cased); not lowered",
     "np.imag": "complex parts: Triton has no complex type (a real array's imaginary part, zeros, is not "
     "special-cased); not lowered",
-    "np.diff": "a stencil along one axis (differences of shifted slices, n times); not lowered",
     "np.median": _ORDER_STATS,
     "np.percentile": _ORDER_STATS,
     "np.quantile": _ORDER_STATS,
@@ -67,12 +61,6 @@ UNLOWERED: dict[str, str] = {
     "np.linalg.inv": _LAPACK,
     "np.linalg.det": _LAPACK,
     "np.linalg.solve": _LAPACK,
-    "np.hstack": _JOIN,
-    "np.vstack": _JOIN,
-    "np.column_stack": _JOIN,
-    "np.atleast_1d": _PER_INPUT,
-    "np.atleast_2d": _PER_INPUT,
-    "np.atleast_3d": _PER_INPUT,
     "np.broadcast_arrays": _PER_INPUT,
     "np.diag": "a 1-d input builds a new square matrix (a copy, not a view); not lowered",
 }
@@ -80,12 +68,19 @@ UNLOWERED: dict[str, str] = {
 # Whole kinds the backend does not lower (ops of these kinds need no entry above).
 UNLOWERED_KINDS: dict[str, str] = {"random": _RANDOM}
 
-# Lowered ops with variants that are not: the planner's NotImplementedError for those says this.
+# Lowered ops with variants that are not (run as host steps): ``explain()`` says this for those.
 PARTIAL: dict[str, str] = {
     "np.dot": "np.dot of arrays with more than 2 dims is not lowered",
-    "np.getitem": "indexing with arrays (a gather) is not lowered",
-    "np.setitem": "writing through array indices (a scatter) is not lowered",
+    "np.getitem": "indexing with arrays other than one integer array among full slices is not lowered",
+    "np.take": "np.take with mode='wrap' or 'clip', or a Python int index, is not lowered",
+    "np.take_along_axis": "np.take_along_axis with axis=None is not lowered",
+    "np.setitem": "writing through array indices other than one integer array among full slices is not "
+    "lowered",
     "np.ravel": "copies data here (not a view)",  # order="F"
+    "np.repeat": "per-element repeat counts (a gather) are not lowered",
+    "np.triu": "np.triu of a 1-d input (it builds a matrix) is not lowered",
+    "np.tril": "np.tril of a 1-d input (it builds a matrix) is not lowered",
+    "np.diff": "np.diff with prepend= or append= is not lowered",
     "np.pad": "np.pad with per-axis constant values is not lowered",
     # Kept whole by passes.decompose: whether NumPy drops, clamps by or rejects the bound depends on it.
     "np.clip": "np.clip of an integer array with a runtime Python int bound (not a constant) is not lowered",
@@ -110,20 +105,36 @@ def outer_base(op: OpDef) -> OpDef | None:
     return registry.get(op.name[: -len(".outer")]) if op.name.endswith(".outer") else None
 
 
-def unlowered_reason(op) -> str | None:
-    """Why registry op ``op`` (an ``OpDef``) is not lowered, or None when it is listed nowhere."""
+# The reason given for an op listed nowhere (a registry op newer than this backend): a host step.
+NO_LOWERING = "the Triton backend has no lowering for it"
+
+
+def _listed_reason(op) -> str | None:
     return UNLOWERED.get(op.name) or UNLOWERED_KINDS.get(op.kind)
+
+
+def unlowered_reason(op) -> str | None:
+    """Why registry op ``op`` (an ``OpDef``) runs as a host step, or None when the backend lowers it."""
+    return _listed_reason(op) or (None if is_lowered(op) else NO_LOWERING)
 
 
 def is_lowered(op) -> bool:
     """Whether the backend runs registry op ``op`` (an ``OpDef``): itself, or decomposed into ops it
     lowers by `numtrace_ir.passes.decompose` (see `LOWERED`)."""
-    return _lowers_itself(op) or (op.decompose is not None and unlowered_reason(op) is None)
+    return _lowers_itself(op) or (op.decompose is not None and _listed_reason(op) is None)
+
+
+def handling(op) -> str:
+    """``"native"`` (kernels, folding, or a decomposition into lowered ops) or ``"host"`` (a host step):
+    how the backend runs registry op ``op``. No op is refused."""
+    return "native" if is_lowered(op) and op.name not in HOST_OPS else "host"
 
 
 def _lowers_itself(op) -> bool:
-    if unlowered_reason(op) is not None:
+    if _listed_reason(op) is not None:
         return False
+    if op.name in REWRITES or op.name in GATHER_OPS:  # rewritten before planning (`rewrites`); gathers
+        return True
     if op.kind == "elementwise":
         base = outer_base(op) or op
         return base in LOWERINGS or (base, 0) in LOWERINGS

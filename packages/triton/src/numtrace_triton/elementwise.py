@@ -24,10 +24,20 @@ import numpy as np
 from numtrace_ir.registry import OpDef
 
 from . import transcendental  # noqa: F401  (registers its lowerings)
-from .elementwise_core import LOWERINGS, Arg, Lowering, cast_to, common_dtype, named, register, where
+from .elementwise_core import (
+    LOWERINGS,
+    Arg,
+    Lowering,
+    cast_to,
+    common_dtype,
+    named,
+    opdef_of,
+    register,
+    where,
+)
 from .source_writer import SourceWriter
 
-__all__ = ["LOWERINGS", "Arg", "Lowering", "lower_elementwise"]
+__all__ = ["COMPARISONS", "LOWERINGS", "Arg", "Lowering", "lower_elementwise"]
 
 
 # ----------------------------------------------------------------------------- arithmetic
@@ -99,7 +109,9 @@ def _sign(w, args, attrs, out):
     one, zero = w.const(1, out), w.const(0, out)
     if out.kind == "u":
         return where(f"{x} > 0", one, zero)
-    return where(f"{x} > 0", one, where(f"{x} < 0", f"-{one}", x if out.kind == "f" else zero))
+    # A float zero of either sign gives +0.0, NaN gives NaN.
+    rest = where(f"{x} == 0", zero, x) if out.kind == "f" else zero
+    return where(f"{x} > 0", one, where(f"{x} < 0", f"-{one}", rest))
 
 
 def _nan_aware_extreme(pick: str, ignore_nan: bool) -> Lowering:
@@ -107,11 +119,13 @@ def _nan_aware_extreme(pick: str, ignore_nan: bool) -> Lowering:
         a, b = (named(w, cast_to(w, x, out)) for x in args)
         if out.kind != "f":
             return f"tl.{pick}({a}, {b})"
+        cmp = ">" if pick == "maximum" else "<"
+        if out.itemsize == 2:  # NumPy's half loops: the first of equal operands (a zero's sign)
+            return where(f"({a} {cmp}= {b}) | ({b if ignore_nan else a} != {b if ignore_nan else a})", a, b)
         if ignore_nan:  # fmax/fmin: a NaN loses unless both are NaN
             return where(f"{a} != {a}", b, where(f"{b} != {b}", a, f"tl.{pick}({a}, {b})"))
         # NaN in either operand wins, and of equal operands the second (NumPy's rule on x86, which
         # decides the sign of a zero: np.maximum(-0.0, 0.0) is 0.0), whatever the GPU's max does.
-        cmp = ">" if pick == "maximum" else "<"
         return where(f"({a} {cmp} {b}) | ({a} != {a})", a, b)
 
     return lower
@@ -237,6 +251,11 @@ def _power(w, args, attrs, out):
         if out.itemsize < 4:
             work = np.dtype(np.float32)
             return w.cast(_float_pow(w, w.cast(a, out, work), w.cast(b, out, work), work), work, out)
+        if attrs.get("scalar_exponent"):
+            # NumPy's float32/float64 power loop computes x ** 0.5 for one exponent of 0.5 as sqrt(x):
+            # nan for -inf, -0.0 for -0.0 (C's pow gives inf and 0.0).
+            sqrt = f"tl.sqrt_rn({a})" if out == np.float32 else f"tl.sqrt({a})"
+            return where(f"{b} == {w.const(0.5, out)}", sqrt, _float_pow(w, a, b, out))
         return _float_pow(w, a, b, out)
     if out.kind == "b":
         raise NotImplementedError("np.power on booleans")
@@ -278,8 +297,27 @@ def _signbit(w, args, attrs, out):
     return f"{x} < 0" if dt.kind == "i" else f"tl.zeros_like({x}) != 0"
 
 
+_MIRRORED = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
 def _compare(symbol: str) -> Lowering:
+    """``a <symbol> b``, exact for every pair of integer dtypes: NumPy compares a signed with an
+    unsigned 64-bit integer by value, where their common type (float64) would round both."""
+
     def lower(w, args, attrs, out):
+        (a, da), (b, db) = args
+        if {da.kind, db.kind} == {"i", "u"} and common_dtype(args).kind == "f":
+            if da.kind == "u":  # the signed operand first
+                (a, da), (b, db), sym = (b, db), (a, da), _MIRRORED[symbol]
+            else:
+                sym = symbol
+            a = named(w, cast_to(w, (a, da), np.dtype(np.int64)))
+            u64 = np.dtype(np.uint64)
+            ua, ub = w.cast(a, np.dtype(np.int64), u64), cast_to(w, (b, db), u64)
+            # A negative signed value is below every unsigned one; otherwise both compare as unsigned.
+            if sym in ("!=", "<", "<="):
+                return f"({a} < 0) | ({ua} {sym} {ub})"
+            return f"({a} >= 0) & ({ua} {sym} {ub})"
         common = common_dtype(args)
         a, b = (cast_to(w, x, common) for x in args)
         return f"{a} {symbol} {b}"
@@ -296,6 +334,9 @@ for _name, _sym in (
     (np.greater_equal, ">="),
 ):
     register(_name)(_compare(_sym))
+# The comparison ops, which take a Python int outside their array's range by value.
+COMPARISONS = frozenset(opdef_of(u) for u in (np.equal, np.not_equal, np.less, np.less_equal, np.greater,
+                                              np.greater_equal))
 
 
 def _logical(symbol: str) -> Lowering:

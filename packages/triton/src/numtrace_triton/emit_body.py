@@ -164,6 +164,11 @@ class BodyEmitter:
         return not any(s for s, n in zip(view.strides, view.shape) if n != 1)
 
     def op(self, item: Op, suffix: str = "") -> str:
+        special = getattr(item.op, "name", None)
+        if special == "gather":
+            return self._gather(item, suffix)
+        if special in ("scatter_claim", "scatter_write"):
+            return self._scatter(item, special == "scatter_claim")
         if item.op not in LOWERINGS:
             raise NotImplementedError(f"the Triton backend has no lowering for {item.label}")
         args = [self.operand(a, item.level) for a in item.args]
@@ -178,6 +183,61 @@ class BodyEmitter:
             self.w.emit(f"{name} = {expr}")
         self.bind(item.key, name, item.level, item.dtype)
         return name
+
+    def _gather(self, item: Op, suffix: str) -> str:
+        """``source[..., index, ...]`` (see `numtrace_triton.gathers`): an index out of range (after
+        NumPy's wrap of a negative one) is not loaded; it sets the flag the executable checks."""
+        w, attrs = self.w, item.attrs
+        iv, bad = self._index(item)
+        mask = self.space.mask(item.level)
+        ok = f"{mask} & ({bad} == 0)" if mask else f"{bad} == 0"
+        src, flag = attrs["source"], attrs["flag"]
+        addr = self.space.address(src, item.level)
+        load = f"tl.load({self.params[src.buffer]} + {addr} + {iv} * {attrs['stride']}, mask={ok}, other=0)"
+        name = f"v{item.key}{suffix}"
+        w.emit(f"{name} = {load}" + (" != 0" if np.dtype(src.dtype).kind == "b" else ""))
+        fmask = f"{mask} & {bad}" if mask else bad
+        w.emit(f"tl.store({self.params[flag.buffer]} + {iv} * 0, {bad}.to(tl.int32), mask={fmask})")
+        self.bind(item.key, name, item.level, item.dtype)
+        return name
+
+    def _index(self, item: Op) -> tuple[str, str]:
+        """The index operand of a gather or scatter as int64, a negative one wrapped, and whether it
+        is out of range (names)."""
+        w = self.w
+        index, index_dtype = self.operand(item.args[0], item.level)
+        iv = w.let(SourceWriter.cast(index, index_dtype, np.dtype(np.int64)))
+        n = item.attrs["extent"]
+        if index_dtype.kind == "i":
+            iv = w.let(f"tl.where({iv} < 0, {iv} + {n}, {iv})")
+        return iv, w.let(f"({iv} < 0) | ({iv} >= {n})")
+
+    def _scatter(self, item: Op, claim: bool) -> str:
+        """A scatter's claim (the last position naming each target row wins, by an atomic max) or its
+        write (only where the position won); see `numtrace_triton.gathers`."""
+        w, attrs = self.w, item.attrs
+        iv, bad = self._index(item)
+        position, _ = self.operand(item.args[1], item.level)
+        mask = self.space.mask(item.level)
+        ok = w.let(f"{mask} & ({bad} == 0)" if mask else f"{bad} == 0")
+        pw = self.params[attrs["winner"].buffer]
+        if claim:
+            flag = attrs["flag"]
+            w.emit(f"tl.atomic_max({pw} + {iv}, {position}, mask={ok})")
+            fmask = f"{mask} & {bad}" if mask else bad
+            w.emit(f"tl.store({self.params[flag.buffer]} + {iv} * 0, {bad}.to(tl.int32), mask={fmask})")
+        else:
+            won = w.let(f"{ok} & (tl.load({pw} + {iv}, mask={ok}, other=-1) == {position})")
+            value, value_dtype = self.operand(item.args[2], item.level)
+            target = attrs["target"]
+            value = SourceWriter.cast(value, value_dtype, target.dtype)
+            if np.dtype(target.dtype).kind == "b":
+                value = f"{value}.to({tl_type(storage_dtype(target.dtype))})"
+            addr = self.space.address(target, item.level)
+            w.emit(f"tl.store({self.params[target.buffer]} + {addr} + {iv} * {attrs['stride']}, {value}, "
+                   f"mask={won})")
+        self.bind(item.key, iv, item.level, np.dtype(np.int64))
+        return iv
 
     def bind(self, key: int, name: str, level: str, dtype: np.dtype) -> None:
         self.names[key] = (name, level)
@@ -223,6 +283,8 @@ def item_views(items: list, stores: list[Store]) -> list[View]:
     for item in items:
         args = item.args if isinstance(item, Op) else [item.arg]
         views.extend(a.view for a in args if isinstance(a, Load))
+        if isinstance(item, Op):  # a gather's source and flag (`numtrace_triton.gathers`)
+            views.extend(v for v in item.attrs.values() if isinstance(v, View))
     views.extend(s.view for s in stores)
     return views
 

@@ -81,7 +81,10 @@ def emit_matmul(
     w = SourceWriter()
     body = BodyEmitter(w, _TileSpace(nb), ptrs.params)
     pa, pb = ptrs.params[kernel.a.buffer], ptrs.params[kernel.b.buffer]
-    acc_dtype = work if work.kind != "f" or work.itemsize == 8 else np.dtype(np.float32)
+    if work.kind == "f":
+        acc_dtype = work if work.itemsize == 8 else np.dtype(np.float32)
+    else:  # tl.sum widens integers under 32 bits: a 32-bit sum, cast back (the same bits, mod 2**n)
+        acc_dtype = work if work.itemsize >= 4 else np.dtype(f"{work.kind}4")
     w.emit(f"acc = tl.zeros([BLOCK_M, BLOCK_N], {tl_type(acc_dtype)})")
     w.emit(f"for k0 in range(0, {kernel.k}, BLOCK_K):")
     w.indent += 1
@@ -97,7 +100,7 @@ def emit_matmul(
         precision = ', input_precision="ieee"' if work == np.float32 else ""
         w.emit(f"acc = tl.dot(a, b, acc{precision})")
     else:
-        w.emit("acc += tl.sum(a[:, :, None] * b[None, :, :], axis=1)")
+        w.emit(f"acc += tl.sum(a[:, :, None] * b[None, :, :], axis=1).to({tl_type(acc_dtype)})")
     w.indent -= 1
     w.emit(f"v{kernel.acc_key} = {SourceWriter.cast('acc', acc_dtype, out)}")
     body.bind(kernel.acc_key, f"v{kernel.acc_key}", "full", out)

@@ -166,7 +166,9 @@ class _ReductionWriter:
                 else ("*", f"tl.reduce({xm}, 1, _multiply)")
             )
             self.w.emit(f"{name} = {SourceWriter.cast(f'{expr} {sign} {carry}[:, None]', acc, item.dtype)}")
-            self.w.emit(f"{carry} = {carry} {sign} {total}")
+            # tl.sum widens integers under 32 bits: the carry keeps its type across iterations.
+            self.w.emit(f"{carry} = {SourceWriter.cast(f'({carry} {sign} {total})', np.dtype(np.int32), acc)}"
+                        if acc.kind in "iu" and acc.itemsize < 4 else f"{carry} = {carry} {sign} {total}")
         else:
             self.w.emit(f"{name} = {SourceWriter.cast(expr, acc, item.dtype)}")
         self.body.bind(item.key, name, "full", item.dtype)

@@ -19,6 +19,7 @@ import numpy as np
 from numtrace_ir.backend import plain_array
 from numtrace_ir.types import TensorType
 
+from .coverage import HOST_OPS
 from .device_arrays import export_array, import_array, is_device_array
 from .device_memory import DeviceAllocator, DeviceBuffer, interpreter_enabled
 from .emit_body import GeneratedKernel
@@ -70,6 +71,7 @@ class TritonExecutable:
         self._host = [HostRunner(step, plan.buffers) for step in plan.host_steps]
         self._host_written = {b for step in plan.host_steps for b in step.outputs if b is not None}
         self._launches = list(zip(plan.kernels, self._fns))
+        self._flags = [b for b, spec in enumerate(plan.buffers) if spec.role == "flag"]
         self._lock = threading.Lock()
         self._calls = 0
 
@@ -96,13 +98,25 @@ class TritonExecutable:
         for b, spec in enumerate(plan.buffers):
             if spec.role in ("temp", "output") and b not in self._host_written:
                 bufs[b] = self.allocator.empty(spec.nbytes)
+            elif spec.role in ("flag", "scratch"):  # filled per call: gathers' flags, scatters' claims
+                bufs[b] = self.allocator.upload(spec.const_data)
         self._launch_all(bufs)
+        self._check_flags(bufs)
         with self._lock:
             self._calls += 1
         return tuple(
             self._result(j, o, bufs, like, None if out is None else out[j])
             for j, o in enumerate(plan.outputs)
         )
+
+    def _check_flags(self, bufs: dict[int, DeviceBuffer]) -> None:
+        """NumPy's IndexError for a gather that met an index out of range (its flag set by a kernel)."""
+        for b in self._flags:
+            seen = np.zeros(1, np.int32)
+            self.allocator.download(bufs[b], seen)
+            if seen[0]:
+                raise IndexError(f"{self.plan.buffers[b].doc}: an index is out of bounds for the "
+                                 "indexed axis")
 
     def _host_input(self, i: int, value: Any, storage: np.dtype) -> np.ndarray:
         """Input ``i`` as the C-ordered bytes the kernels read; its type must be the compiled one
@@ -199,6 +213,9 @@ class TritonExecutable:
             entry[1] += spec.nbytes
         lines.append("  buffers: " + (", ".join(f"{count} {role} ({nbytes} bytes)"
                                                 for role, (count, nbytes) in roles.items()) or "none"))
+        ops = [h.step.node.op for h in self._host if h.step.node.op not in HOST_OPS]
+        lines.append("  ops on the host: " + (", ".join(ops) if ops else
+                                                 "none (every op runs in a kernel or was folded)"))
         folded = sum(o.buffer is None for o in plan.outputs)
         if folded:
             lines.append(f"  {folded} output(s) folded at compile time (no kernel)")
@@ -230,4 +247,5 @@ class TritonExecutable:
             "fallbacks": 0,
             "host_calls": [h.step.node.attrs["func"] for h in self._host
                            if h.step.node.op == "prim.host_call"],
+            "host_steps": [h.step.node.op for h in self._host if h.step.node.op not in HOST_OPS],
         }

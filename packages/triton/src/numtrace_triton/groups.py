@@ -254,6 +254,8 @@ class Group:
         when all its accesses reshape to ``full``."""
         if self.kind != "pointwise" or numel(full) != self.numel:
             return False
+        if any(isinstance(item, Op) and getattr(item.op, "name", None) == "gather" for item in self.items):
+            return False  # a gather addresses its source in the pointwise index space only
         ops = _ops_only(self.items, self.gid)
         loads = [a for item in ops for a in item.args if isinstance(a, LogicalLoad)]
         loads += [LogicalLoad(view, at) for _, view, _, at in self.stores]

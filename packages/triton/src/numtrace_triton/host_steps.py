@@ -48,17 +48,18 @@ class HostStep:
     inputs: list[HostInput]
     outputs: list[int | None]
     after: int = 0
+    why: str | None = None  # for a registry op run here: why the backend does not lower it
+    label: str = ""  # the node as errors name it (op, node, source line)
 
     @property
     def description(self) -> str:
         """One line for `explain`."""
         if self.node.op == "prim.host_call":
             return f"host call: {self.node.attrs['func']} (runs on the host: copies in and out)"
-        if self.node.op != "prim.guard":
-            return (f"{self.node.op} with NumPy on the host: it feeds a guard, which needs NumPy's own bits "
-                    f"(copies in and out)")
-        what = self.node.attrs.get("what") or "the guarded value"
-        return f"guard: {what} (read back to the host and compared, every run)"
+        if self.node.op == "prim.guard":
+            what = self.node.attrs.get("what") or "the guarded value"
+            return f"guard: {what} (read back to the host and compared, every run)"
+        return f"host step: {self.label} runs NumPy on the host (copies in and out): {self.why}"
 
 
 def _host_storage(dtype: np.dtype) -> np.dtype:
@@ -70,7 +71,7 @@ def _host_storage(dtype: np.dtype) -> np.dtype:
         return np.dtype(dtype)
 
 
-def plan_host_step(planner: Placement, node: Any, label: str) -> HostStep:
+def plan_host_step(planner: Placement, node: Any, label: str, why: str | None = None) -> HostStep:
     """Place ``node`` as a host step: a group of kind ``host`` (no kernel) that runs after the writers
     of its inputs and is the only writer of its outputs' buffers, so fusion never crosses it."""
     group = planner.new_group("host", 0)
@@ -86,10 +87,12 @@ def plan_host_step(planner: Placement, node: Any, label: str) -> HostStep:
         inputs.append(HostInput(view=view, scalar=scalar))
     outputs: list[int | None] = []
     for v in node.outputs:
-        t = v.type
+        t = planner.types.get(v, v.type)
         if not isinstance(t, TensorType):  # a guard's True: a run that continues has it
             planner.locs[v] = Loc((), None, folded=True, weak="bool")
             continue
+        if not t.is_concrete:  # no buffer can be planned for it: the whole graph runs on the host
+            raise NotImplementedError(f"{label}: its output shape depends on values known only at run time")
         shape = tuple(t.shape)
         planner.types[v] = TensorType(t.dtype, shape)
         if numel(shape) == 0:
@@ -104,7 +107,7 @@ def plan_host_step(planner: Placement, node: Any, label: str) -> HostStep:
         planner.locs[v] = Loc(shape, np.dtype(t.dtype), mem=View(b, np.dtype(t.dtype), 0, shape,
                                                                  c_strides(shape)))
         outputs.append(b)
-    return HostStep(node, inputs, outputs)
+    return HostStep(node, inputs, outputs, why=why, label=label)
 
 
 class HostRunner:

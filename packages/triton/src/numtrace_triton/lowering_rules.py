@@ -7,6 +7,7 @@ elementwise consumers join as the epilogue; movement ops are views of their inpu
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -16,7 +17,8 @@ from numtrace_ir.types import TensorType
 
 from .coverage import CONTRACTIONS, PARTIAL, REDUCTIONS, VIEW_OPS, outer_base
 from .dtypes import check_supported
-from .elementwise import LOWERINGS
+from .elementwise import COMPARISONS, LOWERINGS
+from .gathers import GATHER_OPS, GatherRules
 from .groups import Group, broadcast_strides
 from .kernel_plan import Const, Op, Reduce, Ref, View, c_strides, numel
 from .movement import (
@@ -25,12 +27,12 @@ from .movement import (
     permuted_layout,
     view_result,
 )
-from .placement import NOTHING, POSITIVE, Loc, Placement
+from .placement import NOTHING, POSITIVE, Loc
 
 __all__ = ["RULES", "LoweringRules"]
 # The ops the planner emits itself, around the nodes it lowers (copies, casts, mean/var/std parts).
-_ASTYPE, _MULTIPLY, _DIVIDE, _SUBTRACT, _SQRT = map(
-    registry.get, ("np.astype", "np.multiply", "np.divide", "np.subtract", "np.sqrt")
+_ASTYPE, _MULTIPLY, _DIVIDE, _SUBTRACT, _SQRT, _POWER = map(
+    registry.get, ("np.astype", "np.multiply", "np.divide", "np.subtract", "np.sqrt", "np.power")
 )
 # Ops with a lowering of their own: np.dot (its N-d form is not matmul's), the joins, np.pad, np.setitem,
 # and np.getitem (whose view the setitem lowering writes into).
@@ -55,7 +57,7 @@ def lowers(*kinds: str) -> Callable:
     return deco
 
 
-class LoweringRules(Placement):
+class LoweringRules(GatherRules):
     """Placement plus one lowering rule per op kind."""
 
     def fold_values(self, node, values) -> None:
@@ -104,23 +106,28 @@ class LoweringRules(Placement):
                 mem=View(va.buffer, va.dtype, va.offset, va.shape + (1,) * nb, va.strides + (0,) * nb),
             )
             locs = [a, Loc(b.shape, b.dtype, mem=vb)]
-        group, level = self.choose_group(locs, shape)
+        if base is _POWER and out_t.dtype.kind in "iu" and _maybe_negative(locs[1]):
+            raise NotImplementedError(f"{label}: an integer power whose exponent may be negative (NumPy "
+                                      "raises ValueError for one) runs on the host")
         tensor_dtypes = [loc.dtype for loc in locs if loc.weak is None]
+        weak = [None if loc.weak is None else _weak_operand(loc, tensor_dtypes, base in COMPARISONS, label)
+                for loc in locs]
+        group, level = self.choose_group(locs, shape)
         args = []
-        for loc in locs:
+        for loc, operand in zip(locs, weak):
             arg = self.read(group, loc, shape, label)
-            if loc.weak is not None:
-                weak = np.result_type(
-                    *tensor_dtypes, loc.folded if loc.folded is not NOTHING else _WEAK_EXAMPLE[loc.weak]
-                )
+            if operand is not None:
+                dtype, value = operand
                 if isinstance(arg, Const):
-                    arg = Const(arg.value, weak)
-                else:  # a runtime Python scalar, stored at its strong dtype: cast like NumPy would
+                    arg = Const(value, dtype)
+                elif dtype != loc.dtype:  # a runtime Python scalar, stored at its strong dtype
                     key = self.key()
-                    group.items.append(Op(key, _ASTYPE, [arg], {}, weak, label, level))
+                    group.items.append(Op(key, _ASTYPE, [arg], {}, dtype, label, level))
                     arg = Ref(key)
             args.append(arg)
         attrs = {} if as_op else dict(node.attrs)
+        if base is _POWER and numel(locs[1].shape) == 1:
+            attrs["scalar_exponent"] = True  # NumPy's loop takes sqrt for a lone exponent of 0.5
         for v, name in zip(outs, names):
             key = self.key()
             dtype = self.types[v].dtype
@@ -141,7 +148,9 @@ class LoweringRules(Placement):
             level = group.level_for(shape, inside)
             if level is None:
                 continue
-            outside = [loc for loc in locs if loc.group not in members and loc.folded is NOTHING]
+            # Loaded from memory: computed elsewhere, or a folded array (a scalar is a constant).
+            outside = [loc for loc in locs if loc.group not in members
+                       and (loc.folded is NOTHING or np.ndim(loc.folded) > 0)]
             views = [
                 loc.mem or View(0, loc.known_dtype, 0, loc.shape, c_strides(loc.shape)) for loc in outside
             ]
@@ -195,7 +204,7 @@ class LoweringRules(Placement):
         check_supported(x.dtype, label)
         full = x.shape
         axis = node.attrs.get("axis")
-        if axis is None:
+        if axis is None or not full:  # a 0-d input's cumsum(axis=0) is that of its one element
             red = tuple(range(len(full)))
         else:
             red = tuple(sorted({a % len(full) for a in ((axis,) if isinstance(axis, int) else axis)}))
@@ -324,6 +333,9 @@ class LoweringRules(Placement):
         if op is _SETITEM:
             self.setitem(node, label)
             return
+        if node.op in GATHER_OPS:
+            self.take(node, label)
+            return
         if node.op not in VIEW_OPS:
             raise NotImplementedError(f"the Triton backend has no lowering for {label}")
         rule = op.as_view
@@ -334,10 +346,16 @@ class LoweringRules(Placement):
             index, rest = _static_index(attrs["index"], rest)
             attrs = {**attrs, "index": index}
             gather = bool(rest)  # array indices left: NumPy gathers (copies), no view
-        if gather or any(loc.folded is NOTHING for loc in rest) or not all(
+            axis = _one_array_axis(index, len(x.shape)) if len(rest) == 1 else None
+            if axis is not None:
+                self.gather(node, label, x, rest[0], axis, False)
+                return
+        if gather:
+            raise NotImplementedError(f"{label}: {PARTIAL['np.getitem']} by the Triton backend")
+        if any(loc.folded is NOTHING for loc in rest) or not all(
             isinstance(self.types[v], TensorType) for v in node.outputs
         ):
-            raise NotImplementedError(f"{label}: {PARTIAL['np.getitem']} by the Triton backend")
+            raise NotImplementedError(f"{label}: a shape or index known only at run time is not lowered")
         outs = node.outputs
         extra = [loc.folded for loc in rest]
         if node.op in SAME_VALUE:
@@ -413,6 +431,10 @@ class LoweringRules(Placement):
         the indexed view of it by a later kernel (never the copying one: its blocks are unordered)."""
         a, *indices, value = (self.locs[v] for v in node.inputs)
         index, indices = _static_index(node.attrs["index"], indices)
+        axis = _one_array_axis(index, len(a.shape)) if len(indices) == 1 else None
+        if axis is not None:
+            self.scatter(node, label, a, indices[0], value, axis)
+            return
         if indices:
             raise NotImplementedError(f"{label}: {PARTIAL['np.setitem']} by the Triton backend")
         out = self.types[node.outputs[0]]
@@ -503,6 +525,45 @@ class LoweringRules(Placement):
         key = self.key()
         group.items.append(Op(key, POSITIVE, [arg], {}, dtype, label))
         return self.materialize(Loc(view.shape, dtype, group=group, key=key), label)
+
+def _one_array_axis(index: tuple, ndim: int) -> int | None:
+    """The axis of ``x[..., idx, ...]`` when ``index`` is one array placeholder among full slices."""
+    if len(index) > ndim or index.count("input") != 1:
+        return None
+    if any(e != "input" and e != slice(None) for e in index):
+        return None
+    return index.index("input")
+
+
+def _maybe_negative(loc: Loc) -> bool:
+    """Whether a value of signed integer type may hold a negative number at run time."""
+    if loc.folded is not NOTHING:
+        return bool(np.any(np.asarray(loc.folded) < 0))
+    return loc.weak == "int" or (loc.dtype is not None and loc.dtype.kind == "i")
+
+
+def _weak_operand(loc: Loc, tensor_dtypes: list, comparison: bool, label: str) -> tuple[np.dtype, Any]:
+    """The dtype (and value, where folded) a Python scalar operand takes next to arrays of
+    ``tensor_dtypes`` (NEP 50: the arrays' kind decides). An int outside an integer array's range is
+    compared by value, as NumPy does: held in int64 or uint64, or as +-inf beyond both; in arithmetic
+    NumPy raises OverflowError, so the node runs on the host, where it does."""
+    value = loc.folded
+    dtype = np.result_type(*tensor_dtypes, _WEAK_EXAMPLE[loc.weak or "int"] if value is NOTHING else value)
+    if loc.weak != "int" or dtype.kind not in "iu":
+        return dtype, value
+    if value is NOTHING:  # stored as int64: compare it so, as the value it is
+        return (np.dtype(np.int64) if comparison else dtype), value
+    value = int(value)
+    if np.iinfo(dtype).min <= value <= np.iinfo(dtype).max:
+        return dtype, value
+    if not comparison:
+        raise NotImplementedError(f"{label}: the Python int {value} is out of bounds for {dtype} "
+                                  "(NumPy raises OverflowError)")
+    for wide in (np.dtype(np.int64), np.dtype(np.uint64)):
+        if np.iinfo(wide).min <= value <= np.iinfo(wide).max:
+            return wide, value
+    return np.dtype(np.float64), math.inf if value > 0 else -math.inf
+
 
 def _batched(view: View, batch: tuple[int, ...]) -> View:
     """``view``'s leading dims broadcast to ``batch``; its last two dims kept."""

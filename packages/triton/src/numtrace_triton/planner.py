@@ -21,6 +21,7 @@ from .emit_body import GeneratedKernel, Tuning
 from .emit_matmul import emit_matmul
 from .emit_pointwise import emit_pointwise
 from .emit_reduction import emit_reduction
+from .gathers import EFFECTS
 from .groups import Group
 from .host_steps import HostStep, plan_host_step
 from .kernel_plan import MatmulKernel, Op, PointwiseKernel, c_strides, numel, op_name
@@ -114,19 +115,20 @@ class _Planner(LoweringRules):
         label = describe_node(node, self.names)
         op = registry.get(node.op)
         locs = [self.locs[v] for v in node.inputs]
-        reason = unlowered_reason(op)
-        if reason is not None and (op.nondeterministic or any(loc.folded is NOTHING for loc in locs)):
-            raise NotImplementedError(f"{label}: {reason}")  # else folded below, like a constant
         if node.op == "prim.Constant":
             self.fold_values(node, [node.attrs["value"]])
             return
-        if ((node.op in HOST_OPS or id(node) in self.by_reference)
-                and any(loc.folded is NOTHING for loc in locs)):
+        unfolded = any(loc.folded is NOTHING for loc in locs)
+        if id(node) in self.by_reference and unfolded:
             gid = len(self.groups)  # the host group plan_host_step makes
-            self.host_steps[gid] = plan_host_step(self, node, label)
+            self.host_steps[gid] = plan_host_step(
+                self, node, label, "it feeds a guard on data, which needs NumPy's own bits")
             return
-        if op.nondeterministic:
-            raise NotImplementedError(f"{label}: nondeterministic ops are not lowered by the Triton backend")
+        if (node.op in HOST_OPS and unfolded) or unlowered_reason(op) is not None and (
+            unfolded or op.nondeterministic
+        ):
+            self.host_step(node, op, label)
+            return
         if all(loc.folded is not NOTHING for loc in locs):
             self.fold(node, [loc.folded for loc in locs])
             return
@@ -145,8 +147,27 @@ class _Planner(LoweringRules):
             return
         rule = RULES.get(op.kind)
         if rule is None:
-            raise NotImplementedError(f"the Triton backend has no lowering for {label} ({op.kind} op)")
-        getattr(self, rule)(node, label)
+            self.host_step(node, op, label)
+            return
+        try:
+            getattr(self, rule)(node, label)
+        except NotImplementedError as exc:  # a variant the rule does not lower (PARTIAL, dtypes)
+            self.host_step(node, op, label, str(exc))
+
+    def host_step(self, node, op, label: str, why: str | None = None) -> None:
+        """Run ``node`` on the host between kernels, as the other backends run it (`host_steps`).
+
+        A random draw runs there too: on NumPy's own generator, so its stream is NumPy's. Refused only
+        where a host step cannot carry the node: a Python scalar result computed at run time, or an
+        input of a dtype Triton has no buffer for (reported by the planner's input checks)."""
+        if node.op not in HOST_OPS and not all(isinstance(v.type, TensorType) for v in node.outputs):
+            raise NotImplementedError(
+                f"{label}: {why or unlowered_reason(op)}; its Python scalar result cannot run as a host step"
+            )
+        if node.op not in HOST_OPS and any(v not in self.types for v in node.outputs):
+            self.infer_types(node, op, [self.locs[v] for v in node.inputs], label)
+        gid = len(self.groups)  # the host group plan_host_step makes
+        self.host_steps[gid] = plan_host_step(self, node, label, why or unlowered_reason(op))
 
     def infer_types(self, node, op, locs: list[Loc], label: str) -> None:
         """Concrete output types: the specialized graph's, or re-inferred from the planned input shapes
@@ -238,7 +259,8 @@ class _Planner(LoweringRules):
                 step.after = len(kernels)
                 self.ordered_host_steps.append(step)
                 continue
-            if not g.stores or g.numel == 0:
+            effects = any(getattr(item.op, "name", None) in EFFECTS for item in g.items)
+            if (not g.stores and not effects) or g.numel == 0:
                 continue
             kernel = g.finish()
             name = "_".join(filter(None, (g.kind, str(len(kernels)), _summary(g))))

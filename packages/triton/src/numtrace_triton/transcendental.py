@@ -57,20 +57,36 @@ def _tanh(w: SourceWriter, x: str, dt: np.dtype) -> str:
     return where(f"{x} < 0", f"-{mag}", where(f"{x} == 0", x, mag))
 
 
+def _big_half_exp(w: SourceWriter, a: str, dt: np.dtype) -> str:
+    """exp(a) / 2 for a >= 0 without overflowing where the result is finite (a up to log(2 * max)):
+    (exp(a / 2) / 2) * exp(a / 2), both halves exact in their arguments."""
+    h = w.let(f"tl.exp({a} * {w.const(0.5, dt)})")
+    return f"({h} * {w.const(0.5, dt)}) * {h}"
+
+
+# Where exp(|x|) / 2 is sinh|x| and cosh x to the last bit (e^-|x| below half an ulp of it).
+_EXP_ONLY = {np.dtype(np.float32): 9.0, np.dtype(np.float64): 19.0}
+
+
 def _sinh(w: SourceWriter, x: str, dt: np.dtype) -> str:
     x = named(w, x)
-    # (e - 1/e)/2 from expm1 of |x|: accurate near 0, overflows to inf exactly where sinh does.
-    e = w.let(_expm1(w, f"tl.abs({x})", dt))
+    a = w.let(f"tl.abs({x})")
+    # (e - 1/e)/2 from expm1 of |x|: accurate near 0; for large |x|, exp(|x|)/2 without early overflow.
+    e = w.let(_expm1(w, a, dt))
     one = w.const(1.0, dt)
-    # e / (e + 1) written as 1 / (1 + 1/e): finite when e overflows to inf.
-    mag = w.let(f"{w.const(0.5, dt)} * ({e} + {one} / ({one} + {one} / {e}))")
-    return where(f"{x} < 0", f"-{mag}", where(f"{x} == 0", x, mag))
+    small = f"{w.const(0.5, dt)} * ({e} + {e} / ({one} + {e}))"
+    mag = w.let(where(f"{a} > {w.const(_EXP_ONLY[dt], dt)}", _big_half_exp(w, a, dt), small))
+    # Tiny |x| (subnormals included): sinh x is x, which the halving above would round.
+    tiny = w.const(2.0 ** (-26 if dt == np.float64 else -12), dt)
+    return where(f"{a} < {tiny}", x, where(f"{x} < 0", f"-{mag}", mag))
 
 
 def _cosh(w: SourceWriter, x: str, dt: np.dtype) -> str:
     x = named(w, x)
-    e = w.let(f"tl.exp(tl.abs({x}))")
-    return f"{w.const(0.5, dt)} * ({e} + {w.const(1.0, dt)} / {e})"
+    a = w.let(f"tl.abs({x})")
+    e = w.let(f"tl.exp({a})")
+    small = f"{w.const(0.5, dt)} * ({e} + {w.const(1.0, dt)} / {e})"
+    return where(f"{a} > {w.const(_EXP_ONLY[dt], dt)}", _big_half_exp(w, a, dt), small)
 
 
 _FLOAT_UNARY: dict[np.ufunc, Callable[[SourceWriter, str, np.dtype], str]] = {
@@ -97,9 +113,7 @@ _FLOAT_UNARY: dict[np.ufunc, Callable[[SourceWriter, str, np.dtype], str]] = {
     np.arctan: lambda w, x, dt: _atan(w, x, dt),
     np.arcsin: lambda w, x, dt: _asin(w, x, dt),
     np.arccos: lambda w, x, dt: _acos(w, x, dt),
-    np.arccosh: lambda w, x, dt: (
-        f"tl.log({x} + tl.sqrt({x} - {w.const(1.0, dt)}) * tl.sqrt({x} + {w.const(1.0, dt)}))"
-    ),
+    np.arccosh: lambda w, x, dt: _arccosh(w, x, dt),
     np.arctanh: lambda w, x, dt: (
         f"{w.const(0.5, dt)} * (" + _log1p(w, x, dt) + " - " + _log1p(w, f"-{x}", dt) + ")"
     ),
@@ -122,6 +136,15 @@ def _arcsinh(w: SourceWriter, x: str, dt: np.dtype) -> str:
     big = f"tl.log({a}) + {w.const(math.log(2), dt)}"
     mag = w.let(where(f"{a} > {w.const(2.0 ** (12 if dt == np.float32 else 28), dt)}", big, small))
     return where(f"{x} < 0", f"-{mag}", where(f"{x} == 0", x, mag))
+
+
+def _arccosh(w: SourceWriter, x: str, dt: np.dtype) -> str:
+    # log(x + sqrt(x^2 - 1)); past 2**28 (float64) / 2**12 (float32) that is log(2x) to working
+    # precision, taken as log(x) + log 2 so that it stays finite up to the largest float.
+    one = w.const(1.0, dt)
+    near = f"tl.log({x} + tl.sqrt({x} - {one}) * tl.sqrt({x} + {one}))"
+    big = f"tl.log({x}) + {w.const(math.log(2), dt)}"
+    return where(f"{x} > {w.const(2.0 ** (12 if dt == np.float32 else 28), dt)}", big, near)
 
 
 def _atan(w: SourceWriter, x: str, dt: np.dtype) -> str:
@@ -157,11 +180,16 @@ def _acos(w: SourceWriter, x: str, dt: np.dtype) -> str:
 
 
 def _round_half_even(w: SourceWriter, x: str, dt: np.dtype) -> str:
+    """rint: from ``f = floor(x)`` and the exact ``x - f`` (no rounding in forming ``x + 0.5``, which
+    is off by one for odd integers past 2**52), ties to the even neighbour; a zero result keeps x's
+    sign (``x * 0``: -0.0 for -0.4 and -0.0), and inf and NaN stay."""
     x = named(w, x)
-    half, two = w.const(0.5, dt), w.const(2.0, dt)
-    r = w.let(f"tl.floor({x} + {half})")
-    tie_to_odd = f"({r} - {x} == {half}) & (tl.floor({r} / {two}) * {two} != {r})"
-    return where(tie_to_odd, f"{r} - {w.const(1.0, dt)}", r)
+    half, two, one = w.const(0.5, dt), w.const(2.0, dt), w.const(1.0, dt)
+    f = w.let(f"tl.floor({x})")
+    d = w.let(f"{x} - {f}")
+    odd = f"tl.floor({f} / {two}) * {two} != {f}"
+    r = w.let(where(f"({d} > {half}) | (({d} == {half}) & ({odd}))", f"{f} + {one}", f))
+    return where(f"{r} == 0", f"{x} * {w.const(0.0, dt)}", where(f"{x} != {x} + {one}", r, x))
 
 
 for _name, _body in _FLOAT_UNARY.items():
@@ -264,10 +292,12 @@ def _modf(part: int) -> Lowering:
         if part == 1:
             return w.cast(whole, work, out)
         zero = w.const(0.0, work)
+        # The fraction has x's sign (C's modf): -0.0 for -0.0, negative integers and -inf.
+        rest = w.let(f"{x} - {whole}")
         frac = where(
             f"tl.abs({x}) == {w.const(math.inf, work)}",
             where(f"{x} < 0", f"-{zero}", zero),
-            f"{x} - {whole}",
+            where(f"{rest} == 0", f"{x} * {zero}", rest),
         )
         return w.cast(w.let(frac), work, out)
 
@@ -292,10 +322,15 @@ def _round(w, args, attrs, out):
     x = named(w, cast_to(w, args[0], work))
     if decimals == 0:
         return w.cast(w.let(_round_half_even(w, x, work)), work, out)
+
+    def rounded(expr: str) -> str:
+        """``expr`` rounded to ``out`` and back: NumPy scales and unscales float16 in float16."""
+        return w.let(w.cast(w.cast(expr, work, out), out, work) if out != work else expr)
+
     scale = w.const(10.0 ** abs(decimals), work)
-    scaled = w.let(f"{x} * {scale}" if decimals > 0 else f"{x} / {scale}")
+    scaled = rounded(f"{x} * {scale}" if decimals > 0 else f"{x} / {scale}")
     r = w.let(_round_half_even(w, scaled, work))
-    return w.cast(w.let(f"{r} / {scale}" if decimals > 0 else f"{r} * {scale}"), work, out)
+    return w.cast(rounded(f"{r} / {scale}" if decimals > 0 else f"{r} * {scale}"), work, out)
 
 
 @register("np.nan_to_num")

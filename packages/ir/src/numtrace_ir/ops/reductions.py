@@ -200,13 +200,30 @@ def _diff_rule(types, attrs):
     n = attrs["n"]
     if n < 0:
         raise ShapeError(f"{name}: order must be non-negative but got {n}")
+    if n == 0:   # NumPy returns the input before looking at prepend/append
+        return t
     if t.ndim == 0:
         raise ShapeError(f"{name}: diff requires input that is at least one dimensional")
     ax = rules.axis(name, attrs["axis"], t.ndim)
-    if n == 0:
-        return t
-    dt = rules.probe_dtype(name, np.diff, np.ones((2,), t.dtype))
-    return TensorType(dt, t.shape[:ax] + (dims.maximum(dims.sub(t.shape[ax], n), 0),) + t.shape[ax + 1 :])
+    length = t.shape[ax]
+    parts = dict(zip([p for p in ("prepend", "append") if p not in attrs["omitted"]], types[1:]))
+    for part, pt in parts.items():
+        shape = rules.shape_of(pt)
+        if not shape:   # a scalar or 0-d array is broadcast to one slice along the axis
+            length = dims.add(length, 1)
+            continue
+        if len(shape) != t.ndim or any(type(d) is int and type(e) is int and d != e
+                                       for i, (d, e) in enumerate(zip(shape, t.shape)) if i != ax):
+            raise ShapeError(f"{name}: {part} of shape {shape} does not fit {t.shape} along axis {ax}")
+        length = dims.add(length, shape[ax])
+    example = {p: np.ones((1,), rules.strong(pt)) for p, pt in parts.items()}
+    dt = rules.probe_dtype(name, np.diff, np.ones((2,), t.dtype), **example)
+    return TensorType(dt, t.shape[:ax] + (dims.maximum(dims.sub(length, n), 0),) + t.shape[ax + 1 :])
+
+
+def _diff_impl(a, n, axis, prepend, append):
+    parts = {k: v for k, v in (("prepend", prepend), ("append", append)) if v is not None}
+    return np.array(np.diff(a, n, axis, **parts), copy=True)
 
 
 def _diff_samples(rng):
@@ -223,6 +240,12 @@ def _diff_samples(rng):
     ):
         yield Sample((sampling.array(rng, shape, "f8"),), attrs)
     yield Sample((sampling.array(rng, (5,), "bool"),), {"n": 2}, note="bool diff is not_equal")
+    yield Sample((sampling.array(rng, (4,), "f4"), 0), {"omitted": ("append",)}, note="prepend a scalar")
+    yield Sample((sampling.array(rng, (3, 4), "f8"), sampling.array(rng, (3, 2), "f8"),
+                  sampling.array(rng, (), "f8")), {"n": 2, "omitted": ()}, note="prepend and append")
+    yield Sample((sampling.array(rng, (2, 3), "i4"), sampling.array(rng, (1, 3), "i8")),
+                 {"axis": 0, "omitted": ("prepend",)}, note="append rows")
+    yield Sample((sampling.array(rng, (5,), "bool"), True, False), {"omitted": ()}, note="bool with both")
 
 
 register(
@@ -233,14 +256,15 @@ register(
             Input("a"),
             Attr("n", 1, rules.to_int),
             Attr("axis", -1, rules.to_int),
-            Unsupported("prepend", np._NoValue),
-            Unsupported("append", np._NoValue),
+            Input("prepend", "any", optional=True),
+            Input("append", "any", optional=True),
         ],
         _diff_rule,
-        lambda a, n, axis: np.array(np.diff(a, n, axis), copy=True),
+        _diff_impl,
         numpy_targets=[np.diff],
         samples=_diff_samples,
+        omitted=("prepend", "append"),
         doc="n-th differences along one axis (bool arrays: not_equal); the axis shrinks by n, to at "
-        "least 0; `prepend`/`append` are not supported (concatenate first)",
+        "least 0 (after `prepend` and `append` are joined along it; a scalar is one slice)",
     )
 )

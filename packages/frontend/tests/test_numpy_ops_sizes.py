@@ -1,0 +1,142 @@
+"""The NaN-aware reductions, signal/calculus functions, vector products and FFTs are registry ops with
+shape rules: a trace taken at one batch size runs at batch 1, an odd size and 1000 with no re-trace,
+and returns what NumPy returns (exactly, or by the project's rule for sums: `assert_outputs_close`)."""
+
+import warnings
+
+import numpy as np
+import numtrace as nt
+import pytest
+from numtrace_ir import registry, testing
+from numtrace_ir.ops.nanfunctions import with_nans
+
+K3 = np.array([0.25, -1.0, 0.5])
+XP = np.linspace(-3.0, 3.0, 7)
+FP = np.cos(XP)
+M34 = np.arange(12.0).reshape(3, 4) / 7.0
+W4 = np.array([[1.0, 2.0], [3.0, -1.0]])
+
+
+def _nans(shape):
+    def make(rng, n):
+        return (with_nans(rng, rng.uniform(-3, 3, (n, *shape))),)
+
+    return make
+
+
+def _arrays(*shapes, dtype="f8"):
+    """Arrays whose leading dim is the batch where the shape starts with None."""
+
+    def make(rng, n):
+        sizes = [tuple(n if d is None else d for d in s) for s in shapes]
+        return tuple(rng.uniform(-3, 3, size).astype(dtype) for size in sizes)
+
+    return make
+
+
+# (op name, function of the inputs, inputs at batch size n)
+CASES = [
+    ("np.nansum", lambda x: np.nansum(x, axis=0), _nans((3,))),
+    ("np.nansum", lambda x: np.nansum(x, axis=1, keepdims=True), _nans((3,))),
+    ("np.nanprod", lambda x: np.nanprod(x, axis=1), _nans((3,))),
+    ("np.nanmean", lambda x: np.nanmean(x, axis=1), _nans((3,))),
+    ("np.nanvar", lambda x: np.nanvar(x, axis=1, ddof=1), _nans((4,))),
+    ("np.nanstd", lambda x: np.nanstd(x, axis=-1), _nans((3,))),
+    ("np.nanmax", lambda x: np.nanmax(x, axis=1), _nans((3,))),
+    ("np.nanmin", lambda x: np.nanmin(x, axis=1), _nans((3,))),
+    ("np.nanargmax", lambda x: np.nanargmax(x, axis=1), _nans((3,))),
+    ("np.nanargmin", lambda x: np.nanargmin(x, axis=1), _nans((3,))),
+    ("np.nancumsum", lambda x: np.nancumsum(x, axis=0), _nans((3,))),
+    ("np.nancumprod", lambda x: np.nancumprod(x, axis=1), _nans((3,))),
+    ("np.ptp", lambda x: np.ptp(x, axis=0), _arrays((None, 3))),
+    ("np.count_nonzero", lambda x: np.count_nonzero(x > 0, axis=0), _arrays((None, 3))),
+    # NumPy's count is an intp scalar, not a weak Python int: float32 / count is float64
+    ("np.count_nonzero", lambda x: x / np.count_nonzero(x > 0), _arrays((None,), dtype="f4")),
+    ("np.average", lambda x, w: np.average(x, axis=0, weights=w), _arrays((None, 3), (None,))),
+    ("np.average", lambda x: np.average(x, axis=1, returned=True), _arrays((None, 3))),
+    ("np.cov", lambda x: np.cov(x), _arrays((3, None))),
+    ("np.cov", lambda x, y: np.cov(x, y, rowvar=False, ddof=0), _arrays((None, 2), (None,))),
+    ("np.corrcoef", lambda x: np.corrcoef(x, rowvar=False), _arrays((None, 3))),
+    ("np.convolve", lambda x: np.convolve(x, K3), _arrays((None,))),
+    ("np.convolve", lambda x: np.convolve(x, K3, mode="same"), _arrays((None,))),
+    ("np.correlate", lambda x: np.correlate(x, K3, mode="full"), _arrays((None,))),
+    ("np.interp", lambda x: np.interp(x, XP, FP), _arrays((None, 2))),
+    ("np.diff", lambda x: np.diff(x, axis=0, prepend=0.0), _arrays((None, 3))),
+    ("np.diff", lambda x, y: np.diff(x, append=y), _arrays((None,), (2,))),
+    ("np.ediff1d", lambda x: np.ediff1d(x, to_begin=0.0), _arrays((None, 2))),
+    ("np.cumulative_sum", lambda x: np.cumulative_sum(x, axis=0, include_initial=True), _arrays((None, 2))),
+    ("np.cumulative_prod", lambda x: np.cumulative_prod(x, axis=1), _arrays((None, 2))),
+    ("np.trapezoid", lambda x: np.trapezoid(x, axis=0), _arrays((None, 3))),
+    ("np.gradient", lambda x: np.gradient(x, 0.5, axis=1), _arrays((None, 4))),
+    ("np.cross", lambda a, b: np.cross(a, b), _arrays((None, 3), (None, 3))),
+    ("np.cross", lambda a, b: np.cross(a, b, axisa=0), _arrays((3, None), (3,))),
+    ("np.kron", lambda x: np.kron(x, W4), _arrays((None, 2))),
+    ("np.vdot", lambda x, y: np.vdot(x, y), _arrays((None,), (None,))),
+    ("np.vecdot", lambda x, y: np.vecdot(x, y), _arrays((None, 3), (None, 3))),
+    ("np.matvec", lambda v: np.matvec(M34, v), _arrays((None, 4))),
+    ("np.vecmat", lambda v: np.vecmat(v, M34), _arrays((None, 3))),
+    ("np.fft.fft", lambda x: np.fft.fft(x), _arrays((None, 8))),
+    ("np.fft.rfft", lambda x: np.fft.rfft(x, axis=0), _arrays((None, 2))),
+    ("np.fft.irfft", lambda x: np.fft.irfft(x), _arrays((None, 5))),
+    ("np.fft.fft2", lambda x: np.fft.fft2(x), _arrays((None, 4, 4), dtype="f4")),
+    ("np.fft.rfftn", lambda x: np.fft.rfftn(x, axes=(1, 0)), _arrays((None, 6))),
+    ("np.fft.fftshift", lambda x: np.fft.fftshift(x), _arrays((None, 3))),
+    ("np.fft.ifftshift", lambda x: np.fft.ifftshift(x, axes=0), _arrays((None,))),
+]
+
+
+def _flat(r):
+    return list(r) if isinstance(r, (tuple, list)) else [r]
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize(("name", "fn", "make"), CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+def test_one_trace_serves_every_size(name, fn, make, backend):
+    rng = np.random.default_rng(7)
+    traced = nt.trace(fn, make(rng, 8), backend=backend)
+    ops = [n.op for n in traced.graph.nodes]
+    assert name in ops, ops
+    assert not any(o in ("prim.host_call", "prim.guard", "prim.dim") for o in ops), ops
+    op = registry.get(name)
+    for n in (1, 7, 1000):
+        inputs = make(rng, n)
+        with warnings.catch_warnings(record=True) as numpy_warned:   # cov of one observation warns
+            warnings.simplefilter("always")
+            expected = _flat(fn(*inputs))
+        with warnings.catch_warnings(record=True) as traced_warned:
+            warnings.simplefilter("always")
+            got = _flat(traced(*inputs))
+        assert [str(w.message) for w in traced_warned] == [str(w.message) for w in numpy_warned]
+        assert len(got) == len(expected)
+        for g, e in zip(got, expected):
+            testing.assert_outputs_close(g, np.asarray(e), what=f"{name} at {n} on {backend}", op=op,
+                                         inputs=inputs)
+    assert traced.retraces == 0
+
+
+def test_all_nan_slices_warn_as_numpy_does(backend):
+    def f(x):
+        return np.nanmean(x, axis=1), np.nanmax(x, axis=1)
+
+    x = np.array([[1.0, np.nan], [2.0, 4.0]])
+    traced = nt.trace(f, (x,), backend=backend)
+    bad = np.array([[np.nan, np.nan], [2.0, 4.0], [1.0, 3.0]])
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        got = traced(bad)
+    assert {str(w.message) for w in seen} >= {"Mean of empty slice", "All-NaN slice encountered"}
+    for g, e in zip(got, (np.array([np.nan, 3.0, 2.0]), np.array([np.nan, 4.0, 3.0]))):
+        np.testing.assert_array_equal(g, e)
+    with pytest.raises(RuntimeError, match="All-NaN slice"):   # NumPy's ValueError, with the node named
+        nt.trace(lambda x: np.nanargmax(x, axis=1), (x,), backend=backend)(bad)
+
+
+def test_unmodelled_arguments_are_host_calls(backend):
+    x = np.array([[1.0, np.nan], [2.0, 4.0]])
+    where = np.array([[True, False], [True, True]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced = nt.trace(lambda x: np.nansum(x, axis=1, where=where), (x,), backend=backend,
+                          check_trace=False)
+    assert "prim.host_call" in str(traced.graph)
+    np.testing.assert_array_equal(traced(x), np.nansum(x, axis=1, where=where))

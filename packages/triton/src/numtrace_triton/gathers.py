@@ -1,0 +1,166 @@
+"""Gathers and scatters lowered natively. Gathers: ``np.take`` (any axis, or the flattened array),
+``np.take_along_axis`` and indexing with one integer array (``x[idx]``, ``x[:, idx]``). Each is one op
+in a pointwise kernel that loads the index, wraps a negative one as NumPy does, and loads the source
+element at an address computed from it (`GATHER`, emitted by `emit_body.BodyEmitter`).
+
+An index out of range is never read: its lane is masked off and the kernel sets a per-call flag
+buffer (role ``flag``), which the executable reads after the kernels and turns into NumPy's
+``IndexError``. A gather's kernel stays pointwise (it never becomes a reduction's prologue or a
+matmul's epilogue, which address memory differently).
+
+Scatters: ``a[..., idx, ...] = value`` with one integer array index among full slices. ``a`` is copied,
+then two pointwise kernels write: the first claims each target row for the last position of ``idx``
+naming it (an atomic max of the position into a per-call ``scratch`` buffer filled with -1), the second
+writes only the claimed elements. So a repeated index keeps the value NumPy's sequential assignment
+leaves there (the last), whatever order the GPU runs the lanes in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numtrace_ir import registry
+from numtrace_ir.types import TensorType
+
+from .groups import LogicalLoad, PlanArg, broadcast_strides
+from .kernel_plan import Op, View, c_strides, numel
+from .placement import Loc, Placement
+
+__all__ = ["EFFECTS", "GATHER", "GATHER_OPS", "SCATTER_CLAIM", "SCATTER_WRITE", "GatherRules"]
+
+
+@dataclass(frozen=True)
+class _Gather:
+    """The op of a gather `Op`: attrs ``source`` (the source over the output's shape, the gathered
+    axis at stride 0), ``stride`` and ``extent`` of that axis, ``flag`` (the out-of-range flag)."""
+
+    name: str = "gather"
+
+
+GATHER = _Gather()
+SCATTER_CLAIM, SCATTER_WRITE = _Gather("scatter_claim"), _Gather("scatter_write")
+# Ops that write memory themselves (no store of their value): their kernels run though nothing is stored.
+EFFECTS = frozenset({"scatter_claim", "scatter_write"})
+GATHER_OPS = frozenset({"np.take", "np.take_along_axis"})
+_TAKE, _TAKE_ALONG = registry.get("np.take"), registry.get("np.take_along_axis")
+
+
+class GatherRules(Placement):
+    """The planner's gather lowering (see the module doc)."""
+
+    def copy_contiguous(self, view: View, dtype: np.dtype, label: str) -> View:
+        """``view`` copied C-contiguously (the lowering rules' copy kernel)."""
+        raise NotImplementedError
+
+    def write_into(self, loc: Loc, view: View, label: str, copies: dict, avoid=None) -> None:
+        """``loc``'s value written into ``view`` (the lowering rules' copy)."""
+        raise NotImplementedError
+
+    def scatter(self, node, label: str, a: Loc, idx: Loc, value: Loc, axis: int) -> None:
+        """``node``'s output: ``a`` with ``a[(:,) * axis + (idx,)] = value`` (see the module doc)."""
+        out = self.types[node.outputs[0]]
+        if idx.dtype is None or idx.dtype.kind not in "iu" or not isinstance(out, TensorType):
+            raise NotImplementedError(f"{label}: only integer index arrays are scattered natively")
+        dtype = np.dtype(out.dtype)
+        view = self.buffer(out.shape, dtype, "temp", doc=f"temporary {out}")
+        if numel(a.shape):
+            self.write_into(a, view, label, {})
+        ix = self.materialize(idx, label)
+        k, n = numel(ix.shape), out.shape[axis]
+        if k == 0 or numel(out.shape) == 0:
+            self.locs[node.outputs[0]] = Loc(out.shape, dtype, mem=view)
+            return
+        pre, post = out.shape[:axis], out.shape[axis + 1:]
+        region = pre + ix.shape + post
+        i32 = np.dtype(np.int32)
+        iota = self.buffer(ix.shape, i32, "const", data=np.arange(k, dtype=np.int32).reshape(ix.shape),
+                           doc=f"positions of the index of {label}")
+        winner = self.buffer((n,), i32, "scratch", data=np.full(n, -1, np.int32), doc=f"claims of {label}")
+        flag = self.buffer((1,), i32, "flag", data=np.zeros(1, np.int32), doc=label)
+        claim = self.new_group("pointwise", k)
+        self.depend(claim, ix)
+        claim_args: list[PlanArg] = [LogicalLoad(ix, ix.shape), LogicalLoad(iota, ix.shape)]
+        claim.items.append(Op(self.key(), SCATTER_CLAIM, claim_args,
+                              {"winner": _spread(winner, ix.shape), "extent": n,
+                               "flag": _spread(flag, ix.shape)}, i32, label))
+        self.writers.setdefault(winner.buffer, []).append(claim)
+        write = self.new_group("pointwise", numel(region))
+        zeros_pre, zeros_post = (0,) * len(pre), (0,) * len(post)
+        index = View(ix.buffer, ix.dtype, ix.offset, region, zeros_pre + ix.strides + zeros_post)
+        position = View(iota.buffer, i32, 0, region, zeros_pre + iota.strides + zeros_post)
+        target = View(view.buffer, dtype, 0, region,
+                      view.strides[:axis] + (0,) * len(ix.shape) + view.strides[axis + 1:])
+        for v in (ix, iota, winner):
+            self.depend(write, v)
+        args = [LogicalLoad(index, region), LogicalLoad(position, region),
+                self.read(write, value, region, label)]
+        write.items.append(Op(self.key(), SCATTER_WRITE, args,
+                              {"winner": _spread(winner, region), "extent": n, "target": target,
+                               "stride": view.strides[axis]}, dtype, label))
+        for w in self.writers.get(view.buffer, []):
+            write.deps.add(w.gid)
+        self.writers.setdefault(view.buffer, []).append(write)
+        self.locs[node.outputs[0]] = Loc(out.shape, dtype, mem=view)
+
+    def gather(self, node, label: str, x: Loc, idx: Loc, axis: int | None, along: bool) -> None:
+        """``node``'s output: ``x`` indexed along ``axis`` by ``idx`` (``take``; ``along``: as
+        ``take_along_axis``, idx of x's rank, broadcast with it); ``axis=None``: the flattened x."""
+        out = self.types[node.outputs[0]]
+        if not isinstance(out, TensorType) or idx.dtype is None or idx.dtype.kind not in "iu":
+            raise NotImplementedError(f"{label}: only integer index arrays are gathered natively")
+        src = self.materialize(x, label)
+        if axis is None:
+            flat = (numel(src.shape),)
+            if not _is_c_contiguous(src):
+                src = self.copy_contiguous(src, x.known_dtype, label)
+            src = View(src.buffer, src.dtype, src.offset, flat, (1,))
+            axis = 0
+        shape = tuple(out.shape)
+        n, stride = src.shape[axis], src.strides[axis]
+        ix = self.materialize(idx, label)
+        if along:
+            kept = src.shape[:axis] + (1,) + src.shape[axis + 1:]  # the gathered axis comes from idx
+            strides = broadcast_strides(kept, src.strides[:axis] + (0,) + src.strides[axis + 1:], shape)
+            source = View(src.buffer, src.dtype, src.offset, shape, strides)
+            index = View(ix.buffer, ix.dtype, ix.offset, shape,
+                         broadcast_strides(ix.shape, ix.strides, shape))
+        else:
+            pre, post = src.shape[:axis], src.shape[axis + 1:]
+            k = len(ix.shape)
+            source = View(src.buffer, src.dtype, src.offset, shape,
+                          src.strides[:axis] + (0,) * k + src.strides[axis + 1:])
+            index = View(ix.buffer, ix.dtype, ix.offset, shape,
+                         (0,) * len(pre) + ix.strides + (0,) * len(post))
+        group = self.new_group("pointwise", numel(shape))
+        self.depend(group, src)
+        self.depend(group, ix)
+        flag = self.buffer((1,), np.dtype(np.int32), "flag", data=np.zeros(1, np.int32), doc=label)
+        key = self.key()
+        attrs = {"source": source, "stride": stride, "extent": n,
+                 "flag": View(flag.buffer, flag.dtype, 0, shape, (0,) * len(shape))}
+        group.items.append(Op(key, GATHER, [LogicalLoad(index, shape)], attrs, out.dtype, label))
+        self.locs[node.outputs[0]] = Loc(shape, out.dtype, group=group, key=key)
+
+    def take(self, node, label: str) -> None:
+        op = registry.get(node.op)
+        x, idx = (self.locs[v] for v in node.inputs)
+        if op is _TAKE:
+            if node.attrs.get("mode", "raise") != "raise":
+                raise NotImplementedError(f"{label}: np.take with mode={node.attrs['mode']!r} is not lowered")
+            axis = node.attrs.get("axis")
+            self.gather(node, label, x, idx, None if axis is None else axis % max(1, len(x.shape)), False)
+            return
+        axis = node.attrs.get("axis")
+        if axis is None:
+            raise NotImplementedError(f"{label}: np.take_along_axis with axis=None is not lowered")
+        self.gather(node, label, x, idx, axis % len(x.shape), True)
+
+
+def _spread(one: View, shape: tuple[int, ...]) -> View:
+    """A buffer's view over ``shape`` at stride 0 (for its pointer only; addresses come from an index)."""
+    return View(one.buffer, one.dtype, 0, shape, (0,) * len(shape))
+
+
+def _is_c_contiguous(view: View) -> bool:
+    return all(s == c or n == 1 for n, s, c in zip(view.shape, view.strides, c_strides(view.shape)))

@@ -1,0 +1,118 @@
+"""Gathers run as kernels (``x[idx]``, ``np.take``, ``np.take_along_axis``): equal to NumPy for every
+index form NumPy takes (negative, unsigned, any rank, any axis, strided sources), and an index out of
+range raises NumPy's IndexError instead of reading past the array."""
+
+import numpy as np
+import pytest
+from numtrace_ir import registry
+from numtrace_ir.graph import Graph
+from numtrace_ir.testing import type_of
+from numtrace_triton import Backend
+
+RNG = np.random.default_rng(5)
+
+
+def _compile(op, arrays, **attrs):
+    g = Graph()
+    xs = [g.add_input(f"x{i}", type_of(a)) for i, a in enumerate(arrays)]
+    g.set_outputs(g.create_node(op, xs, attrs=registry.get(op).normalize_attrs(attrs)).outputs)
+    return Backend().compile(g, [type_of(a) for a in arrays])
+
+
+def _check(op, arrays, **attrs):
+    exe = _compile(op, arrays, **attrs)
+    assert "host step" not in exe.explain()
+    (got,) = exe(*arrays)
+    expected = registry.get(op).reference(*arrays, **registry.get(op).normalize_attrs(attrs))
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    np.testing.assert_array_equal(got, expected)
+    return exe
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int8", "uint16", "bool", "float16"])
+@pytest.mark.parametrize("index_dtype", ["int64", "int32", "uint8", "int8"])
+def test_getitem_with_an_integer_array(dtype, index_dtype):
+    x = (RNG.standard_normal((6, 3)) * 10).astype(dtype)
+    idx = np.array([[0, 5], [2, 2], [1, 4]], index_dtype)
+    if idx.dtype.kind == "i":
+        idx[1, 0] = -1
+    _check("np.getitem", [x, idx], index=("input",))
+    _check("np.getitem", [x.T, idx % 3], index=(slice(None), "input"))
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, 2, -1])
+def test_take_on_every_axis_of_a_strided_array(axis):
+    x = RNG.standard_normal((4, 5, 6)).transpose(2, 0, 1)[::2]  # (3, 4, 5), not contiguous
+    n = x.size if axis is None else x.shape[axis]
+    idx = RNG.integers(-n, n, (2, 3))
+    _check("np.take", [x, idx], axis=axis)
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_take_along_axis_with_broadcast_indices(axis):
+    x = RNG.standard_normal((4, 5, 3))
+    idx = np.argsort(x, axis=axis)
+    _check("np.take_along_axis", [x, idx], axis=axis)
+    _check("np.take_along_axis", [x, np.take(idx, [0], axis=axis)], axis=axis)
+
+
+@pytest.mark.parametrize("bad", [6, -7, 100])
+def test_an_index_out_of_range_raises_index_error(bad):
+    x = RNG.standard_normal((6, 2))
+    exe = _compile("np.getitem", [x, np.array([0, 1])], index=("input",))
+    with pytest.raises(IndexError):
+        x[np.array([0, bad])]
+    with pytest.raises(IndexError, match="out of bounds"):
+        exe(x, np.array([0, bad]))
+    np.testing.assert_array_equal(exe(x, np.array([5, -6]))[0], x[[5, -6]])  # the next call is fine
+
+
+def test_a_gather_feeds_a_fused_kernel_and_a_reduction():
+    """An embedding lookup: the gather's kernel takes the tanh; the row sum reads the stored result."""
+    w, tokens = RNG.standard_normal((10, 4)), np.array([[1, 9], [0, 3]])
+    g = Graph()
+    vw, vt = g.add_input("w", type_of(w)), g.add_input("t", type_of(tokens))
+    e = g.create_node("np.getitem", [vw, vt], attrs={"index": ("input",)}).output
+    h = g.create_node("np.tanh", [e]).output
+    s = g.create_node("np.sum", [h], attrs={"axis": -1}).output
+    g.set_outputs([h, s])
+    exe = Backend().compile(g, [type_of(w), type_of(tokens)])
+    got_h, got_s = exe(w, tokens)
+    np.testing.assert_allclose(got_h, np.tanh(w[tokens]), rtol=1e-12)
+    np.testing.assert_allclose(got_s, np.tanh(w[tokens]).sum(axis=-1), rtol=1e-12)
+
+
+def _setitem(a, idx, value, index):
+    g = Graph()
+    va, vi, vv = (g.add_input(n, type_of(v)) for n, v in (("a", a), ("i", idx), ("v", value)))
+    g.set_outputs([g.create_node("np.setitem", [va, vi, vv], attrs={"index": index}).output])
+    return Backend().compile(g, [type_of(a), type_of(idx), type_of(value)])
+
+
+@pytest.mark.parametrize("dtype", ["float64", "int8", "bool", "float16"])
+def test_scatter_keeps_the_last_value_of_a_repeated_index(dtype):
+    """NumPy assigns in index order: of repeated indices the last value stays, on any lane order."""
+    a = np.zeros((6, 3), dtype)
+    idx = np.array([[1, 4, 1], [-5, 0, 1]])
+    value = (np.arange(18).reshape(2, 3, 3) % 7).astype(dtype)
+    exe = _setitem(a, idx, value, ("input",))
+    assert "host step" not in exe.explain()
+    expected = a.copy()
+    expected[idx] = value
+    np.testing.assert_array_equal(exe(a, idx, value)[0], expected)
+
+
+def test_scatter_along_a_later_axis_with_a_broadcast_value():
+    a, idx, value = RNG.standard_normal((3, 5, 2)), np.array([4, 0, 4], np.uint8), RNG.standard_normal(2)
+    expected = a.copy()
+    expected[:, idx] = value
+    (got,) = _setitem(a, idx, value, (slice(None), "input"))(a, idx, value)
+    np.testing.assert_array_equal(got, expected)
+    assert not np.shares_memory(got, a)
+
+
+def test_a_scatter_index_out_of_range_raises_index_error():
+    a, value = np.zeros((4, 2)), np.ones(2)
+    exe = _setitem(a, np.array([0, 1]), value, ("input",))
+    with pytest.raises(IndexError, match="out of bounds"):
+        exe(a, np.array([0, 4]), value)
