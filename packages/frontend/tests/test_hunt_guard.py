@@ -78,8 +78,8 @@ def test_guarded_host_results_agree_with_numpy_across_calls(f, backend, rng):
 
 
 @pytest.mark.xfail(strict=True, raises=NotImplementedError,
-                   reason="scipy.fft dispatches through uarray, not __array_function__: its Python code reads "
-                          "ndarray.flags of the traced array, so tracing refuses a program NumPy runs "
+                   reason="scipy.fft dispatches through uarray, not __array_function__: its Python code "
+                          "reads ndarray.flags of the traced array, so tracing refuses a program NumPy runs "
                           "(scipy.fft is a host module, but its calls are never recorded as host calls)")
 def test_scipy_fft_of_a_traced_array_is_a_host_call(rng):
     sfft = pytest.importorskip("scipy.fft")
