@@ -3,10 +3,17 @@
   * W1: (a*b + c) * exp(-d) / (1 + |a|) on four 10M float32 arrays, with a fresh output and with
     out=; also as a fraction of the memory-bandwidth limit (200 MB moved at the speed of a large
     np.copyto measured in the same run);
-  * W2: MLP 784-512-512-10 with ReLU and softmax, float32, batch 1 and 256;
-  * W3: pre-LN transformer encoder block (d_model 256, 4 heads, seq 128, batch 1, GELU-tanh MLP x4);
+  * W2: MLP 784-512-512-10 with ReLU and softmax, float32, batch 1 and 256; traced with the weights
+    as arguments (BLAS), as constants and as module parameters (the packed-weight kernels), all timed
+    in alternation with NumPy eager, with GFLOP/s;
+  * W3: pre-LN transformer encoder block (d_model 256, 4 heads, seq 128, batch 1, GELU-tanh MLP x4),
+    weights as arguments and as constants;
   * W4: 200 elementwise ops on 64-element float32 arrays (per-call overhead);
-  * planning: compiling a 10k-node graph.
+  * planning: compiling a 10k-node graph;
+  * codegen: W1 (fresh and out=), W4 and a row norm on the block interpreter beside the same passes as
+    generated C kernels (numtrace_cpu.compiler), timed in alternation, and the first-call latency: a
+    first call while the kernel compiles in the background, the compile itself, and a second process
+    that loads the kernel from the disk cache.
 
 Every number is the median of repeated timings; ratio = baseline time / numtrace time (>1: numtrace
 is faster). OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are removed from this process's environment
@@ -29,7 +36,7 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 import numtrace as nt  # noqa: E402
 import numtrace_cpu  # noqa: E402
-from _timing import fmt_seconds, median_seconds  # noqa: E402
+from _timing import fmt_seconds, median_seconds, time_pair  # noqa: E402
 from numtrace_ir import Graph  # noqa: E402
 from numtrace_ir.types import TensorType  # noqa: E402
 
@@ -125,6 +132,51 @@ def bench_w1(n: int, number: int, repeat: int) -> None:
           f"out= reaches {limit / t_out:.0%} of it")
 
 
+def _side_by_side(name: str, fns: dict, number: int, repeat: int, flops: float = 0.0) -> None:
+    """Every variant timed in alternation (`repeat` rounds, one timing of each per round) so that all see
+    the same drift of a shared machine; medians reported, ratios to NumPy eager."""
+    times: dict = {k: [] for k in fns}
+    for fn in fns.values():
+        fn()
+    for _ in range(repeat):
+        for k, fn in fns.items():
+            times[k].append(median_seconds(fn, number, 1))
+    med = {k: statistics.median(v) for k, v in times.items()}
+    base = med["numpy"]
+    parts = [f"{k} {fmt_seconds(t)} ({base / t:4.2f}x)" for k, t in med.items()]
+    print(f"{name:<28} " + "   ".join(parts))
+    if flops:
+        print(f"{'':<28} GFLOP/s: " + ", ".join(f"{k} {flops / t / 1e9:.0f}" for k, t in med.items()))
+
+
+class _Linear(nt.Module):
+    def __init__(self, w, b):
+        super().__init__()
+        self.w, self.b = nt.Parameter(w), nt.Parameter(b)
+
+
+class _MLP(nt.Module):
+    """mlp() with its weights as module parameters."""
+
+    def __init__(self, params):
+        super().__init__()
+        self.l1, self.l2, self.l3 = (_Linear(params[i], params[i + 1]) for i in (0, 2, 4))
+
+    def forward(self, x):
+        return mlp(x, self.l1.w, self.l1.b, self.l2.w, self.l2.b, self.l3.w, self.l3.b)
+
+
+def _constant_weights(fn, args, n_inputs: int):
+    """`fn` traced with every argument after the first `n_inputs` as a constant (a closure over the
+    weights: what the packed-weight kernels take)."""
+    weights = args[n_inputs:]
+
+    def closed(*xs):
+        return fn(*xs, *weights)
+    closed.__name__ = fn.__name__ + "_constant_weights"
+    return _traced(closed, args[:n_inputs])
+
+
 def bench_w2(batch: int, number: int, repeat: int) -> None:
     rng = np.random.default_rng(1)
     dims = [784, 512, 512, 10]
@@ -133,8 +185,14 @@ def bench_w2(batch: int, number: int, repeat: int) -> None:
         params += [(rng.standard_normal((i, o)) / np.sqrt(i)).astype(np.float32), np.zeros(o, np.float32)]
     args = [rng.standard_normal((batch, 784)).astype(np.float32), *params]
     traced = _traced(mlp, args)
-    report(f"W2 MLP batch {batch}", median_seconds(lambda: traced(*args), number, repeat),
-           {"numpy": median_seconds(lambda: mlp(*args), number, repeat)})
+    const = _constant_weights(mlp, args, 1)
+    module = nt.trace(_MLP(params), args[0], check_trace=False)
+    np.testing.assert_allclose(module(args[0]), mlp(*args), rtol=2e-3, atol=1e-4)
+    x = args[0]
+    flops = 2.0 * batch * sum(i * o for i, o in zip(dims, dims[1:]))
+    _side_by_side(f"W2 MLP batch {batch}", {
+        "numpy": lambda: mlp(*args), "numtrace weights as args": lambda: traced(*args),
+        "constants": lambda: const(x), "module params": lambda: module(x)}, number, repeat, flops)
 
 
 def bench_w3(number: int, repeat: int) -> None:
@@ -150,8 +208,12 @@ def bench_w3(number: int, repeat: int) -> None:
     args = [rng.standard_normal((seq, dm)).astype(np.float32), z(dm, 1), z(dm), w(dm, 3 * dm), z(3 * dm),
             w(dm, dm), z(dm), z(dm, 1), z(dm), w(dm, 4 * dm), z(4 * dm), w(4 * dm, dm), z(dm)]
     traced = _traced(encoder, args)
-    report("W3 transformer block", median_seconds(lambda: traced(*args), number, repeat),
-           {"numpy": median_seconds(lambda: encoder(*args), number, repeat)})
+    const = _constant_weights(encoder, args, 1)
+    x = args[0]
+    flops = 2.0 * seq * dm * dm * (3 + 1 + 4 + 4) + 2 * 2.0 * seq * seq * dm
+    _side_by_side("W3 transformer block", {
+        "numpy": lambda: encoder(*args), "numtrace weights as args": lambda: traced(*args),
+        "constants": lambda: const(x)}, number, repeat, flops)
 
 
 def bench_w4(number: int, repeat: int) -> None:
@@ -185,14 +247,113 @@ def bench_planning(n_nodes: int, repeat: int) -> None:
           f"   ({st['fused_groups']} fused groups, {st['steps']} steps, target <= 500 ms for 10k nodes)")
 
 
+def _exes(graph, types):
+    """The graph's executable on the interpreter and with generated kernels (compiled now)."""
+    from numtrace_cpu import compiler
+
+    old = compiler.set_mode("off")
+    try:
+        interp = numtrace_cpu.compile_graph(graph, types)
+        compiler.set_mode("sync")
+        gen = numtrace_cpu.compile_graph(graph, types)
+    finally:
+        compiler.set_mode(old)
+    assert gen.stats()["generated_kernels"] == gen.stats()["fused_groups"]
+    return interp, gen
+
+
+def bench_codegen(n: int, quick: bool) -> None:
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(n, dtype=np.float32) for _ in range(4)]
+    graph = _traced(w1, args).graph
+    interp, gen = _exes(graph, [TensorType(np.float32, (n,))] * 4)
+    np.testing.assert_array_equal(gen(*args)[0], interp(*args)[0])
+    outs = [np.empty(n, np.float32) for _ in range(2)]
+    t_i, t_g = time_pair(lambda: interp(*args), lambda: gen(*args), quick, time.perf_counter)
+    report(f"W1 fresh, generated (n={n})", t_g, {"interpreter": t_i})
+    t_i, t_g = time_pair(lambda: interp(*args, out=(outs[0],)), lambda: gen(*args, out=(outs[1],)), quick,
+                         time.perf_counter)
+    report(f"W1 out=, generated (n={n})", t_g, {"interpreter": t_i})
+    small = [rng.standard_normal(64, dtype=np.float32) for _ in range(2)]
+    interp, gen = _exes(_traced(w4, small).graph, [TensorType(np.float32, (64,))] * 2)
+    t_i, t_g = time_pair(lambda: interp(*small), lambda: gen(*small), quick, time.perf_counter)
+    report("W4, generated", t_g, {"interpreter": t_i})
+    x = rng.standard_normal((2048, 2048) if not quick else (256, 256), dtype=np.float32)
+    interp, gen = _exes(_traced(_row_norm, [x]).graph, [TensorType(np.float32, x.shape)])
+    t_i, t_g = time_pair(lambda: interp(x), lambda: gen(x), quick, time.perf_counter)
+    report(f"row L2 norm {x.shape}, generated", t_g, {"interpreter": t_i})
+    _first_call_latency(n)
+
+
+def _row_norm(x):
+    return np.sqrt((x * x).sum(axis=1, keepdims=True)) * 0.5 + x
+
+
+_LATENCY = """
+import sys, time
+import numpy as np
+import numtrace_cpu
+from numtrace_cpu import compiler
+from numtrace_ir.types import TensorType
+sys.path.insert(0, {bench!r})
+from cpu_workloads import _traced, w1
+args = [np.random.default_rng(0).standard_normal({n}, dtype=np.float32) for _ in range(4)]
+compiler.set_mode("off")
+graph = _traced(w1, args).graph
+compiler.set_mode({mode!r})
+t0 = time.perf_counter()
+exe = numtrace_cpu.compile_graph(graph, [TensorType(np.float32, ({n},))] * 4)
+t1 = time.perf_counter()
+exe(*args)
+t2 = time.perf_counter()
+compiler.flush()
+t3 = time.perf_counter()
+exe(*args)
+t4 = time.perf_counter()
+s = exe.stats()
+print(" ".join(f"{{t * 1e3:.1f}}" for t in (t1 - t0, t2 - t1, t3 - t0, t4 - t3)),
+      s["generated_runs"], s["interpreted_runs"])
+"""
+
+
+def _first_call_latency(n: int) -> None:
+    """First calls in fresh processes sharing one empty disk cache: the executable's build (with the
+    kernel's compile when synchronous), its first call, when the kernel is loaded, the next call."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, NUMTRACE_CACHE_DIR=cache)
+
+        def run(mode: str, label: str) -> None:
+            code = _LATENCY.format(bench=here, n=n, mode=mode)
+            done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                  check=True)
+            build, first, ready, second, gen, interp = done.stdout.split()
+            print(f"{label:<44} build {build:>7} ms, first call {first:>6} ms, kernel loaded at {ready:>7} "
+                  f"ms, next call {second:>6} ms ({interp} interpreted, {gen} generated runs)")
+
+        run("off", "interpreter only:")
+        run("background", "background compile, empty cache:")
+        with tempfile.TemporaryDirectory() as cold:
+            env["NUMTRACE_CACHE_DIR"] = cold
+            run("sync", "synchronous compile, empty cache:")
+        env["NUMTRACE_CACHE_DIR"] = cache
+        run("sync", "second process, kernel in the disk cache:")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes, few repetitions (smoke run)")
-    parser.add_argument("--only", default="w1,w2,w3,w4,planning",
-                        help="comma-separated workloads to run (w1, w2, w3, w4, planning); default all")
+    parser.add_argument("--only", default="w1,w2,w3,w4,planning,codegen",
+                        help="comma-separated workloads to run (w1, w2, w3, w4, planning, codegen); "
+                             "default all")
     args = parser.parse_args()
     only = set(args.only.split(","))
-    unknown = only - {"w1", "w2", "w3", "w4", "planning"}
+    unknown = only - {"w1", "w2", "w3", "w4", "planning", "codegen"}
     if unknown:
         parser.error(f"--only: unknown workloads {', '.join(sorted(unknown))}")
     print(f"numtrace-cpu {numtrace_cpu.ISA} build, {numtrace_cpu.get_num_threads()} threads; "
@@ -201,14 +362,16 @@ def main() -> None:
     if "w1" in only:
         bench_w1(100_000, 3, 3) if quick else bench_w1(10_000_000, 3, 7)
     if "w2" in only:
-        bench_w2(1, 20, 3) if quick else bench_w2(1, 300, 9)
-        bench_w2(16, 5, 3) if quick else bench_w2(256, 10, 9)
+        bench_w2(1, 20, 3) if quick else bench_w2(1, 300, 11)
+        bench_w2(16, 5, 3) if quick else bench_w2(256, 10, 11)
     if "w3" in only and not quick:
-        bench_w3(20, 9)
+        bench_w3(20, 11)
     if "w4" in only:
         bench_w4(100, 3) if quick else bench_w4(3000, 9)
     if "planning" in only:
         bench_planning(500, 1) if quick else bench_planning(10_000, 3)
+    if "codegen" in only:
+        bench_codegen(100_000, True) if quick else bench_codegen(10_000_000, False)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,9 @@ marked ``@pytest.mark.triton``.
 import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # before anything imports triton
+# Generated CPU kernels only where a test asks for them (compiled synchronously, so which path runs
+# never depends on timing): compiling every test's passes would dominate the suite's time.
+os.environ.setdefault("NUMTRACE_CODEGEN", "0")
 
 import numpy as np
 import numtrace

@@ -116,7 +116,7 @@ def test_bench_runs_the_reference_first_wherever_it_is_listed(capsys, files):
 def test_explain(capsys, files):
     code, out, _ = run(capsys, "explain", files / "mlp.nt", "--input", files / "x.npy")
     assert code == 0 and f"{BACKEND} executable for (%x : f32[8, 20]" in out
-    assert ("BLAS matmul" if CPU else "np.matmul") in out
+    assert ("packed-weight kernel (module state, packed per call)" if CPU else "np.matmul") in out
     code, out, _ = run(capsys, "explain", files / "f.nt", "--backend", "reference")
     assert code == 0 and "reference executable" in out and "np.tanh" in out
 

@@ -19,6 +19,7 @@ on every backend and called at the traced shapes and at another batch size. The 
 
 from __future__ import annotations
 
+import itertools
 import os
 import warnings
 
@@ -96,6 +97,24 @@ def _gemv(a):
     return np.maximum(v @ w + np.array([0.5, -0.0, 0.0]), 0.0)
 
 
+# Constant weights: products with them run on the cpu backend's packed-weight kernels (signed zeros,
+# a zero column and a bias of zeros exercise the sums of -0.0 and ReLU's zero signs).
+_PACKED_W = np.array([[1.0, -0.0, 0.5, 0.0, -1.0, 2.0, 0.25, -0.5, 3.0],
+                      [-0.0, -0.0, 1.0, 0.0, 0.5, -2.0, 0.0, 1.5, -3.0],
+                      [0.5, -0.0, -1.0, 0.0, 0.0, 1.0, -0.25, 0.0, 1.0],
+                      [2.0, -0.0, 0.0, 0.0, -0.5, 0.0, 1.0, -1.0, 0.5]])
+_PACKED_B = np.array([0.5, -0.0, 0.0, -0.0, 0.0, -0.25, 0.0, 1.0, -0.0])
+
+
+def _packed(a, residual=False):
+    if np.ndim(a) < 2 or np.shape(a)[-1] < 4:
+        return a
+    s = a[..., :4]
+    if residual:
+        return s @ _PACKED_W[:, :4] + s
+    return np.maximum(s @ _PACKED_W + _PACKED_B, 0.0)
+
+
 def _through_reshape(a, view):
     if np.ndim(a) == 0:
         return a
@@ -171,13 +190,14 @@ STEPS = {
     "float_of": (1, lambda a: a * float(a.sum())),
     "bool_branch": (1, lambda a: a * 2 if a.sum() > 1 else a - 1),
     # the cpu backend's fast paths: joins written in place then written, joins of 0-d reductions,
-    # small-K and GEMV products with epilogues on signed zeros, scans of fused passes, constant
-    # exponents over extreme ranges, clip and maximum/minimum ties, writes through reshapes
+    # small-K, GEMV and packed-weight products with epilogues on signed zeros, scans of fused passes,
+    # constant exponents over extreme ranges, clip and maximum/minimum ties, writes through reshapes
     "stack_write": (1, _stack_then_write), "concat_write": (2, _concatenate_then_write),
     "column_stack_write": (1, _column_stack_then_write),
     "stack_0d": (1, lambda a: np.stack([a.sum(), a.max()])),
     "array_0d": (1, lambda a: np.array([a.mean(), a.std()])),
     "small_k": (1, _small_k), "small_k_neg_zero": (1, lambda a: _small_k(a, -0.0)), "gemv": (1, _gemv),
+    "packed": (1, _packed), "packed_residual": (1, lambda a: _packed(a, residual=True)),
     "neg_zero": (1, lambda a: a * -0.0), "clip_tie": (1, lambda a: np.clip(a * -0.0, 0.0, 1.0)),
     "clip_tie_high": (1, lambda a: np.clip(a * 0.0, -1.0, -0.0)),
     "max_tie": (1, lambda a: np.maximum(a * -0.0, 0.0)), "min_tie": (1, lambda a: np.minimum(0.0, a * -0.0)),
@@ -194,7 +214,8 @@ STEPS = {
 FAST_STEPS = [name for name in STEPS if name in (
     "stack_write", "concat_write", "column_stack_write", "stack_0d", "array_0d", "small_k",
     "small_k_neg_zero",
-    "gemv", "neg_zero", "clip_tie", "clip_tie_high", "max_tie", "min_tie", "scan_of_pass", "cumprod_of_pass",
+    "gemv", "packed",
+    "neg_zero", "clip_tie", "clip_tie_high", "max_tie", "min_tie", "scan_of_pass", "cumprod_of_pass",
     "pow_m2_huge", "pow_m2_tiny", "pow_m1_subnormal", "pow_half", "pow_3_huge", "pow_4", "pow_m_half",
     "pow_2_neg_zero", "reshape_write", "ravel_write", "T_reshape_write", "set_row", "set_slice", "iadd",
     "set_int_idx")]
@@ -249,11 +270,14 @@ FAST_PATHS = {
     "small-K product": lambda s: s["small_matmuls"],
     "GEMV": lambda s: s["gemv"],
     "GEMV with a fused bias": lambda s: s["gemv_epilogues"],
+    "packed-weight product": lambda s: s["packed_matmuls"],
+    "packed-weight product with a fused epilogue": lambda s: s["packed_epilogue_ops"],
     "scan": lambda s: s["scans"],
     "scan in place": lambda s: s["scans_in_place"],
     "constant exponent": lambda s: s["constant_powers"],
     "assignment in place": lambda s: s["setitems_in_place"],
     "argument updated in place": lambda s: s["in_place_outputs"],
+    "generated kernel": lambda s: s["generated_runs"],
 }
 # Outcomes of the argument kinds a call may take (see _inputs).
 CALL_PATHS = ("Fortran-ordered argument", "strided argument", "np.longlong argument", "masked array refused",
@@ -364,7 +388,22 @@ def run_case(steps, backend):
 @seed(int(os.environ.get("NUMTRACE_FUZZ_SEED", "0")))
 @given(steps=program_st)
 def test_traced_program_matches_numpy_or_raises_clearly(steps, backend):
-    run_case(steps, backend)
+    # Every GENERATED_EVERY-th program on the cpu backend compiles its fused passes to C before its
+    # first call (numtrace_cpu.compiler's sync mode), so they run on the generated kernels.
+    if backend != "cpu" or next(_CPU_PROGRAMS) % GENERATED_EVERY:
+        run_case(steps, backend)
+        return
+    from numtrace_cpu import compiler
+
+    old = compiler.set_mode("sync")
+    try:
+        run_case(steps, backend)
+    finally:
+        compiler.set_mode(old)
+
+
+GENERATED_EVERY = 8
+_CPU_PROGRAMS = itertools.count(1)
 
 
 class StateProgram(nt.Module):

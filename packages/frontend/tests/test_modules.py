@@ -312,3 +312,31 @@ def test_module_list_registers_its_modules(rng):
     np.testing.assert_allclose(traced(x), model(x), rtol=1e-6)
     with pytest.raises(TypeError, match="not a numtrace.Module"):
         nn.ModuleList([3])
+
+
+def test_weights_changed_between_calls_are_never_stale(backend, rng):
+    """A traced module reads its parameters as they are at each call: written in place (the module's own
+    arrays) or replaced through load_state_dict, including NaN and inf (the cpu backend runs these
+    products on its packed-weight kernels and must never reuse a pack of old weights)."""
+    model = nn.Sequential(nn.Linear(64, 48, seed=0), nn.ReLU(), nn.Linear(48, 10, seed=1)).eval()
+    x = rng.standard_normal((32, 64)).astype(np.float32)
+    traced = nt.trace(model, x, backend=backend)
+
+    def check():
+        for batch in (x, x[:7], x[:1]):
+            # float32 sums of ~100 in another order than BLAS's
+            np.testing.assert_allclose(traced(batch), model(batch), rtol=1e-4, atol=1e-3)
+
+    check()
+    model[0].weight[:, :10] *= -3.0                    # in place, the arrays the trace shares
+    model[2].bias[...] = 1.5
+    check()
+    sd = {k: rng.standard_normal(v.shape).astype(np.float32) for k, v in model.state_dict().items()}
+    traced.load_state_dict(sd)
+    check()
+    model[2].weight[3, 5] = np.inf
+    model[0].weight[7, 2] = np.nan
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(np.isnan(traced(x)), np.isnan(model(x)))
+    if backend == "cpu":
+        assert any(s["packed_matmuls"] == 2 for s in traced.forward.stats()["signatures"].values())

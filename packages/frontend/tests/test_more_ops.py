@@ -114,7 +114,7 @@ def test_diff_prepend_and_append_are_one_op(rng):
     def f(x, y):
         return np.diff(x, axis=0, prepend=0.0), np.diff(x, append=y)
 
-    traced = nt.trace(f, (rng.standard_normal((4, 3)), rng.standard_normal((4, 2))))
+    traced = nt.trace(f, (rng.standard_normal((4, 3)), rng.standard_normal((4, 2))), backend="reference")
     assert [n.op for n in traced.graph.nodes if n.op != "prim.Constant"] == ["np.diff", "np.diff"]
     x, y = rng.standard_normal((9, 3)), rng.standard_normal((9, 2))
     for g, e in zip(traced(x, y), f(x, y)):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from numtrace_ir import passes, specialize
 from numtrace_ir.call_spec import CallSpec
@@ -23,8 +23,8 @@ __all__ = ["Backend", "compile_graph"]
 _CACHE_SIZE = 64
 
 
-def compile_graph(graph: Graph, input_types: Sequence[Type], updates: Mapping[int, int] | None = None
-                  ) -> Executable:
+def compile_graph(graph: Graph, input_types: Sequence[Type], updates: Mapping[int, int] | None = None,
+                  state: Collection[int] = ()) -> Executable:
     """Specialize `graph` to concrete `input_types` (same dtypes and ranks as its inputs, any sizes the
     program takes), decompose what the lowering does not take, lower
     it to steps, plan its buffers.
@@ -33,6 +33,9 @@ def compile_graph(graph: Graph, input_types: Sequence[Type], updates: Mapping[in
     new contents of an argument written in place): the executable may then compute it straight into
     input i's memory and return that input array itself as output j. Not with run-time guards: a guard
     failing after the write would leave the caller's array changed by a call that is then retried.
+
+    `state`: the positions of the inputs that are module state (parameters and buffers): products
+    with such a weight run on the packed-weight kernels, which pack it on every call.
     """
     types = tuple(input_types)
     for i, t in enumerate(types):
@@ -42,7 +45,7 @@ def compile_graph(graph: Graph, input_types: Sequence[Type], updates: Mapping[in
             raise ValueError(f"input type {i} ({t}) must have concrete dims to compile for the CPU")
     g = specialize(graph, types, check_shapes=False)   # also folds shape reads into prim.reshape & co.
     passes.decompose(g, LOWERED)   # np.clip into maximum/minimum, which the fused kernels take
-    steps, index, consts = lower(g)
+    steps, index, consts = lower(g, frozenset(state))
     by_number = {n: v.type for v, n in index.items()}
     const_numbers = {index[v]: value for v, value in consts.items()}
     outputs = [index[v] for v in g.outputs]
@@ -75,14 +78,16 @@ class Backend:
         in place (`CallSpec.in_place_updates`, see `compile_graph`). Its `exact_caller` runs the whole
         call of the traced function in C."""
         updates = call_spec.in_place_updates if call_spec is not None else {}
+        state = (range(call_spec.num_args, call_spec.num_args + call_spec.num_state) if call_spec is not None
+                 else range(0))
         # Keyed by identity; the entry holds the graph so its id cannot be reused while cached.
-        key = (id(graph), tuple(input_types), tuple(sorted(updates.items())))
+        key = (id(graph), tuple(input_types), tuple(sorted(updates.items())), (state.start, state.stop))
         with self._lock:
             hit = self._cache.get(key)
             if hit is not None and hit[0] is graph:
                 self._cache.move_to_end(key)
                 return hit[1]
-        exe = compile_graph(graph, key[1], updates)
+        exe = compile_graph(graph, key[1], updates, state)
         with self._lock:
             self._cache[key] = (graph, exe)
             while len(self._cache) > _CACHE_SIZE:

@@ -46,6 +46,20 @@ cdef extern from "nt_loops.h" nogil:
     float nt_op_multiply_f32(float a, float b)
     double nt_op_multiply_f64(double a, double b)
 
+cdef extern from "nt_gen.h" nogil:
+    ctypedef void (*nt_gen_loop_fn)(char* d, const char* a, const char* b, Py_ssize_t n)
+    ctypedef struct nt_gen_reduce:
+        void (*init)(const void* cx, int j, void* acc) noexcept nogil
+        void (*fold)(const void* cx, int j, void* acc, const char* x, Py_ssize_t n) noexcept nogil
+        void (*store)(const void* cx, int j, const void* acc, char* out) noexcept nogil
+        const void* cx
+        int nkept
+    ctypedef void (*nt_gen_fn)(char* const* data, const Py_ssize_t* strides, const Py_ssize_t* shape, int nd,
+                               Py_ssize_t u0, Py_ssize_t u1, const double* fc, const int64_t* ic,
+                               const nt_gen_loop_fn* loops, const nt_gen_reduce* red)
+    const nt_gen_loop_fn* nt_gen_loop_table()
+    enum: NT_GEN_ACC_BYTES
+
 cdef extern from "nt_pairs.h" nogil:
     int nt_pair_f32(int op1, int op2, int tleft, float* d, const float* x, const float* y, const float* z,
                     Py_ssize_t n)
@@ -727,3 +741,37 @@ cdef void _run_pass(const Ctx* cx, char* scratch, int nteam, Py_ssize_t units, P
 
 RUN_PASS = PyCapsule_New(<void*>_run_pass, b"numtrace_cpu.run_pass", NULL)
 """This build's pass (a `run_pass_fn`, see interp.pxd), for numtrace_cpu.runtime.FusedKernel."""
+
+
+if sizeof(Acc) > NT_GEN_ACC_BYTES:
+    raise ImportError("nt_gen.h's NT_GEN_ACC_BYTES is smaller than an Acc")
+
+
+cdef void _gen_init(const void* cx, int j, void* acc) noexcept nogil:
+    _acc_init(&(<const Ctx*>cx).reds[j], <Acc*>acc)
+
+cdef void _gen_fold(const void* cx, int j, void* acc, const char* x, Py_ssize_t n) noexcept nogil:
+    _fold(&(<const Ctx*>cx).reds[j], <Acc*>acc, x, n)
+
+cdef void _gen_store(const void* cx, int j, const void* acc, char* out) noexcept nogil:
+    _acc_store(&(<const Ctx*>cx).reds[j], <const Acc*>acc, out)
+
+
+cdef void _run_generated(void* kernel, const Ctx* cx, int nteam, Py_ssize_t units, Py_ssize_t chunk) noexcept nogil:
+    """A pass's units through a generated kernel, `chunk` units per call, over the threads as
+    `_run_pass` splits them; the kernel gets this build's block loops and folds (see nt_gen.h)."""
+    cdef nt_gen_fn fn = <nt_gen_fn>kernel
+    cdef const nt_gen_loop_fn* loops = nt_gen_loop_table()
+    cdef nt_gen_reduce red
+    cdef Py_ssize_t c, nchunks = (units + chunk - 1) // chunk
+    red.init, red.fold, red.store, red.cx, red.nkept = _gen_init, _gen_fold, _gen_store, cx, cx.nkept
+    if nteam == 1:
+        fn(cx.data, cx.strides, cx.shape, cx.nd, 0, units, cx.fconsts, cx.iconsts, loops, &red)
+        return
+    for c in prange(nchunks, num_threads=nteam, schedule="dynamic"):
+        fn(cx.data, cx.strides, cx.shape, cx.nd, c * chunk, units if (c + 1) * chunk > units else (c + 1) * chunk,
+           cx.fconsts, cx.iconsts, loops, &red)
+
+
+RUN_GENERATED = PyCapsule_New(<void*>_run_generated, b"numtrace_cpu.run_generated", NULL)
+"""This build's runner of generated kernels (a `run_generated_fn`, see interp.pxd)."""

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 RUN_PASS: object
+RUN_GENERATED: object
 GEMV_PARALLEL_MIN: int
 GEMV_ACTIVATIONS: dict[str | None, int]
 
@@ -25,6 +26,26 @@ class Gemv:
         dtype: Any,
         bias: int = -1,
         activation: str | None = None,
+        fallback: Callable[[list[Any], int], Any] | None = None,
+    ) -> None: ...
+    def __call__(self, env: list[Any], nthreads: int) -> Any: ...
+
+EPILOGUE_OPS: dict[str, int]
+GEMM_MICRO_TILE: tuple[int, int, int]
+GEMM_PARALLEL_MIN: int
+
+def pack_weights(w: np.ndarray) -> np.ndarray: ...
+
+class PackedMatmul:
+    calls_packed: int
+    def __init__(
+        self,
+        a: int,
+        b: int,
+        out: int,
+        dtype: Any,
+        epilogue: Any = (),
+        constant: bool = False,
         fallback: Callable[[list[Any], int], Any] | None = None,
     ) -> None: ...
     def __call__(self, env: list[Any], nthreads: int) -> Any: ...

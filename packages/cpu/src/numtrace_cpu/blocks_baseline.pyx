@@ -2,3 +2,4 @@
 include "blocks.pxi"
 include "line_passes.pxi"
 include "gemv.pxi"
+include "packed.pxi"

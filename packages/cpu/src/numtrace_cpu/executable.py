@@ -18,7 +18,7 @@ from numtrace_ir.backend import plain_array
 from numtrace_ir.errors import execution_error, while_executing
 from numtrace_ir.types import ScalarType, TensorType
 
-from numtrace_cpu import threads
+from numtrace_cpu import blas_threads, compiler, threads
 from numtrace_cpu.classify import constant_exponent, fallback_reason
 from numtrace_cpu.isa import ISA, blocks
 from numtrace_cpu.joins import JoinRestStep
@@ -79,6 +79,10 @@ class Executable(CallRunner):
                      or not types[v].is_concrete]
         runners = [_runner(s, types) for s in steps if not isinstance(s, ConstantStep) and id(s) not in once]
         self._setup(specs, runners, outputs, sorted(set(per_call)))
+        # Generated kernels for the fused passes (numtrace_cpu.compiler): until one is ready, or
+        # where none is made, its pass runs on the interpreter.
+        fused = [s for s in steps if isinstance(s, FusedStep)]
+        self._generated = dict(zip(map(id, fused), compiler.request([s.kernel for s in fused])))
 
     def _views_of_arena_buffers(self) -> list[ViewStep]:
         """The view steps whose result is a view of an arena buffer: the same view of the same memory
@@ -167,10 +171,16 @@ class Executable(CallRunner):
             "fused_nodes": sum(len(s.nodes) for s in fused),
             "fused_group_sizes": [len(s.nodes) for s in fused],
             "instructions": sum(s.kernel.n_instructions for s in fused),
+            "generated_kernels": sum(s.kernel.has_generated for s in fused),
+            "generated_runs": sum(s.kernel.generated_runs for s in fused),
+            "interpreted_runs": sum(s.kernel.interpreted_runs for s in fused),
             "matmuls": sum(isinstance(s, MatmulStep) for s in self._steps),
             "gemv": sum(isinstance(s, MatmulStep) and s.gemv is not None for s in self._steps),
             "gemv_epilogues": sum(isinstance(s, MatmulStep) and s.gemv is not None and s.bias
                                   for s in self._steps),
+            "packed_matmuls": sum(isinstance(s, MatmulStep) and s.packed is not None for s in self._steps),
+            "packed_constant": sum(isinstance(s, MatmulStep) and s.packed == "constant" for s in self._steps),
+            "packed_epilogue_ops": sum(len(s.epilogue) for s in self._steps if isinstance(s, MatmulStep)),
             "constant_powers": sum(constant_exponent(n) is not None for s in fused for n in s.nodes),
             "views": sum(isinstance(s, ViewStep) for s in self._steps),
             "parts_in_place": sum(isinstance(s, PartViewStep) for s in self._steps),
@@ -214,8 +224,10 @@ class Executable(CallRunner):
         lines = [f"cpu executable for ({sig})",
                  f"  {_count(s['nodes'], 'node')} in {_count(work, 'step')}: "
                  f"{_count(s['fused_groups'], 'fused pass', 'fused passes')}, "
-                 f"{_count(s['matmuls'] - s['gemv'], 'BLAS call')}, {_count(s['gemv'], 'GEMV kernel')}, "
-                 + "".join(f"{_count(s[key], what)}, " for key, what in (("scans", "scan"),
+                 f"{_count(s['matmuls'] - s['gemv'] - s['packed_matmuls'], 'BLAS call')}, "
+                 f"{_count(s['gemv'], 'GEMV kernel')}, "
+                 + "".join(f"{_count(s[key], what)}, " for key, what in (("packed_matmuls", "packed product"),
+                                                                        ("scans", "scan"),
                                                                         ("small_matmuls", "small-K product"))
                            if s[key]) +
                  f"{_count(into, 'NumPy call into a buffer', 'NumPy calls into buffers')}, "
@@ -231,10 +243,15 @@ class Executable(CallRunner):
                 lines.append(f"  step {k}: fused pass of {_count(len(step.nodes), 'node')} "
                              f"({_work(step.kernel.stats())}) -> {outs}")
                 lines.extend(f"      {node_line(n)}" for n in step.nodes)
+                lines.extend(_generated_lines(self._generated[id(step)]))
             elif isinstance(step, MatmulStep):
                 a, b = (self._types[v] for v in step.inputs[:2])
-                how = "BLAS matmul" if step.gemv is None else "GEMV kernel"
+                how = ("GEMV kernel" if step.gemv is not None else "BLAS matmul" if step.packed is None
+                       else "packed-weight kernel (weight packed once)" if step.packed == "constant"
+                       else "packed-weight kernel (module state, packed per call)")
                 epi = (" + bias" if step.bias else "") + (" then ReLU" if step.activation else "")
+                epi += "".join(f" then {op}" if v is None else f" + {op} {name(v)}"
+                               for op, v in step.epilogue)
                 lines.append(f"  step {k}: {how} {a} @ {b}{epi} -> {self._types[step.outputs[0]]}")
                 lines.extend(f"      {node_line(n)}" for n in step.nodes)
             elif isinstance(step, ScanStep):
@@ -322,6 +339,15 @@ def _check_input(i: int, x: Any, t: Any) -> Any:
     return x
 
 
+def _generated_lines(job: compiler.Job) -> list[str]:
+    """A fused pass's generated kernel in explain(): its state, cache path and source."""
+    where = f" at {job.path}" if job.path else ""
+    lines = [f"      generated C kernel: {job.state}{where}"]
+    if job.source:
+        lines.extend(f"        | {line}" for line in job.source.rstrip("\n").split("\n"))
+    return lines
+
+
 def _work(kernel_stats: dict) -> str:
     """What one fused pass computes per element: its elementwise instructions and the reductions that
     fold its values (a reduction is no instruction: the kernel accumulates it after the instructions)."""
@@ -369,8 +395,10 @@ def _runner(step: Step, types: dict):
 
 
 def _matmul_runner(step: MatmulStep, types: dict):
-    """NumPy's matmul then the fused epilogue as NumPy ops; wrapped in the GEMV kernel when the
-    step has one (which runs this for layouts it does not take)."""
+    """NumPy's matmul then the fused epilogue as NumPy ops; wrapped in the GEMV or packed-weight
+    kernel when the step has one (which runs this for layouts it does not take)."""
+    if step.packed is not None:
+        return _packed_runner(step, types)
     a, b, *bias = step.inputs
     (o,) = step.outputs
     c = bias[0] if bias else None
@@ -387,10 +415,33 @@ def _matmul_runner(step: MatmulStep, types: dict):
         elif act == "relu_zero_first":
             maximum(0, out, out=out)
     if step.gemv is None:
-        return run_matmul
+        a_type, o_type = types[a], types[o]
+        work = int(np.prod(o_type.shape, dtype=np.int64)) * (a_type.shape[-1] if a_type.ndim else 1)
+        return blas_threads.one_thread(run_matmul) if work < blas_threads.SMALL_PRODUCT else run_matmul
     vec_pos, k_axis = step.gemv
     vec, mat = (a, b) if vec_pos == 0 else (b, a)
     return blocks.Gemv(vec, mat, o, k_axis, types[o].dtype.type, -1 if c is None else c, act, run_matmul)
+
+
+def _packed_runner(step: MatmulStep, types: dict):
+    """The packed-weight kernel, with NumPy's matmul and epilogue ops in order as its fallback."""
+    a, b = step.inputs[:2]
+    (o,) = step.outputs
+    matmul, add, maximum = np.matmul, np.add, np.maximum
+    ops = step.epilogue
+
+    def run_matmul_epilogue(env, nthreads):
+        out = env[o]
+        matmul(env[a], env[b], out=out)
+        for name, v in ops:
+            if v is not None:
+                add(out, env[v], out=out)
+            elif name == "relu":
+                maximum(out, 0, out=out)
+            else:
+                maximum(0, out, out=out)
+    return blocks.PackedMatmul(a, b, o, types[o].dtype.type, ops, step.packed == "constant",
+                               run_matmul_epilogue)
 
 
 def _into_runner(step: IntoStep):

@@ -15,6 +15,10 @@ cdef Py_ssize_t PARALLEL_MIN_WORK = 1 << 20
 # sizeable part of a small call, and other Python threads wait no longer than such a pass runs.
 cdef Py_ssize_t NOGIL_MIN_WORK = 1 << 14
 
+# Elements up to which a pass with short rows (see _rows_per_block) runs on its generated kernel,
+# which walks one row per unit; a larger one keeps the interpreter's blocks of many rows.
+cdef Py_ssize_t GENERATED_SHORT_ROWS_MAX = 1 << 12
+
 # Operands of a pass whose strides and pointers live on the stack of its call (more: malloc).
 cdef enum:
     STACK_OPS = 8
@@ -47,6 +51,11 @@ cdef class FusedKernel:
     cdef Py_ssize_t size, work
     cdef int nkept_dims
     cdef run_pass_fn run_pass
+    cdef run_generated_fn run_generated
+    cdef void* generated           # an nt_gen_fn for this program (see set_generated), or NULL
+    cdef object generated_owner    # what keeps the generated code loaded
+    cdef readonly Py_ssize_t generated_runs, interpreted_runs
+    cdef readonly tuple program    # the constructor's arguments but `blocks`, for numtrace_cpu.codegen
     cdef readonly tuple iteration_shape
     cdef readonly int n_instructions
     cdef char* scratch             # an idle scratch block of scratch_bytes, or NULL
@@ -57,8 +66,10 @@ cdef class FusedKernel:
         cdef int i, r
         if blocks is not None:
             self.run_pass = _pass_of(blocks)
+            self.run_generated = _generated_of(blocks)
         elif _default_pass != NULL:
             self.run_pass = _default_pass
+            self.run_generated = _default_generated
         else:
             raise RuntimeError("no ISA build of the block loops is in use: import numtrace_cpu.isa first")
         if len(shape) > MAXD:
@@ -69,6 +80,7 @@ cdef class FusedKernel:
             raise ValueError("a fused kernel takes at most 64 operands and 16 reductions")
         self.ndim = len(shape)
         self.iteration_shape = shape
+        self.program = (shape, reduce_axes, regs, consts, instrs, reductions, operands)
         self.size = 1
         for i, s in enumerate(shape):
             if s < 0:
@@ -213,6 +225,20 @@ cdef class FusedKernel:
         free(self.iconsts)
         free(self.scratch)
 
+    def set_generated(self, Py_ssize_t address, object owner):
+        """Run this program's elementwise passes through the generated kernel at `address` (an
+        nt_gen_fn built by numtrace_cpu.codegen from `program`; `owner` keeps its code loaded);
+        0 goes back to the interpreter. A large pass whose innermost dim is short keeps the
+        interpreter's blocks of many rows (see GENERATED_SHORT_ROWS_MAX), and so does a reduction
+        in column mode or folding its inputs in place."""
+        self.generated = <void*>address
+        self.generated_owner = owner if address else None
+
+    @property
+    def has_generated(self):
+        """Whether a generated kernel is set."""
+        return self.generated != NULL
+
     def run(self, list operands, int nthreads=1):
         """Run the pass over `operands` (ndarrays in operand order; outputs are written in place)."""
         if len(operands) != self.nops:
@@ -268,6 +294,22 @@ cdef class FusedKernel:
             if nteam > units:
                 nteam = <int>units
             chunk = max(1, units // (8 * nteam))
+            if (self.generated != NULL and not cx.cols and not cx.fold_in_place
+                    and (cx.rows == 1 or self.size <= GENERATED_SHORT_ROWS_MAX)):
+                # A generated kernel's units are those of one-row blocks (see nt_gen.h).
+                units = _count_kept_units(&cx) if self.nred else _count_rows_units(&cx)
+                nteam = nthreads if (nthreads > 1 and units > 1 and self.work >= PARALLEL_MIN_WORK) else 1
+                if nteam > units:
+                    nteam = <int>units
+                chunk = max(1, units // (8 * nteam))
+                self.generated_runs += 1
+                if self.work < NOGIL_MIN_WORK:
+                    self.run_generated(self.generated, &cx, nteam, units, chunk)
+                else:
+                    with nogil:
+                        self.run_generated(self.generated, &cx, nteam, units, chunk)
+                return 0
+            self.interpreted_runs += 1
             # The kernel keeps one scratch block between calls (taken and put back under the GIL,
             # so a concurrent call allocates its own): a fresh one per call cost malloc/free time.
             need = nteam * cx.scratch_regs
@@ -510,6 +552,22 @@ cdef Py_ssize_t _count_units(const Ctx* cx) noexcept nogil:
         units = (cx.shape[cx.nd - 1] + CHUNK - 1) // CHUNK
         for k in range(cx.nd - 1):
             units *= cx.shape[k]
+    return units
+
+cdef Py_ssize_t _count_rows_units(const Ctx* cx) noexcept nogil:
+    """Work units of an elementwise pass in one-row blocks (`_elementwise_unit`'s)."""
+    cdef Py_ssize_t units = (cx.shape[cx.nd - 1] + CHUNK - 1) // CHUNK
+    cdef int k
+    for k in range(cx.nd - 1):
+        units *= cx.shape[k]
+    return units
+
+cdef Py_ssize_t _count_kept_units(const Ctx* cx) noexcept nogil:
+    """Work units of a reduction pass one reduction row at a time (`_reduction_row`'s)."""
+    cdef Py_ssize_t units = 1
+    cdef int k
+    for k in range(cx.nkept):
+        units *= cx.shape[k]
     return units
 
 cdef int _check_code(object value, int limit, str what) except -1:

@@ -96,3 +96,9 @@ cdef struct Ctx:
 # "numtrace_cpu.run_pass".
 ctypedef void (*run_pass_fn)(const Ctx* cx, char* scratch, int nteam, Py_ssize_t units,
                              Py_ssize_t chunk) noexcept nogil
+
+# The same units of an elementwise pass run by a generated kernel (`kernel`, an nt_gen_fn: see
+# nt_gen.h and numtrace_cpu.codegen) instead of the interpreter, as the capsule RUN_GENERATED named
+# "numtrace_cpu.run_generated".
+ctypedef void (*run_generated_fn)(void* kernel, const Ctx* cx, int nteam, Py_ssize_t units,
+                                  Py_ssize_t chunk) noexcept nogil

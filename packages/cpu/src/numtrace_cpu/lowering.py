@@ -24,7 +24,7 @@ from numtrace_cpu.assemble import build_group
 from numtrace_cpu.classify import is_matmul, is_setitem, is_small_matmul, is_view, scan_plan
 from numtrace_cpu.fusion import Group, group_nodes
 from numtrace_cpu.into import basic_index_view, into_call
-from numtrace_cpu.products import epilogues, gemv_form
+from numtrace_cpu.products import epilogues, gemv_form, packed_form
 from numtrace_cpu.steps import (
     ConstantStep,
     FallbackStep,
@@ -84,8 +84,44 @@ def _setitem_in_place(nodes: list, outputs: list, group_of: dict, index: dict) -
         index[node.outputs[0]] = index[a]
 
 
-def lower(graph) -> tuple[list[Step], dict, dict]:
-    """Steps for a specialized graph, its value numbering (graph inputs first), and its constants."""
+def _group_with_epilogues(nodes: list, outputs: list, state: frozenset, position: dict,
+                          by_reference: frozenset | set) -> tuple[dict, list]:
+    """The products' fused epilogues and the fusion units of the other nodes (those in `by_reference`,
+    which a guard needs as NumPy computes them, in neither). A packed product's epilogue may read
+    values computed by the program (a residual): it keeps only the ops whose operands are computed by
+    units that run before the product's own, regrouping until that holds."""
+    fused_after = {k: e for k, e in epilogues(nodes, outputs, state).items()
+                   if k not in by_reference and not any(id(n) in by_reference for n in e.nodes)}
+    while True:
+        absorbed = {id(n): p for p, e in fused_after.items() for n in e.nodes}
+        units = group_nodes([n for n in nodes if id(n) not in absorbed], position, by_reference)
+        unit_at: dict = {}
+        for k, u in enumerate(units):
+            for n in (u.nodes if isinstance(u, Group) else (u,)):
+                unit_at[id(n)] = k
+        for n, p in absorbed.items():
+            unit_at[n] = unit_at[p]
+        changed = False
+        for p, e in list(fused_after.items()):
+            for j, v in enumerate(op[1] for op in e.ops):
+                if (v is None or v.node is None or v.node.op == "prim.Constant"
+                        or unit_at[id(v.node)] < unit_at[p]):
+                    continue
+                changed = True
+                if j == 0:
+                    del fused_after[p]
+                else:
+                    del e.ops[j:], e.nodes[j:]
+                    e.result = e.nodes[-1].outputs[0]
+                break
+        if not changed:
+            return fused_after, units
+
+
+def lower(graph, state: frozenset = frozenset()) -> tuple[list[Step], dict, dict]:
+    """Steps for a specialized graph, its value numbering (graph inputs first), and its constants.
+    `state`: the positions of the graph inputs that are module state (parameters, buffers), whose
+    products run on the packed-weight kernels."""
     index: dict = {}
     for v in graph.inputs:
         index[v] = len(index)
@@ -98,12 +134,10 @@ def lower(graph) -> tuple[list[Step], dict, dict]:
             index[v] = len(index)
         if node.op == "prim.Constant":
             consts[node.outputs[0]] = node.attrs["value"]
+    state_values = frozenset(graph.inputs[i] for i in state)
     by_reference = guard_reference_nodes(graph)
-    # Bias/ReLU nodes the GEMV steps apply (not where a guard needs the product as NumPy computes it).
-    fused_after = {k: e for k, e in epilogues(nodes, graph.outputs).items()
-                   if k not in by_reference and not any(id(n) in by_reference for n in e.nodes)}
-    absorbed = {id(n) for e in fused_after.values() for n in e.nodes}
-    units = group_nodes([n for n in nodes if id(n) not in absorbed], position, by_reference)
+    # bias/residual/ReLU nodes the GEMV and packed steps apply
+    fused_after, units = _group_with_epilogues(nodes, graph.outputs, state_values, position, by_reference)
     group_of: dict = {}
     for u in units:
         if isinstance(u, Group):
@@ -136,10 +170,18 @@ def lower(graph) -> tuple[list[Step], dict, dict]:
                                   axis=axis, op=op, flatten=flatten))
         elif is_matmul(u):
             epi = fused_after.get(id(u))
-            ins = [index[v] for v in u.inputs] + ([index[epi.bias]] if epi else [])
-            steps.append(MatmulStep(inputs=ins, outputs=[index[(epi.result if epi else u.outputs[0])]],
-                                    nodes=[u, *(epi.nodes if epi else ())], gemv=gemv_form(u),
-                                    bias=epi is not None, activation=epi.activation if epi else None))
+            gemv, packed = gemv_form(u), packed_form(u, state_values)
+            operands = epi.operands() if epi else []
+            out = index[epi.result if epi else u.outputs[0]]
+            nodes_of = [u, *(epi.nodes if epi else ())]
+            if packed is not None:
+                ops = tuple((name, None if v is None else index[v]) for name, v in (epi.ops if epi else ()))
+                steps.append(MatmulStep(inputs=[index[v] for v in u.inputs] + [index[v] for v in operands],
+                                        outputs=[out], nodes=nodes_of, packed=packed, epilogue=ops))
+            else:
+                steps.append(MatmulStep(inputs=[index[v] for v in u.inputs] + [index[v] for v in operands],
+                                        outputs=[out], nodes=nodes_of, gemv=gemv, bias=epi is not None,
+                                        activation=epi.activation if epi else None))
         elif into_call(u) is not None:
             steps.append(IntoStep(inputs=[index[v] for v in u.inputs], outputs=[index[u.outputs[0]]],
                                   nodes=[u], fn=into_call(u)))

@@ -1,4 +1,4 @@
-"""Which matrix products run on numtrace's own matrix-vector kernels, and the epilogues fused in.
+"""Which matrix products run on numtrace's own kernels, and the epilogues fused in.
 
 A product with one vector side, ``(1, K) @ (K, N)``, ``(K,) @ (K, N)`` or ``(M, K) @ (K,)`` in
 float32/float64, is memory-bound work on the weights: the kernels in nt_gemv.h split its outputs
@@ -6,7 +6,16 @@ over the interpreter's thread team by a fixed rule, so each core keeps its share
 its cache between calls, where BLAS would re-partition per call and run its own threads beside
 ours. A bias add that follows (``h + b`` with ``b`` a graph input or constant of shape (N,)) and a
 ReLU after it (``np.maximum(h, 0)``) are applied by the same kernel while the outputs are in cache.
-Everything else stays with NumPy's matmul (BLAS).
+
+A float32/float64 product ``(..., M, K) @ (K, N)`` (or a stack ``(..., M, K) @ (..., K, N)`` with
+the same leading dims) whose right operand is a trace constant or module state (an MLP layer, a
+transformer projection) runs on the packed-weight kernels of nt_gemm.h (see packed.pxi): the
+operand in the micro-kernel's layout, packed once when it is a constant, and per call, inside the
+product, when it is module state (which the user may change between calls). Its epilogue is the
+chain of bias adds, residual adds and ReLUs that follows in the graph. These kernels run on
+numtrace's own thread team, whose caller takes over the work of a preempted worker, where NumPy's
+OpenBLAS splits a product statically over threads of its own. Products of two run-time values stay
+with NumPy's matmul (BLAS; small ones on one OpenBLAS thread, see numtrace_cpu.blas_threads).
 """
 
 from __future__ import annotations
@@ -17,9 +26,10 @@ import numpy as np
 from numtrace_ir import registry
 from numtrace_ir.types import ScalarType, TensorType
 
-__all__ = ["Epilogue", "epilogues", "gemv_form"]
+__all__ = ["Epilogue", "epilogues", "gemv_form", "packed_form", "weight_source"]
 
 _MATMUL, _DOT, _ADD, _MAXIMUM = map(registry.get, ("np.matmul", "np.dot", "np.add", "np.maximum"))
+_VIEW_OPS = frozenset(op.name for op in registry.all_ops() if op.as_view is not None)
 
 
 def _tensor(v) -> TensorType | None:
@@ -48,16 +58,65 @@ def gemv_form(node) -> tuple[int, int] | None:
     return None
 
 
+def weight_source(v, state: frozenset) -> str:
+    """"constant" when `v` is a trace constant or a view of one, "state" when it is module state (a
+    graph input numbered in `state`) or a view of it, else "runtime". Only views of one input count:
+    a view with a run-time index could pick other data on every call."""
+    while v.node is not None and v.node.op in _VIEW_OPS and len(v.node.inputs) == 1:
+        v = v.node.inputs[0]
+    n = v.node
+    if n is None:
+        return "state" if v in state else "runtime"
+    return "constant" if n.op == "prim.Constant" and isinstance(v.type, TensorType) else "runtime"
+
+
+def packed_form(node, state: frozenset) -> str | None:
+    """How the weight (right operand) of a product the packed-weight kernels run is packed:
+    "constant" once, "state" (module state) on every call (see weight_source); None when the GEMV
+    kernels or BLAS run it (vector sides, run-time weights, complex dtypes, broadcast stacks)."""
+    try:
+        op = registry.get(node.op)
+    except Exception:   # an op the registry does not know is no product
+        return None
+    if (op is not _MATMUL and op is not _DOT) or len(node.inputs) != 2 or len(node.outputs) != 1:
+        return None
+    a, b, out = _tensor(node.inputs[0]), _tensor(node.inputs[1]), _tensor(node.outputs[0])
+    if a is None or b is None or out is None or gemv_form(node) is not None:
+        return None
+    if not (a.dtype == b.dtype == out.dtype and out.dtype in (np.float32, np.float64)):
+        return None
+    if a.ndim < 2 or b.ndim < 2 or (op is _DOT and (a.ndim != 2 or b.ndim != 2)):
+        return None
+    if b.ndim > 2 and (a.ndim != b.ndim or tuple(a.shape[:-2]) != tuple(b.shape[:-2])):
+        return None   # a broadcast stack of products: BLAS through NumPy
+    source = weight_source(node.inputs[1], state)
+    return None if source == "runtime" else source
+
+
 @dataclass
 class Epilogue:
-    """What a GEMV step applies after the product: `bias` (a value) added, then `activation`
-    ("relu": maximum(h, 0), "relu_zero_first": maximum(0, h), or None); `nodes` are the graph nodes
-    it stands for and `result` the value it produces in their place."""
+    """What a product step applies after the product, in order: `ops`, each (name, value): "bias"
+    adds `value` of shape (N,), "residual" adds `value` of the product's own shape, "relu" and
+    "relu_zero_first" are np.maximum(h, 0) and np.maximum(0, h) (value None). `nodes` are the graph
+    nodes it stands for and `result` the value it produces in their place."""
 
-    bias: object
-    activation: str | None
+    ops: list
     nodes: list
     result: object
+
+    @property
+    def bias(self):
+        """The GEMV kernels' form: the bias value (their first op)."""
+        return self.ops[0][1]
+
+    @property
+    def activation(self) -> str | None:
+        """The GEMV kernels' form: the activation after the bias, or None."""
+        return self.ops[1][0] if len(self.ops) > 1 else None
+
+    def operands(self) -> list:
+        """The values the ops read besides the product."""
+        return [v for _, v in self.ops if v is not None]
 
 
 def _only_use(v, outputs: set):
@@ -78,35 +137,75 @@ def _zero_constant(v) -> bool:
             and not np.signbit(value))
 
 
-def epilogues(nodes: list, outputs: list) -> dict:
-    """id(product node) -> its Epilogue, for each GEMV product followed by a bias add. The bias is
-    a graph input or a constant, so it exists wherever the fused step runs."""
+def _next_op(result, h_type, outs: set):
+    """(node, op) when the one use of `result` is an epilogue op of a product of type `h_type`."""
+    node = _only_use(result, outs)
+    if node is None or len(node.inputs) != 2 or node.outputs[0].type != h_type:
+        return None
+    first, second = node.inputs
+    if node.op == _ADD.name:
+        other = second if first is result else first
+        t = _tensor(other)
+        if other is result or t is None or t.dtype != h_type.dtype:
+            return None
+        if tuple(t.shape) == (h_type.shape[-1],):
+            return node, ("bias", other)
+        if tuple(t.shape) == tuple(h_type.shape):
+            return node, ("residual", other)
+    elif node.op == _MAXIMUM.name:
+        if first is result and _zero_constant(second):
+            return node, ("relu", None)
+        if second is result and _zero_constant(first):
+            return node, ("relu_zero_first", None)
+    return None
+
+
+def _gemv_epilogue(node, outs: set) -> Epilogue | None:
+    """A bias add (of a graph input or constant, which exist wherever the step runs), then
+    optionally a ReLU: what the GEMV kernels take."""
+    h = node.outputs[0]
+    step = _next_op(h, h.type, outs)
+    if step is None or step[1][0] != "bias" or not (step[1][1].node is None
+                                                     or step[1][1].node.op == "prim.Constant"):
+        return None
+    epi = Epilogue([step[1]], [step[0]], step[0].outputs[0])
+    step = _next_op(epi.result, h.type, outs)
+    if step is not None and step[1][0] in ("relu", "relu_zero_first"):
+        epi.ops.append(step[1])
+        epi.nodes.append(step[0])
+        epi.result = step[0].outputs[0]
+    return epi
+
+
+def _packed_epilogue(node, outs: set) -> Epilogue | None:
+    """The chain of bias adds, residual adds and ReLUs after a packed product (one bias and one
+    residual at most, four ops at most). Whether its operands exist before the product runs is
+    the lowering's to check (`lowering.lower`)."""
+    h = node.outputs[0]
+    epi = Epilogue([], [], h)
+    while len(epi.ops) < 4:
+        step = _next_op(epi.result, h.type, outs)
+        if step is None or (step[1][0] in ("bias", "residual") and step[1][0] in (n for n, _ in epi.ops)):
+            break
+        epi.ops.append(step[1])
+        epi.nodes.append(step[0])
+        epi.result = step[0].outputs[0]
+    return epi if epi.ops else None
+
+
+def epilogues(nodes: list, outputs: list, state: frozenset = frozenset()) -> dict:
+    """id(product node) -> its Epilogue, for each GEMV product followed by a bias add and each
+    packed product (see packed_form; `state`: the module-state graph inputs) followed by an
+    epilogue op."""
     outs = set(outputs)
     found: dict = {}
     for node in nodes:
-        if gemv_form(node) is None:
+        if gemv_form(node) is not None:
+            epi = _gemv_epilogue(node, outs)
+        elif packed_form(node, state) is not None:
+            epi = _packed_epilogue(node, outs)
+        else:
             continue
-        h = node.outputs[0]
-        add = _only_use(h, outs)
-        if add is None or add.op != _ADD.name or len(add.inputs) != 2:
-            continue
-        bias = add.inputs[1] if add.inputs[0] is h else add.inputs[0]
-        bt = _tensor(bias)
-        if (bias is h or bt is None or bt.dtype != h.type.dtype or tuple(bt.shape) != (h.type.shape[-1],)
-                or add.outputs[0].type != h.type
-                or not (bias.node is None or bias.node.op == "prim.Constant")):
-            continue
-        chain, result, activation = [add], add.outputs[0], None
-        relu = _only_use(result, outs)
-        if (relu is not None and relu.op == _MAXIMUM.name and len(relu.inputs) == 2
-                and relu.outputs[0].type == h.type):
-            first, second = relu.inputs
-            if first is result and _zero_constant(second):
-                activation = "relu"
-            elif second is result and _zero_constant(first):
-                activation = "relu_zero_first"
-            if activation is not None:
-                chain.append(relu)
-                result = relu.outputs[0]
-        found[id(node)] = Epilogue(bias, activation, chain, result)
+        if epi is not None:
+            found[id(node)] = epi
     return found

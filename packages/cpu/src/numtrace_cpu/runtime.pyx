@@ -67,17 +67,30 @@ def cpu_features() -> frozenset:
 
 
 cdef run_pass_fn _default_pass = NULL
+cdef run_generated_fn _default_generated = NULL
 
 
 cdef run_pass_fn _pass_of(object blocks) except NULL:
     return <run_pass_fn>PyCapsule_GetPointer(blocks.RUN_PASS, b"numtrace_cpu.run_pass")
 
 
+cdef run_generated_fn _generated_of(object blocks) except NULL:
+    return <run_generated_fn>PyCapsule_GetPointer(blocks.RUN_GENERATED, b"numtrace_cpu.run_generated")
+
+
+BLOCK_ELEMENTS = BLOCK
+"""Elements of the innermost dim per block of a reduction row (the tiles of a generated kernel)."""
+
+UNIT_ELEMENTS = CHUNK
+"""Elements of the innermost dim per work unit of an elementwise pass (NT_GEN_CHUNK in nt_gen.h)."""
+
+
 def use_blocks(blocks):
     """Make `blocks` (an ISA build module: blocks_baseline, blocks_avx2, ...) the one that kernels
     built without an explicit `blocks=` run on. numtrace_cpu.isa calls it once, at import."""
-    global _default_pass
+    global _default_pass, _default_generated
     _default_pass = _pass_of(blocks)
+    _default_generated = _generated_of(blocks)
 
 
 # Work (elements x instructions) below which a pass stays on the calling thread: waking a sleeping

@@ -43,11 +43,17 @@ class FusedStep(Step):
 class MatmulStep(Step):
     """``np.matmul`` into a planned or output buffer (NumPy dispatches to BLAS), or, when `gemv` is
     set (vector operand position, summed matrix axis; see numtrace_cpu.products), the GEMV kernels
-    with the bias add (`inputs[2]` when `bias`) and `activation` that follow in the graph fused in."""
+    with the bias add (`inputs[2]` when `bias`) and `activation` that follow in the graph fused in,
+    or, when `packed` is set, the packed-weight kernels with `epilogue` fused in."""
 
     gemv: tuple | None = None
     bias: bool = False
     activation: str | None = None
+    # The packed-weight kernels (numtrace_cpu.products.packed_form): "constant" (packed once) or
+    # "state" (packed per call); then `epilogue` ((op name, value number or None), in order) is
+    # fused in, its values in `inputs[2:]`.
+    packed: str | None = None
+    epilogue: tuple = ()
 
 
 @dataclass

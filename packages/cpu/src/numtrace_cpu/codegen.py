@@ -1,0 +1,350 @@
+"""C source for one fused pass: the FusedKernel's program as one loop nest.
+
+The block interpreter runs each instruction as its own loop over a 512-element register, loading
+and storing every intermediate; the generated kernel runs the whole program per element, values in
+C locals (registers), over tiles of `TILE` elements of the innermost dim. Each op is the op table's
+scalar function (nt_opcodes.h's nt_op_<name>_<suffix>), compiled with contraction off, so every
+element rounds as the interpreter's loops round it. The float-unary ops with faster block loops
+(exp, log, sin, tanh, ...: nt_vmath.h) are not inlined: the tile's operand values are stored to a
+tile buffer and the op runs through the ISA build's own loop table (nt_gen.h), so their bits are
+the interpreter's by construction. Only the ops whose scalar function equals that loop bit for bit
+(sqrt, reciprocal, floor, ceil, rint, trunc) are inlined.
+
+Operands whose innermost stride is not their item size (or whose data is not aligned) are gathered
+into a tile buffer first and outputs of that kind scattered after, as the interpreter does; outputs
+are stored only in the tile's last loop, after every input read, so an output written over its own
+input (FusedStep.overwritable) reads each element before it is replaced.
+
+A pass with reductions folds each tile of each reduced value with the build's own fold (blocks.pxi's
+_fold, through nt_gen.h's nt_gen_reduce), on the interpreter's blocks of one reduction row, so sums,
+means and variances add up in the same order. Passes in the interpreter's column mode, or that fold
+their inputs in place, stay on the interpreter (FusedKernel._run decides per call).
+
+`generate(program)` returns the source, or None where the program is not one this generator handles
+(no instructions; an output never written): those passes stay on the interpreter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from numtrace_cpu.runtime import BLOCK_ELEMENTS, DTYPES, OPS, REG_KINDS, UNIT_ELEMENTS
+
+__all__ = ["ENTRY", "TILE", "generate"]
+
+ENTRY = "nt_kernel"
+"""The default name of the kernel function in the generated source."""
+TILE = 512
+"""Elements of the innermost dim per tile (as the interpreter's BLOCK: the tile buffers stay in L1)."""
+
+_NAMES = {"bool": "b", "int32": "i32", "int64": "i64", "float32": "f32", "float64": "f64"}
+_C = {"bool": "unsigned char", "int32": "int32_t", "int64": "int64_t", "float32": "float",
+      "float64": "double", "uint8": "uint8_t", "int8": "int8_t", "int16": "int16_t", "uint16": "uint16_t",
+      "uint32": "uint32_t", "uint64": "uint64_t"}
+CTYPE = {code: _C[dt.name] for dt, code in DTYPES.items()}
+SUFFIX = {code: _NAMES[dt.name] for dt, code in DTYPES.items() if dt.name in _NAMES}
+ITEMSIZE = {code: dt.itemsize for dt, code in DTYPES.items()}
+_DT = {dt.name: code for dt, code in DTYPES.items()}
+_BY_CODE = {code: name for name, (code, _, _) in OPS.items()}
+_CATEGORY = {code: cat for _, (code, cat, _) in OPS.items()}
+CAT_UNARY, CAT_UNARY_BOOL, CAT_BINARY, CAT_BINARY_BOOL, CAT_WHERE, CAT_CAST = range(6)
+_FLOATS = (_DT["float32"], _DT["float64"])
+# Float-unary ops whose table expression equals their block loop bit for bit (nt_vmath.h's
+# nt_float_unary_f32_exact, and the plain loops elsewhere): inlined.
+_INLINE_FLOAT = frozenset({"sqrt", "reciprocal", "floor", "ceil", "rint", "trunc"})
+_TEMP, _INPUT, _CONST, _OUTPUT = (REG_KINDS[k] for k in ("temp", "input", "const", "output"))
+assert UNIT_ELEMENTS == 16384, "nt_gen.h's NT_GEN_CHUNK must equal the interpreter's CHUNK"
+assert BLOCK_ELEMENTS == TILE, "a reduction folds the interpreter's blocks: tiles must be as long"
+
+
+def _through_table(op: int, dt: int) -> bool:
+    name = _BY_CODE[op]
+    return (_CATEGORY[op] == CAT_UNARY and OPS[name][2] == _FLOATS and name not in _INLINE_FLOAT
+            and dt in _FLOATS)
+
+
+def _convert(expr: str, src: int, dst: int) -> str:
+    """expr (of dtype code src) cast to dtype code dst as NumPy casts (blocks.pxi's _convert)."""
+    if dst == _DT["bool"]:
+        return f"NT_GEN_TO_BOOL({expr})"
+    if src in _FLOATS and dst == _DT["int32"]:
+        return f"NT_GEN_F_TO_I32({expr})"
+    if src in _FLOATS and dst == _DT["int64"]:
+        return f"NT_GEN_F_TO_I64({expr})"
+    return f"({CTYPE[dst]})({expr})"
+
+
+@dataclass
+class _Segment:
+    """One loop over the tile (`table` None) or one float-unary op run through the loop table."""
+    instrs: list[int] = field(default_factory=list)
+    table: int | None = None
+
+
+def generate(program: tuple, entry: str = ENTRY) -> str | None:
+    """The C source of the kernel `entry` for a FusedKernel's `program`, or None (see the module
+    doc). Sources of several programs, each with its own entry, concatenate into one file."""
+    shape, _axes, regs, consts, instrs, reductions, operands = program
+    if not instrs:
+        return None   # nothing to compute: a reduction of inputs folds them where they lie
+    nops = len(operands)
+    kind = [r[1] for r in regs]
+    rdt = [r[0] for r in regs]
+    # SSA: value i is instruction i's result; cur maps a register to the value it holds.
+    cur: dict[int, str] = {}
+    for r, (_, k, _) in enumerate(regs):
+        if k == _INPUT:
+            cur[r] = f"in{r}"
+        elif k == _CONST:
+            cur[r] = f"c{r}"
+    uses: list[list[str]] = []
+    defs: list[str] = []
+    exprs: list[str] = []
+    vdt: dict[str, int] = {}
+    for i, (op, dt, dst, a, b, c) in enumerate(instrs):
+        cat = _CATEGORY[op]
+        srcs = [a] + ([b] if cat in (CAT_BINARY, CAT_BINARY_BOOL, CAT_WHERE) else []) + \
+            ([c] if cat == CAT_WHERE else [])
+        if any(s not in cur for s in srcs):
+            return None   # a register read before anything was written to it
+        args = [cur[s] for s in srcs]
+        name = _BY_CODE[op]
+        if cat == CAT_CAST:
+            expr = _convert(args[0], rdt[a], dt)
+        elif cat == CAT_WHERE:
+            expr = f"({args[2]} ? {args[0]} : {args[1]})"
+        elif name == "copy":
+            expr = args[0]
+        else:
+            expr = f"nt_op_{name}_{SUFFIX[dt]}({', '.join(args)})"
+        v = f"v{i}"
+        uses.append(args)
+        defs.append(v)
+        exprs.append(expr)
+        vdt[v] = rdt[dst]
+        cur[dst] = v
+    outputs = {r: cur[r] for r in range(len(regs)) if kind[r] == _OUTPUT and r in cur}
+    if len(outputs) != kind.count(_OUTPUT) or any(not v.startswith("v") for v in outputs.values()):
+        return None   # an output register no instruction writes
+    for r, (dt, k, _) in enumerate(regs):
+        if k in (_INPUT, _CONST):
+            vdt[cur[r] if k == _CONST else f"in{r}"] = dt
+    found = [cur.get(src) for _, src, _, _ in reductions]   # what each reduction folds, per tile
+    if any(v is None or v.startswith("c") for v in found):
+        return None
+    folded = [v for v in found if v is not None]
+
+    segments: list[_Segment] = [_Segment()]
+    for i, (op, dt, *_rest) in enumerate(instrs):
+        if _through_table(op, dt):
+            if any(u.startswith("c") for u in uses[i]):
+                return None   # a float-unary op of a constant: the graph folds those
+            segments.append(_Segment(table=i))
+            segments.append(_Segment())
+        else:
+            segments[-1].instrs.append(i)
+    segments[-1].instrs.append(-1)   # the stores
+    seg_of: dict[str, int] = {}
+    for s, seg in enumerate(segments):
+        for i in ([seg.table] if seg.table is not None else seg.instrs):
+            if i >= 0:
+                seg_of[defs[i]] = s
+    # Values read in a later segment than the one defining them live in tile buffers.
+    spilled: set[str] = set()
+    for s, seg in enumerate(segments):
+        reads = [u for i in seg.instrs if i >= 0 for u in uses[i]]
+        if seg.table is not None:
+            reads = uses[seg.table]
+            spilled.update(u for u in reads if u.startswith("v"))
+            spilled.add(defs[seg.table])
+        if -1 in seg.instrs:
+            reads += list(outputs.values())
+        spilled.update(u for u in reads if u.startswith("v") and seg_of[u] != s)
+    spilled.update(v for v in folded if v.startswith("v"))
+
+    in_regs = [r for r in range(len(regs)) if kind[r] == _INPUT]
+    out_regs = [r for r in range(len(regs)) if kind[r] == _OUTPUT]
+    w = _Writer()
+    w.line("/* numtrace generated kernel: one fused pass (see numtrace_cpu/codegen.py). */")
+    w.line("#include <stddef.h>")
+    w.line("#include <stdint.h>")
+    w.line("#include <string.h>")
+    w.line("typedef ptrdiff_t Py_ssize_t;")
+    w.line("#define NT_GEN_KERNEL 1")
+    w.line('#include "nt_opcodes.h"')
+    w.line('#include "nt_gen.h"')
+    w.line(f"#define TILE {TILE}")
+    w.line(f"_Static_assert(NCOMPUTE == {len(SUFFIX)} && NOPS == {len(OPS)}, \"op table changed\");")
+    w.line(f"void {entry}(char *const *data, const Py_ssize_t *strides, const Py_ssize_t *shape, int nd,")
+    w.line("               Py_ssize_t u0, Py_ssize_t u1, const double *fc, const int64_t *ic,")
+    w.line("               const nt_gen_loop_fn *loops, const nt_gen_reduce *red) {")
+    w.indent += 1
+    w.line("(void)fc; (void)ic; (void)loops; (void)red;")
+    for r, (dt, k, arg) in enumerate(regs):
+        if k == _CONST:
+            src = f"fc[{arg}]" if dt in _FLOATS else f"ic[{arg}]"
+            val = f"({CTYPE[dt]}){src}" if dt != _DT["bool"] else f"NT_GEN_TO_BOOL({src})"
+            w.line(f"const {CTYPE[dt]} c{r} = {val};")
+    for r in in_regs + out_regs:
+        w.line(f"_Alignas(64) {CTYPE[rdt[r]]} g{r}[TILE];")
+    for v in sorted(spilled, key=_number):
+        w.line(f"_Alignas(64) {CTYPE[vdt[v]]} t{v}[TILE];")
+    w.line("const Py_ssize_t inner = shape[nd - 1];")
+    tile = _Tile(regs, rdt, in_regs, out_regs, segments, instrs, uses, defs, exprs, vdt, seg_of, spilled,
+                 outputs, folded)
+    if reductions:
+        _reduction_units(w, nops, reductions, tile)
+    else:
+        _elementwise_units(w, nops, tile)
+    w.indent -= 1
+    w.line("}")
+    return w.text()
+
+
+@dataclass
+class _Tile:
+    """What the tile loop of a kernel is made of (see `generate`)."""
+    regs: list
+    rdt: list[int]
+    in_regs: list[int]
+    out_regs: list[int]
+    segments: list[_Segment]
+    instrs: list
+    uses: list[list[str]]
+    defs: list[str]
+    exprs: list[str]
+    vdt: dict[str, int]
+    seg_of: dict[str, int]
+    spilled: set[str]
+    outputs: dict[int, str]
+    folded: list[str]
+
+
+def _offsets(w: _Writer, nops: int, index: str, first: str, stop: str, ptr: str) -> None:
+    """Add to each operand's pointer the byte offsets of multi-index `index` over dims [first, stop)."""
+    w.line(f"for (int d = {stop} - 1; d >= {first}; d--) {{")
+    w.line(f"    const Py_ssize_t j = {index} % shape[d];")
+    w.line(f"    {index} /= shape[d];")
+    for k in range(nops):
+        w.line(f"    {ptr}{k} += j * strides[{k} * NT_GEN_MAXD + d];")
+    w.line("}")
+
+
+def _elementwise_units(w: _Writer, nops: int, tile: _Tile) -> None:
+    """Units of NT_GEN_CHUNK innermost elements at one outer multi-index (`_elementwise_unit`'s)."""
+    w.line("const Py_ssize_t nchunk = (inner + NT_GEN_CHUNK - 1) / NT_GEN_CHUNK;")
+    w.line("for (Py_ssize_t u = u0; u < u1; u++) {")
+    w.indent += 1
+    w.line("Py_ssize_t start = (u % nchunk) * NT_GEN_CHUNK, idx = u / nchunk;")
+    w.line("const Py_ssize_t stop = start + NT_GEN_CHUNK < inner ? start + NT_GEN_CHUNK : inner;")
+    for k in range(nops):
+        w.line(f"char *p{k} = data[{k}]; const Py_ssize_t s{k} = strides[{k} * NT_GEN_MAXD + nd - 1];")
+    _offsets(w, nops, "idx", "0", "nd - 1", "p")
+    _tile_loop(w, tile, "start", "stop")
+    w.indent -= 1
+    w.line("}")
+
+
+def _reduction_units(w: _Writer, nops: int, reductions: list, tile: _Tile) -> None:
+    """Units of one kept multi-index each, all its reduced positions folded tile by tile with the
+    build's own fold (`_reduction_row`'s: the tiles are its blocks, so the sums add up alike)."""
+    w.line(f"_Alignas(16) char acc[{len(reductions)}][NT_GEN_ACC_BYTES];")
+    w.line("const int nkept = red->nkept;")
+    w.line("Py_ssize_t outer = 1;")
+    w.line("for (int d = nkept; d < nd - 1; d++) outer *= shape[d];")
+    w.line("for (Py_ssize_t u = u0; u < u1; u++) {")
+    w.indent += 1
+    w.line("Py_ssize_t idx = u;")
+    for k in range(nops):
+        w.line(f"char *b{k} = data[{k}]; const Py_ssize_t s{k} = strides[{k} * NT_GEN_MAXD + nd - 1];")
+    _offsets(w, nops, "idx", "0", "nkept", "b")
+    for j in range(len(reductions)):
+        w.line(f"red->init(red->cx, {j}, acc[{j}]);")
+    w.line("for (Py_ssize_t o = 0; o < outer; o++) {")
+    w.indent += 1
+    w.line("Py_ssize_t oidx = o;")
+    for k in range(nops):
+        w.line(f"char *p{k} = b{k};")
+    _offsets(w, nops, "oidx", "nkept", "nd - 1", "p")
+    _tile_loop(w, tile, "0", "inner")
+    w.indent -= 1
+    w.line("}")
+    for j, (_, _, out, _) in enumerate(reductions):
+        w.line(f"red->store(red->cx, {j}, acc[{j}], b{out});")
+    w.indent -= 1
+    w.line("}")
+
+
+def _tile_loop(w: _Writer, tile: _Tile, start: str, stop: str) -> None:
+    """The tiles of [start, stop) along the innermost dim: operands bound (gathered where needed),
+    the segments' loops and table calls, outputs scattered, reduced values folded."""
+    regs, rdt, uses, defs = tile.regs, tile.rdt, tile.uses, tile.defs
+    w.line(f"for (Py_ssize_t t = {start}; t < {stop}; t += TILE) {{")
+    w.indent += 1
+    w.line(f"const Py_ssize_t n = {stop} - t < TILE ? {stop} - t : TILE;")
+    for r in tile.in_regs:
+        arg, T, isz = regs[r][2], CTYPE[rdt[r]], ITEMSIZE[rdt[r]]
+        w.line(f"const {T} *in{r}p = (const {T} *)(p{arg} + t * s{arg});")
+        w.line(f"if (s{arg} != {isz} || (size_t)in{r}p % {isz}) {{")
+        w.line(f"    nt_gen_gather(g{r}, p{arg} + t * s{arg}, s{arg}, {isz}, n);")
+        w.line(f"    in{r}p = g{r};")
+        w.line("}")
+    for r in tile.out_regs:
+        arg, T, isz = regs[r][2], CTYPE[rdt[r]], ITEMSIZE[rdt[r]]
+        w.line(f"{T} *out{r}p = (s{arg} == {isz} && (size_t)(p{arg} + t * s{arg}) % {isz} == 0)"
+               f" ? ({T} *)(p{arg} + t * s{arg}) : g{r};")
+    for s, seg in enumerate(tile.segments):
+        if seg.table is not None:
+            i = seg.table
+            op, dt = tile.instrs[i][0], tile.instrs[i][1]
+            src = uses[i][0]
+            src_ptr = f"t{src}" if src.startswith("v") else f"{src}p"
+            w.line(f"loops[{op} * NCOMPUTE + {dt}]((char *)t{defs[i]}, (const char *){src_ptr}, NULL, n);"
+                   f"  /* {_BY_CODE[op]} */")
+            continue
+        body = [i for i in seg.instrs if i >= 0]
+        stores = -1 in seg.instrs
+        if not body and not (stores and tile.out_regs):
+            continue
+        w.line("#pragma GCC ivdep")
+        w.line("for (Py_ssize_t i = 0; i < n; i++) {")
+        w.indent += 1
+        needed = {u for i in body for u in uses[i]} | (set(tile.outputs.values()) if stores else set())
+        for r in tile.in_regs:
+            if f"in{r}" in needed:
+                w.line(f"const {CTYPE[rdt[r]]} in{r} = in{r}p[i];")
+        for v in sorted((v for v in needed if v.startswith("v") and tile.seg_of[v] != s), key=_number):
+            w.line(f"const {CTYPE[tile.vdt[v]]} {v} = t{v}[i];")
+        for i in body:
+            w.line(f"const {CTYPE[tile.vdt[defs[i]]]} {defs[i]} = {tile.exprs[i]};")
+            if defs[i] in tile.spilled:
+                w.line(f"t{defs[i]}[i] = {defs[i]};")
+        if stores:
+            for r in tile.out_regs:
+                w.line(f"out{r}p[i] = {tile.outputs[r]};")
+        w.indent -= 1
+        w.line("}")
+    for r in tile.out_regs:
+        arg, isz = regs[r][2], ITEMSIZE[rdt[r]]
+        w.line(f"if (out{r}p == g{r}) nt_gen_scatter(p{arg} + t * s{arg}, s{arg}, g{r}, {isz}, n);")
+    for j, value in enumerate(tile.folded):
+        ptr = f"t{value}" if value.startswith("v") else f"{value}p"
+        w.line(f"red->fold(red->cx, {j}, acc[{j}], (const char *){ptr}, n);")
+    w.indent -= 1
+    w.line("}")
+
+
+def _number(value: str) -> int:
+    return int(value[1:])
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.indent = 0
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.indent + text)
+
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n"

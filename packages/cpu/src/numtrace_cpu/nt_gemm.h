@@ -1,0 +1,204 @@
+/* Packed-weight matrix products for numtrace_cpu (see packed.pxi), compiled once per ISA build.
+ *
+ * C = epilogue(A @ B) with A (M, K) rows `lda` apart (each row contiguous) and B (K, N) packed into
+ * column panels of NT_GEMM_NR columns: panel p holds rows k = 0..K-1 of columns p*NR .. p*NR+NR-1,
+ * NR values per row, contiguous, the columns past N zero. A constant weight is packed once; any other
+ * B (a module parameter, a run-time value, each product of a stack of them) is packed block by block
+ * inside the product on every call (nt_gemm_unit), so a weight changed between calls is never read
+ * from a stale pack.
+ *
+ * The micro-kernel keeps an MR x NR tile of C in vector registers and adds a[i, k] * b[k, :] for k
+ * in order, in blocks of NT_GEMM_KC rows of B (the block's panel stays in L1 while every row block
+ * of A passes over it); between blocks the tile goes through C. Each output is therefore one
+ * sequential sum over k starting from +0 (a sum of -0.0 products is +0.0, as NumPy's BLAS gives),
+ * whatever the blocking or the thread that runs it: 1 and N threads give bit-identical results.
+ * NumPy's BLAS orders its sums otherwise, so results agree to float rounding, not bit for bit.
+ * After the last block the epilogue ops run on the tile in order: bias add (b[j]), residual add
+ * (r[i, j]), max(h, 0) or max(0, h) with np.maximum's NaN and signed-zero rule.
+ */
+#ifndef NT_GEMM_H
+#define NT_GEMM_H
+
+#include <stdlib.h>
+
+#include "nt_gemv.h"   /* the build's vector types (nt_gv_f32/f64) and nt_op_maximum_* */
+
+#if defined(__AVX512F__)
+#define NT_GEMM_MR 8     /* 16 accumulators of 32 registers */
+#elif defined(__AVX2__)
+#define NT_GEMM_MR 6     /* 12 accumulators of 16 registers */
+#else
+#define NT_GEMM_MR 4     /* 32-byte vectors are two SSE registers each */
+#endif
+#define NT_GEMM_KC 256
+#define NT_GEMM_MAX_OPS 4
+
+enum { NT_EPI_BIAS = 1, NT_EPI_RESIDUAL = 2, NT_EPI_RELU = 3, NT_EPI_RELU_ZERO_FIRST = 4 };
+
+typedef struct {
+    const char *a, *b, *packed, *bias, *resid;   /* packed: the whole pack, or NULL (pack per block) */
+    char *c;
+    ptrdiff_t lda, bsk, bsj, ldc, ldr;           /* in elements */
+    ptrdiff_t M, N, K;
+    ptrdiff_t nbatch, sa, sb, sc, sr;            /* products stacked `nbatch` deep, these steps apart */
+    ptrdiff_t row_chunk, panel_chunk, n_row_chunks, n_panel_chunks;
+    /* a unit: row_chunk rows x panel_chunk panels of one product of the stack */
+    int ops[NT_GEMM_MAX_OPS], nops;
+    int failed;                                  /* a unit could not get its packing scratch */
+} nt_gemm_args;
+
+#define NT_GEMM_DEFINE(T, V, SUF)                                                                   \
+enum { NT_GEMM_L_##SUF = (int)(sizeof(V) / sizeof(T)), NT_GEMM_NR_##SUF = 2 * NT_GEMM_L_##SUF };     \
+                                                                                                   \
+/* Panels [p0, p1) of rows [k0, k1) of B (b[k*sk + j*sj]) into dst: panel p at                     \
+   dst + (p - p0) * pstride, row k at + (k - k0) * NR. */                                          \
+static void nt_gemm_pack_##SUF(const T* b, ptrdiff_t sk, ptrdiff_t sj, ptrdiff_t N, ptrdiff_t p0,   \
+                               ptrdiff_t p1, ptrdiff_t k0, ptrdiff_t k1, T* dst, ptrdiff_t pstride) { \
+    const ptrdiff_t NR = NT_GEMM_NR_##SUF;                                                         \
+    ptrdiff_t p, k, c;                                                                             \
+    for (p = p0; p < p1; p++) {                                                                    \
+        const ptrdiff_t j0 = p * NR, nc = N - j0 < NR ? N - j0 : NR;                               \
+        T* d = dst + (p - p0) * pstride;                                                           \
+        for (k = k0; k < k1; k++, d += NR) {                                                       \
+            const T* s = b + k * sk + j0 * sj;                                                     \
+            if (sj == 1) for (c = 0; c < nc; c++) d[c] = s[c];                                     \
+            else for (c = 0; c < nc; c++) d[c] = s[c * sj];                                        \
+            for (; c < NR; c++) d[c] = 0;                                                          \
+        }                                                                                          \
+    }                                                                                              \
+}                                                                                                  \
+                                                                                                   \
+/* The whole pack of B: ceil(N / NR) panels of K rows. */                                          \
+static void nt_gemm_pack_all_##SUF(const T* b, ptrdiff_t sk, ptrdiff_t sj, ptrdiff_t K, ptrdiff_t N, \
+                                   T* dst) {                                                       \
+    const ptrdiff_t NR = NT_GEMM_NR_##SUF;                                                         \
+    nt_gemm_pack_##SUF(b, sk, sj, N, 0, (N + NR - 1) / NR, 0, K, dst, K * NR);                     \
+}                                                                                                  \
+                                                                                                   \
+/* C[0:mr, 0:nc] (+)= A[0:mr, 0:kc] @ panel; `more`: C already holds the sum of earlier blocks. */ \
+static inline __attribute__((always_inline)) void nt_gemm_tile_##SUF(                              \
+        const int mr, const T* a, ptrdiff_t lda, const T* bp, ptrdiff_t kc, T* c, ptrdiff_t ldc,    \
+        ptrdiff_t nc, int more) {                                                                  \
+    const ptrdiff_t L = NT_GEMM_L_##SUF, NR = NT_GEMM_NR_##SUF;                                    \
+    V acc[NT_GEMM_MR][2];                                                                          \
+    T tmp[NT_GEMM_NR_##SUF] __attribute__((aligned(64)));                                          \
+    ptrdiff_t k, j;                                                                                \
+    int r;                                                                                         \
+    _Pragma("GCC unroll 16") for (r = 0; r < NT_GEMM_MR; r++) {                                    \
+        if (r >= mr) break;                                                                        \
+        if (!more) { acc[r][0] = (V){0}; acc[r][1] = (V){0}; }                                     \
+        else if (nc == NR) {                                                                       \
+            acc[r][0] = *(const V*)(c + r * ldc); acc[r][1] = *(const V*)(c + r * ldc + L);         \
+        } else {                                                                                   \
+            for (j = 0; j < NR; j++) tmp[j] = j < nc ? c[r * ldc + j] : 0;                         \
+            acc[r][0] = *(const V*)tmp; acc[r][1] = *(const V*)(tmp + L);                          \
+        }                                                                                          \
+    }                                                                                              \
+    for (k = 0; k < kc; k++) {                                                                     \
+        const V b0 = *(const V*)(bp + k * NR), b1 = *(const V*)(bp + k * NR + L);                  \
+        _Pragma("GCC unroll 16") for (r = 0; r < NT_GEMM_MR; r++) {                                \
+            if (r >= mr) break;                                                                    \
+            const T ar = a[r * lda + k];                                                           \
+            acc[r][0] += ar * b0; acc[r][1] += ar * b1;                                            \
+        }                                                                                          \
+    }                                                                                              \
+    _Pragma("GCC unroll 16") for (r = 0; r < NT_GEMM_MR; r++) {                                    \
+        if (r >= mr) break;                                                                        \
+        if (nc == NR) { *(V*)(c + r * ldc) = acc[r][0]; *(V*)(c + r * ldc + L) = acc[r][1]; }      \
+        else {                                                                                     \
+            *(V*)tmp = acc[r][0]; *(V*)(tmp + L) = acc[r][1];                                      \
+            for (j = 0; j < nc; j++) c[r * ldc + j] = tmp[j];                                      \
+        }                                                                                          \
+    }                                                                                              \
+}                                                                                                  \
+                                                                                                   \
+static void nt_gemm_tile_any_##SUF(int mr, const T* a, ptrdiff_t lda, const T* bp, ptrdiff_t kc,    \
+                                   T* c, ptrdiff_t ldc, ptrdiff_t nc, int more) {                  \
+    if (mr == NT_GEMM_MR) { nt_gemm_tile_##SUF(NT_GEMM_MR, a, lda, bp, kc, c, ldc, nc, more); return; } \
+    switch (mr) {   /* one register-tile specialization per row count of the last row block */    \
+    case 1: nt_gemm_tile_##SUF(1, a, lda, bp, kc, c, ldc, nc, more); break;                        \
+    case 2: nt_gemm_tile_##SUF(2, a, lda, bp, kc, c, ldc, nc, more); break;                        \
+    case 3: nt_gemm_tile_##SUF(3, a, lda, bp, kc, c, ldc, nc, more); break;                        \
+    case 4: nt_gemm_tile_##SUF(4, a, lda, bp, kc, c, ldc, nc, more); break;                        \
+    case 5: nt_gemm_tile_##SUF(5, a, lda, bp, kc, c, ldc, nc, more); break;                        \
+    case 6: nt_gemm_tile_##SUF(6, a, lda, bp, kc, c, ldc, nc, more); break;                        \
+    default: nt_gemm_tile_##SUF(7, a, lda, bp, kc, c, ldc, nc, more); break;                       \
+    }                                                                                              \
+}                                                                                                  \
+                                                                                                   \
+/* The epilogue ops, in order, on C rows [i0, i1) and columns [j0, j0 + nc). */                    \
+static void nt_gemm_epilogue_##SUF(const nt_gemm_args* g, ptrdiff_t bt, ptrdiff_t i0, ptrdiff_t i1, \
+                                   ptrdiff_t j0, ptrdiff_t nc) {                                   \
+    ptrdiff_t i, j;                                                                                \
+    int o;                                                                                         \
+    for (i = i0; i < i1; i++) {                                                                    \
+        T* c = (T*)g->c + bt * g->sc + i * g->ldc + j0;                                            \
+        for (o = 0; o < g->nops; o++) {                                                            \
+            switch (g->ops[o]) {                                                                   \
+            case NT_EPI_BIAS: {                                                                    \
+                const T* b = (const T*)g->bias + j0;                                               \
+                for (j = 0; j < nc; j++) c[j] += b[j];                                             \
+                break; }                                                                           \
+            case NT_EPI_RESIDUAL: {                                                                \
+                const T* r = (const T*)g->resid + bt * g->sr + i * g->ldr + j0;                    \
+                for (j = 0; j < nc; j++) c[j] += r[j];                                             \
+                break; }                                                                           \
+            case NT_EPI_RELU:                                                                      \
+                for (j = 0; j < nc; j++) c[j] = nt_op_maximum_##SUF(c[j], (T)0);                   \
+                break;                                                                             \
+            case NT_EPI_RELU_ZERO_FIRST:                                                           \
+                for (j = 0; j < nc; j++) c[j] = nt_op_maximum_##SUF((T)0, c[j]);                   \
+                break;                                                                             \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+}                                                                                                  \
+                                                                                                   \
+/* Unit u: rows chunk u % n_row_chunks, then panel chunk, then product of the stack; every block  \
+   of k. */                                                                                        \
+static void nt_gemm_unit_##SUF(const nt_gemm_args* g, int u) {                                     \
+    const ptrdiff_t NR = NT_GEMM_NR_##SUF, npanels = (g->N + NR - 1) / NR;                         \
+    const ptrdiff_t per_batch = g->n_row_chunks * g->n_panel_chunks, bt = u / per_batch;           \
+    const ptrdiff_t ub = u % per_batch;                                                            \
+    const ptrdiff_t i0 = (ub % g->n_row_chunks) * g->row_chunk;                                    \
+    const ptrdiff_t i1 = i0 + g->row_chunk < g->M ? i0 + g->row_chunk : g->M;                      \
+    const ptrdiff_t p0 = (ub / g->n_row_chunks) * g->panel_chunk;                                  \
+    const ptrdiff_t p1 = p0 + g->panel_chunk < npanels ? p0 + g->panel_chunk : npanels;            \
+    const T* a = (const T*)g->a + bt * g->sa;                                                      \
+    const T* b = (const T*)g->b + bt * g->sb;                                                      \
+    T* c = (T*)g->c + bt * g->sc;                                                                  \
+    T* scratch = NULL;                                                                             \
+    ptrdiff_t k0, p, i;                                                                            \
+    if (!g->packed) {                                                                              \
+        scratch = (T*)aligned_alloc(64, (size_t)(p1 - p0) * NT_GEMM_KC * NR * sizeof(T));         \
+        if (!scratch) { ((nt_gemm_args*)g)->failed = 1; return; }                                  \
+    }                                                                                              \
+    for (k0 = 0; k0 < g->K; k0 += NT_GEMM_KC) {                                                    \
+        const ptrdiff_t kc = g->K - k0 < NT_GEMM_KC ? g->K - k0 : NT_GEMM_KC;                      \
+        const int last = k0 + kc >= g->K;                                                          \
+        const T* base;                                                                             \
+        ptrdiff_t pstride;                                                                         \
+        if (scratch) {                                                                             \
+            nt_gemm_pack_##SUF(b, g->bsk, g->bsj, g->N, p0, p1, k0, k0 + kc, scratch, kc * NR);   \
+            base = scratch; pstride = kc * NR;                                                     \
+        } else {                                                                                   \
+            base = (const T*)g->packed + (p0 * g->K + k0) * NR; pstride = g->K * NR;               \
+        }                                                                                          \
+        for (p = p0; p < p1; p++) {                                                                \
+            const T* bp = base + (p - p0) * pstride;                                               \
+            const ptrdiff_t j0 = p * NR, nc = g->N - j0 < NR ? g->N - j0 : NR;                     \
+            for (i = i0; i < i1; i += NT_GEMM_MR) {                                                \
+                const int mr = (int)(i1 - i < NT_GEMM_MR ? i1 - i : NT_GEMM_MR);                   \
+                nt_gemm_tile_any_##SUF(mr, a + i * g->lda + k0, g->lda, bp, kc, c + i * g->ldc + j0, \
+                                       g->ldc, nc, k0 > 0);                                        \
+                if (last && g->nops) nt_gemm_epilogue_##SUF(g, bt, i, i + mr, j0, nc);             \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+    free(scratch);                                                                                 \
+}
+
+NT_GEMM_DEFINE(float, nt_gv_f32, f32)
+NT_GEMM_DEFINE(double, nt_gv_f64, f64)
+
+#endif

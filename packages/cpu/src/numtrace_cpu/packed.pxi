@@ -1,0 +1,281 @@
+# Matrix products with a constant or module-parameter weight for numtrace_cpu's MatmulStep, included by
+# each ISA build (blocks_<isa>.pyx) so the kernels (nt_gemm.h) get that build's vector width and
+# register tile.
+#
+# (..., M, K) @ (K, N), or a stack (..., M, K) @ (..., K, N) with the same leading dims, in
+# float32/float64, with the epilogue that follows in the graph (bias add, residual add, ReLU) fused in.
+# A constant weight is packed on the first call and the pack kept (a trace constant never changes);
+# any other (a module parameter, a run-time value) is packed inside the product on every call, block
+# by block by the thread that uses it, so a weight the user changes between calls (in place or by
+# load_state_dict) is always read as it is now. The work is split into row chunks x column-panel
+# chunks over the team of nt_team.h; each output belongs to one unit and is summed in k order, so
+# the thread count never changes the result. Layouts the kernels do not take run the step's NumPy
+# fallback.
+
+cdef extern from "nt_gemm.h" nogil:
+    int NT_GEMM_MR, NT_GEMM_MAX_OPS, NT_GEMM_NR_f32, NT_GEMM_NR_f64
+    int NT_EPI_BIAS, NT_EPI_RESIDUAL, NT_EPI_RELU, NT_EPI_RELU_ZERO_FIRST
+    ctypedef struct nt_gemm_args:
+        const char* a
+        const char* b
+        const char* packed
+        const char* bias
+        const char* resid
+        char* c
+        Py_ssize_t lda, bsk, bsj, ldc, ldr, M, N, K, nbatch, sa, sb, sc, sr
+        Py_ssize_t row_chunk, panel_chunk, n_row_chunks, n_panel_chunks
+        int ops[4]
+        int nops, failed
+    void nt_gemm_pack_all_f32(const float* b, Py_ssize_t sk, Py_ssize_t sj, Py_ssize_t K, Py_ssize_t N,
+                              float* dst)
+    void nt_gemm_pack_all_f64(const double* b, Py_ssize_t sk, Py_ssize_t sj, Py_ssize_t K, Py_ssize_t N,
+                              double* dst)
+    void nt_gemm_unit_f32(const nt_gemm_args* g, int u)
+    void nt_gemm_unit_f64(const nt_gemm_args* g, int u)
+
+EPILOGUE_OPS = {"bias": NT_EPI_BIAS, "residual": NT_EPI_RESIDUAL, "relu": NT_EPI_RELU,
+                "relu_zero_first": NT_EPI_RELU_ZERO_FIRST}
+"""Epilogue op name -> kernel code (nt_gemm.h applies them in order after the product)."""
+GEMM_MICRO_TILE = (NT_GEMM_MR, NT_GEMM_NR_f32, NT_GEMM_NR_f64)
+"""(rows, float32 columns, float64 columns) of this build's register tile."""
+
+# Below this many multiply-adds a product stays on the calling thread: waking the team costs more.
+GEMM_PARALLEL_MIN = 1 << 20
+# Rows of A one unit sweeps per column panel: with a block of NT_GEMM_KC columns, 256 KB of float32.
+_GEMM_MAX_ROW_CHUNK = 256
+
+
+cdef inline Py_ssize_t _panel_width(int typenum):
+    return NT_GEMM_NR_f64 if typenum == cnp.NPY_DOUBLE else NT_GEMM_NR_f32
+
+
+def pack_weights(cnp.ndarray w):
+    """The packed form of a 2-D float32/float64 weight (any strides): a 64-byte aligned 1-D array of
+    ceil(N / NR) column panels of K rows each (nt_gemm.h)."""
+    if w.ndim != 2 or cnp.PyArray_TYPE(w) not in (cnp.NPY_FLOAT, cnp.NPY_DOUBLE) or not cnp.PyArray_ISALIGNED(w):
+        raise ValueError("pack_weights takes an aligned 2-D float32 or float64 array")
+    cdef int typenum = cnp.PyArray_TYPE(w)
+    cdef Py_ssize_t itemsize = cnp.PyArray_ITEMSIZE(w), K = w.shape[0], N = w.shape[1]
+    cdef Py_ssize_t nr = _panel_width(typenum), n = ((N + nr - 1) // nr) * nr * K
+    if w.strides[0] % itemsize or w.strides[1] % itemsize:
+        raise ValueError("pack_weights: strides must be whole elements")
+    raw = np.empty(n * itemsize + 64, np.uint8)
+    start = (-raw.ctypes.data) % 64
+    cdef cnp.ndarray dst = raw[start:start + n * itemsize].view(w.dtype)
+    cdef Py_ssize_t sk = w.strides[0] // itemsize, sj = w.strides[1] // itemsize
+    with nogil:
+        if typenum == cnp.NPY_DOUBLE:
+            nt_gemm_pack_all_f64(<const double*>cnp.PyArray_DATA(w), sk, sj, K, N, <double*>cnp.PyArray_DATA(dst))
+        else:
+            nt_gemm_pack_all_f32(<const float*>cnp.PyArray_DATA(w), sk, sj, K, N, <float*>cnp.PyArray_DATA(dst))
+    return dst
+
+
+cdef void _gemm_unit_f64(void* arg, int u) noexcept nogil:
+    cdef nt_gemm_args* g = <nt_gemm_args*>arg
+    if not g.failed:
+        nt_gemm_unit_f64(g, u)
+
+
+cdef void _gemm_unit_f32(void* arg, int u) noexcept nogil:
+    cdef nt_gemm_args* g = <nt_gemm_args*>arg
+    if not g.failed:
+        nt_gemm_unit_f32(g, u)
+
+
+cdef inline bint _collapse(cnp.ndarray a, int d0, int d1, Py_ssize_t itemsize, Py_ssize_t* step):
+    """Whether dims [d0, d1) of `a` are one run of equally spaced items (as after a reshape that
+    merges them); their spacing in elements in *step (0 when they hold one item)."""
+    cdef int d, inner = -1
+    step[0] = 0
+    for d in range(d1 - 1, d0 - 1, -1):
+        if a.shape[d] == 1:
+            continue
+        if a.strides[d] % itemsize:
+            return False
+        if inner < 0:
+            step[0] = a.strides[d] // itemsize
+        elif a.strides[d] != a.strides[inner] * a.shape[inner]:
+            return False
+        inner = d
+    return True
+
+
+cdef inline bint _unit_last(cnp.ndarray a, Py_ssize_t itemsize):
+    return a.shape[a.ndim - 1] == 1 or a.strides[a.ndim - 1] == itemsize
+
+
+cdef inline bint _overlap(cnp.ndarray a, cnp.ndarray b):
+    """Whether the memory spans of `a` and `b` (first to last byte they can touch) intersect."""
+    cdef Py_ssize_t lo_a, hi_a, lo_b, hi_b
+    _span(a, &lo_a, &hi_a)
+    _span(b, &lo_b, &hi_b)
+    return lo_a < hi_b and lo_b < hi_a
+
+
+cdef inline void _span(cnp.ndarray a, Py_ssize_t* lo, Py_ssize_t* hi):
+    cdef Py_ssize_t base = <Py_ssize_t>cnp.PyArray_DATA(a), low = 0, high = 0, d
+    for d in range(a.ndim):
+        if a.shape[d] == 0:
+            lo[0] = hi[0] = base
+            return
+        if a.strides[d] < 0:
+            low += (a.shape[d] - 1) * a.strides[d]
+        else:
+            high += (a.shape[d] - 1) * a.strides[d]
+    lo[0] = base + low
+    hi[0] = base + high + cnp.PyArray_ITEMSIZE(a)
+
+
+cdef class PackedMatmul:
+    """A MatmulStep on the packed-weight kernels as `run(env, nthreads)`: env[a] (..., M, K) @ env[b]
+    (K, N) (or a stack of products, (..., M, K) @ (..., K, N)) into env[out], then `epilogue` ((op name, value number or -1), in order: "bias" adds an
+    (N,) value, "residual" one of the output's shape, "relu"/"relu_zero_first" as np.maximum with
+    0). `constant`: env[b] is a trace constant (packed once, kept); else it is packed on every call.
+    `fallback(env, nthreads)` computes the same with NumPy for layouts the kernels do not take."""
+    cdef Py_ssize_t a, b, out, bias, resid
+    cdef int typenum, nops
+    cdef int ops[4]
+    cdef bint constant
+    cdef object packed
+    cdef object fallback
+    cdef readonly int calls_packed
+
+    def __init__(self, Py_ssize_t a, Py_ssize_t b, Py_ssize_t out, object dtype, object epilogue=(),
+                 bint constant=False, object fallback=None):
+        if dtype not in (np.float32, np.float64):
+            raise ValueError(f"the packed kernels take float32 and float64, got {dtype}")
+        if not callable(fallback):
+            raise ValueError("a PackedMatmul needs its NumPy fallback")
+        epilogue = list(epilogue)
+        if len(epilogue) > NT_GEMM_MAX_OPS:
+            raise ValueError(f"at most {NT_GEMM_MAX_OPS} epilogue ops, got {len(epilogue)}")
+        self.a, self.b, self.out, self.bias, self.resid = a, b, out, -1, -1
+        self.nops = 0
+        for name, v in epilogue:
+            if name not in EPILOGUE_OPS:
+                raise ValueError(f"unknown epilogue op {name!r}")
+            if name in ("bias", "residual"):
+                if v < 0 or (self.bias if name == "bias" else self.resid) >= 0:
+                    raise ValueError(f"epilogue {name!r} needs its one value")
+                if name == "bias":
+                    self.bias = v
+                else:
+                    self.resid = v
+            self.ops[self.nops] = EPILOGUE_OPS[name]
+            self.nops += 1
+        self.typenum = np.dtype(dtype).num
+        self.constant = constant
+        self.packed = None
+        self.fallback = fallback
+        self.calls_packed = 0
+
+    def __call__(self, list env, int nthreads):
+        cdef nt_gemm_args g
+        cdef object xo = env[self.a], wo = env[self.b], yo = env[self.out]
+        cdef object bo = env[self.bias] if self.bias >= 0 else None
+        cdef object ro = env[self.resid] if self.resid >= 0 else None
+        cdef cnp.ndarray x, w, y, b, r
+        cdef Py_ssize_t itemsize, nr, npanels, npc, nrc, units, want, per_job, total, done
+        cdef int nb, nteam, i
+        if not (type(xo) is np.ndarray and type(wo) is np.ndarray and type(yo) is np.ndarray
+                and (bo is None or type(bo) is np.ndarray) and (ro is None or type(ro) is np.ndarray)):
+            return self.fallback(env, nthreads)
+        x, w, y, b, r = xo, wo, yo, bo, ro
+        if (cnp.PyArray_TYPE(x) != self.typenum or cnp.PyArray_TYPE(w) != self.typenum
+                or cnp.PyArray_TYPE(y) != self.typenum
+                or (b is not None and (cnp.PyArray_TYPE(b) != self.typenum or b.ndim != 1))
+                or (r is not None and (cnp.PyArray_TYPE(r) != self.typenum or r.ndim != y.ndim))):
+            return self.fallback(env, nthreads)
+        itemsize = cnp.PyArray_ITEMSIZE(w)
+        nb = w.ndim - 2     # stacked products: the same leading dims on x, w, y (and the residual)
+        if w.ndim < 2 or x.ndim < 2 or y.ndim != x.ndim or (nb and x.ndim != w.ndim):
+            return self.fallback(env, nthreads)
+        for i in range(nb):
+            if x.shape[i] != w.shape[i] or y.shape[i] != w.shape[i]:
+                return self.fallback(env, nthreads)
+        g.K = w.shape[nb]
+        g.N = w.shape[nb + 1]
+        if x.shape[x.ndim - 1] != g.K or y.shape[y.ndim - 1] != g.N or g.K == 0 or g.N == 0 or y.size == 0:
+            return self.fallback(env, nthreads)   # (K == 0: zeros then the epilogue, NumPy does it)
+        g.M = x.shape[x.ndim - 2] if nb else x.size // g.K
+        g.nbatch = y.size // (g.M * g.N)
+        # x and y: rows (every dim but the last, or the one before the last of a stack) equally
+        # spaced, each row contiguous; w: any whole-element strides.
+        if (not _unit_last(x, itemsize) or not _unit_last(y, itemsize)
+                or not _collapse(x, 0, nb, itemsize, &g.sa) or not _collapse(y, 0, nb, itemsize, &g.sc)
+                or not _collapse(x, nb, x.ndim - 1, itemsize, &g.lda)
+                or not _collapse(y, nb, y.ndim - 1, itemsize, &g.ldc) or not _collapse(w, 0, nb, itemsize, &g.sb)
+                or (g.M > 1 and g.ldc < g.N) or w.strides[nb] % itemsize or w.strides[nb + 1] % itemsize
+                or not cnp.PyArray_ISALIGNED(x) or not cnp.PyArray_ISALIGNED(w) or not cnp.PyArray_ISALIGNED(y)
+                or _overlap(y, x) or _overlap(y, w)):
+            return self.fallback(env, nthreads)
+        g.bias = NULL
+        g.resid = NULL
+        g.ldr = g.sr = 0
+        if b is not None:
+            if (b.shape[0] != g.N or (g.N > 1 and b.strides[0] != itemsize) or not cnp.PyArray_ISALIGNED(b)
+                    or _overlap(y, b)):
+                return self.fallback(env, nthreads)
+            g.bias = <const char*>cnp.PyArray_DATA(b)
+        if r is not None:
+            for i in range(y.ndim):
+                if r.shape[i] != y.shape[i]:
+                    return self.fallback(env, nthreads)
+            if (not _unit_last(r, itemsize) or not _collapse(r, 0, nb, itemsize, &g.sr)
+                    or not _collapse(r, nb, r.ndim - 1, itemsize, &g.ldr) or not cnp.PyArray_ISALIGNED(r)
+                    or _overlap(y, r)):
+                return self.fallback(env, nthreads)
+            g.resid = <const char*>cnp.PyArray_DATA(r)
+        if self.constant and not nb:
+            if self.packed is None:   # under the GIL: one pack even when threads race to the first call
+                self.packed = pack_weights(w)
+                self.calls_packed += 1
+            g.packed = <const char*>cnp.PyArray_DATA(<cnp.ndarray>self.packed)
+        else:
+            g.packed = NULL
+        g.b = <const char*>cnp.PyArray_DATA(w)
+        g.bsk = w.strides[nb] // itemsize
+        g.bsj = w.strides[nb + 1] // itemsize
+        g.a = <const char*>cnp.PyArray_DATA(x)
+        g.c = <char*>cnp.PyArray_DATA(y)
+        g.nops = self.nops
+        for i in range(self.nops):
+            g.ops[i] = self.ops[i]
+        g.failed = 0
+        # Units: chunks of at most 4 column panels (a block of them stays in L2) x row chunks x products
+        # of the stack, enough of them to keep every thread busy, at most NT_TEAM_MAX_UNITS per team
+        # job (a deeper stack runs as several jobs).
+        nteam = max(1, nthreads) if g.nbatch * g.M * g.N * g.K >= GEMM_PARALLEL_MIN else 1
+        nr = _panel_width(self.typenum)
+        npanels = (g.N + nr - 1) // nr
+        g.panel_chunk = max(min(npanels, 4), (npanels + 127) // 128)
+        npc = (npanels + g.panel_chunk - 1) // g.panel_chunk
+        g.n_panel_chunks = npc
+        per_job = max(1, NT_TEAM_MAX_UNITS // npc)
+        if g.nbatch > 1:
+            per_job = min(g.nbatch, per_job)
+            want = (2 * nteam + npc * per_job - 1) // (npc * per_job) if nteam > 1 else 1
+        else:
+            want = (2 * nteam + npc - 1) // npc if nteam > 1 else 1
+        g.row_chunk = min((g.M + want - 1) // want, _GEMM_MAX_ROW_CHUNK)
+        g.row_chunk = max(g.row_chunk, (g.M * per_job + NT_TEAM_MAX_UNITS // npc - 1) // (NT_TEAM_MAX_UNITS // npc))
+        g.row_chunk = (g.row_chunk + NT_GEMM_MR - 1) // NT_GEMM_MR * NT_GEMM_MR
+        nrc = (g.M + g.row_chunk - 1) // g.row_chunk
+        g.n_row_chunks = nrc
+        total = g.nbatch
+        done = 0
+        while done < total:
+            g.nbatch = min(per_job, total - done)
+            units = g.nbatch * nrc * npc
+            with nogil:
+                nt_team_run(_gemm_unit_f64 if self.typenum == cnp.NPY_DOUBLE else _gemm_unit_f32, &g,
+                            <int>units, nteam)
+            if g.failed:
+                raise MemoryError("packed matrix product: no memory for the weight blocks")
+            done += g.nbatch
+            g.a += g.nbatch * g.sa * itemsize
+            g.b += g.nbatch * g.sb * itemsize
+            g.c += g.nbatch * g.sc * itemsize
+            if g.resid != NULL:
+                g.resid += g.nbatch * g.sr * itemsize

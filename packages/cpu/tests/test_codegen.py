@@ -1,0 +1,376 @@
+"""Generated C kernels for fused elementwise passes (numtrace_cpu.codegen, numtrace_cpu.compiler):
+bit for bit the interpreter's results (and so NumPy's wherever the interpreter's are), over the
+registry's elementwise ops, random op chains, dtypes and layouts; the disk cache across processes;
+the modes; the note when no compiler runs.
+
+Kernels compile synchronously here (mode ``sync``), so the generated path runs deterministically.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import zlib
+
+import numpy as np
+import numtrace_cpu
+import pytest
+from numtrace_cpu import compile_graph, compiler
+from numtrace_cpu.codegen import generate
+from numtrace_cpu.steps import FusedStep
+from numtrace_ir import Graph, testing
+from numtrace_ir.registry import all_ops
+from numtrace_ir.types import TensorType
+
+F32 = np.dtype(np.float32)
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("NUMTRACE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "kernels"))
+
+
+def _compiled(graph, types, mode):
+    old = compiler.set_mode(mode)
+    try:
+        return compile_graph(graph, types)
+    finally:
+        compiler.set_mode(old)
+
+
+def _both(graph, types):
+    """The graph's executable with generated kernels, and one on the interpreter."""
+    return _compiled(graph, types, "sync"), _compiled(graph, types, "off")
+
+
+def _assert_same_bits(got, want, what):
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.dtype == w.dtype and g.shape == w.shape, what
+        assert g.tobytes() == w.tobytes(), f"{what}: generated kernel differs from the interpreter"
+
+
+def _registry_cases():
+    """Every elementwise registry op's samples in one of its dtype signatures, a different one from op
+    to op (each signature is a kernel to compile: all of them would take the compiler half a minute);
+    the random chains below cover every dtype of the common ops."""
+    by_op: dict = {}
+    for op, sample in testing.iter_cases(all_ops()):
+        if op.kind == "elementwise" and not op.nondeterministic:
+            sig = tuple(str(getattr(testing.type_of(v), "dtype", type(v).__name__)) for v in sample.inputs)
+            by_op.setdefault(op.name, {}).setdefault(sig, []).append((op, sample))
+    cases = []
+    for name, sigs in by_op.items():
+        keys = sorted(sigs)
+        cases += sigs[keys[zlib.crc32(name.encode()) % len(keys)]]
+    return cases
+
+
+CASES = _registry_cases()
+
+
+@pytest.fixture(scope="module")
+def registry_executables(tmp_path_factory):
+    """Per case, its executable with generated kernels (all of them compiled in one compiler run) and
+    one on the interpreter; None where the graph does not compile on the cpu backend."""
+    pairs = []
+    for op, sample in CASES:
+        graph = testing.build_graph(op, sample)
+        types = [testing.type_of(v) for v in sample.inputs]
+        try:
+            pairs.append((_compiled(graph, types, "off"), _compiled(graph, types, "off")))
+        except Exception:   # test_ops.py holds the backend to its contract on these
+            pairs.append(None)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("NUMTRACE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "kernels"))
+        compiler.request([s.kernel for p in pairs if p for s in p[0]._steps if isinstance(s, FusedStep)],
+                         "sync")
+    return pairs
+
+
+@pytest.mark.parametrize("case", range(len(CASES)),
+                         ids=[testing.case_id(op, s, i) for i, (op, s) in enumerate(CASES)])
+def test_registry_op_generated_matches_interpreter_and_numpy(case, registry_executables):
+    op, sample = CASES[case]
+    if registry_executables[case] is None or not registry_executables[case][0].stats()["generated_kernels"]:
+        pytest.skip("no fused elementwise pass")
+    gen, interp = registry_executables[case]
+    expected = testing.reference_outputs(op, sample)
+    runs = gen.stats()["generated_runs"]
+    for inputs, what in ((sample.inputs, op.name), ([testing.noncontiguous(v) for v in sample.inputs],
+                                                    f"{op.name} (non-contiguous)")):
+        got = gen(*inputs)
+        _assert_same_bits(got, interp(*inputs), what)
+        testing.assert_outputs_close(got, expected, what=what, op=op, inputs=sample.inputs)
+    assert gen.stats()["generated_runs"] > runs or not any(np.size(g) for g in got)
+
+
+# Random chains: ops drawn from the interpreter's table over float and int values, with constants,
+# comparisons, where and casts, read through layouts the interpreter handles (strided, transposed,
+# reversed, broadcast, unaligned).
+_FLOAT_UNARY = ["exp", "log", "sqrt", "tanh", "sin", "cos", "negative", "absolute", "square", "floor",
+                "reciprocal", "expm1", "log1p", "arctan", "rint", "sign", "cbrt", "exp2", "log2", "tan"]
+_FLOAT_BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "fmax", "fmin", "power",
+                 "arctan2", "hypot", "copysign", "fmod", "heaviside"]
+_INT_BINARY = ["add", "subtract", "multiply", "maximum", "minimum", "bitwise_and", "bitwise_xor",
+               "left_shift", "right_shift"]
+_COMPARE = ["less", "greater_equal", "equal", "not_equal"]
+
+
+def _chain_graph(rng, dtype, shape):
+    """A graph of (x, y, z) built from random elementwise steps in `dtype`; z is broadcast."""
+    g = Graph()
+    t = TensorType(np.dtype(dtype), shape)
+    env = [g.add_input("x", t), g.add_input("y", t),
+           g.add_input("z", TensorType(np.dtype(dtype), (1, shape[1])))]
+
+    def node(op, *args, **attrs):
+        return g.create_node(op, list(args), attrs=attrs).output
+
+    def const(value):
+        return node("prim.Constant", value=value)
+
+    floats = np.issubdtype(dtype, np.floating)
+    for _ in range(int(rng.integers(4, 10))):
+        kind = int(rng.integers(0, 6))
+        a, b = int(rng.integers(0, 3)), int(rng.integers(0, 3))
+        u, v = env[a], env[b]
+        if kind == 0 and floats:
+            r = node(f"np.{rng.choice(_FLOAT_UNARY)}", u)
+        elif kind == 1:
+            r = node("np.add", node("np.multiply", u, const(float(rng.choice([0.5, -2.0, 3.0])) if floats
+                                                          else int(rng.choice([3, -2, 7])))), v)
+        elif kind == 2:
+            cond = node(f"np.{rng.choice(_COMPARE)}", u, v)
+            r = node("np.where", cond, u, node("np.subtract", v, const(1)))
+        elif kind == 3:
+            other = np.int32 if floats else np.float32
+            r = node("np.astype", node("np.astype", u, dtype=np.dtype(other)), dtype=np.dtype(dtype))
+        else:
+            name = str(rng.choice(_FLOAT_BINARY if floats else _INT_BINARY))
+            if name in ("left_shift", "right_shift"):
+                v = node("np.bitwise_and", v, const(7))
+            r = node(f"np.{name}", u, v)
+        env[a if a < 2 else 0] = r
+    g.set_outputs([node("np.add", env[0], node("np.multiply", env[1], env[2]))])
+    return g
+
+
+def _layouts(x):
+    """x, and arrays with x's values through other layouts."""
+    strided = np.empty((x.shape[0], 2 * x.shape[1]), x.dtype)[:, ::2]
+    strided[...] = x
+    unaligned = np.frombuffer(bytearray(x.nbytes + 1), np.uint8)[1:].view(x.dtype).reshape(x.shape)
+    unaligned[...] = x
+    reversed_ = x[::-1, ::-1].copy()[::-1, ::-1]
+    return [x, strided, np.asfortranarray(x), reversed_, unaligned]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+@pytest.mark.parametrize("seed", range(4))
+def test_random_chains_generated_equals_interpreter(dtype, seed):
+    rng = np.random.default_rng(1000 * seed + np.dtype(dtype).itemsize)
+    shape = (37, 1100)
+    graph = _chain_graph(rng, dtype, shape)
+    if np.issubdtype(dtype, np.floating):
+        x, y, z = (rng.standard_normal(s).astype(dtype) * 3 for s in (shape, shape, (1, shape[1])))
+    else:
+        x, y, z = (rng.integers(-1000, 1000, s).astype(dtype) for s in (shape, shape, (1, shape[1])))
+    gen, interp = _both(graph, [testing.type_of(v) for v in (x, y, z)])
+    assert gen.stats()["generated_kernels"] >= 1
+    with np.errstate(all="ignore"):
+        for lx, ly in zip(_layouts(x), _layouts(y)):
+            _assert_same_bits(gen(lx, ly, z), interp(lx, ly, z), f"{np.dtype(dtype)} seed {seed}")
+    assert gen.stats()["generated_runs"] >= len(_layouts(x))
+
+
+def _w1_graph():
+    g = Graph()
+    a, b, c, d = (g.add_input(n, TensorType(F32, ("N",))) for n in "abcd")
+
+    def node(op, *args):
+        return g.create_node(op, list(args)).output
+
+    one = g.create_node("prim.Constant", [], attrs={"value": 1}).output
+    num = node("np.add", node("np.multiply", a, b), c)
+    den = node("np.add", one, node("np.absolute", a))
+    g.set_outputs([node("np.divide", node("np.multiply", num, node("np.exp", node("np.negative", d))), den)])
+    return g
+
+
+def test_w1_explain_stats_and_threads():
+    n = 3_000_007
+    rng = np.random.default_rng(5)
+    args = [rng.standard_normal(n).astype(F32) for _ in range(4)]
+    gen, interp = _both(_w1_graph(), [TensorType(F32, (n,))] * 4)
+    old = numtrace_cpu.get_num_threads()
+    try:
+        for threads in (1, 2):
+            numtrace_cpu.set_num_threads(threads)
+            _assert_same_bits(gen(*args), interp(*args), f"W1 on {threads} threads")
+    finally:
+        numtrace_cpu.set_num_threads(old)
+    a, b, c, d = args
+    want = (a * b + c) * np.exp(-d) / (1 + np.abs(a))
+    np.testing.assert_allclose(gen(*args)[0], want, rtol=1e-5, atol=1e-6)
+    s = gen.stats()
+    assert s["generated_kernels"] == s["fused_groups"] == 1
+    assert s["generated_runs"] == 3 and s["interpreted_runs"] == 0
+    assert interp.stats()["generated_kernels"] == 0 and interp.stats()["interpreted_runs"] == 2
+    text = gen.explain()
+    assert "generated C kernel: ready at " in text and ".so" in text
+    assert "nt_op_multiply_f32" in text and "/* exp */" in text
+    out = np.empty_like(args[0])
+    gen(*args, out=(out,))
+    _assert_same_bits([out], interp(*args), "W1 into out=")
+
+
+_REDUCTIONS = ["np.sum", "np.mean", "np.var", "np.std", "np.max", "np.min"]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("shape", "axis"), [((50, 1300), 1), ((7, 9, 600), (1, 2)), ((40, 30), 1),
+                                             ((2, 3000), None), ((1300, 50), 0)])
+def test_reductions_generated_equal_interpreter(dtype, shape, axis):
+    """Each reduction of an elementwise prologue, with an elementwise output beside it; row reductions
+    (long and short rows) run generated, column mode (axis 0 of a C array) on the interpreter."""
+    g = Graph()
+    t = TensorType(np.dtype(dtype), shape)
+    x, y = g.add_input("x", t), g.add_input("y", t)
+
+    def node(op, *args, **attrs):
+        return g.create_node(op, list(args), attrs=attrs).output
+
+    e = node("np.add", node("np.multiply", x, y), node("np.exp", node("np.negative", node("np.square", x))))
+    outs = [node(name, e, axis=axis) for name in _REDUCTIONS] + [node("np.multiply", e, e)]
+    g.set_outputs(outs)
+    rng = np.random.default_rng(len(shape))
+    v = [rng.standard_normal(shape).astype(dtype) for _ in range(2)]
+    gen, interp = _both(g, [t, t])
+    layouts = [v, [np.asfortranarray(a) for a in v], [np.flip(a).copy() for a in v]]
+    for args in layouts:
+        _assert_same_bits(gen(*args), interp(*args), f"reductions over axis {axis} of {shape}")
+    for got, name in zip(gen(*v), _REDUCTIONS):
+        want = getattr(np, name[3:])(v[0] * v[1] + np.exp(-np.square(v[0])), axis=axis)
+        np.testing.assert_allclose(got, want, rtol=2e-5 if dtype == np.float32 else 1e-12, atol=1e-6)
+    s = gen.stats()
+    assert s["generated_kernels"] == s["fused_groups"]
+    if axis != 0:
+        assert s["generated_runs"] >= len(layouts)
+
+
+def test_program_without_instructions_is_not_generated():
+    assert generate(((4,), (), [(3, 1, 0)], [], [], [], [(3, 0)])) is None
+
+
+_CHILD = textwrap.dedent("""
+    import numpy as np, numtrace_cpu.compiler as c
+    from numtrace_cpu import compile_graph
+    from numtrace_ir import Graph
+    from numtrace_ir.types import TensorType
+    t = TensorType(np.dtype(np.float64), (1000,))
+    g = Graph()
+    x = g.add_input("x", t)
+    k = g.create_node("prim.Constant", [], attrs={"value": 0.001}).output
+    g.set_outputs([g.create_node("np.exp", [g.create_node("np.multiply", [x, k]).output]).output])
+    f = compile_graph(g, [t])
+    v = np.arange(1000.0)
+    f(v)
+    c.flush()
+    f(v)
+    s = f.stats()
+    print(s["generated_kernels"], s["generated_runs"])
+""")
+
+
+def _child(env_extra, tmp_path):
+    env = dict(os.environ, NUMTRACE_CACHE_DIR=str(tmp_path), **env_extra)
+    done = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True, env=env, check=True,
+                          timeout=300)
+    return done.stdout.split(), done.stderr
+
+
+def test_disk_cache_is_reused_by_another_process(tmp_path):
+    assert _child({"NUMTRACE_CODEGEN": "1"}, tmp_path)[0] == ["1", "1"]   # background: ready after flush
+    objects = sorted((tmp_path / "cpu-kernels").glob("*.so"))
+    assert len(objects) == 1
+    stamp = objects[0].stat().st_mtime_ns
+    assert _child({"NUMTRACE_CODEGEN": "sync"}, tmp_path)[0] == ["1", "2"]
+    assert objects[0].stat().st_mtime_ns == stamp   # loaded, not compiled again
+    assert not list((tmp_path / "cpu-kernels").glob("*.tmp"))
+
+
+def test_codegen_off_by_environment(tmp_path):
+    assert _child({"NUMTRACE_CODEGEN": "0"}, tmp_path)[0] == ["0", "0"]
+    assert not (tmp_path / "cpu-kernels").exists()
+
+
+def test_no_compiler_notes_once_and_interprets(tmp_path):
+    code = ("import sysconfig; sysconfig.get_config_vars()['CC'] = 'numtrace-no-such-cc'\n" + _CHILD
+            + "f2 = compile_graph(g, [t]); f2(v); c.flush()\n")
+    env = dict(os.environ, NUMTRACE_CACHE_DIR=str(tmp_path), NUMTRACE_CODEGEN="1")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True,
+                          timeout=300)
+    assert done.stdout.split() == ["0", "0"]
+    notes = [line for line in done.stderr.splitlines() if line.startswith("numtrace:")]
+    assert len(notes) == 1 and "no C compiler" in notes[0]
+
+
+def test_concurrent_processes_share_one_cache_entry(tmp_path):
+    env = dict(os.environ, NUMTRACE_CACHE_DIR=str(tmp_path), NUMTRACE_CODEGEN="sync")
+    children = [subprocess.Popen([sys.executable, "-c", _CHILD], env=env, stdout=subprocess.PIPE, text=True)
+                for _ in range(3)]
+    outs = [c.communicate(timeout=300)[0].split() for c in children]
+    assert all(c.returncode == 0 for c in children) and outs == [["1", "2"]] * 3
+    assert len(list((tmp_path / "cpu-kernels").glob("*.so"))) == 1
+    assert not list((tmp_path / "cpu-kernels").glob("*.tmp"))
+
+
+def test_generated_kernel_from_several_threads():
+    from concurrent.futures import ThreadPoolExecutor
+
+    n = 200_001
+    gen, interp = _both(_w1_graph(), [TensorType(F32, (n,))] * 4)
+    inputs = [[np.random.default_rng(s).standard_normal(n).astype(F32) for _ in range(4)] for s in range(8)]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda xs: gen(*xs), inputs))
+    for g, xs in zip(got, inputs):
+        _assert_same_bits(g, interp(*xs), "W1 from several threads")
+
+
+_ISA_CHILD = textwrap.dedent("""
+    import numpy as np, numtrace_cpu
+    from numtrace_cpu import compile_graph, compiler
+    from numtrace_ir import Graph
+    from numtrace_ir.types import TensorType
+    t = TensorType(np.dtype(np.float32), (70001,))
+    g = Graph()
+    x, y = g.add_input("x", t), g.add_input("y", t)
+    def node(op, *args):
+        return g.create_node(op, list(args)).output
+    s = node("np.sin", node("np.multiply", x, y))
+    e = node("np.exp", node("np.negative", node("np.absolute", y)))
+    g.set_outputs([node("np.add", node("np.tanh", s), e)])
+    rng = np.random.default_rng(0)
+    v = [rng.standard_normal(70001).astype(np.float32) * 4 for _ in range(2)]
+    compiler.set_mode("off")
+    want = compile_graph(g, [t, t])(*v)[0]
+    compiler.set_mode("sync")
+    exe = compile_graph(g, [t, t])
+    print(numtrace_cpu.ISA, exe.stats()["generated_kernels"], want.tobytes() == exe(*v)[0].tobytes())
+""")
+
+
+@pytest.mark.parametrize("build", ["baseline", "avx2", "avx512"])
+def test_every_isa_build_generated_equals_interpreter(build, tmp_path):
+    from numtrace_cpu import isa, runtime
+
+    if build not in isa.built() or not isa.BUILDS[build][1] <= runtime.cpu_features():
+        pytest.skip(f"this CPU or installation has no {build} build")
+    env = dict(os.environ, NUMTRACE_CACHE_DIR=str(tmp_path), NUMTRACE_CPU_ISA=build)
+    done = subprocess.run([sys.executable, "-c", _ISA_CHILD], capture_output=True, text=True, env=env,
+                          check=True, timeout=300)
+    assert done.stdout.split() == [isa.BUILDS[build][0], "1", "True"]
