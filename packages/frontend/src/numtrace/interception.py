@@ -347,9 +347,8 @@ def _created(tracer: Any, original: Any, fill: Any, shape: Any, args: tuple, kwa
     if not isinstance(value, (bool, int, float, complex, np.generic)):
         # An array or traced fill value: broadcast to the shape and cast as NumPy's copyto does.
         fill_array = value if isinstance(value, TracedArray) else dispatch.freeze(tracer, np.asarray(value))
-        filled = np.broadcast_to(fill_array, tuple(d if isinstance(d, TracedInt) else e
-                                                   for d, e in zip(dims, entries)))
-        return np.astype(filled, result.dtype, copy=True)  # type: ignore[call-overload]
+        target: tuple[Any, ...] = tuple(d if isinstance(d, TracedInt) else e for d, e in zip(dims, entries))
+        return np.astype(np.broadcast_to(fill_array, target), result.dtype, copy=True)
     scalars = [d for d in dims if isinstance(d, TracedInt)]
     attrs = {"shape": entries, "fill_value": value.item() if isinstance(value, np.generic) else value,
              "dtype": result.dtype}
