@@ -301,4 +301,24 @@ def bench(session: nox.Session) -> None:
     session.install("numexpr", "threadpoolctl")
     env = {"TRITON_INTERPRET": os.environ.get("TRITON_INTERPRET", "1")}
     for script in sorted((ROOT / "benchmarks").glob("[!_]*.py")):  # _*.py are shared helpers
-        session.run("python", str(script), *session.posargs, env=env)
+        if script.name != "peers.py":   # its own session: it installs the peers
+            session.run("python", str(script), *session.posargs, env=env)
+
+
+# The tools a user would pick instead of numtrace, for `peers`. Each is optional: peers.py skips one that
+# did not install. torch is the CPU-only build (about 190 MB; the default build pulls in GBs of CUDA
+# libraries), from the wheel folder pip is configured with.
+PEER_DEPS = ["numexpr", "numba", "onnx", "onnxruntime", "torch==2.13.0+cpu"]
+
+
+@nox.session
+def peers(session: nox.Session) -> None:
+    """benchmarks/peers.py: numtrace beside NumPy, torch.compile, ONNX Runtime, numexpr, numba and a
+    hand-written C loop, each in its own process; pass --quick for a run of a few minutes. Not in CI."""
+    _install_local(session, ["ir", "frontend", "cpu"])
+    for dep in PEER_DEPS:
+        try:
+            session.install(dep)
+        except nox.command.CommandFailed:
+            session.warn(f"peers: {dep} did not install; peers.py skips it")
+    session.run("python", str(ROOT / "benchmarks" / "peers.py"), *session.posargs)

@@ -259,7 +259,7 @@ FAST_PATHS = {
 CALL_PATHS = ("Fortran-ordered argument", "strided argument", "np.longlong argument", "masked array refused",
               "layout refused", "module state written", "module state updated in place",
               "argument sharing module state refused",
-              "argument sharing module state compared")
+              "argument sharing module state compared", "common subexpressions merged")
 PATH_PROGRAMS: dict[str, int] = dict.fromkeys([*FAST_PATHS, *CALL_PATHS], 0)
 CPU_ONLY = {*FAST_PATHS, "module state updated in place"}
 
@@ -349,6 +349,8 @@ def run_case(steps, backend):
                 _same(w, g, f"{fn.__name__} at n={n} ({kind}) on {backend}: argument {j} after the call")
             reached.add({"fortran": "Fortran-ordered argument", "strided": "strided argument",
                          "longlong": "np.longlong argument"}.get(kind, "compared"))
+        if "compared" in reached and traced.stats()["cse_merged"]:
+            reached.add("common subexpressions merged")   # values compared with the merges made
         if backend == "cpu" and "compared" in reached:
             for stats in traced.stats()["signatures"].values():
                 reached.update(path for path, count in FAST_PATHS.items() if count(stats))

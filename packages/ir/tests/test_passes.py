@@ -1,12 +1,15 @@
 """Dead-code and common-subexpression elimination, and decomposition."""
 
 import math
+import struct
 
 import numpy as np
 import pytest
 from numtrace_ir import Graph, ScalarType, TensorType, passes, registry
 
 V = TensorType("f32", ("N",))
+_NAN_A = struct.unpack("<d", struct.pack("<Q", 0x7FF8000000000001))[0]
+_NAN_B = struct.unpack("<d", struct.pack("<Q", 0x7FF8000000000002))[0]
 
 
 def graph_with_inputs(n=2):
@@ -52,6 +55,11 @@ def test_cse_merges_identical_nodes_transitively():
     g.lint()
 
 
+def _combined(g, a, b):
+    """One value read from both nodes' results (results that are both returned stay apart)."""
+    return g.create_node("np.add", [a.output, b.output]).output
+
+
 @pytest.mark.parametrize(("attrs1", "attrs2", "merged"), [
     ({"axis": (0,)}, {"axis": (0,)}, True),
     ({"axis": (0,)}, {"axis": None}, False),
@@ -61,7 +69,7 @@ def test_cse_compares_attributes(attrs1, attrs2, merged):
     g, (x, _) = graph_with_inputs()
     a = g.create_node("np.sum", [x], attrs=attrs1)
     b = g.create_node("np.sum", [x], attrs=attrs2)
-    g.set_outputs([a.output, b.output])
+    g.set_outputs([_combined(g, a, b)])
     assert passes.cse(g) == int(merged)
     g.lint()
 
@@ -74,13 +82,26 @@ def test_cse_compares_attributes(attrs1, attrs2, merged):
     (np.array([1.0, 2.0]), np.array([1.0, 2.0], np.float32), False),
     (np.array([1, 2]), np.array([[1, 2]]), False),
     (np.arange(4.0)[::2], np.array([0.0, 2.0]), True),  # layout does not matter
+    (_NAN_A, _NAN_A, True),
+    (_NAN_A, _NAN_B, False),         # NaNs differ by payload
+    (_NAN_A, -_NAN_A, False),        # and by sign
+    (np.array([_NAN_A]), np.array([_NAN_B]), False),
+    (np.array([0.0]), np.array([-0.0]), False),
+    (complex(0.0, 1.0), complex(-0.0, 1.0), False),
+    ((1, (2.0,)), (1, (2.0,)), True),
+    ((1, (2.0,)), (1, (2,)), False),
+    (slice(None, 2), slice(None, 2), True),
+    (slice(None, 2), slice(None, 2.0), False),
+    (np.dtype("f4"), np.dtype("f4"), True),
+    (np.dtype("f4"), np.dtype("f8"), False),
+    (True, 1, False),
 ])
 def test_cse_attribute_equality_is_exact(v1, v2, merged):
     g, (x, _) = graph_with_inputs()
     # Explicit out_types: the pass compares attributes and does not re-run the op's rule.
     a = g.create_node("np.nan_to_num", [x], attrs={"nan": v1}, out_types=[V])
     b = g.create_node("np.nan_to_num", [x], attrs={"nan": v2}, out_types=[V])
-    g.set_outputs([a.output, b.output])
+    g.set_outputs([_combined(g, a, b)])
     assert passes.cse(g) == int(merged)
 
 
@@ -159,3 +180,64 @@ def test_decompose_clip_drops_constant_int_bounds_as_numpy_does(value, kept):
     if kept:
         (out,) = testing.run_reference(g, [a])
         np.testing.assert_array_equal(out, np.clip(a, value, 3))
+
+
+def _twice(op_name):
+    """A graph computing `op_name`'s first sample twice, both results read by one np.add."""
+    from numtrace_ir import testing
+
+    op = registry.get(op_name)
+    sample = op.samples(np.random.default_rng(0))[0]
+    g = Graph()
+    attrs = op.normalize_attrs(sample.attrs)
+    values = [g.add_input(f"a{i}", testing.type_of(v)) for i, v in enumerate(sample.inputs)]
+    a = g.create_node(op.name, values, attrs=attrs)
+    b = g.create_node(op.name, values, attrs=attrs)
+    outs = [g.create_node("np.add", [p, q]).output for p, q in zip(a.outputs, b.outputs)]
+    g.set_outputs(outs)
+    return g
+
+
+@pytest.mark.parametrize(("op_name", "merged"), [
+    ("np.add", True), ("np.sum", True), ("prim.Constant", True),
+    ("prim.host_call", False),   # calls any Python function: may do something each time
+    ("np.setitem", False),       # a write
+])
+def test_cse_merges_pure_ops_only(op_name, merged):
+    g = _twice(op_name)
+    assert passes.cse(g) == int(merged)
+    g.lint()
+    assert registry.get(op_name).pure == merged
+
+
+def test_cse_never_merges_guards():
+    g = Graph()
+    n = g.add_input("n", ScalarType("int"))
+    for _ in range(2):
+        g.create_node("prim.guard", [n], attrs={"expected": 3})
+    g.set_outputs([n])
+    assert passes.cse(g) == 0 and len(g) == 2
+    assert not registry.get("prim.guard").pure and not registry.get("np.random.normal").pure
+
+
+def test_cse_keeps_results_that_both_leave_the_graph_apart():
+    g, (x, _) = graph_with_inputs()
+    a = g.create_node("np.exp", [x])
+    b = g.create_node("np.exp", [x])
+    g.set_outputs([a.output, b.output])   # NumPy returns two arrays
+    assert passes.cse(g) == 0
+    # One returned and one viewed by a reshape that is returned: still two arrays.
+    g, (x, _) = graph_with_inputs()
+    a = g.create_node("np.exp", [x])
+    b = g.create_node("np.exp", [x])
+    r = g.create_node("np.reshape", [b.output], attrs={"shape": (-1,)})
+    g.set_outputs([a.output, r.output])
+    assert passes.cse(g) == 0
+    # One returned, the other only computed with: one node.
+    g, (x, y) = graph_with_inputs()
+    a = g.create_node("np.exp", [x])
+    b = g.create_node("np.exp", [x])
+    c = g.create_node("np.add", [b.output, y])
+    g.set_outputs([a.output, c.output])
+    assert passes.cse(g) == 1 and c.inputs == (a.output, y)
+    g.lint()

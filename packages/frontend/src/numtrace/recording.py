@@ -48,7 +48,7 @@ class Recording:
 
     def __init__(self, graph: Graph, arg_names: list[str], in_spec: Spec, out_spec: Spec,
                  state_names: list[str], state_arrays: list[np.ndarray], mutated: list[int],
-                 returned: list[tuple[int, int]], layouts: list | None = None):
+                 returned: list[tuple[int, int]], layouts: list | None = None, cse_merged: int = 0):
         self.graph = graph
         self.arg_names = arg_names
         self.in_spec = in_spec
@@ -62,6 +62,8 @@ class Recording:
         self.returned = returned
         # The arguments' layouts (`views.layout_of`) when a write went through a reshape, else None.
         self.layouts = layouts
+        # Nodes the common-subexpression pass merged into equal earlier ones.
+        self.cse_merged = cse_merged
 
 
 def _parameters(func: Callable) -> list[inspect.Parameter]:
@@ -152,9 +154,10 @@ def record_function(func: Callable, args: tuple, kwargs: Mapping[str, Any] | Non
         graph_outputs += [inputs[i] for i in mutated]
         tracer.graph.set_outputs([p._graph_value(tracer) for p in graph_outputs])
     passes.dce(tracer.graph)
+    merged = passes.cse(tracer.graph)   # a subexpression the code computes twice runs once, on every backend
     layouts = [layout_of(np.asarray(a)) for a in leaves] if tracer.layout_dependent else None
     return Recording(tracer.graph, names, in_spec, out_spec, list(tracer.state_order),
-                     list(tracer.state_arrays), mutated, returned, layouts)
+                     list(tracer.state_arrays), mutated, returned, layouts, merged)
 
 
 def _refuse_changed_containers(names: list[str], specs: list[Spec], before: list[tuple]) -> None:

@@ -78,8 +78,10 @@ class TracedFunction(Inspection, Persistence):
                  backend: str, state: Sequence[np.ndarray] = (), state_names: Sequence[str] = (),
                  mutated: Sequence[int] = (), returned: Sequence[tuple[int, int]] = (),
                  retrace: Callable[[tuple], TracedFunction] | None = None,
-                 layouts: Sequence[Any] | None = None):
+                 layouts: Sequence[Any] | None = None, cse_merged: int = 0):
         self.graph = graph
+        # Nodes `numtrace_ir.passes.cse` merged when the graph was recorded (shown by `stats()`).
+        self.cse_merged = cse_merged
         # The arguments' layouts when the trace wrote through a reshape (`views.layout_of`): a call
         # must match them (NumPy's reshape is a view or a copy by layout), checked per call.
         self.layouts = None if layouts is None else tuple(layouts)

@@ -19,6 +19,7 @@ class Inspection(Specializations):
 
     backend: str
     state_names: tuple[str, ...]
+    cse_merged: int
     _num_leaves: int
     _flat_args: bool
 
@@ -146,6 +147,8 @@ class Inspection(Specializations):
 
     def stats(self) -> dict:
         """``retraces``: how many times the function was traced again for shapes that broke a guard;
+        ``cse_merged``: how many nodes of the recorded graph were merged into an equal earlier node
+        (an expression the code computes twice runs once; `numtrace_ir.passes.cse`);
         ``signatures``: per compiled input signature, the backend's statistics.
 
         Examples:
@@ -158,5 +161,5 @@ class Inspection(Specializations):
             assert traced.stats()["retraces"] == 0 and len(traced.stats()["signatures"]) == 2
             ```
         """
-        return {"retraces": self.retraces,
+        return {"retraces": self.retraces, "cse_merged": self.cse_merged,
                 "signatures": {repr(k): exe.stats() for k, (_, exe) in list(self._cache.items())}}

@@ -9,27 +9,37 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import IO, Any
 
 import numpy as np
 from numtrace_ir import FormatError
 
 from . import saving, trace_format
+from .errors import TracerWarning
 from .module import check_state_keys, checked_state_value
+from .source import warn_at_user_line
 from .traced import TracedFunction
 
 
 class TracedSubmodule:
-    """A node of the traced module tree: exposes state and children, but runs nothing by itself."""
+    """A node of the traced module tree: exposes state and children, but runs nothing by itself.
+
+    ``parameters`` names the local state entries that are parameters (the rest are buffers);
+    ``traced_training`` is the mode the methods were traced in, which ``training`` starts at."""
 
     def __init__(self, path: str, module_type: str, state: Mapping[str, np.ndarray],
-                 children: Mapping[str, TracedSubmodule], training: bool):
+                 children: Mapping[str, TracedSubmodule], training: bool,
+                 parameters: Iterable[str] | None = None, traced_training: bool | None = None):
         object.__setattr__(self, "_path", path)
         object.__setattr__(self, "_type", module_type)
         object.__setattr__(self, "_local_state", dict(state))
+        object.__setattr__(self, "_parameter_names",
+                           tuple(n for n in (state if parameters is None else parameters) if n in state))
         object.__setattr__(self, "_children", dict(children))
-        object.__setattr__(self, "training", training)
+        object.__setattr__(self, "training", bool(training))
+        object.__setattr__(self, "_traced_training", bool(training if traced_training is None
+                                                          else traced_training))
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):  # private state is in __dict__; never recurse looking for it
@@ -50,6 +60,61 @@ class TracedSubmodule:
 
     def named_children(self) -> Iterator[tuple[str, TracedSubmodule]]:
         return iter(self._children.items())
+
+    def named_modules(self) -> Iterator[tuple[str, TracedSubmodule]]:
+        """This module and every submodule below it, depth first, by dotted path from here."""
+        yield "", self
+        for name, child in self._children.items():
+            for path, node in child.named_modules():
+                yield (f"{name}.{path}" if path else name), node
+
+    def _named_state(self, buffers: bool, remove_duplicate: bool) -> Iterator[tuple[str, np.ndarray]]:
+        seen: set[int] = set()
+        for path, node in self.named_modules():
+            params = node._parameter_names
+            for name, array in node._local_state.items():
+                if (name in params) == buffers or (remove_duplicate and id(array) in seen):
+                    continue
+                seen.add(id(array))
+                yield (f"{path}.{name}" if path else name), array
+
+    def named_parameters(self, remove_duplicate: bool = True) -> Iterator[tuple[str, np.ndarray]]:
+        """``(dotted name, parameter)``, as ``Module.named_parameters``: a parameter tied to several
+        names (one graph input) is listed once, under its first name, unless ``remove_duplicate`` is
+        False; ``state_dict()`` keeps every name."""
+        return self._named_state(False, remove_duplicate)
+
+    def parameters(self) -> Iterator[np.ndarray]:
+        """Every parameter of this module and its submodules, tied ones once."""
+        return (p for _, p in self.named_parameters())
+
+    def named_buffers(self, remove_duplicate: bool = True) -> Iterator[tuple[str, np.ndarray]]:
+        """``(dotted name, buffer)``; a shared buffer is listed once unless ``remove_duplicate`` is False."""
+        return self._named_state(True, remove_duplicate)
+
+    def train(self, mode: bool = True) -> TracedSubmodule:
+        """Set ``training`` on this module and its submodules; returns self. The traced methods keep
+        the behaviour of the mode they were traced in (dropout stays as traced), as in the reference
+        tracer, so a call that leaves the tree in another mode than it was traced in says so with a
+        TracerWarning (one per call)."""
+        mode = bool(mode)
+        nodes = [node for _, node in self.named_modules()]
+        flipped = [node for node in nodes if node.training != mode and node._traced_training != mode]
+        for node in nodes:
+            object.__setattr__(node, "training", mode)
+        if flipped:
+            traced = "training" if flipped[0]._traced_training else "eval"
+            name = flipped[0]._path or self._type
+            warn_at_user_line(
+                f"numtrace: {'train()' if mode else 'eval()'} on traced module {name!r} ({self._type}) sets "
+                f"`training` to {mode}, but its traced methods keep the behaviour of the {traced} mode they "
+                f"were traced in (dropout, batch statistics); trace the module again in this mode to "
+                f"change it", TracerWarning)
+        return self
+
+    def eval(self) -> TracedSubmodule:
+        """``train(False)``."""
+        return self.train(False)
 
     def __repr__(self) -> str:
         return f"<traced {self._type} at {self._path!r}>"
@@ -81,7 +146,8 @@ class TracedModule(TracedSubmodule):
     def __init__(self, module_type: str, methods: Mapping[str, TracedFunction], state: OrderedDict,
                  tree: Mapping[str, Any], training: bool):
         local, children = _build_tree("", tree, state)
-        super().__init__("", module_type, local, children, training)
+        super().__init__("", module_type, local, children, training, tree.get("parameters"),
+                         tree.get("traced_training", training))
         object.__setattr__(self, "_methods", dict(methods))
         object.__setattr__(self, "_state", state)
 
@@ -127,10 +193,6 @@ class TracedModule(TracedSubmodule):
     def state_dict(self) -> OrderedDict[str, np.ndarray]:
         """Parameters and buffers by dotted name (the arrays themselves, as ``Module.state_dict``)."""
         return OrderedDict(self._state)
-
-    def named_parameters(self) -> Iterator[tuple[str, np.ndarray]]:
-        """``(name, array)`` pairs of the state, parameters and buffers alike."""
-        return iter(self._state.items())
 
     def load_state_dict(self, state: Mapping[str, Any], strict: bool = True) -> None:
         """Copy new values into the traced state in place (validated like ``Module.load_state_dict``)."""
@@ -196,12 +258,14 @@ def _build_tree(path: str, tree: Mapping[str, Any], state: Mapping[str, np.ndarr
     children = {}
     for name, sub in tree["children"].items():
         sub_local, sub_children = _build_tree(prefix + name, sub, state)
-        children[name] = TracedSubmodule(prefix + name, sub["type"], sub_local, sub_children, sub["training"])
+        children[name] = TracedSubmodule(prefix + name, sub["type"], sub_local, sub_children, sub["training"],
+                                         sub.get("parameters"), sub.get("traced_training", sub["training"]))
     return local, children
 
 
 def _tree_of(node: TracedSubmodule) -> dict:
-    return {"type": node._type, "training": node.training, "state": list(node._local_state),
+    return {"type": node._type, "training": node.training, "traced_training": node._traced_training,
+            "state": list(node._local_state), "parameters": list(node._parameter_names),
             "children": {name: _tree_of(child) for name, child in node._children.items()}}
 
 
@@ -210,6 +274,7 @@ def module_tree(module: Any) -> dict:
     params, buffers, modules = module._state_dicts()
     return {"type": type(module).__name__, "training": bool(module.training),
             "state": [n for n, v in list(params.items()) + list(buffers.items()) if v is not None],
+            "parameters": [n for n, v in params.items() if v is not None],
             "children": {name: module_tree(child) for name, child in modules.items() if child is not None}}
 
 

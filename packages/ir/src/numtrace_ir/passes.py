@@ -8,34 +8,28 @@ can never be observed), but two draws are never merged, however alike.
 from __future__ import annotations
 
 import hashlib
+import struct
 from collections.abc import Collection
+from typing import Any
 
 import numpy as np
 
-from numtrace_ir.attrs import format_attr
 from numtrace_ir.graph import Graph, Node
-from numtrace_ir.registry import UnknownOpError, get
+from numtrace_ir.registry import OpDef, UnknownOpError, get
 
 __all__ = ["cse", "dce", "decompose"]
 
 
-def _nondeterministic(op: str) -> bool:
+def _opdef(op: str) -> OpDef | None:
     try:
-        return get(op).nondeterministic
+        return get(op)
     except UnknownOpError:
-        return True  # an op we know nothing about is never merged
+        return None
 
 
 def _effect(op: str) -> bool:
-    try:
-        return get(op).effect
-    except UnknownOpError:
-        return False
-
-
-def _array_digest(a: np.ndarray) -> str:
-    # Stands in for the elements in CSE keys: printing a large weight in full would dominate the pass.
-    return hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()
+    opdef = _opdef(op)
+    return opdef is not None and opdef.effect
 
 
 def dce(g: Graph) -> int:
@@ -55,28 +49,87 @@ def dce(g: Graph) -> int:
     return removed
 
 
+class _AttrKeys:
+    """Hashable keys of attribute values that are equal exactly when the values are the same bits: a
+    float by its IEEE bits (0.0 is not -0.0, NaNs differ by payload), 1 is not 1.0 nor True, an array by
+    dtype, shape and the bytes of its elements (not its layout). Array digests are cached by identity:
+    nodes share their attribute arrays."""
+
+    def __init__(self) -> None:
+        self._digests: dict[int, tuple] = {}
+
+    def key(self, v: Any) -> Any:
+        t = type(v)
+        if t is float:
+            return (float, struct.pack("<d", v))
+        if t is complex:
+            return (complex, struct.pack("<dd", v.real, v.imag))
+        if t is tuple:
+            return (tuple, tuple(self.key(x) for x in v))
+        if t is slice:
+            return (slice, self.key(v.start), self.key(v.stop), self.key(v.step))
+        if t is np.ndarray:
+            hit = self._digests.get(id(v))
+            if hit is None or hit[0] is not v:
+                data = hashlib.sha256(np.ascontiguousarray(v).tobytes()).hexdigest()
+                hit = self._digests[id(v)] = (v, (np.ndarray, v.dtype.str, v.shape, data))
+            return hit[1]
+        if isinstance(v, np.dtype):
+            return (np.dtype, v.str)
+        return (t, v)   # None, bool, int, str, Ellipsis: equal by value within one type
+
+    def of(self, attrs: dict) -> tuple:
+        return tuple((k, self.key(attrs[k])) for k in sorted(attrs))
+
+
+def _escapes(node: Node, outputs: set, views: dict[str, bool]) -> bool:
+    """Whether a result of `node` is returned, or read by an op that may keep it as a view (which may
+    then be returned): two such nodes stay apart, or one array would be returned as two results that
+    NumPy gives as independent arrays (a backend may compute a returned value into an argument's memory
+    and keep views as views)."""
+    for v in node.outputs:
+        if v in outputs:
+            return True
+        for user in v.users:
+            view = views.get(user.op)
+            if view is None:
+                opdef = _opdef(user.op)
+                view = views[user.op] = opdef is None or opdef.view is not None or opdef.as_view is not None
+            if view:
+                return True
+    return False
+
+
 def cse(g: Graph) -> int:
-    """Merge nodes with the same op, inputs and attributes (compared by exact text, arrays included)
-    into the first one; returns how many were erased. Nondeterministic ops are never merged."""
+    """Merge each node into an earlier one with the same op, inputs, output types and attributes (the
+    same bits: see `_AttrKeys`); returns how many nodes were erased. Only pure ops (`OpDef.pure`) are
+    merged: never random draws, guards, host calls or writes, nor ops the registry does not know. Two
+    nodes whose results both leave the graph (returned, or viewed) stay apart, so merging never makes two
+    results one array."""
     seen: dict[tuple, Node] = {}
-    cache: dict[str, bool] = {}
+    pure: dict[str, bool] = {}
+    views: dict[str, bool] = {}
+    keys = _AttrKeys()
+    outputs = set(g.outputs)
     removed = 0
     for n in g:
-        nondet = cache.get(n.op)
-        if nondet is None:
-            nondet = cache[n.op] = _nondeterministic(n.op)
-        if nondet:
+        ok = pure.get(n.op)
+        if ok is None:
+            opdef = _opdef(n.op)
+            ok = pure[n.op] = opdef is not None and opdef.pure
+        if not ok:
             continue
-        key = (n.op, tuple(map(id, n.inputs)),
-               tuple((k, format_attr(v, _array_digest)) for k, v in n.attrs.items()),
-               tuple(v.type for v in n.outputs))
+        key = (n.op, tuple(map(id, n.inputs)), keys.of(n.attrs), tuple(v.type for v in n.outputs))
         first = seen.get(key)
         if first is None:
             seen[key] = n
             continue
+        if _escapes(first, outputs, views) and _escapes(n, outputs, views):
+            continue
         for old, new in zip(n.outputs, first.outputs):
             old.replace_all_uses_with(new)
         g.erase_node(n)
+        outputs = set(g.outputs)
         removed += 1
     return removed
 

@@ -150,6 +150,7 @@ class OpDef:
         "nondeterministic",
         "data_dependent_shape",
         "effect",
+        "pure",
         "view",
         "as_view",
         "ufunc",
@@ -179,6 +180,7 @@ class OpDef:
         nondeterministic: bool = False,
         data_dependent_shape: bool = False,
         effect: bool = False,
+        pure: bool = True,
         view: str | None = None,
         as_view: Callable | None = None,
         ufunc: Any = None,
@@ -200,6 +202,11 @@ class OpDef:
         self.data_dependent_shape = data_dependent_shape
         # A check (a guard) that matters even when its output is unused: never dead code.
         self.effect = effect
+        # The result depends only on the inputs and attrs, and computing it does nothing else, so two
+        # equal nodes are one value (`passes.cse`). False for calls out of the graph (a host call runs
+        # any Python function) and for writes (``np.setitem``, which a backend may do in its input's
+        # memory); random draws and guards are never merged either, by their own facts.
+        self.pure = pure and not nondeterministic and not effect
         # NumPy returns a view of the first input holding all its elements, regrouped (``"reshape"``:
         # reshape, ravel, squeeze, expand_dims) or with permuted axes (``"permute"``: transpose,
         # swapaxes, moveaxis), so a write into the result is a write into the input.
@@ -464,6 +471,7 @@ class OpDef:
             nondeterministic=self.nondeterministic,
             data_dependent_shape=self.data_dependent_shape,
             effect=self.effect,
+            pure=self.pure,
             view=self.view,
             as_view=self.as_view,
             ufunc=self.ufunc,

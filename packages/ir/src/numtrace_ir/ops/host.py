@@ -250,6 +250,7 @@ register(
         _rule,
         _impl,
         samples=_samples,
+        pure=False,
         doc="a function without an op of its own (``np.fft.rfft``, ``np.add.at``), called by its dotted "
         "name on the real arrays at run time; guarded on its input shapes and result types",
     )

@@ -341,6 +341,7 @@ register(
         samples=_setitem_samples,
         binder=_setitem_bind,
         memo_key=_index_memo_key,
+        pure=False,
         doc="functional ``a[key] = value``: returns the updated copy (value cast as NumPy does)",
     )
 )

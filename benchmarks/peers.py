@@ -1,0 +1,467 @@
+"""numtrace beside the tools a user would pick instead, side by side on one machine in one run.
+
+Rows: W1-W4 of cpu_workloads.py, the examples' models (examples/), and realistic.py's programs. Columns:
+NumPy eager, numtrace (cpu backend), torch.compile on the NumPy code itself ("torch(np)"), torch.compile
+on the workload rewritten in torch ("torch"), ONNX Runtime ("ORT": the models, built with onnx.helper),
+numexpr and numba (W1, W4), and a hand-written C loop compiled at run time with the system C compiler
+(two threads) as the limit row for W1. Each tool runs in its own process, one after the other: the
+OpenMP threads of one tool spin on after its last call and would slow the next.
+
+Each cell is the median time per call (after a warm-up call that compiles); every tool's result is
+checked against NumPy's first, and a wrong one is reported instead of timed. A tool that is not
+installed is skipped with a line saying so. The ratios: ``xNumPy`` = NumPy / numtrace, ``vs best`` =
+best peer / numtrace (>1: numtrace is ahead of every peer on that row), ``vs limit`` = C loop /
+numtrace.
+
+    python benchmarks/peers.py [--quick] [--only w,examples,realistic] [--tools numpy,numtrace,...]
+
+--quick: smaller W1, the examples' quick sizes, realistic.py's programs at the medium size only and a
+subset of them, fewer repeats (a few minutes, most of it torch.compile compiling). ``nox -s peers``
+installs the optional tools and runs this.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import math
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent / "examples")]
+
+from _timing import calls_per_timing, fmt_seconds, median_seconds  # noqa: E402
+
+TOOLS = {
+    "numpy": "NumPy eager",
+    "numtrace": "numtrace, cpu backend",
+    "torch.compile": "torch.compile on the NumPy code",
+    "torch.compile/torch": "torch.compile on the workload rewritten in torch",
+    "onnxruntime": "ONNX Runtime on the models (built with onnx.helper)",
+    "numexpr": "numexpr",
+    "numba": "numba, @njit(parallel=True) loops",
+    "C loop": "hand-written C loop, 2 OpenMP threads (the limit row for W1)",
+}
+COLUMNS = {"numpy": "NumPy", "numtrace": "numtrace", "torch.compile": "torch(np)",
+           "torch.compile/torch": "torch", "onnxruntime": "ORT", "numexpr": "numexpr", "numba": "numba",
+           "C loop": "C loop"}
+NEEDS = {"numtrace": ["numtrace", "numtrace_cpu"], "torch.compile": ["torch"],
+         "torch.compile/torch": ["torch"], "onnxruntime": ["onnxruntime", "onnx"], "numexpr": ["numexpr"],
+         "numba": ["numba"]}
+PEERS = ["torch.compile", "torch.compile/torch", "onnxruntime", "numexpr", "numba"]
+
+
+@dataclass
+class Row:
+    """One workload: its NumPy program (or model), how to make its inputs, and what the tools call."""
+
+    name: str
+    group: str
+    numpy_fn: Callable
+    make: Callable[[], tuple]
+    kind: str = "function"   # "function", "module" (a numtrace.Module), "inplace" (writes its inputs)
+    tag: str = ""            # the key of the torch/ONNX/numexpr/numba/C versions (w1, w1_out, mlp, ...)
+
+
+# -- workloads ------------------------------------------------------------------------------------------
+
+def _w_rows(quick: bool) -> list[Row]:
+    import cpu_workloads as cw
+
+    n = 2_000_000 if quick else 10_000_000
+
+    def w1_args():
+        rng = np.random.default_rng(0)
+        return tuple(rng.standard_normal(n, dtype=np.float32) for _ in range(4))
+
+    def mlp_args(batch):
+        rng = np.random.default_rng(1)
+        dims, params = [784, 512, 512, 10], []
+        for i, o in zip(dims, dims[1:]):
+            params += [(rng.standard_normal((i, o)) / np.sqrt(i)).astype(np.float32), np.zeros(o, np.float32)]
+        return (rng.standard_normal((batch, 784)).astype(np.float32), *params)
+
+    def encoder_args():
+        rng = np.random.default_rng(2)
+        dm, seq = cw.D_MODEL, cw.SEQ
+
+        def w(*shape):
+            return (rng.standard_normal(shape) / np.sqrt(shape[0])).astype(np.float32)
+
+        def z(k, v=0.0):
+            return np.full(k, v, np.float32)
+
+        return (rng.standard_normal((seq, dm)).astype(np.float32), z(dm, 1), z(dm), w(dm, 3 * dm), z(3 * dm),
+                w(dm, dm), z(dm), z(dm, 1), z(dm), w(dm, 4 * dm), z(4 * dm), w(4 * dm, dm), z(dm))
+
+    def w4_args():
+        rng = np.random.default_rng(3)
+        return tuple(rng.standard_normal(64, dtype=np.float32) for _ in range(2))
+
+    return [
+        Row(f"W1 fresh output (n={n:.0e})", "w", cw.w1, w1_args, tag="w1"),
+        Row(f"W1 into out= (n={n:.0e})", "w", cw.w1, w1_args, kind="out", tag="w1"),
+        Row("W2 MLP batch 1", "w", cw.mlp, lambda: mlp_args(1), tag="mlp"),
+        Row("W2 MLP batch 256", "w", cw.mlp, lambda: mlp_args(256), tag="mlp"),
+        Row("W3 transformer block", "w", cw.encoder, encoder_args, tag="encoder"),
+        Row("W4 200 ops on 64 floats", "w", cw.w4, w4_args, tag="w4"),
+    ]
+
+
+def _example_rows(quick: bool) -> list[Row]:
+    import cnn
+    import heat_equation
+    import mlp_classifier
+    import transformer_block
+
+    def f32(*shape, seed=0, uniform=False):
+        rng = np.random.default_rng(seed)
+        return (rng.random(shape) if uniform else rng.standard_normal(shape)).astype(np.float32)
+
+    mlp_batch, cnn_batch = (64, 16) if quick else (512, 64)
+    tokens = (4, 24) if quick else (16, 64)
+    plates = (4, 64) if quick else (16, 256)
+    return [
+        Row(f"example mlp_classifier (batch {mlp_batch})", "examples", mlp_classifier.Classifier().eval(),
+            lambda: (f32(mlp_batch, 784, uniform=True),), kind="module", tag="classifier"),
+        Row(f"example transformer_block {tokens}", "examples", transformer_block.EncoderBlock().eval(),
+            lambda: (f32(*tokens, 64),), kind="module"),
+        Row(f"example cnn (batch {cnn_batch})", "examples", cnn.SmallCNN().eval(),
+            lambda: (f32(cnn_batch, 1, 28, 28, uniform=True),), kind="module", tag="cnn"),
+        Row(f"example heat_equation {plates[0]}x{plates[1]}^2", "examples", heat_equation.diffuse,
+            lambda: tuple(np.random.default_rng(s).random((plates[0], *plates[1:] * 2)) for s in (0, 1))),
+    ]
+
+
+# A quick run takes these (one per kind of program: matmul chains, reductions, stencils, scans,
+# gathers, in-place updates, transcendental chains), at the medium size.
+QUICK_REALISTIC = [
+    "softmax_regression", "mlp_layernorm_gelu", "stencil_2d", "black_scholes", "cumsum_returns",
+    "row_normalize",
+    "one_hot", "adam_inplace", "logsumexp_rows", "haversine",
+]
+
+
+def _realistic_rows(quick: bool) -> list[Row]:
+    import realistic
+
+    sizes = ["medium"] if quick else list(realistic.SIZES)
+    rows = []
+    for prog in realistic.PROGRAMS:
+        if quick and prog.name not in QUICK_REALISTIC:
+            continue
+        for size in sizes:
+            def make(prog=prog, size=size):
+                return prog.make(realistic.SIZES[size], np.random.default_rng(0))
+            rows.append(Row(f"{prog.name} ({size})", "realistic", prog.fn, make,
+                            kind="inplace" if prog.inplace else "function"))
+    return rows
+
+
+GROUPS = {"w": _w_rows, "examples": _example_rows, "realistic": _realistic_rows}
+
+
+# -- the tools ------------------------------------------------------------------------------------------
+# Each returns, for a row, a callable of the row's inputs (the timed call) or None when it does not run
+# that row. Compilation happens at the first call, which the timing's warm-up makes.
+
+def _numpy_call(row: Row) -> Callable | None:
+    if row.kind == "out":
+        out = np.empty_like(row.make()[0])
+        return lambda a, b, c, d: np.divide((a * b + c) * np.exp(-d), 1 + np.abs(a), out=out)
+    return row.numpy_fn
+
+
+def _numtrace_call(row: Row) -> Callable | None:
+    import numtrace as nt
+
+    example = row.make()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced = nt.trace(row.numpy_fn, tuple(a.copy() for a in example), backend="cpu", check_trace=False)
+    if row.kind == "out":
+        import numtrace_cpu
+        from numtrace_ir.types import TensorType
+
+        exe = numtrace_cpu.compile_graph(traced.graph, [TensorType(a.dtype, a.shape) for a in example])
+        out = np.empty_like(example[0])
+        return lambda *args: exe(*args, out=(out,))[0]
+    return traced
+
+
+def _torch_numpy_call(row: Row) -> Callable | None:
+    import torch
+
+    if row.kind == "module":
+        # torch.compile's NumPy support cannot run Parameter.__array_wrap__ (a view as np.ndarray):
+        # the same model with its parameters as plain arrays computes the same.
+        for _, module in row.numpy_fn.named_modules():
+            for name, value in list(module._state_dicts()[0].items()):
+                if value is not None:
+                    setattr(module, name, np.asarray(value))
+    return torch.compile(row.numpy_fn)
+
+
+def _torch_call(row: Row) -> Callable | None:
+    import _peers_torch
+    import torch
+
+    fn = _peers_torch.FUNCTIONS.get(row.tag if row.kind != "out" else "w1_out")
+    if fn is None:
+        return None
+    compiled = torch.compile(fn)
+    out = [torch.from_numpy(np.empty_like(row.make()[0]))] if row.kind == "out" else []
+
+    def call(*args):
+        with torch.inference_mode():
+            result = compiled(*(torch.from_numpy(a) for a in args), *out)
+        return (out[0] if out else result).numpy()
+    return call
+
+
+def _onnx_call(row: Row) -> Callable | None:
+    import _peers_onnx
+
+    return _peers_onnx.session_for(row)
+
+
+def _numexpr_call(row: Row) -> Callable | None:
+    import numexpr
+
+    if row.tag != "w1":
+        return None
+    expr = "(a*b + c) * exp(-d) / (1 + abs(a))"
+    if row.kind == "out":
+        out = np.empty_like(row.make()[0])
+        return lambda a, b, c, d: numexpr.evaluate(expr, local_dict={"a": a, "b": b, "c": c, "d": d}, out=out)
+    return lambda a, b, c, d: numexpr.evaluate(expr, local_dict={"a": a, "b": b, "c": c, "d": d})
+
+
+def _numba_call(row: Row) -> Callable | None:
+    import _peers_numba as numba_workloads
+
+    if row.tag == "w1":
+        if row.kind == "out":
+            out = np.empty_like(row.make()[0])
+            return lambda a, b, c, d: numba_workloads.w1_into(a, b, c, d, out)
+        return numba_workloads.w1
+    if row.tag == "w4":
+        return numba_workloads.w4
+    return None
+
+
+C_W1 = r"""
+#include <math.h>
+#include <stddef.h>
+void w1(const float *a, const float *b, const float *c, const float *d, float *out, ptrdiff_t n) {
+    #pragma omp parallel for num_threads(2) schedule(static)
+    for (ptrdiff_t i = 0; i < n; i++)
+        out[i] = (a[i] * b[i] + c[i]) * expf(-d[i]) / (1.0f + fabsf(a[i]));
+}
+"""
+
+
+def _c_call(row: Row) -> Callable | None:
+    import ctypes
+
+    if row.tag != "w1":
+        return None
+    compiler = shlex.split(sysconfig.get_config_var("CC") or "cc")
+    folder = tempfile.mkdtemp(prefix="numtrace-peers-")
+    source, library = os.path.join(folder, "w1.c"), os.path.join(folder, "w1.so")
+    Path(source).write_text(C_W1)
+    subprocess.run([*compiler, "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", source, "-o", library,
+                    "-lm"], check=True, capture_output=True)
+    fn = ctypes.CDLL(library).w1
+    fn.restype = None
+    fn.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_ssize_t]
+    fixed = np.empty_like(row.make()[0]) if row.kind == "out" else None
+
+    def call(a, b, c, d):
+        out = np.empty_like(a) if fixed is None else fixed
+        fn(a.ctypes.data, b.ctypes.data, c.ctypes.data, d.ctypes.data, out.ctypes.data, a.size)
+        return out
+    return call
+
+
+CALLS = {"numpy": _numpy_call, "numtrace": _numtrace_call, "torch.compile": _torch_numpy_call,
+         "torch.compile/torch": _torch_call, "onnxruntime": _onnx_call, "numexpr": _numexpr_call,
+         "numba": _numba_call, "C loop": _c_call}
+
+
+# -- one tool in its own process --------------------------------------------------------------------------
+
+def _flat(result: Any) -> list[np.ndarray]:
+    return [np.asarray(r) for r in result] if isinstance(result, (tuple, list)) else [np.asarray(result)]
+
+
+def _matches(got: Any, want: Any) -> bool:
+    g, w = _flat(got), _flat(want)
+    return len(g) == len(w) and all(
+        a.shape == b.shape and np.allclose(a, b, rtol=2e-3, atol=1e-4, equal_nan=True) for a, b in zip(g, w))
+
+
+def _measure_row(tool: str, row: Row, quick: bool) -> dict[str, Any]:
+    """The row's seconds per call and first call (compiling included), "wrong result", or nothing."""
+    call = CALLS[tool](row)
+    if call is None:
+        return {}
+    inputs = row.make()
+    want = _numpy_call(row)(*[a.copy() for a in inputs])
+    start = time.perf_counter()
+    got = call(*[a.copy() for a in inputs])
+    first = time.perf_counter() - start
+    if not _matches(got, want):
+        return {row.name: "wrong result"}
+    # In-place programs update their inputs on every call (as realistic.py times them).
+    args = [a.copy() for a in inputs]
+    number = calls_per_timing(lambda: call(*args), quick)
+    return {row.name: median_seconds(lambda: call(*args), number, 3 if quick else 7),
+            row.name + FIRST: first}
+
+
+FIRST = " /first call"
+
+
+def measure(tool: str, rows: list[Row], quick: bool) -> dict[str, Any]:
+    """Per row name: seconds per call, or a short text saying why there is no time."""
+    results: dict[str, Any] = {}
+    for row in rows:
+        try:
+            with warnings.catch_warnings(), np.errstate(all="ignore"):
+                warnings.simplefilter("ignore")
+                results.update(_measure_row(tool, row, quick))
+        except Exception as exc:   # a row a tool cannot run is a cell of the table
+            results[row.name] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:60] if str(exc) else ''}"
+    return results
+
+
+def _missing(tool: str) -> str | None:
+    for module in NEEDS.get(tool, []):
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            return f"{module} is not installed"
+    if tool == "C loop":
+        compiler = shlex.split(sysconfig.get_config_var("CC") or "cc")[0]
+        if shutil.which(compiler) is None:
+            return f"no C compiler ({compiler})"
+    return None
+
+
+def worker(tool: str, groups: list[str], quick: bool) -> None:
+    missing = _missing(tool)
+    if missing is not None:
+        print(json.dumps({"skipped": missing}))
+        return
+    rows = [row for group in groups for row in GROUPS[group](quick)]
+    print(json.dumps({"results": measure(tool, rows, quick)}))
+
+
+# -- the driver ------------------------------------------------------------------------------------------
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return f"{'-':>10}"
+    if isinstance(value, str):
+        return f"{'(' + value.split(':')[0][:8] + ')':>10}"
+    return fmt_seconds(value).replace(" ", "")[:10].rjust(10)
+
+
+def _ratio(num: Any, den: Any) -> str:
+    if isinstance(num, float) and isinstance(den, float) and den > 0:
+        return f"{num / den:7.2f}x"
+    return f"{'-':>8}"
+
+
+def print_table(rows: list[Row], results: dict[str, dict], tools: list[str]) -> None:
+    shown = [t for t in tools if t in results]
+    width = max(len(r.name) for r in rows) + 1
+    print(f"{'workload':<{width}}" + "".join(f"{COLUMNS[t]:>10} " for t in shown)
+          + f"{'xNumPy':>8} {'vs best':>8} {'best peer':<20} {'vs limit':>8}")
+    geo: list[float] = []
+    problems: list[str] = []
+    for row in rows:
+        cells = {t: results[t].get(row.name) for t in shown}
+        ours, base = cells.get("numtrace"), cells.get("numpy")
+        peers = {t: v for t, v in cells.items() if t in PEERS and isinstance(v, float)}
+        best = min(peers, key=peers.__getitem__) if peers else None
+        line = f"{row.name:<{width}}" + "".join(f"{_cell(cells[t])} " for t in shown)
+        line += f"{_ratio(base, ours):>8} {_ratio(peers.get(best), ours):>8} {best or '-':<20} "
+        line += f"{_ratio(cells.get('C loop'), ours):>8}"
+        print(line)
+        if isinstance(base, float) and isinstance(ours, float):
+            geo.append(base / ours)
+        problems += [f"{row.name}: {t}: {v}" for t, v in cells.items() if isinstance(v, str)]
+    if geo:
+        mean = math.exp(sum(map(math.log, geo)) / len(geo))
+        print(f"geometric mean over {len(geo)} rows: numtrace {mean:.2f}x NumPy")
+    for p in problems:
+        print(f"  not timed: {p}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer programs and repeats")
+    parser.add_argument("--only", default=",".join(GROUPS), help=f"row groups: {', '.join(GROUPS)}")
+    parser.add_argument("--tools", default=",".join(TOOLS), help=f"tools: {', '.join(TOOLS)}")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    groups = [g for g in args.only.split(",") if g]
+    tools = [t for t in args.tools.split(",") if t]
+    for name, known in (("--only", GROUPS), ("--tools", TOOLS)):
+        unknown = set(groups if name == "--only" else tools) - set(known)
+        if unknown:
+            parser.error(f"{name}: unknown {', '.join(sorted(unknown))}")
+    if args.worker:
+        worker(args.worker, groups, args.quick)
+        return
+    print(f"# {platform.node()}: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; "
+          f"Python {platform.python_version()}, NumPy {np.__version__}; "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    print(f"# python benchmarks/peers.py {' '.join(sys.argv[1:])}")
+    results: dict[str, dict] = {}
+    for tool in tools:
+        start = time.perf_counter()
+        command = [sys.executable, __file__, "--worker", tool, "--only", ",".join(groups)]
+        done = subprocess.run(command + (["--quick"] if args.quick else []), capture_output=True, text=True)
+        lines = done.stdout.strip().splitlines()
+        try:
+            answer = json.loads(lines[-1])
+        except (IndexError, json.JSONDecodeError):
+            tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            print(f"{tool}: its process failed (exit {done.returncode}): {tail}")
+            continue
+        if "skipped" in answer:
+            print(f"{tool}: skipped ({answer['skipped']})")
+            continue
+        results[tool] = answer["results"]
+        timed = sum(isinstance(v, float) for k, v in results[tool].items() if not k.endswith(FIRST))
+        print(f"{tool}: {TOOLS[tool]}; {timed} rows in {time.perf_counter() - start:.0f} s")
+    rows = [row for group in groups for row in GROUPS[group](args.quick)]
+    print()
+    print_table(rows, results, tools)
+    firsts = {t: r.get(rows[0].name + FIRST) for t, r in results.items()} if rows else {}
+    if any(isinstance(v, float) for v in firsts.values()):
+        print(f"first call of {rows[0].name!r} (compiling included): "
+              + ", ".join(f"{t} {fmt_seconds(v).strip()}" for t, v in firsts.items() if isinstance(v, float)))
+
+
+if __name__ == "__main__":
+    main()
