@@ -125,3 +125,20 @@ def test_data_read_from_inputs_still_warns(rng):
 
     with pytest.warns(nt.TracerWarning, match="bool"):
         nt.trace(f, (rng.random(3),), backend="reference")
+
+
+def test_created_array_given_to_code_that_needs_an_ndarray_is_guarded(rng):
+    """Code that reads the real ndarray (``as_strided``: ``__array__``) gets its data, guarded as for
+    any traced array: another value traces again, and every call equals NumPy."""
+    def f(x):
+        r = np.zeros(4)
+        r[:] = x
+        return np.lib.stride_tricks.as_strided(r, shape=(2,), strides=(16,)) * 1.0
+
+    with pytest.warns(nt.TracerWarning, match="__array__"):
+        traced = nt.trace(f, (rng.random(4),), backend="reference")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", nt.TracerWarning)
+        x = rng.random(4)
+        np.testing.assert_array_equal(traced(x), f(x))
+    assert traced.stats()["retraces"] == 1
