@@ -62,6 +62,7 @@ def test_created_node_is_small(rng):
 
 
 CREATED = {
+    "zeros_shape_array": lambda x: _filled(np.zeros(np.array([4, 3]), dtype=np.float32), x),
     "zeros_dtype": lambda x: _filled(np.zeros((4, 3), dtype=np.float32), x),
     "ones": lambda x: _filled(np.ones((4, 3)), x),
     "empty": lambda x: _filled(_set(np.empty((4, 3))), x),
