@@ -179,6 +179,7 @@ class Executable(CallRunner):
             "small_matmuls": sum(isinstance(s, SmallMatmulStep) for s in self._steps),
             "fallbacks": len(fallbacks),
             "fallback_ops": sorted(set(fallbacks)),
+            "for_guards": sum(isinstance(s, FallbackStep) and s.for_guard for s in self._steps),
             "setitems_in_place": sum(isinstance(s, SetitemStep) and s.inputs[0] == s.outputs[0]
                                      for s in self._steps),
             "host_calls": [s.nodes[0].attrs["func"] for s in self._steps
@@ -264,7 +265,9 @@ class Executable(CallRunner):
                 lines.append(f"      {node_line(step.nodes[0])}")
             else:
                 node = step.nodes[0]
-                lines.append(f"  step {k}: fallback to NumPy ({fallback_reason(node)})")
+                why = (fallback_reason(node) if not getattr(step, "for_guard", False)
+                       else "feeds a guard on data, which needs NumPy's own bits")
+                lines.append(f"  step {k}: fallback to NumPy ({why})")
                 lines.append(f"      {node_line(node)}")
         in_place = [f"output {j} into input {name(v)}" for j, (v, _, mode) in enumerate(self._outputs)
                     if mode == _IN_PLACE]
@@ -509,6 +512,22 @@ def _view_fits(step: ViewStep, types: dict) -> bool:
 def _fallback_runner(step: FallbackStep, types: dict):
     fn, attrs, ins, outs = step.fn, step.attrs, step.inputs, step.outputs
     out_types = [types[v] for v in outs]
+    (t,) = out_types if len(outs) == 1 else (None,)
+    if isinstance(t, TensorType) and t.is_concrete:
+        (v,), dtype, shape = outs, t.dtype, tuple(t.shape)
+
+        def run_one(env, nthreads):   # one array of a known type (a host call's result): a tuple compare
+            try:
+                r = fn(*[env[i] for i in ins], **attrs)
+            except Exception as exc:
+                raise execution_error(step.nodes[-1], exc) from exc
+            if type(r) is not np.ndarray or r.dtype != dtype or r.shape != shape:
+                r = np.asarray(r)
+                if r.dtype != dtype or r.shape != shape:
+                    raise RuntimeError(f"{_where(step)}: the reference returned {r.dtype}{list(r.shape)}, "
+                                       f"the op's rule says {t}")
+            np.copyto(env[v], r)
+        return run_one
 
     def run_fallback(env, nthreads):
         try:

@@ -30,11 +30,12 @@ class Group:
         self.values: set = set()   # elementwise values computed inside
 
 
-def group_nodes(nodes: list, position: dict) -> list:
+def group_nodes(nodes: list, position: dict, unfused: frozenset | set = frozenset()) -> list:
     """The nodes as an ordered list of units: `Group`s and single nodes. A group runs where its last
     node was; moving it there is legal because nothing placed after it reads from it while open.
     A node joins the open groups (same iteration shape, same reduced axes) that compute one of its
-    inputs or already read one of them, so e.g. the mean and the variance of one input share a pass."""
+    inputs or already read one of them, so e.g. the mean and the variance of one input share a pass.
+    Nodes whose id is in `unfused` stay single nodes."""
     producer: dict = {}         # value -> group computing it (elementwise values)
     reader: dict = {}           # value from outside a group -> the last group that read it
     reduced_by: dict = {}       # reduction output -> its group
@@ -51,8 +52,8 @@ def group_nodes(nodes: list, position: dict) -> list:
         if node.op == "prim.Constant":
             move_to_end(node)
             continue
-        plan = elementwise_plan(node)
-        red = reduction_plan(node) if plan is None else None
+        plan = elementwise_plan(node) if id(node) not in unfused else None
+        red = reduction_plan(node) if plan is None and id(node) not in unfused else None
         if plan is None and red is None:
             for v in node.inputs:
                 g = producer.get(v)

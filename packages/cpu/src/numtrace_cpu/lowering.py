@@ -3,7 +3,9 @@
 The driver: it numbers the values, asks `numtrace_cpu.fusion` for the fusion groups and
 `numtrace_cpu.assemble` for their programs, gives every other node the step `numtrace_cpu.classify`
 picks for it (a BLAS or small product, a scan, NumPy's own call into the buffer, a setitem, or its
-NumPy reference), then rewrites a few steps in place (setitems, scan prologues).
+NumPy reference), then rewrites a few steps in place (setitems, scan prologues). The nodes feeding a
+guard on array data whose kernels are only within ulps of NumPy run as their NumPy reference
+(`numtrace_ir.exactness.guard_reference_nodes`), so that a guard sees the value NumPy gave when tracing.
 
 The result is plain data (`numtrace_cpu.steps` over value numbers); `numtrace_cpu.planner` assigns
 buffers and `numtrace_cpu.executable` runs it.
@@ -14,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from numtrace_ir.errors import traced_at
+from numtrace_ir.exactness import guard_reference_nodes
 from numtrace_ir.interpreter import reference_call
 from numtrace_ir.registry import UnknownOpError
 
@@ -95,9 +98,12 @@ def lower(graph) -> tuple[list[Step], dict, dict]:
             index[v] = len(index)
         if node.op == "prim.Constant":
             consts[node.outputs[0]] = node.attrs["value"]
-    fused_after = epilogues(nodes, graph.outputs)   # bias/ReLU nodes the GEMV steps apply
+    by_reference = guard_reference_nodes(graph)
+    # Bias/ReLU nodes the GEMV steps apply (not where a guard needs the product as NumPy computes it).
+    fused_after = {k: e for k, e in epilogues(nodes, graph.outputs).items()
+                   if k not in by_reference and not any(id(n) in by_reference for n in e.nodes)}
     absorbed = {id(n) for e in fused_after.values() for n in e.nodes}
-    units = group_nodes([n for n in nodes if id(n) not in absorbed], position)
+    units = group_nodes([n for n in nodes if id(n) not in absorbed], position, by_reference)
     group_of: dict = {}
     for u in units:
         if isinstance(u, Group):
@@ -116,6 +122,11 @@ def lower(graph) -> tuple[list[Step], dict, dict]:
             steps.extend(build_group(u, consts, index, needed))
         elif u.op == "prim.Constant":
             steps.append(ConstantStep(inputs=[], outputs=[index[u.outputs[0]]], nodes=[u]))
+        elif id(u) in by_reference:
+            numpy_fn, numpy_attrs = reference_call(u)
+            steps.append(FallbackStep(inputs=[index[v] for v in u.inputs],
+                                      outputs=[index[v] for v in u.outputs], nodes=[u], fn=numpy_fn,
+                                      attrs=numpy_attrs, for_guard=True))
         elif is_small_matmul(u) and id(u) not in fused_after:   # a fused epilogue needs the GEMV step
             steps.append(SmallMatmulStep(inputs=[index[v] for v in u.inputs], outputs=[index[u.outputs[0]]],
                                          nodes=[u]))

@@ -71,10 +71,13 @@ class ScanStep(Step):
 
 @dataclass
 class FallbackStep(Step):
-    """An op without a kernel: its NumPy reference, result copied into the planned buffer."""
+    """An op without a kernel, or one feeding a guard on data (`for_guard`: the guard needs NumPy's own
+    bits, which its kernel gives only within ulps): its NumPy reference, result copied into the planned
+    buffer."""
 
     fn: Any = None
     attrs: dict = field(default_factory=dict)
+    for_guard: bool = False
 
 
 @dataclass

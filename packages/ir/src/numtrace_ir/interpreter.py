@@ -16,6 +16,7 @@ import numpy as np
 from numtrace_ir import registry
 from numtrace_ir.backend import plain_array
 from numtrace_ir.errors import execution_error
+from numtrace_ir.exactness import data_guard_cone
 from numtrace_ir.ops import host
 from numtrace_ir.registry import Input, Inputs
 
@@ -50,6 +51,15 @@ def reference_call(node: Any) -> tuple[Callable, dict]:
     return call, op.normalize_attrs(dict(node.attrs))
 
 
+def _view_of(node: Any) -> Callable:
+    """``x[key]`` of a static key as NumPy's view, not the reference's copy: where a guard on data reads
+    what is computed from it, the layout matters (NumPy's loops for a strided and for a contiguous
+    operand may differ in the last bit: `arctan2` of ``x[::-1]``), and the guard needs NumPy's bits."""
+    as_view, attrs = registry.get(node.op).as_view, dict(node.attrs)
+    assert as_view is not None   # np.getitem has one
+    return lambda a: as_view(a, None, attrs, [])
+
+
 class _Step:
     """One node's work: its call, where its inputs live, where its outputs go, what dies after it."""
 
@@ -74,11 +84,14 @@ class Interpreter:
             slot[value] = len(slot)
         self.num_inputs = len(slot)
         self.steps: list[_Step] = []
+        cone = data_guard_cone(graph)
         for node in graph.nodes:
             inputs = [slot[v] for v in node.inputs]
             for value in node.outputs:
                 slot[value] = len(slot)
             fn, attrs = reference_call(node)
+            if id(node) in cone and node.op == "np.getitem" and len(node.inputs) == 1:
+                fn, attrs = _view_of(node), {}
             if fn is _constant:
                 inputs = []
             self.steps.append(_Step(node, fn, attrs, inputs, [slot[v] for v in node.outputs]))
@@ -104,12 +117,19 @@ class Interpreter:
             fresh.add(s)
         self.constants = [np.asarray(step.attrs["value"]) for step in self.steps if step.fn is _constant
                           and isinstance(step.attrs["value"], (np.ndarray, np.generic))]
+        # Constants are in every call's environment from the start (a copy of this template), not
+        # steps: a constant reads nothing and is read where it lives.
+        self._template: list[Any] = [None] * self.num_slots
+        for step in self.steps:
+            if step.fn is _constant:
+                self._template[step.outputs[0]] = step.attrs["value"]
+        self._computing = [step for step in self.steps if step.fn is not _constant]
 
     def run(self, *inputs: Any) -> list:
         """The graph's outputs as the references return them (possibly views of inputs or constants)."""
-        env: list[Any] = [None] * self.num_slots
+        env = self._template.copy()
         env[: self.num_inputs] = inputs
-        for step in self.steps:
+        for step in self._computing:
             try:
                 result = step.fn(*[env[s] for s in step.inputs], **step.attrs)
             except Exception as exc:

@@ -1,7 +1,9 @@
 """Host steps: the nodes a plan runs between kernels, on the host, on copies of device buffers.
 
-A host call (``prim.host_call``: a NumPy function the registry lacks) and a guard on array data
-(``prim.guard`` of a traced value) split the kernel plan: the kernels writing their inputs run
+A host call (``prim.host_call``: a NumPy function the registry lacks), a guard on array data
+(``prim.guard`` of a traced value) and a node feeding such a guard whose kernel is only within ulps of
+NumPy (`numtrace_ir.exactness.guard_reference_nodes`: the guard must see NumPy's own bits, so NumPy
+computes it) split the kernel plan: the kernels writing their inputs run
 first, the inputs are copied to host NumPy arrays, the node runs as the other backends run it
 (`numtrace_ir.interpreter.reference_call`: the host function resolved once per executable, the
 guard compared by the op's own check), and a host call's results are uploaded as fresh buffers that
@@ -52,6 +54,9 @@ class HostStep:
         """One line for `explain`."""
         if self.node.op == "prim.host_call":
             return f"host call: {self.node.attrs['func']} (runs on the host: copies in and out)"
+        if self.node.op != "prim.guard":
+            return (f"{self.node.op} with NumPy on the host: it feeds a guard, which needs NumPy's own bits "
+                    f"(copies in and out)")
         what = self.node.attrs.get("what") or "the guarded value"
         return f"guard: {what} (read back to the host and compared, every run)"
 
@@ -118,7 +123,7 @@ class HostRunner:
             raise
         except Exception as exc:
             raise execution_error(self.step.node, exc) from exc
-        if self.step.node.op != "prim.host_call":
+        if self.step.node.op == "prim.guard":
             return
         results = result if len(self.step.node.outputs) != 1 else (result,)
         for b, r in zip(self.step.outputs, results):
@@ -135,6 +140,8 @@ class HostRunner:
         allocator.download(bufs[view.buffer], flat)
         flat = flat.view(view.dtype)
         item = flat.itemsize
-        array = np.array(np.lib.stride_tricks.as_strided(
-            flat[view.offset:], view.shape, tuple(s * item for s in view.strides)), copy=True)
+        # The view's own layout over this run's private copy: NumPy's loops for strided and contiguous
+        # operands may differ in the last bit, and a guard fed by the node compares NumPy's bits.
+        array = np.lib.stride_tricks.as_strided(flat[view.offset:], view.shape,
+                                                tuple(s * item for s in view.strides), writeable=False)
         return array.item() if inp.scalar else array

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numtrace_ir import registry
 from numtrace_ir.errors import location
+from numtrace_ir.exactness import guard_reference_nodes
 from numtrace_ir.types import ScalarType, TensorType
 
 from .coverage import HOST_OPS, unlowered_reason
@@ -74,6 +75,9 @@ class _Planner(LoweringRules):
     def run(self) -> Plan:
         self.host_steps: dict[int, HostStep] = {}  # by the gid of its host group
         self.ordered_host_steps: list[HostStep] = []
+        # Nodes feeding a guard on data whose kernels are only within ulps of NumPy: host steps, so
+        # that the guard sees NumPy's own value.
+        self.by_reference = guard_reference_nodes(self.graph)
         inputs: list[int | None] = []
         for i, v in enumerate(self.graph.inputs):
             t = v.type
@@ -116,7 +120,8 @@ class _Planner(LoweringRules):
         if node.op == "prim.Constant":
             self.fold_values(node, [node.attrs["value"]])
             return
-        if node.op in HOST_OPS and any(loc.folded is NOTHING for loc in locs):
+        if ((node.op in HOST_OPS or id(node) in self.by_reference)
+                and any(loc.folded is NOTHING for loc in locs)):
             gid = len(self.groups)  # the host group plan_host_step makes
             self.host_steps[gid] = plan_host_step(self, node, label)
             return

@@ -59,7 +59,7 @@ UNARY_UFUNCS = tuple(
 # correctly rounded operations: NumPy computes them with its AVX-512 loops (SVML), its AVX2 loops or
 # the C library depending on the CPU, and these differ in the last bits (ci/isa_ulps.py measures by
 # how much). No backend can equal NumPy bit for bit on every machine there, so tests compare them
-# within ulps (`numtrace_ir.testing.numpy_exact`). `power`'s integer loop is exact.
+# within ulps (`numtrace_ir.exactness.numpy_exact`). `power`'s integer loop is exact.
 MATH_LIBRARY_UFUNCS = frozenset(
     getattr(np, n)
     for n in """

@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 
 from numtrace_ir import registry
+from numtrace_ir.exactness import math_library, numpy_exact
 from numtrace_ir.graph import Graph
 from numtrace_ir.interpreter import Interpreter
-from numtrace_ir.ops.elementwise import MATH_LIBRARY_COMPLEX_UFUNCS, MATH_LIBRARY_UFUNCS
 from numtrace_ir.registry import OpDef, Sample
 from numtrace_ir.types import ScalarType, TensorType, Type, normalize_dtype
 
@@ -61,40 +61,6 @@ TOLERANCES = {
 # apart (ci/isa_ulps.py). float16 is computed in float32 and rounded once on either side. Complex
 # results keep TOLERANCES: a part near zero is not accurate in its own ulps.
 NUMPY_ULPS = {np.dtype(np.float16): 2, np.dtype(np.float32): 8, np.dtype(np.float64): 8}
-
-
-def _ufunc_loop_kind(ufunc: np.ufunc, inputs: Sequence[Any]) -> str:
-    """The kind (``"f"``, ``"c"``, ``"i"``, ...) of the loop NumPy runs `ufunc` with for `inputs`
-    (arrays, NumPy scalars, Python scalars, or IR types)."""
-    def dtype(v: Any) -> Any:
-        if isinstance(v, TensorType):
-            return v.dtype
-        if isinstance(v, ScalarType):
-            return {"bool": bool, "int": int, "float": float, "complex": complex}[v.kind]
-        return v.dtype if isinstance(v, (np.ndarray, np.generic)) else type(v)
-
-    return ufunc.resolve_dtypes(tuple(dtype(v) for v in inputs) + (None,) * ufunc.nout)[0].kind
-
-
-def _math_library(op: OpDef, inputs: Sequence[Any]) -> bool:
-    """Whether NumPy computes `op` on `inputs` with a math-library function (its SIMD loops or libm)."""
-    u = op.ufunc
-    if u not in MATH_LIBRARY_UFUNCS and u not in MATH_LIBRARY_COMPLEX_UFUNCS:
-        return False
-    kind = _ufunc_loop_kind(u, inputs)
-    return kind in "fc" if u in MATH_LIBRARY_UFUNCS else kind == "c"
-
-
-def numpy_exact(op: OpDef | str, inputs: Sequence[Any]) -> bool:
-    """Whether NumPy's result of `op` on `inputs` (values or IR types) is the same on every machine, so
-    that a test may require a backend to equal it bit for bit. False for math-library ufuncs on float
-    and complex loops (`numtrace_ir.ops.elementwise.MATH_LIBRARY_UFUNCS`: NumPy's AVX2 and AVX-512
-    loops differ by ulps), for foreign ufuncs (their library's math), and for products and
-    linear algebra (the BLAS picks its kernels, and so its summation order, by CPU)."""
-    op = registry.get(op) if isinstance(op, str) else op
-    if op.kind == "contraction" or op.name.startswith("np.linalg.") or op.name == "np.ufunc":
-        return False
-    return not _math_library(op, inputs)
 
 
 def type_of(value: Any) -> TensorType | ScalarType:
@@ -177,7 +143,7 @@ def assert_outputs_close(actual: Any, expected: Any, *, what: str = "", computed
     some intermediate was rounded to, whose looser tolerance then applies to float outputs too (a
     float64 result of float32 work is only as close as float32). Given the `op` (one node) and its
     `inputs`, the float outputs of a math-library op are held to `NUMPY_ULPS` instead."""
-    ulps = op is not None and _math_library(op, inputs)
+    ulps = op is not None and math_library(op, inputs)
     actual = actual if isinstance(actual, tuple) else (actual,)
     expected = expected if isinstance(expected, tuple) else (expected,)
     if len(actual) != len(expected):
