@@ -38,8 +38,8 @@ def _left_graph(array: TracedArray, what: str) -> None:
     if hostcall.inside_implementation():
         raise hostcall.Untraceable(what)
     tracer = current_tracer()
-    if tracer is not array._tracer:
-        return  # after its trace: a plain value
+    if tracer is not array._tracer or tracer.input_free(array._graph_value(tracer)):
+        return  # after its trace, or data that is the same at every call: a plain value
     tracer.guard_data(array, what)
     warn_at_user_line(
         f"Converting a traced array to {what}: the trace depends on the value seen while tracing and guards "
