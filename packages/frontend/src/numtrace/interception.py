@@ -390,7 +390,7 @@ def _created(tracer: Any, original: Any, fill: Any, shape: Any, args: tuple, kwa
         return result
     entries = tuple(tracer.symbol(d) if isinstance(d, TracedInt) else operator.index(d) for d in dims) \
         if traced_dims else result.shape  # a plain shape as NumPy read it (a tuple, an int, an array)
-    if not isinstance(value, (bool, int, float, complex, np.generic)):
+    if isinstance(value, TracedArray) or not isinstance(value, (bool, int, float, complex, np.generic)):
         # An array or traced fill value: broadcast to the shape and cast as NumPy's copyto does.
         fill_array = value if isinstance(value, TracedArray) else dispatch.freeze(tracer, np.asarray(value))
         target: tuple[Any, ...] = tuple(d if isinstance(d, TracedInt) else e for d, e in zip(dims, entries))
