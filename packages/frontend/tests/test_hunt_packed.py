@@ -5,9 +5,8 @@ traced one (1 runs on GEMV, 0 rows, tile tails), and concurrent calls equal to s
 import threading
 
 import numpy as np
-import pytest
-
 import numtrace as nt
+import pytest
 from numtrace import nn
 
 
@@ -59,7 +58,8 @@ def test_state_weight_passed_as_the_argument_and_concurrent_calls():
             return x @ self.w + x
 
     m = Square()
-    tm = nt.trace_module(m, {"forward": (rng.standard_normal((6, 40)).astype(np.float32),)}, check_trace=False)
+    example = rng.standard_normal((6, 40)).astype(np.float32)
+    tm = nt.trace_module(m, {"forward": (example,)}, check_trace=False)
     _close(tm(m.w), m(m.w), 1e3)
     _close(tm(m.w.T), m(m.w.T), 1e3)
     xs = [rng.standard_normal((int(r), 40)).astype(np.float32) for r in rng.integers(0, 300, 16)]
