@@ -30,10 +30,11 @@ class _Block(nt.Module):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_module_state_changes_and_batches(dtype):
+def test_module_state_changes_and_batches(dtype, backend):
     rng = np.random.default_rng(0)
     m = _Block(dtype).eval()
-    tm = nt.trace_module(m, {"forward": (rng.standard_normal((5, 37)).astype(dtype),)}, check_trace=False)
+    tm = nt.trace_module(m, {"forward": (rng.standard_normal((5, 37)).astype(dtype),)}, check_trace=False,
+                         backend=backend)
     for step, rows in enumerate((5, 1, 2, 9, 0, 300, 17)):
         if step == 3:
             for p in tm.parameters():
@@ -43,10 +44,10 @@ def test_module_state_changes_and_batches(dtype):
         x = rng.standard_normal((rows, 37)).astype(dtype)
         _close(tm(x), m(x), 1e3)
     stats = tm.forward.stats()["signatures"].values()
-    assert any(s["packed_matmuls"] == 2 and s["packed_epilogue_ops"] == 5 for s in stats)
+    assert backend != "cpu" or any(s["packed_matmuls"] == 2 and s["packed_epilogue_ops"] == 5 for s in stats)
 
 
-def test_state_weight_passed_as_the_argument_and_concurrent_calls():
+def test_state_weight_passed_as_the_argument_and_concurrent_calls(backend):
     rng = np.random.default_rng(1)
 
     class Square(nt.Module):
@@ -59,7 +60,7 @@ def test_state_weight_passed_as_the_argument_and_concurrent_calls():
 
     m = Square()
     example = rng.standard_normal((6, 40)).astype(np.float32)
-    tm = nt.trace_module(m, {"forward": (example,)}, check_trace=False)
+    tm = nt.trace_module(m, {"forward": (example,)}, check_trace=False, backend=backend)
     _close(tm(m.w), m(m.w), 1e3)
     _close(tm(m.w.T), m(m.w.T), 1e3)
     xs = [rng.standard_normal((int(r), 40)).astype(np.float32) for r in rng.integers(0, 300, 16)]
