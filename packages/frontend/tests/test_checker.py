@@ -65,7 +65,7 @@ def test_constants_that_differ_across_invocations_are_reported(rng):
 
     def f(x):
         state["calls"] += 1
-        return x + np.full(4, float(state["calls"]))  # Python state: a constant that changes
+        return x + np.array([float(state["calls"])] * 4)  # Python state: a constant that changes
 
     with pytest.raises(nt.TracingCheckError) as info, pytest.warns(nt.TracerWarning, match="does not match"):
         nt.trace(f, (rng.random(4),), check_inputs=[(rng.random(4),)], backend="reference")

@@ -98,7 +98,8 @@ def test_a_guard_made_by_an_op_rule_names_the_users_line():
         return tuple(np.split(x, x.shape[0] // 2))
 
     traced = nt.trace(f, (np.arange(6.0),), check_trace=False, backend="reference")
-    assert len(traced.guards) == 1 and __file__ in traced.guards[0]
+    # the op rule's guard on the section count, and the split's own one that the sections stay even
+    assert any("// 2" in g for g in traced.guards) and all(__file__ in g for g in traced.guards)
 
 
 # -- container arguments --------------------------------------------------------------------------------

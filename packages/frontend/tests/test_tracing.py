@@ -323,8 +323,8 @@ def test_outside_arrays_become_frozen_constants(backend, rng):
     global GLOBAL
     x = _f32(rng, 3)
     traced = nt.trace(uses_global, (x,), backend=backend)
-    constants = [n for n in traced.graph.nodes if n.op == "prim.Constant"]
-    assert len(constants) == 2
+    ops = [n.op for n in traced.graph.nodes]
+    assert ops.count("prim.Constant") == 1 and ops.count("prim.full") == 1  # np.ones: a small node
     saved = GLOBAL
     try:
         GLOBAL = GLOBAL + 100  # a later change of the global does not change the trace
@@ -502,7 +502,7 @@ def test_unsupported_array_operations_are_clear_errors(rng):
     with pytest.raises(NotImplementedError, match="ndarray.tobytes is not supported"):
         nt.trace(lambda x: x.tobytes(), (x,), backend="reference")
     with pytest.raises(TypeError, match="out= must be a traced array"):
-        nt.trace(lambda x: np.add(x, 1.0, out=np.empty(3, np.float32)), (x,), backend="reference")
+        nt.trace(lambda x: np.add(x, 1.0, out=GLOBAL), (x,), backend="reference")
 
 
 @pytest.mark.parametrize("write", [lambda x: np.putmask(x, x > 0, 0.0), lambda x: np.copyto(x, 1.0),
@@ -543,7 +543,7 @@ def test_creation_with_traced_shapes_and_contiguous_copies(backend, rng):
 
     traced = nt.trace(f, (_f32(rng, 3, 2),), backend=backend)
     ops = [n.op for n in traced.graph.nodes]
-    assert ops.count("prim.full") == 2 and "np.ascontiguousarray" in ops  # np.full((1, 2)) is constant
+    assert ops.count("prim.full") == 3 and "np.ascontiguousarray" in ops
     for batch in (3, 6):
         a = _f32(rng, batch, 2)
         for got, want in zip(traced(a), f(a)):

@@ -58,9 +58,12 @@ def _implementation_traced(func: Any) -> Iterator[None]:
         _local.tracing.pop()
 
 
+_EMPTY_LIKE = np.empty_like  # NumPy's own: ``np.empty_like`` is a wrapper while tracing (interception.py)
+
+
 def unregistered_call(tracer: Tracer, func: Any, method: str, args: tuple, kwargs: dict, what: str) -> Any:
     """``func.method(*args, **kwargs)`` for a function the registry lacks (``what`` names it)."""
-    if func is np.empty_like:  # contents unspecified: zeros are one valid result, and an op
+    if func is _EMPTY_LIKE:  # contents unspecified: zeros are one valid result, and an op
         return np.zeros_like(*args, **kwargs)
     if func is np.copyto and args and is_traced_array(args[0]):
         return _copyto(*args, **kwargs)

@@ -35,7 +35,7 @@ from numtrace_ir.ops import random as random_ops
 from . import dispatch
 from .errors import TracerWarning
 from .proxy import TracedArray
-from .source import user_location, warn_at_user_line
+from .source import numtrace_called, user_location, warn_at_user_line
 from .traced_int import TracedInt, TracedScalar
 from .traced_value import guarded, unwrap
 from .tracer import attr_value, current_tracer, tensor_type_of
@@ -217,6 +217,51 @@ for _name in dir(np.random.Generator):
 del _name
 
 
+_BIT_GENERATORS = ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64")
+
+
+def _bit_generator_refused(original: Any) -> Any:
+    """``np.random.PCG64(seed)`` and the other bit generators, made inside a traced function: refused.
+    A generator built on one draws from state the graph does not hold, so its draws would be frozen
+    into the trace or come from a process-wide stream, where the eager function restarts from its
+    seed on every call."""
+    @functools.wraps(original)
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        if current_tracer() is None:
+            return original(*args, **kwargs)
+        raise NotImplementedError(
+            f"np.random.{original.__name__}(...) cannot be made inside a traced function (at "
+            f"{user_location()}): numtrace records draws of np.random.default_rng(seed) made inside the "
+            "function, and of generators made outside it; use np.random.default_rng(seed) here, or build "
+            "the generator outside the function and pass or close over it")
+    return refused
+
+
+class _GeneratorClassMeta(type):
+    """``isinstance(g, np.random.Generator)`` stays true for every real generator while the name is
+    patched."""
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, _REAL_GENERATOR)
+
+    def __subclasscheck__(cls, sub: Any) -> bool:
+        return issubclass(sub, _REAL_GENERATOR)
+
+
+_REAL_GENERATOR, _REAL_PCG64 = np.random.Generator, np.random.PCG64  # the names are patched while tracing
+
+
+class _GeneratorWhileTracing(_REAL_GENERATOR, metaclass=_GeneratorClassMeta):
+    """``np.random.Generator(bit_generator)`` called inside a traced function: a `TracedGenerator` on
+    that bit generator, so its draws are recorded (from the bit generator's own stream at run time,
+    as a closed-over generator's are) instead of frozen into the trace."""
+
+    def __new__(cls, bit_generator: Any) -> Any:  # type: ignore[misc]
+        if current_tracer() is None:
+            return _REAL_GENERATOR(bit_generator)
+        return TracedGenerator(bit_generator)
+
+
 def _default_rng_wrapper(original: Any) -> Any:
     """``np.random.default_rng(seed)`` inside a traced function: a `TracedGenerator` whose state starts
     the graph's chain of draws (a constant for a seed, a fresh-entropy node without one)."""
@@ -228,7 +273,7 @@ def _default_rng_wrapper(original: Any) -> Any:
         seed = guarded(seed)  # a seed read from a shape is frozen into the state: guarded
         with _recorded_draw():
             real = original(seed)
-            if isinstance(seed, np.random.BitGenerator) or type(real.bit_generator) is not np.random.PCG64:
+            if isinstance(seed, np.random.BitGenerator) or type(real.bit_generator) is not _REAL_PCG64:
                 return TracedGenerator(real.bit_generator)  # state outliving the call: drawn as closed over
             packed = random_ops.pack_state(real.bit_generator)
         if seed is None:
@@ -259,7 +304,7 @@ def generators_traced(func: Any) -> Iterator[None]:
     def traced(value: Any, depth: int) -> Any:
         """`value` with the generators in it replaced: lists and dicts in place, tuples rebuilt (the
         same object where nothing in it changes)."""
-        if type(value) is np.random.Generator:
+        if type(value) is _REAL_GENERATOR:
             return TracedGenerator(value.bit_generator)
         if depth > 3 or type(value) not in (list, dict, tuple):
             return value
@@ -319,41 +364,70 @@ def generators_traced(func: Any) -> Iterator[None]:
 
 
 def _creation_wrapper(original: Any, fill: Any) -> Any:
-    """``np.zeros(shape)`` etc.: a shape holding traced ints is recorded as ``prim.full``."""
+    """``np.zeros(shape)`` etc. called by user code on the tracing thread: see `_created`."""
     @functools.wraps(original)
     def create(shape: Any, *args: Any, **kwargs: Any) -> Any:
         tracer = current_tracer()
-        dims = shape if isinstance(shape, (tuple, list)) else (shape,)
-        if tracer is None or not any(isinstance(d, TracedInt) for d in dims):
+        if tracer is None or kwargs.get("like") is not None or numtrace_called():
             return original(shape, *args, **kwargs)
-        result = original(tuple(unwrap(d) for d in dims), *args, **kwargs)
-        if not issubclass(type(result), np.ndarray) or result.dtype.kind not in "biufc":
-            guarded(dims)  # an array the trace cannot hold: its shape leaves the graph, guarded
-            return result
-        value = fill(args, kwargs)
-        entries = tuple(tracer.symbol(d) if isinstance(d, TracedInt) else operator.index(d) for d in dims)
-        scalars = [d for d in dims if isinstance(d, TracedInt)]
-        attrs = {"shape": entries, "fill_value": value.item() if isinstance(value, np.generic) else value,
-                 "dtype": result.dtype}
-        return tracer.record("prim.full", scalars, attrs, result, exact=True)
+        return _created(tracer, original, fill, shape, args, kwargs)
     return create
 
 
-def _fill_value(args: tuple, kwargs: dict) -> Any:
-    value = args[0] if args else kwargs["fill_value"]
+def _created(tracer: Any, original: Any, fill: Any, shape: Any, args: tuple, kwargs: dict) -> Any:
+    """A numeric array recorded as ``prim.full`` (a shape holding traced ints follows them), so traced
+    data written into it later is recorded as writes, where a plain array would take it in through
+    ``__array__`` and guard its values. Other dtypes (object, str) stay plain."""
+    dims = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    traced_dims = any(isinstance(d, TracedInt) for d in dims)
+    value = fill(args, kwargs)
+    plain_value = unwrap(value)
+    result = original(tuple(unwrap(d) for d in dims) if traced_dims else shape,
+                      *((plain_value, *args[1:]) if fill is _fill_value and args else args),
+                      **{k: plain_value if k == "fill_value" else v for k, v in kwargs.items()})
+    if type(result) is not np.ndarray or result.dtype.kind not in "biufc":
+        guarded(dims)  # an array the trace cannot hold: its shape leaves the graph, guarded
+        return result
+    entries = tuple(tracer.symbol(d) if isinstance(d, TracedInt) else operator.index(d) for d in dims) \
+        if traced_dims else result.shape  # a plain shape as NumPy read it (a tuple, an int, an array)
     if not isinstance(value, (bool, int, float, complex, np.generic)):
-        raise TypeError("np.full with a traced shape needs a scalar fill_value; "
-                        "use np.broadcast_to for arrays")
-    return value
+        # An array or traced fill value: broadcast to the shape and cast as NumPy's copyto does.
+        fill_array = value if isinstance(value, TracedArray) else dispatch.freeze(tracer, np.asarray(value))
+        target: tuple[Any, ...] = tuple(d if isinstance(d, TracedInt) else e for d, e in zip(dims, entries))
+        return np.astype(np.broadcast_to(fill_array, target), result.dtype, copy=True)
+    scalars = [d for d in dims if isinstance(d, TracedInt)]
+    attrs = {"shape": entries, "fill_value": value.item() if isinstance(value, np.generic) else value,
+             "dtype": result.dtype}
+    return tracer.record("prim.full", scalars, attrs, result, exact=True)
+
+
+def _like_wrapper(original: Any, fill: Any) -> Any:
+    """``np.zeros_like(a)`` etc. of a plain ndarray in user code: `_created`'s array, so traced data
+    written into it is recorded (a traced ``a`` reaches ``__array_function__`` instead)."""
+    @functools.wraps(original)
+    def like(a: Any, *args: Any, **kwargs: Any) -> Any:
+        tracer = current_tracer()
+        if tracer is None or type(a) is not np.ndarray or kwargs.get("shape") is not None \
+                or numtrace_called():
+            return original(a, *args, **kwargs)
+        return _created(tracer, lambda shape, *rest, **options: original(a, *rest, **options), fill,
+                        a.shape, args, kwargs)
+    return like
+
+
+def _fill_value(args: tuple, kwargs: dict) -> Any:
+    return args[0] if args else kwargs["fill_value"]
 
 
 def _numbers_wrapper(original: Any, op_name: str, positional: list[str] | None = None,
-                     renamed: dict[str, str] | None = None) -> Any:
+                     renamed: dict[str, str] | None = None, plain: bool = False) -> Any:
     """A creation function of numbers (``np.arange(n)``, ``np.eye(n)``): given a number read from a traced
     shape, it is recorded as ``prim.dynamic`` of its registry op, with that number as a graph value, so
     the array follows the input's shapes. ``positional`` and ``renamed`` map the function's parameters
-    onto the op's where they differ (``np.identity(n)`` is ``np.eye(N=n)``). Anything else runs as it
-    is: a constant of the trace."""
+    onto the op's where they differ (``np.identity(n)`` is ``np.eye(N=n)``). With ``plain`` (arrays
+    that programs fill, ``M = np.eye(4); M[:3, :3] = R``), plain numbers from user code record the op
+    too, so traced data written into the result is recorded, not guarded. Anything else runs as it is:
+    a constant of the trace."""
     op = registry.get(op_name)
     positional = positional or [p.name for p in op.params]
     renamed = renamed or {}
@@ -361,8 +435,21 @@ def _numbers_wrapper(original: Any, op_name: str, positional: list[str] | None =
     @functools.wraps(original)
     def call(*args: Any, **kwargs: Any) -> Any:
         tracer = current_tracer()
-        if tracer is None or not any(isinstance(v, TracedScalar) for v in (*args, *kwargs.values())):
+        if tracer is None:
             return original(*args, **kwargs)
+        if not any(isinstance(v, TracedScalar) for v in (*args, *kwargs.values())):
+            if not plain or numtrace_called():
+                return original(*args, **kwargs)
+            result = original(*args, **kwargs)
+            given = dict(zip(positional, args))
+            given.update((renamed.get(key, key), value) for key, value in kwargs.items())
+            try:
+                bound = op.normalize_attrs(given)
+            except (TypeError, ValueError):
+                return result
+            if type(result) is not np.ndarray or result.dtype.kind not in "biufc":
+                return result
+            return tracer.record(op_name, [], bound, result)
         result = original(*unwrap(args), **unwrap(kwargs))
         given = dict(zip(positional, args))
         given.update((renamed.get(key, key), value) for key, value in kwargs.items())
@@ -516,14 +603,21 @@ def _make_patches() -> list[tuple[Any, str, Any]]:
                 and (getattr(func, "__self__", None) is legacy or func is np.random.seed):
             patches.append((np.random, name, _unrecorded_random(func, sorted(recorded))))
     patches.append((np.random, "default_rng", _default_rng_wrapper(np.random.default_rng)))
+    patches.append((np.random, "Generator", _GeneratorWhileTracing))
+    for name in _BIT_GENERATORS:
+        patches.append((np.random, name, _bit_generator_refused(getattr(np.random, name))))
     patches.append((np, "zeros", _creation_wrapper(np.zeros, lambda a, k: 0)))
     patches.append((np, "ones", _creation_wrapper(np.ones, lambda a, k: 1)))
     patches.append((np, "full", _creation_wrapper(np.full, _fill_value)))
     # np.empty's contents are unspecified, so zeros are one valid result that follows traced dims.
     patches.append((np, "empty", _creation_wrapper(np.empty, lambda a, k: 0)))
     for name in ("arange", "linspace", "eye", "tri"):
-        patches.append((np, name, _numbers_wrapper(getattr(np, name), f"np.{name}")))
-    patches.append((np, "identity", _numbers_wrapper(np.identity, "np.eye", ["N", "dtype"], {"n": "N"})))
+        patches.append((np, name, _numbers_wrapper(getattr(np, name), f"np.{name}", plain=name == "eye")))
+    patches.append((np, "identity", _numbers_wrapper(np.identity, "np.eye", ["N", "dtype"], {"n": "N"},
+                                                     plain=True)))
+    for name, fill in (("zeros_like", 0), ("ones_like", 1), ("empty_like", 0)):
+        patches.append((np, name, _like_wrapper(getattr(np, name), lambda a, k, fill=fill: fill)))
+    patches.append((np, "full_like", _like_wrapper(np.full_like, _fill_value)))
     patches.append((np, "prod", _prod_wrapper(np.prod)))
     patches.append((np, "asarray", _conversion_wrapper(np.asarray, copies=None)))
     patches.append((np, "asanyarray", _conversion_wrapper(np.asanyarray, copies=None)))

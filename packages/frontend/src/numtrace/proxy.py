@@ -38,8 +38,8 @@ def _left_graph(array: TracedArray, what: str) -> None:
     if hostcall.inside_implementation():
         raise hostcall.Untraceable(what)
     tracer = current_tracer()
-    if tracer is not array._tracer:
-        return  # after its trace: a plain value
+    if tracer is not array._tracer or tracer.input_free(array._graph_value(tracer)):
+        return  # after its trace, or data that is the same at every call: a plain value
     tracer.guard_data(array, what)
     warn_at_user_line(
         f"Converting a traced array to {what}: the trace depends on the value seen while tracing and guards "
@@ -69,7 +69,7 @@ def _refuse_masked_array() -> None:
 class TracedArray(TracedValue):
     """An array being traced: concrete value + graph value; behaves like an ndarray."""
 
-    __slots__ = ("_parent", "_view", "_seen", "_version", "_scalar", "__weakref__")
+    __slots__ = ("_parent", "_view", "_seen", "_version", "_scalar", "_reshaped_of", "__weakref__")
     _kind = "tensor"
 
     # An ndarray on the left of an operator defers to this class (via __array_ufunc__).
@@ -84,6 +84,8 @@ class TracedArray(TracedValue):
         self._view: Any = None
         self._seen = 0
         self._version = 0
+        # (base, whether unit dims matter) for a reshape NumPy made a view or a copy of base by layout
+        self._reshaped_of: Any = None
         # NumPy gave an immutable scalar (np.generic) for this value (set by Tracer.wrap): `s += x` then
         # binds a new value and leaves other references to the old one alone, where an array is written.
         self._scalar = False
@@ -167,10 +169,11 @@ class TracedArray(TracedValue):
     @property  # type: ignore[misc]
     def __class__(self) -> type:
         """``isinstance(x, np.ndarray)`` holds as for the array NumPy gives (``isinstance`` falls back to
-        ``__class__``, as for ``unittest.mock``); a value NumPy gives as a scalar (``np.float64``) is no
-        ndarray and keeps the traced class. ``type(x)`` names the traced class, so C code (``np.asarray``)
-        still reads data only through ``__array__``, and numtrace's own checks use ``type()``."""
-        return TracedArray if self._scalar else np.ndarray
+        ``__class__``, as for ``unittest.mock``); a value NumPy gives as a scalar is that scalar's class
+        (``np.float64``: an ``np.generic``, a ``numbers.Number``, ``np.isscalar``), so code branching on
+        it takes NumPy's branch. ``type(x)`` names the traced class, so C code (``np.asarray``) still
+        reads data only through ``__array__``, and numtrace's own checks use ``type()``."""
+        return self._concrete.dtype.type if self._scalar else np.ndarray
 
     @property
     def shape(self) -> tuple:

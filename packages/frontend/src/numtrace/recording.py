@@ -40,7 +40,7 @@ from .proxy import TracedArray
 from .source import warn_at_user_line
 from .traced_int import plain
 from .tracer import Tracer
-from .views import layout_of
+from .views import itself, layout_of
 
 
 class Recording:
@@ -148,7 +148,8 @@ def record_function(func: Callable, args: tuple, kwargs: Mapping[str, Any] | Non
         mutated = [i for i, p in enumerate(inputs) if p._graph_value(tracer) is not tracer.graph.inputs[i]]
         out_leaves: list = []
         out_spec = _output_spec(tracer, result, strict, out_leaves, bool(mutated))
-        returned = [(pos, i) for pos, leaf in enumerate(out_leaves) for i in mutated if leaf is inputs[i]]
+        returned = [(pos, i) for pos, leaf in enumerate(out_leaves) for i in mutated
+                    if itself(leaf) is inputs[i]]
         skip = {pos for pos, _ in returned}
         graph_outputs = [p for pos, p in enumerate(out_leaves) if pos not in skip]
         graph_outputs += [inputs[i] for i in mutated]

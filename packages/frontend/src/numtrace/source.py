@@ -54,6 +54,22 @@ def user_frame() -> FrameType | None:
     return frame
 
 
+def numtrace_called(depth: int = 2) -> bool:
+    """Whether the innermost caller outside NumPy (from ``depth`` frames up) is numtrace's machinery
+    (an op's eager run, a shape rule) rather than user code: the NumPy functions it runs on plain
+    values while tracing must give plain values."""
+    frame: FrameType | None = sys._getframe(depth)
+    while frame is not None:
+        name = frame.f_globals.get("__name__", "")
+        if not name.startswith("numpy"):
+            return name.startswith("numtrace") and name not in _USER_MODULES
+        frame = frame.f_back
+    return False
+
+
+_USER_MODULES = {"numtrace.nn", "numtrace.module"}
+
+
 def user_location() -> str | None:
     """``"file:line"`` of the user's code that triggered the current operation."""
     frame = user_frame()

@@ -167,7 +167,9 @@ def plain(x: Any) -> Any:
 
 
 def _is_real(x: Any) -> bool:
-    return isinstance(x, (*_NUMBERS, TracedScalar)) and not isinstance(x, complex)
+    # By type: a traced array NumPy gives as a scalar says it is an np.float64 to isinstance, and it
+    # must reach its own reflected operator (recorded), not be read as a plain number here.
+    return issubclass(type(x), (*_NUMBERS, TracedScalar)) and not issubclass(type(x), complex)
 
 
 def _records_pow(a: Any, b: Any) -> bool:
@@ -224,7 +226,7 @@ def _compare(name: str):
 def _guarded_binary(name: str, reflected: bool):
     """An operator the graph does not record (``&``, ``<<``, ``divmod``): computed on guarded numbers."""
     py_op = divmod if name == "divmod" else getattr(operator, f"{name}_" if name in ("and", "or") else name)
-    accepts = _is_real if name == "divmod" else (lambda x: isinstance(x, (int, np.integer, TracedInt)))
+    accepts = _is_real if name == "divmod" else (lambda x: issubclass(type(x), (int, np.integer, TracedInt)))
 
     def method(self: TracedScalar, other: Any) -> Any:
         if not accepts(other):

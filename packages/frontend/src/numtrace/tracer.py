@@ -98,6 +98,7 @@ class Tracer:
         self._dynamic_count = 0  # prim.dynamic nodes so far: each names its output dims afresh
         # Python scalar constants recorded so far, by exact value: ``x * 1.5`` in a loop reuses one node.
         self._scalar_constants: dict[tuple, Any] = {}
+        self._input_free: dict[Any, bool] = {}  # see `input_free`
 
     def live_arrays(self) -> list:
         arrays = [a for a in (ref() for ref in self.live) if a is not None]
@@ -199,6 +200,30 @@ class Tracer:
     def forget_guards(self, values: set) -> None:
         """The guards on ``values`` were erased from the graph: record them again when made again."""
         self._guarded = {key for key in self._guarded if key[0] not in values}
+
+    def input_free(self, value: Any) -> bool:
+        """Whether graph value ``value`` is the same at every call: computed from constants alone (a
+        ``np.zeros((3, 3))`` written with numbers), with no graph input, dim of one, draw or host call
+        among its sources. Its data may leave the graph without a guard."""
+        known = self._input_free
+        pending = [value]
+        while pending:
+            v = pending[-1]
+            if v in known:
+                pending.pop()
+                continue
+            node = v.node
+            if node is None or node.op == "prim.host_call" or registry.get(node.op).nondeterministic:
+                known[v] = False
+                pending.pop()
+                continue
+            unknown = [u for u in node.inputs if u not in known]
+            if unknown:
+                pending.extend(unknown)
+                continue
+            known[v] = all(known[u] for u in node.inputs)
+            pending.pop()
+        return known[value]
 
     def guard_data(self, array: Any, what: str) -> None:
         """Record that the trace holds only while traced array ``array`` has the data it has now: its

@@ -13,8 +13,9 @@ The op facts come from the registry (``OpDef.view``), not from op names.
 
 Whether NumPy's reshape (ravel, ...) returns a view depends on the array's layout: ``x.reshape(-1)`` of
 a Fortran-ordered or strided ``x`` is a copy. A write through a reshape, view or copy, therefore makes
-the trace's meaning depend on the layouts of the arguments it was traced with: the tracer is told
-(`note_layout_write`) and the trace then refuses calls whose arguments are laid out otherwise.
+the trace's meaning depend on the layouts of the arguments it was traced with, and so does a write into
+the base of a live reshape: the tracer is told (`note_layout_write`) and the trace then refuses calls
+whose arguments are laid out otherwise.
 """
 
 from __future__ import annotations
@@ -70,11 +71,14 @@ def laid_out(tracer: Any, array: Any, order: Any) -> Any:
     if not (concrete.flags.f_contiguous if order == "F" else concrete.flags.c_contiguous):
         result: Any = np.copy(array, order=order)
         result._view = RESHAPED_COPY
+        note_reshaped(tracer, array, result, order)
         return result
     op = registry.get("np.astype")
     inputs, attrs = op.bind((array, concrete.dtype), {})
     result = tracer.record(op.name, inputs, attrs, concrete)
-    result._parent, result._view, result._seen = array, LaidOut(op.name, inputs[1:], attrs), array._version
+    result._parent, result._view, result._seen = array, LaidOut(op.name, inputs[1:], attrs, order), \
+        array._version
+    note_reshaped(tracer, array, result, order)
     return result
 
 
@@ -87,11 +91,24 @@ class Same(_OpView):
         return view._graph_value(tracer)
 
 
+def itself(array: Any) -> Any:
+    """The array NumPy's result ``array`` is (``x.real`` of real ``x`` is ``x``): through `Same` views,
+    which NumPy returns as their base at every call the trace accepts."""
+    while is_traced_array(array) and isinstance(array._view, Same) and \
+            array._parent is not None and array._concrete is array._parent._concrete:
+        array = array._parent
+    return array
+
+
 class LaidOut(Same):
     """The base itself, returned because it was laid out as asked (`laid_out`)."""
 
-    __slots__ = ()
+    __slots__ = ("order",)
     layout_dependent = True
+
+    def __init__(self, op: str, extra: list, attrs: dict, order: str):
+        super().__init__(op, extra, attrs)
+        self.order = order
 
 
 class Flipped(_OpView):
@@ -115,18 +132,46 @@ RESHAPED_COPY = _ReshapedCopy()
 
 
 def note_layout_write(tracer: Any, array: Any) -> None:
-    """Called for each array a write reaches: a write through a reshape (view or copy) makes the trace
-    depend on its arguments' layouts (see the module docstring), and on which of their dims are 1 (the
-    transpose of a C-contiguous (1, n) array is C-contiguous too): those are guarded, so that at shapes
-    with other unit dims the function is traced again. Not for a reshape of a C-contiguous argument
-    itself: that is a view at every shape, and the argument's layout is checked per call."""
-    if not getattr(array._view, "layout_dependent", False):
-        return
-    tracer.layout_dependent = True
-    base = array._parent
+    """Called for each array a write reaches: a write through a reshape (view or copy), or into an array
+    a live reshape was taken of, makes the trace depend on its arguments' layouts (see the module
+    docstring), and on which of their dims are 1 (the transpose of a C-contiguous (1, n) array is
+    C-contiguous too): those are guarded, so that at shapes with other unit dims the function is traced
+    again. Not for a C-order reshape of a C-contiguous argument itself: that is a view at every shape,
+    and the argument's layout is checked per call."""
+    view = array._view
+    if getattr(view, "layout_dependent", False):
+        _depend_on_layouts(tracer, _unit_dims_matter(tracer, array._parent, getattr(view, "order", "C")))
+    # The reshape sees a write into its base (or into an array its base is a view of) where NumPy made
+    # it a view, not where it made a copy.
+    for other in tracer.live_arrays():
+        reshaped = other._reshaped_of
+        if reshaped is None:
+            continue
+        base, unit_dims = reshaped
+        while base is not None and base is not array:
+            base, unit_dims = base._parent, True
+        if base is not None:
+            _depend_on_layouts(tracer, unit_dims)
+
+
+def note_reshaped(tracer: Any, base: Any, result: Any, order: str) -> None:
+    """Called for each layout-dependent reshape ``result`` (view or copy) of ``base`` in ``order``."""
+    result._reshaped_of = (base, _unit_dims_matter(tracer, base, order))
+
+
+def _unit_dims_matter(tracer: Any, base: Any, order: str) -> bool:
+    """Whether NumPy's choice of view or copy for a reshape of ``base`` in ``order`` depends on unit
+    dims: not for a C-contiguous argument read in C order (a view at every shape)."""
     argument = base is not None and any(base is p for p in tracer.input_proxies) and all(
         base is not p for p in tracer.state_proxies())
-    if not (argument and base._concrete.flags.c_contiguous):
+    return not (argument and order == "C" and base._concrete.flags.c_contiguous)
+
+
+def _depend_on_layouts(tracer: Any, unit_dims: bool) -> None:
+    """The trace depends on its arguments' layouts (checked per call), and on their unit dims where
+    ``unit_dims`` (guarded)."""
+    tracer.layout_dependent = True
+    if unit_dims:
         _guard_unit_dims(tracer)
 
 
@@ -180,6 +225,11 @@ def mark_untracked_aliases(tracer: Any, array: Any, what: str) -> None:
     ``x.real`` of complex data, ``as_strided``; or the base such a view was taken from) changed in NumPy
     but keeps its old value in the graph. Those are marked stale: using one later, or returning to the
     caller with an argument among them, is refused (`refuse_stale`), never a silently stale trace."""
+    if array._concrete.size == 0 and not array._scalar:
+        # An empty array shares memory with nothing, so which arrays the write would reach at other
+        # shapes (views NumPy made by flip or reshape, a diagonal) cannot be told: the trace holds only
+        # while it stays empty (a guard; a call where it is not traces again).
+        bool(array.size == 0)
     root = _root(array)
     for other in tracer.live_arrays():
         if other is array or id(other) in tracer.stale or \
@@ -251,6 +301,9 @@ def op_view(op: Any, func: Any, args: tuple, kwargs: dict, inputs: list, attrs: 
     kind = op.view or _FUNCTION_VIEWS.get(func)
     if kind is None:
         return None
+    order = _element_order(attrs.get("order", "C"), base._concrete) if kind == "reshape" else None
+    if kind == "reshape":
+        note_reshaped(base._tracer, base, result, order or "K")
     if result._concrete.size == 0 or not np.shares_memory(result._concrete, base._concrete):
         # NumPy copied (``ravel`` of a transposed array): writes do not reach the base
         if kind == "reshape" and result._concrete.size:
@@ -261,7 +314,6 @@ def op_view(op: Any, func: Any, args: tuple, kwargs: dict, inputs: list, attrs: 
     if kind == "unit-dims":
         return UnitDims(op.name, inputs[1:], attrs)
     if kind == "reshape":
-        order = _element_order(attrs.get("order", "C"), base._concrete)
         return None if order is None else Regrouped(op.name, inputs[1:], {**attrs, "order": order}
                                                     if "order" in attrs else attrs, order)
     perm = _permutation(func, args, kwargs, base._concrete)
@@ -293,6 +345,8 @@ def track_parts(func: Any, inputs: list, attrs: dict, parts: Any) -> None:
     sections = attrs["indices_or_sections"]
     if isinstance(sections, int):
         n, start, bounds = base.shape[axis], 0, []
+        if even:
+            bool(n % sections == 0)  # NumPy refuses an uneven np.split: a guard, so such a call does too
         for i in range(sections):
             stop = start + (n // sections if even else (n + (sections - 1 - i)) // sections)
             bounds.append((start, stop))

@@ -115,10 +115,18 @@ def specialize(g: Graph, input_types: Sequence[Type], *, check_shapes: bool = Tr
 
 def _check_guard(node: Any, guarded: Any, known: dict) -> bool | None:
     """True when the guard holds for the call's types; None when they do not decide it (kept as a
-    run-time check); `GuardError` when it is broken."""
+    run-time check); `GuardError` when it is broken. A guard on array data is broken by a call whose
+    concrete shape differs from the traced value's: no data of that shape equals it, and the constants
+    the trace derived from that value keep the traced shape."""
+    expected = node.attrs["expected"]
+    t = guarded.type
+    if isinstance(expected, np.ndarray) and isinstance(t, TensorType) and t.is_concrete \
+            and tuple(t.shape) != expected.shape:
+        raise GuardError(guard_text(node), node.loc, f"{expected.dtype}{list(expected.shape)} array",
+                         f"{expected.dtype}{list(t.shape)} array", "inputs")
     if guarded not in known:
         return None
-    expected, now = node.attrs["expected"], known[guarded]
+    now = known[guarded]
     if now != expected:
         raise GuardError(guard_text(node), node.loc, expected, now)
     return True

@@ -196,10 +196,17 @@ class BodyEmitter:
         load = f"tl.load({self.params[src.buffer]} + {addr} + {iv} * {attrs['stride']}, mask={ok}, other=0)"
         name = f"v{item.key}{suffix}"
         w.emit(f"{name} = {load}" + (" != 0" if np.dtype(src.dtype).kind == "b" else ""))
-        fmask = f"{mask} & {bad}" if mask else bad
-        w.emit(f"tl.store({self.params[flag.buffer]} + {iv} * 0, {bad}.to(tl.int32), mask={fmask})")
+        self._raise_flag(flag, mask, bad)
         self.bind(item.key, name, item.level, item.dtype)
         return name
+
+    def _raise_flag(self, flag: View, mask: str | None, bad: str) -> None:
+        """Sets the per-call out-of-range flag where a lane's index is bad. The pointer takes the shape
+        of the whole condition: an index uniform over the block (one index row) is a 1-element
+        tensor, and a store's mask may not be wider than its pointer."""
+        fmask = self.w.let(f"{mask} & {bad}" if mask else bad)
+        self.w.emit(f"tl.store({self.params[flag.buffer]} + {fmask}.to(tl.int32) * 0, {fmask}.to(tl.int32), "
+                    f"mask={fmask})")
 
     def _index(self, item: Op) -> tuple[str, str]:
         """The index operand of a gather or scatter as int64, a negative one wrapped, and whether it
@@ -208,7 +215,7 @@ class BodyEmitter:
         index, index_dtype = self.operand(item.args[0], item.level)
         iv = w.let(SourceWriter.cast(index, index_dtype, np.dtype(np.int64)))
         n = item.attrs["extent"]
-        if index_dtype.kind == "i":
+        if index_dtype.kind == "i" or index_dtype.itemsize == 8:  # NumPy casts uint64 to intp, wrapping
             iv = w.let(f"tl.where({iv} < 0, {iv} + {n}, {iv})")
         return iv, w.let(f"({iv} < 0) | ({iv} >= {n})")
 
@@ -224,8 +231,7 @@ class BodyEmitter:
         if claim:
             flag = attrs["flag"]
             w.emit(f"tl.atomic_max({pw} + {iv}, {position}, mask={ok})")
-            fmask = f"{mask} & {bad}" if mask else bad
-            w.emit(f"tl.store({self.params[flag.buffer]} + {iv} * 0, {bad}.to(tl.int32), mask={fmask})")
+            self._raise_flag(flag, mask, bad)
         else:
             won = w.let(f"{ok} & (tl.load({pw} + {iv}, mask={ok}, other=-1) == {position})")
             value, value_dtype = self.operand(item.args[2], item.level)

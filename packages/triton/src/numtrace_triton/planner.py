@@ -21,7 +21,7 @@ from .emit_body import GeneratedKernel, Tuning
 from .emit_matmul import emit_matmul
 from .emit_pointwise import emit_pointwise
 from .emit_reduction import emit_reduction
-from .gathers import EFFECTS
+from .gathers import EFFECTS, GATHER_OPS
 from .groups import Group
 from .host_steps import HostStep, plan_host_step
 from .kernel_plan import MatmulKernel, Op, PointwiseKernel, c_strides, numel, op_name
@@ -142,6 +142,9 @@ class _Planner(LoweringRules):
         self.infer_types(node, op, locs, label)
         types = [self.types[v] for v in node.outputs]
         if all(isinstance(t, TensorType) and t.is_concrete and numel(t.shape) == 0 for t in types):
+            if _reads_an_index(node, locs):  # nothing to compute, but NumPy checks the index
+                self.host_step(node, op, label)
+                return
             for v, t in zip(node.outputs, types):  # nothing to compute
                 self.locs[v] = Loc(t.shape, t.dtype, folded=np.empty(t.shape, t.dtype))
             return
@@ -288,3 +291,15 @@ def _shape_only(loc: Loc) -> np.ndarray:
 def plan_graph(graph, tuning: Tuning) -> Plan:
     """Plan a graph whose input types are concrete (see ``numtrace_ir.specialize``)."""
     return _Planner(graph, tuning).run()
+
+
+_INDEXING_OPS = GATHER_OPS | {"np.getitem", "np.setitem"}
+
+
+def _reads_an_index(node, locs: list[Loc]) -> bool:
+    """Whether ``node`` indexes with a non-empty integer array: even with an empty result NumPy raises
+    IndexError for an index out of range, so the node runs where that check happens."""
+    return node.op in _INDEXING_OPS and any(
+        loc.dtype is not None and loc.dtype.kind in "iu" and loc.shape is not None and numel(loc.shape) > 0
+        for loc in locs
+    )

@@ -57,7 +57,7 @@ def _const(g, node, value) -> Any:
 
 @_rewrites("np.diff")
 def _diff(g, node):
-    if set(node.attrs) - {"n", "axis"}:
+    if set(node.attrs) - {"n", "axis", "omitted"} or len(node.inputs) != 1:  # prepend or append given
         return None
     (x,) = node.inputs
     n, axis = int(node.attrs.get("n", 1)), int(node.attrs.get("axis", -1)) % max(1, len(_shape(x)))

@@ -41,13 +41,17 @@ def pack_state(bit_generator: np.random.BitGenerator) -> np.ndarray:
     return np.array([s >> 64, s & _MASK, inc >> 64, inc & _MASK, st["has_uint32"], st["uinteger"]], np.uint64)
 
 
+# Bound at import: a trace patches the np.random names while it runs (the frontend's interception).
+_PCG64, _GENERATOR_CLASS = np.random.PCG64, np.random.Generator
+
+
 def unpack_state(state: np.ndarray) -> np.random.Generator:
     """A fresh Generator in the packed `state` (see `pack_state`)."""
     v = [int(x) for x in np.asarray(state, np.uint64).reshape(STATE_SIZE)]
-    bg = np.random.PCG64()
+    bg = _PCG64()
     bg.state = {"bit_generator": "PCG64", "state": {"state": (v[0] << 64) | v[1], "inc": (v[2] << 64) | v[3]},
                 "has_uint32": v[4], "uinteger": v[5]}
-    return np.random.Generator(bg)
+    return _GENERATOR_CLASS(bg)
 
 
 _STATE_TYPE = TensorType(np.dtype(np.uint64), (STATE_SIZE,))
