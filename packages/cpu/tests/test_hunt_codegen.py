@@ -32,7 +32,8 @@ _CHILD = textwrap.dedent("""
 
 def _child(cache, mode):
     env = dict(os.environ, NUMTRACE_CACHE_DIR=str(cache), NUMTRACE_CODEGEN=mode)
-    return subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True, env=env, timeout=300)
+    return subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True, env=env,
+                          timeout=300)
 
 
 @pytest.mark.parametrize("damage", ["truncated", "empty", "garbage"])
