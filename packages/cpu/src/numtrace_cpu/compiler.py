@@ -202,17 +202,33 @@ def _atomic_write(path: Path, write) -> None:
             os.unlink(tmp)
 
 
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _intact(so: Path) -> bool:
+    """Whether the cached shared object is the one its compile wrote: a truncated or corrupted file
+    must never reach dlopen (a short ELF file kills the process with SIGBUS)."""
+    try:
+        return so.with_suffix(".sha256").read_text().strip() == _digest(so)
+    except OSError:
+        return False
+
+
 def _compile(source: str, command: list[str], so: Path) -> None:
     src = so.with_suffix(".c")
-    if not src.exists():
-        _atomic_write(src, lambda tmp: Path(tmp).write_text(source))
+    _atomic_write(src, lambda tmp: Path(tmp).write_text(source))
+    digest = ""
 
     def run(tmp: str) -> None:
+        nonlocal digest
         done = subprocess.run(command + ["-o", tmp, str(src), "-lm"], capture_output=True, text=True,
                               timeout=300)
         if done.returncode:
             raise RuntimeError(f"{' '.join(command)} failed on {src}:\n{done.stderr.strip()}")
+        digest = _digest(Path(tmp))
     _atomic_write(so, run)
+    _atomic_write(so.with_suffix(".sha256"), lambda tmp: Path(tmp).write_text(digest))
 
 
 def _build(batch: _Batch, strict: bool) -> None:
@@ -229,7 +245,7 @@ def _build(batch: _Batch, strict: bool) -> None:
         if todo:
             source = "".join(todo[e] for e in sorted(todo))
             path = cache_dir() / f"{_key(source, command)}.so"
-            if not path.exists():
+            if not _intact(path):
                 path.parent.mkdir(parents=True, exist_ok=True)
                 _compile(source, command, path)
             lib = ctypes.CDLL(str(path))

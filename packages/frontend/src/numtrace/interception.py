@@ -251,12 +251,12 @@ class _GeneratorClassMeta(type):
 _REAL_GENERATOR, _REAL_PCG64 = np.random.Generator, np.random.PCG64  # the names are patched while tracing
 
 
-class _GeneratorWhileTracing(_REAL_GENERATOR, metaclass=_GeneratorClassMeta):
+class _GeneratorWhileTracing(np.random.Generator, metaclass=_GeneratorClassMeta):
     """``np.random.Generator(bit_generator)`` called inside a traced function: a `TracedGenerator` on
     that bit generator, so its draws are recorded (from the bit generator's own stream at run time,
     as a closed-over generator's are) instead of frozen into the trace."""
 
-    def __new__(cls, bit_generator: Any) -> Any:  # type: ignore[misc]
+    def __new__(cls, bit_generator: Any) -> Any:
         if current_tracer() is None:
             return _REAL_GENERATOR(bit_generator)
         return TracedGenerator(bit_generator)
