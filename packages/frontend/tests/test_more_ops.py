@@ -150,3 +150,16 @@ def test_copy_and_deepcopy_record_a_copy(backend, rng):
     for inputs in (x, rng.standard_normal((7, 3))):
         for g, e in zip(traced(inputs), copies(inputs)):
             np.testing.assert_array_equal(g, e)
+
+
+def test_interp_at_a_python_number_is_numpys_scalar_answer(rng):
+    """skfuzzy's interp_membership: np.interp(0.3, xp, fp) with a Python number for x (the op's rule
+    takes arrays only; the call runs as a host call instead of refusing)."""
+    def f(xp, fp):
+        return np.interp(0.3, xp, fp) * fp
+
+    xp = np.linspace(0.0, 1.0, 5)
+    with pytest.warns(nt.TracerWarning, match="host call"):
+        traced = nt.trace(f, (xp, rng.standard_normal(5)), backend="reference")
+    fp = rng.standard_normal(5)
+    np.testing.assert_array_equal(traced(xp, fp), f(xp, fp))

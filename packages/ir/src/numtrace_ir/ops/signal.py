@@ -112,12 +112,20 @@ def _interp_samples(rng):
     yield Sample((sampling.array(rng, (5,), "f8"), xp, sampling.array(rng, (6,), "c16")), note="complex fp")
 
 
+def _interp_binder(args, kwargs):
+    """A number for x (``np.interp(0.5, xp, fp)``, NumPy's scalar result) is not modelled: a host call."""
+    x = args[0] if args else kwargs.get("x")
+    if x is None or not hasattr(x, "shape"):
+        raise NotImplementedError("np.interp: a Python number for x is not modelled")
+    return defaults_or_host("np.interp")(args, kwargs)
+
+
 register(OpDef(
     "np.interp", "other",
     [Input("x"), Input("xp"), Input("fp"), Attr("left", None, rules.to_float_or_none),
      Attr("right", None, rules.to_float_or_none), Attr("period", None, rules.to_float_or_none)],
     _interp_rule, _interp_impl, numpy_targets=[np.interp], samples=_interp_samples,
-    binder=defaults_or_host("np.interp"),
+    binder=_interp_binder,
     doc="x any shape, xp and fp 1-d; a 0-d x gives a 0-d array where NumPy gives a scalar",
 ))
 
