@@ -6,6 +6,9 @@ import os
 # Generated kernels only where a test asks for them (compiled synchronously: see test_codegen.py), so
 # which path runs never depends on timing, and the suite does not compile every test's passes.
 os.environ.setdefault("NUMTRACE_CODEGEN", "0")
+# Passes of short rows run generated in the tests (production keeps them on the interpreter, which is
+# faster there), so the generated code for them stays checked bit for bit against the interpreter.
+os.environ.setdefault("NUMTRACE_CODEGEN_SHORT_ROWS", "4096")
 
 from numtrace_ir.testing import hypothesis_profiles
 

@@ -236,7 +236,8 @@ _REDUCTIONS = ["np.sum", "np.mean", "np.var", "np.std", "np.max", "np.min"]
                                              ((2, 3000), None), ((1300, 50), 0)])
 def test_reductions_generated_equal_interpreter(dtype, shape, axis):
     """Each reduction of an elementwise prologue, with an elementwise output beside it; row reductions
-    (long and short rows) run generated, column mode (axis 0 of a C array) on the interpreter."""
+    (long and short rows: the tests' conftest lets short rows run generated) run generated, column
+    mode (axis 0 of a C array) on the interpreter."""
     g = Graph()
     t = TensorType(np.dtype(dtype), shape)
     x, y = g.add_input("x", t), g.add_input("y", t)

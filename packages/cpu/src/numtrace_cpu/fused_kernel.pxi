@@ -16,8 +16,11 @@ cdef Py_ssize_t PARALLEL_MIN_WORK = 1 << 20
 cdef Py_ssize_t NOGIL_MIN_WORK = 1 << 14
 
 # Elements up to which a pass with short rows (see _rows_per_block) runs on its generated kernel,
-# which walks one row per unit; a larger one keeps the interpreter's blocks of many rows.
-cdef Py_ssize_t GENERATED_SHORT_ROWS_MAX = 1 << 12
+# which walks one row per unit; a larger one keeps the interpreter's blocks of many rows. None: one
+# unit per short row cost 0.5-4 us more than the interpreter's blocks on every small pass measured
+# (benchmarks/realistic.py's small rows: logsumexp over rows of 10, softmax, image normalization).
+# NUMTRACE_CODEGEN_SHORT_ROWS sets the limit: the tests raise it so generated code meets short rows.
+cdef Py_ssize_t GENERATED_SHORT_ROWS_MAX = int(__import__("os").environ.get("NUMTRACE_CODEGEN_SHORT_ROWS", "0"))
 
 # Operands of a pass whose strides and pointers live on the stack of its call (more: malloc).
 cdef enum:
