@@ -11,7 +11,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")  # before anything imports triton
 # Generated CPU kernels only where a test asks for them (compiled synchronously, so which path runs
 # never depends on timing): compiling every test's passes would dominate the suite's time.
 os.environ.setdefault("NUMTRACE_CODEGEN", "0")
-os.environ.setdefault("NUMTRACE_CODEGEN_SHORT_ROWS", "4096")  # short rows run generated too (see cpu conftest)
+os.environ.setdefault("NUMTRACE_CODEGEN_SHORT_ROWS", "4096")  # short rows run generated too (cpu conftest)
 
 import numpy as np
 import numtrace
