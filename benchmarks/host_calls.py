@@ -60,7 +60,8 @@ def main() -> None:
             np.testing.assert_array_equal(traced(*inputs), fn(*inputs))
             calls = [n.attrs["func"] for n in traced.graph.nodes if n.op == "prim.host_call"]
             if bool(calls) != host:
-                raise SystemExit(f"{name}: expected {'a' if host else 'no'} host call in the trace, got {calls}")
+                want = "a host call" if host else "no host call"
+                raise SystemExit(f"{name}: expected {want} in the trace, got {calls}")
             t_np, t_nt = time_pair(lambda f=fn, a=inputs: f(*a), lambda t=traced, a=inputs: t(*a),
                                    args.quick, clock)
             print(f"{name:<24} {backend:<10} {fmt_seconds(t_np)} {fmt_seconds(t_nt)} "
