@@ -134,6 +134,23 @@ def cse(g: Graph) -> int:
     return removed
 
 
+def replace_node(g: Graph, node: Node, build: Any) -> bool:
+    """Put the values ``build(g, node)`` inserts before `node` in its place (its uses rewired, the node
+    erased). When it returns None, or values of other types than the node's outputs, everything it
+    inserted is erased and the graph is left as it was: False."""
+    before = {id(n) for n in g.nodes}
+    with g.inserting_before(node):
+        new = build(g, node)
+    if new is None or [v.type for v in new] != [v.type for v in node.outputs]:
+        for n in reversed([n for n in g.nodes if id(n) not in before]):
+            g.erase_node(n)
+        return False
+    for old, value in zip(node.outputs, new):
+        old.replace_all_uses_with(value)
+    g.erase_node(node)
+    return True
+
+
 def decompose(g: Graph, supported: Collection) -> int:
     """Rewrite every node whose op (an `OpDef`) has a ``decompose`` and is not in `supported` (the ops
     the calling backend lowers itself) into the simpler ops it is made of, until none is left (a
@@ -154,17 +171,7 @@ def decompose(g: Graph, supported: Collection) -> int:
                 continue
             if op.decompose is None or op in supported:
                 continue
-            before = {id(n) for n in g.nodes}
-            with g.inserting_before(node):
-                new = op.decompose(g, node)
-            if new is None or [v.type for v in new] != [v.type for v in node.outputs]:
-                for n in reversed([n for n in g.nodes if id(n) not in before]):
-                    g.erase_node(n)
-                continue
-            for old, value in zip(node.outputs, new):
-                old.replace_all_uses_with(value)
-            g.erase_node(node)
-            rewritten += 1
+            rewritten += replace_node(g, node, op.decompose)
         total += rewritten
         if not rewritten:
             return total

@@ -12,12 +12,14 @@ A node with no rewrite for its attributes (``diff`` with ``prepend``) is left fo
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from numtrace_ir import registry
 from numtrace_ir.graph import Graph
+from numtrace_ir.passes import replace_node
 
 __all__ = ["REWRITES", "rewrite"]
 
@@ -252,18 +254,13 @@ def rewrite(g: Graph) -> int:
         values = (*node.inputs, *node.outputs)
         if fn is None or not all(getattr(v.type, "is_concrete", False) for v in values):
             continue
-        before = {id(n) for n in g.nodes}
-        with g.inserting_before(node):
-            try:
-                new = fn(g, node)
-            except Exception:  # an attribute form the rewrite does not know: leave the node whole
-                new = None
-        if new is None or [v.type for v in new] != [v.type for v in node.outputs]:
-            for n in reversed([n for n in g.nodes if id(n) not in before]):
-                g.erase_node(n)
-            continue
-        for old, value in zip(node.outputs, new):
-            old.replace_all_uses_with(value)
-        g.erase_node(node)
-        count += 1
+        count += replace_node(g, node, functools.partial(_tolerant, fn))
     return count
+
+
+def _tolerant(fn: Callable, g: Graph, node: Any) -> Any:
+    """`fn`'s rewrite, or None for an attribute form it does not know (the node is left whole)."""
+    try:
+        return fn(g, node)
+    except Exception:
+        return None
