@@ -21,6 +21,7 @@ with NumPy's matmul (BLAS; small ones on one OpenBLAS thread, see numtrace_cpu.b
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numtrace_ir import registry
@@ -37,9 +38,10 @@ def _tensor(v) -> TensorType | None:
     return t if isinstance(t, TensorType) and t.is_concrete else None
 
 
-def gemv_form(node) -> tuple[int, int] | None:
-    """(position of the vector operand, summed axis of the matrix) when `node` is a product the
-    GEMV kernels take; None otherwise."""
+def _float_product(node) -> tuple[Any, TensorType, TensorType, TensorType] | None:
+    """(op, a, b, out) when `node` is np.matmul/np.dot of two operands with concrete shapes and one
+    float32/float64 dtype throughout: what numtrace's own product kernels take; None otherwise
+    (data-dependent sizes and other dtypes stay with NumPy's matmul step)."""
     try:
         op = registry.get(node.op)
     except Exception:   # an op the registry does not know is no product
@@ -47,10 +49,20 @@ def gemv_form(node) -> tuple[int, int] | None:
     if (op is not _MATMUL and op is not _DOT) or len(node.inputs) != 2 or len(node.outputs) != 1:
         return None
     a, b, out = _tensor(node.inputs[0]), _tensor(node.inputs[1]), _tensor(node.outputs[0])
-    if a is None or b is None or out is None or not (a.is_concrete and b.is_concrete and out.is_concrete):
-        return None   # data-dependent sizes: NumPy's matmul step (which the epilogue then does not join)
+    if a is None or b is None or out is None:
+        return None
     if not (a.dtype == b.dtype == out.dtype and out.dtype in (np.float32, np.float64)):
         return None
+    return op, a, b, out
+
+
+def gemv_form(node) -> tuple[int, int] | None:
+    """(position of the vector operand, summed axis of the matrix) when `node` is a product the
+    GEMV kernels take; None otherwise."""
+    found = _float_product(node)
+    if found is None:
+        return None
+    op, a, b, _ = found
     if b.ndim == 2 and (a.ndim == 1 or (a.ndim == 2 and a.shape[0] == 1)):
         return 0, 0   # x @ W: the vector is a, W sums over its rows
     if a.ndim == 2 and b.ndim == 1 and op is _MATMUL:
@@ -74,17 +86,10 @@ def packed_form(node, state: frozenset) -> str | None:
     """How the weight (right operand) of a product the packed-weight kernels run is packed:
     "constant" once, "state" (module state) on every call (see weight_source); None when the GEMV
     kernels or BLAS run it (vector sides, run-time weights, complex dtypes, broadcast stacks)."""
-    try:
-        op = registry.get(node.op)
-    except Exception:   # an op the registry does not know is no product
+    found = _float_product(node)
+    if found is None or gemv_form(node) is not None:
         return None
-    if (op is not _MATMUL and op is not _DOT) or len(node.inputs) != 2 or len(node.outputs) != 1:
-        return None
-    a, b, out = _tensor(node.inputs[0]), _tensor(node.inputs[1]), _tensor(node.outputs[0])
-    if a is None or b is None or out is None or gemv_form(node) is not None:
-        return None
-    if not (a.dtype == b.dtype == out.dtype and out.dtype in (np.float32, np.float64)):
-        return None
+    op, a, b, _ = found
     if a.ndim < 2 or b.ndim < 2 or (op is _DOT and (a.ndim != 2 or b.ndim != 2)):
         return None
     if b.ndim > 2 and (a.ndim != b.ndim or tuple(a.shape[:-2]) != tuple(b.shape[:-2])):
