@@ -43,6 +43,9 @@ def _call_numpy(op, func, method, inputs, attrs):
         out[key] = inputs[-1]
         return out
     fn = func if method == "__call__" else getattr(func, method)
+    if op.name == "np.select":   # the op's inputs are NumPy's two lists, then the default
+        n = op.normalize_attrs(attrs)["n"]
+        return fn(list(inputs[:n]), list(inputs[n:2 * n]), inputs[2 * n])
     if op.name == "np.gradient":   # spacings are NumPy's *varargs
         full = op.normalize_attrs(attrs)
         return fn(*inputs, *full["spacing"], axis=full["axis"], edge_order=full["edge_order"])

@@ -81,7 +81,8 @@ PARTIAL: dict[str, str] = {
     "np.triu": "np.triu of a 1-d input (it builds a matrix) is not lowered",
     "np.tril": "np.tril of a 1-d input (it builds a matrix) is not lowered",
     "np.diff": "np.diff with prepend= or append= is not lowered",
-    "np.pad": "np.pad with per-axis constant values is not lowered",
+    "np.pad": "np.pad with per-axis constant values, or a mode other than 'constant' or 'empty', is not "
+    "lowered",
     # Kept whole by passes.decompose: whether NumPy drops, clamps by or rejects the bound depends on it.
     "np.clip": "np.clip of an integer array with a runtime Python int bound (not a constant) is not lowered",
     **{name: f"{name} with initial= is not lowered" for name in ("np.sum", "np.prod", "np.max", "np.min")},

@@ -479,14 +479,18 @@ class LoweringRules(GatherRules):
         self.locs[node.outputs[0]] = Loc(out.shape, dtype, mem=view)
 
     def pad(self, node, label: str) -> None:
-        """np.pad with a constant: fill a fresh buffer, then write the input into its interior."""
+        """np.pad with a constant (or mode 'empty', zeros as in the reference): fill a fresh buffer, then
+        write the input into its interior."""
+        mode = node.attrs.get("mode", "constant")
+        if mode not in ("constant", "empty"):
+            raise NotImplementedError(f"{label}: {PARTIAL['np.pad']}")
         out = self.types[node.outputs[0]]
         (x,) = (self.locs[v] for v in node.inputs)
         dtype = check_supported(out.dtype, label)
         view = self.buffer(out.shape, dtype, "temp", doc=f"temporary {out}")
         fill = self.new_group("pointwise", numel(out.shape))
         key = self.key()
-        value = node.attrs.get("constant_values", 0)
+        value = node.attrs.get("constant_values", 0) if mode == "constant" else 0
         if isinstance(value, np.generic):
             value = value.item()
         if not np.isscalar(value):
