@@ -95,7 +95,7 @@ CASES = [
     ("np.delete", lambda x: np.delete(x, [0, 2], axis=1), _arrays((None, 4))),
     ("np.delete", lambda x: np.delete(x, 0, axis=0), _arrays((None, 3))),
     ("np.delete", lambda x: np.delete(x, slice(1, None, 2)), _arrays((None,))),
-    ("np.delete", lambda x: np.delete(x, [-1, -3]), _arrays((None, 2))),
+    ("np.delete", lambda x: np.delete(x, [-1, -2]), _arrays((None, 2))),
     ("np.concatenate", lambda x: np.append(x, [1.0, 2.0]), _arrays((None,))),
     ("np.pad", lambda x: np.pad(x, 2, mode="reflect"), _arrays((None,))),
     ("np.pad", lambda x: np.pad(x, ((1, 2), (0, 1)), mode="edge"), _arrays((None, 3))),
@@ -213,7 +213,6 @@ def test_unmodelled_edit_forms_stay_host_calls(backend):
     cases = [
         lambda x: np.delete(x, [0, -1]),                     # both signs: the count depends on the size
         lambda x: np.delete(x, x > 2),                       # a traced mask
-        lambda x: np.pad(x, 2, mode=lambda v, w, i, kw: None),  # a function as mode
         lambda x: np.insert(x, slice(0, 4), [1.0, 2.0, 3.0, 4.0]),  # several values per slice position
     ]
     for fn in cases:
@@ -222,6 +221,8 @@ def test_unmodelled_edit_forms_stay_host_calls(backend):
             traced = nt.trace(fn, (x,), backend=backend, check_trace=False)
         assert "prim.host_call" in str(traced.graph)
         np.testing.assert_array_equal(traced(x), fn(x))
+    with pytest.raises(NotImplementedError, match="cannot be recorded"):   # nor can a host call take it
+        nt.trace(lambda x: np.pad(x, 2, mode=lambda v, w, i, kw: None), (x,), backend=backend)
 
 
 def test_nan_order_statistics_warn_on_all_nan_slices(backend):
@@ -246,11 +247,13 @@ def test_piecewise_of_a_reducing_function_keeps_numpy_test_for_empty_pieces(back
     traced = nt.trace(f, (np.array([-1.0, 2.0, -3.0]),), backend=backend)
     assert "prim.guard" in [n.op for n in traced.graph.nodes]   # max of an empty piece would raise
     x = np.array([1.0, 2.0])
-    np.testing.assert_array_equal(traced(x), f(x))
+    with pytest.warns(nt.TracerWarning, match="re-tracing"):   # the piece is empty: NumPy skips the max
+        np.testing.assert_array_equal(traced(x), f(x))
 
 
 def test_pad_mode_empty_is_padded_with_some_values(backend):
-    traced = nt.trace(lambda x: np.pad(x, (1, 2), mode="empty"), (np.ones(3),), backend=backend)
+    traced = nt.trace(lambda x: np.pad(x, (1, 2), mode="empty"), (np.ones(3),), backend=backend,
+                      check_trace=False)   # NumPy's padding is uninitialized memory: nothing to compare
     assert "np.pad" in [n.op for n in traced.graph.nodes]
     got = traced(np.arange(5.0))
     assert got.shape == (8,) and got.dtype == np.float64

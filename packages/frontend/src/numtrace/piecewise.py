@@ -36,35 +36,36 @@ def piecewise(x: Any, condlist: Any, funclist: Any, *args: Any, **kw: Any) -> An
         if not np.isscalar(condlist) else False
     if np.isscalar(condlist) or (not listed and x.ndim != 0):
         condlist = [condlist]
-    condlist = np.asarray(condlist, dtype=bool)
-    n = len(condlist)
+    # Each condition as a bool array (NumPy stacks them into one array; kept apart, no shape is read).
+    conds = [np.astype(c, bool) if is_traced_array(c) else np.asarray(c, dtype=bool) for c in condlist]
+    n = len(conds)
     if n == n2 - 1:
-        condelse = ~np.any(condlist, axis=0, keepdims=True)
-        condlist = np.concatenate([condlist, condelse], axis=0)
+        otherwise = conds[0]
+        for c in conds[1:]:
+            otherwise = otherwise | c
+        conds.append(~otherwise)
         n += 1
     elif n != n2:
         raise ValueError(f"with {n} condition(s), either {n} or {n + 1} functions are expected")
     y = np.zeros_like(x)
-    for i, func in enumerate(funclist):
-        cond = condlist[i]
+    for cond, func in zip(conds, funclist):
         if not isinstance(func, collections.abc.Callable):
             y[cond] = func
             continue
         vals = x[cond]
         mark = len(tracer.graph.nodes)
-        if vals._concrete.size == 0 if is_traced_array(vals) else vals.size == 0:
-            try:  # NumPy does not call it on an empty piece: what it raises or warns is not seen
-                with warnings.catch_warnings():
+        empty = (vals._concrete if is_traced_array(vals) else vals).size == 0
+        try:  # a trial: which ops the function records (on an empty piece NumPy does not call it)
+            with warnings.catch_warnings():
+                if empty:
                     warnings.simplefilter("ignore")
-                    result = func(vals, *args, **kw)
-            except Exception:
-                result = None
-            if result is not None and _harmless_when_empty(tracer.graph.nodes[mark:]):
-                y[cond] = result
-            else:
-                _ = vals.size > 0  # NumPy's test (False here): the guard a non-empty piece breaks
-            continue
-        result = func(vals, *args, **kw)
-        if _harmless_when_empty(tracer.graph.nodes[mark:]) or vals.size > 0:
+                result = func(vals, *args, **kw)
+        except Exception:
+            if not empty:
+                raise
+            result = None
+        if result is not None and _harmless_when_empty(tracer.graph.nodes[mark:]):
             y[cond] = result
+        elif vals.size > 0:  # NumPy's test, a guard: the trial's nodes are dead code, recorded again after it
+            y[cond] = func(vals, *args, **kw)
     return y

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from numtrace_ir.dims import ShapeError
 from numtrace_ir.ops import rules, sampling
 from numtrace_ir.ops.nanfunctions import defaults_or_host, with_nans
 from numtrace_ir.ops.reductions import _reduced_shape
@@ -51,13 +52,17 @@ def _to_q(high: float):
     return convert
 
 
-def _quantile_rule(name: str, fn, q_example):
+def _quantile_rule(name: str, fn, q_example, nan: bool = False):
     def rule(types, attrs):
         t = rules.first_tensor(name, types)
         shape = _reduced_shape(name, t.shape, attrs["axis"], attrs["keepdims"], False)
         method = attrs.get("method", "linear")
         dt = rules.probe_dtype(name, fn, np.ones((1,), t.dtype), q_example, method=method)
         q = attrs.get("q")
+        if nan and isinstance(q, tuple) and any(d == 0 for d in t.shape):
+            # NumPy answers an empty array with nanmean's result, which has no axis for q's entries
+            raise ShapeError(f"{name}: an empty array with a sequence q gives NumPy's nanmean shape, not "
+                             "the quantiles' (not modelled)")
         return TensorType(dt, ((len(q),) if isinstance(q, tuple) else ()) + shape)
 
     return rule
@@ -70,6 +75,8 @@ def _q_nan_samples(samples, q):
 
     def nan_samples(rng):
         for s in samples(rng):
+            if isinstance(s.attrs.get("q"), tuple) and s.inputs[0].size == 0:
+                continue   # refused by the rule (NumPy gives nanmean's shape)
             yield Sample(tuple(with_nans(rng, a) for a in s.inputs), s.attrs, s.note)
         attrs = {"axis": 1} if q is None else {"q": q, "axis": 1}
         yield Sample((np.array([[np.nan, 2.0, 5.0], [1.0, np.nan, 3.0]]),), attrs, note="NaN in every row")
@@ -131,7 +138,7 @@ def _quantile_op(name: str, fn, high: float, nan: bool = False) -> OpDef:
             name,
             "reduction",
             params,
-            _quantile_rule(name, fn, 0.5 * high),
+            _quantile_rule(name, fn, 0.5 * high, nan),
             impl,
             numpy_targets=[fn],
             samples=samples,
