@@ -7,7 +7,6 @@ branches or calls out keeps NumPy's test, and so its guard."""
 
 from __future__ import annotations
 
-import collections.abc
 import warnings
 from typing import Any
 
@@ -49,7 +48,7 @@ def piecewise(x: Any, condlist: Any, funclist: Any, *args: Any, **kw: Any) -> An
         raise ValueError(f"with {n} condition(s), either {n} or {n + 1} functions are expected")
     y = np.zeros_like(x)
     for cond, func in zip(conds, funclist):
-        if not isinstance(func, collections.abc.Callable):
+        if not callable(func):
             y[cond] = func
             continue
         vals = x[cond]

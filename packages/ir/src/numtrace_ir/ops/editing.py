@@ -78,7 +78,8 @@ def _edit_samples(kind):
             for shape, attrs in (((5,), {"obj": -1}), ((3, 4), {"obj": (0, 2, 2)}),
                                  ((3, 4), {"obj": (-1, -4)}), ((3, 4), {"obj": slice(1, None, 2), "axis": 0}),
                                  ((2, 3), {"obj": ()}), ((6,), {"obj": slice(None, None, -2)}),
-                                 ((0, 3), {"obj": slice(1, 3), "axis": 0}), ((2, 5), {"obj": (3,), "axis": -1})):
+                                 ((0, 3), {"obj": slice(1, 3), "axis": 0}),
+                                 ((2, 5), {"obj": (3,), "axis": -1})):
                 yield Sample((x(shape),), attrs)
             return
         for dt in sampling.DTYPES:

@@ -11,7 +11,6 @@ from numtrace_ir.ops import rules, sampling
 from numtrace_ir.registry import Attr, Inputs, OpDef, Sample, register
 from numtrace_ir.types import TensorType
 
-
 # -- select ----------------------------------------------------------------------------------------
 
 def _select_rule(types, attrs):
@@ -101,7 +100,8 @@ def _meshgrid_samples(rng):
 
 
 def _meshgrid_impl(xi, copy, sparse, indexing):
-    return tuple(np.meshgrid(*xi, sparse=sparse, indexing=indexing))
+    grids = tuple(np.meshgrid(*xi, sparse=sparse, indexing=indexing))
+    return grids if len(grids) > 1 else grids[0]   # one output: the array itself
 
 
 register(OpDef(

@@ -39,7 +39,8 @@ def _samples(dtypes, domain):
             yield Sample((sampling.array(rng, (3, 4), dt, domain),))
         for shape in ((), (0,), (2, 3, 4)):
             yield Sample((sampling.array(rng, shape, "f8", domain),))
-        yield Sample((np.array([0.0, -0.0, 1.0, -2.0, 8.0, -8.0, 1e-30]),), note="zeros and the series boundary")
+        yield Sample((np.array([0.0, -0.0, 1.0, -2.0, 8.0, -8.0, 1e-30]),),
+                     note="zeros and the series boundary")
 
     return samples
 
