@@ -289,8 +289,8 @@ def _c_call(row: Row) -> Callable | None:
     folder = tempfile.mkdtemp(prefix="numtrace-peers-")
     source, library = os.path.join(folder, "w1.c"), os.path.join(folder, "w1.so")
     Path(source).write_text(C_W1)
-    subprocess.run([*compiler, "-O3", "-march=native", "-ffast-math", "-fopenmp", "-shared", "-fPIC", source, "-o", library,
-                    "-lm"], check=True, capture_output=True)
+    subprocess.run([*compiler, "-O3", "-march=native", "-ffast-math", "-fopenmp", "-shared", "-fPIC", source,
+                    "-o", library, "-lm"], check=True, capture_output=True)
     fn = ctypes.CDLL(library).w1
     fn.restype = None
     fn.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_ssize_t]
