@@ -350,6 +350,10 @@ class LoweringRules(GatherRules):
             if axis is not None:
                 self.gather(node, label, x, rest[0], axis, False)
                 return
+            axes = _array_axes(index, len(x.shape)) if len(rest) > 1 else None
+            if axes is not None:
+                self.gather_many(node, label, x, rest, axes)
+                return
         if gather:
             raise NotImplementedError(f"{label}: {PARTIAL['np.getitem']} by the Triton backend")
         if any(loc.folded is NOTHING for loc in rest) or not all(
@@ -533,6 +537,13 @@ def _one_array_axis(index: tuple, ndim: int) -> int | None:
     if any(e != "input" and e != slice(None) for e in index):
         return None
     return index.index("input")
+
+
+def _array_axes(index: tuple, ndim: int) -> list[int] | None:
+    """The axes of ``x[..., i, ..., j, ...]`` when ``index`` is array placeholders among full slices."""
+    if len(index) > ndim or any(e != "input" and e != slice(None) for e in index):
+        return None
+    return [k for k, e in enumerate(index) if e == "input"]
 
 
 def _maybe_negative(loc: Loc) -> bool:
