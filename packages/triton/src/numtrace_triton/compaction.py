@@ -59,8 +59,10 @@ def _view(buffer: int, dtype: np.dtype, n: int) -> View:
     return View(buffer, np.dtype(dtype), 0, (max(n, 1),), (1,))
 
 
-def _kernels(name: str, slot: int, n: int, r: int, data: np.dtype, tuning: Tuning) -> list[GeneratedKernel]:
-    """The three kernels of one mask read of ``n`` mask elements and ``r``-element rows."""
+def _kernels(name: str, slot: int, n: int, r: int, data: np.dtype, tuning: Tuning
+             ) -> tuple[list[GeneratedKernel], int]:
+    """The three kernels of one mask read of ``n`` mask elements and ``r``-element rows, and their
+    number of programs."""
     rblock = 1 if r == 1 else min(max(next_pow2(r), 16), 128)
     cap = tuning.max_block if r == 1 else max(16, tuning.tile_elems // rblock)
     block = min(max(next_pow2(n), 16), cap)
@@ -116,7 +118,7 @@ def _kernels(name: str, slot: int, n: int, r: int, data: np.dtype, tuning: Tunin
         f"writes the kept rows of {r} element(s) of {n} mask elements in order", lines,
         constexprs={"BLOCK": block, "RBLOCK": rblock}, grid=(nblocks,),
         num_warps=4 if block * rblock <= 1024 else 8)
-    return [count, scan, write]
+    return [count, scan, write], nblocks
 
 
 @dataclass
@@ -132,15 +134,15 @@ class MaskRead:
     dtype: np.dtype
     kernels: list[GeneratedKernel]
     native: bool = True
+    nblocks: int = 0  # programs of the count and write kernels
 
     def count(self, launch: Any, allocator: DeviceAllocator, inputs: list[Any], totals: DeviceBuffer
               ) -> dict[int, DeviceBuffer]:
         """Steps 1 and 2 (the count lands in ``totals``); the buffers step 4 reads."""
         if not self.kernels:
             return {}
-        nblocks = self.kernels[0].grid[0]  # type: ignore[index]
         bufs = {_MASK: inputs[1], _DATA: inputs[0], _TOTALS: totals,
-                _COUNTS: allocator.empty(nblocks * 8), _OFFSETS: allocator.empty(nblocks * 8)}
+                _COUNTS: allocator.empty(self.nblocks * 8), _OFFSETS: allocator.empty(self.nblocks * 8)}
         launch(self.kernels[:2], bufs)
         return bufs
 
@@ -172,5 +174,5 @@ def plan_mask_read(node: Any, shapes: list[tuple[int, ...]], slot: int, name: st
         return MaskRead(node, slot, 0, 0, (), dtype, [], native=False)
     n, row = numel(shape[:k]), tuple(shape[k:])
     r = numel(row)
-    kernels = _kernels(name, slot, n, r, dtype, tuning) if n else []  # no mask element: count 0
-    return MaskRead(node, slot, n, r, row, dtype, kernels)
+    kernels, nblocks = _kernels(name, slot, n, r, dtype, tuning) if n else ([], 0)  # none: count 0
+    return MaskRead(node, slot, n, r, row, dtype, kernels, nblocks=nblocks)

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 from numtrace_ir import registry
+from numtrace_ir.exactness import guard_reference_nodes
 from numtrace_ir.graph import Graph
 from numtrace_ir.types import ScalarType, TensorType
 
@@ -60,7 +61,9 @@ def split_at_masks(graph: Graph) -> Split | None:
     if not any(_is_mask_read(node) for node in graph.nodes):
         return None
     late: set = set()  # values that depend on a mask read of this stage
-    prefix, reads, rest = [], [], []
+    prefix: list = []
+    reads: list = []
+    rest: list = []
     for node in graph.nodes:
         depends = any(v in late for v in node.inputs)
         if not depends and _is_mask_read(node):
@@ -87,13 +90,16 @@ def split_at_masks(graph: Graph) -> Split | None:
     return Split(prefix, reads, rest, carried, rest_inputs)
 
 
-def _subgraph(inputs: list, types: list, nodes: list, outputs: list) -> Graph:
-    """A graph of copies of ``nodes`` over new inputs standing for ``inputs`` (of ``types``)."""
+def _subgraph(inputs: list, types: list, nodes: list, outputs: list, copies: dict | None = None) -> Graph:
+    """A graph of copies of ``nodes`` over new inputs standing for ``inputs`` (of ``types``);
+    ``copies`` gets each copy by the id of its node."""
     g = Graph()
     env = {v: g.add_input(v.name, t) for v, t in zip(inputs, types)}
     for node in nodes:
         new = g.create_node(node.op, [env[v] for v in node.inputs], dict(node.attrs), node.loc,
                             [v.type for v in node.outputs])
+        if copies is not None:
+            copies[id(node)] = new
         for old, v in zip(node.outputs, new.outputs):
             env[old] = v
             v.name = old.name
@@ -119,9 +125,11 @@ class StagedExecutable:
         self.input_types = list(input_types)
         self.allocator = allocator
         self._compile_rest = compile_rest
-        self.prefix = TritonExecutable(
-            plan_graph(_subgraph(list(graph.inputs), self.input_types, split.prefix, split.carried), tuning),
-            allocator)
+        copies: dict = {}
+        prefix = _subgraph(list(graph.inputs), self.input_types, split.prefix, split.carried, copies)
+        # A guard on data after the reads still needs NumPy's own bits from the prefix nodes it reads.
+        by_reference = {id(copies[key]) for key in guard_reference_nodes(graph) if key in copies}
+        self.prefix = TritonExecutable(plan_graph(prefix, tuning, by_reference), allocator)
         self._types = dict(zip(graph.inputs, self.input_types))
         for v, spec in zip(split.carried, self.prefix.plan.outputs):
             self._types[v] = _type_of(spec, v)
