@@ -135,10 +135,23 @@ class MaskRead:
     kernels: list[GeneratedKernel]
     native: bool = True
     nblocks: int = 0  # programs of the count and write kernels
+    twin: MaskRead | None = None  # an earlier read of the same mask and blocks: its offsets are reused
 
-    def count(self, launch: Any, allocator: DeviceAllocator, inputs: list[Any], totals: DeviceBuffer
-              ) -> dict[int, DeviceBuffer]:
-        """Steps 1 and 2 (the count lands in ``totals``); the buffers step 4 reads."""
+    @property
+    def counts(self) -> bool:
+        """Whether this read runs steps 1 and 2 itself (and has a slot of its own)."""
+        return bool(self.kernels) and self.twin is None
+
+    def share(self, twin: MaskRead) -> None:
+        """Read through ``twin``'s offsets and count: only the write kernel is left."""
+        self.kernels, self.twin, self.slot = self.kernels[2:], twin, twin.slot
+
+    def count(self, launch: Any, allocator: DeviceAllocator, inputs: list[Any], totals: DeviceBuffer,
+              twin: dict[int, DeviceBuffer] | None = None) -> dict[int, DeviceBuffer]:
+        """Steps 1 and 2 (the count lands in ``totals``); the buffers step 4 reads (``twin``: the
+        twin's, whose offsets serve)."""
+        if twin is not None:
+            return {**twin, _DATA: inputs[0]}
         if not self.kernels:
             return {}
         bufs = {_MASK: inputs[1], _DATA: inputs[0], _TOTALS: totals,
@@ -151,7 +164,7 @@ class MaskRead:
         """Step 4: the result's buffer, ``total`` rows."""
         out = allocator.empty(total * self.r * storage_of(self.dtype).itemsize)
         if total * self.r:
-            launch(self.kernels[2:], {**bufs, _OUT: out})
+            launch(self.kernels[-1:], {**bufs, _OUT: out})
         return out
 
     def on_host(self, values: list[Any]) -> np.ndarray:

@@ -135,10 +135,15 @@ class StagedExecutable:
             self._types[v] = _type_of(spec, v)
         self.reads: list[MaskRead] = []
         for node in split.reads:
-            slot = sum(bool(r.kernels) for r in self.reads)
-            name = f"mask_{len(self.reads)}"
+            slot = sum(r.counts for r in self.reads)
             shapes = [tuple(self._types[v].shape) for v in node.inputs[:2]]
-            self.reads.append(plan_mask_read(node, shapes, slot, name, tuning))
+            read = plan_mask_read(node, shapes, slot, f"mask_{len(self.reads)}", tuning)
+            twin = next((r for r in self.reads if r.counts and read.kernels
+                         and r.node.inputs[1] == node.inputs[1]
+                         and r.kernels[0].constexprs == read.kernels[0].constexprs), None)
+            if twin is not None:  # np.nonzero: one read of the same mask per axis
+                read.share(twin)
+            self.reads.append(read)
         loaded = {id(k): kernel_info(k) for r in self.reads for k in r.kernels}
         self._fns = {key: fn for key, (fn, _) in loaded.items()}
         self.stage_kernels = [k for r in self.reads for k in r.kernels]
@@ -177,10 +182,13 @@ class StagedExecutable:
         def launch(kernels: list, bufs: dict) -> None:
             launch_kernels([(k, self._fns[id(k)]) for k in kernels], self.allocator, bufs, self._interpret)
 
-        slots = sum(bool(r.kernels) for r in self.reads)
+        slots = sum(r.counts for r in self.reads)
         totals = self.allocator.empty(8 * slots)
-        states = [r.count(launch, self.allocator, [self._to_device(values[v]) for v in r.node.inputs], totals)
-                  if r.native else None for r in self.reads]
+        states: list = []
+        for r in self.reads:
+            twin = None if r.twin is None else states[self.reads.index(r.twin)]
+            states.append(r.count(launch, self.allocator, [self._to_device(values[v]) for v in r.node.inputs],
+                                  totals, twin) if r.native else None)
         counts = np.zeros(slots, np.int64)
         if slots:
             self.allocator.download(totals, counts)
