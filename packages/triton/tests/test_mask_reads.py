@@ -173,7 +173,7 @@ def _trace(f, *args):
         return nt.trace(f, args, backend="triton")
 
 
-@pytest.mark.parametrize("name", ["nonzero", "where", "flatnonzero", "extract", "mask_then_ops", "argwhere"])
+@pytest.mark.parametrize("name", ["nonzero", "where", "flatnonzero", "extract", "mask_then_ops"])
 def test_traced_mask_functions_follow_new_counts_and_sizes(name):
     funcs = {
         "nonzero": lambda x: np.nonzero(x > 0.2),
@@ -181,7 +181,6 @@ def test_traced_mask_functions_follow_new_counts_and_sizes(name):
         "flatnonzero": lambda x: np.flatnonzero(x > 0.5),
         "extract": lambda x: np.extract(x > 0, x * 2.0),
         "mask_then_ops": lambda x: (np.abs(x[x > 0]) + 1.0, x[x > 0].max(initial=-1.0)),
-        "argwhere": lambda x: np.argwhere(x > 0),
     }
     f = funcs[name]
     traced = _trace(f, RNG.standard_normal((5, 4)))

@@ -278,11 +278,11 @@ class LoweringRules(GatherRules):
 
     @lowers("contraction")
     def contraction(self, node, label: str) -> None:
+        if node.op not in CONTRACTIONS:  # an einsum form `rewrites` left whole
+            raise NotImplementedError(f"{label}: {PARTIAL.get(node.op, 'no lowering in the Triton backend')}")
         a, b = (self.locs[v] for v in node.inputs)
         if registry.get(node.op) is _DOT and (len(a.shape) > 2 or len(b.shape) > 2):
             raise NotImplementedError(f"{label}: {PARTIAL['np.dot']} by the Triton backend (use np.matmul)")
-        if node.op not in CONTRACTIONS:  # an einsum form `rewrites` left whole
-            raise NotImplementedError(f"{label}: {PARTIAL.get(node.op, 'no lowering in the Triton backend')}")
         if not a.shape or not b.shape:  # np.dot with a 0-d operand is a product
             self.elementwise(node, label, as_op=_MULTIPLY)
             return
