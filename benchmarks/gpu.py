@@ -209,7 +209,7 @@ def run(
     if name in EXACT and got.tobytes() != expected.tobytes():
         raise SystemExit(f"{name}: numtrace-triton result is not NumPy's bit for bit")
     err = float(np.max(np.abs(got - expected) / (1 + np.abs(expected)), initial=0.0))
-    line = f"{name:<10} numtrace-triton {ours:9.3f} ms"
+    line = f"{name:<12} numtrace-triton {ours:9.3f} ms"
     for base, ms in baselines.items():
         line += f"   {base} {ms:9.3f} ms ({ms / ours:5.2f}x)"
     host = exe.stats().get("host_steps", [])
