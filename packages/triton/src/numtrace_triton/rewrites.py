@@ -200,7 +200,7 @@ def _inner(g, node):
 
 
 @_rewrites("np.einsum")
-def _einsum(g, node):
+def _einsum(g: Graph, node: Any) -> list | None:
     """One or two operands, explicit labels (no ``...``): repeated labels of an operand become
     diagonals, labels only one operand has and the output lacks are summed there, and two operands are
     one batched matmul of the transposed, reshaped operands (an outer product has K = 1: one product
