@@ -180,6 +180,7 @@ class Executable(CallRunner):
                                   for s in self._steps),
             "packed_matmuls": sum(isinstance(s, MatmulStep) and s.packed is not None for s in self._steps),
             "packed_constant": sum(isinstance(s, MatmulStep) and s.packed == "constant" for s in self._steps),
+            "packed_runtime": sum(isinstance(s, MatmulStep) and s.packed == "runtime" for s in self._steps),
             "packed_epilogue_ops": sum(len(s.epilogue) for s in self._steps if isinstance(s, MatmulStep)),
             "constant_powers": sum(constant_exponent(n) is not None for s in fused for n in s.nodes),
             "views": sum(isinstance(s, ViewStep) for s in self._steps),
@@ -248,7 +249,8 @@ class Executable(CallRunner):
                 a, b = (self._types[v] for v in step.inputs[:2])
                 how = ("GEMV kernel" if step.gemv is not None else "BLAS matmul" if step.packed is None
                        else "packed-weight kernel (weight packed once)" if step.packed == "constant"
-                       else "packed-weight kernel (module state, packed per call)")
+                       else "packed-weight kernel (module state, packed per call)" if step.packed == "state"
+                       else "packed kernel (run-time operand, packed per call)")
                 epi = (" + bias" if step.bias else "") + (" then ReLU" if step.activation else "")
                 epi += "".join(f" then {op}" if v is None else f" + {op} {name(v)}"
                                for op, v in step.epilogue)
