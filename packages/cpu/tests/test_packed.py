@@ -370,9 +370,10 @@ def test_packed_refuses_bad_construction():
 
 
 @pytest.mark.skipif(not blas_threads.available(), reason="NumPy's BLAS is not a bundled OpenBLAS")
-def test_small_blas_products_run_on_one_openblas_thread():
-    """numtrace's own small BLAS calls hold OpenBLAS to one thread while they run (its pool would
-    compete with numtrace's threads for the cores) and restore the count after, also on errors."""
+def test_blas_products_run_on_one_openblas_thread(monkeypatch):
+    """numtrace's own BLAS calls, large ones too, hold OpenBLAS to one thread while they run (its pool
+    would spin on and compete with numtrace's threads for the cores) and restore the count after, also
+    on errors."""
     get, put = blas_threads._FUNCTIONS
     seen = []
     old = get()
@@ -392,10 +393,34 @@ def test_small_blas_products_run_on_one_openblas_thread():
     t = np.dtype(np.float32)
     g = Graph()
     a = g.add_input("a", TensorType(t, (4, 128, 64)))
-    b = g.add_input("b", TensorType(t, (4, 64, 128)))
+    b = g.add_input("b", TensorType(t, (1, 64, 128)))   # a broadcast stack: BLAS
     g.set_outputs([_op(g, "np.matmul", a, b)])
     exe = compile_graph(g, [a.type, b.type])
+    assert exe.stats()["packed_matmuls"] == 0
     av = rng.standard_normal((4, 128, 64)).astype(np.float32)
-    bv = rng.standard_normal((4, 64, 128)).astype(np.float32)
+    bv = rng.standard_normal((1, 64, 128)).astype(np.float32)
     # OpenBLAS sums in another order on one thread than on two: equal to float rounding
     _assert_close(exe(av, bv)[0], av @ bv, av[0], bv[0], np.float32)
+    # a large product with too few rows for the packed kernels: BLAS, on one thread too
+    real = np.matmul
+
+    def spy(*args, **kwargs):
+        seen.append(get())
+        return real(*args, **kwargs)
+    g = Graph()
+    a = g.add_input("a", TensorType(t, (8, 2048)))
+    b = g.add_input("b", TensorType(t, (2048, 1024)))
+    g.set_outputs([_op(g, "np.matmul", a, b)])
+    monkeypatch.setattr(np, "matmul", spy)   # read when the executable is made
+    exe = compile_graph(g, [a.type, b.type])
+    monkeypatch.undo()
+    assert exe.stats()["packed_matmuls"] == 0
+    seen.clear()
+    put(2)
+    try:
+        av = rng.standard_normal((8, 2048)).astype(np.float32)
+        bv = rng.standard_normal((2048, 1024)).astype(np.float32)
+        _assert_close(exe(av, bv)[0], av @ bv, av, bv, np.float32)
+        assert seen == [1] and get() == 2
+    finally:
+        put(old)

@@ -416,13 +416,12 @@ def _matmul_runner(step: MatmulStep, types: dict):
             maximum(out, 0, out=out)
         elif act == "relu_zero_first":
             maximum(0, out, out=out)
+    on_blas = blas_threads.one_thread(run_matmul)
     if step.gemv is None:
-        a_type, o_type = types[a], types[o]
-        work = int(np.prod(o_type.shape, dtype=np.int64)) * (a_type.shape[-1] if a_type.ndim else 1)
-        return blas_threads.one_thread(run_matmul) if work < blas_threads.SMALL_PRODUCT else run_matmul
+        return on_blas
     vec_pos, k_axis = step.gemv
     vec, mat = (a, b) if vec_pos == 0 else (b, a)
-    return blocks.Gemv(vec, mat, o, k_axis, types[o].dtype.type, -1 if c is None else c, act, run_matmul)
+    return blocks.Gemv(vec, mat, o, k_axis, types[o].dtype.type, -1 if c is None else c, act, on_blas)
 
 
 def _packed_runner(step: MatmulStep, types: dict):
@@ -443,7 +442,7 @@ def _packed_runner(step: MatmulStep, types: dict):
             else:
                 maximum(0, out, out=out)
     return blocks.PackedMatmul(a, b, o, types[o].dtype.type, ops, step.packed == "constant",
-                               run_matmul_epilogue)
+                               blas_threads.one_thread(run_matmul_epilogue))
 
 
 def _into_runner(step: IntoStep):
