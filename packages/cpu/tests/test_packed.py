@@ -66,7 +66,7 @@ def _compile(x_shape, w, dtype, epilogue=(), *, source):
         assert s["small_matmuls"] == 1   # the small-K pass beats any packing there
         return exe
     if source == "runtime" and int(np.prod(x_shape[:-1])) < RUNTIME_MIN_ROWS:
-        assert s["packed_matmuls"] == 0 and "BLAS matmul" in exe.explain()   # too few rows to repay packing
+        assert s["packed_matmuls"] == 0   # too few rows to repay packing
         return exe
     assert s["packed_matmuls"] == 1 and s["fallbacks"] == 0
     assert s["packed_constant"] == int(constant) and s["packed_runtime"] == int(source == "runtime")
