@@ -408,7 +408,7 @@ def test_blas_products_run_on_one_openblas_thread(monkeypatch):
         seen.append(get())
         return real(*args, **kwargs)
     g = Graph()
-    a = g.add_input("a", TensorType(t, (8, 2048)))
+    a = g.add_input("a", TensorType(t, (4, 2048)))
     b = g.add_input("b", TensorType(t, (2048, 1024)))
     g.set_outputs([_op(g, "np.matmul", a, b)])
     monkeypatch.setattr(np, "matmul", spy)   # read when the executable is made
@@ -418,7 +418,7 @@ def test_blas_products_run_on_one_openblas_thread(monkeypatch):
     seen.clear()
     put(2)
     try:
-        av = rng.standard_normal((8, 2048)).astype(np.float32)
+        av = rng.standard_normal((4, 2048)).astype(np.float32)
         bv = rng.standard_normal((2048, 1024)).astype(np.float32)
         _assert_close(exe(av, bv)[0], av @ bv, av, bv, np.float32)
         assert seen == [1] and get() == 2
