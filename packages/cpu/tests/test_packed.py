@@ -133,8 +133,8 @@ def test_batched_input_and_strided_rows(dtype, threads):
     x = rng.standard_normal((3, 11, 48)).astype(dtype)
     exe = _compile(x.shape, w, dtype, ("bias", "residual"), source="constant")
     b, r = _operands(rng, x.shape, 37, dtype, ("bias", "residual"))
-    _assert_close(_call(exe, x, w, b, r, "constant"), _expected(x, w, ("bias", "residual"), b, r), x, w, dtype,
-                  r)
+    want = _expected(x, w, ("bias", "residual"), b, r)
+    _assert_close(_call(exe, x, w, b, r, "constant"), want, x, w, dtype, r)
     for source in ("state", "runtime"):
         exe2 = _compile((20, 48), w, dtype, ("bias",), source=source)
         big = rng.standard_normal((40, 96)).astype(dtype)
@@ -273,7 +273,8 @@ def test_which_products_of_run_time_values_stay_with_blas():
         for state in ((), (1,)):
             exe = compile_graph(g, [a.type, b.type], state=state)
             s = exe.stats()
-            assert s["packed_matmuls"] == (packed or (state == (1,) and a_shape[0] == m - 1 and t.kind == "f"))
+            few_rows_state = state == (1,) and a_shape[0] == m - 1 and t.kind == "f"
+            assert s["packed_matmuls"] == (packed or few_rows_state)
             assert s["packed_runtime"] == (packed and not state)
             assert ("BLAS matmul" in exe.explain()) == (s["packed_matmuls"] == 0)
             av = rng.standard_normal(a_shape).astype(dtype)

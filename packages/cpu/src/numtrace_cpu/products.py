@@ -8,16 +8,15 @@ ours. A bias add that follows (``h + b`` with ``b`` a graph input or constant of
 ReLU after it (``np.maximum(h, 0)``) are applied by the same kernel while the outputs are in cache.
 
 A float32/float64 product ``(..., M, K) @ (K, N)`` (or a stack ``(..., M, K) @ (..., K, N)`` with
-the same leading dims, or ``(M, K) @ (..., K, N)``: a convolution's weight over its patches) whose right operand is a trace constant or module state (an MLP layer, a
-transformer projection) runs on the packed-weight kernels of nt_gemm.h (see packed.pxi): the
-operand in the micro-kernel's layout, packed once when it is a constant, and per call, inside the
-product, when it is module state (which the user may change between calls) or any other run-time
-value (a weight passed as an argument, attention's keys and values) with enough rows of A to repay
-the packing (RUNTIME_MIN_ROWS). Its epilogue is the chain of bias adds, residual adds and ReLUs that
-follows in the graph. These kernels run on numtrace's own thread team, whose caller takes over the
-work of a preempted worker, where NumPy's OpenBLAS splits a product statically over threads of its
-own. Other products stay with NumPy's matmul (BLAS; small ones on one OpenBLAS thread, see
-numtrace_cpu.blas_threads).
+the same leading dims, or ``(M, K) @ (..., K, N)``: a convolution's weight over its patches) runs on
+the packed kernels of nt_gemm.h (see packed.pxi): the right operand in the micro-kernel's layout,
+packed once when it is a trace constant, and per call, inside the product, when it is module state
+(which the user may change between calls) or any other run-time value (a weight passed as an
+argument, attention's keys and values) with enough rows of A to repay the packing
+(RUNTIME_MIN_ROWS). Its epilogue is the chain of bias adds, residual adds and ReLUs that follows in
+the graph. These kernels run on numtrace's own thread team, whose caller takes over the work of a
+preempted worker, where NumPy's OpenBLAS splits a product statically over threads of its own. Other
+products stay with NumPy's matmul (BLAS on one OpenBLAS thread, see numtrace_cpu.blas_threads).
 """
 
 from __future__ import annotations
