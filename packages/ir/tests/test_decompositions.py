@@ -48,8 +48,8 @@ K = dims.minimum("B", 3)
         ("np.linalg.cond", [T("i4", "B", 3)], {}, (T("f8"),)),
         ("np.linalg.lstsq", [T("f4", "B", 3), T("f4", "B")], {"size": "r1"},
          (T("f4", 3), T("f4", "r1"), T("int32"), T("f4", K))),
-        ("np.linalg.lstsq", [T("f8", "B", 3), T("i4", "B", 2)], {}, (T("f8", 3, 2), T("f8", "nres"), T("int32"),
-                                                                   T("f8", K))),
+        ("np.linalg.lstsq", [T("f8", "B", 3), T("i4", "B", 2)], {},
+         (T("f8", 3, 2), T("f8", "nres"), T("int32"), T("f8", K))),
     ],
 )
 def test_symbolic_rules(name, types, attrs, expected):
@@ -87,8 +87,8 @@ def test_unmodelled_qr_modes_are_left_to_a_host_call(mode):
 
 
 def test_tolerance_arrays_are_left_to_a_host_call():
-    for name, kw in (("np.linalg.pinv", "rcond"), ("np.linalg.pinv", "rtol"), ("np.linalg.matrix_rank", "tol"),
-                     ("np.linalg.lstsq", "rcond")):
+    for name, kw in (("np.linalg.pinv", "rcond"), ("np.linalg.pinv", "rtol"),
+                     ("np.linalg.matrix_rank", "tol"), ("np.linalg.lstsq", "rcond")):
         args = (np.eye(3), np.ones(3)) if name == "np.linalg.lstsq" else (np.eye(3),)
         with pytest.raises(NotImplementedError):
             registry.get(name).bind(args, {kw: np.array([0.1])})

@@ -246,7 +246,8 @@ def _svd_samples(rng):
 _op("np.linalg.svd", _LA.svd,
     [Input("a"), Attr("full_matrices", True, rules.to_bool), Attr("compute_uv", True, rules.to_bool),
      Attr("hermitian", False, rules.to_bool)],
-    _svd_rule, lambda a, full_matrices, compute_uv, hermitian: _LA.svd(a, full_matrices, compute_uv, hermitian),
+    _svd_rule,
+    lambda a, full_matrices, compute_uv, hermitian: _LA.svd(a, full_matrices, compute_uv, hermitian),
     _svd_samples,
     "(u, s, vh) with K = min(M, N) singular values, descending; full_matrices gives square u and vh; "
     "hermitian takes NumPy's eigh route (square matrices)")
@@ -477,7 +478,8 @@ def _lstsq_samples(rng):
 
 
 _op("np.linalg.lstsq", _LA.lstsq,
-    [Input("a"), Input("b"), Attr("rcond", None, _cutoff), Attr("size", "nres", lambda v: dims.normalize(str(v)))],
+    [Input("a"), Input("b"), Attr("rcond", None, _cutoff),
+     Attr("size", "nres", lambda v: dims.normalize(str(v)))],
     _lstsq_rule, lambda a, b, rcond, size: _LA.lstsq(a, b, rcond), _lstsq_samples,
     "(x, residuals, rank, s) for a 2-d a; the residuals' length `size` is data-dependent (K when a has "
     "full column rank and M > N, else 0), a symbol per node", data_dependent_shape=True)
