@@ -15,6 +15,9 @@ from numtrace_ir.types import TensorType
 __all__ = ["decomposition_into"]
 
 _DOUBLE = (np.dtype(np.float64), np.dtype(np.complex128))
+# The error callbacks np.linalg installs around each gufunc (they raise its LinAlgError messages).
+_NONCONVERGENCE, _NONPOSDEF, _SVD_ERROR = (getattr(_linalg, f"_raise_linalgerror_{what}") for what in (
+    "eigenvalues_nonconvergence", "nonposdef", "svd_nonconvergence"))
 
 (_EIGH, _EIGVALSH, _CHOLESKY, _SVD, _SVDVALS, _SLOGDET) = map(registry.get, (
     "np.linalg.eigh", "np.linalg.eigvalsh", "np.linalg.cholesky", "np.linalg.svd", "np.linalg.svdvals",
@@ -28,18 +31,17 @@ def _gufunc(op, attrs: dict):
         lo = attrs["UPLO"] == "L"
         if op is _EIGH:
             fn = _umath_linalg.eigh_lo if lo else _umath_linalg.eigh_up
-            return fn, "d->dd", "D->dD", _linalg._raise_linalgerror_eigenvalues_nonconvergence
+            return fn, "d->dd", "D->dD", _NONCONVERGENCE
         fn = _umath_linalg.eigvalsh_lo if lo else _umath_linalg.eigvalsh_up
-        return fn, "d->d", "D->d", _linalg._raise_linalgerror_eigenvalues_nonconvergence
+        return fn, "d->d", "D->d", _NONCONVERGENCE
     if op is _CHOLESKY:
         fn = _umath_linalg.cholesky_up if attrs["upper"] else _umath_linalg.cholesky_lo
-        return fn, "d->d", "D->D", _linalg._raise_linalgerror_nonposdef
-    svd_error = _linalg._raise_linalgerror_svd_nonconvergence
+        return fn, "d->d", "D->D", _NONPOSDEF
     if op is _SVDVALS or (op is _SVD and not attrs["hermitian"] and not attrs["compute_uv"]):
-        return _umath_linalg.svd, "d->d", "D->d", svd_error
+        return _umath_linalg.svd, "d->d", "D->d", _SVD_ERROR
     if op is _SVD and not attrs["hermitian"]:
         fn = _umath_linalg.svd_f if attrs["full_matrices"] else _umath_linalg.svd_s
-        return fn, "d->ddd", "D->DdD", svd_error
+        return fn, "d->ddd", "D->DdD", _SVD_ERROR
     if op is _SLOGDET:
         return _umath_linalg.slogdet, "d->dd", "D->Dd", None
     return None
