@@ -34,6 +34,22 @@ def _arrays(*shapes, dtype="f8"):
     return make
 
 
+def _spd(m, dtype="f8"):
+    """A batch of symmetric positive-definite m x m matrices."""
+
+    def make(rng, n):
+        a = rng.uniform(-1, 1, (n, m, m))
+        return ((a @ np.swapaxes(a, -1, -2) + m * np.eye(m)).astype(dtype),)
+
+    return make
+
+
+def _rotations(rng, n):
+    """A batch of plane rotations: complex eigenvalues in every matrix."""
+    c, s = np.cos(t := rng.uniform(0.3, 2.8, n)), np.sin(t)
+    return (np.stack([np.stack([c, -s], -1), np.stack([s, c], -1)], -2),)
+
+
 # (op name, function of the inputs, inputs at batch size n)
 CASES = [
     ("np.nansum", lambda x: np.nansum(x, axis=0), _nans((3,))),
@@ -116,6 +132,30 @@ CASES = [
     ("np.sinc", lambda x: np.sinc(x), _arrays((None,))),
     ("np.sinc", lambda x: np.sinc(x), _arrays((None, 2), dtype="f4")),
     ("np.i0", lambda x: np.i0(x * 4), _arrays((None,))),
+    # np.linalg decompositions (the results are NumPy's own LAPACK call's: compared exactly)
+    ("np.linalg.eigh", lambda x: np.linalg.eigh(x), _spd(3)),
+    ("np.linalg.eigh", lambda x: np.linalg.eigh(x, UPLO="U").eigenvectors, _spd(4, "f4")),
+    ("np.linalg.eigvalsh", lambda x: np.linalg.eigvalsh(x), _spd(3)),
+    ("np.linalg.eig", lambda x: np.linalg.eig(x), _rotations),
+    ("np.linalg.eigvals", lambda x: np.linalg.eigvals(x), _spd(3)),
+    ("np.linalg.svd", lambda x: np.linalg.svd(x, full_matrices=False), _arrays((None, 4, 3))),
+    ("np.linalg.svd", lambda x: np.linalg.svd(x), _arrays((None, 3))),
+    ("np.linalg.svd", lambda x: np.linalg.svd(x, compute_uv=False), _arrays((3, None))),
+    ("np.linalg.svd", lambda x: np.linalg.svd(x, hermitian=True).S, _spd(3)),
+    ("np.linalg.svdvals", lambda x: np.linalg.svdvals(x), _arrays((None, 3, 4), dtype="f4")),
+    ("np.linalg.qr", lambda x: np.linalg.qr(x), _arrays((None, 4, 3))),
+    ("np.linalg.qr", lambda x: np.linalg.qr(x, mode="complete").R, _arrays((None, 3))),
+    ("np.linalg.qr", lambda x: np.linalg.qr(x, mode="r"), _arrays((3, None))),
+    ("np.linalg.cholesky", lambda x: np.linalg.cholesky(x), _spd(3)),
+    ("np.linalg.cholesky", lambda x: np.linalg.cholesky(x, upper=True), _spd(4, "f4")),
+    ("np.linalg.slogdet", lambda x: np.linalg.slogdet(x), _arrays((None, 3, 3))),
+    ("np.linalg.lstsq", lambda a, b: np.linalg.lstsq(a, b), _arrays((None, 3), (None,))),
+    ("np.linalg.lstsq", lambda a, b: np.linalg.lstsq(a, b, rcond=0.1)[0], _arrays((None, 2), (None, 3))),
+    ("np.linalg.pinv", lambda x: np.linalg.pinv(x), _arrays((None, 3, 4))),
+    ("np.linalg.pinv", lambda x: np.linalg.pinv(x, rtol=None), _arrays((None, 3))),
+    ("np.linalg.matrix_rank", lambda x: np.linalg.matrix_rank(x), _arrays((None, 3, 4))),
+    ("np.linalg.cond", lambda x: np.linalg.cond(x), _arrays((None, 3, 3))),
+    ("np.linalg.cond", lambda x: np.linalg.cond(x, 1), _arrays((None, 3, 3))),
 ]
 
 

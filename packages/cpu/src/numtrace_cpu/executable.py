@@ -446,7 +446,15 @@ def _packed_runner(step: MatmulStep, types: dict):
 
 
 def _into_runner(step: IntoStep):
-    fn, ins, (o,) = step.fn, step.inputs, step.outputs
+    fn, ins, outs = step.fn, step.inputs, step.outputs
+    if len(outs) > 1:
+        def run_into_several(env, nthreads):
+            try:
+                fn(*[env[i] for i in ins], out=tuple(env[o] for o in outs))
+            except Exception as exc:
+                raise execution_error(step.nodes[-1], exc) from exc
+        return run_into_several
+    (o,) = outs
 
     def run_into(env, nthreads):
         try:

@@ -10,6 +10,7 @@ from numtrace_ir.registry import OpDef
 from numtrace_ir.types import TensorType
 
 from numtrace_cpu.classify import opdef_of, tensor_type
+from numtrace_cpu.linalg_into import decomposition_into
 
 __all__ = ["basic_index_view", "into_call"]
 
@@ -28,11 +29,15 @@ _OUT_KEYWORD_OPS = frozenset(map(registry.get, (
 
 def into_call(node):
     """``fn(*inputs, out=o)`` computing the node with NumPy's own function into a given array, for
-    ops whose NumPy function takes ``out=`` with the same loop as the reference; None otherwise."""
+    ops whose NumPy function takes ``out=`` with the same loop as the reference (``out=(o1, o2)`` for
+    the multi-output decompositions of `linalg_into`); None otherwise."""
     outs = node.outputs
+    op = opdef_of(node)
+    linalg = decomposition_into(op, node)
+    if linalg is not None:
+        return linalg
     if len(outs) != 1 or not isinstance(outs[0].type, TensorType) or not outs[0].type.is_concrete:
         return None
-    op = opdef_of(node)
     if op is _FULL:   # the shape is known: its dims inputs are not read
         return _fill_into(node.attrs["fill_value"])
     ins = [tensor_type(v) for v in node.inputs]

@@ -183,7 +183,7 @@ def lower(graph, state: frozenset = frozenset()) -> tuple[list[Step], dict, dict
                                         outputs=[out], nodes=nodes_of, gemv=gemv, bias=epi is not None,
                                         activation=epi.activation if epi else None))
         elif into_call(u) is not None:
-            steps.append(IntoStep(inputs=[index[v] for v in u.inputs], outputs=[index[u.outputs[0]]],
+            steps.append(IntoStep(inputs=[index[v] for v in u.inputs], outputs=[index[v] for v in u.outputs],
                                   nodes=[u], fn=into_call(u)))
         elif is_setitem(u):
             steps.append(SetitemStep(inputs=[index[v] for v in u.inputs], outputs=[index[u.outputs[0]]],

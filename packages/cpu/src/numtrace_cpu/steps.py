@@ -105,8 +105,9 @@ class PartViewStep(ViewStep):
 @dataclass
 class IntoStep(Step):
     """An op whose NumPy function writes its result into the planned buffer: ``fn(*inputs, out=o)``
-    (scans, argmin/argmax, stack/concatenate, mixed-dtype matmul). The same NumPy loop as the
-    reference, without its fresh temporary and the copy out of it."""
+    (scans, argmin/argmax, stack/concatenate, mixed-dtype matmul; ``out=`` a tuple for the np.linalg
+    decompositions with several results). The same NumPy loop as the reference, without its fresh
+    temporary and the copy out of it."""
 
     fn: Any = None
 

@@ -75,6 +75,11 @@ def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
             except NotImplementedError:  # a form of the function the op does not take (np.pad's modes)
                 result = unregistered_call(tracer, func, method, args, kwargs, numpy_name(func, method))
             else:
+                if op.result_attrs is not None:   # a result type NumPy decides from the values
+                    attrs = op.normalize_attrs({**attrs, **op.result_attrs(concrete)})
+                if op.data_dependent_shape and type(attrs.get("size")) is str:   # a symbol per node
+                    tracer.mask_count += 1
+                    attrs["size"] = f"{attrs['size']}{tracer.mask_count}"
                 result = tracer.record(op.name, inputs, attrs, concrete)
                 _track_view(op, func, args, kwargs, inputs, attrs, result)
     if where is not True:

@@ -268,7 +268,9 @@ class Tracer:
         if len(node.outputs) == 1 and not isinstance(result, (tuple, list)):
             return self.wrap(node.outputs[0], result)
         wrapped = [self.wrap(v, r) for v, r in zip(node.outputs, result)]
-        return wrapped if isinstance(result, list) else tuple(wrapped)  # np.split gives a list
+        if isinstance(result, list):   # np.split gives a list
+            return wrapped
+        return type(result)(*wrapped) if hasattr(result, "_fields") else tuple(wrapped)  # NumPy's namedtuples
 
     def record_node(self, op_name: str, inputs: list, attrs: dict, result: Any, *,
                     exact: bool = False) -> Any:

@@ -33,6 +33,8 @@ _COPIES = "copies or rearranges data (not a view); only view-producing movement 
 _GATHER = "reads data-dependent addresses (gather/scatter); not lowered"
 _ORDER_STATS = "order statistics need a sort or partition along the axis; sorting is not lowered"
 _LAPACK = "dense factorizations (LU with pivoting, as LAPACK's getrf/gesv) are not lowered"
+_DECOMPOSITIONS = ("matrix decompositions (LAPACK's eigen, SVD, QR, Cholesky, LU and least-squares drivers) "
+                   "are not lowered")
 _JOIN = "joins that first reshape each input are not lowered (np.concatenate and np.stack are)"
 _PER_INPUT = "one output per input; only single-input view ops are lowered (np.reshape, np.broadcast_to)"
 _RANDOM = "random draws: NumPy's generators cannot be reproduced inside GPU kernels; use the cpu backend"
@@ -60,6 +62,9 @@ UNLOWERED: dict[str, str] = {
     "np.linalg.inv": _LAPACK,
     "np.linalg.det": _LAPACK,
     "np.linalg.solve": _LAPACK,
+    **{f"np.linalg.{f}": _DECOMPOSITIONS for f in ("eigh", "eigvalsh", "eig", "eigvals", "svd", "svdvals",
+                                                   "qr", "cholesky", "slogdet", "lstsq", "pinv",
+                                                   "matrix_rank", "cond")},
     "np.broadcast_arrays": _PER_INPUT,
     "np.diag": "a 1-d input builds a new square matrix (a copy, not a view); not lowered",
 }

@@ -5,6 +5,7 @@ from numtrace_ir.ops import (
     contractions,  # noqa: F401
     correlation,  # noqa: F401
     creation,  # noqa: F401
+    decompositions,  # noqa: F401
     editing,  # noqa: F401
     elementwise,  # noqa: F401
     fft,  # noqa: F401
