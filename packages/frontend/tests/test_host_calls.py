@@ -76,7 +76,7 @@ def test_host_call_is_a_node_guarded_on_its_input_shapes(rng):
 
 def test_data_dependent_result_shape_of_a_host_call_is_traced_again(rng):
     def f(x):
-        return np.unique(np.round(x)) * 2.0
+        return np.compress(np.round(x) > 0, x) * 2.0
 
     traced = _trace(f, (np.array([0.0, 1.0, 1.0, 2.0]),), "reference")
     _calls(traced, f, [(np.array([0.0, 0.0, 0.0, 0.0]),), (np.array([3.0, 1.0, 2.0, 4.0]),)])

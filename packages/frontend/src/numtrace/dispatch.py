@@ -75,6 +75,8 @@ def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
             except NotImplementedError:  # a form of the function the op does not take (np.pad's modes)
                 result = unregistered_call(tracer, func, method, args, kwargs, numpy_name(func, method))
             else:
+                if op.data_dependent_shape and isinstance(attrs.get("size"), str):
+                    attrs = {**attrs, "size": tracer.data_size()}
                 result = tracer.record(op.name, inputs, attrs, concrete)
                 _track_view(op, func, args, kwargs, inputs, attrs, result)
     if where is not True:

@@ -4,6 +4,7 @@
 from numtrace_ir.ops import (
     contractions,  # noqa: F401
     correlation,  # noqa: F401
+    counting,  # noqa: F401
     creation,  # noqa: F401
     elementwise,  # noqa: F401
     fft,  # noqa: F401
@@ -18,6 +19,7 @@ from numtrace_ir.ops import (
     prim,  # noqa: F401
     random,  # noqa: F401
     reductions,  # noqa: F401
+    searching,  # noqa: F401
     signal,  # noqa: F401
     statistics,  # noqa: F401
     tiling,  # noqa: F401
