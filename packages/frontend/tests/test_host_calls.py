@@ -83,6 +83,17 @@ def test_data_dependent_result_shape_of_a_host_call_is_traced_again(rng):
     assert traced.stats()["retraces"] == 2
 
 
+def test_compress_takes_the_condition_first(backend):
+    """``x.compress(c)`` is ``np.compress(c, x)``; NumPy's ``np.compress`` calls the method, so both
+    forms must reach the function with the condition first (not ``np.compress(x, c)``)."""
+    def f(x):
+        return np.compress(x > 0.5, x) * 2.0, x.compress(x > 0.5), np.compress([True, False, True], x)
+
+    x = np.array([0.0, 1.0, 0.25, 2.0])
+    traced = _trace(f, (x,), backend)
+    _calls(traced, f, [(x,), (np.array([3.0, 0.0, 1.0, 4.0]),)])
+
+
 def test_saved_host_call_loads_and_runs(rng, backend):
     traced = _trace(lambda x: np.partition(x, 2)[:5] + np.interp(x, [0.0, 1.0], [1.0, 3.0])[:5],
                     (np.ones(8),), backend)

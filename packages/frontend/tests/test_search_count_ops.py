@@ -14,12 +14,14 @@ def _trace(fn, *inputs, backend):
     return nt.trace(fn, inputs, backend=backend)
 
 
+def _flat(r):
+    return [a for x in r for a in _flat(x)] if isinstance(r, tuple) else [np.asarray(r)]
+
+
 def _same(got, expected):
-    got = got if isinstance(got, tuple) else (got,)
-    expected = expected if isinstance(expected, tuple) else (expected,)
+    got, expected = _flat(got), _flat(expected)
     assert len(got) == len(expected)
     for g, e in zip(got, expected):
-        e = np.asarray(e)
         assert g.dtype == e.dtype and g.shape == e.shape, (g, e)
         np.testing.assert_array_equal(g, e)
 
@@ -54,12 +56,12 @@ EDGES = {
         lambda a, v: (np.searchsorted(a, v), np.searchsorted(a, v, side="right")),
         (np.array([0.0, 1.0, 1.0, NAN]), np.array([1.0, NAN, -np.inf])),
         [(np.zeros(0), np.array([1.0, NAN])), (np.array([NAN, NAN]), np.zeros(0)),
-         (np.array([-1.0, 2.0, 2.0]), np.array([[2.0, NAN], [0.0, 3.0]]))]),
+         (np.array([-1.0, 2.0, 2.0]), np.array([2.0, NAN, 0.0, 3.0]))]),
     "searchsorted_f4_in_i4": (
         lambda a, v: np.searchsorted(a, v), (np.array([0, 2, 4], np.int32), np.array([1.5, 4.0], np.float32)),
         [(np.zeros(0, np.int32), np.array([1.0], np.float32)), (np.arange(9, dtype=np.int32),
                                                                  np.array([8.5, -1.0, 3.0], np.float32))]),
-    "digitize_nan_int_empty": (
+    "digitize_nan_ties_empty": (
         lambda x, b: (np.digitize(x, b), np.digitize(x, b[::-1], right=True)),
         (np.array([0.5, NAN, 3.0]), np.array([0.0, 1.0, 2.0])),
         [(np.zeros(0), np.array([0.0, 1.0])), (np.array([NAN, -NAN]), np.zeros(0)),
@@ -92,7 +94,9 @@ EDGES = {
 @pytest.mark.parametrize("name", list(EDGES))
 def test_edge_inputs_match_numpy_without_retracing(name, backend):
     fn, example, calls = EDGES[name]
-    traced = _trace(fn, *example, backend=backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)   # NumPy's own (a histogram of bools), when tracing
+        traced = _trace(fn, *example, backend=backend)
     assert not any(n.op in ("prim.host_call", "prim.guard") for n in traced.graph.nodes), traced.graph
     for inputs in calls:
         with warnings.catch_warnings(record=True) as numpy_warned:

@@ -428,10 +428,19 @@ def _method(name: str):
 # ndarray methods: through the registry's method variant, or the NumPy function with the array first.
 for _name in ("sum", "mean", "std", "var", "prod", "max", "min", "argmax", "argmin", "any", "all",
               "cumsum", "cumprod", "clip", "dot", "squeeze", "ravel", "swapaxes", "repeat", "take",
-              "argsort", "round", "nonzero", "diagonal", "trace", "searchsorted", "compress",
+              "argsort", "round", "nonzero", "diagonal", "trace", "searchsorted",
               "choose", "argpartition"):
     setattr(TracedArray, _name, _method(_name))
 del _name
+
+
+def _compress(self: TracedArray, condition: Any, axis: Any = None, out: Any = None) -> Any:
+    """``x.compress(condition)`` is ``np.compress(condition, x)``: the array is the function's second
+    argument, not its first."""
+    return np.compress(condition, self, axis=axis, out=out)
+
+
+setattr(TracedArray, "compress", _compress)
 
 
 def _binary(ufunc: np.ufunc):

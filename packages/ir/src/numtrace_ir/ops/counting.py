@@ -114,7 +114,7 @@ def _bincount_rule(types, attrs):
     x = rules.first_tensor(name, types)
     if x.ndim != 1:
         raise ShapeError(f"{name}: x must be a 1-d array, got {x}")
-    if not np.can_cast(x.dtype, _INTP, "safe"):
+    if x.dtype.kind not in "biu":
         raise TypeError(f"{name}: cannot cast {x.dtype} to {_INTP} according to the rule 'safe'")
     if attrs["minlength"] < 0:
         raise ValueError(f"{name}: 'minlength' must not be negative")
@@ -124,12 +124,13 @@ def _bincount_rule(types, attrs):
         if w.ndim != 1 or (dims.is_static(w.shape[0]) and dims.is_static(x.shape[0])
                            and w.shape[0] != x.shape[0]):
             raise ShapeError(f"{name}: the weights and list don't have the same length ({w} for {x})")
-        dtype = rules.probe_dtype(name, np.bincount, np.zeros((1,), _INTP), np.ones((1,), w.dtype))
+        if x.shape[0] != 0:   # NumPy returns minlength intp zeros for an empty x, weights or not
+            dtype = rules.probe_dtype(name, np.bincount, np.zeros((1,), _INTP), np.ones((1,), w.dtype))
     return TensorType(dtype, (attrs["size"],))
 
 
 def _bincount_samples(rng):
-    for dt in ("bool", "int32", "int64", "uint8"):
+    for dt in ("bool", "int32", "int64", "uint8", "uint64"):
         yield Sample((sampling.array(rng, (9,), dt, (0.0, 6.0)),), {"omitted": ("weights",)})
     x = sampling.array(rng, (7,), "i8", (0.0, 4.0))
     for dt in ("float32", "float64", "int32", "bool"):
@@ -224,10 +225,8 @@ def _histogram_rule(types, attrs):
         e = rules.first_tensor(name, (edges,))
         if e.ndim != 1:
             raise ShapeError(f"{name}: `bins` must be 1d, when an array (got {e})")
-        if e.shape[0] == 0:
-            raise ShapeError(f"{name}: `bins` must hold at least one edge")
         stand_in = np.array([0, 1], e.dtype)
-        hist_len, edges_len = dims.sub(e.shape[0], 1), e.shape[0]
+        hist_len, edges_len = dims.maximum(dims.sub(e.shape[0], 1), 0), e.shape[0]   # no edges: no bins
     w_stand_in = None if weights is None else np.ones((1,), rules.strong(weights))
     try:
         with np.errstate(all="ignore"), warnings.catch_warnings():
@@ -256,12 +255,15 @@ def _histogram_samples(rng):
     yield Sample((np.zeros((0,)),), {**count, "bins": 3}, note="empty")
     yield Sample((x, sampling.array(rng, (20,), "f4")), {"bins": 4, "range": (-1.0, 1.0),
                                                          "omitted": ("edges",)}, note="weights")
-    yield Sample((x, sampling.array(rng, (20,), "f8")), {"bins": 4, "density": True, "omitted": ("edges",)},
+    yield Sample((x, sampling.array(rng, (20,), "f8", (0.5, 2.0))), {"bins": 4, "density": True,
+                                                                     "omitted": ("edges",)},
                  note="weights, density")
     edges = np.array([-3.0, -1.0, 0.0, 0.5, 3.0])
     yield Sample((x, edges), {"bins": None, "omitted": ("weights",)}, note="edges")
-    yield Sample((sampling.array(rng, (3, 3), "f4"), np.array([-2, 0, 2]), sampling.array(rng, (3, 3), "i8")),
-                 {"bins": None, "density": True}, note="int edges, weights, density")
+    yield Sample((x, np.zeros((0,))), {"bins": None, "omitted": ("weights",)}, note="no edges")
+    yield Sample((sampling.array(rng, (3, 3), "f4", (-2.0, 2.0)), np.array([-2, 0, 2]),
+                  sampling.array(rng, (3, 3), "i8", (1.0, 4.0))), {"bins": None, "density": True},
+                 note="int edges, weights, density")
 
 
 register(OpDef(
