@@ -69,7 +69,8 @@ EDGES = {
     "isin_nan_bool_empty": (
         lambda x, t, b: (np.isin(x, t), np.isin(b, [True]), np.isin(t, x, invert=True)),
         (np.array([1.0, NAN, 2.0]), np.array([NAN, 2.0]), np.array([True, False])),
-        [(np.zeros(0), np.array([1.0]), np.zeros(0, bool)), (np.array([NAN]), np.zeros(0), np.ones(3, bool))]),
+        [(np.zeros(0), np.array([1.0]), np.zeros(0, bool)),
+         (np.array([NAN]), np.zeros(0), np.ones(3, bool))]),
     "histogram_outside_range_nan": (
         lambda x: np.histogram(x, bins=4, range=(-1.0, 1.0)),
         (np.array([-2.0, 0.5, 1.0, -1.0]),),

@@ -58,7 +58,7 @@ def _unique_rule(types, attrs):
     t = rules.first_tensor(name, types)
     u = attrs["size"]
     if attrs["axis"] is None:
-        values: tuple = (u,)
+        values = (u,)
         inverse = t.shape
     else:
         ax = rules.axis(name, attrs["axis"], t.ndim)
@@ -219,7 +219,7 @@ def _histogram_rule(types, attrs):
         n = attrs["bins"]
         if n is None or n < 1:
             raise ValueError(f"{name}: `bins` must be positive, when an integer")
-        stand_in: object = 1
+        stand_in = 1
         hist_len, edges_len = n, n + 1
     else:
         e = rules.first_tensor(name, (edges,))
