@@ -6,6 +6,7 @@ from numtrace_ir.ops import (
     correlation,  # noqa: F401
     counting,  # noqa: F401
     creation,  # noqa: F401
+    editing,  # noqa: F401
     elementwise,  # noqa: F401
     fft,  # noqa: F401
     foreign,  # noqa: F401
@@ -19,8 +20,13 @@ from numtrace_ir.ops import (
     prim,  # noqa: F401
     random,  # noqa: F401
     reductions,  # noqa: F401
+<<<<<<< HEAD
     searching,  # noqa: F401
+=======
+    selection,  # noqa: F401
+>>>>>>> main
     signal,  # noqa: F401
+    special,  # noqa: F401
     statistics,  # noqa: F401
     tiling,  # noqa: F401
     vector_products,  # noqa: F401
