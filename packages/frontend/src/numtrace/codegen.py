@@ -69,14 +69,9 @@ def _index_text(index: tuple, arrays: list[str], constants: dict[str, np.ndarray
 
 
 # Ops whose attrs are not the NumPy function's parameters (np.gradient's spacings are its *varargs,
-<<<<<<< HEAD
-# np.histogram's bins a count or an input): written as calls of their reference.
-_NOT_BY_SCHEMA = frozenset({"np.gradient", "np.histogram"})
-=======
-# np.select's inputs are its two lists and its default):
-# written as calls of their reference.
-_NOT_BY_SCHEMA = frozenset({"np.gradient", "np.select"})
->>>>>>> main
+# np.histogram's bins a count or an input, np.select's inputs its two lists and its default): written
+# as calls of their reference.
+_NOT_BY_SCHEMA = frozenset({"np.gradient", "np.histogram", "np.select"})
 
 
 def _numpy_function(op_name: str) -> bool:

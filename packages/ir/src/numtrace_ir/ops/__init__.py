@@ -20,11 +20,8 @@ from numtrace_ir.ops import (
     prim,  # noqa: F401
     random,  # noqa: F401
     reductions,  # noqa: F401
-<<<<<<< HEAD
     searching,  # noqa: F401
-=======
     selection,  # noqa: F401
->>>>>>> main
     signal,  # noqa: F401
     special,  # noqa: F401
     statistics,  # noqa: F401
