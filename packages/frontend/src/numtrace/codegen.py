@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 from numtrace_ir import display_location, registry
+from numtrace_ir.ops.indexing import DATA_SIZE
 from numtrace_ir.registry import Attr, Input, Inputs
 
 _INLINE_LIMIT = 16
@@ -68,9 +69,9 @@ def _index_text(index: tuple, arrays: list[str], constants: dict[str, np.ndarray
 
 
 # Ops whose attrs are not the NumPy function's parameters (np.gradient's spacings are its *varargs,
-# np.select's inputs are its two lists and its default):
-# written as calls of their reference.
-_NOT_BY_SCHEMA = frozenset({"np.gradient", "np.select"})
+# np.histogram's bins a count or an input, np.select's inputs its two lists and its default): written
+# as calls of their reference.
+_NOT_BY_SCHEMA = frozenset({"np.gradient", "np.histogram", "np.select"})
 
 
 def _numpy_function(op_name: str) -> bool:
@@ -131,6 +132,8 @@ def _call_text(node: Any, args: list[str], constants: dict[str, np.ndarray]) -> 
                 pieces.append(", ".join(group) if p.star else f"[{', '.join(group)}]")
             elif isinstance(p, Attr) and p.name in attrs:
                 raw = attrs.pop(p.name)
+                if p is DATA_SIZE:
+                    continue  # the symbol of a data-dependent length: no parameter of NumPy's
                 if _is_default(p, raw) and i >= last_input:
                     continue  # keep the code short: NumPy's default is the traced value
                 value = _literal(raw, constants)

@@ -77,9 +77,8 @@ def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
             else:
                 if op.result_attrs is not None:   # a result type NumPy decides from the values
                     attrs = op.normalize_attrs({**attrs, **op.result_attrs(concrete)})
-                if op.data_dependent_shape and type(attrs.get("size")) is str:   # a symbol per node
-                    tracer.mask_count += 1
-                    attrs["size"] = f"{attrs['size']}{tracer.mask_count}"
+                if op.data_dependent_shape and isinstance(attrs.get("size"), str):   # a symbol per node
+                    attrs = {**attrs, "size": tracer.data_size()}
                 result = tracer.record(op.name, inputs, attrs, concrete)
                 _track_view(op, func, args, kwargs, inputs, attrs, result)
     if where is not True:

@@ -38,6 +38,8 @@ _DECOMPOSITIONS = ("matrix decompositions (LAPACK's eigen, SVD, QR, Cholesky, LU
 _JOIN = "joins that first reshape each input are not lowered (np.concatenate and np.stack are)"
 _PER_INPUT = "one output per input; only single-input view ops are lowered (np.reshape, np.broadcast_to)"
 _RANDOM = "random draws: NumPy's generators cannot be reproduced inside GPU kernels; use the cpu backend"
+_SEARCH = "binary search in a sorted array (data-dependent addresses); not lowered"
+_COUNT = "its output length depends on the data (unique values, nonzero elements, the largest count)"
 
 UNLOWERED: dict[str, str] = {
     "np.frexp": "needs exponent bit manipulation for every float format; not lowered",
@@ -49,6 +51,13 @@ UNLOWERED: dict[str, str] = {
     "np.lcm": "needs a data-dependent loop (Euclid); not lowered",
     "np.argsort": "sorting is not lowered",
     "np.sort": "sorting is not lowered",
+    "np.searchsorted": _SEARCH,
+    "np.digitize": _SEARCH,
+    "np.isin": "a membership test sorts or tables the test elements; not lowered",
+    "np.argwhere": _COUNT,
+    "np.unique": _COUNT,
+    "np.bincount": _COUNT,
+    "np.histogram": "counting into bins scatters into data-dependent addresses; not lowered",
     "np.isclose": "a composite test (abs, compare, isfinite, isnan per element) with no kernel of its own; "
     "not lowered",
     "np.real": "complex parts: Triton has no complex type (a real array's real part, a copy, is not "

@@ -22,6 +22,9 @@ from numtrace_ir.registry import Attr, Input, Inputs, OpDef, Sample, register
 from numtrace_ir.types import ScalarType, TensorType
 
 INPUT = "input"  # marks an index position filled by the next index input
+# The attr naming an op's data-dependent dim (a boolean mask's count, the number of unique values): a
+# symbol, which the tracer makes one per node so that unrelated counts never unify.
+DATA_SIZE = Attr("size", "nnz", lambda v: dims.normalize(str(v)))
 
 
 def _static_entry(v) -> bool:
@@ -255,7 +258,7 @@ register(
             Input("a"),
             Inputs("indices", "any", star=True, minimum=0),
             Attr("index", convert=_to_index),
-            Attr("size", "nnz", lambda v: dims.normalize(str(v))),
+            DATA_SIZE,
         ],
         _getitem_rule("np.getitem_mask", True),
         lambda a, indices, index, size: a[tuple(_key("np.getitem_mask", index, indices))],
