@@ -278,6 +278,7 @@ FAST_PATHS = {
     "assignment in place": lambda s: s["setitems_in_place"],
     "argument updated in place": lambda s: s["in_place_outputs"],
     "generated kernel": lambda s: s["generated_runs"],
+    "short rows walked along a longer dim": lambda s: s["rows_widened_runs"],
 }
 # Outcomes of the argument kinds a call may take (see _inputs).
 CALL_PATHS = ("Fortran-ordered argument", "strided argument", "np.longlong argument", "masked array refused",

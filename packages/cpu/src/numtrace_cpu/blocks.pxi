@@ -541,14 +541,33 @@ cdef void _fold_rows(const Ctx* cx, char** regs, char** ptrs, Py_ssize_t n, Py_s
     """Each of the block's rows (n elements of every reduced register) reduced into its output."""
     cdef Acc acc
     cdef const Reduction* rd
-    cdef Py_ssize_t i
+    cdef Py_ssize_t i, isz, so
+    cdef double s
+    cdef const char* x
+    cdef char* out
     cdef int j
     for j in range(cx.nred):
         rd = &cx.reds[j]
+        isz = nt_itemsize[rd.dt]
+        so = cx.strides[rd.out * MAXD + cx.nd - 2]
+        if (rd.op == R_SUM or rd.op == R_MEAN) and (rd.dt == DT_F64 or rd.dt == DT_F32):
+            # _acc_init, _fold and _acc_store on one block, without their dispatch per short row
+            for i in range(rows):
+                x = regs[rd.src] + i * n * isz
+                s = 0.0
+                s += nt_sum_f32(<const float*>x, n) if rd.dt == DT_F32 else nt_sum_f64(<const double*>x, n)
+                if rd.op == R_MEAN:
+                    s = s / <double>n
+                out = ptrs[rd.out] + i * so
+                if rd.dt == DT_F32:
+                    (<float*>out)[0] = <float>s
+                else:
+                    (<double*>out)[0] = s
+            continue
         for i in range(rows):
             _acc_init(rd, &acc)
-            _fold(rd, &acc, regs[rd.src] + i * n * nt_itemsize[rd.dt], n)
-            _acc_store(rd, &acc, ptrs[rd.out] + i * cx.strides[rd.out * MAXD + cx.nd - 2])
+            _fold(rd, &acc, regs[rd.src] + i * n * isz, n)
+            _acc_store(rd, &acc, ptrs[rd.out] + i * so)
 
 cdef void _init_const_regs(const Ctx* cx, char** regs, char* scratch) noexcept nogil:
     cdef int r
