@@ -319,8 +319,31 @@ cdef void _load(const Ctx* cx, char* dst, const char* src, Py_ssize_t st, Py_ssi
             have += m
         tile[0] = src
         return
+    if st == 0 and rows > 1:   # one value per row, as ``x[:, None]``: no call per short row
+        _fill_rows(dst, src, so, isz, n, rows)
+        return
     for i in range(rows):
         _gather(dst + i * row, src + i * so, st, isz, n)
+
+cdef void _fill_rows(char* dst, const char* src, Py_ssize_t so, Py_ssize_t isz, Py_ssize_t n,
+                     Py_ssize_t rows) noexcept nogil:
+    """Row i of `rows` rows of n elements: n copies of the element at src + i * so."""
+    cdef Py_ssize_t i, j
+    cdef uint64_t v8
+    cdef uint32_t v4
+    if isz == 8:
+        for i in range(rows):
+            v8 = (<const uint64_t*>(src + i * so))[0]
+            for j in range(n):
+                (<uint64_t*>dst)[i * n + j] = v8
+    elif isz == 4:
+        for i in range(rows):
+            v4 = (<const uint32_t*>(src + i * so))[0]
+            for j in range(n):
+                (<uint32_t*>dst)[i * n + j] = v4
+    else:
+        for i in range(rows):
+            _fill(dst + i * n * isz, src + i * so, isz, n)
 
 cdef void _offsets(const Ctx* cx, Py_ssize_t index, int first, int stop, char** ptrs) noexcept nogil:
     """Add to ptrs the byte offsets of multi-index `index` over collapsed dims [first, stop)."""
