@@ -280,3 +280,23 @@ def _ordered_row_sums(sq):
     for i in range(sq.shape[-1]):
         s = s + sq[..., i].astype(np.float64)
     return s, s / sq.shape[-1]
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (1000, 10), (70, 3, 2)], ids=str)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int16, np.bool_], ids=str)
+def test_short_rows_of_a_column_operand(dtype, shape):
+    """``x[..., None] * y`` over short rows: each row of a block is x's one element, repeated (every
+    item size), and the row sums are NumPy's."""
+    dtype = np.dtype(dtype)
+    x, y = _sample(dtype, shape[:-1], 1), _sample(dtype, shape[-1:], 2)
+    key = (Ellipsis, None)
+
+    def body(g, a, b):
+        p = _op(g, "np.multiply", _op(g, "np.getitem", a, index=key), b)
+        return [p, _op(g, "np.max", p, axis=-1)]
+
+    exe = _compile([TensorType(dtype, x.shape), TensorType(dtype, y.shape)], body)
+    for v in _layouts(x) if x.ndim > 1 else [x, x[::-1]]:
+        got = exe(v, y)
+        np.testing.assert_array_equal(got[0], v[key] * y)
+        np.testing.assert_array_equal(got[1], (v[key] * y).max(-1))
