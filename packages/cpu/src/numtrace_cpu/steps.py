@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-__all__ = ["ConstantStep", "FallbackStep", "FusedStep", "IntoStep", "MatmulStep", "PartViewStep", "ScanStep",
+__all__ = ["AssignedViewStep", "ConstantStep", "FallbackStep", "FusedStep", "IntoStep", "MatmulStep", "PartViewStep", "ScanStep",
            "SetitemStep", "SmallMatmulStep", "Step", "ViewStep"]
 
 
@@ -109,6 +109,12 @@ class IntoStep(Step):
     reference, without its fresh temporary and the copy out of it."""
 
     fn: Any = None
+
+
+class AssignedViewStep(ViewStep):
+    """The view ``a[key]`` of an in-place ``a[key] = value``'s array, placed before the fused pass
+    computing `value`, which then writes it straight into `a` (its value number is the view's): the
+    assignment has nothing left to copy and is dropped."""
 
 
 @dataclass
