@@ -247,7 +247,8 @@ def test_heaviside_is_fused_and_matches_numpy(dtype):
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize(("n", "k", "width"), [(9, 3, 4), (700, 8, 4), (300, 2, 10), (5000, 8, 4), (3, 200, 3)])
+@pytest.mark.parametrize(("n", "k", "width"),
+                         [(9, 3, 4), (700, 8, 4), (300, 2, 10), (5000, 8, 4), (3, 200, 3)])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=str)
 def test_short_rows_of_a_broadcast_difference(dtype, n, k, width, threads):
     """``((x[:, None] - c[None]) ** 2).sum(-1)`` and its mean: the pass's rows of `width` elements lie

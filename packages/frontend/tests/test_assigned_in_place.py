@@ -62,7 +62,8 @@ def broadcast_on_assign(u):
     return out
 
 
-CASES = [(stencil, (50,), 1), (jacobi_into, (9, 12), 1), (strided_then_read, (7, 6), 1), (row_into, (4, 5), 1),
+CASES = [(stencil, (50,), 1), (jacobi_into, (9, 12), 1), (strided_then_read, (7, 6), 1),
+         (row_into, (4, 5), 1),
          (reads_itself, (40,), 0), (value_returned, (40,), 0), (cast_on_assign, (40,), 0),
          (broadcast_on_assign, (40,), 0)]
 

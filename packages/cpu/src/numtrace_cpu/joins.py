@@ -17,7 +17,15 @@ import numpy as np
 from numtrace_ir import registry
 from numtrace_ir.types import TensorType
 
-from numtrace_cpu.steps import AssignedViewStep, FallbackStep, FusedStep, IntoStep, PartViewStep, SetitemStep, Step
+from numtrace_cpu.steps import (
+    AssignedViewStep,
+    FallbackStep,
+    FusedStep,
+    IntoStep,
+    PartViewStep,
+    SetitemStep,
+    Step,
+)
 
 __all__ = ["JoinRestStep", "part_keys", "write_assigned_in_place", "write_parts_in_place"]
 

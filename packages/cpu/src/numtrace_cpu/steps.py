@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-__all__ = ["AssignedViewStep", "ConstantStep", "FallbackStep", "FusedStep", "IntoStep", "MatmulStep", "PartViewStep", "ScanStep",
-           "SetitemStep", "SmallMatmulStep", "Step", "ViewStep"]
+__all__ = ["AssignedViewStep", "ConstantStep", "FallbackStep", "FusedStep", "IntoStep", "MatmulStep",
+           "PartViewStep", "ScanStep", "SetitemStep", "SmallMatmulStep", "Step", "ViewStep"]
 
 
 @dataclass
