@@ -25,6 +25,7 @@ from numtrace_cpu.joins import JoinRestStep
 from numtrace_cpu.planner import BufferPlan
 from numtrace_cpu.runtime import CallRunner, FusedCall
 from numtrace_cpu.steps import (
+    AssignedViewStep,
     ConstantStep,
     FallbackStep,
     FusedStep,
@@ -174,6 +175,7 @@ class Executable(CallRunner):
             "generated_kernels": sum(s.kernel.has_generated for s in fused),
             "generated_runs": sum(s.kernel.generated_runs for s in fused),
             "interpreted_runs": sum(s.kernel.interpreted_runs for s in fused),
+            "rows_widened_runs": sum(s.kernel.rows_widened_runs for s in fused),
             "matmuls": sum(isinstance(s, MatmulStep) for s in self._steps),
             "gemv": sum(isinstance(s, MatmulStep) and s.gemv is not None for s in self._steps),
             "gemv_epilogues": sum(isinstance(s, MatmulStep) and s.gemv is not None and s.bias
@@ -185,6 +187,7 @@ class Executable(CallRunner):
             "constant_powers": sum(constant_exponent(n) is not None for s in fused for n in s.nodes),
             "views": sum(isinstance(s, ViewStep) for s in self._steps),
             "parts_in_place": sum(isinstance(s, PartViewStep) for s in self._steps),
+            "assigned_in_place": sum(isinstance(s, AssignedViewStep) for s in self._steps),
             "scans": sum(isinstance(s, ScanStep) for s in self._steps),
             "scans_in_place": sum(isinstance(s, ScanStep) and s.inputs == s.outputs for s in self._steps),
             "small_matmuls": sum(isinstance(s, SmallMatmulStep) for s in self._steps),
@@ -271,6 +274,10 @@ class Executable(CallRunner):
             elif isinstance(step, PartViewStep):
                 lines.append(f"  step {k}: {name(step.outputs[0])} is a view of {name(step.inputs[0])}: "
                              f"the pass computing it writes it into the joined array")
+            elif isinstance(step, AssignedViewStep):
+                lines.append(f"  step {k}: {name(step.outputs[0])} is a view of {name(step.inputs[0])}: "
+                             f"the pass computing it writes it in place of the assignment")
+                lines.append(f"      {node_line(step.nodes[0])}")
             elif isinstance(step, ViewStep):
                 lines.append(f"  step {k}: view {node_line(step.nodes[0])}")
             elif isinstance(step, JoinRestStep):

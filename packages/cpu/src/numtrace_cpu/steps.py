@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-__all__ = ["ConstantStep", "FallbackStep", "FusedStep", "IntoStep", "MatmulStep", "PartViewStep", "ScanStep",
-           "SetitemStep", "SmallMatmulStep", "Step", "ViewStep"]
+__all__ = ["AssignedViewStep", "ConstantStep", "FallbackStep", "FusedStep", "IntoStep", "MatmulStep",
+           "PartViewStep", "ScanStep", "SetitemStep", "SmallMatmulStep", "Step", "ViewStep"]
 
 
 @dataclass
@@ -110,6 +110,12 @@ class IntoStep(Step):
     temporary and the copy out of it."""
 
     fn: Any = None
+
+
+class AssignedViewStep(ViewStep):
+    """The view ``a[key]`` of an in-place ``a[key] = value``'s array, placed before the fused pass
+    computing `value`, which then writes it straight into `a` (its value number is the view's): the
+    assignment has nothing left to copy and is dropped."""
 
 
 @dataclass
