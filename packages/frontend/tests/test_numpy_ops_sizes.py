@@ -34,6 +34,29 @@ def _arrays(*shapes, dtype="f8"):
     return make
 
 
+def _scatter(dtype="f8"):
+    """A batch of values and of indices into it (negative ones too: NumPy wraps them)."""
+    def make(rng, n):
+        return rng.uniform(-3, 3, n).astype(dtype), rng.integers(-n, n, n)
+
+    return make
+
+
+def _at(ufunc, a, i, *value):
+    ufunc.at(a, i, *value)
+    return a
+
+
+def _put(a, i, v, mode="raise"):
+    np.put(a, i, v, mode=mode)
+    return a
+
+
+def _put_along(a, i, v, axis):
+    np.put_along_axis(a, i, v, axis)
+    return a
+
+
 # (op name, function of the inputs, inputs at batch size n)
 CASES = [
     ("np.nansum", lambda x: np.nansum(x, axis=0), _nans((3,))),
@@ -82,6 +105,24 @@ CASES = [
     ("np.fft.rfftn", lambda x: np.fft.rfftn(x, axes=(1, 0)), _arrays((None, 6))),
     ("np.fft.fftshift", lambda x: np.fft.fftshift(x), _arrays((None, 3))),
     ("np.fft.ifftshift", lambda x: np.fft.ifftshift(x, axes=0), _arrays((None,))),
+    # scatters: ufunc.at, np.put, np.put_along_axis (written back into their first argument)
+    ("np.ufunc.at", lambda x, i: _at(np.add, np.zeros_like(x, shape=(5,)), i % 5, x), _scatter()),
+    ("np.ufunc.at", lambda x, i: _at(np.add, x.copy(), i, 1.5), _scatter()),
+    ("np.ufunc.at", lambda x, i: _at(np.subtract, x * 2, i, x), _scatter()),
+    ("np.ufunc.at", lambda x, i: _at(np.add, np.zeros_like(x, shape=(5,)), i % 5, x), _scatter("i8")),
+    ("np.ufunc.at", lambda x, i: _at(np.maximum, np.zeros_like(x, shape=(5,)), i % 5, x), _scatter("i4")),
+    ("np.ufunc.at", lambda x, i: _at(np.maximum, np.zeros_like(x, shape=(5,)), i % 5, x), _scatter()),
+    ("np.ufunc.at", lambda x, i: _at(np.minimum, x.copy(), i, x[::-1]), _scatter()),
+    ("np.ufunc.at", lambda x, i: _at(np.multiply, x.copy(), i, 0.5), _scatter()),
+    ("np.ufunc.at", lambda x, i: _at(np.negative, x.copy(), i), _scatter()),
+    ("np.ufunc.at", lambda x, i: _at(np.add, np.zeros_like(x, shape=(5, 3)), (slice(None), i % 3), x),
+     _scatter()),
+    ("np.ufunc.at", lambda x, i: _at(np.add, x.copy(), x > 0, 1.0), _scatter()),
+    ("np.put", lambda x, i: _put(x.copy(), i, x * 3), _scatter()),
+    ("np.put", lambda x, i: _put(x.copy(), i * 7, [1.0, 2.0], mode="wrap"), _scatter()),
+    ("np.put", lambda x, i: _put(x.copy(), i * 7, -1.0, mode="clip"), _scatter()),
+    ("np.put_along_axis", lambda x, i: _put_along(np.stack([x, -x], axis=1), (i % 2)[:, None], 9.0, 1),
+     _scatter()),
 ]
 
 

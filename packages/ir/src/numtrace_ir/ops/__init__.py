@@ -18,6 +18,7 @@ from numtrace_ir.ops import (
     prim,  # noqa: F401
     random,  # noqa: F401
     reductions,  # noqa: F401
+    scatter,  # noqa: F401
     signal,  # noqa: F401
     statistics,  # noqa: F401
     tiling,  # noqa: F401
