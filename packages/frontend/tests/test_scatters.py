@@ -145,6 +145,14 @@ def test_put_modes_and_repeated_values(mode, backend):
     _check_writes(f, lambda n: (_vals(n + 1), _idx(n, (n + 1) * bound)), backend)
 
 
+def test_put_method_writes_into_the_argument(backend):
+    def f(a, i):
+        a.put(i, a[:2] * 2.0)
+        return a
+
+    _check_writes(f, lambda n: (_vals(n + 2), _idx(n, n + 2)), backend)
+
+
 def test_put_along_axis_writes_into_the_argument(backend):
     def f(a, i):
         np.put_along_axis(a, i, -1.0, axis=1)

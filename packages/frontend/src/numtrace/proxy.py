@@ -429,7 +429,7 @@ def _method(name: str):
 for _name in ("sum", "mean", "std", "var", "prod", "max", "min", "argmax", "argmin", "any", "all",
               "cumsum", "cumprod", "clip", "dot", "squeeze", "ravel", "swapaxes", "repeat", "take",
               "argsort", "round", "nonzero", "diagonal", "trace", "searchsorted", "compress",
-              "choose", "argpartition"):
+              "choose", "argpartition", "put"):
     setattr(TracedArray, _name, _method(_name))
 del _name
 
