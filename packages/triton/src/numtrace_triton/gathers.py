@@ -35,7 +35,7 @@ from numtrace_ir.types import ScalarType, TensorType
 
 from .groups import LogicalLoad, PlanArg, broadcast_strides
 from .kernel_plan import Op, View, c_strides, numel
-from .placement import Loc, Placement
+from .placement import NOTHING, Loc, Placement
 
 __all__ = ["ATOMIC_UFUNCS", "EFFECTS", "GATHER", "GATHER_OPS", "SCATTER_ATOMIC", "SCATTER_CLAIM",
            "SCATTER_WRITE", "GatherRules"]
@@ -135,6 +135,8 @@ class GatherRules(Placement):
         value_type = ScalarType(value.weak) if value.weak else TensorType(value.dtype, value.shape)
         if ufunc_dtypes(label, ufunc, (TensorType(dtype, ()), value_type))[0] != dtype:
             raise NotImplementedError(f"{label}: the ufunc computes in a wider dtype than the array's")
+        if value.weak == "int" and dtype.kind in "iu" and not _fits(value.folded, dtype):
+            raise NotImplementedError(f"{label}: a Python int the array's dtype may not hold")
         view = self.buffer(out.shape, dtype, "temp", doc=f"temporary {out}")
         if numel(a.shape):
             self.write_into(a, view, label, {})
@@ -212,6 +214,11 @@ class GatherRules(Placement):
         if axis is None:
             raise NotImplementedError(f"{label}: np.take_along_axis with axis=None is not lowered")
         self.gather(node, label, x, idx, axis % len(x.shape), True)
+
+
+def _fits(value, dtype: np.dtype) -> bool:
+    """Whether a Python int known at plan time lies in the integer dtype's range."""
+    return value is not NOTHING and int(np.iinfo(dtype).min) <= int(value) <= int(np.iinfo(dtype).max)
 
 
 def _spread(one: View, shape: tuple[int, ...]) -> View:
