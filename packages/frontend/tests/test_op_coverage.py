@@ -43,6 +43,10 @@ def _call_numpy(op, func, method, inputs, attrs):
         out[key] = inputs[-1]
         return out
     fn = func if method == "__call__" else getattr(func, method)
+    if op.name in ("np.put", "np.put_along_axis"):   # they write into their first argument
+        out = inputs[0].copy()
+        fn(out, *inputs[1:], *op.normalize_attrs(attrs).values())
+        return out
     if op.name == "np.gradient":   # spacings are NumPy's *varargs
         full = op.normalize_attrs(attrs)
         return fn(*inputs, *full["spacing"], axis=full["axis"], edge_order=full["edge_order"])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 from numtrace_ir import registry
+from numtrace_ir.ops.scatter import SCATTER_OPS
 from numtrace_ir.registry import REDUCTION_KINDS, OpDef, UnknownOpError
 from numtrace_ir.types import ScalarType, TensorType
 
@@ -28,7 +29,7 @@ _SCAN_WIDENED = frozenset(map(np.dtype, (np.bool_, np.int8, np.int16, np.int32))
     registry.get, ("np.where", "np.astype", "np.copy", "np.power", "np.matmul", "np.dot", "np.setitem",
                    "np.divmod"))
 # The scatter ops, which write into a copy of their first input as setitem does.
-_SCATTERS = frozenset(map(registry.get, ("np.ufunc.at", "np.put", "np.put_along_axis")))
+_SCATTERS = frozenset(map(registry.get, SCATTER_OPS))
 # What the backend lowers itself; `passes.decompose` rewrites the rest (np.clip becomes maximum and
 # minimum, which fuse). np.divmod stays whole: one NumPy call computes both outputs, and its parts
 # have no fused kernel either.

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from numtrace_ir import registry
 from numtrace_ir.ops.foreign import ufunc_name
+from numtrace_ir.ops.scatter import SCATTER_OPS
 
 from .hostcall import unregistered_call
 from .source import run_at_user_line
@@ -58,7 +59,7 @@ def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
         raise ValueError(f"{numpy_name(func, method)}: where= without out= leaves the masked-out elements "
                          "uninitialized, which a trace cannot reproduce; pass out= as well")
     op = registry.for_numpy(func, method)
-    if op is not None and op.name in WRITE_OPS and out is None and where is True:
+    if op is not None and op.name in SCATTER_OPS and out is None and where is True:
         return _write_first(tracer, op, func, method, args, kwargs)
     foreign = ufunc_name(func) if op is None and isinstance(func, np.ufunc) and method == "__call__" \
         and not kwargs else None
@@ -84,11 +85,6 @@ def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
     if out is None:
         return result
     return write_out(numpy_name(func, method), out, result)
-
-
-# Ops recorded for NumPy functions that write into their first argument and return None (``np.put``,
-# ``np.add.at``): the op returns the updated copy, to which the argument is rebound.
-WRITE_OPS = frozenset({"np.ufunc.at", "np.put", "np.put_along_axis"})
 
 
 def _write_first(tracer: Tracer, op: Any, func: Any, method: str, args: tuple, kwargs: dict) -> None:

@@ -31,6 +31,12 @@ from numtrace_ir.ops.indexing import (
 from numtrace_ir.registry import Attr, Input, Inputs, OpDef, Sample, register, register_target
 from numtrace_ir.types import TensorType
 
+__all__ = ["SCATTER_OPS", "plain_sequence"]
+
+# The ops of NumPy functions that write into their first argument (and return None): each returns the
+# updated copy, to which the tracer rebinds that argument.
+SCATTER_OPS = ("np.ufunc.at", "np.put", "np.put_along_axis")
+
 
 def plain_sequence(name: str, v: Any) -> Any:
     """A list or tuple argument as the array NumPy makes of it; `NotImplementedError` (the call is then
