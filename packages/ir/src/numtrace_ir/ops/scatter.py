@@ -129,8 +129,8 @@ def _at_samples(rng):
                  {"ufunc": "numpy.add", "index": (INPUT, INPUT)}, note="tuple of arrays")
     yield Sample((x((4, 3), "f8"), sampling.array(rng, (4, 3), bool), 1.0),
                  {"ufunc": "numpy.add", "index": (INPUT,)}, note="mask")
-    yield Sample((x((5,), "f8"), np.array([0, 4, 0]), np.array([np.nan, 1.0, 2.0])),
-                 {"ufunc": "numpy.maximum", "index": (INPUT,)}, note="NaN")
+    yield Sample((x((5,), "f8"), np.array([0, 4, 0]), np.array([-np.inf, np.inf, 2.0])),
+                 {"ufunc": "numpy.maximum", "index": (INPUT,)}, note="infinities")
     yield Sample((x((5,), "?"), dup, sampling.array(rng, (6,), bool)),
                  {"ufunc": "numpy.logical_or", "index": (INPUT,)})
     yield Sample((x((5,), "f8"), np.zeros(0, np.intp), x((0,), "f8")),
