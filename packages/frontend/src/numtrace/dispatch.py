@@ -91,11 +91,11 @@ def _write_first(tracer: Tracer, op: Any, func: Any, method: str, args: tuple, k
     """``func.method(a, ...)`` writing into ``a``, recorded as ``op`` (the updated copy) with ``a`` rebound
     to it, so that the write reaches ``a``'s base and, through the graph, the caller's array."""
     what = numpy_name(func, method)
-    target = args[0] if args else None
-    if not is_traced_array(target):
+    if not args or not is_traced_array(args[0]):
         raise TypeError(f"{what} writes into an array that is not traced (a global or a constant): the trace "
                         "cannot write into it at run time; pass the array to the traced function, or make it "
                         "from one (np.zeros_like(x, shape=...))")
+    target = args[0]
     if target._scalar:
         raise TypeError(f"{what}: cannot write into a NumPy scalar (immutable) from traced code")
     eager = func if method == "__call__" else getattr(func, method)
