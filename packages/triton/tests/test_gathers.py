@@ -151,7 +151,7 @@ def test_float_add_at_by_atomics_is_within_the_summation_tolerance(dtype):
                                               ("numpy.add", "int8")])
 def test_ufunc_at_without_an_atomic_is_a_host_step(ufunc, dtype):
     a = np.array([1, 2, 3], dtype)
-    v = np.array([np.nan, 5, 7] if dtype == "float64" else [4, 5, 7], dtype)
+    v = np.array([-np.inf, 5, 7] if dtype == "float64" else [4, 5, 7], dtype)
     exe, got, expected = _at([a, np.array([0, 0, 2]), v], ufunc)
     assert "host step" in exe.explain()
     np.testing.assert_array_equal(got, expected)
