@@ -115,6 +115,16 @@ def _packed(a, residual=False):
     return np.maximum(s @ _PACKED_W + _PACKED_B, 0.0)
 
 
+def _runtime_product(a):
+    """A product of two run-time values with enough rows and columns for the cpu backend's packed
+    kernels (a's columns repeated 3 times, its rows 16 times, times its transpose: a strided operand),
+    a bias add and a ReLU on signed zeros."""
+    if np.ndim(a) != 2:
+        return a
+    s = np.concatenate([a] * 3, axis=1)
+    return np.maximum(np.concatenate([s * -0.0] * 8 + [s] * 8) @ s.T + a[:, 0] * -0.0, 0.0)
+
+
 def _through_reshape(a, view):
     if np.ndim(a) == 0:
         return a
@@ -198,6 +208,7 @@ STEPS = {
     "array_0d": (1, lambda a: np.array([a.mean(), a.std()])),
     "small_k": (1, _small_k), "small_k_neg_zero": (1, lambda a: _small_k(a, -0.0)), "gemv": (1, _gemv),
     "packed": (1, _packed), "packed_residual": (1, lambda a: _packed(a, residual=True)),
+    "packed_runtime": (1, _runtime_product),
     "neg_zero": (1, lambda a: a * -0.0), "clip_tie": (1, lambda a: np.clip(a * -0.0, 0.0, 1.0)),
     "clip_tie_high": (1, lambda a: np.clip(a * 0.0, -1.0, -0.0)),
     "max_tie": (1, lambda a: np.maximum(a * -0.0, 0.0)), "min_tie": (1, lambda a: np.minimum(0.0, a * -0.0)),
@@ -214,7 +225,7 @@ STEPS = {
 FAST_STEPS = [name for name in STEPS if name in (
     "stack_write", "concat_write", "column_stack_write", "stack_0d", "array_0d", "small_k",
     "small_k_neg_zero",
-    "gemv", "packed",
+    "gemv", "packed", "packed_runtime",
     "neg_zero", "clip_tie", "clip_tie_high", "max_tie", "min_tie", "scan_of_pass", "cumprod_of_pass",
     "pow_m2_huge", "pow_m2_tiny", "pow_m1_subnormal", "pow_half", "pow_3_huge", "pow_4", "pow_m_half",
     "pow_2_neg_zero", "reshape_write", "ravel_write", "T_reshape_write", "set_row", "set_slice", "iadd",
@@ -272,6 +283,7 @@ FAST_PATHS = {
     "GEMV with a fused bias": lambda s: s["gemv_epilogues"],
     "packed-weight product": lambda s: s["packed_matmuls"],
     "packed-weight product with a fused epilogue": lambda s: s["packed_epilogue_ops"],
+    "packed product of run-time values": lambda s: s["packed_runtime"],
     "scan": lambda s: s["scans"],
     "scan in place": lambda s: s["scans_in_place"],
     "constant exponent": lambda s: s["constant_powers"],

@@ -105,6 +105,40 @@ CASES = [
     ("np.fft.rfftn", lambda x: np.fft.rfftn(x, axes=(1, 0)), _arrays((None, 6))),
     ("np.fft.fftshift", lambda x: np.fft.fftshift(x), _arrays((None, 3))),
     ("np.fft.ifftshift", lambda x: np.fft.ifftshift(x, axes=0), _arrays((None,))),
+    # -- NaN order statistics, insert/delete/pad, grids, select, piecewise, special functions ---------
+    ("np.nanmedian", lambda x: np.nanmedian(x, axis=1), _nans((5,))),
+    ("np.nanmedian", lambda x: np.nanmedian(x, axis=0, keepdims=True), _nans((3,))),
+    ("np.nanpercentile", lambda x: np.nanpercentile(x, 30, axis=1), _nans((5,))),
+    ("np.nanpercentile", lambda x: np.nanpercentile(x, [10, 90], axis=1, method="nearest"), _nans((4,))),
+    ("np.nanquantile", lambda x: np.nanquantile(x, [0.1, 0.5], axis=0), _nans((5,))),
+    ("np.insert", lambda x: np.insert(x, 1, 5.0, axis=0), _arrays((None, 2))),
+    ("np.insert", lambda x: np.insert(x, [0, 2], 0.5, axis=1), _arrays((None, 3))),
+    ("np.insert", lambda x: np.insert(x, -1, x[:, 0], axis=1), _arrays((None, 3))),
+    ("np.insert", lambda x: np.insert(x, slice(None, None, 2), 9.0), _arrays((None,))),
+    ("np.delete", lambda x: np.delete(x, [0, 2], axis=1), _arrays((None, 4))),
+    ("np.delete", lambda x: np.delete(x, 0, axis=0), _arrays((None, 3))),
+    ("np.delete", lambda x: np.delete(x, slice(1, None, 2)), _arrays((None,))),
+    ("np.delete", lambda x: np.delete(x, [-1, -2]), _arrays((None, 2))),
+    ("np.concatenate", lambda x: np.append(x, [1.0, 2.0]), _arrays((None,))),
+    ("np.pad", lambda x: np.pad(x, 2, mode="reflect"), _arrays((None,))),
+    ("np.pad", lambda x: np.pad(x, ((1, 2), (0, 1)), mode="edge"), _arrays((None, 3))),
+    ("np.pad", lambda x: np.pad(x, 2, mode="wrap"), _arrays((None, 3))),
+    ("np.pad", lambda x: np.pad(x, 2, mode="linear_ramp", end_values=(1.0, -1.0)), _arrays((None,))),
+    ("np.pad", lambda x: np.pad(x, 2, mode="mean"), _arrays((None,))),
+    ("np.pad", lambda x: np.pad(x, (1, 3), mode="symmetric", reflect_type="odd"), _arrays((None,))),
+    ("np.pad", lambda x: np.pad(x, ((0, 1), (2, 0)), mode="maximum", stat_length=1), _arrays((None, 3))),
+    ("np.pad", lambda x: np.pad(x, ((1, 0), (2, 1)), constant_values=((1, 2), (3, 4))), _arrays((None, 2))),
+    ("np.pad", lambda x: np.pad(x, 0, mode="median"), _arrays((None, 2))),
+    ("np.meshgrid", lambda x, y: sum(np.meshgrid(x, y)), _arrays((None,), (3,))),
+    ("np.meshgrid", lambda x, y: np.meshgrid(x, y, indexing="ij", sparse=True), _arrays((None,), (None, 2))),
+    ("np.select", lambda x: np.select([x < -1, x > 1], [x * 2, x ** 2], default=0.0), _arrays((None,))),
+    ("np.select", lambda x: np.select([x > 0], [x], default=7), _arrays((None, 2), dtype="f4")),
+    ("np.setitem", lambda x: np.piecewise(x, [x < 0, x >= 0], [lambda v: -v, lambda v: v * 2]),
+     _arrays((None,))),
+    ("np.setitem", lambda x: np.piecewise(x, [x < -2.5], [np.sin, 0.5]), _arrays((None, 2))),
+    ("np.sinc", lambda x: np.sinc(x), _arrays((None,))),
+    ("np.sinc", lambda x: np.sinc(x), _arrays((None, 2), dtype="f4")),
+    ("np.i0", lambda x: np.i0(x * 4), _arrays((None,))),
     # scatters: ufunc.at, np.put, np.put_along_axis (written back into their first argument)
     ("np.ufunc.at", lambda x, i: _at(np.add, np.zeros_like(x, shape=(5,)), i % 5, x), _scatter()),
     ("np.ufunc.at", lambda x, i: _at(np.add, x.copy(), i, 1.5), _scatter()),
@@ -181,3 +215,87 @@ def test_unmodelled_arguments_are_host_calls(backend):
                           check_trace=False)
     assert "prim.host_call" in str(traced.graph)
     np.testing.assert_array_equal(traced(x), np.nansum(x, axis=1, where=where))
+
+
+@pytest.mark.triton
+def test_fft_frequencies_follow_a_traced_length(backend):
+    def f(x):
+        return x * np.fft.fftfreq(x.shape[0]), np.fft.rfftfreq(x.shape[0], d=0.1)
+
+    traced = nt.trace(f, (np.ones(8),), backend=backend)
+    ops = [n.op for n in traced.graph.nodes]
+    assert "prim.dynamic" in ops and not any(o in ("prim.host_call", "prim.guard") for o in ops), ops
+    for n in (1, 7, 1000):
+        x = np.linspace(-1.0, 1.0, n)
+        for got, expected in zip(traced(x), f(x)):
+            np.testing.assert_array_equal(got, expected)
+    assert traced.retraces == 0
+    with pytest.raises((ZeroDivisionError, RuntimeError), match="division by zero"):
+        traced(np.ones(0))
+
+
+def test_edits_raise_where_numpy_raises(backend):
+    reflect = nt.trace(lambda x: np.pad(x, 1, mode="reflect"), (np.ones(3),), backend=backend)
+    with pytest.raises((ValueError, RuntimeError), match="can't extend empty axis"):
+        reflect(np.ones(0))
+    np.testing.assert_array_equal(reflect(np.ones(1)), np.pad(np.ones(1), 1, mode="reflect"))
+    insert = nt.trace(lambda x: np.insert(x, 3, 0.0), (np.ones(5),), backend=backend)
+    with pytest.raises((IndexError, RuntimeError), match="out of bounds"):
+        insert(np.ones(2))
+    delete = nt.trace(lambda x: np.delete(x, [1, 4]), (np.ones(6),), backend=backend)
+    with pytest.raises((IndexError, RuntimeError), match="out of bounds"):
+        delete(np.ones(3))
+    width0 = nt.trace(lambda x: np.pad(x, 0, mode="wrap"), (np.ones((2, 3)),), backend=backend)
+    np.testing.assert_array_equal(width0(np.ones((0, 3))), np.ones((0, 3)))
+
+
+def test_unmodelled_edit_forms_stay_host_calls(backend):
+    x = np.arange(6.0)
+    cases = [
+        lambda x: np.delete(x, [0, -1]),                     # both signs: the count depends on the size
+        lambda x: np.delete(x, x > 2),                       # a traced mask
+        lambda x: np.insert(x, slice(0, 4), [1.0, 2.0, 3.0, 4.0]),  # several values per slice position
+    ]
+    for fn in cases:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            traced = nt.trace(fn, (x,), backend=backend, check_trace=False)
+        assert "prim.host_call" in str(traced.graph)
+        np.testing.assert_array_equal(traced(x), fn(x))
+    with pytest.raises(NotImplementedError, match="cannot be recorded"):   # nor can a host call take it
+        nt.trace(lambda x: np.pad(x, 2, mode=lambda v, w, i, kw: None), (x,), backend=backend)
+
+
+def test_nan_order_statistics_warn_on_all_nan_slices(backend):
+    def f(x):
+        return np.nanmedian(x, axis=1), np.nanquantile(x, 0.3, axis=1)
+
+    traced = nt.trace(f, (np.array([[1.0, np.nan], [2.0, 4.0]]),), backend=backend)
+    bad = np.array([[np.nan, np.nan], [2.0, 4.0], [1.0, 3.0]])
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        got = traced(bad)
+    assert "All-NaN slice encountered" in {str(w.message) for w in seen}
+    for g, e in zip(got, (np.array([np.nan, 3.0, 2.0]), np.array([np.nan, 2.6, 1.6]))):
+        np.testing.assert_allclose(g, e)
+    assert traced.retraces == 0
+
+
+def test_piecewise_of_a_reducing_function_keeps_numpy_test_for_empty_pieces(backend):
+    def f(x):
+        return np.piecewise(x, [x < 0], [lambda v: v - v.max(), lambda v: v])
+
+    traced = nt.trace(f, (np.array([-1.0, 2.0, -3.0]),), backend=backend)
+    assert "prim.guard" in [n.op for n in traced.graph.nodes]   # max of an empty piece would raise
+    x = np.array([1.0, 2.0])
+    with pytest.warns(nt.TracerWarning, match="re-tracing"):   # the piece is empty: NumPy skips the max
+        np.testing.assert_array_equal(traced(x), f(x))
+
+
+def test_pad_mode_empty_is_padded_with_some_values(backend):
+    traced = nt.trace(lambda x: np.pad(x, (1, 2), mode="empty"), (np.ones(3),), backend=backend,
+                      check_trace=False)   # NumPy's padding is uninitialized memory: nothing to compare
+    assert "np.pad" in [n.op for n in traced.graph.nodes]
+    got = traced(np.arange(5.0))
+    assert got.shape == (8,) and got.dtype == np.float64
+    np.testing.assert_array_equal(got[1:6], np.arange(5.0))

@@ -47,6 +47,9 @@ def _call_numpy(op, func, method, inputs, attrs):
         out = inputs[0].copy()
         fn(out, *inputs[1:], *op.normalize_attrs(attrs).values())
         return out
+    if op.name == "np.select":   # the op's inputs are NumPy's two lists, then the default
+        n = op.normalize_attrs(attrs)["n"]
+        return fn(list(inputs[:n]), list(inputs[n:2 * n]), inputs[2 * n])
     if op.name == "np.gradient":   # spacings are NumPy's *varargs
         full = op.normalize_attrs(attrs)
         return fn(*inputs, *full["spacing"], axis=full["axis"], edge_order=full["edge_order"])

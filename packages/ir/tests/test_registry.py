@@ -178,8 +178,9 @@ def test_bind_bad_calls(name, args, kwargs, match):
 
 
 def test_bind_pad_mode_not_implemented():
-    with pytest.raises(NotImplementedError, match="only mode='constant'"):
-        registry.get("np.pad").bind([np.ones(2), 1, "reflect"], {})
+    with pytest.raises(NotImplementedError, match="function as mode"):
+        registry.get("np.pad").bind([np.ones(2), 1, lambda vector, width, axis, kwargs: None], {})
+    assert registry.get("np.pad").bind([np.ones(2), 1, "reflect"], {})[1]["mode"] == "reflect"
 
 
 # -- infer ------------------------------------------------------------------------------------------------

@@ -180,6 +180,7 @@ class Executable(CallRunner):
                                   for s in self._steps),
             "packed_matmuls": sum(isinstance(s, MatmulStep) and s.packed is not None for s in self._steps),
             "packed_constant": sum(isinstance(s, MatmulStep) and s.packed == "constant" for s in self._steps),
+            "packed_runtime": sum(isinstance(s, MatmulStep) and s.packed == "runtime" for s in self._steps),
             "packed_epilogue_ops": sum(len(s.epilogue) for s in self._steps if isinstance(s, MatmulStep)),
             "constant_powers": sum(constant_exponent(n) is not None for s in fused for n in s.nodes),
             "views": sum(isinstance(s, ViewStep) for s in self._steps),
@@ -248,7 +249,8 @@ class Executable(CallRunner):
                 a, b = (self._types[v] for v in step.inputs[:2])
                 how = ("GEMV kernel" if step.gemv is not None else "BLAS matmul" if step.packed is None
                        else "packed-weight kernel (weight packed once)" if step.packed == "constant"
-                       else "packed-weight kernel (module state, packed per call)")
+                       else "packed-weight kernel (module state, packed per call)" if step.packed == "state"
+                       else "packed kernel (run-time operand, packed per call)")
                 epi = (" + bias" if step.bias else "") + (" then ReLU" if step.activation else "")
                 epi += "".join(f" then {op}" if v is None else f" + {op} {name(v)}"
                                for op, v in step.epilogue)
@@ -415,13 +417,12 @@ def _matmul_runner(step: MatmulStep, types: dict):
             maximum(out, 0, out=out)
         elif act == "relu_zero_first":
             maximum(0, out, out=out)
+    on_blas = blas_threads.one_thread(run_matmul)
     if step.gemv is None:
-        a_type, o_type = types[a], types[o]
-        work = int(np.prod(o_type.shape, dtype=np.int64)) * (a_type.shape[-1] if a_type.ndim else 1)
-        return blas_threads.one_thread(run_matmul) if work < blas_threads.SMALL_PRODUCT else run_matmul
+        return on_blas
     vec_pos, k_axis = step.gemv
     vec, mat = (a, b) if vec_pos == 0 else (b, a)
-    return blocks.Gemv(vec, mat, o, k_axis, types[o].dtype.type, -1 if c is None else c, act, run_matmul)
+    return blocks.Gemv(vec, mat, o, k_axis, types[o].dtype.type, -1 if c is None else c, act, on_blas)
 
 
 def _packed_runner(step: MatmulStep, types: dict):
@@ -442,7 +443,7 @@ def _packed_runner(step: MatmulStep, types: dict):
             else:
                 maximum(0, out, out=out)
     return blocks.PackedMatmul(a, b, o, types[o].dtype.type, ops, step.packed == "constant",
-                               run_matmul_epilogue)
+                               blas_threads.one_thread(run_matmul_epilogue))
 
 
 def _into_runner(step: IntoStep):

@@ -49,8 +49,8 @@ class MatmulStep(Step):
     gemv: tuple | None = None
     bias: bool = False
     activation: str | None = None
-    # The packed-weight kernels (numtrace_cpu.products.packed_form): "constant" (packed once) or
-    # "state" (packed per call); then `epilogue` ((op name, value number or None), in order) is
+    # The packed-weight kernels (numtrace_cpu.products.packed_form): "constant" (packed once),
+    # "state" or "runtime" (packed per call); then `epilogue` ((op name, value number or None), in order) is
     # fused in, its values in `inputs[2:]`.
     packed: str | None = None
     epilogue: tuple = ()

@@ -68,9 +68,10 @@ def _index_text(index: tuple, arrays: list[str], constants: dict[str, np.ndarray
     return ", ".join(parts) if parts else "()"
 
 
-# Ops whose attrs are not the NumPy function's parameters (np.gradient's spacings are its *varargs):
+# Ops whose attrs are not the NumPy function's parameters (np.gradient's spacings are its *varargs,
+# np.select's inputs are its two lists and its default):
 # written as calls of their reference.
-_NOT_BY_SCHEMA = frozenset({"np.gradient"})
+_NOT_BY_SCHEMA = frozenset({"np.gradient", "np.select"})
 
 
 def _numpy_function(op_name: str) -> bool:

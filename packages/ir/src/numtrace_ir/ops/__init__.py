@@ -5,6 +5,7 @@ from numtrace_ir.ops import (
     contractions,  # noqa: F401
     correlation,  # noqa: F401
     creation,  # noqa: F401
+    editing,  # noqa: F401
     elementwise,  # noqa: F401
     fft,  # noqa: F401
     foreign,  # noqa: F401
@@ -19,7 +20,9 @@ from numtrace_ir.ops import (
     random,  # noqa: F401
     reductions,  # noqa: F401
     scatter,  # noqa: F401
+    selection,  # noqa: F401
     signal,  # noqa: F401
+    special,  # noqa: F401
     statistics,  # noqa: F401
     tiling,  # noqa: F401
     vector_products,  # noqa: F401
