@@ -150,26 +150,52 @@ def test_special_values_and_relu_zero_signs(dtype):
             np.testing.assert_array_equal(np.signbit(got[zeros]), np.signbit(want[zeros]))
 
 
-def test_one_and_two_threads_agree_bit_for_bit():
-    """The summation order is fixed by the row chunking, not by the team size."""
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(900, 700), (64, 1025), (129, 1025), (40, 2049), (2048, 17), (1100, 33)], ids=str)
+def test_thread_counts_agree_bit_for_bit(dtype, shape):
+    """The summation order is fixed by the row chunking, not by which columns (rows form) or rows
+    (dot form) each thread computes: 1, 2 and 3 threads give the same bits, epilogue included
+    (each shape has enough multiply-adds for the team, GEMV_PARALLEL_MIN)."""
     rng = np.random.default_rng(8)
-    x = rng.standard_normal((1, 900)).astype(np.float32)
-    w = rng.standard_normal((900, 700)).astype(np.float32)
-    exe = compile_graph(_graph((1, 900), (900, 700), np.float32),
-                        [TensorType(np.dtype(np.float32), s) for s in ((1, 900), (900, 700))])
+    k, n = shape
+    x = rng.standard_normal((1, k)).astype(dtype)
+    w = rng.standard_normal((k, n)).astype(dtype)
+    b = rng.standard_normal(n).astype(dtype)
+    exe = compile_graph(_graph((1, k), (k, n), dtype, bias=True, relu="h0"),
+                        [TensorType(np.dtype(dtype), s) for s in ((1, k), (k, n), (n,))])
     old, old_spin = get_num_threads(), blocks.team_spin_us()
+    assert k * n >= blocks.GEMV_PARALLEL_MIN
     try:
         results = []
-        for n, spin in ((1, 0), (2, 100), (3, 100), (2, 0)):
-            set_num_threads(n)
+        for nthreads, spin in ((1, 0), (2, 100), (3, 100), (2, 0)):
+            set_num_threads(nthreads)
             blocks.set_team_spin_us(spin)
-            results.append(exe(x, w)[0])
+            results.append([exe(x, wl, b)[0] for wl in (w, np.asfortranarray(w))])
     finally:
         set_num_threads(old)
         blocks.set_team_spin_us(old_spin)
-    np.testing.assert_array_equal(results[0], results[3])
-    np.testing.assert_array_equal(results[0], results[1])
-    np.testing.assert_array_equal(results[0], results[2])
+    for r in results[1:]:
+        for got, want in zip(r, results[0]):
+            np.testing.assert_array_equal(got, want)
+    _assert_close(results[0][0], _expected(x, w, b, "h0"), x, w, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("k", [0, 1, 7, 8, 9, 63, 64, 65, 72, 129])
+@pytest.mark.parametrize("n", [1, 15, 16, 17, 31, 33, 511, 513, 1023, 1025], ids=lambda n: f"n{n}")
+def test_edge_sizes_of_the_row_groups_chunks_and_column_blocks(dtype, k, n, threads):
+    """K around the eight-row groups and the 64-row chunks, N around the vector widths and the
+    columns whose partials the rows form keeps in L1 at once (NT_GEMV_COLS: 1024 float32, 512
+    float64), in both layouts."""
+    rng = np.random.default_rng(k * 1000 + n)
+    exe = compile_graph(_graph((k,), (k, n), dtype, bias=True, relu="0h"),
+                        [TensorType(np.dtype(dtype), s) for s in ((k,), (k, n), (n,))])
+    x = rng.standard_normal(k).astype(dtype)
+    w = rng.standard_normal((k, n)).astype(dtype)
+    b = rng.standard_normal(n).astype(dtype)
+    for wl in (w, np.asfortranarray(w)):
+        (got,) = exe(x, wl, b)
+        _assert_close(got, _expected(x, wl, b, "0h"), x, w, dtype)
 
 
 def test_concurrent_calls_from_two_python_threads(threads):
