@@ -114,13 +114,8 @@ static inline __attribute__((always_inline)) void nt_gemv_rows_m_body_##SUF(    
         }                                                                                          \
         for (m = 0; m < M; m++) *(V*)(y + m * ldy + j) = a[m];                                     \
     }                                                                                              \
-    for (; j < n; j++) {                                                                           \
-        T a[NT_GEMV_MAX_M];                                                                        \
-        for (m = 0; m < M; m++) a[m] = 0;                                                          \
-        for (k = 0; k < K; k++)                                                                    \
-            for (m = 0; m < M; m++) a[m] += x[m * ldx + k] * w[k * ldw + j];                       \
-        for (m = 0; m < M; m++) y[m * ldy + j] = a[m];                                             \
-    }                                                                                              \
+    if (nv < n)   /* the last columns: nt_gemv_rows's own tail loop, so their bits match it too */  \
+        for (m = 0; m < M; m++) nt_gemv_rows_##SUF(x + m * ldx, w + nv, ldw, K, n - nv, y + m * ldy + nv); \
 }                                                                                                  \
                                                                                                    \
 /* nt_gemv_rows_m_body with M a constant (2 to NT_GEMV_MAX_M), so its sums stay in registers. */  \
