@@ -77,12 +77,23 @@ def test_guarded_host_results_agree_with_numpy_across_calls(f, backend, rng):
             np.testing.assert_array_equal(g, s)
 
 
-@pytest.mark.xfail(strict=True, raises=NotImplementedError,
-                   reason="scipy.fft dispatches through uarray, not __array_function__: its Python code "
-                          "reads ndarray.flags of the traced array, so tracing refuses a program NumPy runs "
-                          "(scipy.fft is a host module, but its calls are never recorded as host calls)")
 def test_scipy_fft_of_a_traced_array_is_a_host_call(rng):
+    # scipy.fft dispatches through uarray, not __array_function__: numtrace's uarray backend records it.
     sfft = pytest.importorskip("scipy.fft")
     x = rng.standard_normal((4, 3))
     traced = _trace(lambda a: sfft.rfft(a, axis=0), x)
     np.testing.assert_array_equal(_call(traced, x), sfft.rfft(x, axis=0))
+    assert [n.attrs["func"] for n in traced.graph.nodes if n.op == "prim.host_call"] == ["scipy.fft.rfft"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", nt.TracerWarning)
+        for shape in ((5, 3), (4, 3), (9, 2)):   # other shapes trace again
+            y = rng.standard_normal(shape)
+            np.testing.assert_array_equal(traced(y), sfft.rfft(y, axis=0))
+        single = _trace(lambda a: sfft.rfft(a, axis=0), x.astype(np.float32))
+        y = rng.standard_normal((7, 3)).astype(np.float32)
+        got = single(y)
+        assert got.dtype == np.complex64    # SciPy keeps single precision, unlike np.fft
+        np.testing.assert_array_equal(got, sfft.rfft(y, axis=0))
+        ortho = _trace(lambda a: sfft.dct(a, norm="ortho") * 2.0, x)
+        np.testing.assert_array_equal(_call(ortho, x * 3), sfft.dct(x * 3, norm="ortho") * 2.0)
+    assert sfft.rfft(x).dtype == np.complex128   # outside a trace, SciPy's own backend as before

@@ -618,10 +618,11 @@ cdef void _acc_store(const Reduction* rd, const Acc* acc, char* out) noexcept no
             return
         v = acc.s
     elif rd.op == R_MEAN:
-        v = acc.s / acc.count if acc.count else NAN
+        # An empty slice divides 0 by 0 as NumPy does: the platform's default NaN (negative on x86).
+        v = acc.s / <double>acc.count
     else:
         v = acc.count - rd.ddof
-        v = acc.m2 / (v if v > 0 else 0.0) if acc.count else NAN
+        v = acc.m2 / (v if v > 0 else 0.0)
         if rd.op == R_STD:
             v = sqrt(v)
     if dt == DT_F32:

@@ -67,6 +67,8 @@ def trace(func: Callable | Module, example_inputs: Any = None, *, check_trace: b
             with instead of the example; give inputs that differ from it as real inputs will (other
             batch sizes, other values) so data-dependent code is found.
         check_tolerance: relative tolerance of the checker's output comparison, made in float64.
+            Where the graph sums in another order than NumPy (reductions, products), the absolute
+            tolerance also allows 64 machine epsilons of the output's largest magnitude.
         strict: refuse outputs that are not arrays or tuples of arrays: lists give a
             ``TracerWarning``, dicts an error. With ``False`` lists and dicts are returned as such.
         example_kwarg_inputs: the arguments by parameter name, instead of ``example_inputs``; the

@@ -37,6 +37,7 @@ from .dispatch import freeze
 from .errors import TracerWarning
 from .interception import numpy_intercepted
 from .proxy import TracedArray
+from .scipy_fft import scipy_fft_traced
 from .source import warn_at_user_line
 from .traced_int import plain
 from .tracer import Tracer
@@ -131,7 +132,7 @@ def record_function(func: Callable, args: tuple, kwargs: Mapping[str, Any] | Non
         for where, frozen in frozen_lists(spec, name):
             warn_at_user_line(frozen_list_warning(f"Argument {where!r}", frozen), TracerWarning)
     tracer = Tracer(state_names or {})
-    with tracer.active(), numpy_intercepted():
+    with tracer.active(), numpy_intercepted(), scipy_fft_traced():
         proxies = [tracer.add_input(n, np.asarray(plain_array(a, f"argument {n!r}")))
                    for n, a in zip(leaf_names, leaves)]
         rebuilt = [build_tracked(spec, proxies) for spec in specs]
