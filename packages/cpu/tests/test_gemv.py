@@ -151,7 +151,8 @@ def test_special_values_and_relu_zero_signs(dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("shape", [(900, 700), (64, 1025), (129, 1025), (40, 2049), (2048, 17), (1100, 33)], ids=str)
+@pytest.mark.parametrize("shape", [(900, 700), (64, 1025), (129, 1025), (40, 2049), (2048, 17), (1100, 33)],
+                         ids=str)
 def test_thread_counts_agree_bit_for_bit(dtype, shape):
     """The summation order is fixed by the row chunking, not by which columns (rows form) or rows
     (dot form) each thread computes: 1, 2 and 3 threads give the same bits, epilogue included
@@ -317,7 +318,8 @@ def test_a_few_rows_special_values(dtype):
     x[2, :] = -0.0
     w = rng.standard_normal((k, n)).astype(dtype)
     w[5, 7] = np.inf
-    exe = compile_graph(_graph((m, k), (k, n), dtype), [TensorType(np.dtype(dtype), s) for s in ((m, k), (k, n))])
+    exe = compile_graph(_graph((m, k), (k, n), dtype),
+                        [TensorType(np.dtype(dtype), s) for s in ((m, k), (k, n))])
     (got,) = exe(x, w)
     with np.errstate(invalid="ignore"):   # inf * 0 in NumPy's own product
         want = x @ w
