@@ -33,7 +33,7 @@ def pytest_configure(config):
     if not ok:
         config._numtrace_gpu_compile = f"kernels not compiled for a GPU: {why}"
         return
-    from numtrace_triton import executable
+    from numtrace_triton import executable, staged
 
     _CHECK = gpu_compile_check.GpuCompileCheck(workers=max(1, min(4, (os.cpu_count() or 2) - 1)))
     init = executable.TritonExecutable.__init__
@@ -43,6 +43,13 @@ def pytest_configure(config):
         _CHECK.add(plan.kernels)
 
     executable.TritonExecutable.__init__ = init_and_check
+    staged_init = staged.StagedExecutable.__init__
+
+    def staged_init_and_check(self, *args, **kwargs):  # the mask reads' kernels (its plans are above)
+        staged_init(self, *args, **kwargs)
+        _CHECK.add(self.stage_kernels)
+
+    staged.StagedExecutable.__init__ = staged_init_and_check
 
 
 def pytest_runtest_setup(item):

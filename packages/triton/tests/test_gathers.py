@@ -116,3 +116,28 @@ def test_a_scatter_index_out_of_range_raises_index_error():
     exe = _setitem(a, np.array([0, 1]), value, ("input",))
     with pytest.raises(IndexError, match="out of bounds"):
         exe(a, np.array([0, 4]), value)
+
+
+@pytest.mark.parametrize(("index", "shapes"), [
+    (("input", "input"), [(4,), (4,)]),
+    (("input", "input"), [(3, 1), (1, 5)]),  # x[i[:, None], j]
+    ((slice(None), "input", "input"), [(2, 3), (3,)]),
+    (("input", slice(None), "input"), [(4,), (4,)]),  # apart: the broadcast dims come first
+    (("input", "input", "input"), [(2,), (2,), ()]),
+])
+@pytest.mark.parametrize("dtype", ["float64", "int8", "bool"])
+def test_getitem_with_several_integer_arrays(index, shapes, dtype):
+    x = (RNG.standard_normal((6, 5, 4)) * 10).astype(dtype)
+    axes = [k for k, e in enumerate(index) if e == "input"]
+    idxs = [np.asarray(RNG.integers(-x.shape[a], x.shape[a], s)) for a, s in zip(axes, shapes)]
+    exe = _check("np.getitem", [x, *idxs], index=index)
+    assert "pointwise" in exe.explain()
+    _check("np.getitem", [x.transpose(2, 1, 0)[::-1][:, :, :4], *[i % 4 for i in idxs]], index=index)
+
+
+def test_several_arrays_raise_index_error_per_axis():
+    """An index in range for the flattened array but not for its own axis still raises."""
+    x = np.arange(12.0).reshape(3, 4)
+    exe = _compile("np.getitem", [x, np.array([0, 1]), np.array([1, 4])], index=("input", "input"))
+    with pytest.raises(IndexError):
+        exe(x, np.array([0, 1]), np.array([1, 4]))

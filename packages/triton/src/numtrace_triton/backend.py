@@ -10,14 +10,15 @@ from numtrace_ir.graph import Graph
 from numtrace_ir.specialize import specialize
 
 from .coverage import LOWERED
-from .device_memory import available_allocator_name, interpreter_enabled, select_allocator
+from .device_memory import DeviceAllocator, available_allocator_name, interpreter_enabled, select_allocator
 from .emit_body import Tuning
 from .executable import TritonExecutable
 from .host_graph import HostGraphExecutable
 from .planner import Plan, plan_graph
 from .rewrites import rewrite
+from .staged import StagedExecutable, split_at_masks
 
-__all__ = ["Backend", "generate"]
+__all__ = ["Backend", "compile_graph", "generate"]
 
 
 def generate(graph: Graph, input_types: Sequence, tuning: Tuning | None = None) -> Plan:
@@ -26,12 +27,36 @@ def generate(graph: Graph, input_types: Sequence, tuning: Tuning | None = None) 
     ``tuning`` defaults to the interpreter's block sizes under ``TRITON_INTERPRET=1`` and the GPU's
     otherwise; the ahead-of-time compile check passes ``Tuning.gpu()`` explicitly.
     """
-    if tuning is None:
-        tuning = Tuning.interpreter() if interpreter_enabled() else Tuning.gpu()
+    return plan_graph(_prepared(graph, input_types), tuning or _tuning())
+
+
+def _tuning() -> Tuning:
+    return Tuning.interpreter() if interpreter_enabled() else Tuning.gpu()
+
+
+def _prepared(graph: Graph, input_types: Sequence) -> Graph:
+    """``graph`` specialized to ``input_types``, rewritten into the ops the planner lowers."""
     g = specialize(graph, input_types, check_shapes=False)
     rewrite(g)  # np.diff, np.roll, np.tile, ... into views, joins and elementwise ops
     passes.decompose(g, LOWERED)  # np.clip, np.divmod into the ops they are made of
-    return plan_graph(g, tuning)
+    return g
+
+
+def compile_graph(graph: Graph, input_types: Sequence, allocator: DeviceAllocator
+                  ) -> TritonExecutable | StagedExecutable | HostGraphExecutable:
+    """One kernel plan; or, with boolean-mask reads, a plan per stage (`staged`); or, where no kernel
+    plan can hold the graph, the whole graph on the host."""
+    tuning = _tuning()
+    try:
+        g = _prepared(graph, input_types)
+        split = split_at_masks(g)
+        if split is None:
+            return TritonExecutable(plan_graph(g, tuning), allocator)
+        return StagedExecutable(g, split, list(input_types), tuning, allocator,
+                                lambda rest, types: compile_graph(rest, types, allocator))
+    except NotImplementedError as exc:  # no kernel plan can hold it: the whole graph on the host
+        return HostGraphExecutable(specialize(graph, input_types, check_shapes=False), list(input_types),
+                                   str(exc))
 
 
 class Backend:
@@ -61,21 +86,18 @@ class Backend:
         return True, ""
 
     def compile(self, graph: Graph, input_types: Sequence, call_spec: CallSpec | None = None
-                ) -> TritonExecutable | HostGraphExecutable:
+                ) -> TritonExecutable | StagedExecutable | HostGraphExecutable:
         """An executable for ``graph`` specialized to ``input_types``. It runs the graph only: a traced
         call's convention (``call_spec``: write-back, returned arguments, aliasing) is
         `numtrace_ir.run_call`'s, on the host arrays the executable returns.
 
         Never refuses an op: one without a lowering (or a variant of one) runs as a host step between
-        kernels, listed by ``explain()``; a graph no kernel plan can hold (a shape that depends on array
-        data, a complex input) runs whole on the host (`HostGraphExecutable`), and ``explain()`` says why.
+        kernels, listed by ``explain()``; boolean-mask reads are compacted on the device and the rest of
+        the graph planned once their counts are known (`staged`); a graph no kernel plan can hold
+        (another shape that depends on array data, a complex input) runs whole on the host
+        (`HostGraphExecutable`), and ``explain()`` says why.
         """
         ok, why = self.is_available()
         if not ok:
             raise RuntimeError(f"the triton backend is not available: {why}")
-        try:
-            plan = generate(graph, input_types)
-        except NotImplementedError as exc:  # no kernel plan can hold it: the whole graph on the host
-            g = specialize(graph, input_types, check_shapes=False)
-            return HostGraphExecutable(g, list(input_types), str(exc))
-        return TritonExecutable(plan, select_allocator())
+        return compile_graph(graph, input_types, select_allocator())

@@ -16,6 +16,7 @@ __all__ = [
     "CONTRACTIONS",
     "HOST_OPS",
     "LOWERED",
+    "MASK_READS",
     "NO_LOWERING",
     "PARTIAL",
     "REDUCTIONS",
@@ -44,10 +45,8 @@ UNLOWERED: dict[str, str] = {
     "np.nextafter": "needs ulp bit manipulation for every float format; not lowered",
     "np.gcd": "needs a data-dependent loop (Euclid); not lowered",
     "np.lcm": "needs a data-dependent loop (Euclid); not lowered",
-    "np.einsum": "general contractions are not mapped onto the batched matmul kernel",
     "np.argsort": "sorting is not lowered",
     "np.sort": "sorting is not lowered",
-    "np.getitem_mask": "boolean-mask indexing has a data-dependent output shape",
     "np.isclose": "a composite test (abs, compare, isfinite, isnan per element) with no kernel of its own; "
     "not lowered",
     "np.real": "complex parts: Triton has no complex type (a real array's real part, a copy, is not "
@@ -71,9 +70,13 @@ UNLOWERED_KINDS: dict[str, str] = {"random": _RANDOM}
 # Lowered ops with variants that are not (run as host steps): ``explain()`` says this for those.
 PARTIAL: dict[str, str] = {
     "np.dot": "np.dot of arrays with more than 2 dims is not lowered",
-    "np.getitem": "indexing with arrays other than one integer array among full slices is not lowered",
+    "np.einsum": "np.einsum with '...', more than two operands, a size-1 label broadcast against another "
+    "size, or a sum within one bool or float16 operand is not lowered",
+    "np.getitem": "indexing with integer arrays beside ints or partial slices is not lowered",
     "np.take": "np.take with mode='wrap' or 'clip', or a Python int index, is not lowered",
     "np.take_along_axis": "np.take_along_axis with axis=None is not lowered",
+    "np.getitem_mask": "a mask key with slices or integer arrays beside the mask, or a 0-d mask, runs "
+    "NumPy's indexing on the host (in its stage)",
     "np.setitem": "writing through array indices other than one integer array among full slices is not "
     "lowered",
     "np.ravel": "copies data here (not a view)",  # order="F"
@@ -90,6 +93,8 @@ PARTIAL: dict[str, str] = {
 # Reductions (`OpDef.reduction`) the reduction kernels compute (mean, var, std are built from sums).
 REDUCTIONS = frozenset(REDUCTION_KINDS)
 CONTRACTIONS = frozenset({"np.matmul", "np.dot"})
+# Boolean-mask reads: a prefix-sum compaction between kernel plans (`staged`, `compaction`).
+MASK_READS = frozenset({"np.getitem_mask"})
 # Ops run on the host between kernels (`host_steps`): host calls, and guards on array data.
 HOST_OPS = frozenset({"prim.host_call", "prim.guard"})  # np.dot: up to 2-D operands
 # Ops evaluated at compile time: shape arithmetic, constants, and *_like/full creation.
@@ -133,8 +138,8 @@ def handling(op) -> str:
 def _lowers_itself(op) -> bool:
     if _listed_reason(op) is not None:
         return False
-    if op.name in REWRITES or op.name in GATHER_OPS:  # rewritten before planning (`rewrites`); gathers
-        return True
+    if op.name in REWRITES or op.name in GATHER_OPS or op.name in MASK_READS:
+        return True  # rewritten before planning (`rewrites`); gathers; mask reads (`staged`)
     if op.kind == "elementwise":
         base = outer_base(op) or op
         return base in LOWERINGS or (base, 0) in LOWERINGS
@@ -152,5 +157,5 @@ def _lowers_itself(op) -> bool:
 # The ops the backend lowers itself; `passes.decompose` rewrites the others that have a decomposition.
 LOWERED = frozenset(op for op in registry.all_ops() if _lowers_itself(op))
 # Every op named in the tables above is a registry op: a misspelt name fails here, at import.
-for _name in (*UNLOWERED, *PARTIAL, *CONTRACTIONS, *VIEW_OPS):
+for _name in (*UNLOWERED, *PARTIAL, *CONTRACTIONS, *VIEW_OPS, *MASK_READS):
     registry.get(_name)

@@ -188,12 +188,20 @@ class BodyEmitter:
         """``source[..., index, ...]`` (see `numtrace_triton.gathers`): an index out of range (after
         NumPy's wrap of a negative one) is not loaded; it sets the flag the executable checks."""
         w, attrs = self.w, item.attrs
-        iv, bad = self._index(item)
+        many = isinstance(attrs["stride"], tuple)  # several index arrays, one per indexed axis
+        strides = attrs["stride"] if many else (attrs["stride"],)
+        extents = attrs["extent"] if many else (attrs["extent"],)
+        offsets, bads = [], []
+        for k, (stride, n) in enumerate(zip(strides, extents)):
+            iv, bad = self._index(item, k, n)
+            offsets.append(f"{iv} * {stride}")
+            bads.append(bad)
+        bad = bads[0] if len(bads) == 1 else w.let(" | ".join(f"({b})" for b in bads))
         mask = self.space.mask(item.level)
         ok = f"{mask} & ({bad} == 0)" if mask else f"{bad} == 0"
         src, flag = attrs["source"], attrs["flag"]
         addr = self.space.address(src, item.level)
-        load = f"tl.load({self.params[src.buffer]} + {addr} + {iv} * {attrs['stride']}, mask={ok}, other=0)"
+        load = f"tl.load({self.params[src.buffer]} + {addr} + {' + '.join(offsets)}, mask={ok}, other=0)"
         name = f"v{item.key}{suffix}"
         w.emit(f"{name} = {load}" + (" != 0" if np.dtype(src.dtype).kind == "b" else ""))
         self._raise_flag(flag, mask, bad)
@@ -208,13 +216,13 @@ class BodyEmitter:
         self.w.emit(f"tl.store({self.params[flag.buffer]} + {fmask}.to(tl.int32) * 0, {fmask}.to(tl.int32), "
                     f"mask={fmask})")
 
-    def _index(self, item: Op) -> tuple[str, str]:
-        """The index operand of a gather or scatter as int64, a negative one wrapped, and whether it
-        is out of range (names)."""
+    def _index(self, item: Op, k: int = 0, n: int | None = None) -> tuple[str, str]:
+        """Index operand ``k`` of a gather or scatter as int64, a negative one wrapped, and whether it
+        is out of range of ``n`` (default: the op's ``extent``) (names)."""
         w = self.w
-        index, index_dtype = self.operand(item.args[0], item.level)
+        index, index_dtype = self.operand(item.args[k], item.level)
         iv = w.let(SourceWriter.cast(index, index_dtype, np.dtype(np.int64)))
-        n = item.attrs["extent"]
+        n = item.attrs["extent"] if n is None else n
         if index_dtype.kind == "i" or index_dtype.itemsize == 8:  # NumPy casts uint64 to intp, wrapping
             iv = w.let(f"tl.where({iv} < 0, {iv} + {n}, {iv})")
         return iv, w.let(f"({iv} < 0) | ({iv} >= {n})")

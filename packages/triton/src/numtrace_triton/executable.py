@@ -27,7 +27,7 @@ from .host_steps import HostRunner
 from .kernel_cache import load_kernel
 from .planner import OutputSpec, Plan
 
-__all__ = ["KernelInfo", "TritonExecutable"]
+__all__ = ["KernelInfo", "TritonExecutable", "kernel_info", "launch_kernels"]
 
 # Triton's interpreter patches triton.language while a kernel runs: one launch at a time.
 _INTERPRETER_LOCK = threading.Lock()
@@ -45,6 +45,39 @@ class KernelInfo:
     signature: dict
 
 
+def kernel_info(k: GeneratedKernel) -> tuple[Any, KernelInfo]:
+    """Kernel ``k`` loaded (its jitted function) and what the user can inspect about it."""
+    fn, path = load_kernel(k.name, k.source)
+    k.path = str(path)
+    return fn, KernelInfo(k.name, k.source, k.grid, str(path), dict(k.constexprs), dict(k.signature))
+
+
+def launch_kernels(kernels: list[tuple[GeneratedKernel, Any]], allocator: DeviceAllocator,
+                   bufs: dict[int, DeviceBuffer], interpret: bool) -> None:
+    """Launch ``(kernel, jitted function)`` pairs in order on ``bufs`` (a kernel's buffer ids index it)."""
+    if not kernels:
+        return
+    if not interpret:
+        for k, fn in kernels:
+            _launch(k, fn, allocator, bufs, False)
+        return
+    with _INTERPRETER_LOCK, np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for k, fn in kernels:
+            _launch(k, fn, allocator, bufs, True)
+
+
+def _launch(k: GeneratedKernel, fn: Any, allocator: DeviceAllocator, bufs: dict[int, DeviceBuffer],
+            interpret: bool) -> None:
+    args = [allocator.pointer(bufs[b], dt) for b, dt in zip(k.buffers, k.buffer_dtypes)]
+    if interpret:
+        fn[k.grid](*args, **k.constexprs)
+    elif k.tuned:  # block sizes and warps come from the config triton.autotune picks
+        fn[k.grid_fn](*args, enable_fp_fusion=True, **k.launch_constexprs)
+    else:
+        fn[k.grid](*args, num_warps=k.num_warps, enable_fp_fusion=True, **k.constexprs)
+
+
 class TritonExecutable:
     """A compiled graph for one input signature (the backend protocol's ``Executable``)."""
 
@@ -52,16 +85,9 @@ class TritonExecutable:
         self.plan = plan
         self.allocator = allocator
         self._interpret = interpreter_enabled()
-        self._fns = []
-        infos = []
-        for k in plan.kernels:
-            fn, path = load_kernel(k.name, k.source)
-            k.path = str(path)
-            self._fns.append(fn)
-            infos.append(
-                KernelInfo(k.name, k.source, k.grid, str(path), dict(k.constexprs), dict(k.signature))
-            )
-        self.kernels: tuple[KernelInfo, ...] = tuple(infos)
+        loaded = [kernel_info(k) for k in plan.kernels]
+        self._fns = [fn for fn, _ in loaded]
+        self.kernels: tuple[KernelInfo, ...] = tuple(info for _, info in loaded)
         self._consts = {
             b: allocator.upload(spec.const_data)
             for b, spec in enumerate(plan.buffers)
@@ -76,25 +102,51 @@ class TritonExecutable:
         self._calls = 0
 
     def __call__(self, *inputs: Any, out: tuple | None = None) -> tuple:
+        bound, like = self.bind(inputs, out)
+        return self.run_bound(bound, like, out)
+
+    def bind(self, inputs: tuple, out: tuple | None = None) -> tuple[list, object]:
+        """The call's inputs checked and in device memory (one per plan input; None: empty, never read),
+        and the first device array among them (results are returned as its library's arrays)."""
         plan = self.plan
         if len(inputs) != len(plan.inputs):
             raise TypeError(f"expected {len(plan.inputs)} inputs, got {len(inputs)}")
         if out is not None and len(out) != len(plan.outputs):
             raise TypeError(f"out= needs {len(plan.outputs)} arrays, got {len(out)}")
-        bufs: dict[int, DeviceBuffer] = dict(self._consts)
+        bound: list = []
         like = None
         for i, (value, b) in enumerate(zip(inputs, plan.inputs)):
             if b is None:
+                bound.append(None)
                 continue
             spec = plan.buffers[b]
             if is_device_array(value):
                 if self._interpret:
                     raise TypeError(f"input {i}: device arrays cannot be used under TRITON_INTERPRET=1")
                 shape = tuple(plan.input_types[i].shape)
-                bufs[b] = import_array(value, plan.input_types[i].dtype, shape, f"input {i}")
+                bound.append(import_array(value, plan.input_types[i].dtype, shape, f"input {i}"))
                 like = like if like is not None else value
             else:
-                bufs[b] = self.allocator.upload(self._host_input(i, value, spec.dtype))
+                bound.append(self.allocator.upload(self._host_input(i, value, spec.dtype)))
+        return bound, like
+
+    def run_bound(self, bound: list, like: object = None, out: tuple | None = None) -> tuple:
+        """Run on inputs already bound (`bind`, or buffers an earlier stage left on the device)."""
+        bufs = self.execute(bound)
+        return tuple(
+            self._result(j, o, bufs, like, None if out is None else out[j])
+            for j, o in enumerate(self.plan.outputs)
+        )
+
+    def execute(self, bound: list) -> dict[int, DeviceBuffer]:
+        """Every kernel and host step run; the buffers by plan id. ``bound[i]``: input ``i`` as a device
+        buffer of its storage bytes, or a host value (uploaded here)."""
+        plan = self.plan
+        bufs: dict[int, DeviceBuffer] = dict(self._consts)
+        for i, (value, b) in enumerate(zip(bound, plan.inputs)):
+            if b is not None:
+                bufs[b] = value if isinstance(value, DeviceBuffer) else self.allocator.upload(
+                    self._host_input(i, value, plan.buffers[b].dtype))
         for b, spec in enumerate(plan.buffers):
             if spec.role in ("temp", "output") and b not in self._host_written:
                 bufs[b] = self.allocator.empty(spec.nbytes)
@@ -104,10 +156,7 @@ class TritonExecutable:
         self._check_flags(bufs)
         with self._lock:
             self._calls += 1
-        return tuple(
-            self._result(j, o, bufs, like, None if out is None else out[j])
-            for j, o in enumerate(plan.outputs)
-        )
+        return bufs
 
     def _check_flags(self, bufs: dict[int, DeviceBuffer]) -> None:
         """NumPy's IndexError for a gather that met an index out of range (its flag set by a kernel)."""
@@ -145,26 +194,7 @@ class TritonExecutable:
         self._launch_range(start, len(self._fns), bufs)
 
     def _launch_range(self, start: int, stop: int, bufs: dict[int, DeviceBuffer]) -> None:
-        kernels = self._launches[start:stop]
-        if not self._interpret:
-            for k, fn in kernels:
-                self._launch(k, fn, bufs)
-            return
-        if not kernels:
-            return
-        with _INTERPRETER_LOCK, np.errstate(all="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            for k, fn in kernels:
-                self._launch(k, fn, bufs)
-
-    def _launch(self, k: GeneratedKernel, fn: Any, bufs: dict[int, DeviceBuffer]) -> None:
-        args = [self.allocator.pointer(bufs[b], dt) for b, dt in zip(k.buffers, k.buffer_dtypes)]
-        if self._interpret:
-            fn[k.grid](*args, **k.constexprs)
-        elif k.tuned:  # block sizes and warps come from the config triton.autotune picks
-            fn[k.grid_fn](*args, enable_fp_fusion=True, **k.launch_constexprs)
-        else:
-            fn[k.grid](*args, num_warps=k.num_warps, enable_fp_fusion=True, **k.constexprs)
+        launch_kernels(self._launches[start:stop], self.allocator, bufs, self._interpret)
 
     def _result(self, j: int, spec: OutputSpec, bufs: dict[int, DeviceBuffer], like: object,
                 dest: np.ndarray | None) -> Any:

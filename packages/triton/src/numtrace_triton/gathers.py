@@ -1,7 +1,8 @@
 """Gathers and scatters lowered natively. Gathers: ``np.take`` (any axis, or the flattened array),
-``np.take_along_axis`` and indexing with one integer array (``x[idx]``, ``x[:, idx]``). Each is one op
-in a pointwise kernel that loads the index, wraps a negative one as NumPy does, and loads the source
-element at an address computed from it (`GATHER`, emitted by `emit_body.BodyEmitter`).
+``np.take_along_axis`` and indexing with integer arrays among full slices (``x[idx]``, ``x[:, idx]``,
+``x[i, j]``, ``x[i[:, None], j]``). Each is one op in a pointwise kernel that loads the indices, wraps
+a negative one as NumPy does, and loads the source element at an address computed from them
+(`GATHER`, emitted by `emit_body.BodyEmitter`).
 
 An index out of range is never read: its lane is masked off and the kernel sets a per-call flag
 buffer (role ``flag``), which the executable reads after the kernels and turns into NumPy's
@@ -140,6 +141,41 @@ class GatherRules(Placement):
         attrs = {"source": source, "stride": stride, "extent": n,
                  "flag": View(flag.buffer, flag.dtype, 0, shape, (0,) * len(shape))}
         group.items.append(Op(key, GATHER, [LogicalLoad(index, shape)], attrs, out.dtype, label))
+        self.locs[node.outputs[0]] = Loc(shape, out.dtype, group=group, key=key)
+
+    def gather_many(self, node, label: str, x: Loc, idxs: list[Loc], axes: list[int]) -> None:
+        """``node``'s output: ``x`` indexed by several integer arrays (broadcast together) on ``axes``,
+        full slices elsewhere: NumPy puts the broadcast dims where the arrays are when they are
+        adjacent, first otherwise. One load per element, at the sum of each wrapped index times its
+        axis' stride; an index out of range for its own axis sets the flag."""
+        out = self.types[node.outputs[0]]
+        if not isinstance(out, TensorType) or any(
+            i.weak is not None or i.dtype is None or i.dtype.kind not in "iu" for i in idxs
+        ):
+            raise NotImplementedError(f"{label}: only integer index arrays are gathered natively")
+        src = self.materialize(x, label)
+        ivs = [self.materialize(i, label) for i in idxs]
+        shape = tuple(out.shape)
+        b = tuple(np.broadcast_shapes(*(v.shape for v in ivs)))
+        others = [d for d in range(len(src.shape)) if d not in axes]
+        at = axes[0] if axes == list(range(axes[0], axes[0] + len(axes))) else 0
+        src_strides = tuple(src.strides[d] for d in others[:at]) + (0,) * len(b) + tuple(
+            src.strides[d] for d in others[at:])
+        if len(src_strides) != len(shape):
+            raise NotImplementedError(f"{label}: index shape {b} does not give the result {shape}")
+        source = View(src.buffer, src.dtype, src.offset, shape, src_strides)
+        after = (0,) * (len(shape) - at - len(b))
+        index = [View(v.buffer, v.dtype, v.offset, shape,
+                      (0,) * at + broadcast_strides(v.shape, v.strides, b) + after) for v in ivs]
+        group = self.new_group("pointwise", numel(shape))
+        for v in (src, *ivs):
+            self.depend(group, v)
+        flag = self.buffer((1,), np.dtype(np.int32), "flag", data=np.zeros(1, np.int32), doc=label)
+        key = self.key()
+        attrs = {"source": source, "stride": tuple(src.strides[d] for d in axes),
+                 "extent": tuple(src.shape[d] for d in axes),
+                 "flag": View(flag.buffer, flag.dtype, 0, shape, (0,) * len(shape))}
+        group.items.append(Op(key, GATHER, [LogicalLoad(v, shape) for v in index], attrs, out.dtype, label))
         self.locs[node.outputs[0]] = Loc(shape, out.dtype, group=group, key=key)
 
     def take(self, node, label: str) -> None:

@@ -278,11 +278,11 @@ class LoweringRules(GatherRules):
 
     @lowers("contraction")
     def contraction(self, node, label: str) -> None:
+        if node.op not in CONTRACTIONS:  # an einsum form `rewrites` left whole
+            raise NotImplementedError(f"{label}: {PARTIAL.get(node.op, 'no lowering in the Triton backend')}")
         a, b = (self.locs[v] for v in node.inputs)
         if registry.get(node.op) is _DOT and (len(a.shape) > 2 or len(b.shape) > 2):
             raise NotImplementedError(f"{label}: {PARTIAL['np.dot']} by the Triton backend (use np.matmul)")
-        if node.op not in CONTRACTIONS:
-            raise NotImplementedError(f"the Triton backend has no lowering for {label}")
         if not a.shape or not b.shape:  # np.dot with a 0-d operand is a product
             self.elementwise(node, label, as_op=_MULTIPLY)
             return
@@ -349,6 +349,10 @@ class LoweringRules(GatherRules):
             axis = _one_array_axis(index, len(x.shape)) if len(rest) == 1 else None
             if axis is not None:
                 self.gather(node, label, x, rest[0], axis, False)
+                return
+            axes = _array_axes(index, len(x.shape)) if len(rest) > 1 else None
+            if axes is not None:
+                self.gather_many(node, label, x, rest, axes)
                 return
         if gather:
             raise NotImplementedError(f"{label}: {PARTIAL['np.getitem']} by the Triton backend")
@@ -533,6 +537,13 @@ def _one_array_axis(index: tuple, ndim: int) -> int | None:
     if any(e != "input" and e != slice(None) for e in index):
         return None
     return index.index("input")
+
+
+def _array_axes(index: tuple, ndim: int) -> list[int] | None:
+    """The axes of ``x[..., i, ..., j, ...]`` when ``index`` is array placeholders among full slices."""
+    if len(index) > ndim or any(e != "input" and e != slice(None) for e in index):
+        return None
+    return [k for k, e in enumerate(index) if e == "input"]
 
 
 def _maybe_negative(loc: Loc) -> bool:

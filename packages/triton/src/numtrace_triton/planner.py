@@ -73,12 +73,13 @@ class _Planner(LoweringRules):
     """Walks the graph: every node by its kind's rule, then every group into a kernel."""
 
     # -- driver -----------------------------------------------------------------------------------------
-    def run(self) -> Plan:
+    def run(self, by_reference: set | None = None) -> Plan:
         self.host_steps: dict[int, HostStep] = {}  # by the gid of its host group
         self.ordered_host_steps: list[HostStep] = []
         # Nodes feeding a guard on data whose kernels are only within ulps of NumPy: host steps, so
-        # that the guard sees NumPy's own value.
-        self.by_reference = guard_reference_nodes(self.graph)
+        # that the guard sees NumPy's own value (``by_reference``: more such nodes, by id, whose guard
+        # is in a later part of a staged graph).
+        self.by_reference = guard_reference_nodes(self.graph) | (by_reference or set())
         inputs: list[int | None] = []
         for i, v in enumerate(self.graph.inputs):
             t = v.type
@@ -288,9 +289,10 @@ def _shape_only(loc: Loc) -> np.ndarray:
     return np.lib.stride_tricks.as_strided(np.zeros(1, loc.dtype), loc.shape, (0,) * len(loc.shape))
 
 
-def plan_graph(graph, tuning: Tuning) -> Plan:
-    """Plan a graph whose input types are concrete (see ``numtrace_ir.specialize``)."""
-    return _Planner(graph, tuning).run()
+def plan_graph(graph, tuning: Tuning, by_reference: set | None = None) -> Plan:
+    """Plan a graph whose input types are concrete (see ``numtrace_ir.specialize``); ``by_reference``:
+    nodes (by id) to run by their NumPy reference besides those feeding the graph's own data guards."""
+    return _Planner(graph, tuning).run(by_reference)
 
 
 _INDEXING_OPS = GATHER_OPS | {"np.getitem", "np.setitem"}

@@ -6,7 +6,9 @@ would, so the values are the same bit for bit (a copy or one product per element
 (one count) a broadcast view reshaped, ``triu``/``tril`` a select against a constant mask, ``outer``
 ``multiply.outer`` of the raveled operands, ``hstack``/``vstack``/``column_stack`` reshapes and a
 ``concatenate``, ``atleast_*`` reshapes. ``tensordot`` and ``inner`` are NumPy's own reduction to one
-matmul of transposed, reshaped operands (the sum's order is the matmul kernel's, as for ``matmul``).
+matmul of transposed, reshaped operands (the sum's order is the matmul kernel's, as for ``matmul``);
+``einsum`` of one or two operands is diagonals, sums, and such a matmul (its sums within the project's
+summation tolerance).
 A node with no rewrite for its attributes (``diff`` with ``prepend``) is left for a host step.
 """
 
@@ -195,6 +197,76 @@ def _inner(g, node):
     if not _shape(a) or not _shape(b):
         return [_node(g, node, "np.multiply", [a, b])]
     return [_contract(g, node, a, b, [-1], [-1])]
+
+
+@_rewrites("np.einsum")
+def _einsum(g: Graph, node: Any) -> list | None:
+    """One or two operands, explicit labels (no ``...``): repeated labels of an operand become
+    diagonals, labels only one operand has and the output lacks are summed there, and two operands are
+    one batched matmul of the transposed, reshaped operands (an outer product has K = 1: one product
+    per element); the result is transposed to the output's labels. Other forms stay a host step."""
+    spec = str(node.attrs["subscripts"]).replace(" ", "")
+    ins, arrow, out = spec.partition("->")
+    terms = ins.split(",")
+    if "..." in spec or len(terms) != len(node.inputs) or len(terms) > 2:
+        return None
+    if not arrow:
+        out = "".join(sorted(c for c in set(ins) - {","} if ins.count(c) == 1))
+    dtype = node.outputs[0].type.dtype
+    sizes: dict[str, int] = {}
+    operands = []
+    for i, (term, v) in enumerate(zip(terms, node.inputs)):
+        for c, n in zip(term, _shape(v)):
+            if sizes.setdefault(c, n) != n:
+                return None  # a label of size 1 broadcast against another size
+        v = v if v.type.dtype == dtype else _node(g, node, "np.astype", [v], dtype=dtype)
+        v, labels = _einsum_diagonals(g, node, v, term)
+        others = out + "".join(t for j, t in enumerate(terms) if j != i)
+        drop = tuple(k for k, c in enumerate(labels) if c not in others)
+        if drop:
+            if dtype.kind == "b" or dtype == np.float16:  # NumPy's einsum sums these its own way
+                return None
+            v = _node(g, node, "np.sum", [v], axis=drop, dtype=dtype)
+            labels = "".join(c for k, c in enumerate(labels) if k not in drop)
+        operands.append((v, labels))
+    if len(operands) == 1:
+        v, labels = operands[0]
+        return [_permute(g, node, v, labels, out)]
+    (a, la), (b, lb) = operands
+    batch = [c for c in la if c in lb and c in out]
+    summed = [c for c in la if c in lb and c not in out]
+    free_a, free_b = [c for c in la if c not in lb], [c for c in lb if c not in la]
+
+    def dims(labels):
+        return tuple(sizes[c] for c in labels)
+
+    def size(labels):
+        return int(np.prod(dims(labels), dtype=np.int64))
+
+    ta = _permute(g, node, a, la, "".join(batch + free_a + summed))
+    tb = _permute(g, node, b, lb, "".join(batch + summed + free_b))
+    ma = _reshape(g, node, ta, dims(batch) + (size(free_a), size(summed)))
+    mb = _reshape(g, node, tb, dims(batch) + (size(summed), size(free_b)))
+    prod = _reshape(g, node, _node(g, node, "np.matmul", [ma, mb]), dims(batch + free_a + free_b))
+    return [_permute(g, node, prod, "".join(batch + free_a + free_b), out)]
+
+
+def _einsum_diagonals(g, node, v, labels: str) -> tuple[Any, str]:
+    """``v`` with each repeated label taken along its diagonal (NumPy puts it last), and its labels."""
+    while len(set(labels)) != len(labels):
+        c = next(c for c in labels if labels.count(c) > 1)
+        p = labels.index(c)
+        q = labels.index(c, p + 1)
+        v = _node(g, node, "np.diagonal", [v], axis1=p, axis2=q)
+        labels = "".join(x for k, x in enumerate(labels) if k not in (p, q)) + c
+    return v, labels
+
+
+def _permute(g, node, v, labels: str, order: str) -> Any:
+    """``v`` (axes named by ``labels``) transposed to ``order``."""
+    if labels == order:
+        return v
+    return _node(g, node, "np.transpose", [v], axes=tuple(labels.index(c) for c in order))
 
 
 def _atleast(ndim: int) -> Rewrite:
