@@ -116,7 +116,16 @@ CASES = [
     ("np.sinc", lambda x: np.sinc(x), _arrays((None,))),
     ("np.sinc", lambda x: np.sinc(x), _arrays((None, 2), dtype="f4")),
     ("np.i0", lambda x: np.i0(x * 4), _arrays((None,))),
+    # -- SciPy functions as ops ---------------------------------------------------------------------
+    ("scipy.special.logsumexp", lambda x: _scipy_special().logsumexp(x, axis=1), _arrays((None, 4))),
+    ("scipy.special.logsumexp", lambda x: _scipy_special().logsumexp(x), _arrays((None, 2), dtype="f4")),
+    ("scipy.special.logsumexp", lambda x: x - _scipy_special().logsumexp(x, axis=-1, keepdims=True),
+     _arrays((None, 3))),
 ]
+
+
+def _scipy_special():
+    return pytest.importorskip("scipy.special")
 
 
 def _flat(r):
@@ -258,3 +267,23 @@ def test_pad_mode_empty_is_padded_with_some_values(backend):
     got = traced(np.arange(5.0))
     assert got.shape == (8,) and got.dtype == np.float64
     np.testing.assert_array_equal(got[1:6], np.arange(5.0))
+
+
+def test_logsumexp_bound_by_name_and_its_other_forms(backend):
+    special = pytest.importorskip("scipy.special")
+    from scipy.special import logsumexp   # bound before tracing, as library code does
+
+    rng = np.random.default_rng(3)
+
+    def f(x):
+        return logsumexp(x, axis=0) + special.logsumexp(x, axis=1, b=np.full(x.shape[1], 0.5))[0]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", nt.TracerWarning)   # the b= form is SciPy's code, traced through
+        traced = nt.trace(f, (rng.standard_normal((6, 3)),), backend=backend)
+        assert "scipy.special.logsumexp" in [n.op for n in traced.graph.nodes]
+        for n in (6, 1, 9):
+            x = rng.standard_normal((n, 3))
+            testing.assert_outputs_close(traced(x), f(x), what=f"at {n} on {backend}")
+    x = np.array([[0.0, -np.inf], [np.inf, 1.0]])
+    assert np.array_equal(logsumexp(x, axis=1), special.logsumexp(x, axis=1))   # outside a trace: SciPy's

@@ -19,6 +19,7 @@ from numtrace_ir.ops import (
     prim,  # noqa: F401
     random,  # noqa: F401
     reductions,  # noqa: F401
+    scipy_special,  # noqa: F401
     selection,  # noqa: F401
     signal,  # noqa: F401
     special,  # noqa: F401
