@@ -507,7 +507,7 @@ def test_subok_true_is_plain_broadcasting_for_traced_arrays(backend):
     # SciPy's array-API layer calls broadcast_to(..., subok=True); on plain ndarrays it changes nothing.
     def f(x, y):
         a, b = np.broadcast_arrays(x, y, subok=True)
-        return np.broadcast_to(x, (4, *x.shape), subok=True) + a * b
+        return np.broadcast_to(x, (4, 1, *x.shape), subok=True) + a * b
 
     rng = np.random.default_rng(0)
     traced = nt.trace(f, (rng.standard_normal(3), rng.standard_normal((2, 1))), backend=backend)
