@@ -22,8 +22,8 @@ from numtrace_ir.ops import (
     random,  # noqa: F401
     reductions,  # noqa: F401
     scatter,  # noqa: F401
-    searching,  # noqa: F401
     scipy_special,  # noqa: F401
+    searching,  # noqa: F401
     selection,  # noqa: F401
     signal,  # noqa: F401
     special,  # noqa: F401
