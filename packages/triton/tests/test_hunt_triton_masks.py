@@ -47,3 +47,47 @@ def test_float16_products_without_sums_stay_native(subscripts, shapes):
     exe, got, expected = _einsum(subscripts, *arrays)
     np.testing.assert_array_equal(got, expected)
     assert "host step" not in exe.explain()
+
+
+def _index(op, arrays, index):
+    def build(g, *xs):
+        return g.create_node(op, list(xs), attrs=registry.get(op).normalize_attrs({"index": index})).outputs
+    return _compile(build, *arrays)
+
+
+BIG = np.array(2**64 - 1, np.uint64)  # NumPy converts a 0-d index as a Python int: too large for intp
+
+
+@pytest.mark.parametrize(("index", "make"), [
+    (("input",), lambda x: [BIG]),
+    (("input", "input"), lambda x: [BIG, np.array([1, 2])]),
+    (("input", "input"), lambda x: [np.array([1, 2], np.uint64), BIG]),
+])
+def test_a_0d_uint64_index_past_intp_raises_not_wraps(index, make):
+    x = np.arange(20.0).reshape(4, 5)
+    idxs = make(x)
+    with pytest.raises(OverflowError):
+        x[tuple(idxs)]
+    exe = _index("np.getitem", [x, *idxs], index)
+    assert "host step" not in exe.explain()
+    with pytest.raises((IndexError, OverflowError)):
+        exe(x, *idxs)
+    ok = [np.array(3, np.uint64) if i.ndim == 0 else i for i in idxs]
+    np.testing.assert_array_equal(exe(x, *ok)[0], x[tuple(ok)])
+
+
+def test_a_0d_uint64_assignment_index_past_intp_raises():
+    a, value = np.zeros(5), np.array(1.0)
+    with pytest.raises(OverflowError):
+        a.copy()[BIG] = value
+    exe = _index("np.setitem", [a, BIG, value], ("input",))
+    with pytest.raises((IndexError, OverflowError)):
+        exe(a, BIG, value)
+    np.testing.assert_array_equal(exe(a, np.array(2, np.uint64), value)[0], [0, 0, 1, 0, 0])
+
+
+def test_a_1d_uint64_index_still_wraps_as_numpy():
+    x = np.arange(5.0)
+    idx = np.array([2**64 - 1, 1], np.uint64)
+    exe = _index("np.getitem", [x, idx], ("input",))
+    np.testing.assert_array_equal(exe(x, idx)[0], x[idx])

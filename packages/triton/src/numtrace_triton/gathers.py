@@ -45,6 +45,7 @@ SCATTER_CLAIM, SCATTER_WRITE = _Gather("scatter_claim"), _Gather("scatter_write"
 EFFECTS = frozenset({"scatter_claim", "scatter_write"})
 GATHER_OPS = frozenset({"np.take", "np.take_along_axis"})
 _TAKE, _TAKE_ALONG = registry.get("np.take"), registry.get("np.take_along_axis")
+_SUBSCRIPTS = ("np.getitem", "np.setitem")
 
 
 class GatherRules(Placement):
@@ -83,7 +84,7 @@ class GatherRules(Placement):
         self.depend(claim, ix)
         claim_args: list[PlanArg] = [LogicalLoad(ix, ix.shape), LogicalLoad(iota, ix.shape)]
         claim.items.append(Op(self.key(), SCATTER_CLAIM, claim_args,
-                              {"winner": _spread(winner, ix.shape), "extent": n,
+                              {"winner": _spread(winner, ix.shape), "extent": n, "wrap": _wraps(node, idx),
                                "flag": _spread(flag, ix.shape)}, i32, label))
         self.writers.setdefault(winner.buffer, []).append(claim)
         write = self.new_group("pointwise", numel(region))
@@ -97,7 +98,7 @@ class GatherRules(Placement):
         args = [LogicalLoad(index, region), LogicalLoad(position, region),
                 self.read(write, value, region, label)]
         write.items.append(Op(self.key(), SCATTER_WRITE, args,
-                              {"winner": _spread(winner, region), "extent": n, "target": target,
+                              {"winner": _spread(winner, region), "extent": n, "wrap": _wraps(node, idx), "target": target,
                                "stride": view.strides[axis]}, dtype, label))
         for w in self.writers.get(view.buffer, []):
             write.deps.add(w.gid)
@@ -138,7 +139,7 @@ class GatherRules(Placement):
         self.depend(group, ix)
         flag = self.buffer((1,), np.dtype(np.int32), "flag", data=np.zeros(1, np.int32), doc=label)
         key = self.key()
-        attrs = {"source": source, "stride": stride, "extent": n,
+        attrs = {"source": source, "stride": stride, "extent": n, "wrap": _wraps(node, idx),
                  "flag": View(flag.buffer, flag.dtype, 0, shape, (0,) * len(shape))}
         group.items.append(Op(key, GATHER, [LogicalLoad(index, shape)], attrs, out.dtype, label))
         self.locs[node.outputs[0]] = Loc(shape, out.dtype, group=group, key=key)
@@ -173,7 +174,7 @@ class GatherRules(Placement):
         flag = self.buffer((1,), np.dtype(np.int32), "flag", data=np.zeros(1, np.int32), doc=label)
         key = self.key()
         attrs = {"source": source, "stride": tuple(src.strides[d] for d in axes),
-                 "extent": tuple(src.shape[d] for d in axes),
+                 "extent": tuple(src.shape[d] for d in axes), "wrap": tuple(_wraps(node, i) for i in idxs),
                  "flag": View(flag.buffer, flag.dtype, 0, shape, (0,) * len(shape))}
         group.items.append(Op(key, GATHER, [LogicalLoad(v, shape) for v in index], attrs, out.dtype, label))
         self.locs[node.outputs[0]] = Loc(shape, out.dtype, group=group, key=key)
@@ -191,6 +192,14 @@ class GatherRules(Placement):
         if axis is None:
             raise NotImplementedError(f"{label}: np.take_along_axis with axis=None is not lowered")
         self.gather(node, label, x, idx, axis % len(x.shape), True)
+
+
+def _wraps(node, idx: Loc) -> bool:
+    """Whether a negative value of index ``idx`` (loaded as int64) counts from the end, as NumPy's: a
+    signed index, or a uint64 one NumPy casts to intp (wrapping); but NumPy converts a 0-d index of
+    ``x[...]`` as a Python int, so a 0-d uint64 index of 2**63 or more is out of range."""
+    dtype = np.dtype(idx.dtype)
+    return dtype.kind == "i" or (dtype.itemsize == 8 and not (not idx.shape and node.op in _SUBSCRIPTS))
 
 
 def _spread(one: View, shape: tuple[int, ...]) -> View:
