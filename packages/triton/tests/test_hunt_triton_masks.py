@@ -91,3 +91,18 @@ def test_a_1d_uint64_index_still_wraps_as_numpy():
     idx = np.array([2**64 - 1, 1], np.uint64)
     exe = _index("np.getitem", [x, idx], ("input",))
     np.testing.assert_array_equal(exe(x, idx)[0], x[idx])
+
+
+def test_a_0d_uint64_ufunc_at_index_past_intp_raises():
+    a, value = np.zeros(5), np.array(1.0)
+    with pytest.raises(OverflowError):
+        np.add.at(a.copy(), BIG, value)
+    g = Graph()
+    xs = [g.add_input(f"x{i}", type_of(v)) for i, v in enumerate((a, BIG, value))]
+    attrs = registry.get("np.ufunc.at").normalize_attrs({"ufunc": "numpy.add", "index": ("input",)})
+    g.set_outputs(g.create_node("np.ufunc.at", xs, attrs=attrs).outputs)
+    exe = Backend().compile(g, [type_of(v) for v in (a, BIG, value)])
+    assert "host step" not in exe.explain()
+    with pytest.raises((IndexError, OverflowError)):
+        exe(a, BIG, value)
+    np.testing.assert_array_equal(exe(a, np.array(2, np.uint64), value)[0], [0, 0, 1, 0, 0])

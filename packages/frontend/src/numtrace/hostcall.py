@@ -23,6 +23,7 @@ from numtrace_ir import registry
 from numtrace_ir.ops.host import HOST_MODULES, LIST, flat_results, host_name
 
 from .errors import TracerWarning
+from .piecewise import piecewise
 from .source import run_at_user_line, user_location, warn_at_user_line
 from .traced_value import TracedValue, guarded, is_traced_array, unwrap
 from .tracer import Tracer
@@ -58,6 +59,9 @@ def _implementation_traced(func: Any) -> Iterator[None]:
         _local.tracing.pop()
 
 
+# Functions traced through numtrace's version of NumPy's code rather than NumPy's own.
+_OWN_IMPLEMENTATIONS = {np.piecewise: piecewise}
+
 _EMPTY_LIKE = np.empty_like  # NumPy's own: ``np.empty_like`` is a wrapper while tracing (interception.py)
 
 
@@ -67,7 +71,9 @@ def unregistered_call(tracer: Tracer, func: Any, method: str, args: tuple, kwarg
         return np.zeros_like(*args, **kwargs)
     if func is np.copyto and args and is_traced_array(args[0]):
         return _copyto(*args, **kwargs)
-    impl = getattr(func, "_implementation", None) if method == "__call__" else None
+    impl = None
+    if method == "__call__":
+        impl = _OWN_IMPLEMENTATIONS.get(func) or getattr(func, "_implementation", None)
     # Not again inside its own implementation (``np.nonzero`` calls ``x.nonzero()``, which calls it).
     if inspect.isfunction(impl) and func not in _WRITERS and func not in getattr(_local, "tracing", ()):
         mark = len(tracer.graph.nodes)

@@ -5,11 +5,11 @@ While any trace is active, these module attributes are replaced by wrappers:
 `TracedGenerator` whose draws are recorded; closed-over generators are swapped for one while
 their function is traced, see `generators_traced`), ``np.zeros/ones/full/empty``
 with a shape computed from traced ints (recorded as ``prim.full``),
-``np.ascontiguousarray`` (routed like any array function), and ``np.arange`` and other
-number-reading constructors, whose results are constants: a traced size given to them is
-guarded, so the constant is never used at shapes that would change it. A wrapper called on
-a thread that is not tracing, or with nothing traced in its arguments, calls the original.
-Patching is reference-counted, so concurrent traces share one patch.
+``np.ascontiguousarray`` (routed like any array function), and ``np.arange``,
+``np.fft.fftfreq`` and other number-reading constructors: given a traced size they are recorded
+through ``prim.dynamic`` (the size stays a graph value), and otherwise their results are constants.
+A wrapper called on a thread that is not tracing, or with nothing traced in its arguments, calls the
+original. Patching is reference-counted, so concurrent traces share one patch.
 
 NumPy's compiled random modules call ``np.empty`` and friends themselves and cast the result
 to an ndarray unchecked: a wrapper's traced array reaching them is read as raw memory (this
@@ -613,6 +613,8 @@ def _make_patches() -> list[tuple[Any, str, Any]]:
     patches.append((np, "empty", _creation_wrapper(np.empty, lambda a, k: 0)))
     for name in ("arange", "linspace", "eye", "tri"):
         patches.append((np, name, _numbers_wrapper(getattr(np, name), f"np.{name}", plain=name == "eye")))
+    for name in ("fftfreq", "rfftfreq"):
+        patches.append((np.fft, name, _numbers_wrapper(getattr(np.fft, name), f"np.fft.{name}")))
     patches.append((np, "identity", _numbers_wrapper(np.identity, "np.eye", ["N", "dtype"], {"n": "N"},
                                                      plain=True)))
     for name, fill in (("zeros_like", 0), ("ones_like", 1), ("empty_like", 0)):

@@ -200,3 +200,30 @@ for _f in (np.fft.fftshift, np.fft.ifftshift):
         (lambda f: lambda x, axes: np.asarray(f(x, axes)))(_f), numpy_targets=[_f], samples=_shift_samples,
         doc="a roll by half of each axis's length (computed per call, so one trace serves every size)",
     ))
+
+
+# -- sample frequencies ----------------------------------------------------------------------------
+
+def _freq_rule(name: str, real: bool):
+    def rule(types, attrs):
+        n = attrs["n"]
+        if n < 1:
+            raise ZeroDivisionError(f"{name}: float division by zero (n = {n}), as in NumPy's 1 / (n * d)")
+        return TensorType(np.dtype(np.float64), (n // 2 + 1 if real else n,))
+
+    return rule
+
+
+for _f, _real in ((np.fft.fftfreq, False), (np.fft.rfftfreq, True)):
+    _name = f"np.fft.{_f.__name__}"
+    register(OpDef(
+        _name, "creation",
+        [Attr("n", convert=rules.to_int), Attr("d", 1.0, rules.to_float), Unsupported("device")],
+        _freq_rule(_name, _real),
+        (lambda f: lambda n, d: f(n, d))(_f),
+        numpy_targets=[_f],
+        samples=lambda rng: iter([Sample((), {"n": 8}), Sample((), {"n": 7, "d": 0.1}), Sample((), {"n": 1}),
+                                  Sample((), {"n": 2, "d": -2.0})]),
+        doc="the frequencies of an n-point transform; with n read from a traced shape (``x.shape[0]``) it "
+        "is recorded through `prim.dynamic`, so one trace serves every length",
+    ))

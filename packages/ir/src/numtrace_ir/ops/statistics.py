@@ -1,13 +1,18 @@
-"""Order statistics: `percentile`, `quantile`, `median`. The reference is NumPy's (a partition and
-an interpolation); every `method` NumPy has is an attr value, and the result dtype depends on it
-(``'lower'`` of ints stays int, ``'linear'`` of ints is float64), so the rule probes NumPy with it.
-``q`` is static: a number or a 1-d sequence, whose length leads the result's shape."""
+"""Order statistics: `percentile`, `quantile`, `median` and their NaN-ignoring forms (`nanpercentile`,
+`nanquantile`, `nanmedian`). The reference is NumPy's (a partition and an interpolation; the NaN forms
+warn "All-NaN slice encountered" and give NaN for such slices, as NumPy does); every `method` NumPy has
+is an attr value, and the result dtype depends on it (``'lower'`` of ints stays int, ``'linear'`` of
+ints is float64), so the rule probes NumPy with it. ``q`` is static: a number or a 1-d sequence, whose
+length leads the result's shape. A call with ``weights=`` (or ``keepdims``/``axis`` the schema rejects)
+is a host call."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from numtrace_ir.dims import ShapeError
 from numtrace_ir.ops import rules, sampling
+from numtrace_ir.ops.nanfunctions import defaults_or_host, with_nans
 from numtrace_ir.ops.reductions import _reduced_shape
 from numtrace_ir.registry import Attr, Input, OpDef, Param, Sample, Unsupported, register
 from numtrace_ir.types import TensorType
@@ -47,16 +52,36 @@ def _to_q(high: float):
     return convert
 
 
-def _quantile_rule(name: str, fn, q_example):
+def _quantile_rule(name: str, fn, q_example, nan: bool = False):
     def rule(types, attrs):
         t = rules.first_tensor(name, types)
         shape = _reduced_shape(name, t.shape, attrs["axis"], attrs["keepdims"], False)
         method = attrs.get("method", "linear")
         dt = rules.probe_dtype(name, fn, np.ones((1,), t.dtype), q_example, method=method)
         q = attrs.get("q")
+        if nan and isinstance(q, tuple) and any(d == 0 for d in t.shape):
+            # NumPy answers an empty array with nanmean's result, which has no axis for q's entries
+            raise ShapeError(f"{name}: an empty array with a sequence q gives NumPy's nanmean shape, not "
+                             "the quantiles' (not modelled)")
         return TensorType(dt, ((len(q),) if isinstance(q, tuple) else ()) + shape)
 
     return rule
+
+
+def _q_nan_samples(samples, q):
+    """`samples` of a NaN-ignoring op (`q`: its ``q`` attr for the added sample, None for nanmedian):
+    float inputs hold NaNs (every slice keeps a number). All-NaN slices warn, so the registry's
+    warning-free sample tests leave them to the frontend's tests."""
+
+    def nan_samples(rng):
+        for s in samples(rng):
+            if isinstance(s.attrs.get("q"), tuple) and s.inputs[0].size == 0:
+                continue   # refused by the rule (NumPy gives nanmean's shape)
+            yield Sample(tuple(with_nans(rng, a) for a in s.inputs), s.attrs, s.note)
+        attrs = {"axis": 1} if q is None else {"q": q, "axis": 1}
+        yield Sample((np.array([[np.nan, 2.0, 5.0], [1.0, np.nan, 3.0]]),), attrs, note="NaN in every row")
+
+    return nan_samples
 
 
 def _q_samples(high: float):
@@ -87,7 +112,7 @@ def _q_samples(high: float):
     return samples
 
 
-def _quantile_op(name: str, fn, high: float) -> OpDef:
+def _quantile_op(name: str, fn, high: float, nan: bool = False) -> OpDef:
     params: list[Param] = [
         Input("a"),
         Attr("q", convert=_to_q(high)),
@@ -104,23 +129,30 @@ def _quantile_op(name: str, fn, high: float) -> OpDef:
         # overwrite_input only lets NumPy reorder its input; the graph's input is never written.
         return fn(a, q, axis, method=method, keepdims=keepdims)
 
+    samples = _q_samples(high)
+    if nan:
+        samples = _q_nan_samples(samples, 0.5 * high)
+
     return register(
         OpDef(
             name,
             "reduction",
             params,
-            _quantile_rule(name, fn, 0.5 * high),
+            _quantile_rule(name, fn, 0.5 * high, nan),
             impl,
             numpy_targets=[fn],
-            samples=_q_samples(high),
+            samples=samples,
+            binder=defaults_or_host(name),
             doc="`overwrite_input` is accepted and ignored (NumPy may only scramble the input with it); "
-            "`weights` is not supported",
+            "a call with `weights` is a host call",
         )
     )
 
 
 _quantile_op("np.percentile", np.percentile, 100.0)
 _quantile_op("np.quantile", np.quantile, 1.0)
+_quantile_op("np.nanpercentile", np.nanpercentile, 100.0, nan=True)
+_quantile_op("np.nanquantile", np.nanquantile, 1.0, nan=True)
 
 
 def _median_samples(rng):
@@ -139,21 +171,30 @@ def _median_samples(rng):
     yield Sample((sampling.array(rng, (4, 3), "f4"),), {"axis": 0, "overwrite_input": True})
 
 
-register(
-    OpDef(
-        "np.median",
-        "reduction",
-        [
-            Input("a"),
-            Attr("axis", None, rules.to_axis),
-            Unsupported("out"),
-            Attr("overwrite_input", False, rules.to_bool),
-            Attr("keepdims", False, rules.to_bool),
-        ],
-        _quantile_rule("np.median", lambda a, q, method: np.median(a), None),
-        lambda a, axis, overwrite_input, keepdims: np.median(a, axis, keepdims=keepdims),
-        numpy_targets=[np.median],
-        samples=_median_samples,
-        doc="`overwrite_input` is accepted and ignored",
+def _median_op(name: str, fn) -> OpDef:
+    def impl(a, axis, overwrite_input, keepdims):
+        return fn(a, axis, keepdims=keepdims)
+
+    return register(
+        OpDef(
+            name,
+            "reduction",
+            [
+                Input("a"),
+                Attr("axis", None, rules.to_axis),
+                Unsupported("out"),
+                Attr("overwrite_input", False, rules.to_bool),
+                Attr("keepdims", False, rules.to_bool),
+            ],
+            _quantile_rule(name, lambda a, q, method: fn(a), None),
+            impl,
+            numpy_targets=[fn],
+            samples=_q_nan_samples(_median_samples, None) if fn is np.nanmedian else _median_samples,
+            binder=defaults_or_host(name),
+            doc="`overwrite_input` is accepted and ignored",
+        )
     )
-)
+
+
+_median_op("np.median", np.median)
+_median_op("np.nanmedian", np.nanmedian)

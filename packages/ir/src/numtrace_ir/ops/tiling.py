@@ -101,29 +101,88 @@ def _pad(name, t, attrs):
     return tuple(dims.add(d, b + a) for d, (b, a) in zip(t.shape, pairs))
 
 
-def _constant_mode(v):
-    if v != "constant":
-        raise NotImplementedError(f"np.pad mode {v!r}: only mode='constant' is an op")
+_PAD_MODES = ("constant", "edge", "linear_ramp", "maximum", "mean", "median", "minimum", "reflect",
+              "symmetric", "wrap", "empty")
+# The keyword arguments NumPy takes with each mode (a call giving others raised when NumPy ran).
+_PAD_OPTIONS = {"constant": ("constant_values",), "linear_ramp": ("end_values",), "maximum": ("stat_length",),
+                "mean": ("stat_length",), "median": ("stat_length",), "minimum": ("stat_length",),
+                "reflect": ("reflect_type",), "symmetric": ("reflect_type",)}
+
+
+def _pad_mode(v):
+    if not isinstance(v, str):
+        raise NotImplementedError("np.pad with a function as mode is a host call")
+    if v not in _PAD_MODES:
+        raise ValueError(f"mode {v!r} is not supported")
     return v
+
+
+def _nested(convert):
+    """A per-axis pad option (a value, a pair, or a pair per axis) with each number converted; a form
+    the op does not take (an array, a traced value) is a host call."""
+
+    def to(v):
+        if isinstance(v, np.ndarray) and type(v) is np.ndarray:
+            v = v.tolist()
+        if isinstance(v, (list, tuple)):
+            return tuple(to(x) for x in v)
+        try:
+            return convert(v)
+        except (TypeError, ValueError):
+            raise NotImplementedError(f"np.pad option {v!r} is not modelled") from None
+
+    return to
+
+
+def _stat_length(v):
+    return v if v is None else _nested(rules.to_int)(v)
+
+
+def _pad_impl(a, pad_width, mode, stat_length, constant_values, end_values, reflect_type):
+    if mode == "empty":  # unspecified contents: zeros are one valid answer, the same on every backend
+        return np.pad(a, pad_width)
+    given = {"stat_length": stat_length, "constant_values": constant_values, "end_values": end_values,
+             "reflect_type": reflect_type}
+    return np.pad(a, pad_width, mode, **{k: given[k] for k in _PAD_OPTIONS.get(mode, ())})
 
 
 movement(
     "np.pad",
     [
         Attr("pad_width", convert=_to_pad_width),
-        Attr("mode", "constant", _constant_mode),
-        Attr("constant_values", 0, rules.to_scalar),
+        Attr("mode", "constant", _pad_mode),
+        Attr("stat_length", None, _stat_length),
+        Attr("constant_values", 0, _nested(rules.to_scalar)),
+        Attr("end_values", 0, _nested(rules.to_scalar)),
+        Attr("reflect_type", "even", rules.one_of("even", "odd")),
     ],
     _pad,
-    lambda a, pad_width, mode, constant_values: np.pad(a, pad_width, mode, constant_values=constant_values),
+    _pad_impl,
     [np.pad],
     [
         (((3, 4),), {"pad_width": 1}),
         (((3, 4),), {"pad_width": ((1, 2), (0, 3)), "constant_values": 1}),
+        (((3, 4),), {"pad_width": ((1, 2), (0, 3)), "constant_values": ((1, 2), (3, 4))}),
         (((2, 3, 4),), {"pad_width": (2, 1)}),
         (((),), {"pad_width": 2}),
         (((0, 2),), {"pad_width": ((1,), (2,))}),
+        (((3, 4),), {"pad_width": ((1, 2), (0, 3)), "mode": "edge"}),
+        (((3, 4),), {"pad_width": ((4, 2), (0, 5)), "mode": "reflect"}),
+        (((3, 4),), {"pad_width": ((4, 2), (0, 5)), "mode": "reflect", "reflect_type": "odd"}),
+        (((3, 4),), {"pad_width": ((4, 2), (0, 5)), "mode": "symmetric"}),
+        (((5,),), {"pad_width": (7, 3), "mode": "symmetric", "reflect_type": "odd"}),
+        (((1, 3),), {"pad_width": 2, "mode": "reflect"}),
+        (((3, 4),), {"pad_width": ((4, 2), (1, 5)), "mode": "wrap"}),
+        (((3, 4),), {"pad_width": 2, "mode": "linear_ramp"}),
+        (((3, 4),), {"pad_width": ((1, 2), (3, 0)), "mode": "linear_ramp", "end_values": ((1, -1), (2, 5))}),
+        (((3, 4),), {"pad_width": 2, "mode": "maximum"}),
+        (((3, 4),), {"pad_width": 2, "mode": "minimum", "stat_length": 2}),
+        (((3, 4),), {"pad_width": (1, 2), "mode": "mean", "stat_length": ((1, 2), (3, 1))}),
+        (((5, 4),), {"pad_width": 1, "mode": "median"}),
+        (((0, 2),), {"pad_width": ((0, 0), (1, 1)), "mode": "edge"}),
     ],
+    doc="every mode NumPy has (``mode='empty'`` fills zeros, one of its valid results); a function as "
+    "mode, or array or traced option values, are host calls",
 )
 
 

@@ -1,0 +1,70 @@
+"""``np.piecewise`` traced like NumPy's own code, each function recorded on its piece (``x[cond]``, a
+data-dependent size), but without NumPy's ``if vals.size > 0`` where running the function on an empty
+piece is harmless: that test is a guard on data, and a call where a piece turns empty (or stops being
+empty) would re-trace. Harmless means the function recorded only elementwise, movement and creation
+ops (an empty piece gives an empty result, with no warning); a function that reduces, indexes,
+branches or calls out keeps NumPy's test, and so its guard."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+from numtrace_ir import registry
+
+from .traced_value import is_traced_array
+from .tracer import active_tracer
+
+__all__ = ["piecewise"]
+
+# Op kinds whose result on an empty input is empty, computed without raising or warning.
+_EMPTY_SAFE = frozenset({"elementwise", "movement", "creation"})
+
+
+def _harmless_when_empty(nodes: list) -> bool:
+    return all(n.op == "prim.Constant" or registry.get(n.op).kind in _EMPTY_SAFE for n in nodes)
+
+
+def piecewise(x: Any, condlist: Any, funclist: Any, *args: Any, **kw: Any) -> Any:
+    """NumPy's ``piecewise`` (same argument handling and errors), recorded; see the module docstring."""
+    tracer = active_tracer("np.piecewise")
+    x = np.asanyarray(x)
+    n2 = len(funclist)
+    listed = isinstance(condlist[0], (list, np.ndarray)) or is_traced_array(condlist[0]) \
+        if not np.isscalar(condlist) else False
+    if np.isscalar(condlist) or (not listed and x.ndim != 0):
+        condlist = [condlist]
+    # Each condition as a bool array (NumPy stacks them into one array; kept apart, no shape is read).
+    conds = [np.astype(c, bool) if is_traced_array(c) else np.asarray(c, dtype=bool) for c in condlist]
+    n = len(conds)
+    if n == n2 - 1:
+        otherwise = conds[0]
+        for c in conds[1:]:
+            otherwise = otherwise | c
+        conds.append(~otherwise)
+        n += 1
+    elif n != n2:
+        raise ValueError(f"with {n} condition(s), either {n} or {n + 1} functions are expected")
+    y = np.zeros_like(x)
+    for cond, func in zip(conds, funclist):
+        if not callable(func):
+            y[cond] = func
+            continue
+        vals = x[cond]
+        mark = len(tracer.graph.nodes)
+        empty = (vals._concrete if is_traced_array(vals) else vals).size == 0
+        try:  # a trial: which ops the function records (on an empty piece NumPy does not call it)
+            with warnings.catch_warnings():
+                if empty:
+                    warnings.simplefilter("ignore")
+                result = func(vals, *args, **kw)
+        except Exception:
+            if not empty:
+                raise
+            result = None
+        if result is not None and _harmless_when_empty(tracer.graph.nodes[mark:]):
+            y[cond] = result
+        elif vals.size > 0:  # NumPy's test, a guard: the trial's nodes are dead code, recorded again after it
+            y[cond] = func(vals, *args, **kw)
+    return y
