@@ -41,7 +41,8 @@ def test_float16_contractions_sum_as_numpy_einsum_does(subscripts, shapes):
     assert_outputs_close((got,), (expected,), what="np.einsum")
 
 
-@pytest.mark.parametrize(("subscripts", "shapes"), [("i,j->ij", [(5,), (4,)]), ("ij,ij->ij", [(3, 4), (3, 4)])])
+@pytest.mark.parametrize(("subscripts", "shapes"),
+                         [("i,j->ij", [(5,), (4,)]), ("ij,ij->ij", [(3, 4), (3, 4)])])
 def test_float16_products_without_sums_stay_native(subscripts, shapes):
     arrays = [RNG.standard_normal(s).astype(np.float16) for s in shapes]
     exe, got, expected = _einsum(subscripts, *arrays)
