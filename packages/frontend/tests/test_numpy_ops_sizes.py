@@ -40,6 +40,10 @@ def _spd(m, dtype="f8"):
     def make(rng, n):
         a = rng.uniform(-1, 1, (n, m, m))
         return ((a @ np.swapaxes(a, -1, -2) + m * np.eye(m)).astype(dtype),)
+
+    return make
+
+
 def _scatter(dtype="f8"):
     """A batch of values and of indices into it (negative ones too: NumPy wraps them)."""
     def make(rng, n):
@@ -52,6 +56,8 @@ def _rotations(rng, n):
     """A batch of plane rotations: complex eigenvalues in every matrix."""
     c, s = np.cos(t := rng.uniform(0.3, 2.8, n)), np.sin(t)
     return (np.stack([np.stack([c, -s], -1), np.stack([s, c], -1)], -2),)
+
+
 def _at(ufunc, a, i, *value):
     ufunc.at(a, i, *value)
     return a
