@@ -39,6 +39,7 @@ def test_float16_contractions_sum_as_numpy_einsum_does(subscripts, shapes):
     arrays = [RNG.standard_normal(s).astype(np.float16) for s in shapes]
     exe, got, expected = _einsum(subscripts, *arrays)
     assert_outputs_close((got,), (expected,), what="np.einsum")
+    assert "float16 contraction" in exe.explain()
 
 
 @pytest.mark.parametrize(("subscripts", "shapes"),
