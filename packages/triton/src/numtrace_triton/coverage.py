@@ -88,7 +88,8 @@ UNLOWERED_KINDS: dict[str, str] = {"random": _RANDOM}
 PARTIAL: dict[str, str] = {
     "np.dot": "np.dot of arrays with more than 2 dims is not lowered",
     "np.einsum": "np.einsum with '...', more than two operands, a size-1 label broadcast against another "
-    "size, or a sum within one bool or float16 operand is not lowered",
+    "size, a sum within one bool or float16 operand, or a float16 contraction (NumPy rounds each partial "
+    "sum to float16) is not lowered",
     "np.getitem": "indexing with integer arrays beside ints or partial slices is not lowered",
     "np.take": "np.take with mode='wrap' or 'clip', or a Python int index, is not lowered",
     "np.take_along_axis": "np.take_along_axis with axis=None is not lowered",

@@ -225,7 +225,8 @@ class BodyEmitter:
         index, index_dtype = self.operand(item.args[k], item.level)
         iv = w.let(SourceWriter.cast(index, index_dtype, np.dtype(np.int64)))
         n = item.attrs["extent"] if n is None else n
-        if index_dtype.kind == "i" or index_dtype.itemsize == 8:  # NumPy casts uint64 to intp, wrapping
+        wrap = item.attrs["wrap"]
+        if wrap[k] if isinstance(wrap, tuple) else wrap:  # see `gathers._wraps`
             iv = w.let(f"tl.where({iv} < 0, {iv} + {n}, {iv})")
         return iv, w.let(f"({iv} < 0) | ({iv} >= {n})")
 

@@ -63,6 +63,7 @@ ATOMIC_UFUNCS = {"numpy.add": ("add", False, "iuf"), "numpy.subtract": ("add", T
 _ATOMIC_DTYPES = frozenset(map(np.dtype, ("f4", "f8", "i4", "i8", "u4", "u8")))
 GATHER_OPS = frozenset({"np.take", "np.take_along_axis"})
 _TAKE, _TAKE_ALONG = registry.get("np.take"), registry.get("np.take_along_axis")
+_SUBSCRIPTS = ("np.getitem", "np.setitem", "np.ufunc.at")
 
 
 class GatherRules(Placement):
@@ -101,7 +102,7 @@ class GatherRules(Placement):
         self.depend(claim, ix)
         claim_args: list[PlanArg] = [LogicalLoad(ix, ix.shape), LogicalLoad(iota, ix.shape)]
         claim.items.append(Op(self.key(), SCATTER_CLAIM, claim_args,
-                              {"winner": _spread(winner, ix.shape), "extent": n,
+                              {"winner": _spread(winner, ix.shape), "extent": n, "wrap": _wraps(node, idx),
                                "flag": _spread(flag, ix.shape)}, i32, label))
         self.writers.setdefault(winner.buffer, []).append(claim)
         write = self.new_group("pointwise", numel(region))
@@ -115,7 +116,8 @@ class GatherRules(Placement):
         args = [LogicalLoad(index, region), LogicalLoad(position, region),
                 self.read(write, value, region, label)]
         write.items.append(Op(self.key(), SCATTER_WRITE, args,
-                              {"winner": _spread(winner, region), "extent": n, "target": target,
+                              {"winner": _spread(winner, region), "extent": n, "wrap": _wraps(node, idx),
+                               "target": target,
                                "stride": view.strides[axis]}, dtype, label))
         for w in self.writers.get(view.buffer, []):
             write.deps.add(w.gid)
@@ -156,7 +158,7 @@ class GatherRules(Placement):
                       view.strides[:axis] + (0,) * len(ix.shape) + view.strides[axis + 1:])
         args = [LogicalLoad(index, region), self.read(group, value, region, label)]
         attrs = {"extent": n, "target": target, "stride": view.strides[axis], "flag": _spread(flag, region),
-                 "atomic": how[0], "negate": how[1]}
+                 "atomic": how[0], "negate": how[1], "wrap": _wraps(node, idx)}
         group.items.append(Op(self.key(), SCATTER_ATOMIC, args, attrs, dtype, label))
         for w in self.writers.get(view.buffer, []):
             group.deps.add(w.gid)
@@ -197,7 +199,7 @@ class GatherRules(Placement):
         self.depend(group, ix)
         flag = self.buffer((1,), np.dtype(np.int32), "flag", data=np.zeros(1, np.int32), doc=label)
         key = self.key()
-        attrs = {"source": source, "stride": stride, "extent": n,
+        attrs = {"source": source, "stride": stride, "extent": n, "wrap": _wraps(node, idx),
                  "flag": View(flag.buffer, flag.dtype, 0, shape, (0,) * len(shape))}
         group.items.append(Op(key, GATHER, [LogicalLoad(index, shape)], attrs, out.dtype, label))
         self.locs[node.outputs[0]] = Loc(shape, out.dtype, group=group, key=key)
@@ -232,7 +234,7 @@ class GatherRules(Placement):
         flag = self.buffer((1,), np.dtype(np.int32), "flag", data=np.zeros(1, np.int32), doc=label)
         key = self.key()
         attrs = {"source": source, "stride": tuple(src.strides[d] for d in axes),
-                 "extent": tuple(src.shape[d] for d in axes),
+                 "extent": tuple(src.shape[d] for d in axes), "wrap": tuple(_wraps(node, i) for i in idxs),
                  "flag": View(flag.buffer, flag.dtype, 0, shape, (0,) * len(shape))}
         group.items.append(Op(key, GATHER, [LogicalLoad(v, shape) for v in index], attrs, out.dtype, label))
         self.locs[node.outputs[0]] = Loc(shape, out.dtype, group=group, key=key)
@@ -250,6 +252,15 @@ class GatherRules(Placement):
         if axis is None:
             raise NotImplementedError(f"{label}: np.take_along_axis with axis=None is not lowered")
         self.gather(node, label, x, idx, axis % len(x.shape), True)
+
+
+def _wraps(node, idx: Loc) -> bool:
+    """Whether a negative value of index ``idx`` (loaded as int64) counts from the end, as NumPy's: a
+    signed index, or a uint64 one NumPy casts to intp (wrapping); but NumPy converts a 0-d index of
+    ``x[...]`` (and of ``ufunc.at``) as a Python int, so a 0-d uint64 index of 2**63 or more is out of
+    range."""
+    dtype = np.dtype(idx.dtype)
+    return dtype.kind == "i" or (dtype.itemsize == 8 and not (not idx.shape and node.op in _SUBSCRIPTS))
 
 
 def _fits(value, dtype: np.dtype) -> bool:

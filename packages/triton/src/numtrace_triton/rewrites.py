@@ -213,6 +213,8 @@ def _einsum(g: Graph, node: Any) -> list | None:
     if not arrow:
         out = "".join(sorted(c for c in set(ins) - {","} if ins.count(c) == 1))
     dtype = node.outputs[0].type.dtype
+    if dtype == np.float16 and len(terms) == 2 and set(terms[0]) & set(terms[1]) - set(out):
+        return None  # NumPy's einsum rounds each float16 partial sum: no matmul sums as it does
     sizes: dict[str, int] = {}
     operands = []
     for i, (term, v) in enumerate(zip(terms, node.inputs)):
