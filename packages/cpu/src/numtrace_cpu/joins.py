@@ -101,7 +101,7 @@ def write_parts_in_place(steps: list[Step], types: dict, outputs: list[int]) -> 
                 writes.setdefault(v, []).append(k)
             else:
                 producer[v] = k
-    last_read = _last_reads(steps)
+    last_read = _last_reads(steps, outputs)
     before: dict[int, list[Step]] = {}   # step position -> view steps to place before it
     replaced: dict[int, Step | None] = {}
     taken: set = set()
@@ -114,7 +114,7 @@ def write_parts_in_place(steps: list[Step], types: dict, outputs: list[int]) -> 
             continue
         (out,) = step.outputs
         out_dt = node.outputs[0].type.dtype
-        overwritten = min((w for w in writes.get(out, ()) if w > k), default=len(steps))
+        overwritten = min((w for w in writes.get(out, ()) if w > k), default=len(steps) + 1)
         rest: list[tuple[int, tuple]] = []
         for v, key in zip(step.inputs, keys):
             p = producer.get(v)
@@ -168,7 +168,7 @@ def write_assigned_in_place(steps: list[Step], types: dict, outputs: list[int]) 
         if step.view:
             for v in step.outputs:
                 root[v] = root.get(step.inputs[0], step.inputs[0])
-    last_read = {v: ks[-1] for v, ks in reads.items()}
+    last_read = _last_reads(steps, outputs)
     before: dict[int, Step] = {}
     dropped: set = set()
     taken: set = set()
@@ -187,7 +187,7 @@ def write_assigned_in_place(steps: list[Step], types: dict, outputs: list[int]) 
             continue
         if any(p <= r < k for r in reads.get(a, ())) or any(p <= w < k for w in writes.get(a, ())):
             continue
-        overwritten = min((w for w in writes.get(a, ()) if w > k), default=len(steps))
+        overwritten = min((w for w in writes.get(a, ()) if w > k), default=len(steps) + 1)
         if last_read.get(v, k) >= overwritten:
             continue
         taken.add(v)
@@ -212,9 +212,10 @@ def _basic_key(index: tuple) -> tuple | None:
     return (*index, Ellipsis)
 
 
-def _last_reads(steps: list[Step]) -> dict[int, int]:
+def _last_reads(steps: list[Step], outputs: list[int]) -> dict[int, int]:
     """value -> position of the last step reading it or a view of it (the value a view step's result
-    shares memory with is its root)."""
+    shares memory with is its root); len(steps) for one that a graph output is or views (the caller's
+    copy of a view output is made after the last step, so it reads the memory as the steps left it)."""
     root: dict[int, int] = {}
     last: dict[int, int] = {}
     for k, step in enumerate(steps):
@@ -223,6 +224,8 @@ def _last_reads(steps: list[Step]) -> dict[int, int]:
         if step.view:
             for v in step.outputs:
                 root[v] = root.get(step.inputs[0], step.inputs[0])
+    for v in outputs:
+        last[root.get(v, v)] = len(steps)
     return last
 
 
