@@ -255,8 +255,9 @@ def test_concurrent_calls_from_two_python_threads(threads):
 
 
 def test_which_products_of_run_time_values_stay_with_blas():
-    """Products of two run-time values run on the packed kernels from RUNTIME_MIN_ROWS rows of A; fewer
-    rows, complex products and broadcast stacks stay with NumPy's matmul (equal to NumPy's bit for bit)."""
+    """Products of two run-time values run on the packed kernels from RUNTIME_MIN_ROWS rows of A and on the
+    GEMV kernels below; complex products and broadcast stacks stay with NumPy's matmul (equal to NumPy's
+    bit for bit)."""
     rng = np.random.default_rng(11)
     m = RUNTIME_MIN_ROWS
     for a_shape, b_shape, dtype, packed in (((m - 1, 30), (30, 20), np.float32, False),
@@ -276,11 +277,13 @@ def test_which_products_of_run_time_values_stay_with_blas():
             few_rows_state = state == (1,) and a_shape[0] == m - 1 and t.kind == "f"
             assert s["packed_matmuls"] == (packed or few_rows_state)
             assert s["packed_runtime"] == (packed and not state)
-            assert ("BLAS matmul" in exe.explain()) == (s["packed_matmuls"] == 0)
+            # a few rows of x times a run-time W (2 to GEMV_MAX_M) run on the GEMV kernels instead
+            assert s["gemv"] == (a_shape[0] == m - 1 and not state and t.kind == "f")
+            assert ("BLAS matmul" in exe.explain()) == (s["packed_matmuls"] == 0 and s["gemv"] == 0)
             av = rng.standard_normal(a_shape).astype(dtype)
             bv = rng.standard_normal(b_shape).astype(dtype)
             (got,) = exe(av, bv)
-            if s["packed_matmuls"]:
+            if s["packed_matmuls"] or s["gemv"]:
                 np.testing.assert_allclose(got, av @ bv, rtol=1e-5, atol=1e-5)
             else:
                 np.testing.assert_array_equal(got, av @ bv)
@@ -402,8 +405,9 @@ def test_blas_products_run_on_one_openblas_thread(monkeypatch):
     bv = rng.standard_normal((1, 64, 128)).astype(np.float32)
     # OpenBLAS sums in another order on one thread than on two: equal to float rounding
     _assert_close(exe(av, bv)[0], av @ bv, av[0], bv[0], np.float32)
-    # a large product with too few rows for the packed kernels: BLAS, on one thread too
+    # a large complex product (no packed or GEMV kernel): BLAS, on one thread too
     real = np.matmul
+    t = np.dtype(np.complex64)
 
     def spy(*args, **kwargs):
         seen.append(get())
@@ -419,9 +423,9 @@ def test_blas_products_run_on_one_openblas_thread(monkeypatch):
     seen.clear()
     put(2)
     try:
-        av = rng.standard_normal((4, 2048)).astype(np.float32)
-        bv = rng.standard_normal((2048, 1024)).astype(np.float32)
-        _assert_close(exe(av, bv)[0], av @ bv, av, bv, np.float32)
+        av = (rng.standard_normal((4, 2048)) + 1j * rng.standard_normal((4, 2048))).astype(np.complex64)
+        bv = (rng.standard_normal((2048, 1024)) + 1j * rng.standard_normal((2048, 1024))).astype(np.complex64)
+        np.testing.assert_allclose(exe(av, bv)[0], av @ bv, rtol=1e-3, atol=1e-3)
         assert seen == [1] and get() == 2
     finally:
         put(old)
