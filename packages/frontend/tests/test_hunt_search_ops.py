@@ -63,13 +63,34 @@ def _weighted_masked(x, w):
     return np.bincount(x[keep], w[keep], minlength=3)
 
 
-@pytest.mark.parametrize(("example", "call"), [
-    ((np.array([1, 2]), np.ones(2)), (np.array([0, 0]), np.ones(2))),   # nothing kept: NumPy gives intp
-    ((np.array([0, 0]), np.ones(2)), (np.array([1, 2]), np.ones(2))),   # and back to float64
+def _weighted(x, w):
+    return np.bincount(x, w)
+
+
+@pytest.mark.parametrize(("fn", "example", "call"), [
+    (_weighted_masked, (np.array([1, 2]), np.ones(2)), (np.array([0, 0]), np.ones(2))),   # none kept: intp
+    (_weighted_masked, (np.array([0, 0]), np.ones(2)), (np.array([1, 2]), np.ones(2))),   # and back
+    (_weighted, (np.array([True, False]), np.ones(2, np.float32)), (np.zeros(0, bool), np.zeros(0, np.float32))),
+    (_weighted, (np.zeros(0, np.intp), np.zeros(0)), (np.array([3]), np.ones(1))),
 ])
-def test_bincount_weights_of_a_data_dependent_empty_x(example, call, backend):
+def test_bincount_weights_of_an_empty_x(fn, example, call, backend):
     """NumPy's np.bincount returns intp zeros for an empty x even with weights (float64 otherwise): with
-    x's length known only at run time, that dtype comes from the data."""
-    traced = nt.trace(_weighted_masked, example, backend=backend)
-    _same(traced(*call), _weighted_masked(*call))
-    _same(traced(*example), _weighted_masked(*example))
+    x's length known only at run time, that dtype comes from the data: a call that gives the other dtype
+    breaks a guard (the function is traced again), once."""
+    traced = nt.trace(fn, example, backend=backend)
+    with pytest.warns(nt.TracerWarning, match="re-tracing.*np.bincount's result dtype"):
+        _same(traced(*call), fn(*call))
+    for args in (example, call):
+        _same(traced(*args), fn(*args))
+    assert traced.retraces == 1
+
+
+def test_code_of_a_bincount_of_an_empty_weighted_x_runs():
+    """`.code` calls np.bincount with NumPy's own parameters: NumPy decides the dtype there again."""
+    from numtrace import codegen
+
+    x, w = np.zeros(0, np.intp), np.zeros(0)
+    traced = nt.trace(lambda x, w: np.bincount(x, w, minlength=2), (x, w), backend="reference")
+    namespace = {"np": np, "op": codegen.op, "CONSTANTS": traced.constants}
+    exec(traced.code, namespace)
+    _same(namespace["traced"](x, w), np.bincount(x, w, minlength=2))
