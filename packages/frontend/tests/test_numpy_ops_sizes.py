@@ -40,6 +40,10 @@ def _spd(m, dtype="f8"):
     def make(rng, n):
         a = rng.uniform(-1, 1, (n, m, m))
         return ((a @ np.swapaxes(a, -1, -2) + m * np.eye(m)).astype(dtype),)
+def _scatter(dtype="f8"):
+    """A batch of values and of indices into it (negative ones too: NumPy wraps them)."""
+    def make(rng, n):
+        return rng.uniform(-3, 3, n).astype(dtype), rng.integers(-n, n, n)
 
     return make
 
@@ -48,6 +52,19 @@ def _rotations(rng, n):
     """A batch of plane rotations: complex eigenvalues in every matrix."""
     c, s = np.cos(t := rng.uniform(0.3, 2.8, n)), np.sin(t)
     return (np.stack([np.stack([c, -s], -1), np.stack([s, c], -1)], -2),)
+def _at(ufunc, a, i, *value):
+    ufunc.at(a, i, *value)
+    return a
+
+
+def _put(a, i, v, mode="raise"):
+    np.put(a, i, v, mode=mode)
+    return a
+
+
+def _put_along(a, i, v, axis):
+    np.put_along_axis(a, i, v, axis)
+    return a
 
 
 # (op name, function of the inputs, inputs at batch size n)
@@ -190,6 +207,24 @@ CASES = [
      _arrays((None, 2), (None, 2))),
     ("np.histogram", lambda x: np.histogram(x, bins=[-3.0, -1.0, 0.0, 0.5, 3.0]), _arrays((None,))),
     ("np.histogram", lambda x, b: np.histogram(x, bins=np.sort(b), density=True), _arrays((None,), (4,))),
+    # scatters: ufunc.at, np.put, np.put_along_axis (written back into their first argument)
+    ("np.ufunc.at", lambda x, i: _at(np.add, np.zeros_like(x, shape=(5,)), i % 5, x), _scatter()),
+    ("np.ufunc.at", lambda x, i: _at(np.add, x.copy(), i, 1.5), _scatter()),
+    ("np.ufunc.at", lambda x, i: _at(np.subtract, x * 2, i, x), _scatter()),
+    ("np.ufunc.at", lambda x, i: _at(np.add, np.zeros_like(x, shape=(5,)), i % 5, x), _scatter("i8")),
+    ("np.ufunc.at", lambda x, i: _at(np.maximum, np.zeros_like(x, shape=(5,)), i % 5, x), _scatter("i4")),
+    ("np.ufunc.at", lambda x, i: _at(np.maximum, np.zeros_like(x, shape=(5,)), i % 5, x), _scatter()),
+    ("np.ufunc.at", lambda x, i: _at(np.minimum, x.copy(), i, x[::-1]), _scatter()),
+    ("np.ufunc.at", lambda x, i: _at(np.multiply, x.copy(), i, 0.5), _scatter()),
+    ("np.ufunc.at", lambda x, i: _at(np.negative, x.copy(), i), _scatter()),
+    ("np.ufunc.at", lambda x, i: _at(np.add, np.zeros_like(x, shape=(5, 3)), (slice(None), i % 3), x),
+     _scatter()),
+    ("np.ufunc.at", lambda x, i: _at(np.add, x.copy(), x > 0, 1.0), _scatter()),
+    ("np.put", lambda x, i: _put(x.copy(), i, x * 3), _scatter()),
+    ("np.put", lambda x, i: _put(x.copy(), i * 7, [1.0, 2.0], mode="wrap"), _scatter()),
+    ("np.put", lambda x, i: _put(x.copy(), i * 7, -1.0, mode="clip"), _scatter()),
+    ("np.put_along_axis", lambda x, i: _put_along(np.stack([x, -x], axis=1), (i % 2)[:, None], 9.0, 1),
+     _scatter()),
 ]
 
 

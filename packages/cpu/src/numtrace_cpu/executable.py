@@ -287,7 +287,8 @@ class Executable(CallRunner):
                 lines.append(f"  step {k}: NumPy's loop writing into the planned buffer")
                 lines.append(f"      {node_line(step.nodes[0])}")
             elif isinstance(step, SetitemStep):
-                lines.append(f"  step {k}: assignment into the planned buffer (copied first unless in place)")
+                what = "NumPy's scatter" if step.scatter is not None else "assignment"
+                lines.append(f"  step {k}: {what} into the planned buffer (copied first unless in place)")
                 lines.append(f"      {node_line(step.nodes[0])}")
             else:
                 node = step.nodes[0]
@@ -503,6 +504,8 @@ def _small_matmul_runner(step: SmallMatmulStep):
 
 
 def _setitem_runner(step: SetitemStep):
+    if step.scatter is not None:
+        return _scatter_runner(step)
     a, *key_ins, value = step.inputs
     (o,) = step.outputs
     index = step.index
@@ -531,6 +534,22 @@ def _setitem_runner(step: SetitemStep):
         except Exception as exc:
             raise execution_error(step.nodes[-1], exc) from exc
     return run_setitem_keyed
+
+
+def _scatter_runner(step: SetitemStep):
+    a, *operands = step.inputs
+    (o,) = step.outputs
+    scatter, copyto = step.scatter, np.copyto
+
+    def run_scatter(env, nthreads):
+        out = env[o]
+        if o != a:   # else the lowering gave the result the updated array's own buffer
+            copyto(out, env[a])
+        try:
+            scatter(out, *[env[k] for k in operands])
+        except Exception as exc:
+            raise execution_error(step.nodes[-1], exc) from exc
+    return run_scatter
 
 
 def _fused_runner(step: FusedStep) -> FusedCall:

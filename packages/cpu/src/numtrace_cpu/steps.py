@@ -122,9 +122,11 @@ class AssignedViewStep(ViewStep):
 class SetitemStep(Step):
     """Functional ``a[key] = value`` (`np.setitem`): `a` copied into the planned buffer, then NumPy's
     own assignment into it. `index` is the node's key, its ``"input"`` placeholders filled from
-    `inputs[1:-1]` per call (masks, integer arrays)."""
+    `inputs[1:-1]` per call (masks, integer arrays). With `scatter` (a scatter op: ``ufunc.at``,
+    ``np.put``, ``np.put_along_axis``) the write is ``scatter(buffer, *inputs[1:])`` instead."""
 
     index: tuple = ()
+    scatter: Any = None
 
 
 @dataclass

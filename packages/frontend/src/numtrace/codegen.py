@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 from numtrace_ir import display_location, registry
 from numtrace_ir.ops.indexing import DATA_SIZE
+from numtrace_ir.ops.scatter import SCATTER_OPS
 from numtrace_ir.registry import Attr, Input, Inputs
 
 _INLINE_LIMIT = 16
@@ -157,6 +158,23 @@ def _call_text(node: Any, args: list[str], constants: dict[str, np.ndarray]) -> 
     return f"op({op!r})({rendered})"
 
 
+def _scatter_text(node: Any, target: str, args: list[str], constants: dict[str, np.ndarray]) -> str | None:
+    """The NumPy call writing a scatter op's update into ``target``; None for a ufunc outside NumPy."""
+    attrs = node.attrs
+    if node.op == "np.put":
+        return f"np.put({target}, {args[0]}, {args[1]}, mode={attrs.get('mode', 'raise')!r})"
+    if node.op == "np.put_along_axis":
+        return f"np.put_along_axis({target}, {args[0]}, {args[1]}, {attrs['axis']!r})"
+    module, _, name = attrs["ufunc"].rpartition(".")
+    if module != "numpy":
+        return None
+    it = iter(args)
+    key = [next(it) if e == "input" else repr(e) if type(e) is slice else _literal(e, constants)
+           for e in attrs["index"]]
+    key_text = "(" + ", ".join(key) + ",)" if key else "()"
+    return f"np.{name}.at({', '.join([target, key_text, *it])})"
+
+
 def graph_to_python(graph: Any, name: str, arg_names: Sequence[str], state_names: Sequence[str],
                     constants: dict[str, np.ndarray] | None = None) -> str:
     """Python source of ``def name(args..., state...)`` computing ``graph``'s outputs."""
@@ -185,6 +203,10 @@ def graph_to_python(graph: Any, name: str, arg_names: Sequence[str], state_names
             key = _index_text(node.attrs["index"], args[1:-1], constants)
             lines.append(f"    {outs[0]} = {args[0]}.copy(){comment}")
             lines.append(f"    {outs[0]}[{key}] = {args[-1]}")
+            continue
+        if node.op in SCATTER_OPS and _scatter_text(node, outs[0], args[1:], constants) is not None:
+            lines.append(f"    {outs[0]} = {args[0]}.copy(){comment}")   # a copy, then NumPy's write into it
+            lines.append(f"    {_scatter_text(node, outs[0], args[1:], constants)}")
             continue
         call = _call_text(node, args, constants)
         target = outs[0] if len(outs) == 1 else ", ".join(outs)

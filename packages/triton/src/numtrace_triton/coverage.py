@@ -76,6 +76,8 @@ UNLOWERED: dict[str, str] = {
                                                    "matrix_rank", "cond")},
     "np.broadcast_arrays": _PER_INPUT,
     "np.diag": "a 1-d input builds a new square matrix (a copy, not a view); not lowered",
+    "np.put": "assignment through flat indices with wrap/clip modes; not lowered",
+    "np.put_along_axis": "assignment along an axis through an index array; not lowered",
 }
 
 # Whole kinds the backend does not lower (ops of these kinds need no entry above).
@@ -93,6 +95,9 @@ PARTIAL: dict[str, str] = {
     "NumPy's indexing on the host (in its stage)",
     "np.setitem": "writing through array indices other than one integer array among full slices is not "
     "lowered",
+    "np.ufunc.at": "ufunc.at is lowered by atomics for add and subtract, and maximum and minimum of "
+    "integers, with one integer array index among full slices and operands of the array's dtype; "
+    "other forms are not",
     "np.ravel": "copies data here (not a view)",  # order="F"
     "np.repeat": "per-element repeat counts (a gather) are not lowered",
     "np.triu": "np.triu of a 1-d input (it builds a matrix) is not lowered",
@@ -117,7 +122,7 @@ FOLDED_KINDS = frozenset({"prim", "scalar", "creation"})
 
 # Movement ops lowered as views of their input (or as the input itself), or as writes into slices.
 VIEW_OPS = (frozenset(op.name for op in registry.all_ops() if op.as_view is not None) | SAME_VALUE
-            | {"np.concatenate", "np.stack", "np.pad", "np.setitem"})
+            | {"np.concatenate", "np.stack", "np.pad", "np.setitem", "np.ufunc.at"})
 
 
 def outer_base(op: OpDef) -> OpDef | None:

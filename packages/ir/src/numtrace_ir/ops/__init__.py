@@ -21,6 +21,7 @@ from numtrace_ir.ops import (
     prim,  # noqa: F401
     random,  # noqa: F401
     reductions,  # noqa: F401
+    scatter,  # noqa: F401
     searching,  # noqa: F401
     selection,  # noqa: F401
     signal,  # noqa: F401

@@ -272,11 +272,8 @@ register(
 )
 
 
-def _setitem_rule(types, attrs):
-    name = "np.setitem"
-    t = rules.first_tensor(name, types)
-    target = indexed_shape(name, t, attrs["index"], types[1:-1], "nnz")
-    value = rules.shape_of(types[-1])
+def value_fits(name: str, value: tuple, target: tuple) -> None:
+    """`ShapeError` unless a value of shape `value` broadcasts to the indexed shape `target`."""
     try:
         got = dims.broadcast_shapes(value, target)
     except ShapeError:
@@ -290,6 +287,12 @@ def _setitem_rule(types, attrs):
         )
     ):
         raise ShapeError(f"{name}: value of shape {value} cannot be broadcast to the indexed shape {target}")
+
+
+def _setitem_rule(types, attrs):
+    name = "np.setitem"
+    t = rules.first_tensor(name, types)
+    value_fits(name, rules.shape_of(types[-1]), indexed_shape(name, t, attrs["index"], types[1:-1], "nnz"))
     if type(types[-1]) is TensorType and types[-1].dtype.kind == "c" and t.dtype.kind != "c":
         raise TypeError(f"{name}: cannot store complex {types[-1]} into {t}")
     return t
