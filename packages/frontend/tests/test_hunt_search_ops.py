@@ -43,8 +43,8 @@ def _returned_edges_written(x, e):
     return h, e
 
 
-@pytest.mark.parametrize("fn", [_edges_written_after, _constant_edges_written_after, _input_edges_written_after,
-                                _returned_edges_written])
+@pytest.mark.parametrize("fn", [_edges_written_after, _constant_edges_written_after,
+                                _input_edges_written_after, _returned_edges_written])
 def test_histogram_bin_edges_are_the_edges_array_given(fn, backend, rng):
     """NumPy returns an array of edges as bin_edges itself: a write into either is seen in the other."""
     def inputs(n):
@@ -70,7 +70,8 @@ def _weighted(x, w):
 @pytest.mark.parametrize(("fn", "example", "call"), [
     (_weighted_masked, (np.array([1, 2]), np.ones(2)), (np.array([0, 0]), np.ones(2))),   # none kept: intp
     (_weighted_masked, (np.array([0, 0]), np.ones(2)), (np.array([1, 2]), np.ones(2))),   # and back
-    (_weighted, (np.array([True, False]), np.ones(2, np.float32)), (np.zeros(0, bool), np.zeros(0, np.float32))),
+    (_weighted, (np.array([True, False]), np.ones(2, np.float32)),
+     (np.zeros(0, bool), np.zeros(0, np.float32))),
     (_weighted, (np.zeros(0, np.intp), np.zeros(0)), (np.array([3]), np.ones(1))),
 ])
 def test_bincount_weights_of_an_empty_x(fn, example, call, backend):

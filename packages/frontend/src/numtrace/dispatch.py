@@ -82,7 +82,8 @@ def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
                     attrs = op.normalize_attrs({**attrs, **op.result_attrs(concrete)})
                 if op.data_dependent_shape and isinstance(attrs.get("size"), str):   # a symbol per node
                     attrs = {**attrs, "size": tracer.data_size()}
-                result = returned_arguments(func, args, kwargs, tracer.record(op.name, inputs, attrs, concrete))
+                result = tracer.record(op.name, inputs, attrs, concrete)
+                result = returned_arguments(func, args, kwargs, result)
                 _track_view(op, func, args, kwargs, inputs, attrs, result)
     if where is not True:
         result = _select(where, result, out)
