@@ -84,15 +84,28 @@ def _numpy_function(op_name: str) -> bool:
     return op is not None and op.name == op_name
 
 
-def positional_only(func: Any) -> set[str]:
-    """Names of ``func``'s positional-only parameters (``np.astype(x, dtype, /)``); empty if unknown."""
+def _parameters(func: Any) -> list | None:
+    """``func``'s parameters, or None if its signature is unknown."""
     import inspect
 
     try:
-        params = inspect.signature(func).parameters.values()
+        return list(inspect.signature(func).parameters.values())
     except (TypeError, ValueError):
+        return None
+
+
+def positional_only(func: Any) -> set[str]:
+    """Names of ``func``'s positional-only parameters (``np.astype(x, dtype, /)``); empty if unknown."""
+    return {p.name for p in _parameters(func) or () if p.kind is p.POSITIONAL_ONLY}
+
+
+def _read_off_result(opdef: Any, func: Any) -> set[str]:
+    """The op's attrs that are no parameter of NumPy's function because the tracer reads them off NumPy's
+    result (`OpDef.result_attrs`): NumPy decides them again when the code runs."""
+    params = _parameters(func)
+    if opdef.result_attrs is None or params is None:
         return set()
-    return {p.name for p in params if p.kind is p.POSITIONAL_ONLY}
+    return {p.name for p in opdef.params if isinstance(p, Attr)} - {p.name for p in params}
 
 
 def _is_default(param: Attr, value: Any) -> bool:
@@ -119,6 +132,7 @@ def _call_text(node: Any, args: list[str], constants: dict[str, np.ndarray]) -> 
         last_input = max((i for i, p in enumerate(opdef.params) if isinstance(p, (Input, Inputs))),
                          default=-1)
         by_position = positional_only(getattr(np, op[3:]))
+        not_numpys = _read_off_result(opdef, getattr(np, op[3:]))
         by_keyword = False   # after an input left out (NumPy's default for it is not None)
         for i, p in enumerate(opdef.params):
             if isinstance(p, Input):
@@ -133,8 +147,8 @@ def _call_text(node: Any, args: list[str], constants: dict[str, np.ndarray]) -> 
                 pieces.append(", ".join(group) if p.star else f"[{', '.join(group)}]")
             elif isinstance(p, Attr) and p.name in attrs:
                 raw = attrs.pop(p.name)
-                if p is DATA_SIZE:
-                    continue  # the symbol of a data-dependent length: no parameter of NumPy's
+                if p is DATA_SIZE or p.name in not_numpys:
+                    continue  # the symbol of a data-dependent length, a dtype NumPy decides: no parameter
                 if _is_default(p, raw) and i >= last_input:
                     continue  # keep the code short: NumPy's default is the traced value
                 value = _literal(raw, constants)

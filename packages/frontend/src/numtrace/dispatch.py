@@ -21,7 +21,7 @@ from .hostcall import unregistered_call
 from .source import run_at_user_line
 from .traced_value import TracedValue, is_traced_array, unwrap
 from .tracer import Tracer, active_tracer, current_tracer
-from .views import memory_order, op_view, track_parts
+from .views import memory_order, op_view, returned_arguments, track_parts
 
 
 def numpy_name(func: Any, method: str = "__call__") -> str:
@@ -83,6 +83,7 @@ def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
                 if op.data_dependent_shape and isinstance(attrs.get("size"), str):   # a symbol per node
                     attrs = {**attrs, "size": tracer.data_size()}
                 result = tracer.record(op.name, inputs, attrs, concrete)
+                result = returned_arguments(func, args, kwargs, result)
                 _track_view(op, func, args, kwargs, inputs, attrs, result)
     if where is not True:
         result = _select(where, result, out)

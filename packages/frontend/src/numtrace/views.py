@@ -330,6 +330,33 @@ _RETURN_THEIR_ARGUMENT = frozenset({np.atleast_1d, np.atleast_2d, np.atleast_3d,
                                     np.ndarray.astype})
 
 
+# Functions with several results, one of which is an array argument itself at every call: np.histogram's
+# bin_edges is ``np.asarray(bins)``, the array of edges given.
+_RESULT_IS_AN_ARGUMENT = frozenset({np.histogram})
+
+
+def returned_arguments(func: Any, args: tuple, kwargs: dict, result: Any) -> Any:
+    """``result`` with each part that NumPy returned as one of the call's array arguments made that
+    argument again: a `Same` view of a traced argument (a write into either reaches the other), or the
+    argument itself where it is an untraced ndarray (frozen where traced code reads it, as NumPy would
+    read it then)."""
+    if func not in _RESULT_IS_AN_ARGUMENT or not isinstance(result, tuple):
+        return result
+    given = [a for a in (*args, *kwargs.values()) if is_traced_array(a) or isinstance(a, np.ndarray)]
+    parts = list(result)
+    for i, part in enumerate(parts):
+        arg = next((a for a in given if is_traced_array(part) and part._concrete is unwrap(a)), None)
+        if arg is None:
+            continue
+        if not is_traced_array(arg):
+            parts[i] = arg
+        elif not arg._scalar:
+            astype = registry.get("np.astype")
+            inputs, attrs = astype.bind((arg, arg._concrete.dtype), {})
+            part._parent, part._view, part._seen = arg, Same(astype.name, inputs[1:], attrs), arg._version
+    return tuple(parts)
+
+
 _SPLITS = {np.split: True, np.array_split: False}   # the function: whether its sections are even
 
 

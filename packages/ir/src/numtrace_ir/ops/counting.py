@@ -18,6 +18,7 @@ import numpy as np
 
 from numtrace_ir import dims
 from numtrace_ir.dims import ShapeError
+from numtrace_ir.guards import GuardError
 from numtrace_ir.ops import rules, sampling
 from numtrace_ir.ops.indexing import DATA_SIZE
 from numtrace_ir.ops.nanfunctions import defaults_or_host
@@ -124,9 +125,20 @@ def _bincount_rule(types, attrs):
         if w.ndim != 1 or (dims.is_static(w.shape[0]) and dims.is_static(x.shape[0])
                            and w.shape[0] != x.shape[0]):
             raise ShapeError(f"{name}: the weights and list don't have the same length ({w} for {x})")
-        if x.shape[0] != 0:   # NumPy returns minlength intp zeros for an empty x, weights or not
+        if x.shape[0] != 0 and not attrs["empty"]:
             dtype = rules.probe_dtype(name, np.bincount, np.zeros((1,), _INTP), np.ones((1,), w.dtype))
     return TensorType(dtype, (attrs["size"],))
+
+
+def _bincount_impl(x, weights, minlength, empty, size):
+    """NumPy returns minlength intp zeros for an empty x, weights or not: with weights, whether x is empty
+    (its length may be known only at run time) decides the dtype, so a call that differs from the trace's
+    `empty` breaks a guard."""
+    if weights is not None and (np.size(x) == 0) != empty:
+        raise GuardError("np.bincount's result dtype (NumPy returns intp zeros for an empty x, even with "
+                         "weights)", None, "empty x" if empty else "x not empty",
+                         "empty x" if not empty else "x not empty", "input values")
+    return np.bincount(x, weights, minlength)
 
 
 def _bincount_samples(rng):
@@ -137,16 +149,18 @@ def _bincount_samples(rng):
         yield Sample((x, sampling.array(rng, (7,), dt)), {"minlength": 2}, note="weights")
     yield Sample((x,), {"minlength": 10, "omitted": ("weights",)}, note="minlength past the data")
     yield Sample((np.zeros((0,), np.intp),), {"minlength": 3, "omitted": ("weights",)}, note="empty")
-    yield Sample((np.zeros((0,), np.intp), np.zeros((0,))), note="empty, weights")
+    yield Sample((np.zeros((0,), np.intp), np.zeros((0,))), {"empty": True}, note="empty, weights")
 
 
 register(OpDef(
     "np.bincount", "other",
-    [Input("x"), Input("weights", optional=True), Attr("minlength", 0, rules.to_int), DATA_SIZE],
-    _bincount_rule, lambda x, weights, minlength, size: np.bincount(x, weights, minlength),
+    [Input("x"), Input("weights", optional=True), Attr("minlength", 0, rules.to_int),
+     Attr("empty", False, rules.to_bool), DATA_SIZE],
+    _bincount_rule, _bincount_impl,
     numpy_targets=[np.bincount], samples=_bincount_samples, binder=defaults_or_host("np.bincount"),
-    data_dependent_shape=True,
-    doc="counts (intp; float64 with weights) of max(x.max() + 1, minlength), the data-dependent `size`",
+    data_dependent_shape=True, result_attrs=lambda r: {"empty": r.dtype == _INTP},
+    doc="counts (intp; float64 with weights, intp zeros for an empty x: `empty` is whether x was empty "
+    "at trace time) of max(x.max() + 1, minlength), the data-dependent `size`",
 ))
 
 
