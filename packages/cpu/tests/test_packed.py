@@ -425,7 +425,7 @@ def test_blas_products_run_on_one_openblas_thread(monkeypatch):
     try:
         av = (rng.standard_normal((4, 2048)) + 1j * rng.standard_normal((4, 2048))).astype(np.complex64)
         bv = (rng.standard_normal((2048, 1024)) + 1j * rng.standard_normal((2048, 1024))).astype(np.complex64)
-        np.testing.assert_allclose(exe(av, bv)[0], av @ bv, rtol=1e-3, atol=1e-3)
+        np.testing.assert_allclose(exe(av, bv)[0], av @ bv, rtol=1e-3, atol=1e-2)
         assert seen == [1] and get() == 2
     finally:
         put(old)
