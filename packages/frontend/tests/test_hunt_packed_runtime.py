@@ -49,6 +49,31 @@ def test_epilogue_reads_an_input_updated_in_place(fn, dtype, backend):
             _close(m, t, 30)
 
 
+def test_module_updates_its_bias_in_place_before_the_product(backend):
+    """A parameter the forward updates in place (written back to the module) is the fused bias."""
+    rng = np.random.default_rng(1)
+
+    class Drift(nt.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nt.Parameter(rng.standard_normal((30, 20)).astype(np.float32))
+            self.b = nt.Parameter(rng.standard_normal(20).astype(np.float32))
+
+        def forward(self, x):
+            self.b += 0.25
+            return np.maximum(x @ self.w + self.b, 0)
+
+    mine, theirs = Drift(), Drift()
+    theirs.load_state_dict(mine.state_dict())
+    traced = nt.trace_module(mine, {"forward": (rng.standard_normal((16, 30)).astype(np.float32),)},
+                             check_trace=False, backend=backend)
+    theirs.load_state_dict(mine.state_dict())
+    for rows in (16, 9, 40):
+        x = rng.standard_normal((rows, 30)).astype(np.float32)
+        _close(traced(x), theirs(x), 30)
+        _close(mine.b, theirs.b, 30)
+
+
 @pytest.mark.parametrize("op", ["bias", "residual"])
 def test_packed_step_without_its_epilogue_value_takes_the_fallback(op):
     """An epilogue value missing from the environment (None) goes to the NumPy fallback, which raises;
