@@ -1,6 +1,6 @@
-"""Products of two run-time values on the packed kernels (from RUNTIME_MIN_ROWS rows of A) against
-eager NumPy: in-place updates of an operand that the product's fused epilogue reads, batch sizes
-around the tile and k-block boundaries, stacks, and results independent of the thread count."""
+"""Products on the packed kernels (two run-time values from RUNTIME_MIN_ROWS rows of A, or module
+state) against eager NumPy where the product's fused epilogue (bias, residual) reads a value the
+program updated in place, which the plan writes into the caller's own array."""
 
 import numpy as np
 import numtrace as nt
