@@ -259,7 +259,7 @@ class Executable(CallRunner):
                        else "packed kernel (run-time operand, packed per call)")
                 epi = (" + bias" if step.bias else "") + (" then ReLU" if step.activation else "")
                 epi += "".join(f" then {op}" if v is None else f" + {op} {name(v)}"
-                               for op, v in step.epilogue)
+                               for op, v in step.epilogue_values())
                 lines.append(f"  step {k}: {how} {a} @ {b}{epi} -> {self._types[step.outputs[0]]}")
                 lines.extend(f"      {node_line(n)}" for n in step.nodes)
             elif isinstance(step, ScanStep):
@@ -440,7 +440,7 @@ def _packed_runner(step: MatmulStep, types: dict):
     a, b = step.inputs[:2]
     (o,) = step.outputs
     matmul, add, maximum = np.matmul, np.add, np.maximum
-    ops = step.epilogue
+    ops = step.epilogue_values()
 
     def run_matmul_epilogue(env, nthreads):
         out = env[o]

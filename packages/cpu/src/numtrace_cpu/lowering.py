@@ -175,7 +175,7 @@ def lower(graph, state: frozenset = frozenset()) -> tuple[list[Step], dict, dict
             out = index[epi.result if epi else u.outputs[0]]
             nodes_of = [u, *(epi.nodes if epi else ())]
             if packed is not None:
-                ops = tuple((name, None if v is None else index[v]) for name, v in (epi.ops if epi else ()))
+                ops = tuple(name for name, _ in (epi.ops if epi else ()))
                 steps.append(MatmulStep(inputs=[index[v] for v in u.inputs] + [index[v] for v in operands],
                                         outputs=[out], nodes=nodes_of, packed=packed, epilogue=ops))
             else:

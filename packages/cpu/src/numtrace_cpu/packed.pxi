@@ -180,7 +180,7 @@ cdef class PackedMatmul:
         cdef Py_ssize_t itemsize, nr, npanels, npc, nrc, units, want, per_job, total, done
         cdef int nb, xnb, nteam, i
         if not (type(xo) is np.ndarray and type(wo) is np.ndarray and type(yo) is np.ndarray
-                and (bo is None or type(bo) is np.ndarray) and (ro is None or type(ro) is np.ndarray)):
+                and (self.bias < 0 or type(bo) is np.ndarray) and (self.resid < 0 or type(ro) is np.ndarray)):
             return self.fallback(env, nthreads)
         x, w, y, b, r = xo, wo, yo, bo, ro
         if (cnp.PyArray_TYPE(x) != self.typenum or cnp.PyArray_TYPE(w) != self.typenum

@@ -50,10 +50,16 @@ class MatmulStep(Step):
     bias: bool = False
     activation: str | None = None
     # The packed-weight kernels (numtrace_cpu.products.packed_form): "constant" (packed once),
-    # "state" or "runtime" (packed per call); then `epilogue` ((op name, value number or None), in order) is
-    # fused in, its values in `inputs[2:]`.
+    # "state" or "runtime" (packed per call); then the ops named in `epilogue`, in order, are fused in,
+    # the values of "bias" and "residual" in `inputs[2:]` (see epilogue_values).
     packed: str | None = None
     epilogue: tuple = ()
+
+    def epilogue_values(self) -> list[tuple[str, int | None]]:
+        """(op name, value number or None) of each epilogue op. The values are read from `inputs`,
+        the value numbers the planner renames (`planner.write_updates_in_place`)."""
+        values = iter(self.inputs[2:])
+        return [(op, next(values) if op in ("bias", "residual") else None) for op in self.epilogue]
 
 
 @dataclass
