@@ -629,7 +629,9 @@ def _make_patches() -> list[tuple[Any, str, Any]]:
     if registry.for_numpy(np.ascontiguousarray) is not None:
         patches.append((np, "ascontiguousarray", _dispatching_wrapper(np.ascontiguousarray)))
     for module_name, functions in _FOREIGN_OPS.items():
-        module = sys.modules.get(module_name)   # not imported: the program cannot call it
+        module = sys.modules.get(module_name)
+        if module is None:   # not imported: the program cannot call it
+            continue
         for name, op_name in functions.items():
             original = getattr(module, name, None)
             if original is not None:

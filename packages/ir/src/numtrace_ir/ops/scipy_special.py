@@ -23,7 +23,7 @@ LOGSUMEXP = "scipy.special.logsumexp"
 
 
 def _logsumexp(a: Any, axis: Any = None, keepdims: bool = False) -> Any:
-    from scipy.special import logsumexp
+    from scipy.special import logsumexp  # type: ignore[import-untyped]
 
     return logsumexp(a, axis=axis, keepdims=keepdims)
 
