@@ -57,3 +57,29 @@ def test_piecewise_single_traced_condition_array(backend):
     traced = nt.trace(f, (np.array([-1.0, 2.0, 3.0]),), backend=backend)
     for x in (np.array([1.0, -2.0]), np.arange(-3.0, 4.0)):   # one trace: no guard on the length
         np.testing.assert_array_equal(traced(x), f(x))
+
+
+def _doubling(c):
+    def in_place_out(v):
+        np.multiply(c, 2, out=c)
+        return v * 2
+
+    def in_place_setitem(v):
+        c[0] += 1
+        return v * 2
+
+    return {"out": in_place_out, "setitem": in_place_setitem}
+
+
+@pytest.mark.parametrize("form", ["out", "setitem"])
+def test_piecewise_function_writing_in_place_runs_once(backend, form):
+    def f(x):
+        c = np.ones_like(x)
+        return np.piecewise(x, [x < 0], [_doubling(c)[form], lambda v: v]), c
+
+    traced = nt.trace(f, (np.array([-1.0, 2.0, -3.0]),), backend=backend, check_trace=False)
+    for x in (np.array([-1.0, 2.0, -3.0]), np.array([-4.0, 2.0, 1.0, -3.0, 5.0]), np.array([1.0, 2.0])):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", nt.TracerWarning)
+            for g, e in zip(traced(x), f(x)):
+                np.testing.assert_array_equal(g, e)

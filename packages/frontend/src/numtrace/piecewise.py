@@ -5,7 +5,9 @@ empty) would re-trace. Harmless means the function recorded only elementwise, mo
 ops and, called on an empty array of the piece's dtype, returns without raising or warning a value an
 empty piece takes (static positions, fixed shapes and constants of other sizes fail there); a function
 that reduces, indexes, branches, calls out or fails on an empty piece keeps NumPy's test, and so its
-guard. Deciding so calls the function once more while tracing, where NumPy would not."""
+guard. Deciding so calls the function once more while tracing, where NumPy would not; a function that
+writes into a traced array is called once (the writes are recorded), with NumPy's test after it. A
+piece empty while tracing is skipped as NumPy skips it, with its test."""
 
 from __future__ import annotations
 
@@ -73,20 +75,16 @@ def piecewise(x: Any, condlist: Any, funclist: Any, *args: Any, **kw: Any) -> An
             y[cond] = func
             continue
         vals = x[cond]
-        mark = len(tracer.graph.nodes)
-        empty = (vals._concrete if is_traced_array(vals) else vals).size == 0
-        try:  # a trial: which ops the function records (on an empty piece NumPy does not call it)
-            with warnings.catch_warnings():
-                if empty:
-                    warnings.simplefilter("ignore")
-                result = func(vals, *args, **kw)
-        except Exception:
-            if not empty:
-                raise
-            result = None
-        if result is not None and _harmless_when_empty(tracer.graph.nodes[mark:]) \
-                and _fits_empty(func, vals, args, kw):
+        if (vals._concrete if is_traced_array(vals) else vals).size == 0:
+            bool(vals.size > 0)  # NumPy's test, a guard: NumPy does not call the function here
+            continue
+        mark, writes = len(tracer.graph.nodes), tracer.writes
+        result = func(vals, *args, **kw)
+        if tracer.writes != writes:  # it wrote in place: called once, as NumPy does, and NumPy's test kept
+            bool(vals.size > 0)
             y[cond] = result
-        elif vals.size > 0:  # NumPy's test, a guard: the trial's nodes are dead code, recorded again after it
+        elif _harmless_when_empty(tracer.graph.nodes[mark:]) and _fits_empty(func, vals, args, kw):
+            y[cond] = result
+        elif vals.size > 0:  # NumPy's test, a guard: the first call's nodes are dead code, recorded again
             y[cond] = func(vals, *args, **kw)
     return y
