@@ -1,8 +1,8 @@
-"""The packed-weight kernels (nt_gemm.h, packed.pxi) behind products whose weight is a trace constant or
-module state, and the bias/residual/ReLU epilogue fused into them: differential against NumPy over
-shapes (K = 1, odd M and N, tails of the register tile, 3-D inputs), dtypes, weight layouts, special
-values and signed zeros, 1 and 2 threads (bit-identical), concurrent calls, and weights changed
-between calls (never a stale pack)."""
+"""The packed kernels (nt_gemm.h, packed.pxi) behind products whose right operand is a trace constant,
+module state or a run-time value, and the bias/residual/ReLU epilogue fused into them: differential
+against NumPy over shapes (K = 1, odd M and N, tails of the register tile, 3-D inputs), dtypes, weight
+layouts, special values and signed zeros, 1 and 2 threads (bit-identical), concurrent calls, and
+weights changed between calls (never a stale pack)."""
 
 import threading
 
@@ -11,12 +11,14 @@ import pytest
 from numtrace_cpu import blas_threads, compile_graph, get_num_threads, set_num_threads
 from numtrace_cpu.classify import SMALL_K
 from numtrace_cpu.isa import blocks
+from numtrace_cpu.products import RUNTIME_MIN_ROWS
 from numtrace_ir import Graph
 from numtrace_ir.types import TensorType
 
 SHAPES = [(2, 1, 1), (3, 1, 7), (5, 3, 2), (7, 17, 33), (9, 64, 31), (13, 300, 65), (33, 257, 129),
           (64, 256, 32), (1000, 40, 10), (3, 5, 1000), (130, 600, 70)]
 EPS = {np.float32: 2e-6, np.float64: 1e-14}
+SOURCES = ["constant", "state", "runtime"]
 EPILOGUES = [(), ("bias",), ("bias", "relu"), ("bias", "residual"), ("residual", "relu_zero_first"),
              ("bias", "residual", "relu")]
 
@@ -53,15 +55,21 @@ def _graph(x_shape, w, dtype, epilogue=(), *, constant):
     return g
 
 
-def _compile(x_shape, w, dtype, epilogue=(), *, constant):
+def _compile(x_shape, w, dtype, epilogue=(), *, source):
+    """The executable of _graph with W `source`: "constant", "state" (module state) or "runtime"."""
+    constant = source == "constant"
     g = _graph(x_shape, w, dtype, epilogue, constant=constant)
     types = [v.type for v in g.inputs]
-    exe = compile_graph(g, types, state=() if constant else (1,))
+    exe = compile_graph(g, types, state=(1,) if source == "state" else ())
     s = exe.stats()
     if not epilogue and w.shape[0] <= SMALL_K and w.shape[1] <= SMALL_K:
         assert s["small_matmuls"] == 1   # the small-K pass beats any packing there
         return exe
-    assert s["packed_matmuls"] == 1 and s["packed_constant"] == int(constant) and s["fallbacks"] == 0
+    if source == "runtime" and int(np.prod(x_shape[:-1])) < RUNTIME_MIN_ROWS:
+        assert s["packed_matmuls"] == 0   # too few rows to repay packing
+        return exe
+    assert s["packed_matmuls"] == 1 and s["fallbacks"] == 0
+    assert s["packed_constant"] == int(constant) and s["packed_runtime"] == int(source == "runtime")
     assert s["packed_epilogue_ops"] == len(epilogue)
     return exe
 
@@ -96,24 +104,24 @@ def _operands(rng, x_shape, n, dtype, epilogue):
     return b, r
 
 
-def _call(exe, x, w, b, r, constant):
-    args = [x] + ([] if constant else [w]) + [v for v in (b, r) if v is not None]
+def _call(exe, x, w, b, r, source):
+    args = [x] + ([] if source == "constant" else [w]) + [v for v in (b, r) if v is not None]
     (got,) = exe(*args)
     return got
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
-@pytest.mark.parametrize("constant", [True, False], ids=["constant", "state"])
-def test_products_equal_numpy(dtype, shape, constant, threads):
+@pytest.mark.parametrize("source", SOURCES)
+def test_products_equal_numpy(dtype, shape, source, threads):
     m, k, n = shape
     rng = np.random.default_rng(m * k + n)
     w = rng.standard_normal((k, n)).astype(dtype)
     x = rng.standard_normal((m, k)).astype(dtype)
     for epilogue in EPILOGUES:
-        exe = _compile(x.shape, w, dtype, epilogue, constant=constant)
+        exe = _compile(x.shape, w, dtype, epilogue, source=source)
         b, r = _operands(rng, x.shape, n, dtype, epilogue)
-        got = _call(exe, x, w, b, r, constant)
+        got = _call(exe, x, w, b, r, source)
         _assert_close(got, _expected(x, w, epilogue, b, r), x, w, dtype, r)
 
 
@@ -123,33 +131,38 @@ def test_batched_input_and_strided_rows(dtype, threads):
     rng = np.random.default_rng(3)
     w = rng.standard_normal((48, 37)).astype(dtype)
     x = rng.standard_normal((3, 11, 48)).astype(dtype)
-    exe = _compile(x.shape, w, dtype, ("bias", "residual"), constant=True)
+    exe = _compile(x.shape, w, dtype, ("bias", "residual"), source="constant")
     b, r = _operands(rng, x.shape, 37, dtype, ("bias", "residual"))
-    _assert_close(_call(exe, x, w, b, r, True), _expected(x, w, ("bias", "residual"), b, r), x, w, dtype, r)
-    exe2 = _compile((20, 48), w, dtype, ("bias",), constant=False)
-    big = rng.standard_normal((40, 96)).astype(dtype)
-    for xs in (big[::2, :48], big[::2, ::2], np.asfortranarray(big[:20, :48])):   # the last two: fallback
-        _assert_close(_call(exe2, xs, w, b, None, False), xs @ w + b, xs, w, dtype)
+    want = _expected(x, w, ("bias", "residual"), b, r)
+    _assert_close(_call(exe, x, w, b, r, "constant"), want, x, w, dtype, r)
+    for source in ("state", "runtime"):
+        exe2 = _compile((20, 48), w, dtype, ("bias",), source=source)
+        big = rng.standard_normal((40, 96)).astype(dtype)
+        for xs in (big[::2, :48], big[::2, ::2], np.asfortranarray(big[:20, :48])):   # the last two: fallback
+            _assert_close(_call(exe2, xs, w, b, None, source), xs @ w + b, xs, w, dtype)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_weight_layouts_of_module_state(dtype, threads):
-    """A state weight is packed from whatever strides it has: transposed, reversed, strided."""
+@pytest.mark.parametrize("source", ["state", "runtime"])
+def test_weight_layouts_of_module_state(dtype, source, threads):
+    """A weight packed per call is packed from whatever strides it has: transposed, reversed, strided,
+    a broadcast row (stride 0)."""
     rng = np.random.default_rng(4)
     k, n = 70, 45
     w = rng.standard_normal((k, n)).astype(dtype)
     x = rng.standard_normal((17, k)).astype(dtype)
-    exe = _compile(x.shape, w, dtype, ("bias", "relu"), constant=False)
+    exe = _compile(x.shape, w, dtype, ("bias", "relu"), source=source)
     b = rng.standard_normal(n).astype(dtype)
     big = np.zeros((2 * k, 3 * n), dtype)
     big[::2, ::3] = w
-    for wl in (w, np.asfortranarray(w), np.ascontiguousarray(w[::-1, ::-1])[::-1, ::-1], big[::2, ::3]):
-        _assert_close(_call(exe, x, wl, b, None, False), _expected(x, wl, ("bias", "relu"), b), x, w, dtype)
+    for wl in (w, np.asfortranarray(w), np.ascontiguousarray(w[::-1, ::-1])[::-1, ::-1], big[::2, ::3],
+               np.broadcast_to(w[3], (k, n))):
+        _assert_close(_call(exe, x, wl, b, None, source), _expected(x, wl, ("bias", "relu"), b), x, w, dtype)
 
 
-@pytest.mark.parametrize("constant", [True, False], ids=["constant", "state"])
+@pytest.mark.parametrize("source", SOURCES)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_special_values_and_zero_signs(dtype, constant):
+def test_special_values_and_zero_signs(dtype, source):
     """NaN and inf in weights and inputs propagate as NumPy's BLAS gives them (inf * 0 is NaN); a sum of
     -0.0 products is +0.0; zero rows and columns; ReLU keeps np.maximum's zero signs."""
     rng = np.random.default_rng(5)
@@ -169,8 +182,8 @@ def test_special_values_and_zero_signs(dtype, constant):
     b[11:15] = -0.0
     b[15:20] = 0.0
     for epilogue in ((), ("bias",), ("bias", "relu"), ("bias", "relu_zero_first")):
-        exe = _compile(x.shape, w, dtype, epilogue, constant=constant)
-        got = _call(exe, x, w, b if epilogue else None, None, constant)
+        exe = _compile(x.shape, w, dtype, epilogue, source=source)
+        got = _call(exe, x, w, b if epilogue else None, None, source)
         want = _expected(x, w, epilogue, b)
         _assert_close(got, want, x, w, dtype)
         zeros = want == 0
@@ -185,11 +198,11 @@ def test_one_and_two_threads_agree_bit_for_bit():
     results = []
     old = get_num_threads()
     try:
-        for constant in (True, False):
-            exe = _compile(x.shape, w, np.float32, constant=constant)
+        for source in SOURCES:
+            exe = _compile(x.shape, w, np.float32, source=source)
             for nthreads in (1, 2, 3):
                 set_num_threads(nthreads)
-                results.append(_call(exe, x, w, None, None, constant))
+                results.append(_call(exe, x, w, None, None, source))
     finally:
         set_num_threads(old)
     for got in results[1:]:
@@ -202,31 +215,32 @@ def test_module_state_changed_between_calls_is_never_stale(threads):
     rng = np.random.default_rng(7)
     w = rng.standard_normal((300, 90)).astype(np.float32)
     x = rng.standard_normal((64, 300)).astype(np.float32)
-    exe = _compile(x.shape, w, np.float32, constant=False)
-    _assert_close(_call(exe, x, w, None, None, False), x @ w, x, w, np.float32)
-    w[:150] *= -2.0                                     # in place
-    _assert_close(_call(exe, x, w, None, None, False), x @ w, x, w, np.float32)
-    w2 = rng.standard_normal((300, 90)).astype(np.float32)   # another array
-    _assert_close(_call(exe, x, w2, None, None, False), x @ w2, x, w2, np.float32)
-    const = _compile(x.shape, w, np.float32, constant=True)
+    for source in ("state", "runtime"):
+        exe = _compile(x.shape, w, np.float32, source=source)
+        _assert_close(_call(exe, x, w, None, None, source), x @ w, x, w, np.float32)
+        w[:150] *= -2.0                                     # in place
+        _assert_close(_call(exe, x, w, None, None, source), x @ w, x, w, np.float32)
+        w2 = rng.standard_normal((300, 90)).astype(np.float32)   # another array
+        _assert_close(_call(exe, x, w2, None, None, source), x @ w2, x, w2, np.float32)
+    const = _compile(x.shape, w, np.float32, source="constant")
     want = x @ w
     for _ in range(3):
-        _assert_close(_call(const, x, w, None, None, True), want, x, w, np.float32)
+        _assert_close(_call(const, x, w, None, None, "constant"), want, x, w, np.float32)
 
 
 def test_concurrent_calls_from_two_python_threads(threads):
     rng = np.random.default_rng(8)
     w = rng.standard_normal((256, 200)).astype(np.float32)
-    exes = [_compile((96, 256), w, np.float32, ("bias", "relu"), constant=c) for c in (True, False)]
+    exes = [_compile((96, 256), w, np.float32, ("bias", "relu"), source=c) for c in SOURCES]
     cases = [(rng.standard_normal((96, 256)).astype(np.float32), rng.standard_normal(200).astype(np.float32))
              for _ in range(2)]
-    want = [[_call(e, x, w, b, None, c) for x, b in cases] for e, c in zip(exes, (True, False))]
+    want = [[_call(e, x, w, b, None, c) for x, b in cases] for e, c in zip(exes, SOURCES)]
     errors = []
 
     def work(i):
         try:
             for _ in range(20):
-                for e, c, ws in zip(exes, (True, False), want):
+                for e, c, ws in zip(exes, SOURCES, want):
                     np.testing.assert_array_equal(_call(e, cases[i][0], w, cases[i][1], None, c), ws[i])
         except AssertionError as exc:
             errors.append(exc)
@@ -240,11 +254,17 @@ def test_concurrent_calls_from_two_python_threads(threads):
     _assert_close(want[0][0], np.maximum(cases[0][0] @ w + cases[0][1], 0), cases[0][0], w, np.float32)
 
 
-def test_products_of_run_time_values_stay_with_blas():
-    """Run-time weights, complex products and broadcast stacks stay with NumPy's matmul (so they equal
-    NumPy's bit for bit)."""
-    for a_shape, b_shape, dtype in (((10, 30), (30, 20), np.float32), ((2, 5, 30), (1, 30, 20), np.float32),
-                                    ((5, 30), (30, 20), np.complex64)):
+def test_which_products_of_run_time_values_stay_with_blas():
+    """Products of two run-time values run on the packed kernels from RUNTIME_MIN_ROWS rows of A; fewer
+    rows, complex products and broadcast stacks stay with NumPy's matmul (equal to NumPy's bit for bit)."""
+    rng = np.random.default_rng(11)
+    m = RUNTIME_MIN_ROWS
+    for a_shape, b_shape, dtype, packed in (((m - 1, 30), (30, 20), np.float32, False),
+                                            ((m, 30), (30, 20), np.float32, True),
+                                            ((2, m // 2, 30), (30, 20), np.float64, True),
+                                            ((2, m, 30), (1, 30, 20), np.float32, False),
+                                            ((1, m, 30), (3, 30, 20), np.float64, False),
+                                            ((m, 30), (30, 20), np.complex64, False)):
         t = np.dtype(dtype)
         g = Graph()
         a = g.add_input("a", TensorType(t, a_shape))
@@ -252,24 +272,57 @@ def test_products_of_run_time_values_stay_with_blas():
         g.set_outputs([_op(g, "np.matmul", a, b)])
         for state in ((), (1,)):
             exe = compile_graph(g, [a.type, b.type], state=state)
-            assert exe.stats()["packed_matmuls"] == (state == (1,) and a_shape[0] == 10 and t.kind == "f")
-            assert ("BLAS matmul" in exe.explain()) == (exe.stats()["packed_matmuls"] == 0)
+            s = exe.stats()
+            few_rows_state = state == (1,) and a_shape[0] == m - 1 and t.kind == "f"
+            assert s["packed_matmuls"] == (packed or few_rows_state)
+            assert s["packed_runtime"] == (packed and not state)
+            assert ("BLAS matmul" in exe.explain()) == (s["packed_matmuls"] == 0)
+            av = rng.standard_normal(a_shape).astype(dtype)
+            bv = rng.standard_normal(b_shape).astype(dtype)
+            (got,) = exe(av, bv)
+            if s["packed_matmuls"]:
+                np.testing.assert_allclose(got, av @ bv, rtol=1e-5, atol=1e-5)
+            else:
+                np.testing.assert_array_equal(got, av @ bv)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_stacks_of_products_as_in_attention(dtype, threads):
-    """Stacks of module-state weights: (H, S, D) @ (H, D, S) with transposed views, 4-D stacks, a stack
-    deeper than one team job, stacks whose leading dims do not merge (NumPy fallback)."""
+@pytest.mark.parametrize("mkn", [(40, 0, 7), (40, 7, 0), (0, 7, 9), (40, 1, 1), (17, 1, 33), (16, 9, 1),
+                                 (257, 31, 65), (41, 513, 97)], ids=str)
+def test_run_time_operands_at_edge_sizes(dtype, mkn, threads):
+    """Zero, one and odd sizes, and sizes past the register tile and the k block, of two run-time
+    operands: NumPy's values (zeros for K == 0, empty results), with the epilogue."""
+    m, k, n = mkn
+    rng = np.random.default_rng(m + 7 * k + 31 * n)
+    x = rng.standard_normal((m, k)).astype(dtype)
+    w = rng.standard_normal((k, n)).astype(dtype)
+    b, r = _operands(rng, x.shape, n, dtype, ("bias", "residual"))
+    g = _graph(x.shape, w, dtype, ("bias", "residual", "relu"), constant=False)
+    exe = compile_graph(g, [v.type for v in g.inputs])
+    assert exe.stats()["packed_runtime"] == int(m >= RUNTIME_MIN_ROWS)   # K == 0: NumPy at run time
+    got = _call(exe, x, w, b, r, "runtime")
+    _assert_close(got, _expected(x, w, ("bias", "residual", "relu"), b, r), x, w, dtype, r)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("state", [(1,), ()], ids=["state", "runtime"])
+def test_stacks_of_products_as_in_attention(dtype, state, threads):
+    """Stacks of module-state or run-time right operands: (H, S, D) @ (H, D, S) with transposed views,
+    4-D stacks, a stack deeper than one team job, stacks whose leading dims do not merge (NumPy
+    fallback)."""
     rng = np.random.default_rng(12)
     t = np.dtype(dtype)
-    for a_shape, b_shape in (((4, 128, 64), (4, 64, 128)), ((2, 3, 9, 17), (2, 3, 17, 33)),
-                             ((300, 3, 5), (300, 5, 2)), ((5, 1, 40), (5, 40, 70))):
+    shapes = (((4, 128, 64), (4, 64, 128)), ((2, 3, 9, 17), (2, 3, 17, 33)), ((300, 3, 5), (300, 5, 2)),
+              ((5, 1, 40), (5, 40, 70)))
+    if not state:   # enough rows to repay packing a run-time operand
+        shapes = (((4, 128, 64), (4, 64, 128)), ((2, 3, 17, 17), (2, 3, 17, 33)), ((300, 16, 5), (300, 5, 2)))
+    for a_shape, b_shape in shapes:
         g = Graph()
         a = g.add_input("a", TensorType(t, a_shape))
         b = g.add_input("b", TensorType(t, b_shape))
         r = g.add_input("r", TensorType(t, a_shape[:-1] + b_shape[-1:]))
         g.set_outputs([_op(g, "np.add", _op(g, "np.matmul", a, b), r)])
-        exe = compile_graph(g, [a.type, b.type, r.type], state=(1,))
+        exe = compile_graph(g, [a.type, b.type, r.type], state=state)
         assert exe.stats()["packed_matmuls"] == 1 and exe.stats()["packed_epilogue_ops"] == 1
         av = rng.standard_normal(a_shape).astype(dtype)
         bv = rng.standard_normal(b_shape).astype(dtype)
@@ -318,9 +371,10 @@ def test_packed_refuses_bad_construction():
 
 
 @pytest.mark.skipif(not blas_threads.available(), reason="NumPy's BLAS is not a bundled OpenBLAS")
-def test_small_blas_products_run_on_one_openblas_thread():
-    """numtrace's own small BLAS calls hold OpenBLAS to one thread while they run (its pool would
-    compete with numtrace's threads for the cores) and restore the count after, also on errors."""
+def test_blas_products_run_on_one_openblas_thread(monkeypatch):
+    """numtrace's own BLAS calls, large ones too, hold OpenBLAS to one thread while they run (its pool
+    would spin on and compete with numtrace's threads for the cores) and restore the count after, also
+    on errors."""
     get, put = blas_threads._FUNCTIONS
     seen = []
     old = get()
@@ -340,10 +394,34 @@ def test_small_blas_products_run_on_one_openblas_thread():
     t = np.dtype(np.float32)
     g = Graph()
     a = g.add_input("a", TensorType(t, (4, 128, 64)))
-    b = g.add_input("b", TensorType(t, (4, 64, 128)))
+    b = g.add_input("b", TensorType(t, (1, 64, 128)))   # a broadcast stack: BLAS
     g.set_outputs([_op(g, "np.matmul", a, b)])
     exe = compile_graph(g, [a.type, b.type])
+    assert exe.stats()["packed_matmuls"] == 0
     av = rng.standard_normal((4, 128, 64)).astype(np.float32)
-    bv = rng.standard_normal((4, 64, 128)).astype(np.float32)
+    bv = rng.standard_normal((1, 64, 128)).astype(np.float32)
     # OpenBLAS sums in another order on one thread than on two: equal to float rounding
     _assert_close(exe(av, bv)[0], av @ bv, av[0], bv[0], np.float32)
+    # a large product with too few rows for the packed kernels: BLAS, on one thread too
+    real = np.matmul
+
+    def spy(*args, **kwargs):
+        seen.append(get())
+        return real(*args, **kwargs)
+    g = Graph()
+    a = g.add_input("a", TensorType(t, (4, 2048)))
+    b = g.add_input("b", TensorType(t, (2048, 1024)))
+    g.set_outputs([_op(g, "np.matmul", a, b)])
+    monkeypatch.setattr(np, "matmul", spy)   # read when the executable is made
+    exe = compile_graph(g, [a.type, b.type])
+    monkeypatch.undo()
+    assert exe.stats()["packed_matmuls"] == 0
+    seen.clear()
+    put(2)
+    try:
+        av = rng.standard_normal((4, 2048)).astype(np.float32)
+        bv = rng.standard_normal((2048, 1024)).astype(np.float32)
+        _assert_close(exe(av, bv)[0], av @ bv, av, bv, np.float32)
+        assert seen == [1] and get() == 2
+    finally:
+        put(old)

@@ -6,6 +6,7 @@ NumPy (exactly on the reference backend, within a few ulps on the others), and s
 must the trace's ``.code``. This is the tracer's half of the registry-driven op test.
 """
 
+import inspect
 import operator
 
 import numpy as np
@@ -43,6 +44,15 @@ def _call_numpy(op, func, method, inputs, attrs):
         out[key] = inputs[-1]
         return out
     fn = func if method == "__call__" else getattr(func, method)
+    if op.name == "np.histogram":   # bins: the attr (a count) or the input `edges`
+        full = op.normalize_attrs(attrs)
+        a, *rest = inputs
+        bins = full["bins"] if "edges" in full["omitted"] else rest.pop(0)
+        return fn(a, bins, full["range"], full["density"], rest[0] if rest else None)
+    if op.name in ("np.put", "np.put_along_axis"):   # they write into their first argument
+        out = inputs[0].copy()
+        fn(out, *inputs[1:], *op.normalize_attrs(attrs).values())
+        return out
     if op.name == "np.select":   # the op's inputs are NumPy's two lists, then the default
         n = op.normalize_attrs(attrs)["n"]
         return fn(list(inputs[:n]), list(inputs[n:2 * n]), inputs[2 * n])
@@ -51,6 +61,8 @@ def _call_numpy(op, func, method, inputs, attrs):
         return fn(*inputs, *full["spacing"], axis=full["axis"], edge_order=full["edge_order"])
     attrs = dict(attrs)
     omitted = set(attrs.pop("omitted", ()))
+    for name in _not_numpy_parameters(fn, attrs):   # read off NumPy's result (eig's real dtype), not passed
+        del attrs[name]
     remaining = list(inputs)
     args, kwargs, by_keyword = [], {}, False
     last_input = max(i for i, p in enumerate(op.params) if isinstance(p, (Input, Inputs)))
@@ -76,6 +88,18 @@ def _call_numpy(op, func, method, inputs, attrs):
             else:
                 kwargs[p.name] = attrs[p.name]
     return fn(*args, **kwargs)
+
+
+def _not_numpy_parameters(fn, attrs):
+    """The attrs that are no parameter of NumPy's function (``np.linalg.eig``'s ``real``, which the tracer
+    reads off NumPy's result; ``np.linalg.lstsq``'s residuals ``size`` symbol)."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):   # ufuncs and other callables without one
+        return []
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return []
+    return [name for name in attrs if name not in params]
 
 
 def _assert_matches(got, expected, backend, what):

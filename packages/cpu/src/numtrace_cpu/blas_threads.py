@@ -1,14 +1,16 @@
-"""NumPy's OpenBLAS held to one thread around numtrace's own small BLAS calls.
+"""NumPy's OpenBLAS held to one thread around numtrace's own BLAS calls.
 
 numtrace's passes and matrix kernels run on threads of their own. OpenBLAS splits each product
-statically over its thread pool, whose threads spin and yield between calls: on a machine with
-few cores, or one that other work shares, a product then waits for an OpenBLAS thread that is
-descheduled, and the spinning threads take the cores from numtrace's. Measured on a 2-core machine
-under load, an encoder block whose attention products went to BLAS took 60-130 ms per call, and
-1.1-1.3 ms with OpenBLAS on one thread. A small product (attention's, below `SMALL_PRODUCT`
-multiply-adds) gains little from a second BLAS thread anyway, so numtrace runs it on one; larger
-products keep NumPy's BLAS threading. The setting is restored after each call, and only OpenBLAS
-builds found beside NumPy are touched (any other BLAS is left alone).
+statically over its thread pool, whose threads spin (yielding) for a long while after every call:
+on a machine with few cores, or one that other work shares, a product then waits for an OpenBLAS
+thread that is descheduled, and the spinning threads take the cores from the numtrace passes and
+packed products that follow. Measured on a 2-core machine under load, an encoder block whose
+attention products went to BLAS took 60-130 ms per call, and 1.1-1.3 ms with OpenBLAS on one
+thread; an MLP at batch 256 whose products went to BLAS on two threads took 10-11 ms, on the packed
+kernels 1.6-1.8 ms. The products numtrace still sends to BLAS (few rows, complex dtypes, broadcast
+stacks; see numtrace_cpu.products) therefore all run on one OpenBLAS thread, so numtrace never wakes
+OpenBLAS's pool. The setting is restored after each call, and only OpenBLAS builds found beside
+NumPy are touched (any other BLAS is left alone).
 """
 
 from __future__ import annotations
@@ -21,10 +23,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["SMALL_PRODUCT", "available", "one_thread"]
-
-SMALL_PRODUCT = 1 << 23
-"""Multiply-adds below which numtrace runs a BLAS product on one OpenBLAS thread."""
+__all__ = ["available", "one_thread"]
 
 _SYMBOLS = [(f"{p}_get_num_threads{s}", f"{p}_set_num_threads{s}")
             for p in ("scipy_openblas", "openblas") for s in ("64_", "")]

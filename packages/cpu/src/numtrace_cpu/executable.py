@@ -25,6 +25,7 @@ from numtrace_cpu.joins import JoinRestStep
 from numtrace_cpu.planner import BufferPlan
 from numtrace_cpu.runtime import CallRunner, FusedCall
 from numtrace_cpu.steps import (
+    AssignedViewStep,
     ConstantStep,
     FallbackStep,
     FusedStep,
@@ -174,16 +175,19 @@ class Executable(CallRunner):
             "generated_kernels": sum(s.kernel.has_generated for s in fused),
             "generated_runs": sum(s.kernel.generated_runs for s in fused),
             "interpreted_runs": sum(s.kernel.interpreted_runs for s in fused),
+            "rows_widened_runs": sum(s.kernel.rows_widened_runs for s in fused),
             "matmuls": sum(isinstance(s, MatmulStep) for s in self._steps),
             "gemv": sum(isinstance(s, MatmulStep) and s.gemv is not None for s in self._steps),
             "gemv_epilogues": sum(isinstance(s, MatmulStep) and s.gemv is not None and s.bias
                                   for s in self._steps),
             "packed_matmuls": sum(isinstance(s, MatmulStep) and s.packed is not None for s in self._steps),
             "packed_constant": sum(isinstance(s, MatmulStep) and s.packed == "constant" for s in self._steps),
+            "packed_runtime": sum(isinstance(s, MatmulStep) and s.packed == "runtime" for s in self._steps),
             "packed_epilogue_ops": sum(len(s.epilogue) for s in self._steps if isinstance(s, MatmulStep)),
             "constant_powers": sum(constant_exponent(n) is not None for s in fused for n in s.nodes),
             "views": sum(isinstance(s, ViewStep) for s in self._steps),
             "parts_in_place": sum(isinstance(s, PartViewStep) for s in self._steps),
+            "assigned_in_place": sum(isinstance(s, AssignedViewStep) for s in self._steps),
             "scans": sum(isinstance(s, ScanStep) for s in self._steps),
             "scans_in_place": sum(isinstance(s, ScanStep) and s.inputs == s.outputs for s in self._steps),
             "small_matmuls": sum(isinstance(s, SmallMatmulStep) for s in self._steps),
@@ -248,7 +252,8 @@ class Executable(CallRunner):
                 a, b = (self._types[v] for v in step.inputs[:2])
                 how = ("GEMV kernel" if step.gemv is not None else "BLAS matmul" if step.packed is None
                        else "packed-weight kernel (weight packed once)" if step.packed == "constant"
-                       else "packed-weight kernel (module state, packed per call)")
+                       else "packed-weight kernel (module state, packed per call)" if step.packed == "state"
+                       else "packed kernel (run-time operand, packed per call)")
                 epi = (" + bias" if step.bias else "") + (" then ReLU" if step.activation else "")
                 epi += "".join(f" then {op}" if v is None else f" + {op} {name(v)}"
                                for op, v in step.epilogue)
@@ -269,6 +274,10 @@ class Executable(CallRunner):
             elif isinstance(step, PartViewStep):
                 lines.append(f"  step {k}: {name(step.outputs[0])} is a view of {name(step.inputs[0])}: "
                              f"the pass computing it writes it into the joined array")
+            elif isinstance(step, AssignedViewStep):
+                lines.append(f"  step {k}: {name(step.outputs[0])} is a view of {name(step.inputs[0])}: "
+                             f"the pass computing it writes it in place of the assignment")
+                lines.append(f"      {node_line(step.nodes[0])}")
             elif isinstance(step, ViewStep):
                 lines.append(f"  step {k}: view {node_line(step.nodes[0])}")
             elif isinstance(step, JoinRestStep):
@@ -278,7 +287,8 @@ class Executable(CallRunner):
                 lines.append(f"  step {k}: NumPy's loop writing into the planned buffer")
                 lines.append(f"      {node_line(step.nodes[0])}")
             elif isinstance(step, SetitemStep):
-                lines.append(f"  step {k}: assignment into the planned buffer (copied first unless in place)")
+                what = "NumPy's scatter" if step.scatter is not None else "assignment"
+                lines.append(f"  step {k}: {what} into the planned buffer (copied first unless in place)")
                 lines.append(f"      {node_line(step.nodes[0])}")
             else:
                 node = step.nodes[0]
@@ -414,13 +424,12 @@ def _matmul_runner(step: MatmulStep, types: dict):
             maximum(out, 0, out=out)
         elif act == "relu_zero_first":
             maximum(0, out, out=out)
+    on_blas = blas_threads.one_thread(run_matmul)
     if step.gemv is None:
-        a_type, o_type = types[a], types[o]
-        work = int(np.prod(o_type.shape, dtype=np.int64)) * (a_type.shape[-1] if a_type.ndim else 1)
-        return blas_threads.one_thread(run_matmul) if work < blas_threads.SMALL_PRODUCT else run_matmul
+        return on_blas
     vec_pos, k_axis = step.gemv
     vec, mat = (a, b) if vec_pos == 0 else (b, a)
-    return blocks.Gemv(vec, mat, o, k_axis, types[o].dtype.type, -1 if c is None else c, act, run_matmul)
+    return blocks.Gemv(vec, mat, o, k_axis, types[o].dtype.type, -1 if c is None else c, act, on_blas)
 
 
 def _packed_runner(step: MatmulStep, types: dict):
@@ -441,11 +450,19 @@ def _packed_runner(step: MatmulStep, types: dict):
             else:
                 maximum(0, out, out=out)
     return blocks.PackedMatmul(a, b, o, types[o].dtype.type, ops, step.packed == "constant",
-                               run_matmul_epilogue)
+                               blas_threads.one_thread(run_matmul_epilogue))
 
 
 def _into_runner(step: IntoStep):
-    fn, ins, (o,) = step.fn, step.inputs, step.outputs
+    fn, ins, outs = step.fn, step.inputs, step.outputs
+    if len(outs) > 1:
+        def run_into_several(env, nthreads):
+            try:
+                fn(*[env[i] for i in ins], out=tuple(env[o] for o in outs))
+            except Exception as exc:
+                raise execution_error(step.nodes[-1], exc) from exc
+        return run_into_several
+    (o,) = outs
 
     def run_into(env, nthreads):
         try:
@@ -487,6 +504,8 @@ def _small_matmul_runner(step: SmallMatmulStep):
 
 
 def _setitem_runner(step: SetitemStep):
+    if step.scatter is not None:
+        return _scatter_runner(step)
     a, *key_ins, value = step.inputs
     (o,) = step.outputs
     index = step.index
@@ -515,6 +534,22 @@ def _setitem_runner(step: SetitemStep):
         except Exception as exc:
             raise execution_error(step.nodes[-1], exc) from exc
     return run_setitem_keyed
+
+
+def _scatter_runner(step: SetitemStep):
+    a, *operands = step.inputs
+    (o,) = step.outputs
+    scatter, copyto = step.scatter, np.copyto
+
+    def run_scatter(env, nthreads):
+        out = env[o]
+        if o != a:   # else the lowering gave the result the updated array's own buffer
+            copyto(out, env[a])
+        try:
+            scatter(out, *[env[k] for k in operands])
+        except Exception as exc:
+            raise execution_error(step.nodes[-1], exc) from exc
+    return run_scatter
 
 
 def _fused_runner(step: FusedStep) -> FusedCall:

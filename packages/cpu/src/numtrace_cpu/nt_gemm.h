@@ -19,6 +19,7 @@
 #ifndef NT_GEMM_H
 #define NT_GEMM_H
 
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "nt_gemv.h"   /* the build's vector types (nt_gv_f32/f64) and nt_op_maximum_* */
@@ -46,6 +47,28 @@ typedef struct {
     int ops[NT_GEMM_MAX_OPS], nops;
     int failed;                                  /* a unit could not get its packing scratch */
 } nt_gemm_args;
+
+/* The calling thread's packing scratch, at least `bytes` long and 64-byte aligned, or NULL when no
+ * memory: one buffer per thread, kept between calls (a unit runs on one thread from start to end, so
+ * concurrent products never share one) and freed when the thread exits. */
+static pthread_key_t nt_gemm_scratch_key;
+static pthread_once_t nt_gemm_scratch_once = PTHREAD_ONCE_INIT;
+
+static void nt_gemm_scratch_key_make(void) { pthread_key_create(&nt_gemm_scratch_key, free); }
+
+static void *nt_gemm_scratch(size_t bytes) {
+    char *p;
+    pthread_once(&nt_gemm_scratch_once, nt_gemm_scratch_key_make);
+    p = (char *)pthread_getspecific(nt_gemm_scratch_key);
+    if (p && *(size_t *)p >= bytes) return p + 64;
+    free(p);
+    bytes = (bytes + 63) / 64 * 64;
+    p = (char *)aligned_alloc(64, bytes + 64);   /* the first 64 bytes hold the size */
+    pthread_setspecific(nt_gemm_scratch_key, p);
+    if (!p) return NULL;
+    *(size_t *)p = bytes;
+    return p + 64;
+}
 
 #define NT_GEMM_DEFINE(T, V, SUF)                                                                   \
 enum { NT_GEMM_L_##SUF = (int)(sizeof(V) / sizeof(T)), NT_GEMM_NR_##SUF = 2 * NT_GEMM_L_##SUF };     \
@@ -170,7 +193,7 @@ static void nt_gemm_unit_##SUF(const nt_gemm_args* g, int u) {                  
     T* scratch = NULL;                                                                             \
     ptrdiff_t k0, p, i;                                                                            \
     if (!g->packed) {                                                                              \
-        scratch = (T*)aligned_alloc(64, (size_t)(p1 - p0) * NT_GEMM_KC * NR * sizeof(T));         \
+        scratch = (T*)nt_gemm_scratch((size_t)(p1 - p0) * NT_GEMM_KC * NR * sizeof(T));           \
         if (!scratch) { ((nt_gemm_args*)g)->failed = 1; return; }                                  \
     }                                                                                              \
     for (k0 = 0; k0 < g->K; k0 += NT_GEMM_KC) {                                                    \
@@ -195,7 +218,6 @@ static void nt_gemm_unit_##SUF(const nt_gemm_args* g, int u) {                  
             }                                                                                      \
         }                                                                                          \
     }                                                                                              \
-    free(scratch);                                                                                 \
 }
 
 NT_GEMM_DEFINE(float, nt_gv_f32, f32)

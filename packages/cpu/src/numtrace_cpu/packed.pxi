@@ -2,8 +2,9 @@
 # each ISA build (blocks_<isa>.pyx) so the kernels (nt_gemm.h) get that build's vector width and
 # register tile.
 #
-# (..., M, K) @ (K, N), or a stack (..., M, K) @ (..., K, N) with the same leading dims, in
-# float32/float64, with the epilogue that follows in the graph (bias add, residual add, ReLU) fused in.
+# (..., M, K) @ (K, N), or a stack (..., M, K) @ (..., K, N) with the same leading dims or
+# (M, K) @ (..., K, N), in float32/float64, with the epilogue that follows in the graph (bias add,
+# residual add, ReLU) fused in.
 # A constant weight is packed on the first call and the pack kept (a trace constant never changes);
 # any other (a module parameter, a run-time value) is packed inside the product on every call, block
 # by block by the thread that uses it, so a weight the user changes between calls (in place or by
@@ -177,7 +178,7 @@ cdef class PackedMatmul:
         cdef object ro = env[self.resid] if self.resid >= 0 else None
         cdef cnp.ndarray x, w, y, b, r
         cdef Py_ssize_t itemsize, nr, npanels, npc, nrc, units, want, per_job, total, done
-        cdef int nb, nteam, i
+        cdef int nb, xnb, nteam, i
         if not (type(xo) is np.ndarray and type(wo) is np.ndarray and type(yo) is np.ndarray
                 and (bo is None or type(bo) is np.ndarray) and (ro is None or type(ro) is np.ndarray)):
             return self.fallback(env, nthreads)
@@ -188,11 +189,14 @@ cdef class PackedMatmul:
                 or (r is not None and (cnp.PyArray_TYPE(r) != self.typenum or r.ndim != y.ndim))):
             return self.fallback(env, nthreads)
         itemsize = cnp.PyArray_ITEMSIZE(w)
-        nb = w.ndim - 2     # stacked products: the same leading dims on x, w, y (and the residual)
-        if w.ndim < 2 or x.ndim < 2 or y.ndim != x.ndim or (nb and x.ndim != w.ndim):
+        # stacked products: the same leading dims on x, w, y (and the residual), or a 2-D x that every
+        # product of the stack shares (a convolution's weight over its patches)
+        nb = w.ndim - 2
+        xnb = nb if x.ndim > 2 else 0
+        if w.ndim < 2 or x.ndim < 2 or y.ndim != max(x.ndim, w.ndim) or (nb and xnb and x.ndim != w.ndim):
             return self.fallback(env, nthreads)
         for i in range(nb):
-            if x.shape[i] != w.shape[i] or y.shape[i] != w.shape[i]:
+            if (xnb and x.shape[i] != w.shape[i]) or y.shape[i] != w.shape[i]:
                 return self.fallback(env, nthreads)
         g.K = w.shape[nb]
         g.N = w.shape[nb + 1]
@@ -203,8 +207,8 @@ cdef class PackedMatmul:
         # x and y: rows (every dim but the last, or the one before the last of a stack) equally
         # spaced, each row contiguous; w: any whole-element strides.
         if (not _unit_last(x, itemsize) or not _unit_last(y, itemsize)
-                or not _collapse(x, 0, nb, itemsize, &g.sa) or not _collapse(y, 0, nb, itemsize, &g.sc)
-                or not _collapse(x, nb, x.ndim - 1, itemsize, &g.lda)
+                or not _collapse(x, 0, xnb, itemsize, &g.sa) or not _collapse(y, 0, nb, itemsize, &g.sc)
+                or not _collapse(x, xnb, x.ndim - 1, itemsize, &g.lda)
                 or not _collapse(y, nb, y.ndim - 1, itemsize, &g.ldc) or not _collapse(w, 0, nb, itemsize, &g.sb)
                 or (g.M > 1 and g.ldc < g.N) or w.strides[nb] % itemsize or w.strides[nb + 1] % itemsize
                 or not cnp.PyArray_ISALIGNED(x) or not cnp.PyArray_ISALIGNED(w) or not cnp.PyArray_ISALIGNED(y)

@@ -8,14 +8,15 @@ ours. A bias add that follows (``h + b`` with ``b`` a graph input or constant of
 ReLU after it (``np.maximum(h, 0)``) are applied by the same kernel while the outputs are in cache.
 
 A float32/float64 product ``(..., M, K) @ (K, N)`` (or a stack ``(..., M, K) @ (..., K, N)`` with
-the same leading dims) whose right operand is a trace constant or module state (an MLP layer, a
-transformer projection) runs on the packed-weight kernels of nt_gemm.h (see packed.pxi): the
-operand in the micro-kernel's layout, packed once when it is a constant, and per call, inside the
-product, when it is module state (which the user may change between calls). Its epilogue is the
-chain of bias adds, residual adds and ReLUs that follows in the graph. These kernels run on
-numtrace's own thread team, whose caller takes over the work of a preempted worker, where NumPy's
-OpenBLAS splits a product statically over threads of its own. Products of two run-time values stay
-with NumPy's matmul (BLAS; small ones on one OpenBLAS thread, see numtrace_cpu.blas_threads).
+the same leading dims, or ``(M, K) @ (..., K, N)``: a convolution's weight over its patches) runs on
+the packed kernels of nt_gemm.h (see packed.pxi): the right operand in the micro-kernel's layout,
+packed once when it is a trace constant, and per call, inside the product, when it is module state
+(which the user may change between calls) or any other run-time value (a weight passed as an
+argument, attention's keys and values) with enough rows of A to repay the packing
+(RUNTIME_MIN_ROWS). Its epilogue is the chain of bias adds, residual adds and ReLUs that follows in
+the graph. These kernels run on numtrace's own thread team, whose caller takes over the work of a
+preempted worker, where NumPy's OpenBLAS splits a product statically over threads of its own. Other
+products stay with NumPy's matmul (BLAS on one OpenBLAS thread, see numtrace_cpu.blas_threads).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import numpy as np
 from numtrace_ir import registry
 from numtrace_ir.types import ScalarType, TensorType
 
-__all__ = ["Epilogue", "epilogues", "gemv_form", "packed_form", "weight_source"]
+__all__ = ["RUNTIME_MIN_ROWS", "Epilogue", "epilogues", "gemv_form", "packed_form", "weight_source"]
 
 _MATMUL, _DOT, _ADD, _MAXIMUM = map(registry.get, ("np.matmul", "np.dot", "np.add", "np.maximum"))
 _VIEW_OPS = frozenset(op.name for op in registry.all_ops() if op.as_view is not None)
@@ -82,20 +83,36 @@ def weight_source(v, state: frozenset) -> str:
     return "constant" if n.op == "prim.Constant" and isinstance(v.type, TensorType) else "runtime"
 
 
+RUNTIME_MIN_ROWS = 8
+"""Rows of A from which a product of two run-time values runs on the packed kernels, its right operand
+packed inside the product. Measured on 2 cores under load, (M, 512) @ (512, 512) and (M, 256) @
+(256, 1024) against BLAS on one OpenBLAS thread (how numtrace calls it): the packed kernels ahead by
+1.2-1.3x (float32) and 2-2.6x (float64) at M = 8, by 1.3-1.7x and 2-4x from 16 rows; below 8 rows the
+ratio is noise-sized while the packing costs more per row."""
+
+
 def packed_form(node, state: frozenset) -> str | None:
-    """How the weight (right operand) of a product the packed-weight kernels run is packed:
-    "constant" once, "state" (module state) on every call (see weight_source); None when the GEMV
-    kernels or BLAS run it (vector sides, run-time weights, complex dtypes, broadcast stacks)."""
+    """How the right operand of a product the packed-weight kernels run is packed: "constant" once,
+    "state" (module state) or "runtime" (any other value, when A has RUNTIME_MIN_ROWS rows or more)
+    on every call (see weight_source); None when the GEMV kernels or BLAS run it (vector sides, few
+    rows of run-time operands, complex dtypes, broadcast stacks)."""
     found = _float_product(node)
     if found is None or gemv_form(node) is not None:
         return None
     op, a, b, _ = found
     if a.ndim < 2 or b.ndim < 2 or (op is _DOT and (a.ndim != 2 or b.ndim != 2)):
         return None
-    if b.ndim > 2 and (a.ndim != b.ndim or tuple(a.shape[:-2]) != tuple(b.shape[:-2])):
-        return None   # a broadcast stack of products: BLAS through NumPy
+    if b.ndim > 2 and a.ndim > 2 and (a.ndim != b.ndim or tuple(a.shape[:-2]) != tuple(b.shape[:-2])):
+        return None   # a broadcast stack of products: BLAS through NumPy (a 2-D `a` the kernels share)
     source = weight_source(node.inputs[1], state)
-    return None if source == "runtime" else source
+    if source == "runtime" and _rows(a, b) < RUNTIME_MIN_ROWS:
+        return None
+    return source
+
+
+def _rows(a: TensorType, b: TensorType) -> int:
+    """Rows of each product: M of (..., M, K) @ (K, N) counts every leading dim, a stack's only its own."""
+    return int(a.shape[-2]) if b.ndim > 2 else int(np.prod(a.shape[:-1], dtype=np.int64))
 
 
 @dataclass

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-__all__ = ["ConstantStep", "FallbackStep", "FusedStep", "IntoStep", "MatmulStep", "PartViewStep", "ScanStep",
-           "SetitemStep", "SmallMatmulStep", "Step", "ViewStep"]
+__all__ = ["AssignedViewStep", "ConstantStep", "FallbackStep", "FusedStep", "IntoStep", "MatmulStep",
+           "PartViewStep", "ScanStep", "SetitemStep", "SmallMatmulStep", "Step", "ViewStep"]
 
 
 @dataclass
@@ -49,8 +49,8 @@ class MatmulStep(Step):
     gemv: tuple | None = None
     bias: bool = False
     activation: str | None = None
-    # The packed-weight kernels (numtrace_cpu.products.packed_form): "constant" (packed once) or
-    # "state" (packed per call); then `epilogue` ((op name, value number or None), in order) is
+    # The packed-weight kernels (numtrace_cpu.products.packed_form): "constant" (packed once),
+    # "state" or "runtime" (packed per call); then `epilogue` ((op name, value number or None), in order) is
     # fused in, its values in `inputs[2:]`.
     packed: str | None = None
     epilogue: tuple = ()
@@ -105,19 +105,28 @@ class PartViewStep(ViewStep):
 @dataclass
 class IntoStep(Step):
     """An op whose NumPy function writes its result into the planned buffer: ``fn(*inputs, out=o)``
-    (scans, argmin/argmax, stack/concatenate, mixed-dtype matmul). The same NumPy loop as the
-    reference, without its fresh temporary and the copy out of it."""
+    (scans, argmin/argmax, stack/concatenate, mixed-dtype matmul; ``out=`` a tuple for the np.linalg
+    decompositions with several results). The same NumPy loop as the reference, without its fresh
+    temporary and the copy out of it."""
 
     fn: Any = None
+
+
+class AssignedViewStep(ViewStep):
+    """The view ``a[key]`` of an in-place ``a[key] = value``'s array, placed before the fused pass
+    computing `value`, which then writes it straight into `a` (its value number is the view's): the
+    assignment has nothing left to copy and is dropped."""
 
 
 @dataclass
 class SetitemStep(Step):
     """Functional ``a[key] = value`` (`np.setitem`): `a` copied into the planned buffer, then NumPy's
     own assignment into it. `index` is the node's key, its ``"input"`` placeholders filled from
-    `inputs[1:-1]` per call (masks, integer arrays)."""
+    `inputs[1:-1]` per call (masks, integer arrays). With `scatter` (a scatter op: ``ufunc.at``,
+    ``np.put``, ``np.put_along_axis``) the write is ``scatter(buffer, *inputs[1:])`` instead."""
 
     index: tuple = ()
+    scatter: Any = None
 
 
 @dataclass

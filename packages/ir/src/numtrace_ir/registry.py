@@ -156,6 +156,7 @@ class OpDef:
         "ufunc",
         "reduction",
         "decompose",
+        "result_attrs",
         "doc",
         "_sample_fn",
         "_binder",
@@ -186,6 +187,7 @@ class OpDef:
         ufunc: Any = None,
         reduction: str | None = None,
         decompose: Callable | None = None,
+        result_attrs: Callable[[Any], dict] | None = None,
         doc: str = "",
         binder: Callable | None = None,
         memo_key: Callable[[dict | None], Any] | None = None,
@@ -237,6 +239,10 @@ class OpDef:
         # where no exact rewrite exists for these inputs. `numtrace_ir.passes.decompose` applies it
         # for backends that do not lower the op themselves.
         self.decompose = decompose
+        # ``result_attrs(result) -> dict``: attrs read off NumPy's eager result when a call is recorded,
+        # for a result type NumPy decides from the values (``np.linalg.eig``'s real or complex dtype);
+        # the reference then checks every call's result against them (a broken guard, not a cast).
+        self.result_attrs = result_attrs
         self.doc = doc
         self._sample_fn = samples
         # A call convention the schema cannot express (``x[key]``): args, kwargs -> inputs, attrs.
@@ -486,6 +492,7 @@ class OpDef:
             ufunc=self.ufunc,
             reduction=self.reduction,
             decompose=self.decompose,
+            result_attrs=self.result_attrs,
             doc=self.doc,
             binder=binder or self._binder,
             memo_key=self._memo_key,
