@@ -83,3 +83,18 @@ def test_piecewise_function_writing_in_place_runs_once(backend, form):
             warnings.simplefilter("ignore", nt.TracerWarning)
             for g, e in zip(traced(x), f(x)):
                 np.testing.assert_array_equal(g, e)
+
+
+@pytest.mark.parametrize("func", [np.nanquantile, np.quantile])
+@pytest.mark.parametrize("dtype", ["f2", "f4"])
+@pytest.mark.parametrize("method", ["linear", "hazen", "lower"])
+def test_quantile_of_narrow_floats_with_a_sequence_q_has_numpys_dtype(backend, func, dtype, method):
+    def f(x):   # a sequence q is a float64 array to NumPy: the interpolating methods promote to it
+        return func(x, [0.25, 0.5], axis=1, method=method)
+
+    x = np.arange(12.0).reshape(3, 4).astype(dtype)
+    traced = nt.trace(f, (x,), backend=backend)
+    for a in (x, np.arange(35.0).reshape(7, 5).astype(dtype)):
+        got, expected = traced(a), f(a)
+        assert got.dtype == expected.dtype
+        np.testing.assert_array_equal(got, expected)
