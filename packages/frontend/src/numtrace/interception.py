@@ -626,6 +626,8 @@ def _make_patches() -> list[tuple[Any, str, Any]]:
     patches.append((np, "asanyarray", _conversion_wrapper(np.asanyarray, copies=None)))
     patches.append((np, "array", _conversion_wrapper(np.array, copies=True)))
     patches.append((np, "asfortranarray", _fortran_wrapper(np.asfortranarray)))
+    # NumPy's dispatcher for np.piecewise iterates the conditions: a guard on a traced condition's length.
+    patches.append((np, "piecewise", _dispatching_wrapper(np.piecewise)))
     if registry.for_numpy(np.ascontiguousarray) is not None:
         patches.append((np, "ascontiguousarray", _dispatching_wrapper(np.ascontiguousarray)))
     for module_name, functions in _FOREIGN_OPS.items():

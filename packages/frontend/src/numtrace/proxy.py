@@ -132,6 +132,7 @@ class TracedArray(TracedValue):
     def _rebind(self, tracer: Tracer, graph_value: Any, what: str) -> None:
         """Point this proxy at a new graph value of the same type; propagate the write to its base."""
         self._warn_untracked_aliases(tracer, what)
+        tracer.writes += 1
         note_layout_write(tracer, self)
         self._ir = graph_value
         self._version += 1

@@ -86,6 +86,7 @@ class Tracer:
         # Nodes with a data-dependent dim (boolean-mask reads, np.unique, ...): each gets its own symbol.
         self._data_sizes = 0
         self.layout_dependent = False   # a write went through a reshape (see views.note_layout_write)
+        self.writes = 0   # in-place writes into traced arrays so far (np.piecewise calls a function once)
         self.input_proxies: list = []   # the traced arrays of the graph inputs, in order
         self.unit_dims_guarded = False
         # id -> (traced array, message): arrays whose memory a write changed behind the graph's back

@@ -57,8 +57,10 @@ def _quantile_rule(name: str, fn, q_example, nan: bool = False):
         t = rules.first_tensor(name, types)
         shape = _reduced_shape(name, t.shape, attrs["axis"], attrs["keepdims"], False)
         method = attrs.get("method", "linear")
-        dt = rules.probe_dtype(name, fn, np.ones((1,), t.dtype), q_example, method=method)
         q = attrs.get("q")
+        # A sequence q is a float64 array to NumPy (it promotes narrower floats); a Python float is weak.
+        q_probe = np.array([q_example]) if isinstance(q, tuple) and q_example is not None else q_example
+        dt = rules.probe_dtype(name, fn, np.ones((1,), t.dtype), q_probe, method=method)
         if nan and isinstance(q, tuple) and any(d == 0 for d in t.shape):
             # NumPy answers an empty array with nanmean's result, which has no axis for q's entries
             raise ShapeError(f"{name}: an empty array with a sequence q gives NumPy's nanmean shape, not "
