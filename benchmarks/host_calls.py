@@ -25,15 +25,15 @@ from _timing import fmt_seconds, time_pair
 
 _rng = np.random.default_rng(0)
 _x = _rng.normal(size=64)
-_xp = np.linspace(0.0, 1.0, 32)
 _q = _rng.uniform(0.0, 1.0, size=16)
+_k = _rng.integers(0, 4, size=16).astype(np.float64)
 
 # name -> (function, inputs, whether the trace holds a host call); the NumPy functions here are ones the
 # registry lacks, so each runs as a host call (checked below: a function that becomes an op would
 # silently stop measuring the host-call path).
 WORKLOADS = {
-    "digitize(16 in 32)": (lambda q, xp: np.digitize(q, xp), (_q, _xp), True),
-    "searchsorted(16 in 32)": (lambda q, xp: np.searchsorted(xp, q), (_q, _xp), True),
+    "lexsort(2 keys of 16)": (lambda q, k: np.lexsort((q, k)), (_q, _k), True),
+    "histogram(16, 'auto')": (lambda q: np.histogram(q, bins="auto")[0], (_q,), True),
     "partition(64, 8)": (lambda x: np.partition(x, 8), (_x,), True),
     "x * 1.5 (no host call)": (lambda x: x * 1.5, (_x,), False),
 }

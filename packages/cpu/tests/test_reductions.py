@@ -244,3 +244,60 @@ def test_heaviside_is_fused_and_matches_numpy(dtype):
     with _threads(2):
         got = exe(np.asfortranarray(big))[0]
     np.testing.assert_array_equal(got, np.heaviside(big, 0.5).astype(big.dtype))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(("n", "k", "width"),
+                         [(9, 3, 4), (700, 8, 4), (300, 2, 10), (5000, 8, 4), (3, 200, 3)])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=str)
+def test_short_rows_of_a_broadcast_difference(dtype, n, k, width, threads):
+    """``((x[:, None] - c[None]) ** 2).sum(-1)`` and its mean: the pass's rows of `width` elements lie
+    along a dim of only k of them, so its blocks walk the longer dim of n instead. A row this short
+    is summed in float64 in order from 0.0 (the block fold's order), bit for bit, as before."""
+    dtype = np.dtype(dtype)
+    x, c = _sample(dtype, (n, width), 1), _sample(dtype, (k, width), 2)
+    x[0, 0], c[0, 1] = np.nan, np.inf
+
+    def body(g, a, b):
+        d = _op(g, "np.subtract", _op(g, "np.getitem", a, index=(slice(None), None, slice(None))),
+                _op(g, "np.getitem", b, index=(None, slice(None), slice(None))))
+        sq = _op(g, "np.multiply", d, d)
+        return [_op(g, "np.sum", sq, axis=-1), _op(g, "np.mean", sq, axis=-1)]
+
+    exe = _compile([TensorType(dtype, x.shape), TensorType(dtype, c.shape)], body)
+    d = x[:, None] - c[None]
+    with _threads(threads), np.errstate(all="ignore"):
+        got = exe(x, c)
+        want = [r.astype(dtype) for r in _ordered_row_sums(d * d)]
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+    assert exe.stats()["rows_widened_runs"] == (1 if n > k else 0)
+
+
+def _ordered_row_sums(sq):
+    """Sum and mean over the last axis, each row added in order from 0.0 in float64 (a block fold of
+    fewer than 16 terms: nt_simd.h's nt_sum)."""
+    s = np.zeros(sq.shape[:-1])
+    for i in range(sq.shape[-1]):
+        s = s + sq[..., i].astype(np.float64)
+    return s, s / sq.shape[-1]
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (1000, 10), (70, 3, 2)], ids=str)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int16, np.bool_], ids=str)
+def test_short_rows_of_a_column_operand(dtype, shape):
+    """``x[..., None] * y`` over short rows: each row of a block is x's one element, repeated (every
+    item size), and the row sums are NumPy's."""
+    dtype = np.dtype(dtype)
+    x, y = _sample(dtype, shape[:-1], 1), _sample(dtype, shape[-1:], 2)
+    key = (Ellipsis, None)
+
+    def body(g, a, b):
+        p = _op(g, "np.multiply", _op(g, "np.getitem", a, index=key), b)
+        return [p, _op(g, "np.max", p, axis=-1)]
+
+    exe = _compile([TensorType(dtype, x.shape), TensorType(dtype, y.shape)], body)
+    for v in _layouts(x) if x.ndim > 1 else [x, x[::-1]]:
+        got = exe(v, y)
+        np.testing.assert_array_equal(got[0], v[key] * y)
+        np.testing.assert_array_equal(got[1], (v[key] * y).max(-1))

@@ -125,6 +125,21 @@ def _runtime_product(a):
     return np.maximum(np.concatenate([s * -0.0] * 8 + [s] * 8) @ s.T + a[:, 0] * -0.0, 0.0)
 
 
+def _assign_expr(a, b):
+    """Row sums and means of a broadcast difference whose middle dim (2) is shorter than its first (the
+    cpu backend's blocks of short rows then walk the first dim; -0.0 sums as NumPy's), then
+    ``out[1:-1] = expr`` into a computed array: the pass computing expr writes into out's slice,
+    unless expr reads out (then out copies as NumPy does)."""
+    if np.ndim(a) == 0 or len(a) < 3:
+        return a
+    a = a.reshape(len(a), -1)
+    d = a[:, None, :] - a[None, :2, :]
+    r = (d * d).sum(-1) + np.abs(d).mean(-1) + (d * -0.0).sum(-1)
+    out = r * 1.5
+    out[1:-1] = r[:-2] - r[2:] * 0.5 if np.shape(b) != np.shape(a) else out[:-2] + r[2:]
+    return out
+
+
 def _through_reshape(a, view):
     if np.ndim(a) == 0:
         return a
@@ -218,6 +233,7 @@ STEPS = {
     "pow_m1_subnormal": (1, lambda a: (a * 1e-310) ** -1), "pow_half": (1, lambda a: (a * 1e-300) ** 0.5),
     "pow_3_huge": (1, lambda a: (a * 1e103) ** 3), "pow_4": (1, lambda a: (a - 0.5) ** 4),
     "pow_m_half": (1, lambda a: np.abs(a) ** -0.5), "pow_2_neg_zero": (1, lambda a: (a * -0.0) ** 2),
+    "assign_expr": (2, _assign_expr),
     "reshape_write": (1, lambda a: _through_reshape(a, lambda v: v.reshape(-1))),
     "ravel_write": (1, lambda a: _through_reshape(a, np.ravel)),
     "T_reshape_write": (1, lambda a: _through_reshape(a, lambda v: v.T.reshape(-1))),
@@ -229,7 +245,7 @@ FAST_STEPS = [name for name in STEPS if name in (
     "neg_zero", "clip_tie", "clip_tie_high", "max_tie", "min_tie", "scan_of_pass", "cumprod_of_pass",
     "pow_m2_huge", "pow_m2_tiny", "pow_m1_subnormal", "pow_half", "pow_3_huge", "pow_4", "pow_m_half",
     "pow_2_neg_zero", "reshape_write", "ravel_write", "T_reshape_write", "set_row", "set_slice", "iadd",
-    "set_int_idx")]
+    "set_int_idx", "assign_expr")]
 NAMES = sorted(STEPS)
 
 # The fast-path steps drawn about as often as all the others together.
@@ -290,6 +306,8 @@ FAST_PATHS = {
     "assignment in place": lambda s: s["setitems_in_place"],
     "argument updated in place": lambda s: s["in_place_outputs"],
     "generated kernel": lambda s: s["generated_runs"],
+    "short rows walked along a longer dim": lambda s: s["rows_widened_runs"],
+    "assignment computed in place": lambda s: s["assigned_in_place"],
 }
 # Outcomes of the argument kinds a call may take (see _inputs).
 CALL_PATHS = ("Fortran-ordered argument", "strided argument", "np.longlong argument", "masked array refused",

@@ -40,6 +40,10 @@ def _spd(m, dtype="f8"):
     def make(rng, n):
         a = rng.uniform(-1, 1, (n, m, m))
         return ((a @ np.swapaxes(a, -1, -2) + m * np.eye(m)).astype(dtype),)
+def _scatter(dtype="f8"):
+    """A batch of values and of indices into it (negative ones too: NumPy wraps them)."""
+    def make(rng, n):
+        return rng.uniform(-3, 3, n).astype(dtype), rng.integers(-n, n, n)
 
     return make
 
@@ -48,6 +52,19 @@ def _rotations(rng, n):
     """A batch of plane rotations: complex eigenvalues in every matrix."""
     c, s = np.cos(t := rng.uniform(0.3, 2.8, n)), np.sin(t)
     return (np.stack([np.stack([c, -s], -1), np.stack([s, c], -1)], -2),)
+def _at(ufunc, a, i, *value):
+    ufunc.at(a, i, *value)
+    return a
+
+
+def _put(a, i, v, mode="raise"):
+    np.put(a, i, v, mode=mode)
+    return a
+
+
+def _put_along(a, i, v, axis):
+    np.put_along_axis(a, i, v, axis)
+    return a
 
 
 # (op name, function of the inputs, inputs at batch size n)
@@ -156,6 +173,58 @@ CASES = [
     ("np.linalg.matrix_rank", lambda x: np.linalg.matrix_rank(x), _arrays((None, 3, 4))),
     ("np.linalg.cond", lambda x: np.linalg.cond(x), _arrays((None, 3, 3))),
     ("np.linalg.cond", lambda x: np.linalg.cond(x, 1), _arrays((None, 3, 3))),
+    # searching and counting: searchsorted, digitize, isin, argwhere, unique, bincount, histogram
+    ("np.searchsorted", lambda x: np.searchsorted(np.linspace(-2.0, 2.0, 9), x), _arrays((None,))),
+    ("np.searchsorted", lambda a, x: np.searchsorted(np.sort(a), x, side="right"), _arrays((None,), (5,))),
+    ("np.searchsorted", lambda a, x: np.sort(a).searchsorted(x), _arrays((5,), (None, 2), dtype="f4")),
+    ("np.searchsorted", lambda a, x: np.searchsorted(a, x, sorter=np.argsort(a)), _arrays((None,), (3,))),
+    ("np.digitize", lambda x: np.digitize(x, np.linspace(-2.0, 2.0, 9)), _arrays((None, 2))),
+    ("np.digitize", lambda x: np.digitize(x, np.linspace(2.0, -2.0, 5), right=True), _arrays((None,))),
+    ("np.digitize", lambda x, b: np.digitize(x, np.sort(b)), _arrays((None,), (4,))),
+    ("np.isin", lambda x: np.isin(np.round(x), [0.0, 1.0, -2.0]), _arrays((None,))),
+    ("np.isin", lambda x, y: np.isin(np.round(x), np.round(y), invert=True), _arrays((None, 2), (4,))),
+    ("np.isin", lambda x, y: np.isin(np.round(y), np.round(x)), _arrays((None,), (4,))),
+    ("np.isin", lambda x: np.isin(x.astype(np.int64), np.arange(-1, 2), kind="table"), _arrays((None,))),
+    ("np.argwhere", lambda x: np.argwhere(x > 0), _arrays((None, 3))),
+    ("np.argwhere", lambda x: np.argwhere(np.round(x)) * 2, _arrays((None,), dtype="f4")),
+    ("np.unique", lambda x: np.unique(np.round(x)), _arrays((None,))),
+    ("np.unique", lambda x: np.unique(np.round(x)) * 2.0, _arrays((None, 2), dtype="f4")),
+    ("np.unique", lambda x: np.unique(np.round(x), True, True, return_counts=True), _arrays((None, 2))),
+    ("np.unique", lambda x: np.unique(np.round(x / 2), axis=0, return_inverse=True, return_counts=True),
+     _arrays((None, 2))),
+    ("np.unique", lambda x: np.unique(x.astype(np.int32), sorted=False), _arrays((None,))),
+    ("np.unique", lambda x: np.unique_values(x > 0), _arrays((None,))),
+    ("np.unique", lambda x: np.unique_counts(np.round(x)), _arrays((None,))),
+    ("np.unique", lambda x: np.unique_inverse(np.round(x)), _arrays((None, 3))),
+    ("np.unique", lambda x: np.unique_all(np.round(x)), _arrays((None,))),
+    ("np.bincount", lambda x: np.bincount((np.abs(x) * 2).astype(np.intp), minlength=7), _arrays((None,))),
+    ("np.bincount", lambda x: np.bincount((np.abs(x) * 2).astype(np.int32)), _arrays((None,))),
+    ("np.bincount", lambda x, w: np.bincount(np.abs(x).astype(np.intp), w), _arrays((None,), (None,))),
+    ("np.histogram", lambda x: np.histogram(x, bins=5, range=(-2, 2)), _arrays((None,))),
+    ("np.histogram", lambda x: np.histogram(x, bins=5), _arrays((None, 2), dtype="f4")),
+    ("np.histogram", lambda x: np.histogram(x.astype(np.int64), 4), _arrays((None,))),
+    ("np.histogram", lambda x, w: np.histogram(x, 4, (-2.0, 2.0), density=True, weights=w),
+     _arrays((None, 2), (None, 2))),
+    ("np.histogram", lambda x: np.histogram(x, bins=[-3.0, -1.0, 0.0, 0.5, 3.0]), _arrays((None,))),
+    ("np.histogram", lambda x, b: np.histogram(x, bins=np.sort(b), density=True), _arrays((None,), (4,))),
+    # scatters: ufunc.at, np.put, np.put_along_axis (written back into their first argument)
+    ("np.ufunc.at", lambda x, i: _at(np.add, np.zeros_like(x, shape=(5,)), i % 5, x), _scatter()),
+    ("np.ufunc.at", lambda x, i: _at(np.add, x.copy(), i, 1.5), _scatter()),
+    ("np.ufunc.at", lambda x, i: _at(np.subtract, x * 2, i, x), _scatter()),
+    ("np.ufunc.at", lambda x, i: _at(np.add, np.zeros_like(x, shape=(5,)), i % 5, x), _scatter("i8")),
+    ("np.ufunc.at", lambda x, i: _at(np.maximum, np.zeros_like(x, shape=(5,)), i % 5, x), _scatter("i4")),
+    ("np.ufunc.at", lambda x, i: _at(np.maximum, np.zeros_like(x, shape=(5,)), i % 5, x), _scatter()),
+    ("np.ufunc.at", lambda x, i: _at(np.minimum, x.copy(), i, x[::-1]), _scatter()),
+    ("np.ufunc.at", lambda x, i: _at(np.multiply, x.copy(), i, 0.5), _scatter()),
+    ("np.ufunc.at", lambda x, i: _at(np.negative, x.copy(), i), _scatter()),
+    ("np.ufunc.at", lambda x, i: _at(np.add, np.zeros_like(x, shape=(5, 3)), (slice(None), i % 3), x),
+     _scatter()),
+    ("np.ufunc.at", lambda x, i: _at(np.add, x.copy(), x > 0, 1.0), _scatter()),
+    ("np.put", lambda x, i: _put(x.copy(), i, x * 3), _scatter()),
+    ("np.put", lambda x, i: _put(x.copy(), i * 7, [1.0, 2.0], mode="wrap"), _scatter()),
+    ("np.put", lambda x, i: _put(x.copy(), i * 7, -1.0, mode="clip"), _scatter()),
+    ("np.put_along_axis", lambda x, i: _put_along(np.stack([x, -x], axis=1), (i % 2)[:, None], 9.0, 1),
+     _scatter()),
 ]
 
 

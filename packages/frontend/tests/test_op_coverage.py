@@ -44,6 +44,15 @@ def _call_numpy(op, func, method, inputs, attrs):
         out[key] = inputs[-1]
         return out
     fn = func if method == "__call__" else getattr(func, method)
+    if op.name == "np.histogram":   # bins: the attr (a count) or the input `edges`
+        full = op.normalize_attrs(attrs)
+        a, *rest = inputs
+        bins = full["bins"] if "edges" in full["omitted"] else rest.pop(0)
+        return fn(a, bins, full["range"], full["density"], rest[0] if rest else None)
+    if op.name in ("np.put", "np.put_along_axis"):   # they write into their first argument
+        out = inputs[0].copy()
+        fn(out, *inputs[1:], *op.normalize_attrs(attrs).values())
+        return out
     if op.name == "np.select":   # the op's inputs are NumPy's two lists, then the default
         n = op.normalize_attrs(attrs)["n"]
         return fn(list(inputs[:n]), list(inputs[n:2 * n]), inputs[2 * n])

@@ -118,6 +118,51 @@ def test_a_scatter_index_out_of_range_raises_index_error():
         exe(a, np.array([0, 4]), value)
 
 
+def _at(arrays, ufunc, index=("input",)):
+    exe = _compile("np.ufunc.at", arrays, ufunc=ufunc, index=index)
+    (got,) = exe(*arrays)
+    return exe, got, registry.get("np.ufunc.at").reference(*arrays, ufunc=ufunc, index=index)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64", "uint32", "uint64"])
+@pytest.mark.parametrize("ufunc", ["numpy.add", "numpy.subtract", "numpy.maximum", "numpy.minimum"])
+def test_integer_ufunc_at_by_atomics_is_exact(ufunc, dtype):
+    if ufunc == "numpy.subtract" and dtype.startswith("u"):
+        pytest.skip("unsigned subtract.at runs as a host step")
+    a = RNG.integers(0, 50, (7, 3)).astype(dtype)
+    idx = np.array([0, 6, 6, -1, 2, 0, 0])
+    v = RNG.integers(0, 50, (7, 3)).astype(dtype)
+    exe, got, expected = _at([a, idx, v], ufunc)
+    assert "host step" not in exe.explain() and "tl.atomic_" in exe.explain()
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_float_add_at_by_atomics_is_within_the_summation_tolerance(dtype):
+    a = RNG.standard_normal((4, 5)).astype(dtype)
+    idx = RNG.integers(-5, 5, 40)
+    v = RNG.standard_normal((4, 40)).astype(dtype)
+    exe, got, expected = _at([a, idx, v], "numpy.add", (slice(None), "input"))
+    assert "host step" not in exe.explain() and "tl.atomic_add" in exe.explain()
+    np.testing.assert_allclose(got, expected, rtol=1e-5 if dtype == "float32" else 1e-12, atol=1e-6)
+
+
+@pytest.mark.parametrize(("ufunc", "dtype"), [("numpy.maximum", "float64"), ("numpy.multiply", "int64"),
+                                              ("numpy.add", "int8")])
+def test_ufunc_at_without_an_atomic_is_a_host_step(ufunc, dtype):
+    a = np.array([1, 2, 3], dtype)
+    v = np.array([-np.inf, 5, 7] if dtype == "float64" else [4, 5, 7], dtype)
+    exe, got, expected = _at([a, np.array([0, 0, 2]), v], ufunc)
+    assert "host step" in exe.explain()
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_ufunc_at_index_out_of_range_raises_index_error():
+    a, v = np.zeros(4), np.ones(2)
+    exe = _compile("np.ufunc.at", [a, np.array([0, 1]), v], ufunc="numpy.add", index=("input",))
+    with pytest.raises(IndexError, match="out of bounds"):
+        exe(a, np.array([0, 4]), v)
+    np.testing.assert_array_equal(exe(a, np.array([3, 3]), v)[0], [0, 0, 0, 2])
 @pytest.mark.parametrize(("index", "shapes"), [
     (("input", "input"), [(4,), (4,)]),
     (("input", "input"), [(3, 1), (1, 5)]),  # x[i[:, None], j]

@@ -319,8 +319,31 @@ cdef void _load(const Ctx* cx, char* dst, const char* src, Py_ssize_t st, Py_ssi
             have += m
         tile[0] = src
         return
+    if st == 0 and rows > 1:   # one value per row, as ``x[:, None]``: no call per short row
+        _fill_rows(dst, src, so, isz, n, rows)
+        return
     for i in range(rows):
         _gather(dst + i * row, src + i * so, st, isz, n)
+
+cdef void _fill_rows(char* dst, const char* src, Py_ssize_t so, Py_ssize_t isz, Py_ssize_t n,
+                     Py_ssize_t rows) noexcept nogil:
+    """Row i of `rows` rows of n elements: n copies of the element at src + i * so."""
+    cdef Py_ssize_t i, j
+    cdef uint64_t v8
+    cdef uint32_t v4
+    if isz == 8:
+        for i in range(rows):
+            v8 = (<const uint64_t*>(src + i * so))[0]
+            for j in range(n):
+                (<uint64_t*>dst)[i * n + j] = v8
+    elif isz == 4:
+        for i in range(rows):
+            v4 = (<const uint32_t*>(src + i * so))[0]
+            for j in range(n):
+                (<uint32_t*>dst)[i * n + j] = v4
+    else:
+        for i in range(rows):
+            _fill(dst + i * n * isz, src + i * so, isz, n)
 
 cdef void _offsets(const Ctx* cx, Py_ssize_t index, int first, int stop, char** ptrs) noexcept nogil:
     """Add to ptrs the byte offsets of multi-index `index` over collapsed dims [first, stop)."""
@@ -541,14 +564,33 @@ cdef void _fold_rows(const Ctx* cx, char** regs, char** ptrs, Py_ssize_t n, Py_s
     """Each of the block's rows (n elements of every reduced register) reduced into its output."""
     cdef Acc acc
     cdef const Reduction* rd
-    cdef Py_ssize_t i
+    cdef Py_ssize_t i, isz, so
+    cdef double s
+    cdef const char* x
+    cdef char* out
     cdef int j
     for j in range(cx.nred):
         rd = &cx.reds[j]
+        isz = nt_itemsize[rd.dt]
+        so = cx.strides[rd.out * MAXD + cx.nd - 2]
+        if (rd.op == R_SUM or rd.op == R_MEAN) and (rd.dt == DT_F64 or rd.dt == DT_F32):
+            # _acc_init, _fold and _acc_store on one block, without their dispatch per short row
+            for i in range(rows):
+                x = regs[rd.src] + i * n * isz
+                s = 0.0
+                s += nt_sum_f32(<const float*>x, n) if rd.dt == DT_F32 else nt_sum_f64(<const double*>x, n)
+                if rd.op == R_MEAN:
+                    s = s / <double>n
+                out = ptrs[rd.out] + i * so
+                if rd.dt == DT_F32:
+                    (<float*>out)[0] = <float>s
+                else:
+                    (<double*>out)[0] = s
+            continue
         for i in range(rows):
             _acc_init(rd, &acc)
-            _fold(rd, &acc, regs[rd.src] + i * n * nt_itemsize[rd.dt], n)
-            _acc_store(rd, &acc, ptrs[rd.out] + i * cx.strides[rd.out * MAXD + cx.nd - 2])
+            _fold(rd, &acc, regs[rd.src] + i * n * isz, n)
+            _acc_store(rd, &acc, ptrs[rd.out] + i * so)
 
 cdef void _init_const_regs(const Ctx* cx, char** regs, char* scratch) noexcept nogil:
     cdef int r

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 from numtrace_ir import registry
+from numtrace_ir.ops.scatter import SCATTER_OPS
 from numtrace_ir.registry import REDUCTION_KINDS, OpDef, UnknownOpError
 from numtrace_ir.types import ScalarType, TensorType
 
@@ -27,6 +28,8 @@ _SCAN_WIDENED = frozenset(map(np.dtype, (np.bool_, np.int8, np.int16, np.int32))
 (_WHERE, _ASTYPE, _COPY, _POWER, _MATMUL, _DOT, _SETITEM, _DIVMOD) = map(
     registry.get, ("np.where", "np.astype", "np.copy", "np.power", "np.matmul", "np.dot", "np.setitem",
                    "np.divmod"))
+# The scatter ops, which write into a copy of their first input as setitem does.
+_SCATTERS = frozenset(map(registry.get, SCATTER_OPS))
 # What the backend lowers itself; `passes.decompose` rewrites the rest (np.clip becomes maximum and
 # minimum, which fuse). np.divmod stays whole: one NumPy call computes both outputs, and its parts
 # have no fused kernel either.
@@ -360,11 +363,15 @@ def fallback_reason(node) -> str:
 
 
 def is_setitem(node) -> bool:
-    """A setitem the SetitemStep runs: a concrete array result (any key; NumPy assigns)."""
+    """An update the SetitemStep runs: a concrete array result of a setitem (any key; NumPy assigns)
+    or a scatter (`_SCATTERS`: NumPy's own function writes)."""
     out = node.outputs
-    return (opdef_of(node) is _SETITEM and len(out) == 1 and isinstance(out[0].type, TensorType)
-            and out[0].type.is_concrete and isinstance(node.inputs[0].type, TensorType)
-            and sum(e == "input" for e in node.attrs["index"]) == len(node.inputs) - 2)
+    op = opdef_of(node)
+    if op is not _SETITEM and op not in _SCATTERS:
+        return False
+    keyed = op is not _SETITEM or sum(e == "input" for e in node.attrs["index"]) == len(node.inputs) - 2
+    return (keyed and len(out) == 1 and isinstance(out[0].type, TensorType)
+            and out[0].type.is_concrete and isinstance(node.inputs[0].type, TensorType))
 
 
 def is_view(node) -> bool:

@@ -25,6 +25,7 @@ from numtrace_cpu.joins import JoinRestStep
 from numtrace_cpu.planner import BufferPlan
 from numtrace_cpu.runtime import CallRunner, FusedCall
 from numtrace_cpu.steps import (
+    AssignedViewStep,
     ConstantStep,
     FallbackStep,
     FusedStep,
@@ -174,6 +175,7 @@ class Executable(CallRunner):
             "generated_kernels": sum(s.kernel.has_generated for s in fused),
             "generated_runs": sum(s.kernel.generated_runs for s in fused),
             "interpreted_runs": sum(s.kernel.interpreted_runs for s in fused),
+            "rows_widened_runs": sum(s.kernel.rows_widened_runs for s in fused),
             "matmuls": sum(isinstance(s, MatmulStep) for s in self._steps),
             "gemv": sum(isinstance(s, MatmulStep) and s.gemv is not None for s in self._steps),
             "gemv_epilogues": sum(isinstance(s, MatmulStep) and s.gemv is not None and s.bias
@@ -185,6 +187,7 @@ class Executable(CallRunner):
             "constant_powers": sum(constant_exponent(n) is not None for s in fused for n in s.nodes),
             "views": sum(isinstance(s, ViewStep) for s in self._steps),
             "parts_in_place": sum(isinstance(s, PartViewStep) for s in self._steps),
+            "assigned_in_place": sum(isinstance(s, AssignedViewStep) for s in self._steps),
             "scans": sum(isinstance(s, ScanStep) for s in self._steps),
             "scans_in_place": sum(isinstance(s, ScanStep) and s.inputs == s.outputs for s in self._steps),
             "small_matmuls": sum(isinstance(s, SmallMatmulStep) for s in self._steps),
@@ -271,6 +274,10 @@ class Executable(CallRunner):
             elif isinstance(step, PartViewStep):
                 lines.append(f"  step {k}: {name(step.outputs[0])} is a view of {name(step.inputs[0])}: "
                              f"the pass computing it writes it into the joined array")
+            elif isinstance(step, AssignedViewStep):
+                lines.append(f"  step {k}: {name(step.outputs[0])} is a view of {name(step.inputs[0])}: "
+                             f"the pass computing it writes it in place of the assignment")
+                lines.append(f"      {node_line(step.nodes[0])}")
             elif isinstance(step, ViewStep):
                 lines.append(f"  step {k}: view {node_line(step.nodes[0])}")
             elif isinstance(step, JoinRestStep):
@@ -280,7 +287,8 @@ class Executable(CallRunner):
                 lines.append(f"  step {k}: NumPy's loop writing into the planned buffer")
                 lines.append(f"      {node_line(step.nodes[0])}")
             elif isinstance(step, SetitemStep):
-                lines.append(f"  step {k}: assignment into the planned buffer (copied first unless in place)")
+                what = "NumPy's scatter" if step.scatter is not None else "assignment"
+                lines.append(f"  step {k}: {what} into the planned buffer (copied first unless in place)")
                 lines.append(f"      {node_line(step.nodes[0])}")
             else:
                 node = step.nodes[0]
@@ -496,6 +504,8 @@ def _small_matmul_runner(step: SmallMatmulStep):
 
 
 def _setitem_runner(step: SetitemStep):
+    if step.scatter is not None:
+        return _scatter_runner(step)
     a, *key_ins, value = step.inputs
     (o,) = step.outputs
     index = step.index
@@ -524,6 +534,22 @@ def _setitem_runner(step: SetitemStep):
         except Exception as exc:
             raise execution_error(step.nodes[-1], exc) from exc
     return run_setitem_keyed
+
+
+def _scatter_runner(step: SetitemStep):
+    a, *operands = step.inputs
+    (o,) = step.outputs
+    scatter, copyto = step.scatter, np.copyto
+
+    def run_scatter(env, nthreads):
+        out = env[o]
+        if o != a:   # else the lowering gave the result the updated array's own buffer
+            copyto(out, env[a])
+        try:
+            scatter(out, *[env[k] for k in operands])
+        except Exception as exc:
+            raise execution_error(step.nodes[-1], exc) from exc
+    return run_scatter
 
 
 def _fused_runner(step: FusedStep) -> FusedCall:

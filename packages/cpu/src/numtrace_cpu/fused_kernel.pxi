@@ -58,6 +58,7 @@ cdef class FusedKernel:
     cdef void* generated           # an nt_gen_fn for this program (see set_generated), or NULL
     cdef object generated_owner    # what keeps the generated code loaded
     cdef readonly Py_ssize_t generated_runs, interpreted_runs
+    cdef readonly Py_ssize_t rows_widened_runs   # passes whose short rows were walked along a longer dim
     cdef readonly tuple program    # the constructor's arguments but `blocks`, for numtrace_cpu.codegen
     cdef readonly tuple iteration_shape
     cdef readonly int n_instructions
@@ -284,6 +285,8 @@ cdef class FusedKernel:
             if cx.cols and cx.fold_in_place:
                 cx.cols = _in_place_columns(cx.shape[cx.nd - 1], nthreads if self.work >= PARALLEL_MIN_WORK else 1)
             cx.rows = _rows_per_block(&cx)
+            if cx.rows > 1 and not cx.cols and _widen_rows(&cx):
+                self.rows_widened_runs += 1
             # Registers need no more elements than the longest block this pass runs.
             cx.reg_elems = cx.rows * (cx.cols if cx.cols else cx.shape[cx.nd - 1])
             cx.reg_elems = BLOCK if cx.reg_elems >= BLOCK else (cx.reg_elems + 7) & ~7
@@ -534,6 +537,29 @@ cdef Py_ssize_t _rows_per_block(const Ctx* cx) noexcept nogil:
     if cx.nred and not (cx.nd - cx.nkept == 1 and cx.nkept >= 1):
         return 1
     return BLOCK // inner
+
+cdef bint _widen_rows(Ctx* cx) noexcept nogil:
+    """Swap the longest outer dim into dim nd-2 when the rows there cannot fill one block, e.g. the
+    (n, 8, 4) of ``((x[:, None] - c[None]) ** 2).sum(-1)``: a unit then walks blocks of cx.rows rows
+    instead of 8, so dispatch and fold setup are paid per block rather than per 32 elements. Every
+    element and every reduced row (the innermost dim, whole in one block) is computed as before;
+    only the order of the rows changes. Dims before nd-2 are kept ones in a reduction pass (see
+    _rows_per_block), so kept dims stay first."""
+    cdef int k, d, best = -1, rowd = cx.nd - 2
+    cdef Py_ssize_t t
+    if cx.nd < 3 or cx.shape[rowd] >= cx.rows:
+        return False
+    for d in range(rowd):
+        if cx.shape[d] > cx.shape[rowd] and (best < 0 or cx.shape[d] > cx.shape[best]):
+            best = d
+    if best < 0:
+        return False
+    cx.shape[best], cx.shape[rowd] = cx.shape[rowd], cx.shape[best]
+    for k in range(cx.nops):
+        t = cx.strides[k * MAXD + best]
+        cx.strides[k * MAXD + best] = cx.strides[k * MAXD + rowd]
+        cx.strides[k * MAXD + rowd] = t
+    return True
 
 cdef Py_ssize_t _count_units(const Ctx* cx) noexcept nogil:
     """Work units of a pass: see `_rows_unit`, `_reduction_row` and `_elementwise_unit` in blocks.pxi."""

@@ -6,18 +6,19 @@ from __future__ import annotations
 
 import numpy as np
 from numtrace_ir import registry
+from numtrace_ir.ops.foreign import resolve_ufunc
 from numtrace_ir.registry import OpDef
 from numtrace_ir.types import TensorType
 
 from numtrace_cpu.classify import opdef_of, tensor_type
 from numtrace_cpu.linalg_into import decomposition_into
 
-__all__ = ["basic_index_view", "into_call"]
+__all__ = ["basic_index_view", "into_call", "scatter_call"]
 
 # The ops this module reads by identity (a misspelt name fails at import).
-(_MATMUL, _STACK, _CONCATENATE, _GETITEM, _TRIU, _TRIL, _DIAG, _OUTER, _FULL) = map(
+(_MATMUL, _STACK, _CONCATENATE, _GETITEM, _TRIU, _TRIL, _DIAG, _OUTER, _FULL, _AT, _PUT, _ALONG) = map(
     registry.get, ("np.matmul", "np.stack", "np.concatenate", "np.getitem", "np.triu", "np.tril", "np.diag",
-                   "np.outer", "prim.full"))
+                   "np.outer", "prim.full", "np.ufunc.at", "np.put", "np.put_along_axis"))
 # Ops whose NumPy function takes ``out=`` and the op's attrs as its keywords, with the reference's
 # own computation: the NaN-aware reductions NumPy warns in, the one-axis FFTs, the vector gufuncs. (NumPy's
 # n-d FFTs write each axis's pass into out=, and read it back wrongly: they run as fallbacks.)
@@ -134,6 +135,34 @@ def _layout_into(op: OpDef | None, ins: list, out_dt: np.dtype, attrs: dict):
         return diag
     if op is _OUTER and len(ins) == 2 and out_dt.kind in "biufc":
         return _out_call(np.outer)
+    return None
+
+
+def scatter_call(node):
+    """``scatter(out, *operands)`` doing a scatter op's write into ``out`` (holding its array) with
+    NumPy's own function: ``ufunc.at`` applies the ufunc per index in index order, as the reference
+    does, so repeated float indices accumulate to the same bits. None for other ops."""
+    op, attrs = opdef_of(node), node.attrs
+    if op is _AT:
+        ufunc, index = resolve_ufunc(attrs["ufunc"]), tuple(attrs["index"])
+        k = sum(e == "input" for e in index)
+
+        def at(out, *operands):
+            it = iter(operands[:k])
+            ufunc.at(out, tuple(next(it) if e == "input" else e for e in index), *operands[k:])
+        return at
+    if op is _PUT:
+        mode, put = attrs.get("mode", "raise"), np.put
+
+        def put_into(out, ind, v):
+            put(out, ind, v, mode=mode)
+        return put_into
+    if op is _ALONG:
+        axis, put_along = attrs["axis"], np.put_along_axis
+
+        def along(out, ind, v):
+            put_along(out, ind, v, axis)
+        return along
     return None
 
 

@@ -1,5 +1,6 @@
 """Joins written in place: the parts of `np.stack`/`np.concatenate`/`np.hstack`/`np.vstack`/
-`np.column_stack` computed straight into the joined array.
+`np.column_stack` computed straight into the joined array, and the value of an in-place
+``a[1:-1] = expr`` computed straight into ``a[1:-1]``.
 
 A join copies each part into its place in a new array. When a part is an output of a fused pass,
 that pass can write it there itself: the part's value becomes a view of the joined array (a
@@ -16,9 +17,17 @@ import numpy as np
 from numtrace_ir import registry
 from numtrace_ir.types import TensorType
 
-from numtrace_cpu.steps import FallbackStep, FusedStep, IntoStep, PartViewStep, Step
+from numtrace_cpu.steps import (
+    AssignedViewStep,
+    FallbackStep,
+    FusedStep,
+    IntoStep,
+    PartViewStep,
+    SetitemStep,
+    Step,
+)
 
-__all__ = ["JoinRestStep", "part_keys", "write_parts_in_place"]
+__all__ = ["JoinRestStep", "part_keys", "write_assigned_in_place", "write_parts_in_place"]
 
 # The joins handled here (a misspelt name fails at import).
 _STACK, _CONCATENATE, _HSTACK, _VSTACK, _COLUMN_STACK = (registry.get(name).name for name in (
@@ -133,6 +142,74 @@ def write_parts_in_place(steps: list[Step], types: dict, outputs: list[int]) -> 
         if rest_step is not None:
             result.append(rest_step)
     return result
+
+
+def write_assigned_in_place(steps: list[Step], types: dict, outputs: list[int]) -> list[Step]:
+    """The steps with the value of every in-place ``a[key] = value`` (a SetitemStep whose result is
+    `a`'s own buffer, a static basic key) computed by its fused pass straight into ``a[key]``: an
+    AssignedViewStep placed before that pass, and the assignment dropped. The value qualifies when a
+    fused pass writes it, it has ``a[key]``'s exact shape and dtype, it is not a graph output and is
+    read by nothing after `a` is next written; `a` was computed before that pass; and from that pass
+    to the assignment no step reads `a`'s memory (which then holds part of the new values already)
+    nor writes it."""
+    producer: dict[int, int] = {}
+    writes: dict[int, list[int]] = {}
+    for k, step in enumerate(steps):
+        for v in step.outputs:
+            if v in producer:
+                writes.setdefault(v, []).append(k)
+            else:
+                producer[v] = k
+    root: dict[int, int] = {}
+    reads: dict[int, list[int]] = {}   # root value -> positions of the steps reading it or a view of it
+    for k, step in enumerate(steps):
+        for v in step.inputs:
+            reads.setdefault(root.get(v, v), []).append(k)
+        if step.view:
+            for v in step.outputs:
+                root[v] = root.get(step.inputs[0], step.inputs[0])
+    last_read = {v: ks[-1] for v, ks in reads.items()}
+    before: dict[int, Step] = {}
+    dropped: set = set()
+    taken: set = set()
+    for k, step in enumerate(steps):
+        if type(step) is not SetitemStep or len(step.inputs) != 2 or step.inputs[0] != step.outputs[0]:
+            continue
+        a, v = step.inputs
+        p, q = producer.get(v), producer.get(a)
+        key = _basic_key(step.index)
+        if (key is None or p is None or q is None or not q < p < k or p in before
+                or not isinstance(steps[p], FusedStep) or v in outputs or v in taken or a in root):
+            continue
+        ta, tv = types[a], types[v]
+        probe = np.broadcast_to(np.zeros((), np.uint8), ta.shape)
+        if tv.dtype != ta.dtype or probe[key].shape != tuple(tv.shape):
+            continue
+        if any(p <= r < k for r in reads.get(a, ())) or any(p <= w < k for w in writes.get(a, ())):
+            continue
+        overwritten = min((w for w in writes.get(a, ()) if w > k), default=len(steps))
+        if last_read.get(v, k) >= overwritten:
+            continue
+        taken.add(v)
+        dropped.add(k)
+        before[p] = AssignedViewStep(inputs=[a], outputs=[v], nodes=step.nodes, fn=_viewer(key))
+    if not before:
+        return steps
+    result: list[Step] = []
+    for k, step in enumerate(steps):
+        if k in before:
+            result.append(before[k])
+        if k not in dropped:
+            result.append(step)
+    return result
+
+
+def _basic_key(index: tuple) -> tuple | None:
+    """A setitem key of slices and ints only (a view of the array), with a trailing Ellipsis so that
+    an all-int key still gives a 0-d view; None for other keys."""
+    if not all(type(e) in (slice, int) for e in index):
+        return None
+    return (*index, Ellipsis)
 
 
 def _last_reads(steps: list[Step]) -> dict[int, int]:

@@ -23,7 +23,7 @@ from numtrace_ir.registry import UnknownOpError
 from numtrace_cpu.assemble import build_group
 from numtrace_cpu.classify import is_matmul, is_setitem, is_small_matmul, is_view, scan_plan
 from numtrace_cpu.fusion import Group, group_nodes
-from numtrace_cpu.into import basic_index_view, into_call
+from numtrace_cpu.into import basic_index_view, into_call, scatter_call
 from numtrace_cpu.products import epilogues, gemv_form, packed_form
 from numtrace_cpu.steps import (
     ConstantStep,
@@ -187,7 +187,8 @@ def lower(graph, state: frozenset = frozenset()) -> tuple[list[Step], dict, dict
                                   nodes=[u], fn=into_call(u)))
         elif is_setitem(u):
             steps.append(SetitemStep(inputs=[index[v] for v in u.inputs], outputs=[index[u.outputs[0]]],
-                                     nodes=[u], index=tuple(u.attrs["index"])))
+                                     nodes=[u], index=tuple(u.attrs.get("index", ())),
+                                     scatter=scatter_call(u)))
         else:
             kind = ViewStep if is_view(u) else FallbackStep
             fn = basic_index_view(u)

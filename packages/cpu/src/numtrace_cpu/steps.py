@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-__all__ = ["ConstantStep", "FallbackStep", "FusedStep", "IntoStep", "MatmulStep", "PartViewStep", "ScanStep",
-           "SetitemStep", "SmallMatmulStep", "Step", "ViewStep"]
+__all__ = ["AssignedViewStep", "ConstantStep", "FallbackStep", "FusedStep", "IntoStep", "MatmulStep",
+           "PartViewStep", "ScanStep", "SetitemStep", "SmallMatmulStep", "Step", "ViewStep"]
 
 
 @dataclass
@@ -112,13 +112,21 @@ class IntoStep(Step):
     fn: Any = None
 
 
+class AssignedViewStep(ViewStep):
+    """The view ``a[key]`` of an in-place ``a[key] = value``'s array, placed before the fused pass
+    computing `value`, which then writes it straight into `a` (its value number is the view's): the
+    assignment has nothing left to copy and is dropped."""
+
+
 @dataclass
 class SetitemStep(Step):
     """Functional ``a[key] = value`` (`np.setitem`): `a` copied into the planned buffer, then NumPy's
     own assignment into it. `index` is the node's key, its ``"input"`` placeholders filled from
-    `inputs[1:-1]` per call (masks, integer arrays)."""
+    `inputs[1:-1]` per call (masks, integer arrays). With `scatter` (a scatter op: ``ufunc.at``,
+    ``np.put``, ``np.put_along_axis``) the write is ``scatter(buffer, *inputs[1:])`` instead."""
 
     index: tuple = ()
+    scatter: Any = None
 
 
 @dataclass

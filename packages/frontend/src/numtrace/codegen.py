@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 from numtrace_ir import display_location, registry
+from numtrace_ir.ops.indexing import DATA_SIZE
+from numtrace_ir.ops.scatter import SCATTER_OPS
 from numtrace_ir.registry import Attr, Input, Inputs
 
 _INLINE_LIMIT = 16
@@ -68,9 +70,9 @@ def _index_text(index: tuple, arrays: list[str], constants: dict[str, np.ndarray
 
 
 # Ops whose attrs are not the NumPy function's parameters (np.gradient's spacings are its *varargs,
-# np.select's inputs are its two lists and its default):
-# written as calls of their reference.
-_NOT_BY_SCHEMA = frozenset({"np.gradient", "np.select"})
+# np.histogram's bins a count or an input, np.select's inputs its two lists and its default): written
+# as calls of their reference.
+_NOT_BY_SCHEMA = frozenset({"np.gradient", "np.histogram", "np.select"})
 
 
 def _numpy_function(op_name: str) -> bool:
@@ -131,6 +133,8 @@ def _call_text(node: Any, args: list[str], constants: dict[str, np.ndarray]) -> 
                 pieces.append(", ".join(group) if p.star else f"[{', '.join(group)}]")
             elif isinstance(p, Attr) and p.name in attrs:
                 raw = attrs.pop(p.name)
+                if p is DATA_SIZE:
+                    continue  # the symbol of a data-dependent length: no parameter of NumPy's
                 if _is_default(p, raw) and i >= last_input:
                     continue  # keep the code short: NumPy's default is the traced value
                 value = _literal(raw, constants)
@@ -138,6 +142,23 @@ def _call_text(node: Any, args: list[str], constants: dict[str, np.ndarray]) -> 
         return f"{op}({', '.join(pieces)})"
     rendered = ", ".join(args + [f"{k}={_literal(v, constants)}" for k, v in attrs.items()])
     return f"op({op!r})({rendered})"
+
+
+def _scatter_text(node: Any, target: str, args: list[str], constants: dict[str, np.ndarray]) -> str | None:
+    """The NumPy call writing a scatter op's update into ``target``; None for a ufunc outside NumPy."""
+    attrs = node.attrs
+    if node.op == "np.put":
+        return f"np.put({target}, {args[0]}, {args[1]}, mode={attrs.get('mode', 'raise')!r})"
+    if node.op == "np.put_along_axis":
+        return f"np.put_along_axis({target}, {args[0]}, {args[1]}, {attrs['axis']!r})"
+    module, _, name = attrs["ufunc"].rpartition(".")
+    if module != "numpy":
+        return None
+    it = iter(args)
+    key = [next(it) if e == "input" else repr(e) if type(e) is slice else _literal(e, constants)
+           for e in attrs["index"]]
+    key_text = "(" + ", ".join(key) + ",)" if key else "()"
+    return f"np.{name}.at({', '.join([target, key_text, *it])})"
 
 
 def graph_to_python(graph: Any, name: str, arg_names: Sequence[str], state_names: Sequence[str],
@@ -168,6 +189,10 @@ def graph_to_python(graph: Any, name: str, arg_names: Sequence[str], state_names
             key = _index_text(node.attrs["index"], args[1:-1], constants)
             lines.append(f"    {outs[0]} = {args[0]}.copy(){comment}")
             lines.append(f"    {outs[0]}[{key}] = {args[-1]}")
+            continue
+        if node.op in SCATTER_OPS and _scatter_text(node, outs[0], args[1:], constants) is not None:
+            lines.append(f"    {outs[0]} = {args[0]}.copy(){comment}")   # a copy, then NumPy's write into it
+            lines.append(f"    {_scatter_text(node, outs[0], args[1:], constants)}")
             continue
         call = _call_text(node, args, constants)
         target = outs[0] if len(outs) == 1 else ", ".join(outs)

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from numtrace_ir import registry
 from numtrace_ir.ops.foreign import ufunc_name
+from numtrace_ir.ops.scatter import SCATTER_OPS
 
 from .hostcall import unregistered_call
 from .source import run_at_user_line
@@ -58,6 +59,8 @@ def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
         raise ValueError(f"{numpy_name(func, method)}: where= without out= leaves the masked-out elements "
                          "uninitialized, which a trace cannot reproduce; pass out= as well")
     op = registry.for_numpy(func, method)
+    if op is not None and op.name in SCATTER_OPS and out is None and where is True:
+        return _write_first(tracer, op, func, method, args, kwargs)
     foreign = ufunc_name(func) if op is None and isinstance(func, np.ufunc) and method == "__call__" \
         and not kwargs else None
     if foreign is not None:  # a ufunc of another library (scipy.special.expit): recorded by name
@@ -77,9 +80,8 @@ def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
             else:
                 if op.result_attrs is not None:   # a result type NumPy decides from the values
                     attrs = op.normalize_attrs({**attrs, **op.result_attrs(concrete)})
-                if op.data_dependent_shape and type(attrs.get("size")) is str:   # a symbol per node
-                    tracer.mask_count += 1
-                    attrs["size"] = f"{attrs['size']}{tracer.mask_count}"
+                if op.data_dependent_shape and isinstance(attrs.get("size"), str):   # a symbol per node
+                    attrs = {**attrs, "size": tracer.data_size()}
                 result = tracer.record(op.name, inputs, attrs, concrete)
                 _track_view(op, func, args, kwargs, inputs, attrs, result)
     if where is not True:
@@ -87,6 +89,31 @@ def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
     if out is None:
         return result
     return write_out(numpy_name(func, method), out, result)
+
+
+def _write_first(tracer: Tracer, op: Any, func: Any, method: str, args: tuple, kwargs: dict) -> None:
+    """``func.method(a, ...)`` writing into ``a``, recorded as ``op`` (the updated copy) with ``a`` rebound
+    to it, so that the write reaches ``a``'s base and, through the graph, the caller's array."""
+    what = numpy_name(func, method)
+    if not args or not is_traced_array(args[0]):
+        raise TypeError(f"{what} writes into an array that is not traced (a global or a constant): the trace "
+                        "cannot write into it at run time; pass the array to the traced function, or make it "
+                        "from one (np.zeros_like(x, shape=...))")
+    target = args[0]
+    if target._scalar:
+        raise TypeError(f"{what}: cannot write into a NumPy scalar (immutable) from traced code")
+    eager = func if method == "__call__" else getattr(func, method)
+    try:
+        inputs, attrs = op.bind(args, kwargs)
+    except NotImplementedError:  # a form of the call the op does not take: a host call runs NumPy's
+        return unregistered_call(tracer, func, method, args, kwargs, what)
+    except (TypeError, ValueError):   # a bad call: NumPy's own error
+        run_at_user_line(_short_name(func, method), eager, *unwrap(args), **unwrap(kwargs))
+        raise
+    run_at_user_line(_short_name(func, method), eager, *unwrap(args), **unwrap(kwargs))
+    node = tracer.record_node(op.name, inputs, attrs, target._concrete)
+    target._rebind(tracer, node.outputs[0], what)
+    return None
 
 
 # Functions whose shape argument may hold traced ints, and the prim op that keeps those dims dynamic.

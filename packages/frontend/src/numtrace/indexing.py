@@ -89,8 +89,7 @@ def _record_indexing(tracer: Tracer, name: str, args: tuple, key: Any, extra: di
 def _op_for(tracer: Tracer, key: Any) -> tuple[str, dict]:
     entries = key if isinstance(key, tuple) else (key,)
     if any(getattr(getattr(e, "dtype", None), "kind", None) == "b" for e in entries):
-        tracer.mask_count += 1
-        return "np.getitem_mask", {"size": f"nnz{tracer.mask_count}"}
+        return "np.getitem_mask", {"size": tracer.data_size()}
     return "np.getitem", {}
 
 

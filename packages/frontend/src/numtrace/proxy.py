@@ -368,6 +368,11 @@ class TracedArray(TracedValue):
 
     conj = conjugate
 
+    def compress(self, condition: Any, axis: Any = None, out: Any = None) -> Any:
+        """``x.compress(condition)`` is ``np.compress(condition, x)``: the array is the function's
+        second argument, not its first."""
+        return np.compress(condition, self, axis=axis, out=out)
+
     def __copy__(self) -> Any:
         """``copy.copy(x)``: a recorded ``np.copy``, a new array as for an ndarray (writes to either
         one leave the other alone)."""
@@ -429,9 +434,10 @@ def _method(name: str):
 for _name in ("sum", "mean", "std", "var", "prod", "max", "min", "argmax", "argmin", "any", "all",
               "cumsum", "cumprod", "clip", "dot", "squeeze", "ravel", "swapaxes", "repeat", "take",
               "argsort", "round", "nonzero", "diagonal", "trace", "searchsorted", "compress",
-              "choose", "argpartition"):
+              "choose", "argpartition", "put"):
     setattr(TracedArray, _name, _method(_name))
 del _name
+
 
 
 def _binary(ufunc: np.ufunc):

@@ -83,8 +83,8 @@ class Tracer:
         self.state_arrays: list[np.ndarray] = []
         self._state_proxies: dict[int, Any] = {}
         self._symbols: dict[Any, str] = {}
-        # Boolean-mask reads made so far: each gets its own data-dependent size symbol.
-        self.mask_count = 0
+        # Nodes with a data-dependent dim (boolean-mask reads, np.unique, ...): each gets its own symbol.
+        self._data_sizes = 0
         self.layout_dependent = False   # a write went through a reshape (see views.note_layout_write)
         self.input_proxies: list = []   # the traced arrays of the graph inputs, in order
         self.unit_dims_guarded = False
@@ -249,6 +249,11 @@ class Tracer:
         return self.record("prim.dynamic", [*inputs, *numbers], attrs, result, exact=True)
 
     # -- recording --------------------------------------------------------------------------
+    def data_size(self) -> str:
+        """A new symbol for the data-dependent dim of the node about to be recorded (its ``size`` attr)."""
+        self._data_sizes += 1
+        return f"nnz{self._data_sizes}"
+
     def symbol(self, traced_int: Any) -> str:
         """The dim symbol standing for a traced int in a dynamic shape attr: one per graph value, so two
         shapes built from the same ``x.shape[0]`` agree."""

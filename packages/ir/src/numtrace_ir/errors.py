@@ -6,7 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["execution_error", "location", "traced_at", "while_executing"]
+__all__ = ["ExecutionIndexError", "execution_error", "location", "traced_at", "while_executing"]
+
+
+class ExecutionIndexError(RuntimeError, IndexError):
+    """An index out of range met while running a node: NumPy's ``IndexError`` (``except IndexError``
+    catches it as it catches NumPy's), with the node named as every run-time error is."""
 
 
 def location(node: Any) -> str:
@@ -25,5 +30,7 @@ def while_executing(node: Any) -> str:
 
 
 def execution_error(node: Any, exc: BaseException) -> RuntimeError:
-    """The RuntimeError to raise (``from exc``) when running `node` raised `exc`."""
-    return RuntimeError(f"{while_executing(node)}: {type(exc).__name__}: {exc}")
+    """The RuntimeError to raise (``from exc``) when running `node` raised `exc`; also an IndexError
+    when `exc` is one (an index out of range at run time)."""
+    kind = ExecutionIndexError if isinstance(exc, IndexError) else RuntimeError
+    return kind(f"{while_executing(node)}: {type(exc).__name__}: {exc}")

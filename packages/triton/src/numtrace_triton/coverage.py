@@ -38,6 +38,8 @@ _DECOMPOSITIONS = ("matrix decompositions (LAPACK's eigen, SVD, QR, Cholesky, LU
 _JOIN = "joins that first reshape each input are not lowered (np.concatenate and np.stack are)"
 _PER_INPUT = "one output per input; only single-input view ops are lowered (np.reshape, np.broadcast_to)"
 _RANDOM = "random draws: NumPy's generators cannot be reproduced inside GPU kernels; use the cpu backend"
+_SEARCH = "binary search in a sorted array (data-dependent addresses); not lowered"
+_COUNT = "its output length depends on the data (unique values, nonzero elements, the largest count)"
 
 UNLOWERED: dict[str, str] = {
     "np.frexp": "needs exponent bit manipulation for every float format; not lowered",
@@ -49,6 +51,13 @@ UNLOWERED: dict[str, str] = {
     "np.lcm": "needs a data-dependent loop (Euclid); not lowered",
     "np.argsort": "sorting is not lowered",
     "np.sort": "sorting is not lowered",
+    "np.searchsorted": _SEARCH,
+    "np.digitize": _SEARCH,
+    "np.isin": "a membership test sorts or tables the test elements; not lowered",
+    "np.argwhere": _COUNT,
+    "np.unique": _COUNT,
+    "np.bincount": _COUNT,
+    "np.histogram": "counting into bins scatters into data-dependent addresses; not lowered",
     "np.isclose": "a composite test (abs, compare, isfinite, isnan per element) with no kernel of its own; "
     "not lowered",
     "np.real": "complex parts: Triton has no complex type (a real array's real part, a copy, is not "
@@ -67,6 +76,8 @@ UNLOWERED: dict[str, str] = {
                                                    "matrix_rank", "cond")},
     "np.broadcast_arrays": _PER_INPUT,
     "np.diag": "a 1-d input builds a new square matrix (a copy, not a view); not lowered",
+    "np.put": "assignment through flat indices with wrap/clip modes; not lowered",
+    "np.put_along_axis": "assignment along an axis through an index array; not lowered",
 }
 
 # Whole kinds the backend does not lower (ops of these kinds need no entry above).
@@ -84,6 +95,9 @@ PARTIAL: dict[str, str] = {
     "NumPy's indexing on the host (in its stage)",
     "np.setitem": "writing through array indices other than one integer array among full slices is not "
     "lowered",
+    "np.ufunc.at": "ufunc.at is lowered by atomics for add and subtract, and maximum and minimum of "
+    "integers, with one integer array index among full slices and operands of the array's dtype; "
+    "other forms are not",
     "np.ravel": "copies data here (not a view)",  # order="F"
     "np.repeat": "per-element repeat counts (a gather) are not lowered",
     "np.triu": "np.triu of a 1-d input (it builds a matrix) is not lowered",
@@ -108,7 +122,7 @@ FOLDED_KINDS = frozenset({"prim", "scalar", "creation"})
 
 # Movement ops lowered as views of their input (or as the input itself), or as writes into slices.
 VIEW_OPS = (frozenset(op.name for op in registry.all_ops() if op.as_view is not None) | SAME_VALUE
-            | {"np.concatenate", "np.stack", "np.pad", "np.setitem"})
+            | {"np.concatenate", "np.stack", "np.pad", "np.setitem", "np.ufunc.at"})
 
 
 def outer_base(op: OpDef) -> OpDef | None:

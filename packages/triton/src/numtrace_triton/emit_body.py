@@ -169,6 +169,8 @@ class BodyEmitter:
             return self._gather(item, suffix)
         if special in ("scatter_claim", "scatter_write"):
             return self._scatter(item, special == "scatter_claim")
+        if special == "scatter_atomic":
+            return self._scatter_atomic(item)
         if item.op not in LOWERINGS:
             raise NotImplementedError(f"the Triton backend has no lowering for {item.label}")
         args = [self.operand(a, item.level) for a in item.args]
@@ -250,6 +252,25 @@ class BodyEmitter:
             addr = self.space.address(target, item.level)
             w.emit(f"tl.store({self.params[target.buffer]} + {addr} + {iv} * {attrs['stride']}, {value}, "
                    f"mask={won})")
+        self.bind(item.key, iv, item.level, np.dtype(np.int64))
+        return iv
+
+    def _scatter_atomic(self, item: Op) -> str:
+        """``ufunc.at``'s update of each indexed element by an atomic (see `numtrace_triton.gathers`); an
+        index out of range is not written, it sets the flag."""
+        w, attrs = self.w, item.attrs
+        iv, bad = self._index(item)
+        mask = self.space.mask(item.level)
+        ok = w.let(f"{mask} & ({bad} == 0)" if mask else f"{bad} == 0")
+        value, value_dtype = self.operand(item.args[1], item.level)
+        target = attrs["target"]
+        value = w.let(SourceWriter.cast(value, value_dtype, target.dtype))
+        if attrs["negate"]:
+            value = w.let(f"-{value}")
+        addr = self.space.address(target, item.level)
+        pointer = f"{self.params[target.buffer]} + {addr} + {iv} * {attrs['stride']}"
+        w.emit(f"tl.atomic_{attrs['atomic']}({pointer}, {value}, mask={ok})")
+        self._raise_flag(attrs["flag"], mask, bad)
         self.bind(item.key, iv, item.level, np.dtype(np.int64))
         return iv
 

@@ -14,6 +14,14 @@ then two pointwise kernels write: the first claims each target row for the last 
 naming it (an atomic max of the position into a per-call ``scratch`` buffer filled with -1), the second
 writes only the claimed elements. So a repeated index keeps the value NumPy's sequential assignment
 leaves there (the last), whatever order the GPU runs the lanes in.
+
+``ufunc.at`` (`np.ufunc.at`) with one integer array index among full slices: ``a`` is copied, then one
+pointwise kernel applies ``tl.atomic_add`` (``add``; ``subtract`` adds the negated value) or
+``tl.atomic_max``/``tl.atomic_min`` (``maximum``/``minimum`` of integers) per index element. Integer
+results are NumPy's exactly; float sums of repeated indices are added in the order the lanes run, not
+in index order as NumPy adds them, so they equal NumPy's within the summation tolerance. Float maximum
+and minimum (NumPy propagates NaN, which the atomics do not), other ufuncs, other keys and mixed-dtype
+operands run as a host step.
 """
 
 from __future__ import annotations
@@ -22,13 +30,16 @@ from dataclasses import dataclass
 
 import numpy as np
 from numtrace_ir import registry
-from numtrace_ir.types import TensorType
+from numtrace_ir.ops.foreign import resolve_ufunc
+from numtrace_ir.ops.rules import ufunc_dtypes
+from numtrace_ir.types import ScalarType, TensorType
 
 from .groups import LogicalLoad, PlanArg, broadcast_strides
 from .kernel_plan import Op, View, c_strides, numel
-from .placement import Loc, Placement
+from .placement import NOTHING, Loc, Placement
 
-__all__ = ["EFFECTS", "GATHER", "GATHER_OPS", "SCATTER_CLAIM", "SCATTER_WRITE", "GatherRules"]
+__all__ = ["ATOMIC_UFUNCS", "EFFECTS", "GATHER", "GATHER_OPS", "SCATTER_ATOMIC", "SCATTER_CLAIM",
+           "SCATTER_WRITE", "GatherRules"]
 
 
 @dataclass(frozen=True)
@@ -41,8 +52,15 @@ class _Gather:
 
 GATHER = _Gather()
 SCATTER_CLAIM, SCATTER_WRITE = _Gather("scatter_claim"), _Gather("scatter_write")
+# attrs as SCATTER_WRITE's, plus ``atomic`` (``add``, ``max`` or ``min``) and ``negate``.
+SCATTER_ATOMIC = _Gather("scatter_atomic")
 # Ops that write memory themselves (no store of their value): their kernels run though nothing is stored.
-EFFECTS = frozenset({"scatter_claim", "scatter_write"})
+EFFECTS = frozenset({"scatter_claim", "scatter_write", "scatter_atomic"})
+# ufunc.at's ufuncs lowered natively -> (atomic, negate the value, the dtype kinds it takes).
+ATOMIC_UFUNCS = {"numpy.add": ("add", False, "iuf"), "numpy.subtract": ("add", True, "if"),
+            "numpy.maximum": ("max", False, "iu"), "numpy.minimum": ("min", False, "iu")}
+# The dtypes Triton's atomics take.
+_ATOMIC_DTYPES = frozenset(map(np.dtype, ("f4", "f8", "i4", "i8", "u4", "u8")))
 GATHER_OPS = frozenset({"np.take", "np.take_along_axis"})
 _TAKE, _TAKE_ALONG = registry.get("np.take"), registry.get("np.take_along_axis")
 
@@ -102,6 +120,47 @@ class GatherRules(Placement):
         for w in self.writers.get(view.buffer, []):
             write.deps.add(w.gid)
         self.writers.setdefault(view.buffer, []).append(write)
+        self.locs[node.outputs[0]] = Loc(out.shape, dtype, mem=view)
+
+    def scatter_at(self, node, label: str, a: Loc, idx: Loc, value: Loc, axis: int) -> None:
+        """``node``'s output: ``a`` with ``ufunc.at(a, (:,) * axis + (idx,), value)`` by atomics (see the
+        module doc); `NotImplementedError` for a ufunc or dtype the atomics do not cover."""
+        out = self.types[node.outputs[0]]
+        how = ATOMIC_UFUNCS.get(node.attrs["ufunc"])
+        dtype = np.dtype(out.dtype)
+        if how is None or dtype.kind not in how[2] or dtype not in _ATOMIC_DTYPES:
+            raise NotImplementedError(f"{label}: {node.attrs['ufunc']}.at on {dtype} has no atomic in Triton")
+        if idx.dtype is None or idx.dtype.kind not in "iu":
+            raise NotImplementedError(f"{label}: only integer index arrays are scattered natively")
+        ufunc = resolve_ufunc(node.attrs["ufunc"])
+        value_type = ScalarType(value.weak) if value.weak else TensorType(value.dtype, value.shape)
+        if ufunc_dtypes(label, ufunc, (TensorType(dtype, ()), value_type))[0] != dtype:
+            raise NotImplementedError(f"{label}: the ufunc computes in a wider dtype than the array's")
+        if value.weak == "int" and dtype.kind in "iu" and not _fits(value.folded, dtype):
+            raise NotImplementedError(f"{label}: a Python int the array's dtype may not hold")
+        view = self.buffer(out.shape, dtype, "temp", doc=f"temporary {out}")
+        if numel(a.shape):
+            self.write_into(a, view, label, {})
+        ix = self.materialize(idx, label)
+        n = out.shape[axis]
+        pre, post = out.shape[:axis], out.shape[axis + 1:]
+        region = pre + ix.shape + post
+        if numel(region) == 0:
+            self.locs[node.outputs[0]] = Loc(out.shape, dtype, mem=view)
+            return
+        flag = self.buffer((1,), np.dtype(np.int32), "flag", data=np.zeros(1, np.int32), doc=label)
+        group = self.new_group("pointwise", numel(region))
+        self.depend(group, ix)
+        index = View(ix.buffer, ix.dtype, ix.offset, region, (0,) * len(pre) + ix.strides + (0,) * len(post))
+        target = View(view.buffer, dtype, 0, region,
+                      view.strides[:axis] + (0,) * len(ix.shape) + view.strides[axis + 1:])
+        args = [LogicalLoad(index, region), self.read(group, value, region, label)]
+        attrs = {"extent": n, "target": target, "stride": view.strides[axis], "flag": _spread(flag, region),
+                 "atomic": how[0], "negate": how[1]}
+        group.items.append(Op(self.key(), SCATTER_ATOMIC, args, attrs, dtype, label))
+        for w in self.writers.get(view.buffer, []):
+            group.deps.add(w.gid)
+        self.writers.setdefault(view.buffer, []).append(group)
         self.locs[node.outputs[0]] = Loc(out.shape, dtype, mem=view)
 
     def gather(self, node, label: str, x: Loc, idx: Loc, axis: int | None, along: bool) -> None:
@@ -191,6 +250,11 @@ class GatherRules(Placement):
         if axis is None:
             raise NotImplementedError(f"{label}: np.take_along_axis with axis=None is not lowered")
         self.gather(node, label, x, idx, axis % len(x.shape), True)
+
+
+def _fits(value, dtype: np.dtype) -> bool:
+    """Whether a Python int known at plan time lies in the integer dtype's range."""
+    return value is not NOTHING and int(np.iinfo(dtype).min) <= int(value) <= int(np.iinfo(dtype).max)
 
 
 def _spread(one: View, shape: tuple[int, ...]) -> View:

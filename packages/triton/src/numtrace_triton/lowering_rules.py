@@ -18,7 +18,7 @@ from numtrace_ir.types import TensorType
 from .coverage import CONTRACTIONS, PARTIAL, REDUCTIONS, VIEW_OPS, outer_base
 from .dtypes import check_supported
 from .elementwise import COMPARISONS, LOWERINGS
-from .gathers import GATHER_OPS, GatherRules
+from .gathers import ATOMIC_UFUNCS, GATHER_OPS, GatherRules
 from .groups import Group, broadcast_strides
 from .kernel_plan import Const, Op, Reduce, Ref, View, c_strides, numel
 from .movement import (
@@ -36,8 +36,9 @@ _ASTYPE, _MULTIPLY, _DIVIDE, _SUBTRACT, _SQRT, _POWER = map(
 )
 # Ops with a lowering of their own: np.dot (its N-d form is not matmul's), the joins, np.pad, np.setitem,
 # and np.getitem (whose view the setitem lowering writes into).
-_DOT, _CONCATENATE, _STACK, _PAD, _SETITEM, _GETITEM = map(
-    registry.get, ("np.dot", "np.concatenate", "np.stack", "np.pad", "np.setitem", "np.getitem")
+_DOT, _CONCATENATE, _STACK, _PAD, _SETITEM, _GETITEM, _AT = map(
+    registry.get,
+    ("np.dot", "np.concatenate", "np.stack", "np.pad", "np.setitem", "np.getitem", "np.ufunc.at"),
 )
 _WEAK_EXAMPLE = {"int": 1, "float": 1.0, "bool": True, "complex": 1j}
 
@@ -333,6 +334,9 @@ class LoweringRules(GatherRules):
         if op is _SETITEM:
             self.setitem(node, label)
             return
+        if op is _AT:
+            self.ufunc_at(node, label)
+            return
         if node.op in GATHER_OPS:
             self.take(node, label)
             return
@@ -454,6 +458,17 @@ class LoweringRules(GatherRules):
             copier = self.writers.get(view.buffer, [None])[0]
             self.write_into(value, region, label, {}, avoid=copier)
         self.locs[node.outputs[0]] = Loc(out.shape, dtype, mem=view)
+
+    def ufunc_at(self, node, label: str) -> None:
+        """``ufunc.at(a, key, value)`` with one integer array among full slices: atomics (`scatter_at`)."""
+        a, *operands = (self.locs[v] for v in node.inputs)
+        if node.attrs["ufunc"] not in ATOMIC_UFUNCS:   # (every one of them takes two operands)
+            raise NotImplementedError(f"{label}: {PARTIAL['np.ufunc.at']}")
+        index, indices = _static_index(node.attrs["index"], operands[:-1])
+        axis = _one_array_axis(index, len(a.shape)) if len(indices) == 1 else None
+        if axis is None:
+            raise NotImplementedError(f"{label}: {PARTIAL['np.ufunc.at']}")
+        self.scatter_at(node, label, a, indices[0], operands[-1], axis)
 
     def join(self, node, label: str) -> None:
         """np.concatenate / np.stack: every input written into its slice of one fresh buffer."""

@@ -4,6 +4,7 @@
 from numtrace_ir.ops import (
     contractions,  # noqa: F401
     correlation,  # noqa: F401
+    counting,  # noqa: F401
     creation,  # noqa: F401
     decompositions,  # noqa: F401
     editing,  # noqa: F401
@@ -20,6 +21,8 @@ from numtrace_ir.ops import (
     prim,  # noqa: F401
     random,  # noqa: F401
     reductions,  # noqa: F401
+    scatter,  # noqa: F401
+    searching,  # noqa: F401
     selection,  # noqa: F401
     signal,  # noqa: F401
     special,  # noqa: F401

@@ -22,6 +22,9 @@ from numtrace_ir.registry import Attr, Input, Inputs, OpDef, Sample, register
 from numtrace_ir.types import ScalarType, TensorType
 
 INPUT = "input"  # marks an index position filled by the next index input
+# The attr naming an op's data-dependent dim (a boolean mask's count, the number of unique values): a
+# symbol, which the tracer makes one per node so that unrelated counts never unify.
+DATA_SIZE = Attr("size", "nnz", lambda v: dims.normalize(str(v)))
 
 
 def _static_entry(v) -> bool:
@@ -255,7 +258,7 @@ register(
             Input("a"),
             Inputs("indices", "any", star=True, minimum=0),
             Attr("index", convert=_to_index),
-            Attr("size", "nnz", lambda v: dims.normalize(str(v))),
+            DATA_SIZE,
         ],
         _getitem_rule("np.getitem_mask", True),
         lambda a, indices, index, size: a[tuple(_key("np.getitem_mask", index, indices))],
@@ -269,11 +272,8 @@ register(
 )
 
 
-def _setitem_rule(types, attrs):
-    name = "np.setitem"
-    t = rules.first_tensor(name, types)
-    target = indexed_shape(name, t, attrs["index"], types[1:-1], "nnz")
-    value = rules.shape_of(types[-1])
+def value_fits(name: str, value: tuple, target: tuple) -> None:
+    """`ShapeError` unless a value of shape `value` broadcasts to the indexed shape `target`."""
     try:
         got = dims.broadcast_shapes(value, target)
     except ShapeError:
@@ -287,6 +287,12 @@ def _setitem_rule(types, attrs):
         )
     ):
         raise ShapeError(f"{name}: value of shape {value} cannot be broadcast to the indexed shape {target}")
+
+
+def _setitem_rule(types, attrs):
+    name = "np.setitem"
+    t = rules.first_tensor(name, types)
+    value_fits(name, rules.shape_of(types[-1]), indexed_shape(name, t, attrs["index"], types[1:-1], "nnz"))
     if type(types[-1]) is TensorType and types[-1].dtype.kind == "c" and t.dtype.kind != "c":
         raise TypeError(f"{name}: cannot store complex {types[-1]} into {t}")
     return t
