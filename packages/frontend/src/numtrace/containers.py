@@ -136,8 +136,8 @@ class SequenceSpec(Spec):
     def to_json(self):
         children = [c.to_json() for c in self.children]
         if hasattr(self.container, "_fields"):
-            return {"kind": "namedtuple", "type": f"{self.container.__module__}:{self.container.__qualname__}",
-                    "children": children}
+            name = f"{self.container.__module__}:{self.container.__qualname__}"
+            return {"kind": "namedtuple", "type": name, "children": children}
         return {"kind": self.container.__name__, "children": children}
 
     def count(self):
@@ -188,7 +188,8 @@ def numpy_namedtuple(name: str, size: int) -> type:
     found: Any = importlib.import_module(module)
     for part in qualname.split("."):
         found = getattr(found, part)
-    if not (isinstance(found, type) and issubclass(found, tuple) and len(getattr(found, "_fields", ())) == size):
+    fields = getattr(found, "_fields", ())
+    if not (isinstance(found, type) and issubclass(found, tuple) and len(fields) == size):
         raise ValueError(f"{name!r} is not a namedtuple of {size} fields")
     return found
 
