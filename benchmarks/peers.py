@@ -7,7 +7,8 @@ numexpr and numba (W1, W4), and a hand-written C loop compiled at run time with 
 (two threads) as the limit row for W1. Each tool runs in its own process, one after the other: the
 OpenMP threads of one tool spin on after its last call and would slow the next.
 
-Each cell is the median time per call (after a warm-up call that compiles); every tool's result is
+Each cell is the median time per call (after a warm-up call that compiles: numtrace's generated kernels
+too, with ``NUMTRACE_CODEGEN=sync`` unless it is set); every tool's result is
 checked against NumPy's first, and a wrong one is reported instead of timed. A tool that is not
 installed is skipped with a line saying so. The ratios: ``xNumPy`` = NumPy / numtrace, ``vs best`` =
 best peer / numtrace (>1: numtrace is ahead of every peer on that row), ``vs limit`` = C loop /
@@ -443,7 +444,11 @@ def main() -> None:
     for tool in tools:
         start = time.perf_counter()
         command = [sys.executable, __file__, "--worker", tool, "--only", ",".join(groups)]
-        done = subprocess.run(command + (["--quick"] if args.quick else []), capture_output=True, text=True)
+        # numtrace compiles its generated kernels at the warm-up call, as torch.compile does (by default
+        # they compile in the background while the interpreter runs the first calls).
+        env = {**os.environ, "NUMTRACE_CODEGEN": os.environ.get("NUMTRACE_CODEGEN", "sync")}
+        done = subprocess.run(command + (["--quick"] if args.quick else []), capture_output=True, text=True,
+                              env=env)
         lines = done.stdout.strip().splitlines()
         try:
             answer = json.loads(lines[-1])

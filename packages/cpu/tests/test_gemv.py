@@ -150,26 +150,53 @@ def test_special_values_and_relu_zero_signs(dtype):
             np.testing.assert_array_equal(np.signbit(got[zeros]), np.signbit(want[zeros]))
 
 
-def test_one_and_two_threads_agree_bit_for_bit():
-    """The summation order is fixed by the row chunking, not by the team size."""
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(900, 700), (64, 1025), (129, 1025), (40, 2049), (2048, 17), (1100, 33)],
+                         ids=str)
+def test_thread_counts_agree_bit_for_bit(dtype, shape):
+    """The summation order is fixed by the row chunking, not by which columns (rows form) or rows
+    (dot form) each thread computes: 1, 2 and 3 threads give the same bits, epilogue included
+    (each shape has enough multiply-adds for the team, GEMV_PARALLEL_MIN)."""
     rng = np.random.default_rng(8)
-    x = rng.standard_normal((1, 900)).astype(np.float32)
-    w = rng.standard_normal((900, 700)).astype(np.float32)
-    exe = compile_graph(_graph((1, 900), (900, 700), np.float32),
-                        [TensorType(np.dtype(np.float32), s) for s in ((1, 900), (900, 700))])
+    k, n = shape
+    x = rng.standard_normal((1, k)).astype(dtype)
+    w = rng.standard_normal((k, n)).astype(dtype)
+    b = rng.standard_normal(n).astype(dtype)
+    exe = compile_graph(_graph((1, k), (k, n), dtype, bias=True, relu="h0"),
+                        [TensorType(np.dtype(dtype), s) for s in ((1, k), (k, n), (n,))])
     old, old_spin = get_num_threads(), blocks.team_spin_us()
+    assert k * n >= blocks.GEMV_PARALLEL_MIN
     try:
         results = []
-        for n, spin in ((1, 0), (2, 100), (3, 100), (2, 0)):
-            set_num_threads(n)
+        for nthreads, spin in ((1, 0), (2, 100), (3, 100), (2, 0)):
+            set_num_threads(nthreads)
             blocks.set_team_spin_us(spin)
-            results.append(exe(x, w)[0])
+            results.append([exe(x, wl, b)[0] for wl in (w, np.asfortranarray(w))])
     finally:
         set_num_threads(old)
         blocks.set_team_spin_us(old_spin)
-    np.testing.assert_array_equal(results[0], results[3])
-    np.testing.assert_array_equal(results[0], results[1])
-    np.testing.assert_array_equal(results[0], results[2])
+    for r in results[1:]:
+        for got, want in zip(r, results[0]):
+            np.testing.assert_array_equal(got, want)
+    _assert_close(results[0][0], _expected(x, w, b, "h0"), x, w, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("k", [0, 1, 7, 8, 9, 63, 64, 65, 72, 129])
+@pytest.mark.parametrize("n", [1, 15, 16, 17, 31, 33, 511, 513, 1023, 1025], ids=lambda n: f"n{n}")
+def test_edge_sizes_of_the_row_groups_chunks_and_column_blocks(dtype, k, n, threads):
+    """K around the eight-row groups and the 64-row chunks, N around the vector widths and the
+    columns whose partials the rows form keeps in L1 at once (NT_GEMV_COLS: 1024 float32, 512
+    float64), in both layouts."""
+    rng = np.random.default_rng(k * 1000 + n)
+    exe = compile_graph(_graph((k,), (k, n), dtype, bias=True, relu="0h"),
+                        [TensorType(np.dtype(dtype), s) for s in ((k,), (k, n), (n,))])
+    x = rng.standard_normal(k).astype(dtype)
+    w = rng.standard_normal((k, n)).astype(dtype)
+    b = rng.standard_normal(n).astype(dtype)
+    for wl in (w, np.asfortranarray(w)):
+        (got,) = exe(x, wl, b)
+        _assert_close(got, _expected(x, wl, b, "0h"), x, w, dtype)
 
 
 def test_concurrent_calls_from_two_python_threads(threads):
@@ -249,3 +276,73 @@ def test_small_products_with_a_fused_bias_keep_it(k, n):
     for _ in range(3):
         args = (rng.standard_normal((1, k)), rng.standard_normal((k, n)), rng.standard_normal(n) + 5.0)
         np.testing.assert_allclose(traced(*args), f(*args), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m", [2, 3, 5, 8])
+@pytest.mark.parametrize("shape", [(1, 1), (9, 17), (64, 33), (130, 513), (784, 512), (0, 5)], ids=str)
+def test_a_few_rows_of_x_share_one_pass_over_w(dtype, m, shape, threads):
+    """(M, K) @ (K, N) for M <= GEMV_MAX_M with a run-time W runs on the GEMV kernels, every layout of
+    W and x (rows of x and y apart by more than a row), with the bias and ReLU fused; each row of
+    the result has the bits of the one-vector product of that row."""
+    rng = np.random.default_rng(m * 100 + sum(shape))
+    k, n = shape
+    exe = compile_graph(_graph((m, k), shape, dtype, bias=True, relu="h0"),
+                        [TensorType(np.dtype(dtype), s) for s in ((m, k), shape, (n,))])
+    one = compile_graph(_graph((1, k), shape, dtype, bias=True, relu="h0"),
+                        [TensorType(np.dtype(dtype), s) for s in ((1, k), shape, (n,))])
+    stats = exe.stats()
+    assert stats["gemv"] == 1 and stats["gemv_rows_of_x"] == 1 and stats["fallbacks"] == 0
+    x = rng.standard_normal((m, k)).astype(dtype)
+    x[0, : k // 2] = -0.0
+    w = rng.standard_normal(shape).astype(dtype)
+    b = rng.standard_normal(n).astype(dtype)
+    wide = np.zeros((m, 2 * k + 1), dtype)
+    wide[:, :k] = x
+    for xl in (x, wide[:, :k]):
+        for name, wl in _layouts(w).items():
+            (got,) = exe(xl, wl, b)
+            _assert_close(got, _expected(xl, wl, b, "h0"), xl, w, dtype)
+            if name in ("c", "f", "strided_rows"):   # the others are NumPy's (BLAS's bits)
+                for i in range(m):
+                    np.testing.assert_array_equal(got[i], one(xl[i:i + 1], wl, b)[0][0])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_few_rows_special_values(dtype):
+    """NaN and inf in one row of x stay in that row; -0.0 rows sum to NumPy's zeros."""
+    rng = np.random.default_rng(11)
+    m, k, n = 4, 70, 40
+    x = rng.standard_normal((m, k)).astype(dtype)
+    x[1, 3] = np.nan
+    x[2, :] = -0.0
+    w = rng.standard_normal((k, n)).astype(dtype)
+    w[5, 7] = np.inf
+    exe = compile_graph(_graph((m, k), (k, n), dtype),
+                        [TensorType(np.dtype(dtype), s) for s in ((m, k), (k, n))])
+    (got,) = exe(x, w)
+    with np.errstate(invalid="ignore"):   # inf * 0 in NumPy's own product
+        want = x @ w
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(got[:, 7], want[:, 7])
+    np.testing.assert_array_equal(np.signbit(got[2]), np.signbit(want[2]))
+    ok = np.ones(n, bool)
+    ok[7] = False
+    _assert_close(got[[0, 3]][:, ok], want[[0, 3]][:, ok], x[[0, 3]], w[:, ok], dtype)
+
+
+def test_more_rows_or_constant_weights_stay_off_the_gemv_kernels():
+    """Nine rows of x go to BLAS; a constant W at a few rows to the packed-weight kernels."""
+    rng = np.random.default_rng(12)
+    exe = compile_graph(_graph((9, 20), (20, 30), np.float32),
+                        [TensorType(np.dtype(np.float32), s) for s in ((9, 20), (20, 30))])
+    assert exe.stats()["gemv"] == 0
+    g = Graph()
+    x = g.add_input("x", TensorType(np.dtype(np.float32), (3, 20)))
+    wv = rng.standard_normal((20, 30)).astype(np.float32)
+    w = _op(g, "prim.Constant", value=wv)
+    g.set_outputs([_op(g, "np.matmul", x, w)])
+    exe = compile_graph(g, [TensorType(np.dtype(np.float32), (3, 20))])
+    assert exe.stats()["gemv"] == 0 and exe.stats()["packed_matmuls"] == 1
+    xs = rng.standard_normal((3, 20)).astype(np.float32)
+    _assert_close(exe(xs)[0], xs @ wv, xs, wv, np.float32)

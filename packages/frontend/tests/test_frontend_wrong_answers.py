@@ -501,3 +501,16 @@ def test_a_mean_of_an_empty_slice_is_numpys_nan_bit_for_bit(fn, backend):
     assert np.asarray(got).dtype == np.asarray(want).dtype
     np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
     np.testing.assert_array_equal(got, want)
+
+
+def test_subok_true_is_plain_broadcasting_for_traced_arrays(backend):
+    # SciPy's array-API layer calls broadcast_to(..., subok=True); on plain ndarrays it changes nothing.
+    def f(x, y):
+        a, b = np.broadcast_arrays(x, y, subok=True)
+        return np.broadcast_to(x, (4, 1, *x.shape), subok=True) + a * b
+
+    rng = np.random.default_rng(0)
+    traced = nt.trace(f, (rng.standard_normal(3), rng.standard_normal((2, 1))), backend=backend)
+    for n in (3, 5):
+        x, y = rng.standard_normal(n), rng.standard_normal((2, 1))
+        np.testing.assert_array_equal(traced(x, y), f(x, y))

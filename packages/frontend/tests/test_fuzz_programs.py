@@ -97,6 +97,17 @@ def _gemv(a):
     return np.maximum(v @ w + np.array([0.5, -0.0, 0.0]), 0.0)
 
 
+def _gemv_rows(a):
+    """A few rows of x times a run-time W (from the input, with signed zeros): the GEMV kernels'
+    (M, K) @ (K, N) form."""
+    v = np.ravel(a)
+    k = np.size(v) // 3
+    if k < 1:
+        return a
+    w = np.multiply.outer(v[:k], np.array([1.0, -0.0, 0.5, -1.0]))
+    return np.maximum(v[:3 * k].reshape(3, k) @ w + np.array([0.5, -0.0, 0.0, 1.0]), 0.0)
+
+
 # Constant weights: products with them run on the cpu backend's packed-weight kernels (signed zeros,
 # a zero column and a bias of zeros exercise the sums of -0.0 and ReLU's zero signs).
 _PACKED_W = np.array([[1.0, -0.0, 0.5, 0.0, -1.0, 2.0, 0.25, -0.5, 3.0],
@@ -222,6 +233,7 @@ STEPS = {
     "stack_0d": (1, lambda a: np.stack([a.sum(), a.max()])),
     "array_0d": (1, lambda a: np.array([a.mean(), a.std()])),
     "small_k": (1, _small_k), "small_k_neg_zero": (1, lambda a: _small_k(a, -0.0)), "gemv": (1, _gemv),
+    "gemv_rows": (1, _gemv_rows),
     "packed": (1, _packed), "packed_residual": (1, lambda a: _packed(a, residual=True)),
     "packed_runtime": (1, _runtime_product),
     "neg_zero": (1, lambda a: a * -0.0), "clip_tie": (1, lambda a: np.clip(a * -0.0, 0.0, 1.0)),
@@ -241,7 +253,7 @@ STEPS = {
 FAST_STEPS = [name for name in STEPS if name in (
     "stack_write", "concat_write", "column_stack_write", "stack_0d", "array_0d", "small_k",
     "small_k_neg_zero",
-    "gemv", "packed", "packed_runtime",
+    "gemv", "gemv_rows", "packed", "packed_runtime",
     "neg_zero", "clip_tie", "clip_tie_high", "max_tie", "min_tie", "scan_of_pass", "cumprod_of_pass",
     "pow_m2_huge", "pow_m2_tiny", "pow_m1_subnormal", "pow_half", "pow_3_huge", "pow_4", "pow_m_half",
     "pow_2_neg_zero", "reshape_write", "ravel_write", "T_reshape_write", "set_row", "set_slice", "iadd",
@@ -297,6 +309,7 @@ FAST_PATHS = {
     "small-K product": lambda s: s["small_matmuls"],
     "GEMV": lambda s: s["gemv"],
     "GEMV with a fused bias": lambda s: s["gemv_epilogues"],
+    "GEMV over a few rows of x": lambda s: s["gemv_rows_of_x"],
     "packed-weight product": lambda s: s["packed_matmuls"],
     "packed-weight product with a fused epilogue": lambda s: s["packed_epilogue_ops"],
     "packed product of run-time values": lambda s: s["packed_runtime"],

@@ -10,6 +10,11 @@ import pytest
 from numtrace_ir import registry, testing
 from numtrace_ir.ops.nanfunctions import with_nans
 
+try:
+    from scipy.special import logsumexp as _bound_logsumexp
+except ImportError:   # the SciPy cases skip
+    _bound_logsumexp = None
+
 K3 = np.array([0.25, -1.0, 0.5])
 XP = np.linspace(-3.0, 3.0, 7)
 FP = np.cos(XP)
@@ -40,6 +45,10 @@ def _spd(m, dtype="f8"):
     def make(rng, n):
         a = rng.uniform(-1, 1, (n, m, m))
         return ((a @ np.swapaxes(a, -1, -2) + m * np.eye(m)).astype(dtype),)
+
+    return make
+
+
 def _scatter(dtype="f8"):
     """A batch of values and of indices into it (negative ones too: NumPy wraps them)."""
     def make(rng, n):
@@ -52,6 +61,8 @@ def _rotations(rng, n):
     """A batch of plane rotations: complex eigenvalues in every matrix."""
     c, s = np.cos(t := rng.uniform(0.3, 2.8, n)), np.sin(t)
     return (np.stack([np.stack([c, -s], -1), np.stack([s, c], -1)], -2),)
+
+
 def _at(ufunc, a, i, *value):
     ufunc.at(a, i, *value)
     return a
@@ -225,7 +236,16 @@ CASES = [
     ("np.put", lambda x, i: _put(x.copy(), i * 7, -1.0, mode="clip"), _scatter()),
     ("np.put_along_axis", lambda x, i: _put_along(np.stack([x, -x], axis=1), (i % 2)[:, None], 9.0, 1),
      _scatter()),
+    # -- SciPy functions as ops ---------------------------------------------------------------------
+    ("scipy.special.logsumexp", lambda x: _scipy_special().logsumexp(x, axis=1), _arrays((None, 4))),
+    ("scipy.special.logsumexp", lambda x: _scipy_special().logsumexp(x), _arrays((None, 2), dtype="f4")),
+    ("scipy.special.logsumexp", lambda x: x - _scipy_special().logsumexp(x, axis=-1, keepdims=True),
+     _arrays((None, 3))),
 ]
+
+
+def _scipy_special():
+    return pytest.importorskip("scipy.special")
 
 
 def _flat(r):
@@ -367,3 +387,21 @@ def test_pad_mode_empty_is_padded_with_some_values(backend):
     got = traced(np.arange(5.0))
     assert got.shape == (8,) and got.dtype == np.float64
     np.testing.assert_array_equal(got[1:6], np.arange(5.0))
+
+
+def test_logsumexp_bound_by_name_and_its_other_forms(backend):
+    special = pytest.importorskip("scipy.special")
+    rng = np.random.default_rng(3)
+
+    def f(x):   # a module's name bound before tracing, as library code binds it
+        return _bound_logsumexp(x, axis=0) + special.logsumexp(x, axis=1, b=np.full(x.shape[1], 0.5))[0]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", nt.TracerWarning)   # the b= form is SciPy's code, traced through
+        traced = nt.trace(f, (rng.standard_normal((6, 3)),), backend=backend)
+        assert "scipy.special.logsumexp" in [n.op for n in traced.graph.nodes]
+        for n in (6, 1, 9):
+            x = rng.standard_normal((n, 3))
+            testing.assert_outputs_close(traced(x), f(x), what=f"at {n} on {backend}")
+    x = np.array([[0.0, -np.inf], [np.inf, 1.0]])
+    assert np.array_equal(_bound_logsumexp(x, axis=1), special.logsumexp(x, axis=1))   # untraced: SciPy's

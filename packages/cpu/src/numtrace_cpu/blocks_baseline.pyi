@@ -9,6 +9,7 @@ import numpy as np
 RUN_PASS: object
 RUN_GENERATED: object
 GEMV_PARALLEL_MIN: int
+GEMV_MAX_M: int
 GEMV_ACTIVATIONS: dict[str | None, int]
 
 def scan(a: np.ndarray, out: np.ndarray, axis: int, op: int, nthreads: int) -> None: ...

@@ -178,6 +178,9 @@ class Executable(CallRunner):
             "rows_widened_runs": sum(s.kernel.rows_widened_runs for s in fused),
             "matmuls": sum(isinstance(s, MatmulStep) for s in self._steps),
             "gemv": sum(isinstance(s, MatmulStep) and s.gemv is not None for s in self._steps),
+            "gemv_rows_of_x": sum(isinstance(s, MatmulStep) and s.gemv is not None and s.gemv[0] == 0
+                                  and self._types[s.inputs[0]].ndim == 2
+                                  and self._types[s.inputs[0]].shape[0] > 1 for s in self._steps),
             "gemv_epilogues": sum(isinstance(s, MatmulStep) and s.gemv is not None and s.bias
                                   for s in self._steps),
             "packed_matmuls": sum(isinstance(s, MatmulStep) and s.packed is not None for s in self._steps),

@@ -1,8 +1,9 @@
 # Matrix-vector products for numtrace_cpu's MatmulStep, included by each ISA build (blocks_<isa>.pyx)
 # so the kernels (nt_gemv.h) get that build's vector width.
 #
-# (1, K) @ (K, N), (K,) @ (K, N) and (M, K) @ (K,) in float32/float64, with the bias add and ReLU that
-# follow fused in. The work is split over a persistent team of worker threads (nt_team.h; as many
+# (1, K) @ (K, N), (K,) @ (K, N) and (M, K) @ (K,) in float32/float64, and (M, K) @ (K, N) for a few
+# rows (M <= NT_GEMV_MAX_M, one pass over the weights for all of them), with the bias add and ReLU
+# that follow fused in. The work is split over a persistent team of worker threads (nt_team.h; as many
 # as numtrace_cpu.set_num_threads says) by a fixed rule (worker t always takes share t: contiguous
 # row chunks of a C-ordered matrix, or contiguous output rows of a transposed one), so on repeated
 # calls each thread reads the same contiguous slice of the weights, which stays in its core's
@@ -19,10 +20,14 @@ import numpy as np
 cnp.import_array()
 
 cdef extern from "nt_gemv.h" nogil:
-    int NT_ACT_NONE, NT_ACT_RELU, NT_ACT_RELU_ZERO_FIRST, NT_GEMV_CHUNK
+    int NT_ACT_NONE, NT_ACT_RELU, NT_ACT_RELU_ZERO_FIRST, NT_GEMV_CHUNK, NT_GEMV_MAX_M
     void nt_gemv_rows_f32(const float* x, const float* w, Py_ssize_t ldw, Py_ssize_t K, Py_ssize_t n, float* y)
     void nt_gemv_rows_f64(const double* x, const double* w, Py_ssize_t ldw, Py_ssize_t K, Py_ssize_t n,
                           double* y)
+    void nt_gemv_rows_m_f32(const float* x, Py_ssize_t ldx, Py_ssize_t M, const float* w, Py_ssize_t ldw,
+                            Py_ssize_t K, Py_ssize_t n, float* y, Py_ssize_t ldy)
+    void nt_gemv_rows_m_f64(const double* x, Py_ssize_t ldx, Py_ssize_t M, const double* w, Py_ssize_t ldw,
+                            Py_ssize_t K, Py_ssize_t n, double* y, Py_ssize_t ldy)
     void nt_gemv_finish_f32(float* y, const float* parts, Py_ssize_t nparts, Py_ssize_t stride, Py_ssize_t n,
                             const float* b, int act)
     void nt_gemv_finish_f64(double* y, const double* parts, Py_ssize_t nparts, Py_ssize_t stride,
@@ -77,6 +82,9 @@ _team_spin_from_env()
 GEMV_PARALLEL_MIN = 1 << 15
 cdef Py_ssize_t _gemv_parallel_min = GEMV_PARALLEL_MIN
 
+GEMV_MAX_M = NT_GEMV_MAX_M
+"""The most rows of x a product of the rows form takes in one pass over the weights."""
+
 GEMV_ACTIVATIONS = {None: NT_ACT_NONE, "relu": NT_ACT_RELU, "relu_zero_first": NT_ACT_RELU_ZERO_FIRST}
 """Epilogue activation name -> kernel code (see nt_gemv.h for their NumPy semantics)."""
 
@@ -86,8 +94,9 @@ cdef struct GemvArgs:
     const char* w
     const char* b
     char* y
-    char* parts       # rows form: the chunks' partial sums, `n` apart (y itself for one chunk)
+    char* parts       # rows form: the chunks' partial sums, M rows of n each (y itself for one chunk)
     Py_ssize_t ldw, K, n, itemsize, nchunks
+    Py_ssize_t M, ldx, ldy, ldp   # vectors; elements between rows of x, of y, of a chunk's partials
     Py_ssize_t per_unit  # row chunks (rows form) or outputs (dot form) per unit of the team
     int rows, act, f64
 
@@ -103,8 +112,12 @@ cdef void _gemv_rows_chunks(const GemvArgs* g, Py_ssize_t c0, Py_ssize_t c1) noe
         kc = min(<Py_ssize_t>NT_GEMV_CHUNK, g.K - k0)
         x = g.x + k0 * g.itemsize
         w = g.w + k0 * g.ldw * g.itemsize
-        part = g.parts + c * g.n * g.itemsize
-        if g.f64:
+        part = g.parts + c * g.M * g.n * g.itemsize
+        if g.M > 1 and g.f64:
+            nt_gemv_rows_m_f64(<const double*>x, g.ldx, g.M, <const double*>w, g.ldw, kc, g.n, <double*>part, g.ldp)
+        elif g.M > 1:
+            nt_gemv_rows_m_f32(<const float*>x, g.ldx, g.M, <const float*>w, g.ldw, kc, g.n, <float*>part, g.ldp)
+        elif g.f64:
             nt_gemv_rows_f64(<const double*>x, <const double*>w, g.ldw, kc, g.n, <double*>part)
         else:
             nt_gemv_rows_f32(<const float*>x, <const float*>w, g.ldw, kc, g.n, <float*>part)
@@ -116,13 +129,18 @@ cdef void _gemv_dots_range(const GemvArgs* g, Py_ssize_t j0, Py_ssize_t j1) noex
         return
     cdef const char* w = g.w + j0 * g.ldw * g.itemsize
     cdef const char* b = g.b + j0 * g.itemsize if g.b != NULL else NULL
-    cdef char* y = g.y + j0 * g.itemsize
-    if g.f64:
-        nt_gemv_dots_f64(<const double*>g.x, <const double*>w, g.ldw, g.K, j1 - j0, <const double*>b, g.act,
-                         <double*>y)
-    else:
-        nt_gemv_dots_f32(<const float*>g.x, <const float*>w, g.ldw, g.K, j1 - j0, <const float*>b, g.act,
-                         <float*>y)
+    cdef const char* x
+    cdef char* y
+    cdef Py_ssize_t m
+    for m in range(g.M):   # the unit's rows of W stay in cache for the next vector
+        x = g.x + m * g.ldx * g.itemsize
+        y = g.y + (m * g.ldy + j0) * g.itemsize
+        if g.f64:
+            nt_gemv_dots_f64(<const double*>x, <const double*>w, g.ldw, g.K, j1 - j0, <const double*>b, g.act,
+                             <double*>y)
+        else:
+            nt_gemv_dots_f32(<const float*>x, <const float*>w, g.ldw, g.K, j1 - j0, <const float*>b, g.act,
+                             <float*>y)
 
 
 cdef void _gemv_rows_unit(void* arg, int u) noexcept nogil:
@@ -143,7 +161,7 @@ cdef void _gemv_run(GemvArgs* g, int nthreads) noexcept nogil:
     cdef Py_ssize_t align = 64 // g.itemsize
     cdef Py_ssize_t fine = g.nchunks if g.rows else (g.n + align - 1) // align
     cdef Py_ssize_t units
-    cdef int nteam = nthreads if g.K * g.n >= _gemv_parallel_min and nt_team_spin_ns > 0 else 1
+    cdef int nteam = nthreads if g.M * g.K * g.n >= _gemv_parallel_min and nt_team_spin_ns > 0 else 1
     g.per_unit = (fine + NT_TEAM_MAX_UNITS - 1) // NT_TEAM_MAX_UNITS
     units = (fine + g.per_unit - 1) // g.per_unit if fine else 0
     if not g.rows:
@@ -151,10 +169,14 @@ cdef void _gemv_run(GemvArgs* g, int nthreads) noexcept nogil:
     nt_team_run(_gemv_rows_unit if g.rows else _gemv_dots_unit, g, <int>units, nteam)
     if not g.rows:
         return
-    if g.f64:
-        nt_gemv_finish_f64(<double*>g.y, <const double*>g.parts, g.nchunks, g.n, g.n, <const double*>g.b, g.act)
-    else:
-        nt_gemv_finish_f32(<float*>g.y, <const float*>g.parts, g.nchunks, g.n, g.n, <const float*>g.b, g.act)
+    cdef Py_ssize_t m
+    for m in range(g.M):
+        if g.f64:
+            nt_gemv_finish_f64(<double*>g.y + m * g.ldy, <const double*>g.parts + m * g.ldp, g.nchunks,
+                               g.M * g.n, g.n, <const double*>g.b, g.act)
+        else:
+            nt_gemv_finish_f32(<float*>g.y + m * g.ldy, <const float*>g.parts + m * g.ldp, g.nchunks,
+                               g.M * g.n, g.n, <const float*>g.b, g.act)
 
 
 cdef inline bint _gemv_unit_stride(cnp.ndarray a, int axis, Py_ssize_t itemsize):
@@ -162,7 +184,8 @@ cdef inline bint _gemv_unit_stride(cnp.ndarray a, int axis, Py_ssize_t itemsize)
 
 
 cdef class Gemv:
-    """A matrix-vector MatmulStep as `run(env, nthreads)`: env[vec] (the (K,) or (1, K) vector),
+    """A matrix-vector MatmulStep as `run(env, nthreads)`: env[vec] (the (K,) or (M, K) vectors,
+    M <= GEMV_MAX_M),
     env[mat] (the matrix; `k_axis` is its summed axis), optional env[bias] of shape (N,) added, then
     the activation, written to env[out]. `fallback(env, nthreads)` computes the same with NumPy for
     layouts the kernels do not take."""
@@ -192,6 +215,7 @@ cdef class Gemv:
         cdef object bo = env[self.bias] if self.bias >= 0 else None
         cdef cnp.ndarray x, w, y, b
         cdef Py_ssize_t itemsize, sk, sj
+        cdef bint rows_ok
         if not (type(xo) is np.ndarray and type(wo) is np.ndarray and type(yo) is np.ndarray
                 and (bo is None or type(bo) is np.ndarray)):
             return self.fallback(env, nthreads)
@@ -204,8 +228,16 @@ cdef class Gemv:
         itemsize = cnp.PyArray_ITEMSIZE(w)
         g.K = w.shape[self.k_axis]
         g.n = w.shape[1 - self.k_axis]
-        # The vector, output and bias run along one contiguous axis of the expected length.
-        if (x.shape[x.ndim - 1] != g.K or x.size != g.K or y.size != g.n or not _gemv_unit_stride(x, x.ndim - 1, itemsize)
+        # The vectors (rows of x), outputs (rows of y) and bias run along one contiguous axis of the
+        # expected length; a few vectors (M rows of x) make as many rows of y.
+        g.M = x.shape[0] if x.ndim == 2 else 1
+        if g.M == 1:
+            rows_ok = y.size == g.n
+        else:
+            rows_ok = (g.M <= NT_GEMV_MAX_M and y.ndim == 2 and y.shape[0] == g.M and y.shape[1] == g.n
+                       and x.strides[0] % itemsize == 0 and y.strides[0] % itemsize == 0)
+        if (x.shape[x.ndim - 1] != g.K or x.size != g.M * g.K or not rows_ok
+                or not _gemv_unit_stride(x, x.ndim - 1, itemsize)
                 or not _gemv_unit_stride(y, y.ndim - 1, itemsize) or not cnp.PyArray_ISALIGNED(x)
                 or not cnp.PyArray_ISALIGNED(w) or not cnp.PyArray_ISALIGNED(y)
                 or (b is not None and (b.shape[0] != g.n or not _gemv_unit_stride(b, 0, itemsize)
@@ -226,10 +258,13 @@ cdef class Gemv:
         g.itemsize = itemsize
         g.act = self.act
         g.f64 = self.typenum == cnp.NPY_DOUBLE
+        g.ldx = x.strides[0] // itemsize if g.M > 1 else 0
+        g.ldy = y.strides[0] // itemsize if g.M > 1 else 0
         g.nchunks = (g.K + NT_GEMV_CHUNK - 1) // NT_GEMV_CHUNK if g.rows else 0
-        g.parts = g.y
+        g.parts, g.ldp = g.y, g.ldy
         if g.nchunks > 1:
-            g.parts = <char*>PyMem_Malloc(g.nchunks * g.n * itemsize)
+            g.ldp = g.n
+            g.parts = <char*>PyMem_Malloc(g.nchunks * g.M * g.n * itemsize)
             if g.parts == NULL:
                 raise MemoryError()
         try:

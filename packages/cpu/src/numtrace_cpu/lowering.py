@@ -170,7 +170,7 @@ def lower(graph, state: frozenset = frozenset()) -> tuple[list[Step], dict, dict
                                   axis=axis, op=op, flatten=flatten))
         elif is_matmul(u):
             epi = fused_after.get(id(u))
-            gemv, packed = gemv_form(u), packed_form(u, state_values)
+            gemv, packed = gemv_form(u, state_values), packed_form(u, state_values)
             operands = epi.operands() if epi else []
             out = index[epi.result if epi else u.outputs[0]]
             nodes_of = [u, *(epi.nodes if epi else ())]

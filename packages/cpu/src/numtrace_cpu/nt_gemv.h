@@ -8,6 +8,8 @@
  *              depend on the thread count, so 1 and N threads give bit-identical results.
  *   dot form:  W(k, j) = w[j*ldw + k] (a transposed matrix, or the rows of (M, K) @ (K,)): one dot
  *              product per j, summed in vector lanes and then across them.
+ * Up to NT_GEMV_MAX_M vectors x share one pass over W (x @ W for a few rows of x): every row of
+ * the result has the bits the one-vector product of that row gives.
  * NumPy's BLAS sums in another order, so results agree to float rounding, not bit for bit.
  * The vectors are GCC vector extensions: the width follows the build's -march.
  */
@@ -34,6 +36,8 @@ enum { NT_ACT_NONE = 0, NT_ACT_RELU = 1, NT_ACT_RELU_ZERO_FIRST = 2 };
 
 /* Rows per chunk of the rows form: the unit of work of one thread, and of the summation order. */
 #define NT_GEMV_CHUNK 64
+/* The most vectors (rows of x) one product of the rows form takes: (M, K) @ (K, N), M <= 8. */
+#define NT_GEMV_MAX_M 8
 
 #define NT_GEMV_DEFINE(T, V, SUF)                                                                   \
 static inline T nt_gv_act_##SUF(T h, int act) {                                                    \
@@ -89,6 +93,42 @@ static void nt_gemv_rows_##SUF(const T* x, const T* w, ptrdiff_t ldw, ptrdiff_t 
         const T* w0 = w + k * ldw;                                                                 \
         for (j = 0; j < nv; j += L) *(V*)(y + j) += x0 * *(const V*)(w0 + j);                      \
         for (; j < n; j++) y[j] += x0 * w0[j];                                                     \
+    }                                                                                              \
+}                                                                                                  \
+                                                                                                   \
+/* Rows form for M vectors (x rows ldx apart, partials ldy apart), one vector of outputs at a     \
+   time: each weight vector is loaded once and feeds the M sums, kept in registers over the rows. \
+   Each sum is the same k-order sum from +0 as nt_gemv_rows gives for that vector alone. */      \
+static inline __attribute__((always_inline)) void nt_gemv_rows_m_body_##SUF(                      \
+        const T* x, ptrdiff_t ldx, const ptrdiff_t M, const T* w, ptrdiff_t ldw, ptrdiff_t K,      \
+        ptrdiff_t n, T* y, ptrdiff_t ldy) {                                                        \
+    const ptrdiff_t L = (ptrdiff_t)(sizeof(V) / sizeof(T));                                        \
+    const ptrdiff_t nv = n - n % L;                                                                \
+    ptrdiff_t j, k, m;                                                                             \
+    for (j = 0; j < nv; j += L) {                                                                  \
+        V a[NT_GEMV_MAX_M];                                                                        \
+        for (m = 0; m < M; m++) a[m] = (V){0};                                                     \
+        for (k = 0; k < K; k++) {                                                                  \
+            const V wv = *(const V*)(w + k * ldw + j);                                             \
+            for (m = 0; m < M; m++) a[m] += x[m * ldx + k] * wv;                                   \
+        }                                                                                          \
+        for (m = 0; m < M; m++) *(V*)(y + m * ldy + j) = a[m];                                     \
+    }                                                                                              \
+    if (nv < n)   /* the last columns: nt_gemv_rows's own tail loop, so their bits match it too */  \
+        for (m = 0; m < M; m++) nt_gemv_rows_##SUF(x + m * ldx, w + nv, ldw, K, n - nv, y + m * ldy + nv); \
+}                                                                                                  \
+                                                                                                   \
+/* nt_gemv_rows_m_body with M a constant (2 to NT_GEMV_MAX_M), so its sums stay in registers. */  \
+static void nt_gemv_rows_m_##SUF(const T* x, ptrdiff_t ldx, ptrdiff_t M, const T* w, ptrdiff_t ldw, \
+                                 ptrdiff_t K, ptrdiff_t n, T* y, ptrdiff_t ldy) {                  \
+    switch (M) {                                                                                   \
+    case 2: nt_gemv_rows_m_body_##SUF(x, ldx, 2, w, ldw, K, n, y, ldy); break;                     \
+    case 3: nt_gemv_rows_m_body_##SUF(x, ldx, 3, w, ldw, K, n, y, ldy); break;                     \
+    case 4: nt_gemv_rows_m_body_##SUF(x, ldx, 4, w, ldw, K, n, y, ldy); break;                     \
+    case 5: nt_gemv_rows_m_body_##SUF(x, ldx, 5, w, ldw, K, n, y, ldy); break;                     \
+    case 6: nt_gemv_rows_m_body_##SUF(x, ldx, 6, w, ldw, K, n, y, ldy); break;                     \
+    case 7: nt_gemv_rows_m_body_##SUF(x, ldx, 7, w, ldw, K, n, y, ldy); break;                     \
+    default: nt_gemv_rows_m_body_##SUF(x, ldx, NT_GEMV_MAX_M, w, ldw, K, n, y, ldy); break;       \
     }                                                                                              \
 }                                                                                                  \
                                                                                                    \

@@ -31,6 +31,8 @@ from numtrace_ir.types import ScalarType, TensorType
 __all__ = ["RUNTIME_MIN_ROWS", "Epilogue", "epilogues", "gemv_form", "packed_form", "weight_source"]
 
 _MATMUL, _DOT, _ADD, _MAXIMUM = map(registry.get, ("np.matmul", "np.dot", "np.add", "np.maximum"))
+GEMV_MAX_M = 8
+"""The most rows of x a GEMV step takes (NT_GEMV_MAX_M in nt_gemv.h)."""
 _VIEW_OPS = frozenset(op.name for op in registry.all_ops() if op.as_view is not None)
 
 
@@ -57,15 +59,21 @@ def _float_product(node) -> tuple[Any, TensorType, TensorType, TensorType] | Non
     return op, a, b, out
 
 
-def gemv_form(node) -> tuple[int, int] | None:
+def gemv_form(node, state: frozenset = frozenset()) -> tuple[int, int] | None:
     """(position of the vector operand, summed axis of the matrix) when `node` is a product the
-    GEMV kernels take; None otherwise."""
+    GEMV kernels take; None otherwise. A few rows of x (2 to GEMV_MAX_M) @ W go there too when W is
+    a run-time value (see weight_source; `state`: the module-state graph inputs): one pass over W
+    for all of them, where BLAS would pack W first; constant and module weights keep the packed
+    kernels."""
     found = _float_product(node)
     if found is None:
         return None
     op, a, b, _ = found
     if b.ndim == 2 and (a.ndim == 1 or (a.ndim == 2 and a.shape[0] == 1)):
         return 0, 0   # x @ W: the vector is a, W sums over its rows
+    if (b.ndim == 2 and a.ndim == 2 and 2 <= a.shape[0] <= GEMV_MAX_M
+            and weight_source(node.inputs[1], state) == "runtime"):
+        return 0, 0   # a few rows of x @ W
     if a.ndim == 2 and b.ndim == 1 and op is _MATMUL:
         return 1, 1   # A @ x: the vector is b, A sums over its columns
     return None
@@ -97,7 +105,7 @@ def packed_form(node, state: frozenset) -> str | None:
     on every call (see weight_source); None when the GEMV kernels or BLAS run it (vector sides, few
     rows of run-time operands, complex dtypes, broadcast stacks)."""
     found = _float_product(node)
-    if found is None or gemv_form(node) is not None:
+    if found is None or gemv_form(node, state) is not None:
         return None
     op, a, b, _ = found
     if a.ndim < 2 or b.ndim < 2 or (op is _DOT and (a.ndim != 2 or b.ndim != 2)):
@@ -222,7 +230,7 @@ def epilogues(nodes: list, outputs: list, state: frozenset = frozenset()) -> dic
     outs = set(outputs)
     found: dict = {}
     for node in nodes:
-        if gemv_form(node) is not None:
+        if gemv_form(node, state) is not None:
             epi = _gemv_epilogue(node, outs)
         elif packed_form(node, state) is not None:
             epi = _packed_epilogue(node, outs)

@@ -551,7 +551,8 @@ def _patches() -> tuple[list[tuple[Any, str, Any]], _UnpatchedNumpy]:
                                                for (module, name, _), original in zip(made, wrapped)):
             return made, shim
     made = _make_patches()
-    made += _bound_elsewhere({name: wrapper for module, name, wrapper in made if module is np})
+    made += _bound_elsewhere([(module, name, wrapper) for module, name, wrapper in made
+                              if module is np or module.__name__ in _FOREIGN_OPS])
     wrapped = [getattr(module, name) for module, name, _ in made]
     shim = _UnpatchedNumpy({name: original for (module, name, _), original in zip(made, wrapped)
                             if module is np})
@@ -562,14 +563,14 @@ def _patches() -> tuple[list[tuple[Any, str, Any]], _UnpatchedNumpy]:
 _made_patches: tuple[list, list, Any, int] | None = None
 
 
-def _bound_elsewhere(wrappers: dict[str, Any]) -> list[tuple[Any, str, Any]]:
-    """Patches for the names other modules bound to the patched NumPy functions before tracing
+def _bound_elsewhere(patched: list[tuple[Any, str, Any]]) -> list[tuple[Any, str, Any]]:
+    """Patches for the names other modules bound to the patched functions before tracing
     (``from numpy import array, zeros`` at a module's top, as NumPy's own modules and many libraries
     do): those names get the same wrappers, so a call through them is intercepted as ``np.array`` is."""
-    originals = {id(getattr(np, name)): (name, wrapper) for name, wrapper in wrappers.items()}
+    originals = {id(getattr(module, name)): (module, name, wrapper) for module, name, wrapper in patched}
     patches = []
     for module_name, module in list(sys.modules.items()):
-        if module is np or not isinstance(module, types.ModuleType) or module_name.startswith(_OWN):
+        if not isinstance(module, types.ModuleType) or module_name.startswith(_OWN):
             continue
         try:
             namespace = module.__dict__
@@ -577,8 +578,8 @@ def _bound_elsewhere(wrappers: dict[str, Any]) -> list[tuple[Any, str, Any]]:
             continue
         for name, value in list(namespace.items()):
             hit = originals.get(id(value))
-            if hit is not None and value is getattr(np, hit[0]):
-                patches.append((module, name, hit[1]))
+            if hit is not None and hit[0] is not module and value is getattr(hit[0], hit[1]):
+                patches.append((module, name, hit[2]))
     return patches
 
 
@@ -627,7 +628,33 @@ def _make_patches() -> list[tuple[Any, str, Any]]:
     patches.append((np, "asfortranarray", _fortran_wrapper(np.asfortranarray)))
     if registry.for_numpy(np.ascontiguousarray) is not None:
         patches.append((np, "ascontiguousarray", _dispatching_wrapper(np.ascontiguousarray)))
+    for module_name, functions in _FOREIGN_OPS.items():
+        module = sys.modules.get(module_name)   # not imported: the program cannot call it
+        for name, op_name in functions.items():
+            original = getattr(module, name, None)
+            if original is not None:
+                registry.register_target(original, "__call__", registry.get(op_name))
+                patches.append((module, name, _foreign_op_wrapper(original, op_name)))
     return patches
+
+
+# Functions of other libraries that are registry ops (module -> name -> op).
+_FOREIGN_OPS = {"scipy.special": {"logsumexp": "scipy.special.logsumexp"}}
+
+
+def _foreign_op_wrapper(original: Any, op_name: str) -> Any:
+    """A library function the registry has as an op: a call with traced arguments is recorded as the
+    op, except for forms the op does not take, which run the library's own code on the traced arrays."""
+    @functools.wraps(original)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if current_tracer() is None or not any(isinstance(a, TracedArray) for a in (*args, *kwargs.values())):
+            return original(*args, **kwargs)
+        try:
+            registry.get(op_name).bind(args, kwargs)
+        except NotImplementedError:
+            return original(*args, **kwargs)
+        return dispatch.call(original, "__call__", args, kwargs)
+    return call
 
 
 class _UnpatchedNumpy(types.ModuleType):

@@ -433,7 +433,7 @@ def _method(name: str):
 # ndarray methods: through the registry's method variant, or the NumPy function with the array first.
 for _name in ("sum", "mean", "std", "var", "prod", "max", "min", "argmax", "argmin", "any", "all",
               "cumsum", "cumprod", "clip", "dot", "squeeze", "ravel", "swapaxes", "repeat", "take",
-              "argsort", "round", "nonzero", "diagonal", "trace", "searchsorted", "compress",
+              "argsort", "round", "nonzero", "diagonal", "trace", "searchsorted",
               "choose", "argpartition", "put"):
     setattr(TracedArray, _name, _method(_name))
 del _name

@@ -102,10 +102,12 @@ class Attr:
 @dataclass(frozen=True)
 class Unsupported:
     """A NumPy parameter kept for its position (e.g. ``out``) that must keep its default: the tracer
-    functionalizes it before binding."""
+    functionalizes it before binding. ``same``: other values that act as the default on the plain
+    ndarrays a graph holds (``subok=True`` keeps no subclass where there is none)."""
 
     name: str
     default: Any = None
+    same: tuple = ()
 
 
 Param = Input | Inputs | Attr | Unsupported
@@ -338,7 +340,7 @@ class OpDef:
                     )
                 inputs.extend(value)
             elif isinstance(p, Unsupported):
-                if value is not REQUIRED and value is not p.default:
+                if value is not REQUIRED and value is not p.default and not any(value is v for v in p.same):
                     raise TypeError(
                         f"{self.name}: argument {p.name!r} is not supported here "
                         f"(only {p.default!r}); the tracer must functionalize it"

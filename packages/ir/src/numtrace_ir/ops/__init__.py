@@ -23,6 +23,7 @@ from numtrace_ir.ops import (
     reductions,  # noqa: F401
     scatter,  # noqa: F401
     searching,  # noqa: F401
+    scipy_special,  # noqa: F401
     selection,  # noqa: F401
     signal,  # noqa: F401
     special,  # noqa: F401

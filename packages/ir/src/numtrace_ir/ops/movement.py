@@ -246,7 +246,7 @@ def _broadcast_to(name, t, attrs):
 
 movement(
     "np.broadcast_to",
-    [Attr("shape", convert=rules.to_shape), Unsupported("subok", False)],
+    [Attr("shape", convert=rules.to_shape), Unsupported("subok", False, same=(True,))],
     _broadcast_to,
     lambda a, shape: np.broadcast_to(a, shape).copy(),
     [np.broadcast_to],
@@ -394,7 +394,7 @@ register(
     OpDef(
         "np.broadcast_arrays",
         "movement",
-        [Inputs("args", "any", star=True), Unsupported("subok", False)],
+        [Inputs("args", "any", star=True), Unsupported("subok", False, same=(True,))],
         _broadcast_arrays_rule,
         _broadcast_arrays_impl,
         numpy_targets=[np.broadcast_arrays],
