@@ -59,6 +59,7 @@ def _samples(rng):
     yield Sample((x,), {"axis": (0, 2), "keepdims": True})
     yield Sample((np.array([[-np.inf, -np.inf], [np.inf, 1.0], [np.nan, 0.0]]),), {"axis": 1})
     yield Sample((np.zeros((0, 3)),), {"axis": 0})
+    yield Sample((np.array(1.5),), {})
 
 
 register(
