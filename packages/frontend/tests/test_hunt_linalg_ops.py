@@ -33,6 +33,7 @@ def _rotations(n):
     return np.stack([np.stack([c, -s], -1), np.stack([s, c], -1)], -2)
 
 
+@pytest.mark.triton
 @pytest.mark.parametrize(
     "fn",
     [
