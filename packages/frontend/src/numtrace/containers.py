@@ -15,6 +15,7 @@ trace time (`changed_item`).
 
 from __future__ import annotations
 
+import importlib
 import re
 import struct
 from collections.abc import Callable
@@ -105,7 +106,8 @@ def same_scalar(a: Any, b: Any) -> bool:
 
 
 class SequenceSpec(Spec):
-    """A tuple or list of sub-structures."""
+    """A tuple or list of sub-structures; ``container`` may be one of NumPy's namedtuples (an output
+    such as ``np.linalg.eigh``'s ``EighResult``), rebuilt as that type."""
 
     __slots__ = ("container", "children")
 
@@ -128,10 +130,15 @@ class SequenceSpec(Spec):
             child.extract(item, out, f"{where}[{i}]")
 
     def build(self, leaves):
-        return self.container(child.build(leaves) for child in self.children)
+        items = (child.build(leaves) for child in self.children)
+        return self.container(*items) if hasattr(self.container, "_fields") else self.container(items)
 
     def to_json(self):
-        return {"kind": self.container.__name__, "children": [c.to_json() for c in self.children]}
+        children = [c.to_json() for c in self.children]
+        if hasattr(self.container, "_fields"):
+            name = f"{self.container.__module__}:{self.container.__qualname__}"
+            return {"kind": "namedtuple", "type": name, "children": children}
+        return {"kind": self.container.__name__, "children": children}
 
     def count(self):
         return sum(c.count() for c in self.children)
@@ -172,6 +179,21 @@ class DictSpec(Spec):
         return sum(c.count() for c in self.children)
 
 
+def numpy_namedtuple(name: str, size: int) -> type:
+    """NumPy's namedtuple type saved as ``module:qualname`` (only NumPy's: loading imports no other
+    module), checked to have ``size`` fields."""
+    module, _, qualname = name.partition(":")
+    if module != "numpy" and not module.startswith("numpy."):
+        raise ValueError(f"{name!r} is not one of NumPy's namedtuples")
+    found: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        found = getattr(found, part)
+    fields = getattr(found, "_fields", ())
+    if not (isinstance(found, type) and issubclass(found, tuple) and len(fields) == size):
+        raise ValueError(f"{name!r} is not a namedtuple of {size} fields")
+    return found
+
+
 def spec_from_json(data: Any) -> Spec:
     """Rebuild a spec saved by ``Spec.to_json``; malformed data raises ``ValueError``."""
     try:
@@ -187,6 +209,9 @@ def spec_from_json(data: Any) -> Spec:
         if kind in ("tuple", "list"):
             children = [spec_from_json(c) for c in data["children"]]
             return SequenceSpec(tuple if kind == "tuple" else list, children)
+        if kind == "namedtuple":
+            children = [spec_from_json(c) for c in data["children"]]
+            return SequenceSpec(numpy_namedtuple(data["type"], len(children)), children)
         if kind == "dict":
             keys = data["keys"]
             if not all(isinstance(k, str) for k in keys) or len(keys) != len(data["children"]):
@@ -195,7 +220,7 @@ def spec_from_json(data: Any) -> Spec:
             if type(exact) is not bool:
                 raise ValueError("a dict's exact flag must be a bool")
             return DictSpec(list(keys), [spec_from_json(c) for c in data["children"]], exact)
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, ImportError, AttributeError) as exc:
         raise ValueError(f"malformed container structure in saved trace: {data!r:.200}") from exc
     raise ValueError(f"malformed container structure in saved trace: unknown kind {kind!r}")
 

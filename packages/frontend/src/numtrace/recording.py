@@ -212,6 +212,14 @@ def _guarded(tracer: Tracer) -> bool:
     return any(n.op == "prim.guard" for n in tracer.graph.nodes)
 
 
+def _tuple_type(obj: tuple) -> type:
+    """The container a returned tuple is rebuilt as: NumPy's namedtuples (``np.linalg.svd``'s
+    ``SVDResult``) keep their type, other tuples are plain tuples."""
+    kind = type(obj)
+    numpy_result = hasattr(kind, "_fields") and kind.__module__.split(".")[0] == "numpy"
+    return kind if numpy_result else tuple
+
+
 def _flatten_output(tracer: Tracer, obj: Any, where: str, strict: bool, leaves: list) -> Spec:
     if isinstance(obj, TracedArray):
         leaves.append(obj)
@@ -221,7 +229,7 @@ def _flatten_output(tracer: Tracer, obj: Any, where: str, strict: bool, leaves: 
         leaves.append(freeze(tracer, obj))
         return Leaf(len(leaves) - 1)
     if isinstance(obj, tuple):
-        return SequenceSpec(tuple, [_flatten_output(tracer, x, f"{where}[{i}]", strict, leaves)
+        return SequenceSpec(_tuple_type(obj), [_flatten_output(tracer, x, f"{where}[{i}]", strict, leaves)
                                  for i, x in enumerate(obj)])
     if isinstance(obj, list):
         if strict:

@@ -209,7 +209,8 @@ for _f, _vectors in ((_LA.eig, True), (_LA.eigvals, False)):
         _eig if _vectors else _eigvals, _eig_samples,
         "eigenvalues (and right eigenvectors) of general matrices; `real` is the kind NumPy gave at trace "
         "time (a real array when every eigenvalue is real), and a call whose values give the other kind "
-        "breaks a guard", result_attrs=_real_result)
+        "breaks a guard", result_attrs=_real_result,
+        effect=True)   # a check: the traced function may have read only the result's dtype
 
 
 # -- singular values ------------------------------------------------------------------------------
