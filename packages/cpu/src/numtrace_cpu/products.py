@@ -91,13 +91,12 @@ def weight_source(v, state: frozenset) -> str:
     return "constant" if n.op == "prim.Constant" and isinstance(v.type, TensorType) else "runtime"
 
 
-RUNTIME_MIN_ROWS = GEMV_MAX_M + 1
+RUNTIME_MIN_ROWS = 8
 """Rows of A from which a product of two run-time values runs on the packed kernels, its right operand
-packed inside the product; 2 to GEMV_MAX_M rows of a 2-D A run on the GEMV kernels (one pass over W
-for all of them). Measured on 2 cores under load, (M, 512) @ (512, 512) and (M, 256) @ (256, 1024)
-against BLAS on one OpenBLAS thread (how numtrace calls it): the packed kernels ahead by 1.2-1.3x
-(float32) and 2-2.6x (float64) at M = 8, by 1.3-1.7x and 2-4x from 16 rows; below 8 rows the ratio is
-noise-sized while the packing costs more per row."""
+packed inside the product. Measured on 2 cores under load, (M, 512) @ (512, 512) and (M, 256) @
+(256, 1024) against BLAS on one OpenBLAS thread (how numtrace calls it): the packed kernels ahead by
+1.2-1.3x (float32) and 2-2.6x (float64) at M = 8, by 1.3-1.7x and 2-4x from 16 rows; below 8 rows the
+ratio is noise-sized while the packing costs more per row."""
 
 
 def packed_form(node, state: frozenset) -> str | None:
