@@ -261,7 +261,7 @@ def test_which_products_of_run_time_values_stay_with_blas():
     rng = np.random.default_rng(11)
     m = RUNTIME_MIN_ROWS
     for a_shape, b_shape, dtype, packed in (((m - 1, 30), (30, 20), np.float32, False),
-                                            ((m, 30), (30, 20), np.float32, True),
+                                            ((m + 1, 30), (30, 20), np.float32, True),
                                             ((2, m // 2, 30), (30, 20), np.float64, True),
                                             ((2, m, 30), (1, 30, 20), np.float32, False),
                                             ((1, m, 30), (3, 30, 20), np.float64, False),

@@ -93,10 +93,11 @@ def weight_source(v, state: frozenset) -> str:
 
 RUNTIME_MIN_ROWS = 8
 """Rows of A from which a product of two run-time values runs on the packed kernels, its right operand
-packed inside the product. Measured on 2 cores under load, (M, 512) @ (512, 512) and (M, 256) @
-(256, 1024) against BLAS on one OpenBLAS thread (how numtrace calls it): the packed kernels ahead by
-1.2-1.3x (float32) and 2-2.6x (float64) at M = 8, by 1.3-1.7x and 2-4x from 16 rows; below 8 rows the
-ratio is noise-sized while the packing costs more per row."""
+packed inside the product (a 2-D A of up to GEMV_MAX_M rows runs on the GEMV kernels). Measured on 2
+cores under load, (M, 512) @ (512, 512) and (M, 256) @ (256, 1024) against BLAS on one OpenBLAS
+thread (how numtrace calls it): the packed kernels ahead by 1.2-1.3x (float32) and 2-2.6x (float64)
+at M = 8, by 1.3-1.7x and 2-4x from 16 rows; below 8 rows the ratio is noise-sized while the packing
+costs more per row."""
 
 
 def packed_form(node, state: frozenset) -> str | None:
