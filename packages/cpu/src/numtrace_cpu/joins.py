@@ -93,14 +93,7 @@ def write_parts_in_place(steps: list[Step], types: dict, outputs: list[int]) -> 
     graph output, and it appears once in the join (and in no earlier join). A step that later writes
     the joined array in place (an assignment given its buffer) must come after the last read of such
     a part (or of a view of it): the part is that memory."""
-    producer: dict[int, int] = {}
-    writes: dict[int, list[int]] = {}   # value -> positions of the steps writing its memory
-    for k, step in enumerate(steps):
-        for v in step.outputs:
-            if v in producer:
-                writes.setdefault(v, []).append(k)
-            else:
-                producer[v] = k
+    producer, writes = _producers_and_writes(steps)
     last_read = _last_reads(steps, outputs)
     before: dict[int, list[Step]] = {}   # step position -> view steps to place before it
     replaced: dict[int, Step | None] = {}
@@ -152,14 +145,7 @@ def write_assigned_in_place(steps: list[Step], types: dict, outputs: list[int]) 
     read by nothing after `a` is next written; `a` was computed before that pass; and from that pass
     to the assignment no step reads `a`'s memory (which then holds part of the new values already)
     nor writes it."""
-    producer: dict[int, int] = {}
-    writes: dict[int, list[int]] = {}
-    for k, step in enumerate(steps):
-        for v in step.outputs:
-            if v in producer:
-                writes.setdefault(v, []).append(k)
-            else:
-                producer[v] = k
+    producer, writes = _producers_and_writes(steps)
     root: dict[int, int] = {}
     reads: dict[int, list[int]] = {}   # root value -> positions of the steps reading it or a view of it
     for k, step in enumerate(steps):
@@ -210,6 +196,20 @@ def _basic_key(index: tuple) -> tuple | None:
     if not all(type(e) in (slice, int) for e in index):
         return None
     return (*index, Ellipsis)
+
+
+def _producers_and_writes(steps: list) -> tuple[dict[int, int], dict[int, list[int]]]:
+    """Per value number: the position of the step that first computes it, and the positions of the
+    later steps that write its memory again (assignments given its buffer)."""
+    producer: dict[int, int] = {}
+    writes: dict[int, list[int]] = {}
+    for k, step in enumerate(steps):
+        for v in step.outputs:
+            if v in producer:
+                writes.setdefault(v, []).append(k)
+            else:
+                producer[v] = k
+    return producer, writes
 
 
 def _last_reads(steps: list[Step], outputs: list[int]) -> dict[int, int]:
