@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numtrace_ir import CallSpec, Graph, GuardError, ShapeError, specialize
+from numtrace_ir.dims import IndexShapeError
 from numtrace_ir.backend import plain_array
 
 from .call_arguments import CallArguments, signature
@@ -100,8 +101,7 @@ class Specializations(CallArguments):
         except (ShapeError, TypeError, ValueError) as exc:
             if all(t == v.type for t, v in zip(types, self.graph.inputs)):
                 raise
-            raise ValueError(f"{self.__name__}(): the arguments' shapes do not fit the traced program: "
-                             f"{exc}") from None
+            raise unfit(self.__name__, exc) from None
 
     def broken_guard(self, leaves: Sequence[Any]) -> GuardError | None:
         """The guard of the traced graph that a compiled signature (of the flat arguments ``leaves``)
@@ -187,7 +187,14 @@ def retyped(graph: Graph, types: Sequence[Any], name: str) -> Graph:
     except GuardError:
         raise
     except (ShapeError, TypeError, ValueError) as exc:
-        raise ValueError(f"{name}(): the arguments' shapes do not fit the traced program: {exc}") from None
+        raise unfit(name, exc) from None
+
+
+def unfit(name: str, exc: Exception) -> ValueError:
+    """The error for a call whose shapes the traced program cannot take (`exc` says which node refused
+    them): a ValueError, and an IndexError too where NumPy's would be one (an index out of range)."""
+    kind = IndexShapeError if isinstance(exc, IndexError) else ValueError
+    return kind(f"{name}(): the arguments' shapes do not fit the traced program: {exc}")
 
 
 def guard_failure(exc: BaseException) -> GuardError | None:

@@ -138,7 +138,7 @@ def _to_ios(v):
 
 
 def _split_view(fn: Callable) -> Callable:
-    return lambda a, out, attrs, dims: tuple(fn(a, attrs["indices_or_sections"], attrs["axis"]))
+    return lambda a, out, attrs, dims: rules.results(fn(a, attrs["indices_or_sections"], attrs["axis"]))
 
 
 for _name, _fn, _even in (("np.split", np.split, True), ("np.array_split", np.array_split, False)):
@@ -148,6 +148,8 @@ for _name, _fn, _even in (("np.split", np.split, True), ("np.array_split", np.ar
         (((2, 6),), {"indices_or_sections": (2, -1, 9), "axis": -1}),
         (((0, 3),), {"indices_or_sections": 2}),
         (((4, 6),), {"indices_or_sections": 2, "axis": 1}),
+        (((3, 4),), {"indices_or_sections": 1, "axis": 1}),
+        (((0, 2),), {"indices_or_sections": (), "axis": 0}),
     ]
     if not _even:
         _cases.append((((7, 2),), {"indices_or_sections": 3}))
@@ -159,7 +161,7 @@ for _name, _fn, _even in (("np.split", np.split, True), ("np.array_split", np.ar
             _split_rule(_name, _even),
             (
                 lambda fn: (
-                    lambda ary, indices_or_sections, axis: tuple(
+                    lambda ary, indices_or_sections, axis: rules.results(
                         x.copy() for x in fn(ary, indices_or_sections, axis)
                     )
                 )
