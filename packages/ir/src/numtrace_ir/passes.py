@@ -33,14 +33,15 @@ def _effect(op: str) -> bool:
     return opdef is not None and opdef.effect
 
 
-def dce(g: Graph, *, keep_checks: bool = False) -> int:
+def dce(g: Graph, *, keep_checks: bool = False, unchecked: Collection = ()) -> int:
     """Erase nodes none of whose outputs is used or returned; returns how many were erased. Guards
     (ops with an ``effect``) are kept: the checks they make are what they are for.
 
     With `keep_checks` (a traced program), a dead node whose NumPy call could refuse other input
     shapes (``x[0]`` of an empty array, the max of an empty array, a broadcast that does not fit)
     becomes a ``prim.check`` of its op on the same inputs: a call with such shapes still raises as
-    NumPy would, and the value is not computed (`specialize` decides the check from the shapes)."""
+    NumPy would, and the value is not computed (`specialize` decides the check from the shapes);
+    `unchecked`: nodes that are no call of the program's (an attempt the tracer discarded)."""
     live_outputs = set(g.outputs)
     effects: dict[str, bool] = {}
     removed = 0
@@ -50,7 +51,7 @@ def dce(g: Graph, *, keep_checks: bool = False) -> int:
         if effect is None:
             effect = effects[n.op] = _effect(n.op)
         if not effect and all(not v.uses and v not in live_outputs for v in n.outputs):
-            if keep_checks and _may_refuse_shapes(n):
+            if keep_checks and n not in unchecked and _may_refuse_shapes(n):
                 with g.inserting_before(n):
                     g.create_node("prim.check", list(n.inputs),
                                   {"op": n.op, "attrs": tuple(n.attrs.items())}, n.loc)

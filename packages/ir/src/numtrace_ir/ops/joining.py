@@ -120,7 +120,8 @@ def _split_rule(name, even):
             if ios <= 0:
                 raise ShapeError(f"{name}: number of sections must be > 0, got {ios}")
             if even and type(n) is int and n % ios:
-                raise ShapeError(f"{name}: axis {ax} of size {n} does not split into {ios} equal sections")
+                raise ShapeError(f"{name}: array split does not result in an equal division (axis {ax} "
+                                 f"of size {n} into {ios} sections)")
             # Section i of array_split has (n + k - 1 - i) // k elements; split's are all n // k.
             sizes = [
                 dims.floordiv(dims.add(n, ios - 1 - i), ios) if not even else dims.floordiv(n, ios)
