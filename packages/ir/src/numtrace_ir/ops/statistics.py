@@ -63,10 +63,11 @@ def _quantile_rule(name: str, fn, q_example, nan: bool = False):
         # A sequence q is a float64 array to NumPy (it promotes narrower floats); a Python float is weak;
         # a NumPy scalar or array q (`q_dtype`) is not weak (NEP 50): its dtype promotes.
         q_probe = np.array([q_example]) if isinstance(q, tuple) and q_example is not None else q_example
-        if attrs.get("q_dtype") is not None and q_example is not None:
+        empty = any(d == 0 for d in t.shape)   # NumPy's nan-functions then answer nanmean's dtype
+        if attrs.get("q_dtype") is not None and q_example is not None and not (nan and empty):
             q_probe = np.asarray(q_probe).astype(attrs["q_dtype"])
         dt = rules.probe_dtype(name, fn, np.ones((1,), t.dtype), q_probe, method=method)
-        if nan and isinstance(q, tuple) and any(d == 0 for d in t.shape):
+        if nan and isinstance(q, tuple) and empty:
             # NumPy answers an empty array with nanmean's result, which has no axis for q's entries
             raise ShapeError(f"{name}: an empty array with a sequence q gives NumPy's nanmean shape, not "
                              "the quantiles' (not modelled)")
