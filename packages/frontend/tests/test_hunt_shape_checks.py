@@ -130,19 +130,18 @@ def test_require_of_a_memory_requirement_is_refused():
 # -- a quantile's q given as a NumPy scalar or array promotes (not weak) ----------------------------
 
 _QS = {"float": 0.3, "f8": np.float64(0.3), "f4": np.float32(0.3), "f2": np.float16(0.3),
-       "0d": np.array(0.3), "0d-f4": np.array(0.3, "f4"), "list": [0.2, 0.7], "f4-array": np.array([0.2, 0.7], "f4")}
+       "0d": np.array(0.3), "0d-f4": np.array(0.3, "f4"), "list": [0.2, 0.7],
+       "f4-array": np.array([0.2, 0.7], "f4")}
 
 
 @pytest.mark.parametrize("func", [np.quantile, np.nanquantile, np.percentile])
 @pytest.mark.parametrize("q", sorted(_QS))
 def test_quantile_dtype_follows_numpys_promotion(backend, func, q):
     rng = np.random.default_rng(3)
-    scale = 100.0 if func is np.percentile else 1.0
-    qv = _QS[q] * np.asarray(scale, np.asarray(_QS[q]).dtype) if scale != 1.0 else _QS[q]
-    if isinstance(_QS[q], float):
-        qv = _QS[q] * scale
-    elif isinstance(_QS[q], list):
-        qv = [v * scale for v in _QS[q]]
+    qv = _QS[q]
+    if func is np.percentile:   # the same kind of q, scaled to [0, 100]
+        qv = [v * 100 for v in qv] if isinstance(qv, list) else qv * (100 if isinstance(qv, float) else
+                                                                        np.asarray(100, np.asarray(qv).dtype))
     for dtype in ("f2", "f4", "f8"):
         def fn(x, dtype=dtype):
             return func(x, qv, axis=1)

@@ -545,7 +545,7 @@ def _require_wrapper(original: Any) -> Any:
                 "the argument meets them is a fact of the memory of each call, which a trace does not "
                 "follow; use np.asarray(x, order=...) or np.copy(x)")
         order = "C" if "C" in wanted else "F" if "F" in wanted else "A"
-        return np.array(a, dtype=dtype, order=order, copy=None)
+        return np.array(a, dtype=dtype, order=order, copy=None)  # type: ignore[call-overload]  # a TracedArray
     return require
 
 

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numtrace_ir import CallSpec, Graph, GuardError, ShapeError, specialize
-from numtrace_ir.dims import IndexShapeError
 from numtrace_ir.backend import plain_array
+from numtrace_ir.dims import IndexShapeError
 
 from .call_arguments import CallArguments, signature
 from .errors import TracerWarning
@@ -130,7 +130,7 @@ class Specializations(CallArguments):
         # NumPy's floating-point warnings come from running the new graph right after: the tracing run
         # would say each a second time. Only "warn" is silenced: "raise" and "call" still act while
         # tracing, as the user's code may branch on them.
-        quiet = {kind: "ignore" for kind, how in np.geterr().items() if how == "warn"}
+        quiet: dict[str, Any] = {kind: "ignore" for kind, how in np.geterr().items() if how == "warn"}
         with warnings.catch_warnings(), np.errstate(**quiet):
             # Said when the function was first traced: not again for each specialization.
             warnings.filterwarnings("ignore", "(Converting a traced array|.* runs as a host call)",
