@@ -120,8 +120,8 @@ def _cnn(row: Any) -> Callable:
     return g.session(x.shape, g.linear(h, model.head.weight.T, model.head.bias))
 
 
-MODELS = {"mlp": _mlp, "encoder": _encoder, "encoder_constants": _encoder_constants, "classifier": _classifier,
-          "cnn": _cnn}
+MODELS = {"mlp": _mlp, "encoder": _encoder, "encoder_constants": _encoder_constants,
+          "classifier": _classifier, "cnn": _cnn}
 
 
 def session_for(row: Any) -> Callable | None:

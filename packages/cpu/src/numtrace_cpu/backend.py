@@ -15,9 +15,9 @@ from numtrace_cpu.classify import LOWERED
 from numtrace_cpu.executable import Executable
 from numtrace_cpu.isa import ISA
 from numtrace_cpu.joins import write_assigned_in_place, write_parts_in_place
-from numtrace_cpu.relayout import write_reshapes_in_place
 from numtrace_cpu.lowering import lower
 from numtrace_cpu.planner import plan_buffers, write_updates_in_place
+from numtrace_cpu.relayout import write_reshapes_in_place
 
 __all__ = ["Backend", "compile_graph"]
 
