@@ -56,6 +56,7 @@ cdef extern from "nt_gen.h" nogil:
         int nkept
         Py_ssize_t cols, rows
         void (*store_sum)(const void* cx, int j, double s, Py_ssize_t count, char* out) noexcept nogil
+        Py_ssize_t sequential_below
     ctypedef void (*nt_gen_fn)(char* const* data, const Py_ssize_t* strides, const Py_ssize_t* shape, int nd,
                                Py_ssize_t u0, Py_ssize_t u1, const double* fc, const int64_t* ic,
                                const nt_gen_loop_fn* loops, const nt_gen_reduce* red)
@@ -70,6 +71,7 @@ cdef extern from "nt_pairs.h" nogil:
                     Py_ssize_t n)
 
 cdef extern from "nt_simd.h" nogil:
+    enum: NT_SUM_SEQUENTIAL_BELOW
     double nt_sum_f32(const float* a, Py_ssize_t n)
     double nt_sum_f64(const double* a, Py_ssize_t n)
     double nt_m2_f32(const float* a, Py_ssize_t n, double mean)
@@ -822,6 +824,7 @@ cdef void _run_generated(void* kernel, const Ctx* cx, int nteam, Py_ssize_t unit
     cdef Py_ssize_t c, nchunks = (units + chunk - 1) // chunk
     red.init, red.fold, red.store, red.cx, red.nkept = _gen_init, _gen_fold, _gen_store, cx, cx.nkept
     red.cols, red.rows, red.store_sum = cx.cols, cx.rows, _gen_store_sum
+    red.sequential_below = NT_SUM_SEQUENTIAL_BELOW
     if nteam == 1:
         fn(cx.data, cx.strides, cx.shape, cx.nd, 0, units, cx.fconsts, cx.iconsts, loops, &red)
         return

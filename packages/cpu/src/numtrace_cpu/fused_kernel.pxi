@@ -57,9 +57,10 @@ cdef class FusedKernel:
     cdef run_generated_fn run_generated
     cdef void* generated           # an nt_gen_fn for this program (see set_generated), or NULL
     cdef object generated_owner    # what keeps the generated code loaded
-    cdef bint generated_columns    # the generated kernel also runs column mode (see set_generated)
+    cdef bint generated_folds      # the generated kernel has column and row-block units (see set_generated)
     cdef readonly Py_ssize_t generated_runs, interpreted_runs
     cdef readonly Py_ssize_t generated_column_runs   # generated runs in column mode (middle-axis reductions)
+    cdef readonly Py_ssize_t generated_row_block_runs   # generated runs reducing short rows in blocks of them
     cdef readonly Py_ssize_t rows_widened_runs   # passes whose short rows were walked along a longer dim
     cdef readonly tuple program    # the constructor's arguments but `blocks`, for numtrace_cpu.codegen
     cdef readonly tuple iteration_shape
@@ -231,16 +232,16 @@ cdef class FusedKernel:
         free(self.iconsts)
         free(self.scratch)
 
-    def set_generated(self, Py_ssize_t address, object owner, bint columns=False):
+    def set_generated(self, Py_ssize_t address, object owner, bint folds=False):
         """Run this program's elementwise passes through the generated kernel at `address` (an
         nt_gen_fn built by numtrace_cpu.codegen from `program`; `owner` keeps its code loaded);
         0 goes back to the interpreter. A large pass whose innermost dim is short keeps the
         interpreter's blocks of many rows (see GENERATED_SHORT_ROWS_MAX), and so does a reduction
-        folding its inputs in place, or in column mode unless `columns` (the kernel has the column
-        units of codegen.generates_columns)."""
+        folding its inputs in place, or in column mode or over short rows unless `folds` (the kernel
+        has the column and row-block units of codegen.folds_in_registers)."""
         self.generated = <void*>address
         self.generated_owner = owner if address else None
-        self.generated_columns = columns and address != 0
+        self.generated_folds = folds and address != 0
 
     @property
     def has_generated(self):
@@ -304,10 +305,15 @@ cdef class FusedKernel:
             if nteam > units:
                 nteam = <int>units
             chunk = max(1, units // (8 * nteam))
-            if self.generated != NULL and cx.cols and self.generated_columns and not cx.fold_in_place:
-                # Column mode: the interpreter's units and blocks (see nt_gen.h's nt_gen_reduce).
+            if (self.generated != NULL and self.generated_folds and not cx.fold_in_place
+                    and (cx.cols or (cx.rows > 1 and self.nred))):
+                # Column mode or row blocks: the interpreter's units and blocks (see nt_gen.h's
+                # nt_gen_reduce).
                 self.generated_runs += 1
-                self.generated_column_runs += 1
+                if cx.cols:
+                    self.generated_column_runs += 1
+                else:
+                    self.generated_row_block_runs += 1
                 if self.work < NOGIL_MIN_WORK:
                     self.run_generated(self.generated, &cx, nteam, units, chunk)
                 else:

@@ -35,6 +35,10 @@ typedef struct {
      * double) whose running total is s over count rows, as _acc_store does. */
     Py_ssize_t cols, rows;
     void (*store_sum)(const void *cx, int j, double s, Py_ssize_t count, char *out);
+    /* Row blocks (cols 0, rows > 1: blocks.pxi's _rows_unit, the pass reduces its short innermost
+     * dim): rows of fewer elements than this the build sums one element after another from +0
+     * (nt_simd.h's NT_SUM_SEQUENTIAL_BELOW), so a kernel may too; longer ones go through fold. */
+    Py_ssize_t sequential_below;
 } nt_gen_reduce;
 
 typedef void (*nt_gen_fn)(char *const *data, const Py_ssize_t *strides, const Py_ssize_t *shape, int nd,
