@@ -22,6 +22,12 @@ cdef Py_ssize_t NOGIL_MIN_WORK = 1 << 14
 # NUMTRACE_CODEGEN_SHORT_ROWS sets the limit: the tests raise it so generated code meets short rows.
 cdef Py_ssize_t GENERATED_SHORT_ROWS_MAX = int(__import__("os").environ.get("NUMTRACE_CODEGEN_SHORT_ROWS", "0"))
 
+# Elements below which a short row of a reduction runs generated in row blocks (nt_gen.h), summed in
+# a register: the AVX2 and AVX-512 builds' NT_SUM_SEQUENTIAL_BELOW. Longer short rows keep the
+# interpreter's batched sums (the generated kernel would call the build's fold once per row); on the
+# baseline build these rows are folded by it too, with the same bits and at about its speed.
+cdef Py_ssize_t GENERATED_ROW_BLOCK_MAX = 16
+
 # Operands of a pass whose strides and pointers live on the stack of its call (more: malloc).
 cdef enum:
     STACK_OPS = 8
@@ -306,7 +312,7 @@ cdef class FusedKernel:
                 nteam = <int>units
             chunk = max(1, units // (8 * nteam))
             if (self.generated != NULL and self.generated_folds and not cx.fold_in_place
-                    and (cx.cols or (cx.rows > 1 and self.nred))):
+                    and (cx.cols or (cx.rows > 1 and self.nred and cx.shape[cx.nd - 1] < GENERATED_ROW_BLOCK_MAX))):
                 # Column mode or row blocks: the interpreter's units and blocks (see nt_gen.h's
                 # nt_gen_reduce).
                 self.generated_runs += 1
@@ -322,8 +328,10 @@ cdef class FusedKernel:
                 return 0
             if (self.generated != NULL and not cx.cols and not cx.fold_in_place
                     and (cx.rows == 1 or self.size <= GENERATED_SHORT_ROWS_MAX)):
-                # A generated kernel's units are those of one-row blocks (see nt_gen.h).
+                # A generated kernel's units are those of one-row blocks (see nt_gen.h), so the kernel
+                # is told rows of one (not its row blocks).
                 units = _count_kept_units(&cx) if self.nred else _count_rows_units(&cx)
+                cx.rows = 1
                 nteam = nthreads if (nthreads > 1 and units > 1 and self.work >= PARALLEL_MIN_WORK) else 1
                 if nteam > units:
                     nteam = <int>units
