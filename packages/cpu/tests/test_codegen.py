@@ -302,8 +302,8 @@ def test_column_and_row_block_reductions_generated_equal_interpreter(dtype, n, m
         _assert_same_bits(gen(*args), interp(*args), f"pair reductions of {(n, m, k)}")
     s = gen.stats()
     assert s["generated_kernels"] == s["fused_groups"] and s["interpreted_runs"] == 0
-    assert s["generated_column_runs"] >= 1
-    assert (s["generated_row_block_runs"] >= 1) == (1 < k < 16)   # longer rows: the interpreter's batches
+    assert s["generated_column_runs"] >= 1 or k == 1   # k == 1: axis 1 is the innermost after collapsing
+    assert s["generated_row_block_runs"] >= 1 or not 1 < k < 16
     want = np.mean(d - w, axis=1)
     np.testing.assert_array_equal(np.isnan(gen(d, w)[2]), np.isnan(want))
 
