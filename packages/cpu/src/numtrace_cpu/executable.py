@@ -52,8 +52,10 @@ class Executable(CallRunner):
     slow paths: explaining bad inputs, checking `out=`, making arenas.
     """
 
-    def __init__(self, graph, steps: list[Step], types: dict, plan: BufferPlan, constants: dict):
+    def __init__(self, graph, steps: list[Step], types: dict, plan: BufferPlan, constants: dict,
+                 rewrites: dict | None = None):
         self.graph = graph
+        self._rewrites = dict(rewrites or {})   # graph rewrites counted for stats(): see compile_graph
         self.input_types = [v.type for v in graph.inputs]
         self._steps = steps
         self._types = types
@@ -187,6 +189,8 @@ class Executable(CallRunner):
             "packed_constant": sum(isinstance(s, MatmulStep) and s.packed == "constant" for s in self._steps),
             "packed_runtime": sum(isinstance(s, MatmulStep) and s.packed == "runtime" for s in self._steps),
             "packed_epilogue_ops": sum(len(s.epilogue) for s in self._steps if isinstance(s, MatmulStep)),
+            "folded_constants": self._rewrites.get("folded_constants", 0),
+            "products_widened": self._rewrites.get("products_widened", 0),
             "constant_powers": sum(constant_exponent(n) is not None for s in fused for n in s.nodes),
             "views": sum(isinstance(s, ViewStep) for s in self._steps),
             "parts_in_place": sum(isinstance(s, PartViewStep) for s in self._steps),
