@@ -243,8 +243,9 @@ def test_cse_keeps_results_that_both_leave_the_graph_apart():
     g.lint()
 
 
-def _full(g, shape, dtype=np.dtype(bool)):
-    return g.create_node("prim.full", [], {"shape": shape, "fill_value": 1, "dtype": dtype}).output
+def _full(g, shape, dtype=bool):
+    attrs = {"shape": shape, "fill_value": 1, "dtype": np.dtype(dtype)}
+    return g.create_node("prim.full", [], attrs).output
 
 
 def test_fold_constants_computes_a_mask_of_constants_once():
@@ -254,7 +255,7 @@ def test_fold_constants_computes_a_mask_of_constants_once():
     x = g.add_input("x", TensorType("f64", (4, 4)))
     mask = g.create_node("np.triu", [_full(g, (4, 4))], {"k": 1}).output
     inf = g.create_node("prim.Constant", [], {"value": -math.inf}).output
-    alone = _full(g, (4, 4), np.dtype(np.float64))
+    alone = _full(g, (4, 4), np.float64)
     out = g.create_node("np.where", [mask, inf, x]).output
     g.set_outputs([out, g.create_node("np.add", [alone, x]).output])
     assert passes.fold_constants(g) == 1
@@ -270,9 +271,9 @@ def test_fold_constants_leaves_draws_views_warnings_and_large_results_to_run():
     g = Graph()
     x = g.add_input("x", TensorType("f64", (3,)))
     neg = g.create_node("prim.Constant", [], {"value": np.array([-1.0, 4.0])}).output
-    sqrt_neg = g.create_node("np.sqrt", [neg]).output                   # NumPy warns: runs, and warns, per call
-    view = g.create_node("np.transpose", [_full(g, (2, 3), np.dtype(np.float64))]).output   # a view
-    big = g.create_node("np.triu", [_full(g, (64, 64))]).output         # 4 KiB over the limit below
+    sqrt_neg = g.create_node("np.sqrt", [neg]).output          # NumPy warns: runs, and warns, per call
+    view = g.create_node("np.transpose", [_full(g, (2, 3), np.float64)]).output   # a view
+    big = g.create_node("np.triu", [_full(g, (64, 64))]).output    # 4 KiB, over the limit below
     g.set_outputs([sqrt_neg, view, big, x])
     assert passes.fold_constants(g, max_bytes=1024) == 0
     assert [n.op for n in g].count("prim.full") == 2

@@ -73,16 +73,16 @@ def widen_mixed_products(g) -> int:
             continue
         if (op is not _MATMUL and op is not _DOT) or len(node.inputs) != 2 or len(node.outputs) != 1:
             continue
-        types = [_tensor(v) for v in (*node.inputs, node.outputs[0])]
-        if None in types or types[2].dtype != np.float64:
+        a, b, out = (_tensor(v) for v in (*node.inputs, node.outputs[0]))
+        if a is None or b is None or out is None or out.dtype != np.float64:
             continue
-        if sorted(t.dtype.name for t in types[:2]) != ["float32", "float64"]:
+        if sorted((a.dtype.name, b.dtype.name)) != ["float32", "float64"]:
             continue
+        cast = registry.get("np.astype").normalize_attrs({"dtype": np.dtype(np.float64)})
         with g.inserting_before(node):
             ins = [v if v.type.dtype == np.float64 else
-                   g.create_node("np.astype", [v], registry.get("np.astype").normalize_attrs(
-                       {"dtype": np.dtype(np.float64)}), loc=node.loc).outputs[0] for v in node.inputs]
-            new = g.create_node(node.op, ins, dict(node.attrs), loc=node.loc, out_types=[node.outputs[0].type])
+                   g.create_node("np.astype", [v], cast, loc=node.loc).outputs[0] for v in node.inputs]
+            new = g.create_node(node.op, ins, dict(node.attrs), loc=node.loc, out_types=[out])
         new.outputs[0].name = node.outputs[0].name
         node.outputs[0].replace_all_uses_with(new.outputs[0])
         g.erase_node(node)

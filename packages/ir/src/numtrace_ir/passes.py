@@ -144,16 +144,19 @@ def _foldable(n: Node, max_bytes: int) -> bool:
             or n.op == "prim.Constant" or len(n.outputs) != 1):
         return False
     t = n.outputs[0].type
-    return isinstance(t, TensorType) and t.is_concrete and t.dtype.itemsize * int(np.prod(t.shape)) <= max_bytes
+    return (isinstance(t, TensorType) and t.is_concrete
+            and t.dtype.itemsize * int(np.prod(t.shape)) <= max_bytes)
 
 
 def _evaluate(n: Node, args: list) -> np.ndarray | None:
     """`n`'s reference on `args` as an array of its output type; None when NumPy raises or warns (the
     node then runs, and raises or warns, at run time) or returns another type."""
     from numtrace_ir.interpreter import reference_call
+    from numtrace_ir.types import TensorType
 
     fn, attrs = reference_call(n)
     t = n.outputs[0].type
+    assert isinstance(t, TensorType)   # _foldable's condition
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error")
