@@ -237,10 +237,7 @@ class Executable(CallRunner):
                  f"{_count(s['fused_groups'], 'fused pass', 'fused passes')}, "
                  f"{_count(s['matmuls'] - s['gemv'] - s['packed_matmuls'], 'BLAS call')}, "
                  f"{_count(s['gemv'], 'GEMV kernel')}, "
-                 + "".join(f"{_count(s[key], what)}, " for key, what in (("packed_matmuls", "packed product"),
-                                                                        ("scans", "scan"),
-                                                                        ("small_matmuls", "small-K product"))
-                           if s[key]) +
+                 + "".join(f"{_count(s[key], what)}, " for key, what in _OPTIONAL_COUNTS if s[key]) +
                  f"{_count(into, 'NumPy call into a buffer', 'NumPy calls into buffers')}, "
                  f"{_count(s['fallbacks'], 'NumPy fallback')}, {_count(s['views'], 'view')}; "
                  f"ISA {s['isa']}, {_count(s['threads'], 'thread')}"]
@@ -372,6 +369,12 @@ def _work(kernel_stats: dict) -> str:
                                                                ("reductions", "reduction"))
              if kernel_stats[key]]
     return ", ".join(parts) or "no computation"
+
+
+# What explain()'s first line counts when the plan has any: stats() key, what one of them is.
+_OPTIONAL_COUNTS = (("packed_matmuls", "packed product"), ("scans", "scan"),
+                    ("small_matmuls", "small-K product"), ("folded_constants", "folded constant"),
+                    ("products_widened", "widened product"))
 
 
 def _count(n: int, one: str, many: str | None = None) -> str:

@@ -178,7 +178,7 @@ def fold_constants(g: Graph, max_bytes: int = 1 << 26) -> int:
     ``triu(ones((t, t)))`` is computed once per input signature instead of on every call. Views, results
     over `max_bytes`, and nodes whose reference raises or warns are left to run."""
     values: dict = {}
-    sources: list[Node] = []
+    sources: dict = {}   # the input-free nodes (an ordered set), computed when a node that folds reads them
     folded = 0
     for n in list(g.nodes):
         if n.op == "prim.Constant":
@@ -187,11 +187,17 @@ def fold_constants(g: Graph, max_bytes: int = 1 << 26) -> int:
         if not _foldable(n, max_bytes):
             continue
         if not n.inputs:
-            value = _evaluate(n, [])
-            if value is not None:
-                values[n.outputs[0]] = value
-                sources.append(n)
+            sources[n.outputs[0]] = None
             continue
+        if not all(v in values or v in sources for v in n.inputs):
+            continue
+        for v in n.inputs:
+            if v not in values:
+                value = _evaluate(v.node, [])
+                if value is None:
+                    del sources[v]   # left to run (and raise or warn) per call
+                else:
+                    values[v] = value
         if not all(v in values for v in n.inputs):
             continue
         value = _evaluate(n, [values[v] for v in n.inputs])
@@ -205,9 +211,9 @@ def fold_constants(g: Graph, max_bytes: int = 1 << 26) -> int:
         values[c.outputs[0]] = value
         folded += 1
     outputs = set(g.outputs)
-    for n in reversed(sources):   # the sources only folded nodes read
-        if not n.outputs[0].uses and n.outputs[0] not in outputs:
-            g.erase_node(n)
+    for v in reversed(list(sources)):   # the sources only folded nodes read
+        if not v.uses and v not in outputs:
+            g.erase_node(v.node)
     return folded
 
 
