@@ -448,8 +448,9 @@ def run_case(steps, backend):
 @seed(int(os.environ.get("NUMTRACE_FUZZ_SEED", "0")))
 @given(steps=program_st)
 # Programs every run compares, whatever the draws: the epilogues of the packed products, the
-# passes of short rows written in place, causal attention's folded mask and widened product, and
-# arguments updated in place (which the random programs reach only now and then).
+# passes of short rows written in place, causal attention's folded mask and widened product,
+# arguments updated in place and products of run-time values (which the random programs reach only
+# now and then).
 @example(steps=[("packed", 0, 0)])
 @example(steps=[("packed_residual", 1, 0), ("packed", 0, 0)])
 @example(steps=[("assign_expr", 0, 1)])
@@ -458,6 +459,8 @@ def run_case(steps, backend):
 @example(steps=[("causal_softmax_nan_row", 1, 0)])
 @example(steps=[("iadd", 0, 0)])
 @example(steps=[("iadd", 1, 0)])
+@example(steps=[("packed_runtime", 0, 0)])
+@example(steps=[("packed_runtime", 1, 0)])
 def test_traced_program_matches_numpy_or_raises_clearly(steps, backend):
     # Every GENERATED_EVERY-th program on the cpu backend compiles its fused passes to C before its
     # first call (numtrace_cpu.compiler's sync mode), so they run on the generated kernels.
