@@ -208,7 +208,7 @@ def fold_constants(g: Graph, max_bytes: int = 1 << 26) -> int:
     ``triu(ones((t, t)))`` is computed once per input signature instead of on every call. Views, results
     over `max_bytes`, and nodes whose reference raises or warns are left to run."""
     values: dict = {}
-    sources: dict = {}   # the input-free nodes (an ordered set), computed when a node that folds reads them
+    sources: dict = {}   # value -> its input-free node, computed when a node that folds reads it
     folded = 0
     for n in list(g.nodes):
         if n.op == "prim.Constant":
@@ -217,13 +217,13 @@ def fold_constants(g: Graph, max_bytes: int = 1 << 26) -> int:
         if not _foldable(n, max_bytes):
             continue
         if not n.inputs:
-            sources[n.outputs[0]] = None
+            sources[n.outputs[0]] = n
             continue
         if not all(v in values or v in sources for v in n.inputs):
             continue
         for v in n.inputs:
-            if v not in values:
-                value = _evaluate(v.node, [])
+            if v not in values and v in sources:
+                value = _evaluate(sources[v], [])
                 if value is None:
                     del sources[v]   # left to run (and raise or warn) per call
                 else:
@@ -241,9 +241,9 @@ def fold_constants(g: Graph, max_bytes: int = 1 << 26) -> int:
         values[c.outputs[0]] = value
         folded += 1
     outputs = set(g.outputs)
-    for v in reversed(list(sources)):   # the sources only folded nodes read
+    for v, n in reversed(list(sources.items())):   # the sources only folded nodes read
         if not v.uses and v not in outputs:
-            g.erase_node(v.node)
+            g.erase_node(n)
     return folded
 
 
