@@ -53,8 +53,10 @@ class Executable(CallRunner):
     slow paths: explaining bad inputs, checking `out=`, making arenas.
     """
 
-    def __init__(self, graph, steps: list[Step], types: dict, plan: BufferPlan, constants: dict):
+    def __init__(self, graph, steps: list[Step], types: dict, plan: BufferPlan, constants: dict,
+                 rewrites: dict | None = None):
         self.graph = graph
+        self._rewrites = dict(rewrites or {})   # graph rewrites counted for stats(): see compile_graph
         self.input_types = [v.type for v in graph.inputs]
         self._steps = steps
         self._types = types
@@ -190,6 +192,8 @@ class Executable(CallRunner):
             "packed_constant": sum(isinstance(s, MatmulStep) and s.packed == "constant" for s in self._steps),
             "packed_runtime": sum(isinstance(s, MatmulStep) and s.packed == "runtime" for s in self._steps),
             "packed_epilogue_ops": sum(len(s.epilogue) for s in self._steps if isinstance(s, MatmulStep)),
+            "folded_constants": self._rewrites.get("folded_constants", 0),
+            "products_widened": self._rewrites.get("products_widened", 0),
             "constant_powers": sum(constant_exponent(n) is not None for s in fused for n in s.nodes),
             "views": sum(isinstance(s, ViewStep) for s in self._steps),
             "parts_in_place": sum(isinstance(s, PartViewStep) for s in self._steps),
@@ -237,10 +241,7 @@ class Executable(CallRunner):
                  f"{_count(s['fused_groups'], 'fused pass', 'fused passes')}, "
                  f"{_count(s['matmuls'] - s['gemv'] - s['packed_matmuls'], 'BLAS call')}, "
                  f"{_count(s['gemv'], 'GEMV kernel')}, "
-                 + "".join(f"{_count(s[key], what)}, " for key, what in (("packed_matmuls", "packed product"),
-                                                                        ("scans", "scan"),
-                                                                        ("small_matmuls", "small-K product"))
-                           if s[key]) +
+                 + "".join(f"{_count(s[key], what)}, " for key, what in _OPTIONAL_COUNTS if s[key]) +
                  f"{_count(into, 'NumPy call into a buffer', 'NumPy calls into buffers')}, "
                  f"{_count(s['fallbacks'], 'NumPy fallback')}, {_count(s['views'], 'view')}; "
                  f"ISA {s['isa']}, {_count(s['threads'], 'thread')}"]
@@ -376,6 +377,12 @@ def _work(kernel_stats: dict) -> str:
                                                                ("reductions", "reduction"))
              if kernel_stats[key]]
     return ", ".join(parts) or "no computation"
+
+
+# What explain()'s first line counts when the plan has any: stats() key, what one of them is.
+_OPTIONAL_COUNTS = (("packed_matmuls", "packed product"), ("scans", "scan"),
+                    ("small_matmuls", "small-K product"), ("folded_constants", "folded constant"),
+                    ("products_widened", "widened product"))
 
 
 def _count(n: int, one: str, many: str | None = None) -> str:
