@@ -97,6 +97,17 @@ def _gemv(a):
     return np.maximum(v @ w + np.array([0.5, -0.0, 0.0]), 0.0)
 
 
+# Weights of a GEMV with enough multiply-adds to split over the cpu backend's thread team
+# (GEMV_PARALLEL_MIN), signed zeros among them.
+_TEAM_W = (np.outer(np.linspace(-1.0, 1.0, 256), np.linspace(0.5, -0.5, 130))
+           * np.where(np.arange(130) % 7, 1.0, -0.0))
+_TEAM_B = np.where(np.arange(130) % 3, 0.25, -0.0)
+
+
+def _gemv_team(a):
+    return np.maximum(np.sum(a) * np.linspace(-1.0, 1.0, 256) @ _TEAM_W + _TEAM_B, 0.0)
+
+
 def _gemv_rows(a):
     """A few rows of x times a run-time W (from the input, with signed zeros): the GEMV kernels'
     (M, K) @ (K, N) form."""
@@ -233,7 +244,7 @@ STEPS = {
     "stack_0d": (1, lambda a: np.stack([a.sum(), a.max()])),
     "array_0d": (1, lambda a: np.array([a.mean(), a.std()])),
     "small_k": (1, _small_k), "small_k_neg_zero": (1, lambda a: _small_k(a, -0.0)), "gemv": (1, _gemv),
-    "gemv_rows": (1, _gemv_rows),
+    "gemv_rows": (1, _gemv_rows), "gemv_team": (1, _gemv_team),
     "packed": (1, _packed), "packed_residual": (1, lambda a: _packed(a, residual=True)),
     "packed_runtime": (1, _runtime_product),
     "neg_zero": (1, lambda a: a * -0.0), "clip_tie": (1, lambda a: np.clip(a * -0.0, 0.0, 1.0)),
@@ -253,7 +264,7 @@ STEPS = {
 FAST_STEPS = [name for name in STEPS if name in (
     "stack_write", "concat_write", "column_stack_write", "stack_0d", "array_0d", "small_k",
     "small_k_neg_zero",
-    "gemv", "gemv_rows", "packed", "packed_runtime",
+    "gemv", "gemv_rows", "gemv_team", "packed", "packed_runtime",
     "neg_zero", "clip_tie", "clip_tie_high", "max_tie", "min_tie", "scan_of_pass", "cumprod_of_pass",
     "pow_m2_huge", "pow_m2_tiny", "pow_m1_subnormal", "pow_half", "pow_3_huge", "pow_4", "pow_m_half",
     "pow_2_neg_zero", "reshape_write", "ravel_write", "T_reshape_write", "set_row", "set_slice", "iadd",
@@ -310,6 +321,7 @@ FAST_PATHS = {
     "GEMV": lambda s: s["gemv"],
     "GEMV with a fused bias": lambda s: s["gemv_epilogues"],
     "GEMV over a few rows of x": lambda s: s["gemv_rows_of_x"],
+    "GEMV split over the thread team": lambda s: s["gemv_team"],
     "packed-weight product": lambda s: s["packed_matmuls"],
     "packed-weight product with a fused epilogue": lambda s: s["packed_epilogue_ops"],
     "packed product of run-time values": lambda s: s["packed_runtime"],
@@ -431,8 +443,10 @@ def run_case(steps, backend):
 @seed(int(os.environ.get("NUMTRACE_FUZZ_SEED", "0")))
 @given(steps=program_st)
 # Programs every run compares, whatever the draws: the epilogues of the packed products and the
-# passes of short rows written in place (which the random programs reach only now and then).
+# passes of short rows written in place (which the random programs reach only now and then), and a
+# GEMV large enough for the thread team.
 @example(steps=[("packed", 0, 0)])
+@example(steps=[("gemv_team", 0, 0)])
 @example(steps=[("packed_residual", 1, 0), ("packed", 0, 0)])
 @example(steps=[("assign_expr", 0, 1)])
 @example(steps=[("assign_expr", 1, 0)])

@@ -45,9 +45,7 @@ cdef extern from "nt_team.h" nogil:
 
 cdef extern from "nt_team.h":
     long long nt_team_spin_ns
-    ctypedef struct nt_team_t:
-        long long jobs, jobs_shared, solo_runs, backoffs
-    nt_team_t nt_team
+    long long nt_team_jobs, nt_team_jobs_shared, nt_team_solo_runs, nt_team_backoffs
 
 
 def team_spin_us() -> int:
@@ -70,10 +68,11 @@ def set_team_spin_us(int us):
 
 def team_counts() -> dict:
     """What the thread team did in this process: `jobs` run on it (GEMVs and packed products),
-    `jobs_shared` of them in which a worker ran a unit, GEMVs run on the calling thread alone during a
-    back-off (`solo_runs`), and back-offs entered (`backoffs`)."""
-    return {"jobs": nt_team.jobs, "jobs_shared": nt_team.jobs_shared, "solo_runs": nt_team.solo_runs,
-            "backoffs": nt_team.backoffs}
+    `jobs_shared` of them in which a worker ran a unit, GEMVs meant for the team that ran on the
+    calling thread alone (`solo_runs`: during a back-off, or while another thread held the team), and
+    back-offs entered (`backoffs`)."""
+    return {"jobs": nt_team_jobs, "jobs_shared": nt_team_jobs_shared, "solo_runs": nt_team_solo_runs,
+            "backoffs": nt_team_backoffs}
 
 
 def _team_spin_from_env():

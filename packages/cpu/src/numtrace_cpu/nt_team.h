@@ -63,9 +63,12 @@ typedef struct {
     long long solo_until;         /* until then (monotonic ns) spinning jobs run on the caller */
     pid_t pid;                    /* the process whose threads these are */
     unsigned start_gen[NT_TEAM_MAX + 1];   /* the generation each worker was started at */
-    /* counters for gemv.pxi's team_counts(), written under `busy` */
-    long long jobs, jobs_shared, solo_runs, backoffs;
 } nt_team_t;
+
+/* What the team did, for gemv.pxi's team_counts(): jobs run on it, those in which a worker ran a
+   unit, jobs asking for a spin that ran on the caller alone (a back-off, another thread holding the
+   team, or workers not done with the last job), back-offs entered. */
+static atomic_llong nt_team_jobs, nt_team_jobs_shared, nt_team_solo_runs, nt_team_backoffs;
 
 static nt_team_t nt_team = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
 
@@ -161,7 +164,7 @@ static void nt_team_run_spin(nt_team_fn fn, void *arg, int nunits, int nteam, lo
             pthread_cond_init(&nt_team.wake, NULL);
         }
         if (spin_ns > 0 && nt_team.solo_until != 0 && nt_team_now_ns() < nt_team.solo_until) {
-            nt_team.solo_runs++;
+            /* backing off: run alone below */
         } else if (atomic_load_explicit(&nt_team.acked, memory_order_acquire) >= nt_team.nworkers
                    && nt_team_grow(nteam - 1) >= nteam - 1) {
             nt_team.fn = fn;
@@ -183,8 +186,8 @@ static void nt_team_run_spin(nt_team_fn fn, void *arg, int nunits, int nteam, lo
                 if (spins < 4096) NT_TEAM_PAUSE();
                 else sched_yield();
             }
-            nt_team.jobs++;
-            nt_team.jobs_shared += mine < nunits;
+            atomic_fetch_add_explicit(&nt_team_jobs, 1, memory_order_relaxed);
+            if (mine < nunits) atomic_fetch_add_explicit(&nt_team_jobs_shared, 1, memory_order_relaxed);
             if (spin_ns > 0) {
                 nt_team.solo_until = 0;
                 if (mine < nunits) {
@@ -192,7 +195,7 @@ static void nt_team_run_spin(nt_team_fn fn, void *arg, int nunits, int nteam, lo
                 } else if (++nt_team.misses >= NT_TEAM_MISSES) {
                     nt_team.misses = 0;
                     nt_team.solo_until = nt_team_now_ns() + NT_TEAM_SOLO_NS;
-                    nt_team.backoffs++;
+                    atomic_fetch_add_explicit(&nt_team_backoffs, 1, memory_order_relaxed);
                 }
             }
             pthread_mutex_unlock(&nt_team.busy);
@@ -200,6 +203,7 @@ static void nt_team_run_spin(nt_team_fn fn, void *arg, int nunits, int nteam, lo
         }
         pthread_mutex_unlock(&nt_team.busy);
     }
+    if (nteam > 1 && spin_ns > 0) atomic_fetch_add_explicit(&nt_team_solo_runs, 1, memory_order_relaxed);
     for (u = 0; u < nunits; u++) fn(arg, u);
 }
 
