@@ -22,7 +22,7 @@ from types import SimpleNamespace
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import cpu_workloads as cw  # noqa: E402
+import cpu_workloads as cw
 
 
 def mlp_args(batch: int = 1) -> tuple:

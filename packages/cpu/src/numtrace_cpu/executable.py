@@ -440,6 +440,7 @@ def _matmul_runner(step: MatmulStep, types: dict):
 
 def _gemv_macs(step: MatmulStep, types: dict) -> int:
     """Multiply-adds of a GEMV step: what decides whether it splits over the thread team."""
+    assert step.gemv is not None
     vec_pos, k_axis = step.gemv
     mat = types[step.inputs[1 - vec_pos]]
     return math.prod(types[step.outputs[0]].shape) * mat.shape[k_axis]
