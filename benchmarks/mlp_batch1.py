@@ -56,7 +56,7 @@ def main() -> None:
         import numtrace as nt
         from numtrace_cpu.isa import blocks
         traced = nt.trace(cw.mlp, a)
-        counts = blocks.team_counts
+        counts = getattr(blocks, "team_counts", None)   # older builds lack it
 
         def fn():
             return traced(*a)
