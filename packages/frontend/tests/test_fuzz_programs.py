@@ -97,6 +97,17 @@ def _gemv(a):
     return np.maximum(v @ w + np.array([0.5, -0.0, 0.0]), 0.0)
 
 
+# Weights of a GEMV with enough multiply-adds to split over the cpu backend's thread team
+# (GEMV_PARALLEL_MIN), signed zeros among them.
+_TEAM_W = (np.outer(np.linspace(-1.0, 1.0, 256), np.linspace(0.5, -0.5, 130))
+           * np.where(np.arange(130) % 7, 1.0, -0.0))
+_TEAM_B = np.where(np.arange(130) % 3, 0.25, -0.0)
+
+
+def _gemv_team(a):
+    return np.maximum(np.sum(a) * np.linspace(-1.0, 1.0, 256) @ _TEAM_W + _TEAM_B, 0.0)
+
+
 def _gemv_rows(a):
     """A few rows of x times a run-time W (from the input, with signed zeros): the GEMV kernels'
     (M, K) @ (K, N) form."""
@@ -301,8 +312,9 @@ FAST_STEPS = [name for name in STEPS if name in (
     "pow_m2_huge", "pow_m2_tiny", "pow_m1_subnormal", "pow_half", "pow_3_huge", "pow_4", "pow_m_half",
     "pow_2_neg_zero", "reshape_write", "ravel_write", "T_reshape_write", "set_row", "set_slice", "iadd",
     "set_int_idx", "assign_expr", "sum_mid", "mean_pairs_last", "pair_sums")]
+STEPS.update({"gemv_team": (1, _gemv_team)})
 # Steps only the explicit examples below run, so that adding them leaves the random draws as they were.
-EXAMPLE_ONLY = {"merge_heads", "merge_heads_pass", "causal_softmax", "causal_softmax_nan_row"}
+EXAMPLE_ONLY = {"merge_heads", "merge_heads_pass", "causal_softmax", "causal_softmax_nan_row", "gemv_team"}
 NAMES = sorted(set(STEPS) - EXAMPLE_ONLY)
 
 # The fast-path steps drawn about as often as all the others together.
@@ -355,6 +367,7 @@ FAST_PATHS = {
     "GEMV": lambda s: s["gemv"],
     "GEMV with a fused bias": lambda s: s["gemv_epilogues"],
     "GEMV over a few rows of x": lambda s: s["gemv_rows_of_x"],
+    "GEMV split over the thread team": lambda s: s["gemv_team"],
     "packed-weight product": lambda s: s["packed_matmuls"],
     "packed-weight product with a fused epilogue": lambda s: s["packed_epilogue_ops"],
     "packed product of run-time values": lambda s: s["packed_runtime"],
@@ -481,10 +494,12 @@ def run_case(steps, backend):
 @seed(int(os.environ.get("NUMTRACE_FUZZ_SEED", "0")))
 @given(steps=program_st)
 # Programs every run compares, whatever the draws: the epilogues of the packed products, the
-# passes of short rows written in place, the merged heads, GEMV over a few rows, reductions of a middle
-# axis and of short rows on generated kernels, and causal attention's folded mask and widened product
-# (which the random programs reach only now and then).
+# passes of short rows written in place, the merged heads, GEMV over a few rows and over the thread
+# team, reductions of a middle axis and of short rows on generated kernels, and causal attention's
+# folded mask and widened product (which the random programs reach only now and then).
 @example(steps=[("packed", 0, 0)])
+@example(steps=[("gemv_team", 0, 0)])
+@example(steps=[("neg_zero", 1, 0), ("gemv_team", 3, 0)])
 @example(steps=[("packed_residual", 1, 0), ("packed", 0, 0)])
 @example(steps=[("assign_expr", 0, 1)])
 @example(steps=[("assign_expr", 1, 0)])

@@ -9,6 +9,7 @@ still held is fine because outputs are never arena memory.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -188,6 +189,8 @@ class Executable(CallRunner):
                                   and self._types[s.inputs[0]].shape[0] > 1 for s in self._steps),
             "gemv_epilogues": sum(isinstance(s, MatmulStep) and s.gemv is not None and s.bias
                                   for s in self._steps),
+            "gemv_team": sum(isinstance(s, MatmulStep) and s.gemv is not None
+                             and _gemv_macs(s, self._types) >= blocks.GEMV_PARALLEL_MIN for s in self._steps),
             "packed_matmuls": sum(isinstance(s, MatmulStep) and s.packed is not None for s in self._steps),
             "packed_constant": sum(isinstance(s, MatmulStep) and s.packed == "constant" for s in self._steps),
             "packed_runtime": sum(isinstance(s, MatmulStep) and s.packed == "runtime" for s in self._steps),
@@ -448,6 +451,14 @@ def _matmul_runner(step: MatmulStep, types: dict):
     vec_pos, k_axis = step.gemv
     vec, mat = (a, b) if vec_pos == 0 else (b, a)
     return blocks.Gemv(vec, mat, o, k_axis, types[o].dtype.type, -1 if c is None else c, act, on_blas)
+
+
+def _gemv_macs(step: MatmulStep, types: dict) -> int:
+    """Multiply-adds of a GEMV step: what decides whether it splits over the thread team."""
+    assert step.gemv is not None
+    vec_pos, k_axis = step.gemv
+    mat = types[step.inputs[1 - vec_pos]]
+    return math.prod(types[step.outputs[0]].shape) * mat.shape[k_axis]
 
 
 def _packed_runner(step: MatmulStep, types: dict):
