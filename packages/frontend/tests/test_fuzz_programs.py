@@ -246,6 +246,7 @@ STEPS = {
     "pow_3_huge": (1, lambda a: (a * 1e103) ** 3), "pow_4": (1, lambda a: (a - 0.5) ** 4),
     "pow_m_half": (1, lambda a: np.abs(a) ** -0.5), "pow_2_neg_zero": (1, lambda a: (a * -0.0) ** 2),
     "assign_expr": (2, _assign_expr),
+    "outer_pass": (1, lambda a: np.ravel(a)[:, None] * 0.5 - np.ravel(a)[None, :]),
     "reshape_write": (1, lambda a: _through_reshape(a, lambda v: v.reshape(-1))),
     "ravel_write": (1, lambda a: _through_reshape(a, np.ravel)),
     "T_reshape_write": (1, lambda a: _through_reshape(a, lambda v: v.T.reshape(-1))),
@@ -257,7 +258,7 @@ FAST_STEPS = [name for name in STEPS if name in (
     "neg_zero", "clip_tie", "clip_tie_high", "max_tie", "min_tie", "scan_of_pass", "cumprod_of_pass",
     "pow_m2_huge", "pow_m2_tiny", "pow_m1_subnormal", "pow_half", "pow_3_huge", "pow_4", "pow_m_half",
     "pow_2_neg_zero", "reshape_write", "ravel_write", "T_reshape_write", "set_row", "set_slice", "iadd",
-    "set_int_idx", "assign_expr")]
+    "set_int_idx", "assign_expr", "outer_pass")]
 NAMES = sorted(STEPS)
 
 # The fast-path steps drawn about as often as all the others together.
@@ -320,6 +321,7 @@ FAST_PATHS = {
     "argument updated in place": lambda s: s["in_place_outputs"],
     "generated kernel": lambda s: s["generated_runs"],
     "short rows walked along a longer dim": lambda s: s["rows_widened_runs"],
+    "outputs written with streaming stores": lambda s: s["streamed_runs"],
     "assignment computed in place": lambda s: s["assigned_in_place"],
 }
 # Outcomes of the argument kinds a call may take (see _inputs).
@@ -436,10 +438,12 @@ def run_case(steps, backend):
 @example(steps=[("packed_residual", 1, 0), ("packed", 0, 0)])
 @example(steps=[("assign_expr", 0, 1)])
 @example(steps=[("assign_expr", 1, 0)])
+@example(steps=[("outer_pass", 0, 0)])
 def test_traced_program_matches_numpy_or_raises_clearly(steps, backend):
     # Every GENERATED_EVERY-th program on the cpu backend compiles its fused passes to C before its
-    # first call (numtrace_cpu.compiler's sync mode), so they run on the generated kernels.
-    if backend != "cpu" or next(_CPU_PROGRAMS) % GENERATED_EVERY:
+    # first call (numtrace_cpu.compiler's sync mode), so they run on the generated kernels; so do the
+    # explicit GENERATED_EXAMPLES, whose paths only generated kernels take.
+    if backend != "cpu" or (steps not in GENERATED_EXAMPLES and next(_CPU_PROGRAMS) % GENERATED_EVERY):
         run_case(steps, backend)
         return
     from numtrace_cpu import compiler
@@ -452,6 +456,8 @@ def test_traced_program_matches_numpy_or_raises_clearly(steps, backend):
 
 
 GENERATED_EVERY = 8
+# A pass writing its outputs with streaming stores (conftest.py lowers NUMTRACE_STREAM_MIN_BYTES).
+GENERATED_EXAMPLES = ([("outer_pass", 0, 0)],)
 _CPU_PROGRAMS = itertools.count(1)
 
 

@@ -54,6 +54,8 @@ cdef extern from "nt_gen.h" nogil:
         void (*store)(const void* cx, int j, const void* acc, char* out) noexcept nogil
         const void* cx
         int nkept
+        uint64_t stream
+        Py_ssize_t rows
     ctypedef void (*nt_gen_fn)(char* const* data, const Py_ssize_t* strides, const Py_ssize_t* shape, int nd,
                                Py_ssize_t u0, Py_ssize_t u1, const double* fc, const int64_t* ic,
                                const nt_gen_loop_fn* loops, const nt_gen_reduce* red)
@@ -808,6 +810,7 @@ cdef void _run_generated(void* kernel, const Ctx* cx, int nteam, Py_ssize_t unit
     cdef nt_gen_reduce red
     cdef Py_ssize_t c, nchunks = (units + chunk - 1) // chunk
     red.init, red.fold, red.store, red.cx, red.nkept = _gen_init, _gen_fold, _gen_store, cx, cx.nkept
+    red.stream, red.rows = cx.stream, cx.rows
     if nteam == 1:
         fn(cx.data, cx.strides, cx.shape, cx.nd, 0, units, cx.fconsts, cx.iconsts, loops, &red)
         return
