@@ -189,7 +189,7 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
             val = f"({CTYPE[dt]}){src}" if dt != _DT["bool"] else f"NT_GEN_TO_BOOL({src})"
             w.line(f"const {CTYPE[dt]} c{r} = {val};")
     for r in in_regs + out_regs:
-        w.line(f"_Alignas(64) {CTYPE[rdt[r]]} g{r}[TILE];")
+        w.line(f"_Alignas(64) {CTYPE[rdt[r]]} g{r}[TILE + NT_GEN_PAD];")
     for v in sorted(spilled, key=_number):
         w.line(f"_Alignas(64) {CTYPE[vdt[v]]} t{v}[TILE];")
     w.line("const Py_ssize_t inner = shape[nd - 1];")
@@ -429,9 +429,9 @@ def _segments(w: _Writer, tile: _Tile) -> None:
             if f"in{r}" in needed:
                 w.line(f"const {CTYPE[rdt[r]]} in{r} = in{r}p[i];")
         for v in sorted((v for v in needed if v.startswith("v") and tile.seg_of[v] != s), key=_number):
-            w.line(f"const {CTYPE[tile.vdt[v]]} {v} = t{v}[i];")
+            w.line(f"const {_local(tile.vdt[v])} {v} = t{v}[i];")
         for i in body:
-            w.line(f"const {CTYPE[tile.vdt[defs[i]]]} {defs[i]} = {tile.exprs[i]};")
+            w.line(f"const {_local(tile.vdt[defs[i]])} {defs[i]} = {tile.exprs[i]};")
             if defs[i] in tile.spilled:
                 w.line(f"t{defs[i]}[i] = {defs[i]};")
         if stores:
@@ -439,6 +439,14 @@ def _segments(w: _Writer, tile: _Tile) -> None:
                 w.line(f"out{r}p[i] = {tile.outputs[r]};")
         w.indent -= 1
         w.line("}")
+
+
+def _local(dt: int) -> str:
+    """The C type of a computed value of dtype code dt in the loops. A bool (always 0 or 1, as the op
+    table's predicates, NT_GEN_TO_BOOL and the logical ops give it) is an int there: with byte-sized
+    locals GCC vectorized no loop mixing them with 8-byte values (``labels[:, None] == classes`` in
+    int64, cast to float32), and ran one-hot encoding an element at a time."""
+    return "int" if dt == _DT["bool"] else CTYPE[dt]
 
 
 def _number(value: str) -> int:

@@ -70,15 +70,21 @@ __attribute__((noinline)) static void nt_gen_scatter(char *dst, Py_ssize_t st, c
     NT_GEN_MOVES(NT_GEN_SCATTER)
 #undef NT_GEN_SCATTER
 }
+/* Bytes a tile buffer has past its TILE elements: room for nt_gen_gather_rows's last 64-byte store. */
+#define NT_GEN_PAD 64
 /* `rows` rows of `inner` elements (row i at src + i * so) into the tile dst, and back. A row of one
- * value (st == 0, as ``x[:, None]``) is filled without a call per row. */
+ * value (st == 0, as ``x[:, None]``) is filled with whole 64-byte stores of that value, each row's
+ * last store running into the next row (which then overwrites it) or into dst's NT_GEN_PAD bytes:
+ * a loop of `inner` stores per row cost more than the pass's arithmetic. */
 __attribute__((noinline)) static void nt_gen_gather_rows(void *dst, const char *src, Py_ssize_t st, Py_ssize_t so,
                                                          size_t isz, Py_ssize_t inner, Py_ssize_t rows) {
 #define NT_GEN_FILL_ROWS(T) \
     for (Py_ssize_t r = 0; r < rows; r++) { \
-        T v, *d = (T *)dst + r * inner; \
+        T v, line[64 / sizeof(T)]; \
         memcpy(&v, src + r * so, sizeof(T)); \
-        for (Py_ssize_t i = 0; i < inner; i++) d[i] = v; \
+        for (size_t i = 0; i < 64 / sizeof(T); i++) line[i] = v; \
+        char *d = (char *)dst + r * inner * sizeof(T); \
+        for (Py_ssize_t k = 0; k < inner * (Py_ssize_t)sizeof(T); k += 64) memcpy(d + k, line, 64); \
     } \
     return;
     if (st == 0) {
