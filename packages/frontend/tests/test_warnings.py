@@ -290,3 +290,29 @@ def test_checker_and_output_warnings_name_the_trace_call(func, x, checks, match)
             pass  # the constant differs too: the warnings come first
     found = [w for w in _tracer_warnings(record) if match in str(w.message)]
     assert found and {w.filename for w in found} == {HERE}
+
+
+def test_a_call_that_traces_again_warns_each_numpy_error_once():
+    """A call that breaks a guard traces the function again and then runs the new graph: NumPy's
+    "invalid value" warning is said once, as one eager call says it; "raise" still raises."""
+    def f(x):
+        if x.sum() > 0:
+            return np.log(x)
+        return np.log(-x)
+
+    with pytest.warns(nt.TracerWarning):
+        traced = _trace(f, np.ones(3))
+    x = np.array([-1.0, 2.0, -5.0])
+    with np.errstate(invalid="ignore"):
+        expected = f(x)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        got = traced(x)
+    np.testing.assert_array_equal(got, expected)
+    runtime = [w for w in record if issubclass(w.category, RuntimeWarning)]
+    assert [str(w.message) for w in runtime] == ["invalid value encountered in log"]
+    with pytest.warns(nt.TracerWarning):
+        fresh = _trace(f, np.ones(3))
+    with np.errstate(invalid="raise"), pytest.raises(FloatingPointError), warnings.catch_warnings():
+        warnings.simplefilter("ignore", nt.TracerWarning)
+        fresh(x)

@@ -125,7 +125,8 @@ def test_bind_positional_and_keyword_in_numpy_order():
 def test_bind_variadic_and_optional_inputs():
     a, b = np.ones(2), np.zeros(2)
     assert registry.get("np.concatenate").bind([(a, b)], {"axis": 0}) == ([a, b], {"axis": 0, "dtype": None})
-    assert registry.get("np.einsum").bind(["i,i->", a, b], {}) == ([a, b], {"subscripts": "i,i->"})
+    assert registry.get("np.einsum").bind(["i,i->", a, b], {}) == (
+        [a, b], {"subscripts": "i,i->", "dtype": None, "casting": "safe", "optimize": False})
     assert registry.get("np.clip").bind([a, None, 1.0], {}) == ([a, 1.0], {"omitted": ("a_min",)})
     inputs, attrs = registry.get("np.clip").bind([a], {"a_min": 0, "a_max": 2})
     assert inputs == [a, 0, 2] and attrs == {"omitted": ()}

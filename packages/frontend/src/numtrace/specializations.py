@@ -127,7 +127,11 @@ class Specializations(CallArguments):
                           f"{[tuple(a.shape) for a in leaves]}: {broken}", TracerWarning)
         # Copies (tracing runs the code eagerly) in the arguments' memory order: a trace may depend on it.
         args = self.in_spec.build([np.array(a, copy=True, order="K") for a in leaves])
-        with warnings.catch_warnings():
+        # NumPy's floating-point warnings come from running the new graph right after: the tracing run
+        # would say each a second time. Only "warn" is silenced: "raise" and "call" still act while
+        # tracing, as the user's code may branch on them.
+        quiet = {kind: "ignore" for kind, how in np.geterr().items() if how == "warn"}
+        with warnings.catch_warnings(), np.errstate(**quiet):
             # Said when the function was first traced: not again for each specialization.
             warnings.filterwarnings("ignore", "(Converting a traced array|.* runs as a host call)",
                                     TracerWarning)

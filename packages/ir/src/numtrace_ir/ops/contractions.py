@@ -4,6 +4,8 @@ run time). Result dtypes are NumPy's promotion of the operands."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from numtrace_ir import dims
@@ -144,7 +146,34 @@ def _einsum_rule(types, attrs):
         if type(t) is not TensorType:
             raise TypeError(f"{name}: operands must be arrays, got {t}")
     shape = _parse_einsum(name, attrs["subscripts"], [t.shape for t in types])
-    return TensorType(rules.result_dtype(name, types), shape)
+    dtype = attrs.get("dtype")
+    if dtype is None:
+        return TensorType(rules.result_dtype(name, types), shape)
+    for t in types:
+        if not np.can_cast(t.dtype, dtype, attrs.get("casting", "safe")):
+            raise TypeError(
+                f"{name}: cannot cast operand {t.dtype} to dtype={dtype} under casting={attrs['casting']!r}"
+            )
+    return TensorType(dtype, shape)
+
+
+def _to_optimize(v: Any) -> Any:
+    """`optimize`: a bool, a strategy name, or an explicit ``['einsum_path', (0, 1), ...]`` path
+    (kept as a tuple so equal calls give equal attrs). It changes NumPy's summation order, so the
+    reference passes it on unchanged."""
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if v in ("greedy", "optimal"):
+        return str(v)
+    if isinstance(v, (list, tuple)) and v and v[0] == "einsum_path":
+        return ("einsum_path",) + tuple(tuple(rules.to_ints(p)) for p in v[1:])
+    raise ValueError(f"np.einsum: optimize must be a bool, 'greedy', 'optimal' or an einsum_path list, got {v!r}")
+
+
+def _einsum_impl(operands, subscripts, dtype=None, casting="safe", optimize=False):
+    if isinstance(optimize, tuple):
+        optimize = ["einsum_path", *optimize[1:]]
+    return np.einsum(subscripts, *operands, dtype=dtype, casting=casting, optimize=optimize)
 
 
 def _pairs(*shape_pairs, dtypes=sampling.NUMERIC):
@@ -253,15 +282,30 @@ def _einsum_samples(rng):
                      {"subscripts": "ij,jk->ik"})
     for sub, *shapes in cases:
         yield Sample(tuple(sampling.array(rng, s, "f8") for s in shapes), {"subscripts": sub})
+    ab = (sampling.array(rng, (3, 4), "f4"), sampling.array(rng, (4, 5), "f4"))
+    yield Sample(ab, {"subscripts": "ij,jk->ik", "dtype": np.dtype("f8")}, note="dtype= widens")
+    yield Sample(ab, {"subscripts": "ij,jk->ik", "dtype": np.dtype("f2"), "casting": "same_kind"})
+    yield Sample(ab, {"subscripts": "ij,jk->ik", "optimize": True})
+    abc = ab + (sampling.array(rng, (5, 2), "f4"),)
+    yield Sample(abc, {"subscripts": "ij,jk,kl->il", "optimize": "greedy"})
+    yield Sample(abc, {"subscripts": "ij,jk,kl->il", "optimize": ("einsum_path", (1, 2), (0, 1))})
 
 
 register(
     OpDef(
         "np.einsum",
         "contraction",
-        [Attr("subscripts", convert=str), Inputs("operands", star=True)],
+        [
+            Attr("subscripts", convert=str),
+            Inputs("operands", star=True),
+            Unsupported("out"),
+            Attr("dtype", None, rules.to_dtype_or_none),
+            Unsupported("order", "K", same=("C",)),
+            Attr("casting", "safe", rules.one_of("no", "equiv", "safe", "same_kind", "unsafe")),
+            Attr("optimize", False, _to_optimize),
+        ],
         _einsum_rule,
-        lambda operands, subscripts: np.einsum(subscripts, *operands),
+        _einsum_impl,
         numpy_targets=[np.einsum],
         samples=_einsum_samples,
         doc="explicit subscripts string only (no interleaved operand/sublist form)",
