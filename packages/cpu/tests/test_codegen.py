@@ -169,17 +169,22 @@ def _layouts(x):
     return [x, strided, np.asfortranarray(x), reversed_, unaligned]
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
-@pytest.mark.parametrize("seed", range(4))
-def test_random_chains_generated_equals_interpreter(dtype, seed):
-    rng = np.random.default_rng(1000 * seed + np.dtype(dtype).itemsize)
-    shape = (37, 1100)
+def _chain_case(rng, dtype, shape):
+    """A random chain's executables (generated, interpreted) and its inputs x, y and broadcast z."""
     graph = _chain_graph(rng, dtype, shape)
     if np.issubdtype(dtype, np.floating):
         x, y, z = (rng.standard_normal(s).astype(dtype) * 3 for s in (shape, shape, (1, shape[1])))
     else:
         x, y, z = (rng.integers(-1000, 1000, s).astype(dtype) for s in (shape, shape, (1, shape[1])))
-    gen, interp = _both(graph, [testing.type_of(v) for v in (x, y, z)])
+    return (*_both(graph, [testing.type_of(v) for v in (x, y, z)]), (x, y, z))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+@pytest.mark.parametrize("seed", range(4))
+def test_random_chains_generated_equals_interpreter(dtype, seed):
+    rng = np.random.default_rng(1000 * seed + np.dtype(dtype).itemsize)
+    shape = (37, 1100)
+    gen, interp, (x, y, z) = _chain_case(rng, dtype, shape)
     assert gen.stats()["generated_kernels"] >= 1
     with np.errstate(all="ignore"):
         for lx, ly in zip(_layouts(x), _layouts(y)):
@@ -400,12 +405,7 @@ def test_streamed_outputs_equal_interpreter(dtype):
     offset from a cache line, on 1 and 2 threads."""
     rng = np.random.default_rng(7)
     shape = (37, 1100)
-    graph = _chain_graph(rng, dtype, shape)
-    if np.issubdtype(dtype, np.floating):
-        x, y, z = (rng.standard_normal(s).astype(dtype) * 3 for s in (shape, shape, (1, shape[1])))
-    else:
-        x, y, z = (rng.integers(-1000, 1000, s).astype(dtype) for s in (shape, shape, (1, shape[1])))
-    gen, interp = _both(graph, [testing.type_of(v) for v in (x, y, z)])
+    gen, interp, (x, y, z) = _chain_case(rng, dtype, shape)
     old = numtrace_cpu.get_num_threads()
     with _streaming(1), np.errstate(all="ignore"):
         try:
@@ -466,12 +466,7 @@ def test_short_rows_run_generated_in_blocks_of_rows(dtype):
     written where they lie, streamed or scattered): the interpreter's bits, on 1 and 2 threads."""
     rng = np.random.default_rng(11)
     shape = (20001, 10)
-    graph = _chain_graph(rng, dtype, shape)
-    if np.issubdtype(dtype, np.floating):
-        x, y, z = (rng.standard_normal(s).astype(dtype) * 3 for s in (shape, shape, (1, shape[1])))
-    else:
-        x, y, z = (rng.integers(-1000, 1000, s).astype(dtype) for s in (shape, shape, (1, shape[1])))
-    gen, interp = _both(graph, [testing.type_of(v) for v in (x, y, z)])
+    gen, interp, (x, y, z) = _chain_case(rng, dtype, shape)
     old = numtrace_cpu.get_num_threads()
     try:
         for threads, streaming in ((1, 1 << 62), (2, 1 << 62), (2, 1)):
