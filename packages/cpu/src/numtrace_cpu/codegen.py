@@ -336,7 +336,8 @@ def _rows_units(w: _Writer, nops: int, tile: _Tile) -> None:
     for r in tile.out_regs:
         arg, isz = regs[r][2], ITEMSIZE[rdt[r]]
         w.line(f"if (out{r}p == g{r} && d{r}) nt_gen_stream(p{arg}, (const char *)g{r}, n * {isz});")
-        w.line(f"else if (out{r}p == g{r}) nt_gen_scatter_rows(p{arg}, s{arg}, o{arg}, g{r}, {isz}, inner, rows);")
+        w.line(f"else if (out{r}p == g{r}) "
+               f"nt_gen_scatter_rows(p{arg}, s{arg}, o{arg}, g{r}, {isz}, inner, rows);")
     for k in range(nops):
         w.line(f"p{k} += rows * o{k};")
     w.indent -= 1
@@ -396,7 +397,8 @@ def _tile_loop(w: _Writer, tile: _Tile, start: str, stop: str) -> None:
     _segments(w, tile)
     for r in tile.out_regs:
         arg, isz = regs[r][2], ITEMSIZE[rdt[r]]
-        w.line(f"if (out{r}p == g{r} && d{r}) nt_gen_stream(p{arg} + t * s{arg}, (const char *)g{r}, n * {isz});")
+        w.line(f"if (out{r}p == g{r} && d{r}) "
+               f"nt_gen_stream(p{arg} + t * s{arg}, (const char *)g{r}, n * {isz});")
         w.line(f"else if (out{r}p == g{r}) nt_gen_scatter(p{arg} + t * s{arg}, s{arg}, g{r}, {isz}, n);")
     for j, value in enumerate(tile.folded):
         ptr = f"t{value}" if value.startswith("v") else f"{value}p"
