@@ -101,9 +101,6 @@ def test_guarded_sum_matches_numpy_on_every_backend(fn, dtype, backend):
 
 # -- multi-output ops with one section ------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="np.array_split(x, 1) is one output whose reference returns a "
-                   "1-tuple: the reference backend returns it as an array of shape (1, 3, 4) (NumPy: "
-                   "(3, 4)), cpu raises")
 def test_split_into_one_section(backend):
     def fn(x):
         return tuple(np.array_split(x * 2.0, 1, axis=1))

@@ -100,9 +100,6 @@ def test_quantile_of_narrow_floats_with_a_sequence_q_has_numpys_dtype(backend, f
         np.testing.assert_array_equal(got, expected)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="q is stored as a Python float: a NumPy scalar or 0-d array q (not weak) promotes "
-                   "a float16 input in NumPy, and the rule gives float16 (tracing fails, no wrong answer)")
 @pytest.mark.parametrize("q", [np.float64(0.3), np.float32(0.3), np.array(0.3)], ids=["f8", "f4", "0d"])
 def test_quantile_of_float16_with_a_numpy_scalar_q(q):
     def f(x):

@@ -252,19 +252,13 @@ def test_elements_read_in_memory_order_follow_the_callers_layout_or_are_refused(
             np.testing.assert_array_equal(got, want)
 
 
-_REQUIRE_OPEN = pytest.mark.xfail(
-    strict=True, reason="NumPy's require converts with its own binding of np.array: the data leaves as a "
-    "plain array (guarded on its values, not on its layout), so whether the write reaches the argument is "
-    "baked in")
-
-
 @pytest.mark.parametrize("view", [
     np.squeeze,
     lambda a: a.squeeze()[::-1],
     lambda a: np.asarray(a, order="C"),
     lambda a: np.asarray(a, order="F"),
     lambda a: np.asfortranarray(a),
-    pytest.param(lambda a: np.require(a, requirements="F"), marks=_REQUIRE_OPEN),
+    lambda a: np.require(a, requirements="F"),
 ], ids=["squeeze", "squeeze-method", "asarray-C", "asarray-F", "asfortranarray", "require-F"])
 def test_a_write_through_a_view_whose_viewness_follows_unit_dims_or_layout(backend, view):
     """``np.squeeze`` returns its argument where it has no unit dims, and a view of another shape

@@ -301,9 +301,6 @@ def test_draws_of_a_generator_constructed_directly_are_recorded(backend):
     assert isinstance(np.random.default_rng(1), np.random.Generator)
 
 
-@pytest.mark.xfail(strict=True, reason="x[0] whose result is never used is dead code in the graph: at a call "
-                   "with no rows NumPy raises IndexError, the trace answers (so for x.max() of an empty "
-                   "array)")
 def test_an_unused_index_out_of_range_raises(backend):
     def f(x):
         x[0]

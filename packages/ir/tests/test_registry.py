@@ -267,7 +267,7 @@ def test_infer_data_dependent_symbols():
         ("np.broadcast_to", [T("f4", 2, 3)], {"shape": (4, 3)}, "cannot broadcast"),
         ("np.concatenate", [T("f4", 2, 3), T("f4", 2, 4)], {"axis": 0}, "differ off axis"),
         ("np.stack", [T("f4", 2, 3), T("f4", 3, 2)], {}, "same shape"),
-        ("np.split", [T("f4", 5, 2)], {"indices_or_sections": 2}, "equal sections"),
+        ("np.split", [T("f4", 5, 2)], {"indices_or_sections": 2}, "equal division"),
         ("np.getitem", [T("f4", 2, 3)], {"index": (0, 0, 0)}, "too many indices"),
         ("np.getitem", [T("f4", 2, 3)], {"index": (5,)}, "out of bounds"),
         ("np.setitem", [T("f4", 2, 3), T("f4", 4)], {"index": ()}, "cannot be broadcast"),

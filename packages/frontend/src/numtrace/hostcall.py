@@ -81,7 +81,8 @@ def unregistered_call(tracer: Tracer, func: Any, method: str, args: tuple, kwarg
             with _implementation_traced(func):
                 return impl(*args, **kwargs)
         except Exception:  # what it could not trace runs as the real function
-            _forget_guards(tracer, mark)  # the other nodes recorded so far are unused: dead code
+            _forget_guards(tracer, mark)
+            tracer.discard(mark)  # the other nodes recorded so far are unused: dead code
     return host_call(tracer, func, method, args, kwargs, what)
 
 

@@ -519,6 +519,36 @@ def _fortran_wrapper(original: Any) -> Any:
     return asfortranarray
 
 
+_REQUIREMENTS = {"C": "C", "C_CONTIGUOUS": "C", "CONTIGUOUS": "C", "F": "F", "F_CONTIGUOUS": "F",
+                 "FORTRAN": "F", "A": "A", "ALIGNED": "A", "W": "W", "WRITEABLE": "W", "O": "O",
+                 "OWNDATA": "O", "E": "E", "ENSUREARRAY": "E"}
+
+
+def _require_wrapper(original: Any) -> Any:
+    """``np.require(x, ...)`` of a traced array as NumPy's code, converting through the traced
+    ``np.array`` (NumPy's binds its own, so the data would leave the graph): `x` itself where it meets
+    the layout requirements, else a copy, following each call's layout (see `views.laid_out`). The
+    memory requirements (aligned, writeable, owning its data) are facts of the memory a backend gives:
+    refused."""
+    @functools.wraps(original)
+    def require(a: Any, dtype: Any = None, requirements: Any = None, **kwargs: Any) -> Any:
+        if current_tracer() is None or not isinstance(a, TracedArray) or kwargs:
+            return original(a, dtype, requirements, **kwargs)
+        if not requirements:
+            return np.asanyarray(a, dtype=dtype)
+        wanted = {_REQUIREMENTS[x.upper()] for x in requirements} - {"E"}   # NumPy's KeyError; E: met
+        if {"C", "F"} <= wanted:
+            raise ValueError("Cannot specify both 'C' and 'F' order")
+        if wanted - {"C", "F"}:
+            raise NotImplementedError(
+                f"np.require of a traced array with requirements {sorted(wanted - {'C', 'F'})}: whether "
+                "the argument meets them is a fact of the memory of each call, which a trace does not "
+                "follow; use np.asarray(x, order=...) or np.copy(x)")
+        order = "C" if "C" in wanted else "F" if "F" in wanted else "A"
+        return np.array(a, dtype=dtype, order=order, copy=None)  # type: ignore[call-overload]  # a TracedArray
+    return require
+
+
 def _copy_flag(copy: Any) -> bool | None:
     """``copy=`` as True, False or None (if needed); NumPy's ``np._CopyMode`` members name these."""
     mode = getattr(np, "_CopyMode", None)
@@ -626,6 +656,7 @@ def _make_patches() -> list[tuple[Any, str, Any]]:
     patches.append((np, "asanyarray", _conversion_wrapper(np.asanyarray, copies=None)))
     patches.append((np, "array", _conversion_wrapper(np.array, copies=True)))
     patches.append((np, "asfortranarray", _fortran_wrapper(np.asfortranarray)))
+    patches.append((np, "require", _require_wrapper(np.require)))
     # NumPy's dispatcher for np.piecewise iterates the conditions: a guard on a traced condition's length.
     patches.append((np, "piecewise", _dispatching_wrapper(np.piecewise)))
     if registry.for_numpy(np.ascontiguousarray) is not None:

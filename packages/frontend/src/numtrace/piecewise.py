@@ -85,6 +85,8 @@ def piecewise(x: Any, condlist: Any, funclist: Any, *args: Any, **kw: Any) -> An
             y[cond] = result
         elif _harmless_when_empty(tracer.graph.nodes[mark:]) and _fits_empty(func, vals, args, kw):
             y[cond] = result
-        elif vals.size > 0:  # NumPy's test, a guard: the first call's nodes are dead code, recorded again
-            y[cond] = func(vals, *args, **kw)
+        else:  # NumPy's test, a guard: the first call's nodes are dead code, recorded again
+            tracer.discard(mark)
+            if vals.size > 0:
+                y[cond] = func(vals, *args, **kw)
     return y

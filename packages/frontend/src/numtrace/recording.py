@@ -155,7 +155,7 @@ def record_function(func: Callable, args: tuple, kwargs: Mapping[str, Any] | Non
         graph_outputs = [p for pos, p in enumerate(out_leaves) if pos not in skip]
         graph_outputs += [inputs[i] for i in mutated]
         tracer.graph.set_outputs([p._graph_value(tracer) for p in graph_outputs])
-    passes.dce(tracer.graph)
+    passes.dce(tracer.graph, keep_checks=True, unchecked=tracer.discarded)   # NumPy's shape checks stay
     merged = passes.cse(tracer.graph)   # a subexpression the code computes twice runs once, on every backend
     layouts = [layout_of(np.asarray(a)) for a in leaves] if tracer.layout_dependent else None
     return Recording(tracer.graph, names, in_spec, out_spec, list(tracer.state_order),

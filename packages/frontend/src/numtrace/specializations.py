@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numtrace_ir import CallSpec, Graph, GuardError, ShapeError, specialize
 from numtrace_ir.backend import plain_array
+from numtrace_ir.dims import IndexShapeError
 
 from .call_arguments import CallArguments, signature
 from .errors import TracerWarning
@@ -100,8 +101,7 @@ class Specializations(CallArguments):
         except (ShapeError, TypeError, ValueError) as exc:
             if all(t == v.type for t, v in zip(types, self.graph.inputs)):
                 raise
-            raise ValueError(f"{self.__name__}(): the arguments' shapes do not fit the traced program: "
-                             f"{exc}") from None
+            raise unfit(self.__name__, exc) from None
 
     def broken_guard(self, leaves: Sequence[Any]) -> GuardError | None:
         """The guard of the traced graph that a compiled signature (of the flat arguments ``leaves``)
@@ -130,7 +130,7 @@ class Specializations(CallArguments):
         # NumPy's floating-point warnings come from running the new graph right after: the tracing run
         # would say each a second time. Only "warn" is silenced: "raise" and "call" still act while
         # tracing, as the user's code may branch on them.
-        quiet = {kind: "ignore" for kind, how in np.geterr().items() if how == "warn"}
+        quiet: dict[str, Any] = {kind: "ignore" for kind, how in np.geterr().items() if how == "warn"}
         with warnings.catch_warnings(), np.errstate(**quiet):
             # Said when the function was first traced: not again for each specialization.
             warnings.filterwarnings("ignore", "(Converting a traced array|.* runs as a host call)",
@@ -191,7 +191,14 @@ def retyped(graph: Graph, types: Sequence[Any], name: str) -> Graph:
     except GuardError:
         raise
     except (ShapeError, TypeError, ValueError) as exc:
-        raise ValueError(f"{name}(): the arguments' shapes do not fit the traced program: {exc}") from None
+        raise unfit(name, exc) from None
+
+
+def unfit(name: str, exc: Exception) -> ValueError:
+    """The error for a call whose shapes the traced program cannot take (`exc` says which node refused
+    them): a ValueError, and an IndexError too where NumPy's would be one (an index out of range)."""
+    kind = IndexShapeError if isinstance(exc, IndexError) else ValueError
+    return kind(f"{name}(): the arguments' shapes do not fit the traced program: {exc}")
 
 
 def guard_failure(exc: BaseException) -> GuardError | None:

@@ -87,6 +87,8 @@ class Tracer:
         self._data_sizes = 0
         self.layout_dependent = False   # a write went through a reshape (see views.note_layout_write)
         self.writes = 0   # in-place writes into traced arrays so far (np.piecewise calls a function once)
+        # Nodes of attempts the program does not keep (see `discard`): dead, they leave no shape check.
+        self.discarded: set = set()
         self.input_proxies: list = []   # the traced arrays of the graph inputs, in order
         self.unit_dims_guarded = False
         # id -> (traced array, message): arrays whose memory a write changed behind the graph's back
@@ -197,6 +199,12 @@ class Tracer:
             return
         self._guarded.add(key)
         self.graph.create_node("prim.guard", [value], attrs={"expected": expected}, loc=user_location())
+
+    def discard(self, mark: int) -> None:
+        """The nodes recorded since node ``mark`` are an attempt that NumPy's code does not make (a
+        function called to see whether it can be recorded): where unused they are dead code that no
+        NumPy call raised for, so they leave no ``prim.check`` (`passes.dce`)."""
+        self.discarded.update(self.graph.nodes[mark:])
 
     def forget_guards(self, values: set) -> None:
         """The guards on ``values`` were erased from the graph: record them again when made again."""

@@ -19,6 +19,7 @@ from math import prod as _iprod
 
 __all__ = [
     "Dim",
+    "IndexShapeError",
     "ShapeError",
     "add",
     "bcast",
@@ -45,6 +46,11 @@ FUNCTIONS = ("max", "min", "bcast")
 
 class ShapeError(ValueError):
     """Input shapes an op cannot accept (incompatible broadcast, bad axis, bad reshape, ...)."""
+
+
+class IndexShapeError(ShapeError, IndexError):
+    """An integer index out of range for its axis: NumPy's ``IndexError`` (``except IndexError``
+    catches it as it catches NumPy's)."""
 
 
 # A polynomial: monomial (sorted tuple of atom strings, repeated for powers) -> int coefficient.

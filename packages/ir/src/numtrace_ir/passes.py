@@ -16,6 +16,7 @@ import numpy as np
 
 from numtrace_ir.graph import Graph, Node
 from numtrace_ir.registry import OpDef, UnknownOpError, get
+from numtrace_ir.types import TensorType
 
 __all__ = ["cse", "dce", "decompose"]
 
@@ -32,9 +33,15 @@ def _effect(op: str) -> bool:
     return opdef is not None and opdef.effect
 
 
-def dce(g: Graph) -> int:
+def dce(g: Graph, *, keep_checks: bool = False, unchecked: Collection = ()) -> int:
     """Erase nodes none of whose outputs is used or returned; returns how many were erased. Guards
-    (ops with an ``effect``) are kept: the checks they make are what they are for."""
+    (ops with an ``effect``) are kept: the checks they make are what they are for.
+
+    With `keep_checks` (a traced program), a dead node whose NumPy call could refuse other input
+    shapes (``x[0]`` of an empty array, the max of an empty array, a broadcast that does not fit)
+    becomes a ``prim.check`` of its op on the same inputs: a call with such shapes still raises as
+    NumPy would, and the value is not computed (`specialize` decides the check from the shapes);
+    `unchecked`: nodes that are no call of the program's (an attempt the tracer discarded)."""
     live_outputs = set(g.outputs)
     effects: dict[str, bool] = {}
     removed = 0
@@ -44,9 +51,35 @@ def dce(g: Graph) -> int:
         if effect is None:
             effect = effects[n.op] = _effect(n.op)
         if not effect and all(not v.uses and v not in live_outputs for v in n.outputs):
+            if keep_checks and n not in unchecked and _may_refuse_shapes(n):
+                with g.inserting_before(n):
+                    g.create_node("prim.check", list(n.inputs),
+                                  {"op": n.op, "attrs": tuple(n.attrs.items())}, n.loc)
             g.erase_node(n)
             removed += 1
     return removed
+
+
+def _may_refuse_shapes(n: Node) -> bool:
+    """Whether `n` is a call whose NumPy function may raise for some shapes of its array inputs: a pure
+    array op with an array input (not a one-input ufunc, which takes every shape) and attrs that
+    print as text."""
+    opdef = _opdef(n.op)
+    if opdef is None or not opdef.pure or n.op.startswith("prim."):
+        return False
+    if opdef.ufunc is not None and opdef.ufunc.nin == 1:
+        return False
+    return any(isinstance(v.type, TensorType) for v in n.inputs) and not _holds_array(tuple(n.attrs.values()))
+
+
+def _holds_array(v: Any) -> bool:
+    if isinstance(v, np.ndarray):
+        return True
+    if isinstance(v, (tuple, list)):
+        return any(_holds_array(x) for x in v)
+    if isinstance(v, slice):
+        return _holds_array((v.start, v.stop, v.step))
+    return False
 
 
 class _AttrKeys:

@@ -97,6 +97,8 @@ def specialize(g: Graph, input_types: Sequence[Type], *, check_shapes: bool = Tr
             raise type(e)(f"specialize: {n}{where}: {e}") from e
         if op == "prim.guard":
             value = _check_guard(n, inputs[0], known)
+        elif op == "prim.check":  # its rule has just checked the shapes, unless one is known only at run time
+            value = all(x.type.is_concrete for x in inputs if isinstance(x.type, TensorType)) or None
         else:
             value = _scalar_value(op, inputs, attrs, new_types, known)
         if value is not None and op != "prim.Constant":

@@ -167,7 +167,8 @@ def _to_optimize(v: Any) -> Any:
         return str(v)
     if isinstance(v, (list, tuple)) and v and v[0] == "einsum_path":
         return ("einsum_path",) + tuple(tuple(rules.to_ints(p)) for p in v[1:])
-    raise ValueError(f"np.einsum: optimize must be a bool, 'greedy', 'optimal' or an einsum_path list, got {v!r}")
+    raise ValueError(f"np.einsum: optimize must be a bool, 'greedy', 'optimal' or an einsum_path list, "
+                     f"got {v!r}")
 
 
 def _einsum_impl(operands, subscripts, dtype=None, casting="safe", optimize=False):

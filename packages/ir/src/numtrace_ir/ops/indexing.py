@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from numtrace_ir import dims
-from numtrace_ir.dims import ShapeError
+from numtrace_ir.dims import IndexShapeError, ShapeError
 from numtrace_ir.ops import rules, sampling
 from numtrace_ir.registry import Attr, Input, Inputs, OpDef, Sample, register
 from numtrace_ir.types import ScalarType, TensorType
@@ -101,7 +101,7 @@ def indexed_shape(name: str, t: TensorType, index: tuple, idx_types: tuple, mask
         if type(e) is int:
             d = t.shape[pos_dim]
             if type(d) is int and not -d <= e < d:
-                raise ShapeError(f"{name}: index {e} is out of bounds for axis {pos_dim} with size {d}")
+                raise IndexShapeError(f"{name}: index {e} is out of bounds for axis {pos_dim} with size {d}")
             pos_dim += 1
             if has_array:
                 positions.append(k)

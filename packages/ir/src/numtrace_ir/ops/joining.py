@@ -120,7 +120,8 @@ def _split_rule(name, even):
             if ios <= 0:
                 raise ShapeError(f"{name}: number of sections must be > 0, got {ios}")
             if even and type(n) is int and n % ios:
-                raise ShapeError(f"{name}: axis {ax} of size {n} does not split into {ios} equal sections")
+                raise ShapeError(f"{name}: array split does not result in an equal division (axis {ax} "
+                                 f"of size {n} into {ios} sections)")
             # Section i of array_split has (n + k - 1 - i) // k elements; split's are all n // k.
             sizes = [
                 dims.floordiv(dims.add(n, ios - 1 - i), ios) if not even else dims.floordiv(n, ios)
@@ -138,7 +139,7 @@ def _to_ios(v):
 
 
 def _split_view(fn: Callable) -> Callable:
-    return lambda a, out, attrs, dims: tuple(fn(a, attrs["indices_or_sections"], attrs["axis"]))
+    return lambda a, out, attrs, dims: rules.results(fn(a, attrs["indices_or_sections"], attrs["axis"]))
 
 
 for _name, _fn, _even in (("np.split", np.split, True), ("np.array_split", np.array_split, False)):
@@ -148,6 +149,8 @@ for _name, _fn, _even in (("np.split", np.split, True), ("np.array_split", np.ar
         (((2, 6),), {"indices_or_sections": (2, -1, 9), "axis": -1}),
         (((0, 3),), {"indices_or_sections": 2}),
         (((4, 6),), {"indices_or_sections": 2, "axis": 1}),
+        (((3, 4),), {"indices_or_sections": 1, "axis": 1}),
+        (((0, 2),), {"indices_or_sections": (), "axis": 0}),
     ]
     if not _even:
         _cases.append((((7, 2),), {"indices_or_sections": 3}))
@@ -159,7 +162,7 @@ for _name, _fn, _even in (("np.split", np.split, True), ("np.array_split", np.ar
             _split_rule(_name, _even),
             (
                 lambda fn: (
-                    lambda ary, indices_or_sections, axis: tuple(
+                    lambda ary, indices_or_sections, axis: rules.results(
                         x.copy() for x in fn(ary, indices_or_sections, axis)
                     )
                 )

@@ -386,8 +386,7 @@ def _broadcast_arrays_samples(rng):
 
 
 def _broadcast_arrays_impl(args):
-    out = tuple(np.array(a, copy=True) for a in np.broadcast_arrays(*args))
-    return out if len(out) > 1 else out[0]  # a single-output op returns its array, not a 1-tuple
+    return rules.results(np.array(a, copy=True) for a in np.broadcast_arrays(*args))
 
 
 register(

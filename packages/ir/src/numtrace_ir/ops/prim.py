@@ -475,3 +475,54 @@ register(
 def _run_dynamic(args, op, attrs, scalars):
     target, op_inputs, filled = dynamic_call({"op": op, "attrs": attrs, "scalars": scalars}, args)
     return target.reference(*op_inputs, **filled)
+
+
+# -- shape checks of dead code -----------------------------------------------------------------------
+
+
+def _to_checked(v):
+    if not isinstance(v, str) or v.startswith("prim."):
+        raise TypeError(f"expected the name of an array op, got {v!r}")
+    get(v)  # UnknownOpError for a name the registry lacks
+    return v
+
+
+def _checked_call(op: str, attrs: tuple) -> tuple:
+    target = get(op)
+    return target, target.normalize_attrs(dict(attrs))
+
+
+def _check_rule(types, attrs):
+    target, checked = _checked_call(attrs["op"], attrs["attrs"])
+    target.infer(types, checked)  # the checked op's error for shapes its NumPy call refuses
+    return ScalarType("bool")
+
+
+def _run_check(args, op, attrs):
+    target, checked = _checked_call(op, attrs)
+    target.reference(*args, **checked)  # shapes known only now (a data-dependent size): NumPy decides
+    return True
+
+
+def _check_samples(rng):
+    yield Sample((sampling.array(rng, (3, 4), "f4"),), {"op": "np.getitem", "attrs": (("index", (0,)),)})
+    yield Sample((sampling.array(rng, (2, 3), "f8"), sampling.array(rng, (3,), "f8")),
+                 {"op": "np.add", "attrs": ()})
+
+
+register(
+    OpDef(
+        "prim.check",
+        "prim",
+        [Inputs("args", "any", star=True), Attr("op", convert=_to_checked),
+         Attr("attrs", (), convert=_to_attr_pairs)],
+        _check_rule,
+        _run_check,
+        samples=_check_samples,
+        effect=True,
+        doc="what is left of a node of op `op` whose value is never used: NumPy's call still refuses "
+        "inputs whose shapes it cannot take (``x[0]`` of an empty `x`, the max of an empty array), so "
+        "the op's rule still checks them; `specialize` decides it from the call's shapes (then it is a "
+        "constant), a size known only at run time runs the op",
+    )
+)

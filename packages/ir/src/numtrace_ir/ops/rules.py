@@ -29,6 +29,14 @@ def strong(t: TensorType | ScalarType) -> np.dtype:
     return t.dtype if isinstance(t, TensorType) else np.asarray(_WEAK_VALUE[t.kind]).dtype
 
 
+def results(arrays: Any) -> Any:
+    """NumPy's sequence of result arrays as an op's results: a tuple, or the array itself when there is
+    one (a one-output node's reference returns its value, so ``np.split(x, 1)``'s list of one array is
+    that array, not a 1-tuple that a backend would read as an array with one more axis)."""
+    arrays = tuple(arrays)
+    return arrays[0] if len(arrays) == 1 else arrays
+
+
 def shape_of(t: Type) -> tuple:
     return t.shape if type(t) is TensorType else ()
 

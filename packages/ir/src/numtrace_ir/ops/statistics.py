@@ -8,6 +8,8 @@ is a host call."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from numtrace_ir.dims import ShapeError
@@ -58,10 +60,14 @@ def _quantile_rule(name: str, fn, q_example, nan: bool = False):
         shape = _reduced_shape(name, t.shape, attrs["axis"], attrs["keepdims"], False)
         method = attrs.get("method", "linear")
         q = attrs.get("q")
-        # A sequence q is a float64 array to NumPy (it promotes narrower floats); a Python float is weak.
+        # A sequence q is a float64 array to NumPy (it promotes narrower floats); a Python float is weak;
+        # a NumPy scalar or array q (`q_dtype`) is not weak (NEP 50): its dtype promotes.
         q_probe = np.array([q_example]) if isinstance(q, tuple) and q_example is not None else q_example
+        empty = any(d == 0 for d in t.shape)   # NumPy's nan-functions then answer nanmean's dtype
+        if attrs.get("q_dtype") is not None and q_example is not None and not (nan and empty):
+            q_probe = np.asarray(q_probe).astype(attrs["q_dtype"])
         dt = rules.probe_dtype(name, fn, np.ones((1,), t.dtype), q_probe, method=method)
-        if nan and isinstance(q, tuple) and any(d == 0 for d in t.shape):
+        if nan and isinstance(q, tuple) and empty:
             # NumPy answers an empty array with nanmean's result, which has no axis for q's entries
             raise ShapeError(f"{name}: an empty array with a sequence q gives NumPy's nanmean shape, not "
                              "the quantiles' (not modelled)")
@@ -93,6 +99,10 @@ def _q_samples(high: float):
         q50 = 50 * scale
         for dt in sampling.NUMERIC:
             yield Sample((sampling.array(rng, (3, 4), dt),), {"q": q50, "axis": 1})
+        for q_dtype in ("f8", "f4"):
+            yield Sample((sampling.array(rng, (3, 4), "f2"),), {"q": 30 * scale, "axis": 1,
+                                                                "q_dtype": np.dtype(q_dtype)},
+                         note=f"a NumPy {q_dtype} q")
         yield Sample((sampling.array(rng, (5,), "bool"),), {"q": q50, "method": "lower"}, note="bool, lower")
         for method in METHODS:
             yield Sample((sampling.array(rng, (2, 5), "f8"),), {"q": (10 * scale, 75 * scale), "axis": 1,
@@ -114,6 +124,20 @@ def _q_samples(high: float):
     return samples
 
 
+def _strong_q(bind: Callable) -> Callable:
+    """`bind`, with `q_dtype` set to the dtype of a q given as a NumPy scalar or array (not weak in NumPy's
+    promotion: a float64 or float32 q makes a float16 input's quantile float64 or float32)."""
+
+    def strong(args, kwargs):
+        inputs, attrs = bind(args, kwargs)
+        q = args[1] if len(args) > 1 else kwargs.get("q")
+        if isinstance(q, (np.generic, np.ndarray)):
+            attrs["q_dtype"] = q.dtype
+        return inputs, attrs
+
+    return strong
+
+
 def _quantile_op(name: str, fn, high: float, nan: bool = False) -> OpDef:
     params: list[Param] = [
         Input("a"),
@@ -125,10 +149,13 @@ def _quantile_op(name: str, fn, high: float, nan: bool = False) -> OpDef:
         Attr("keepdims", False, rules.to_bool),
         Unsupported("weights"),
         Unsupported("interpolation"),
+        Attr("q_dtype", None, rules.to_dtype_or_none),
     ]
 
-    def impl(a, q, axis, overwrite_input, method, keepdims):
+    def impl(a, q, axis, overwrite_input, method, keepdims, q_dtype):
         # overwrite_input only lets NumPy reorder its input; the graph's input is never written.
+        if q_dtype is not None:
+            q = np.asarray(q, dtype=q_dtype)
         return fn(a, q, axis, method=method, keepdims=keepdims)
 
     samples = _q_samples(high)
@@ -144,7 +171,7 @@ def _quantile_op(name: str, fn, high: float, nan: bool = False) -> OpDef:
             impl,
             numpy_targets=[fn],
             samples=samples,
-            binder=defaults_or_host(name),
+            binder=_strong_q(defaults_or_host(name)),
             doc="`overwrite_input` is accepted and ignored (NumPy may only scramble the input with it); "
             "a call with `weights` is a host call",
         )
@@ -192,7 +219,7 @@ def _median_op(name: str, fn) -> OpDef:
             impl,
             numpy_targets=[fn],
             samples=_q_nan_samples(_median_samples, None) if fn is np.nanmedian else _median_samples,
-            binder=defaults_or_host(name),
+            binder=_strong_q(defaults_or_host(name)),
             doc="`overwrite_input` is accepted and ignored",
         )
     )
