@@ -32,10 +32,10 @@ def _cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("NUMTRACE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "kernels"))
 
 
-def _compiled(graph, types, mode):
+def _compiled(graph, types, mode, updates=None):
     old = compiler.set_mode(mode)
     try:
-        return compile_graph(graph, types)
+        return compile_graph(graph, types, updates=updates)
     finally:
         compiler.set_mode(old)
 
@@ -169,17 +169,22 @@ def _layouts(x):
     return [x, strided, np.asfortranarray(x), reversed_, unaligned]
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
-@pytest.mark.parametrize("seed", range(4))
-def test_random_chains_generated_equals_interpreter(dtype, seed):
-    rng = np.random.default_rng(1000 * seed + np.dtype(dtype).itemsize)
-    shape = (37, 1100)
+def _chain_case(rng, dtype, shape):
+    """A random chain's executables (generated, interpreted) and its inputs x, y and broadcast z."""
     graph = _chain_graph(rng, dtype, shape)
     if np.issubdtype(dtype, np.floating):
         x, y, z = (rng.standard_normal(s).astype(dtype) * 3 for s in (shape, shape, (1, shape[1])))
     else:
         x, y, z = (rng.integers(-1000, 1000, s).astype(dtype) for s in (shape, shape, (1, shape[1])))
-    gen, interp = _both(graph, [testing.type_of(v) for v in (x, y, z)])
+    return (*_both(graph, [testing.type_of(v) for v in (x, y, z)]), (x, y, z))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+@pytest.mark.parametrize("seed", range(4))
+def test_random_chains_generated_equals_interpreter(dtype, seed):
+    rng = np.random.default_rng(1000 * seed + np.dtype(dtype).itemsize)
+    shape = (37, 1100)
+    gen, interp, (x, y, z) = _chain_case(rng, dtype, shape)
     assert gen.stats()["generated_kernels"] >= 1
     with np.errstate(all="ignore"):
         for lx, ly in zip(_layouts(x), _layouts(y)):
@@ -473,3 +478,127 @@ def test_every_isa_build_generated_equals_interpreter(build, tmp_path):
     done = subprocess.run([sys.executable, "-c", _ISA_CHILD], capture_output=True, text=True, env=env,
                           check=True, timeout=300)
     assert done.stdout.split() == [isa.BUILDS[build][0], "1", "True", "1", "1", "True"]
+
+
+def _streaming(nbytes):
+    """Context: generated passes stream outputs from `nbytes` (see FusedKernel._streamed)."""
+    import contextlib
+
+    from numtrace_cpu import runtime
+
+    @contextlib.contextmanager
+    def scope():
+        old = runtime.set_stream_min_bytes(nbytes)
+        try:
+            yield
+        finally:
+            runtime.set_stream_min_bytes(old)
+    return scope()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+def test_streamed_outputs_equal_interpreter(dtype):
+    """Outputs written with streaming stores (whole cache lines streamed, the partial lines at a tile's
+    ends stored plainly) hold the interpreter's bits in every layout, into fresh and out= arrays at any
+    offset from a cache line, on 1 and 2 threads."""
+    rng = np.random.default_rng(7)
+    shape = (37, 1100)
+    gen, interp, (x, y, z) = _chain_case(rng, dtype, shape)
+    old = numtrace_cpu.get_num_threads()
+    with _streaming(1), np.errstate(all="ignore"):
+        try:
+            for threads in (1, 2):
+                numtrace_cpu.set_num_threads(threads)
+                for lx in _layouts(x):
+                    want = interp(lx, y, z)
+                    _assert_same_bits(gen(lx, y, z), want, f"{np.dtype(dtype)} streamed, {threads} threads")
+                    for offset in (0, 1, 5):   # out= starting `offset` items past a cache line
+                        buf = np.empty(x.size + 64, dtype)
+                        start = offset + (-buf.ctypes.data // buf.itemsize) % (64 // buf.itemsize)
+                        out = buf[start:start + x.size].reshape(shape)
+                        gen(lx, y, z, out=(out,))
+                        _assert_same_bits([out], want[:1], f"{np.dtype(dtype)} streamed into out=+{offset}")
+        finally:
+            numtrace_cpu.set_num_threads(old)
+    assert gen.stats()["streamed_runs"] == gen.stats()["generated_runs"] > 0
+    assert interp.stats()["streamed_runs"] == 0
+
+
+def _momentum_graph(negated):
+    """m * 0.9 + g (and its negation)."""
+    g = Graph()
+    m, grad = (g.add_input(n, TensorType(F32, (4096,))) for n in "mg")
+    c = g.create_node("prim.Constant", [], attrs={"value": 0.9}).output
+    new_m = g.create_node("np.add", [g.create_node("np.multiply", [m, c]).output, grad]).output
+    g.set_outputs([new_m, g.create_node("np.negative", [new_m]).output] if negated else [new_m])
+    return g
+
+
+def test_streaming_threshold_and_outputs_over_inputs():
+    """Below the threshold nothing streams; an output written over its input (``m *= 0.9; m += g``
+    updating an argument in place) never does: the pass has just read those cache lines."""
+    types = [TensorType(F32, (4096,))] * 2
+    rng = np.random.default_rng(3)
+    args = [rng.standard_normal(4096).astype(F32) for _ in range(2)]
+    want = _compiled(_momentum_graph(True), types, "off")(*args)
+    fresh = _compiled(_momentum_graph(True), types, "sync")
+    with _streaming(2 * 4096 * 4 + 1):   # one byte more than the two outputs hold
+        _assert_same_bits(fresh(*args), want, "below the threshold")
+    assert fresh.stats()["streamed_runs"] == 0 and fresh.stats()["generated_runs"] == 1
+    with _streaming(2 * 4096 * 4):
+        _assert_same_bits(fresh(*args), want, "at the threshold")
+    assert fresh.stats()["streamed_runs"] == 1
+    in_place = _compiled(_momentum_graph(False), types, "sync", updates={0: 0})
+    arg = args[0].copy()
+    with _streaming(1):
+        (got,) = in_place(arg, args[1])
+    _assert_same_bits([got], want[:1], "in place")
+    assert np.shares_memory(got, arg) and in_place.stats()["in_place_outputs"] == [0]
+    assert in_place.stats()["generated_runs"] == 1 and in_place.stats()["streamed_runs"] == 0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+def test_short_rows_run_generated_in_blocks_of_rows(dtype):
+    """An elementwise pass whose innermost dim is short runs its generated kernel in blocks of whole
+    rows (a repeated row gathered once a unit, strided and unaligned operands row by row, outputs
+    written where they lie, streamed or scattered): the interpreter's bits, on 1 and 2 threads."""
+    rng = np.random.default_rng(11)
+    shape = (20001, 10)
+    gen, interp, (x, y, z) = _chain_case(rng, dtype, shape)
+    old = numtrace_cpu.get_num_threads()
+    try:
+        for threads, streaming in ((1, 1 << 62), (2, 1 << 62), (2, 1)):
+            numtrace_cpu.set_num_threads(threads)
+            with _streaming(streaming), np.errstate(all="ignore"):
+                for lx, ly in zip(_layouts(x), _layouts(y)):
+                    want = interp(lx, ly, z)
+                    before = gen.stats()["generated_rows_runs"]
+                    _assert_same_bits(gen(lx, ly, z), want, f"{np.dtype(dtype)} rows, {threads} threads")
+                    if lx is x:   # C order: rows of 10 (a Fortran-ordered x runs along its columns)
+                        assert gen.stats()["generated_rows_runs"] == before + 1
+                    out = np.empty((shape[0], 2 * shape[1]), dtype)[:, ::2]
+                    gen(lx, ly, z, out=(out,))
+                    _assert_same_bits([out], want, f"{np.dtype(dtype)} rows into a strided out=")
+    finally:
+        numtrace_cpu.set_num_threads(old)
+    assert gen.stats()["streamed_runs"] > 0
+
+
+def test_one_hot_runs_generated_in_blocks_of_rows():
+    """``(labels[:, None] == np.arange(10)).astype(np.float32)``: a row of one value and a row repeated
+    along the rows, compared in int64 and cast, gives the interpreter's (and NumPy's) bits."""
+    g = Graph()
+    labels = g.add_input("labels", TensorType(np.dtype(np.int64), (30001,)))
+    col = g.create_node("np.getitem", [labels], attrs={"index": (slice(None), None)}).output
+    classes = g.create_node("prim.Constant", [], attrs={"value": np.arange(10)}).output
+    eq = g.create_node("np.equal", [col, classes]).output
+    g.set_outputs([g.create_node("np.astype", [eq], attrs={"dtype": F32}).output])
+    lab = np.random.default_rng(2).integers(0, 10, 30001)
+    gen, interp = _both(g, [testing.type_of(lab)])
+    for streaming in (1 << 62, 1):
+        with _streaming(streaming):
+            for x in (lab, testing.noncontiguous(lab)):
+                _assert_same_bits(gen(x), interp(x), "one-hot")
+                _assert_same_bits(gen(x), [(lab[:, None] == np.arange(10)).astype(F32)], "one-hot vs NumPy")
+    s = gen.stats()
+    assert s["generated_rows_runs"] == s["generated_runs"] == 8 and s["streamed_runs"] == 4

@@ -12,6 +12,9 @@ os.environ.setdefault("TRITON_INTERPRET", "1")  # before anything imports triton
 # never depends on timing): compiling every test's passes would dominate the suite's time.
 os.environ.setdefault("NUMTRACE_CODEGEN", "0")
 os.environ.setdefault("NUMTRACE_CODEGEN_SHORT_ROWS", "4096")  # short rows run generated too (cpu conftest)
+# Generated passes stream outputs from 64 bytes (production: from the size of the last-level cache), so
+# the fuzzers' generated passes meet both kinds of stores.
+os.environ.setdefault("NUMTRACE_STREAM_MIN_BYTES", "64")
 
 import numpy as np
 import numtrace

@@ -300,6 +300,7 @@ STEPS = {
     "pow_m_half": (1, lambda a: np.abs(a) ** -0.5), "pow_2_neg_zero": (1, lambda a: (a * -0.0) ** 2),
     "assign_expr": (2, _assign_expr),
     "causal_softmax": (1, _causal_softmax), "causal_softmax_nan_row": (1, lambda a: _causal_softmax(a, k=0)),
+    "outer_pass": (1, lambda a: np.ravel(a)[:, None] * 0.5 - np.ravel(a)[None, :]),
     "reshape_write": (1, lambda a: _through_reshape(a, lambda v: v.reshape(-1))),
     "ravel_write": (1, lambda a: _through_reshape(a, np.ravel)),
     "T_reshape_write": (1, lambda a: _through_reshape(a, lambda v: v.T.reshape(-1))),
@@ -314,7 +315,8 @@ FAST_STEPS = [name for name in STEPS if name in (
     "set_int_idx", "assign_expr", "sum_mid", "mean_pairs_last", "pair_sums")]
 STEPS.update({"gemv_team": (1, _gemv_team)})
 # Steps only the explicit examples below run, so that adding them leaves the random draws as they were.
-EXAMPLE_ONLY = {"merge_heads", "merge_heads_pass", "causal_softmax", "causal_softmax_nan_row", "gemv_team"}
+EXAMPLE_ONLY = {"merge_heads", "merge_heads_pass", "causal_softmax", "causal_softmax_nan_row", "gemv_team",
+                "outer_pass"}
 NAMES = sorted(set(STEPS) - EXAMPLE_ONLY)
 
 # The fast-path steps drawn about as often as all the others together.
@@ -380,6 +382,7 @@ FAST_PATHS = {
     "short rows walked along a longer dim": lambda s: s["rows_widened_runs"],
     "middle-axis reduction generated": lambda s: s["generated_column_runs"],
     "short rows reduced generated": lambda s: s["generated_row_block_runs"],
+    "outputs written with streaming stores": lambda s: s["streamed_runs"],
     "assignment computed in place": lambda s: s["assigned_in_place"],
     "constant folded": lambda s: s["folded_constants"],
     "mixed float product widened": lambda s: s["products_widened"],
@@ -510,10 +513,11 @@ def run_case(steps, backend):
 @example(steps=[("sum_mid", 0, 1), ("mean_pairs_last", 1, 0)])
 @example(steps=[("causal_softmax", 0, 0)])
 @example(steps=[("causal_softmax_nan_row", 1, 0)])
+@example(steps=[("outer_pass", 0, 0)])
 def test_traced_program_matches_numpy_or_raises_clearly(steps, backend):
-    # Every GENERATED_EVERY-th program on the cpu backend (and those of GENERATED_EXAMPLES) compiles its
-    # fused passes to C before its first call (numtrace_cpu.compiler's sync mode), so they run on the
-    # generated kernels.
+    # Every GENERATED_EVERY-th program on the cpu backend compiles its fused passes to C before its
+    # first call (numtrace_cpu.compiler's sync mode), so they run on the generated kernels; so do the
+    # explicit GENERATED_EXAMPLES, whose paths only generated kernels take.
     if backend != "cpu" or (next(_CPU_PROGRAMS) % GENERATED_EVERY and steps not in GENERATED_EXAMPLES):
         run_case(steps, backend)
         return
@@ -527,8 +531,10 @@ def test_traced_program_matches_numpy_or_raises_clearly(steps, backend):
 
 
 GENERATED_EVERY = 8
-# The explicit programs whose reductions only generated kernels fold in registers.
-GENERATED_EXAMPLES = ([("pair_sums", 0, 1)], [("sum_mid", 0, 1), ("mean_pairs_last", 1, 0)])
+# The explicit programs whose reductions only generated kernels fold in registers, and a pass writing
+# its outputs with streaming stores (conftest.py lowers NUMTRACE_STREAM_MIN_BYTES).
+GENERATED_EXAMPLES = ([("pair_sums", 0, 1)], [("sum_mid", 0, 1), ("mean_pairs_last", 1, 0)],
+                      [("outer_pass", 0, 0)])
 _CPU_PROGRAMS = itertools.count(1)
 
 

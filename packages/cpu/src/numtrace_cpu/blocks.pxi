@@ -57,6 +57,8 @@ cdef extern from "nt_gen.h" nogil:
         Py_ssize_t cols, rows
         void (*store_sum)(const void* cx, int j, double s, Py_ssize_t count, char* out) noexcept nogil
         Py_ssize_t sequential_below
+        uint64_t stream
+        Py_ssize_t tile_rows
     ctypedef void (*nt_gen_fn)(char* const* data, const Py_ssize_t* strides, const Py_ssize_t* shape, int nd,
                                Py_ssize_t u0, Py_ssize_t u1, const double* fc, const int64_t* ic,
                                const nt_gen_loop_fn* loops, const nt_gen_reduce* red)
@@ -825,6 +827,7 @@ cdef void _run_generated(void* kernel, const Ctx* cx, int nteam, Py_ssize_t unit
     red.init, red.fold, red.store, red.cx, red.nkept = _gen_init, _gen_fold, _gen_store, cx, cx.nkept
     red.cols, red.rows, red.store_sum = cx.cols, cx.rows, _gen_store_sum
     red.sequential_below = NT_SUM_SEQUENTIAL_BELOW
+    red.stream, red.tile_rows = cx.stream, (1 if cx.nred else cx.rows)
     if nteam == 1:
         fn(cx.data, cx.strides, cx.shape, cx.nd, 0, units, cx.fconsts, cx.iconsts, loops, &red)
         return

@@ -13,7 +13,9 @@ the interpreter's by construction. Only the ops whose scalar function equals tha
 Operands whose innermost stride is not their item size (or whose data is not aligned) are gathered
 into a tile buffer first and outputs of that kind scattered after, as the interpreter does; outputs
 are stored only in the tile's last loop, after every input read, so an output written over its own
-input (FusedStep.overwritable) reads each element before it is replaced.
+input (FusedStep.overwritable) reads each element before it is replaced. An output the runtime marks
+for streaming (a large one that no input shares: FusedKernel's stream_min_bytes) is computed into its
+tile buffer and copied out with streaming stores (nt_gen.h's nt_gen_stream), the same bits.
 
 A pass with reductions folds each tile of each reduced value with the build's own fold (blocks.pxi's
 _fold, through nt_gen.h's nt_gen_reduce), on the interpreter's blocks of one reduction row, so sums,
@@ -30,7 +32,7 @@ from dataclasses import dataclass, field
 
 from numtrace_cpu.runtime import BLOCK_ELEMENTS, DTYPES, OPS, REDUCTIONS, REG_KINDS, UNIT_ELEMENTS
 
-__all__ = ["ENTRY", "TILE", "generate", "folds_in_registers"]
+__all__ = ["ENTRY", "TILE", "folds_in_registers", "generate", "has_rows_path"]
 
 ENTRY = "nt_kernel"
 """The default name of the kernel function in the generated source."""
@@ -161,6 +163,7 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
         else:
             segments[-1].instrs.append(i)
     segments[-1].instrs.append(-1)   # the stores
+    _sink(segments, uses, defs, set(outputs.values()), set(folded))
     seg_of: dict[str, int] = {}
     for s, seg in enumerate(segments):
         for i in ([seg.table] if seg.table is not None else seg.instrs):
@@ -203,32 +206,65 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
             val = f"({CTYPE[dt]}){src}" if dt != _DT["bool"] else f"NT_GEN_TO_BOOL({src})"
             w.line(f"const {CTYPE[dt]} c{r} = {val};")
     for r in in_regs + out_regs:
-        w.line(f"_Alignas(64) {CTYPE[rdt[r]]} g{r}[TILE];")
+        w.line(f"_Alignas(64) {CTYPE[rdt[r]]} g{r}[TILE + NT_GEN_PAD];")
     for v in sorted(spilled, key=_number):
         w.line(f"_Alignas(64) {CTYPE[vdt[v]]} t{v}[TILE];")
     w.line("const Py_ssize_t inner = shape[nd - 1];")
+    for r in out_regs:
+        w.line(f"const int st{r} = (int)((red->stream >> {regs[r][2]}) & 1);   /* streaming stores */")
     tile = _Tile(regs, rdt, in_regs, out_regs, segments, instrs, uses, defs, exprs, vdt, seg_of, spilled,
                  outputs, folded)
     if reductions and folds_in_registers(program):
-        w.line("if (red->cols) {")
-        w.indent += 1
-        _column_units(w, nops, reductions, tile)
-        w.line("return;")
-        w.indent -= 1
-        w.line("}")
-        w.line("if (red->rows > 1) {")
-        w.indent += 1
-        _row_block_units(w, nops, reductions, tile)
-        w.line("return;")
-        w.indent -= 1
-        w.line("}")
-    if reductions:
+        _branches(w, ("red->cols", lambda: _column_units(w, nops, reductions, tile)),
+                  ("red->rows > 1", lambda: _row_block_units(w, nops, reductions, tile)),
+                  (None, lambda: _reduction_units(w, nops, reductions, tile)))
+    elif reductions:
         _reduction_units(w, nops, reductions, tile)
+    elif has_rows_path(program):
+        _branches(w, ("red->tile_rows > 1", lambda: _rows_units(w, nops, tile)),
+                  (None, lambda: _elementwise_units(w, nops, tile)))
     else:
         _elementwise_units(w, nops, tile)
+    w.line("if (red->stream) nt_gen_stream_fence();")
     w.indent -= 1
     w.line("}")
     return w.text()
+
+
+def _branches(w: _Writer, *cases) -> None:
+    """An if / else-if / else chain of (C condition or None for the else, body writer) cases."""
+    for n, (cond, body) in enumerate(cases):
+        w.line(f"{'if' if n == 0 else '} else if'} ({cond}) {{" if cond else "} else {")
+        w.indent += 1
+        body()
+        w.indent -= 1
+    w.line("}")
+
+
+def _sink(segments: list[_Segment], uses: list[list[str]], defs: list[str], stored: set[str],
+          folded: set[str]) -> None:
+    """Move each loop instruction into the latest segment before all of its readers: a value read
+    only after a table op (W1's ``a * b + c``, read after exp) is then computed there from its
+    operands instead of stored to a tile buffer and loaded back. The same operations on the same
+    values; within a segment instructions keep program order, so each follows its operands."""
+    where = {i: s for s, seg in enumerate(segments) for i in seg.instrs if i >= 0}
+    table = {seg.table: s for s, seg in enumerate(segments) if seg.table is not None}
+    readers: dict[str, list[int]] = {}
+    for i, args in enumerate(uses):
+        for u in args:
+            readers.setdefault(u, []).append(i)
+    for i in sorted(where, reverse=True):
+        if defs[i] in folded:
+            continue
+        latest = [table[j] - 1 if j in table else where[j] for j in readers.get(defs[i], [])]
+        if defs[i] in stored:
+            latest.append(len(segments) - 1)
+        if not latest or min(latest) <= where[i]:
+            continue
+        segments[where[i]].instrs.remove(i)
+        target = segments[min(latest)].instrs
+        target.insert(next((p for p, j in enumerate(target) if j == -1 or j > i), len(target)), i)
+        where[i] = min(latest)
 
 
 @dataclass
@@ -271,6 +307,66 @@ def _elementwise_units(w: _Writer, nops: int, tile: _Tile) -> None:
         w.line(f"char *p{k} = data[{k}]; const Py_ssize_t s{k} = strides[{k} * NT_GEN_MAXD + nd - 1];")
     _offsets(w, nops, "idx", "0", "nd - 1", "p")
     _tile_loop(w, tile, "start", "stop")
+    w.indent -= 1
+    w.line("}")
+
+
+def has_rows_path(program: tuple) -> bool:
+    """Whether `generate` gives the program's kernel the path for short rows (`_rows_units`): an
+    elementwise pass whose innermost dim is short enough that the runtime may walk it in blocks of
+    whole rows (FusedKernel._run's cx.rows > 1; collapsing dims only lengthens the innermost one)."""
+    shape, reductions = program[0], program[5]
+    return not reductions and len(shape) >= 2 and shape[-1] <= TILE // 4
+
+
+def _rows_units(w: _Writer, nops: int, tile: _Tile) -> None:
+    """Units of an elementwise pass whose innermost dim is short (`_rows_unit`'s, red->tile_rows
+    rows a tile): each tile is whole rows of dim nd-2, so its loops run over rows * inner elements
+    instead of one short row. An operand that is one contiguous run over the tile's rows is read or written
+    where it lies; the others are gathered row by row (a row that repeats along dim nd-2, like the
+    bias of ``x + b``, once per unit) and outputs scattered the same way."""
+    regs, rdt = tile.regs, tile.rdt
+    w.line("const Py_ssize_t R = red->tile_rows, nrows = shape[nd - 2];")
+    w.line("const Py_ssize_t per_unit = R * (NT_GEN_CHUNK / TILE);")
+    w.line("const Py_ssize_t nchunk = (nrows + per_unit - 1) / per_unit;")
+    w.line("for (Py_ssize_t u = u0; u < u1; u++) {")
+    w.indent += 1
+    w.line("Py_ssize_t start = (u % nchunk) * per_unit, idx = u / nchunk;")
+    w.line("const Py_ssize_t stop = start + per_unit < nrows ? start + per_unit : nrows;")
+    for k in range(nops):
+        w.line(f"char *p{k} = data[{k}] + start * strides[{k} * NT_GEN_MAXD + nd - 2];")
+        w.line(f"const Py_ssize_t s{k} = strides[{k} * NT_GEN_MAXD + nd - 1], "
+               f"o{k} = strides[{k} * NT_GEN_MAXD + nd - 2];")
+    _offsets(w, nops, "idx", "0", "nd - 2", "p")
+    for r in tile.in_regs:
+        w.line(f"int f{r} = 0;   /* g{r} holds R copies of a repeated row */")
+    w.line("for (Py_ssize_t t = start; t < stop; t += R) {")
+    w.indent += 1
+    w.line("const Py_ssize_t rows = stop - t < R ? stop - t : R, n = rows * inner;")
+    for r in tile.in_regs:
+        arg, T, isz = regs[r][2], CTYPE[rdt[r]], ITEMSIZE[rdt[r]]
+        w.line(f"const {T} *in{r}p = (const {T} *)p{arg};")
+        w.line(f"if (s{arg} != {isz} || (o{arg} != inner * {isz} && rows > 1) || (size_t)in{r}p % {isz}) {{")
+        w.line(f"    if (o{arg} || !f{r}) nt_gen_gather_rows(g{r}, p{arg}, s{arg}, o{arg}, {isz}, inner, "
+               f"o{arg} ? rows : R);")
+        w.line(f"    f{r} = o{arg} == 0;")
+        w.line(f"    in{r}p = g{r};")
+        w.line("}")
+    for r in tile.out_regs:
+        arg, T, isz = regs[r][2], CTYPE[rdt[r]], ITEMSIZE[rdt[r]]
+        w.line(f"const int d{r} = s{arg} == {isz} && (o{arg} == inner * {isz} || rows == 1) "
+               f"&& (size_t)p{arg} % {isz} == 0;")
+        w.line(f"{T} *out{r}p = d{r} && !st{r} ? ({T} *)p{arg} : g{r};")
+    _segments(w, tile)
+    for r in tile.out_regs:
+        arg, isz = regs[r][2], ITEMSIZE[rdt[r]]
+        w.line(f"if (out{r}p == g{r} && d{r}) nt_gen_stream(p{arg}, (const char *)g{r}, n * {isz});")
+        w.line(f"else if (out{r}p == g{r}) "
+               f"nt_gen_scatter_rows(p{arg}, s{arg}, o{arg}, g{r}, {isz}, inner, rows);")
+    for k in range(nops):
+        w.line(f"p{k} += rows * o{k};")
+    w.indent -= 1
+    w.line("}")
     w.indent -= 1
     w.line("}")
 
@@ -401,7 +497,7 @@ def _element(w: _Writer, tile: _Tile, row: str, col: str) -> None:
             arg, T = regs[r][2], CTYPE[rdt[r]]
             w.line(f"const {T} in{r} = *(const {T} *)(b{arg} + {row} * sr{arg} + {col} * sc{arg});")
     for i in range(len(tile.instrs)):
-        w.line(f"const {CTYPE[tile.vdt[tile.defs[i]]]} {tile.defs[i]} = {tile.exprs[i]};")
+        w.line(f"const {_local(tile.vdt[tile.defs[i]])} {tile.defs[i]} = {tile.exprs[i]};")
     for r in tile.out_regs:
         arg, T = regs[r][2], CTYPE[rdt[r]]
         w.line(f"*({T} *)(b{arg} + {row} * sr{arg} + {col} * sc{arg}) = {tile.outputs[r]};")
@@ -461,7 +557,7 @@ def _column_block(w: _Writer, tile: _Tile, ncol: str) -> None:
 def _tile_loop(w: _Writer, tile: _Tile, start: str, stop: str) -> None:
     """The tiles of [start, stop) along the innermost dim: operands bound (gathered where needed),
     the segments' loops and table calls, outputs scattered, reduced values folded."""
-    regs, rdt, uses, defs = tile.regs, tile.rdt, tile.uses, tile.defs
+    regs, rdt = tile.regs, tile.rdt
     w.line(f"for (Py_ssize_t t = {start}; t < {stop}; t += TILE) {{")
     w.indent += 1
     w.line(f"const Py_ssize_t n = {stop} - t < TILE ? {stop} - t : TILE;")
@@ -472,10 +568,26 @@ def _tile_loop(w: _Writer, tile: _Tile, start: str, stop: str) -> None:
         w.line(f"    nt_gen_gather(g{r}, p{arg} + t * s{arg}, s{arg}, {isz}, n);")
         w.line(f"    in{r}p = g{r};")
         w.line("}")
-    for r in tile.out_regs:
+    for r in tile.out_regs:   # a streamed output is computed into its tile, then streamed out
         arg, T, isz = regs[r][2], CTYPE[rdt[r]], ITEMSIZE[rdt[r]]
-        w.line(f"{T} *out{r}p = (s{arg} == {isz} && (size_t)(p{arg} + t * s{arg}) % {isz} == 0)"
-               f" ? ({T} *)(p{arg} + t * s{arg}) : g{r};")
+        w.line(f"const int d{r} = s{arg} == {isz} && (size_t)(p{arg} + t * s{arg}) % {isz} == 0;")
+        w.line(f"{T} *out{r}p = d{r} && !st{r} ? ({T} *)(p{arg} + t * s{arg}) : g{r};")
+    _segments(w, tile)
+    for r in tile.out_regs:
+        arg, isz = regs[r][2], ITEMSIZE[rdt[r]]
+        w.line(f"if (out{r}p == g{r} && d{r}) "
+               f"nt_gen_stream(p{arg} + t * s{arg}, (const char *)g{r}, n * {isz});")
+        w.line(f"else if (out{r}p == g{r}) nt_gen_scatter(p{arg} + t * s{arg}, s{arg}, g{r}, {isz}, n);")
+    for j, value in enumerate(tile.folded):
+        ptr = f"t{value}" if value.startswith("v") else f"{value}p"
+        w.line(f"red->fold(red->cx, {j}, acc[{j}], (const char *){ptr}, n);")
+    w.indent -= 1
+    w.line("}")
+
+
+def _segments(w: _Writer, tile: _Tile) -> None:
+    """The tile's n elements through the segments: loops over values in locals, table calls between."""
+    rdt, uses, defs = tile.rdt, tile.uses, tile.defs
     for s, seg in enumerate(tile.segments):
         if seg.table is not None:
             i = seg.table
@@ -497,9 +609,9 @@ def _tile_loop(w: _Writer, tile: _Tile, start: str, stop: str) -> None:
             if f"in{r}" in needed:
                 w.line(f"const {CTYPE[rdt[r]]} in{r} = in{r}p[i];")
         for v in sorted((v for v in needed if v.startswith("v") and tile.seg_of[v] != s), key=_number):
-            w.line(f"const {CTYPE[tile.vdt[v]]} {v} = t{v}[i];")
+            w.line(f"const {_local(tile.vdt[v])} {v} = t{v}[i];")
         for i in body:
-            w.line(f"const {CTYPE[tile.vdt[defs[i]]]} {defs[i]} = {tile.exprs[i]};")
+            w.line(f"const {_local(tile.vdt[defs[i]])} {defs[i]} = {tile.exprs[i]};")
             if defs[i] in tile.spilled:
                 w.line(f"t{defs[i]}[i] = {defs[i]};")
         if stores:
@@ -507,14 +619,14 @@ def _tile_loop(w: _Writer, tile: _Tile, start: str, stop: str) -> None:
                 w.line(f"out{r}p[i] = {tile.outputs[r]};")
         w.indent -= 1
         w.line("}")
-    for r in tile.out_regs:
-        arg, isz = regs[r][2], ITEMSIZE[rdt[r]]
-        w.line(f"if (out{r}p == g{r}) nt_gen_scatter(p{arg} + t * s{arg}, s{arg}, g{r}, {isz}, n);")
-    for j, value in enumerate(tile.folded):
-        ptr = f"t{value}" if value.startswith("v") else f"{value}p"
-        w.line(f"red->fold(red->cx, {j}, acc[{j}], (const char *){ptr}, n);")
-    w.indent -= 1
-    w.line("}")
+
+
+def _local(dt: int) -> str:
+    """The C type of a computed value of dtype code dt in the loops. A bool (always 0 or 1, as the op
+    table's predicates, NT_GEN_TO_BOOL and the logical ops give it) is an int there: with byte-sized
+    locals GCC vectorized no loop mixing them with 8-byte values (``labels[:, None] == classes`` in
+    int64, cast to float32), and ran one-hot encoding an element at a time."""
+    return "int" if dt == _DT["bool"] else CTYPE[dt]
 
 
 def _number(value: str) -> int:

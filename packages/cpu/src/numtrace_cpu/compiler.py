@@ -254,7 +254,9 @@ def _build(batch: _Batch, strict: bool) -> None:
                     _loaded[e] = (lib, ctypes.cast(getattr(lib, e), ctypes.c_void_p).value or 0, path)
         for job in jobs:
             lib, address, job.path = _loaded[job.entry]
-            job.kernel.set_generated(address, lib, codegen.folds_in_registers(job.kernel.program))
+            program = job.kernel.program
+            job.kernel.set_generated(address, lib, folds=codegen.folds_in_registers(program),
+                                     rows=codegen.has_rows_path(program))
             job.state = "ready"
     except Exception as e:
         for job in jobs:

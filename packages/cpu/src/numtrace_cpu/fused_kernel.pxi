@@ -15,8 +15,10 @@ cdef Py_ssize_t PARALLEL_MIN_WORK = 1 << 20
 # sizeable part of a small call, and other Python threads wait no longer than such a pass runs.
 cdef Py_ssize_t NOGIL_MIN_WORK = 1 << 14
 
-# Elements up to which a pass with short rows (see _rows_per_block) runs on its generated kernel,
-# which walks one row per unit; a larger one keeps the interpreter's blocks of many rows. None: one
+# Elements up to which a pass with short rows (see _rows_per_block) that its generated kernel cannot
+# run in blocks of rows (a reduction outside codegen.folds_in_registers' row blocks; an elementwise
+# pass outside codegen.has_rows_path) runs on that kernel, which
+# then walks one row per unit; a larger one keeps the interpreter's blocks of many rows. None: one
 # unit per short row cost 0.5-4 us more than the interpreter's blocks on every small pass measured
 # (benchmarks/realistic.py's small rows: logsumexp over rows of 10, softmax, image normalization).
 # NUMTRACE_CODEGEN_SHORT_ROWS sets the limit: the tests raise it so generated code meets short rows.
@@ -27,6 +29,38 @@ cdef Py_ssize_t GENERATED_SHORT_ROWS_MAX = int(__import__("os").environ.get("NUM
 # interpreter's batched sums (the generated kernel would call the build's fold once per row); on the
 # baseline build these rows are folded by it too, with the same bits and at about its speed.
 cdef Py_ssize_t GENERATED_ROW_BLOCK_MAX = 16
+
+
+def _last_level_cache_bytes():
+    """The largest CPU cache Linux's sysfs reports, or 32 MiB where it reports none."""
+    import glob
+    sizes = [0]
+    for path in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*/size"):
+        try:
+            with open(path) as f:
+                text = f.read().strip()
+            sizes.append(int(text[:-1]) * {"K": 1 << 10, "M": 1 << 20}[text[-1]] if text[-1] in "KM" else int(text))
+        except (OSError, ValueError):
+            continue
+    return max(sizes) or 32 << 20
+
+
+# Output bytes of a pass from which a generated kernel writes them with streaming stores (see
+# FusedKernel._streamed): outputs that do not fit the last-level cache would leave it anyway, and
+# writing them through the cache costs a read of every line first. NUMTRACE_STREAM_MIN_BYTES sets the
+# threshold (the tests lower it, so the fuzzers' generated passes meet both stores).
+cdef Py_ssize_t STREAM_MIN_BYTES = int(__import__("os").environ.get("NUMTRACE_STREAM_MIN_BYTES", "0")) \
+    or _last_level_cache_bytes()
+
+
+def set_stream_min_bytes(Py_ssize_t nbytes):
+    """Set the output bytes from which a generated pass streams its outputs; returns the old value."""
+    global STREAM_MIN_BYTES
+    if nbytes < 1:
+        raise ValueError("the streaming threshold must be at least 1 byte")
+    old, STREAM_MIN_BYTES = STREAM_MIN_BYTES, nbytes
+    return old
+
 
 # Operands of a pass whose strides and pointers live on the stack of its call (more: malloc).
 cdef enum:
@@ -64,10 +98,14 @@ cdef class FusedKernel:
     cdef void* generated           # an nt_gen_fn for this program (see set_generated), or NULL
     cdef object generated_owner    # what keeps the generated code loaded
     cdef bint generated_folds      # the generated kernel has column and row-block units (see set_generated)
+    cdef bint generated_rows       # the generated kernel runs short rows in blocks of rows
     cdef readonly Py_ssize_t generated_runs, interpreted_runs
     cdef readonly Py_ssize_t generated_column_runs   # generated runs in column mode (middle-axis reductions)
     cdef readonly Py_ssize_t generated_row_block_runs   # generated runs reducing short rows in blocks of them
     cdef readonly Py_ssize_t rows_widened_runs   # passes whose short rows were walked along a longer dim
+    cdef readonly Py_ssize_t streamed_runs       # generated passes that streamed their outputs
+    cdef readonly Py_ssize_t generated_rows_runs # generated passes run in blocks of short rows
+    cdef Py_ssize_t out_item_bytes               # bytes of one element of every output (not reduced) together
     cdef readonly tuple program    # the constructor's arguments but `blocks`, for numtrace_cpu.codegen
     cdef readonly tuple iteration_shape
     cdef readonly int n_instructions
@@ -125,6 +163,8 @@ cdef class FusedKernel:
             _check_code(dt, NDT, "operand dtype")
             _check_code(role, 3, "operand role")
             self.op_dt[i], self.op_role[i] = dt, role
+            if role == ROLE_OUTPUT:
+                self.out_item_bytes += nt_itemsize[dt]
         for i, c in enumerate(consts):
             if isinstance(c, float):
                 self.fconsts[i], self.iconsts[i] = c, 0
@@ -238,16 +278,20 @@ cdef class FusedKernel:
         free(self.iconsts)
         free(self.scratch)
 
-    def set_generated(self, Py_ssize_t address, object owner, bint folds=False):
-        """Run this program's elementwise passes through the generated kernel at `address` (an
-        nt_gen_fn built by numtrace_cpu.codegen from `program`; `owner` keeps its code loaded);
-        0 goes back to the interpreter. A large pass whose innermost dim is short keeps the
-        interpreter's blocks of many rows (see GENERATED_SHORT_ROWS_MAX), and so does a reduction
-        folding its inputs in place, or in column mode or over short rows unless `folds` (the kernel
-        has the column and row-block units of codegen.folds_in_registers)."""
+    def set_generated(self, Py_ssize_t address, object owner, bint folds=False, bint rows=False):
+        """Run this program's passes through the generated kernel at `address` (an nt_gen_fn built
+        by numtrace_cpu.codegen from `program`; `owner` keeps its code loaded); 0 goes back to the
+        interpreter. `folds`: the kernel has the column and row-block units of
+        codegen.folds_in_registers, which then run a reduction in column mode or over short rows in
+        the interpreter's units and blocks. `rows`: the kernel has the path for short rows
+        (codegen.has_rows_path), which then runs an elementwise pass whose innermost dim is short in
+        the interpreter's blocks of many rows. Without them such a pass, when large, keeps the
+        interpreter (see GENERATED_SHORT_ROWS_MAX), and so does a reduction in column mode or
+        folding its inputs in place."""
         self.generated = <void*>address
         self.generated_owner = owner if address else None
         self.generated_folds = folds and address != 0
+        self.generated_rows = rows and address != 0
 
     @property
     def has_generated(self):
@@ -279,6 +323,7 @@ cdef class FusedKernel:
                 free(cx.strides)
                 free(cx.data)
                 raise MemoryError()
+        cx.stream = 0
         try:
             for k in range(self.nops):
                 self._bind(k, env[ids[k] if ids else k], &cx)
@@ -327,16 +372,21 @@ cdef class FusedKernel:
                         self.run_generated(self.generated, &cx, nteam, units, chunk)
                 return 0
             if (self.generated != NULL and not cx.cols and not cx.fold_in_place
-                    and (cx.rows == 1 or self.size <= GENERATED_SHORT_ROWS_MAX)):
-                # A generated kernel's units are those of one-row blocks (see nt_gen.h), so the kernel
-                # is told rows of one (not its row blocks).
-                units = _count_kept_units(&cx) if self.nred else _count_rows_units(&cx)
-                cx.rows = 1
+                    and (cx.rows == 1 or self.size <= GENERATED_SHORT_ROWS_MAX
+                         or (self.generated_rows and not self.nred))):
+                if cx.rows > 1 and self.generated_rows and not self.nred:
+                    self.generated_rows_runs += 1   # the interpreter's units of blocks of rows
+                else:
+                    # The units of one-row blocks (see nt_gen.h), so the kernel is told rows of one
+                    # (not its row blocks).
+                    cx.rows = 1
+                    units = _count_kept_units(&cx) if self.nred else _count_rows_units(&cx)
                 nteam = nthreads if (nthreads > 1 and units > 1 and self.work >= PARALLEL_MIN_WORK) else 1
                 if nteam > units:
                     nteam = <int>units
                 chunk = max(1, units // (8 * nteam))
                 self.generated_runs += 1
+                cx.stream = self._streamed(env, ids)
                 if self.work < NOGIL_MIN_WORK:
                     self.run_generated(self.generated, &cx, nteam, units, chunk)
                 else:
@@ -368,6 +418,25 @@ cdef class FusedKernel:
                 free(cx.strides)
                 free(cx.data)
         return 0
+
+    cdef uint64_t _streamed(self, list env, const Py_ssize_t* ids) except? 0:
+        """Output operands (bit k: operand k) a generated kernel writes with streaming stores: those not
+        reduced, when together they hold STREAM_MIN_BYTES or more, except any that shares memory with
+        an input of the pass (an argument updated in place: the pass has just read its lines, so they
+        are in the cache already, and may read them again)."""
+        cdef int k, j
+        cdef uint64_t mask = 0
+        if self.size * self.out_item_bytes < STREAM_MIN_BYTES or self.nops > 64:
+            return 0
+        inputs = [env[ids[j] if ids else j] for j in range(self.nops) if self.op_role[j] == ROLE_INPUT]
+        for k in range(self.nops):
+            if self.op_role[k] == ROLE_OUTPUT:
+                out = env[ids[k] if ids else k]
+                if not any(np.may_share_memory(out, x) for x in inputs):
+                    mask |= (<uint64_t>1) << k
+        if mask:
+            self.streamed_runs += 1
+        return mask
 
     cdef int _bind(self, int k, object arr, Ctx* cx) except -1:
         """Validate operand k and record its data pointer and strides broadcast to the iteration shape."""

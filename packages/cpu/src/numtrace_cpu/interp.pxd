@@ -2,7 +2,7 @@
 # (blocks.pxi) share: the instruction set (from nt_opcodes.h), the program and pass structs, and the
 # one function a build hands the runtime. Both sides cimport this file, so they agree on layouts.
 
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint64_t
 
 cdef extern from "nt_opcodes.h":
     enum:
@@ -90,6 +90,7 @@ cdef struct Ctx:
     Py_ssize_t acc_offset       # column mode: where a thread's per-column accumulators start in its scratch
     Py_ssize_t reg_stride       # bytes from one scratch register to the next (see REG_PAD)
     Py_ssize_t scratch_regs     # bytes of scratch per thread: nregs registers of 8-byte elements
+    uint64_t stream             # generated kernels: bit k, write output operand k with streaming stores
 
 # One pass over cx's units on `nteam` threads (scratch holds nteam * cx.scratch_regs bytes), taking
 # `chunk` units at a time: what an ISA build provides, as the capsule RUN_PASS named

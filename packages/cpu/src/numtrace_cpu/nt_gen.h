@@ -39,6 +39,12 @@ typedef struct {
      * dim): rows of fewer elements than this the build sums one element after another from +0
      * (nt_simd.h's NT_SUM_SEQUENTIAL_BELOW), so a kernel may too; longer ones go through fold. */
     Py_ssize_t sequential_below;
+    /* Bit k set: operand k is an output the kernel writes with streaming (non-temporal) stores where
+     * it is contiguous (see nt_gen_stream); set by the runtime for large outputs no input shares. */
+    uint64_t stream;
+    /* > 1: an elementwise pass of short rows, run in tiles of `tile_rows` whole rows (codegen's
+     * _rows_units; only kernels with that path get it); else 1. */
+    Py_ssize_t tile_rows;
 } nt_gen_reduce;
 
 typedef void (*nt_gen_fn)(char *const *data, const Py_ssize_t *strides, const Py_ssize_t *shape, int nd,
@@ -81,10 +87,82 @@ __attribute__((noinline)) static void nt_gen_gather(void *dst, const char *src, 
     }
     for (Py_ssize_t i = 0; i < n; i++) memcpy(d + i * isz, src + i * st, isz);
 }
+#define NT_GEN_MOVES(COPY) \
+    switch (isz) { \
+    case 8: COPY(8) break; case 4: COPY(4) break; case 2: COPY(2) break; case 1: COPY(1) break; \
+    default: COPY(isz) \
+    }
 __attribute__((noinline)) static void nt_gen_scatter(char *dst, Py_ssize_t st, const void *src, size_t isz,
                                                      Py_ssize_t n) {
     const char *s = (const char *)src;
-    for (Py_ssize_t i = 0; i < n; i++) memcpy(dst + i * st, s + i * isz, isz);
+#define NT_GEN_SCATTER(SIZE) for (Py_ssize_t i = 0; i < n; i++) memcpy(dst + i * st, s + i * (SIZE), SIZE);
+    NT_GEN_MOVES(NT_GEN_SCATTER)
+#undef NT_GEN_SCATTER
+}
+/* Bytes a tile buffer has past its TILE elements: room for nt_gen_gather_rows's last 64-byte store. */
+#define NT_GEN_PAD 64
+/* `rows` rows of `inner` elements (row i at src + i * so) into the tile dst, and back. A row of one
+ * value (st == 0, as ``x[:, None]``) is filled with whole 64-byte stores of that value, each row's
+ * last store running into the next row (which then overwrites it) or into dst's NT_GEN_PAD bytes:
+ * a loop of `inner` stores per row cost more than the pass's arithmetic. */
+__attribute__((noinline)) static void nt_gen_gather_rows(void *dst, const char *src, Py_ssize_t st, Py_ssize_t so,
+                                                         size_t isz, Py_ssize_t inner, Py_ssize_t rows) {
+#define NT_GEN_FILL_ROWS(T) \
+    for (Py_ssize_t r = 0; r < rows; r++) { \
+        T v, line[64 / sizeof(T)]; \
+        memcpy(&v, src + r * so, sizeof(T)); \
+        for (size_t i = 0; i < 64 / sizeof(T); i++) line[i] = v; \
+        char *d = (char *)dst + r * inner * sizeof(T); \
+        for (Py_ssize_t k = 0; k < inner * (Py_ssize_t)sizeof(T); k += 64) memcpy(d + k, line, 64); \
+    } \
+    return;
+    if (st == 0) {
+        switch (isz) {
+        case 8: NT_GEN_FILL_ROWS(uint64_t) case 4: NT_GEN_FILL_ROWS(uint32_t)
+        case 2: NT_GEN_FILL_ROWS(uint16_t) case 1: NT_GEN_FILL_ROWS(uint8_t)
+        }
+    }
+#undef NT_GEN_FILL_ROWS
+    for (Py_ssize_t r = 0; r < rows; r++) nt_gen_gather((char *)dst + r * inner * isz, src + r * so, st, isz, inner);
+}
+__attribute__((noinline)) static void nt_gen_scatter_rows(char *dst, Py_ssize_t st, Py_ssize_t so, const void *src,
+                                                          size_t isz, Py_ssize_t inner, Py_ssize_t rows) {
+    for (Py_ssize_t r = 0; r < rows; r++) nt_gen_scatter(dst + r * so, st, (const char *)src + r * inner * isz, isz, inner);
+}
+/* nbytes from the tile src to contiguous dst, the whole cache lines of dst with streaming stores:
+ * an output much larger than the caches is then written without first reading each line into the
+ * cache (a read-for-ownership, a fifth of W1's memory traffic) and without evicting the inputs.
+ * Partial lines at either end take plain stores, so no line is streamed partly by two threads. The
+ * bytes written are src's: the stores change where the data goes, never what it is. */
+#if defined(__AVX512F__) || defined(__AVX__) || defined(__SSE2__)
+#include <immintrin.h>
+#endif
+__attribute__((noinline)) static void nt_gen_stream(char *dst, const char *src, size_t nbytes) {
+    size_t head = (64 - (uintptr_t)dst % 64) % 64;
+    if (head >= nbytes) { memcpy(dst, src, nbytes); return; }
+    memcpy(dst, src, head);
+    size_t i = head;
+    for (; i + 64 <= nbytes; i += 64) {
+#if defined(__AVX512F__)
+        _mm512_stream_si512((__m512i *)(dst + i), _mm512_loadu_si512((const void *)(src + i)));
+#elif defined(__AVX__)
+        _mm256_stream_si256((__m256i *)(dst + i), _mm256_loadu_si256((const __m256i *)(src + i)));
+        _mm256_stream_si256((__m256i *)(dst + i + 32), _mm256_loadu_si256((const __m256i *)(src + i + 32)));
+#elif defined(__SSE2__)
+        for (int j = 0; j < 64; j += 16)
+            _mm_stream_si128((__m128i *)(dst + i + j), _mm_loadu_si128((const __m128i *)(src + i + j)));
+#else
+        memcpy(dst + i, src + i, 64);
+#endif
+    }
+    memcpy(dst + i, src + i, nbytes - i);
+}
+/* Streaming stores are weakly ordered: the kernel fences them before it returns, so the thread that
+ * joins the pass (and every later reader) sees the data. */
+static inline void nt_gen_stream_fence(void) {
+#if defined(__SSE2__)
+    _mm_sfence();
+#endif
 }
 #endif
 
