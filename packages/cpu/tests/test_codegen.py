@@ -602,3 +602,88 @@ def test_one_hot_runs_generated_in_blocks_of_rows():
                 _assert_same_bits(gen(x), [(lab[:, None] == np.arange(10)).astype(F32)], "one-hot vs NumPy")
     s = gen.stats()
     assert s["generated_rows_runs"] == s["generated_runs"] == 8 and s["streamed_runs"] == 4
+
+
+def _graph(inputs, build):
+    """A graph over inputs {name: TensorType}, outputs build(node, *values) where node(op, *args,
+    **attrs) adds a node (a non-array argument: a constant)."""
+    g = Graph()
+    values = [g.add_input(name, t) for name, t in inputs.items()]
+
+    def node(op, *args, **attrs):
+        args = [a if not isinstance(a, float) else
+                g.create_node("prim.Constant", [], attrs={"value": a}).output for a in args]
+        return g.create_node(op, args, attrs=attrs).output
+    g.set_outputs(list(build(node, *values)))
+    return g
+
+
+def _run_both_ways(g, args, streaming, threads=(1, 2)):
+    """Generated and interpreted executables of g, run on args at each thread count with outputs
+    streamed from `streaming` bytes; their bits must agree. Returns the generated one's stats()."""
+    gen, interp = _both(g, [testing.type_of(a) for a in args])
+    old = numtrace_cpu.get_num_threads()
+    try:
+        for n in threads:
+            numtrace_cpu.set_num_threads(n)
+            with _streaming(streaming), np.errstate(all="ignore"):
+                _assert_same_bits(gen(*args), interp(*args), f"{n} threads, streaming from {streaming}")
+    finally:
+        numtrace_cpu.set_num_threads(old)
+    assert interp.stats()["generated_runs"] == 0
+    return gen.stats()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_streamed_output_beside_middle_axis_reduction(dtype):
+    """One program with large outputs streamed (``z * 2 + 1``, and ``z * z`` beside its sum over the
+    last axis) and middle-axis sums in column mode whose pass also writes a large elementwise output
+    ``x * w`` (column units store it element by element, never streamed): the interpreter's bits."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 70, 900)).astype(dtype)
+    w = rng.standard_normal((3, 70, 1)).astype(dtype)
+    z = rng.standard_normal((400, 700)).astype(dtype)
+    x.flat[::13] = -0.0
+
+    def build(node, x, w, z):
+        xw, zz = node("np.multiply", x, w), node("np.multiply", z, z)
+        return (xw, node("np.sum", xw, axis=1), node("np.mean", node("np.subtract", x, w), axis=1),
+                node("np.add", node("np.multiply", z, 2.0), 1.0), zz, node("np.sum", zz, axis=-1))
+
+    g = _graph({"x": testing.type_of(x), "w": testing.type_of(w), "z": testing.type_of(z)}, build)
+    for streaming in (1, 1 << 62):
+        s = _run_both_ways(g, (x, w, z), streaming)
+        assert s["generated_column_runs"] == 2 and s["interpreted_runs"] == 0
+        assert (s["streamed_runs"] == 2) == (streaming == 1)
+    # the column pass alone, streaming from one byte: its outputs go through the cache, same bits
+    g = _graph({"x": testing.type_of(x), "w": testing.type_of(w)}, lambda node, x, w: (
+        (xw := node("np.multiply", x, w)), node("np.sum", xw, axis=1)))
+    s = _run_both_ways(g, (x, w), 1)
+    assert s["generated_column_runs"] == s["generated_runs"] == 2 and s["streamed_runs"] == 0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_short_row_tiles_beside_row_block_reduction(dtype):
+    """A short-row elementwise pass (tiles of whole rows, ``a * 2 + b`` with a repeated row b) next to
+    a reduction of short rows in row blocks (``((d - c) ** 2).sum(-1)`` and its elementwise output),
+    streamed and not, on 1 and 2 threads, in C and Fortran order: the interpreter's bits."""
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal((20001, 10)).astype(dtype)
+    b = rng.standard_normal(10).astype(dtype)
+    d = rng.standard_normal((9001, 5, 6)).astype(dtype)
+    c = rng.standard_normal((5, 6)).astype(dtype)
+    d.flat[::11] = -0.0
+
+    def build(node, a, b, d, c):
+        e = node("np.subtract", d, c)
+        return (node("np.add", node("np.multiply", a, 2.0), b), node("np.sum", node("np.multiply", e, e), axis=-1),
+                node("np.absolute", e))
+
+    g = _graph({"a": testing.type_of(a), "b": testing.type_of(b), "d": testing.type_of(d),
+                "c": testing.type_of(c)}, build)
+    for streaming in (1, 1 << 62):
+        for args in ((a, b, d, c), (np.asfortranarray(a), b, d, c)):
+            s = _run_both_ways(g, args, streaming)
+            assert s["generated_row_block_runs"] >= 2 and s["interpreted_runs"] == 0
+            assert s["generated_rows_runs"] >= (2 if args[0] is a else 0)
+        assert (s["streamed_runs"] > 0) == (streaming == 1)
