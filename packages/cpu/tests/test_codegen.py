@@ -676,8 +676,8 @@ def test_short_row_tiles_beside_row_block_reduction(dtype):
 
     def build(node, a, b, d, c):
         e = node("np.subtract", d, c)
-        return (node("np.add", node("np.multiply", a, 2.0), b), node("np.sum", node("np.multiply", e, e), axis=-1),
-                node("np.absolute", e))
+        return (node("np.add", node("np.multiply", a, 2.0), b),
+                node("np.sum", node("np.multiply", e, e), axis=-1), node("np.absolute", e))
 
     g = _graph({"a": testing.type_of(a), "b": testing.type_of(b), "d": testing.type_of(d),
                 "c": testing.type_of(c)}, build)
