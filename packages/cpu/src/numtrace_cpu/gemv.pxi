@@ -63,7 +63,7 @@ def set_team_spin_us(int us):
     global nt_team_spin_ns
     if not 0 <= us <= 10_000_000:
         raise ValueError(f"team spin must be 0 to 10000000 microseconds, got {us}")
-    nt_team_spin_ns = us * 1000
+    nt_team_spin_ns = <long long>us * 1000   # 10 s in ns does not fit an int
 
 
 def team_counts() -> dict:
