@@ -186,3 +186,16 @@ def test_fork_during_a_spin_window_and_exit_while_workers_spin():
         print("done", flush=True)
     """, timeout=60)
     assert out.split() == ["done"]
+
+
+@pytest.mark.parametrize("us", [1.5, True, 2**40, "5", None, -1])
+def test_team_spin_setting_refuses_what_is_not_an_int_in_range(us):
+    """Like set_num_threads: a float is not truncated (1.5 ran as 1 us), a bool is not a count, and
+    a huge int gets the range message rather than a C overflow."""
+    old = blocks.team_spin_us()
+    try:
+        with pytest.raises(ValueError, match="0 to 10000000"):
+            blocks.set_team_spin_us(us)
+        assert blocks.team_spin_us() == old
+    finally:
+        blocks.set_team_spin_us(old)
