@@ -5,6 +5,7 @@ reshape targets, dtypes, strided inputs, size-1 dims, 1 and 2 threads, and the c
 the reshaped array afterwards (several passes, a returned view, a join, an assignment into it).
 Each case checks in `stats()` that the rewrite ran, so a silent fallback to the copy fails it."""
 
+import tracemalloc
 import warnings
 
 import numpy as np
@@ -186,3 +187,25 @@ def test_reshape_in_another_order_keeps_its_copy(producer, order):
     exe, got, expected = _run(g, [x, w], 1)
     _check(got, expected, exact)
     assert exe.stats()["reshapes_in_place"] == 0
+
+
+def test_deciding_the_rewrite_allocates_nothing_of_the_values_size():
+    """Whether the reshape copies is found from shapes and strides alone: the compile neither copies a
+    (64, 64, 64, 64) intermediate nor allocates one (64 MiB each); its memory is the one buffer the
+    executable keeps for the reshaped array."""
+    t = TensorType(np.dtype(np.float32), (64, 64, 64, 64))
+
+    def body(g, a):
+        h = _op(g, "np.transpose", _op(g, "np.negative", a), axes=(3, 1, 2, 0))
+        return _op(g, "np.add", _op(g, "np.reshape", h, shape=(64 * 64, 64 * 64), order="C"), _const(g, 1.0))
+
+    g = Graph()
+    g.set_outputs([body(g, g.add_input("x", t))])
+    tracemalloc.start()
+    try:
+        exe = compile_graph(g, [t])
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert exe.stats()["reshapes_in_place"] == 1
+    assert peak < 80 << 20, peak
