@@ -141,8 +141,8 @@ def test_every_dtype_and_reshape_target(dtype, axes, target):
 
     def body(g, a, b):
         t = _op(g, "np.transpose", _op(g, op, a, b), **({} if axes is None else {"axes": axes}))
-        return _op(g, "np.add", _op(g, "np.reshape", t, shape=target, order="C"), _const(g, True if dt.kind == "b"
-                                                                                          else 1))
+        r = _op(g, "np.reshape", t, shape=target, order="C")
+        return _op(g, "np.add", r, _const(g, True if dt.kind == "b" else 1))
 
     g = Graph()
     ins = [g.add_input(f"x{i}", TensorType(dt, v.shape)) for i, v in enumerate((x, y))]
@@ -179,7 +179,8 @@ def test_reshape_in_another_order_keeps_its_copy(producer, order):
 
     def body(g, a, b):
         t = _op(g, "np.transpose", _producer(g, producer, a, b), axes=(1, 0, 2))
-        return _op(g, "np.add", _op(g, "np.reshape", t, shape=(t.type.shape[0], -1), order=order), _const(g, 1.0))
+        r = _op(g, "np.reshape", t, shape=(t.type.shape[0], -1), order=order)
+        return _op(g, "np.add", r, _const(g, 1.0))
 
     g = Graph()
     ins = [g.add_input(f"x{i}", testing.type_of(v)) for i, v in enumerate((x, w))]
