@@ -38,8 +38,9 @@ def _numpy(fn, a, b):
 
 @pytest.mark.parametrize("fn", [set_first, set_tail])
 @pytest.mark.parametrize(("target", "source", "bad", "error"), [
-    ("i8", "f8", np.inf, OverflowError), ("i8", "f8", np.nan, ValueError), ("i4", "f4", -np.inf, OverflowError),
-    ("i8", "f8", 2.0**63, OverflowError), ("i1", "f8", 128.0, OverflowError), ("i1", "f8", -129.0, OverflowError),
+    ("i8", "f8", np.inf, OverflowError), ("i8", "f8", np.nan, ValueError),
+    ("i4", "f4", -np.inf, OverflowError), ("i8", "f8", 2.0**63, OverflowError),
+    ("i1", "f8", 128.0, OverflowError), ("i1", "f8", -129.0, OverflowError),
     ("i2", "f2", np.inf, OverflowError), ("i1", "i8", 300, OverflowError), ("i4", "u8", 2**40, OverflowError),
 ])
 def test_scalar_that_no_longer_fits_raises(backend, fn, target, source, bad, error):
