@@ -642,6 +642,7 @@ def test_fuzz_reached_every_fast_path(capsys):
     [("mask", 0, 0), ("set_mask", 0, 0)],
     [("view_write", 0, 0), ("T_write", 1, 0)],
     [("ufunc_out", 1, 0), ("int_arg_idx", 0, 2)],
+    [("T_reshape_write", 0, 0)] * 3 + [("pow_m1_subnormal", 0, 0), ("set_row", 2, 6)],
 ])
 def test_pinned_programs(steps, backend):
     run_case(steps, backend)

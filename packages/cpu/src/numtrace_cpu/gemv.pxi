@@ -53,7 +53,7 @@ def team_spin_us() -> int:
     return nt_team_spin_ns // 1000
 
 
-def set_team_spin_us(int us):
+def set_team_spin_us(us):
     """Let the team's workers spin `us` microseconds after each GEMV job before they sleep, so the
     next GEMV (an MLP's next layer, or its next call) finds them awake; 0 runs every GEMV on the
     calling thread. Default 50 (NUMTRACE_TEAM_SPIN_US at import): a sleeping worker takes about 7 us
@@ -61,9 +61,9 @@ def set_team_spin_us(int us):
     core every few microseconds, and after a few GEMVs in a row that the workers missed (the caller
     ran every unit: they were descheduled) GEMVs run on the calling thread for 20 ms (nt_team.h)."""
     global nt_team_spin_ns
-    if not 0 <= us <= 10_000_000:
-        raise ValueError(f"team spin must be 0 to 10000000 microseconds, got {us}")
-    nt_team_spin_ns = us * 1000
+    if isinstance(us, bool) or not isinstance(us, int) or not 0 <= us <= 10_000_000:
+        raise ValueError(f"team spin must be an int from 0 to 10000000 microseconds, got {us!r}")
+    nt_team_spin_ns = <long long>us * 1000   # 10 s in ns does not fit an int
 
 
 def team_counts() -> dict:

@@ -152,6 +152,7 @@ static int nt_team_grow(int want) {
  * they sleep at once, and the back-off does not apply). Returns when all are done. */
 static void nt_team_run_spin(nt_team_fn fn, void *arg, int nunits, int nteam, long long spin_ns) {
     int u, spins, mine;
+    if (nteam > NT_TEAM_MAX + 1) nteam = NT_TEAM_MAX + 1;   /* more threads than the team has: it all runs */
     if (nteam > nunits) nteam = nunits;
     if (nteam > 1 && nunits <= NT_TEAM_MAX_UNITS && pthread_mutex_trylock(&nt_team.busy) == 0) {
         if (nt_team.pid != getpid()) {   /* first use, or a forked child: no workers here */

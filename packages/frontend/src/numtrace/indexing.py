@@ -141,5 +141,46 @@ def setitem(x: Any, key: Any, value: Any) -> None:
         raise TypeError(f"'numpy.{x._concrete.dtype.type.__name__}' object does not support item assignment "
                         "(NumPy gives this value as a scalar, which is immutable)")
     key = _normalize(key)
-    x._concrete[unwrap(key)] = unwrap(value)  # NumPy's semantics, casts and errors
+    plain = unwrap(value)
+    if is_traced_array(value) and value._scalar:
+        plain = plain[()]   # a NumPy scalar, which NumPy stores otherwise than a 0-d array
+    x._concrete[unwrap(key)] = plain  # NumPy's semantics, casts and errors
+    if _is_basic(key):
+        _guard_scalar_fits(tracer, x._concrete.dtype, value)
     x._rebind(tracer, record_set(tracer, x, key, value), "x[...] = value")
+
+
+def _fit_bounds(source: np.dtype, target: np.dtype) -> tuple[Any, Any]:
+    """The bounds ``(lo, hi)`` (None where every value passes) within which a `source` scalar fits a
+    signed integer `target`: ``lo <= v`` and ``v < hi`` for a float (NumPy truncates it, so ``v`` may
+    reach ``max + 1`` exclusive), ``lo <= v <= hi`` for an integer, each a `source` scalar."""
+    info = np.iinfo(target)
+    if source.kind in "iu":
+        have = np.iinfo(source)
+        return (source.type(info.min) if have.min < info.min else None,
+                source.type(info.max) if have.max > info.max else None)
+    with np.errstate(over="ignore"):
+        lo = source.type(info.min - 1)   # the largest value that truncates below min, rounded
+        if not np.isfinite(lo) or int(lo) <= info.min - 1:
+            lo = np.nextafter(lo, source.type(np.inf))
+        return lo, source.type(info.max + 1)   # a power of two: exact, or inf where every value fits
+
+
+def _guard_scalar_fits(tracer: Tracer, target: np.dtype, value: Any) -> None:
+    """NumPy stores a NumPy scalar into a signed integer array by a basic key through a Python int,
+    and raises where it does not fit (OverflowError for inf or out of range, ValueError for NaN); an
+    array value, or a key of index arrays, casts instead. A traced scalar fitted at trace time: guard
+    that it still fits, so a call where it does not traces again, and NumPy raises."""
+    if (target.kind != "i" or not is_traced_array(value) or not value._scalar
+            or value._concrete.dtype.kind not in "iuf"):
+        return
+    lo, hi = _fit_bounds(value._concrete.dtype, target)
+    if value._concrete.dtype.kind == "f":
+        fits = (value >= lo) & (value < hi)
+    elif lo is None and hi is None:
+        return
+    else:
+        fits = value >= lo if hi is None else value <= hi if lo is None else (value >= lo) & (value <= hi)
+    if not tracer.input_free(fits._graph_value(tracer)):
+        tracer.guard_data(fits, f"x[...] = {value._concrete.dtype} scalar into {target} array (NumPy raises "
+                                "where it does not fit)")
