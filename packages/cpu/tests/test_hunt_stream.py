@@ -67,7 +67,8 @@ def _bool_rows_graph(shape):
 
     p = node("np.greater", x, b)
     q = node("np.greater", y, node("prim.Constant", value=0.0))
-    g.set_outputs([node("np.add", p, q), node("np.astype", node("np.multiply", p, q), dtype=np.dtype(np.float32)),
+    g.set_outputs([node("np.add", p, q),
+                   node("np.astype", node("np.multiply", p, q), dtype=np.dtype(np.float32)),
                    node("np.astype", node("np.invert", p), dtype=np.dtype(np.int64))])
     return g
 
@@ -134,22 +135,25 @@ def test_out_partly_over_an_input_equals_numpy(dtype, shape):
                 assert results[0] == results[1] == results[2], (threads, shift)
 
 
-_IMPORT = "import numtrace_cpu.runtime as r; print(r.set_stream_min_bytes(1))"
+def _import_with(value):
+    """A fresh interpreter importing the runtime under NUMTRACE_STREAM_MIN_BYTES=value; it prints the
+    threshold it took."""
+    env = dict(os.environ, NUMTRACE_STREAM_MIN_BYTES=value)
+    code = "import numtrace_cpu.runtime as r; print(r.set_stream_min_bytes(1))"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
 
 
 @pytest.mark.parametrize("value", ["-5", "0", "abc", "1.5"])
 def test_bad_stream_threshold_variable_is_refused_by_name(value):
     """NUMTRACE_STREAM_MIN_BYTES below 1 was taken as a threshold (every pass streamed) though
     set_stream_min_bytes refuses it, and a non-number failed at import without naming the variable."""
-    env = dict(os.environ, NUMTRACE_STREAM_MIN_BYTES=value)
-    done = subprocess.run([sys.executable, "-c", _IMPORT], capture_output=True, text=True, env=env, timeout=120)
+    done = _import_with(value)
     assert done.returncode != 0
     assert f"NUMTRACE_STREAM_MIN_BYTES={value!r}" in done.stderr
 
 
 @pytest.mark.parametrize("value", ["4096", " 64 ", ""])
 def test_stream_threshold_variable_sets_the_threshold(value):
-    env = dict(os.environ, NUMTRACE_STREAM_MIN_BYTES=value)
-    done = subprocess.run([sys.executable, "-c", _IMPORT], capture_output=True, text=True, env=env, timeout=120)
+    done = _import_with(value)
     assert done.returncode == 0, done.stderr
     assert int(done.stdout) == (int(value) if value.strip() else runtime._last_level_cache_bytes())
