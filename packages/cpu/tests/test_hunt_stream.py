@@ -78,11 +78,12 @@ def _bool_rows_want(x, b, y):
     return [p + q, (p * q).astype(np.float32), (~p).astype(np.int64)]
 
 
-@pytest.mark.parametrize("shape", [(3001, 7), (20001, 3), (517, 40), (65, 1)])
+@pytest.mark.parametrize("shape", [(3001, 7), (20001, 3), (517, 40), (65, 1), (150001, 7)])
 def test_bool_rows_streamed_at_every_byte_offset(shape):
     """Bool values (ints in the generated loops) stay 0 or 1 through +, *, ~ and casts, in blocks of
     short rows, streamed into out= arrays that start 0 to 63 bytes past a cache line, on 1 and 2
-    threads: the interpreter's bits and NumPy's."""
+    threads (the largest shape has the work to split between them): the interpreter's bits and
+    NumPy's."""
     rng = np.random.default_rng(shape[0])
     x, b = rng.integers(-3, 3, shape), rng.integers(-3, 3, shape[-1:])
     y = rng.standard_normal(shape)
