@@ -49,8 +49,20 @@ def _last_level_cache_bytes():
 # FusedKernel._streamed): outputs that do not fit the last-level cache would leave it anyway, and
 # writing them through the cache costs a read of every line first. NUMTRACE_STREAM_MIN_BYTES sets the
 # threshold (the tests lower it, so the fuzzers' generated passes meet both stores).
-cdef Py_ssize_t STREAM_MIN_BYTES = int(__import__("os").environ.get("NUMTRACE_STREAM_MIN_BYTES", "0")) \
-    or _last_level_cache_bytes()
+def _env_stream_min_bytes():
+    """NUMTRACE_STREAM_MIN_BYTES, or the last-level cache's size where it is unset or empty. A value
+    that is not a whole number of bytes of at least 1 is refused by name, as set_stream_min_bytes
+    refuses it."""
+    text = __import__("os").environ.get("NUMTRACE_STREAM_MIN_BYTES", "").strip()
+    if not text:
+        return _last_level_cache_bytes()
+    value = int(text) if text.lstrip("+-").isdigit() else 0
+    if value < 1:
+        raise ValueError(f"NUMTRACE_STREAM_MIN_BYTES={text!r}: expected a number of bytes, at least 1")
+    return value
+
+
+cdef Py_ssize_t STREAM_MIN_BYTES = _env_stream_min_bytes()
 
 
 def set_stream_min_bytes(Py_ssize_t nbytes):
