@@ -197,3 +197,22 @@ def test_a_write_through_a_converted_view_matches_numpy(backend, conversion, vie
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g, w)
         np.testing.assert_array_equal(call, eager)
+
+
+# -- an integer q picks elements: an integer input's quantile keeps its dtype -------------------------
+
+@pytest.mark.parametrize("func", [np.quantile, np.nanquantile, np.percentile, np.nanpercentile])
+@pytest.mark.parametrize("q", [0, 1, [0, 1], 0.5])
+@pytest.mark.parametrize("dtype", ["i4", "u1", "f2", "f4"])
+@pytest.mark.parametrize("method", ["linear", "midpoint", "hazen"])
+def test_quantile_of_an_integer_q_matches_numpy(backend, func, q, dtype, method):
+    if func in (np.percentile, np.nanpercentile):
+        q = [v * 100 for v in q] if isinstance(q, list) else q * 100
+
+    def fn(x):
+        return func(x, q, axis=1, method=method)
+
+    rng = np.random.default_rng(9)
+    traced = nt.trace(fn, ((rng.standard_normal((3, 4)) * 5).astype(dtype),), backend=backend)
+    for shape in [(3, 4), (2, 1), (1, 5)]:
+        _assert_like_numpy(traced, fn, (rng.standard_normal(shape) * 5).astype(dtype))

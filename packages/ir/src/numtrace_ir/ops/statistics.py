@@ -37,7 +37,8 @@ METHODS = (
 
 
 def _to_q(high: float):
-    """``q`` -> a float or a tuple of floats in [0, high] (NumPy's range check, done at trace time)."""
+    """``q`` -> a number or a tuple of numbers in [0, high] (NumPy's range check, done at trace time):
+    floats, but Python ints as they are."""
 
     def convert(v):
         if issubclass(type(v), np.ndarray):
@@ -45,7 +46,9 @@ def _to_q(high: float):
                 raise ValueError(f"q must be a number or 1-d, got an array of shape {v.shape}")
             v = v.tolist()
         items = tuple(v) if isinstance(v, (list, tuple)) else None
-        values = tuple(float(rules.to_scalar(x)) for x in (items if items is not None else (v,)))
+        # A Python int stays one: NumPy's quantile at an integer q picks an element, of the input's dtype
+        values = tuple(x if type(x) is int else float(rules.to_scalar(x))
+                       for x in (items if items is not None else (v,)))
         for x in values:
             if not 0 <= x <= high:
                 raise ValueError(f"q must be in the range [0, {high:g}], got {x!r}")
@@ -62,7 +65,10 @@ def _quantile_rule(name: str, fn, q_example, nan: bool = False):
         q = attrs.get("q")
         # A sequence q is a float64 array to NumPy (it promotes narrower floats); a Python float is weak;
         # a NumPy scalar or array q (`q_dtype`) is not weak (NEP 50): its dtype promotes.
-        q_probe = np.array([q_example]) if isinstance(q, tuple) and q_example is not None else q_example
+        example = q_example
+        if example is not None and all(type(x) is int for x in (q if isinstance(q, tuple) else (q,))):
+            example = 0   # NumPy's integer q
+        q_probe = np.array([example]) if isinstance(q, tuple) and example is not None else example
         empty = any(d == 0 for d in t.shape)   # NumPy's nan-functions then answer nanmean's dtype
         if attrs.get("q_dtype") is not None and q_example is not None and not (nan and empty):
             q_probe = np.asarray(q_probe).astype(attrs["q_dtype"])
