@@ -509,21 +509,29 @@ def _check_rule(types, attrs):
     return ScalarType("bool")
 
 
-# Kinds of ops whose NumPy errors come from shapes alone, given no integer array (whose values NumPy
-# reads as indices, counts or exponents); the ops of these kinds that read their data are listed.
+# Kinds of ops whose NumPy errors come from shapes alone, but for the ops listed (an all-NaN slice,
+# weights summing to 0) and for an integer array input of an indexing or moving op or of a power (NumPy
+# checks indices, counts and exponents).
 _SHAPE_CHECKED_KINDS = ("elementwise", "reduction", "movement", "index", "contraction", "creation")
-_READS_DATA = ("np.nanargmax", "np.nanargmin", "np.average")   # an all-NaN slice, weights summing to 0
+_READS_DATA = ("np.nanargmax", "np.nanargmin", "np.average")
+_READS_INTEGERS = ("index", "movement")
+
+
+def _reads_data(target: OpDef, tensors: list) -> bool:
+    if target.kind not in _SHAPE_CHECKED_KINDS or target.name in _READS_DATA:
+        return True
+    return any(t.dtype.kind in "iu" for t in tensors) and (
+        target.kind in _READS_INTEGERS or target.name == "np.power")
 
 
 def check_decided(types, attrs) -> bool:
     """Whether a ``prim.check`` of inputs of `types` holds by their shapes (its rule has accepted them):
-    they are all known and NumPy's call cannot refuse their data (the caller knows its numbers). Otherwise it is left to run time,
-    where the op runs (a data-dependent size, an index array, a singular matrix, a shape that the
-    op's rule does not model)."""
+    they are all known and NumPy's call cannot refuse their data (the caller knows its numbers).
+    Otherwise it is left to run time, where the op runs (a data-dependent size, an index array, a
+    singular matrix, a shape that the op's rule does not model)."""
     target, checked = _checked_call(attrs["op"], attrs["attrs"])
     tensors = [t for t in types if isinstance(t, TensorType)]
-    if not all(t.is_concrete for t in tensors) or target.kind not in _SHAPE_CHECKED_KINDS \
-            or target.name in _READS_DATA or any(t.dtype.kind in "iu" for t in tensors):
+    if not all(t.is_concrete for t in tensors) or _reads_data(target, tensors):
         return False
     try:
         target.infer(types, checked)
@@ -534,7 +542,7 @@ def check_decided(types, attrs) -> bool:
 
 def _run_check(args, op, attrs):
     target, checked = _checked_call(op, attrs)
-    target.reference(*args, **checked)  # shapes known only now (a data-dependent size): NumPy decides
+    target.reference(*args, **checked)  # shapes known only now, or data NumPy reads: NumPy decides
     return True
 
 
@@ -557,6 +565,7 @@ register(
         doc="what is left of a node of op `op` whose value is never used: NumPy's call still refuses "
         "inputs whose shapes it cannot take (``x[0]`` of an empty `x`, the max of an empty array), so "
         "the op's rule still checks them; `specialize` decides it from the call's shapes (then it is a "
-        "constant), a size known only at run time runs the op",
+        "constant), a size known only at run time or data NumPy's call reads (an index array, a singular "
+        "matrix) runs the op",
     )
 )
