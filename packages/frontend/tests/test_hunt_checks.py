@@ -49,6 +49,8 @@ _READS_DATA = {
                     [(np.ones(2), np.arange(3)), (np.ones(3), np.array([0, -4, 1]))]),
     "take": (lambda x, i: (np.take(x, i), x * 2.0)[1], (np.ones(5), np.arange(3)),
              [(np.ones(2), np.arange(3))]),
+    "take_a_number": (lambda x, i: (np.take(x, 2, axis=-1), x + i)[1], (np.ones((3, 3)), np.ones(3)),
+                      [(np.ones((2, 2)), np.ones(2)), (np.ones((2, 0)), np.ones(0))]),
     "inv": (lambda x, i: (np.linalg.inv(x), x + i)[1], (np.eye(3), np.ones(3)),
             [(np.ones((3, 3)), np.ones(3)), (np.eye(3), np.ones(3))]),
     "nanargmax": (lambda x, i: (np.nanargmax(x), x - i)[1], (np.ones(3), np.ones(3)),

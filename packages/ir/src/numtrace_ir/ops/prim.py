@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import operator
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -511,17 +511,17 @@ def _check_rule(types, attrs):
 
 # Kinds of ops whose NumPy errors come from shapes alone, but for the ops listed (an all-NaN slice,
 # weights summing to 0) and for an integer array input of an indexing or moving op or of a power (NumPy
-# checks indices, counts and exponents).
+# checks indices, counts and exponents; an integer number input, as np.take's index, too).
 _SHAPE_CHECKED_KINDS = ("elementwise", "reduction", "movement", "index", "contraction", "creation")
 _READS_DATA = ("np.nanargmax", "np.nanargmin", "np.average")
 _READS_INTEGERS = ("index", "movement")
 
 
-def _reads_data(target: OpDef, tensors: list) -> bool:
+def _reads_data(target: OpDef, types: Sequence) -> bool:
     if target.kind not in _SHAPE_CHECKED_KINDS or target.name in _READS_DATA:
         return True
-    return any(t.dtype.kind in "iu" for t in tensors) and (
-        target.kind in _READS_INTEGERS or target.name == "np.power")
+    integers = any(t.dtype.kind in "iu" if isinstance(t, TensorType) else t.kind == "int" for t in types)
+    return integers and (target.kind in _READS_INTEGERS or target.name == "np.power")
 
 
 def check_decided(types, attrs) -> bool:
@@ -531,7 +531,7 @@ def check_decided(types, attrs) -> bool:
     singular matrix, a shape that the op's rule does not model)."""
     target, checked = _checked_call(attrs["op"], attrs["attrs"])
     tensors = [t for t in types if isinstance(t, TensorType)]
-    if not all(t.is_concrete for t in tensors) or _reads_data(target, tensors):
+    if not all(t.is_concrete for t in tensors) or _reads_data(target, types):
         return False
     try:
         target.infer(types, checked)
