@@ -70,9 +70,17 @@ def _mlp(row: Any) -> Callable:
 
 
 def _encoder(row: Any) -> Callable:
+    return _encoder_session(*row.make())
+
+
+def _encoder_constants(row: Any) -> Callable:
+    """The same model for the row whose NumPy function closes over the weights (its input is x)."""
+    return _encoder_session(*row.make(), *row.numpy_fn.weights)
+
+
+def _encoder_session(x, g1, b1, wqkv, bqkv, wo, bo, g2, b2, wf1, bf1, wf2, bf2) -> Callable:
     from cpu_workloads import D_MODEL, HEADS, SEQ
 
-    x, g1, b1, wqkv, bqkv, wo, bo, g2, b2, wf1, bf1, wf2, bf2 = row.make()
     seq, dm, dh = SEQ, D_MODEL, D_MODEL // HEADS
     g = _Builder()
     qkv = g.linear(g.layer_norm("x", g1, b1, 1e-5), wqkv, bqkv)
@@ -112,7 +120,8 @@ def _cnn(row: Any) -> Callable:
     return g.session(x.shape, g.linear(h, model.head.weight.T, model.head.bias))
 
 
-MODELS = {"mlp": _mlp, "encoder": _encoder, "classifier": _classifier, "cnn": _cnn}
+MODELS = {"mlp": _mlp, "encoder": _encoder, "encoder_constants": _encoder_constants,
+          "classifier": _classifier, "cnn": _cnn}
 
 
 def session_for(row: Any) -> Callable | None:

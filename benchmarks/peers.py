@@ -111,6 +111,16 @@ def _w_rows(quick: bool) -> list[Row]:
         return (rng.standard_normal((seq, dm)).astype(np.float32), z(dm, 1), z(dm), w(dm, 3 * dm), z(3 * dm),
                 w(dm, dm), z(dm), z(dm, 1), z(dm), w(dm, 4 * dm), z(4 * dm), w(4 * dm, dm), z(dm))
 
+    def encoder_closed():
+        """The encoder with its weights closed over: trace constants to numtrace (packed once), as
+        ONNX Runtime's initializers are, where the W3 row passes them as arguments on every call."""
+        weights = encoder_args()[1:]
+
+        def encoder_constant_weights(x):
+            return cw.encoder(x, *weights)
+        encoder_constant_weights.weights = weights
+        return encoder_constant_weights
+
     def w4_args():
         rng = np.random.default_rng(3)
         return tuple(rng.standard_normal(64, dtype=np.float32) for _ in range(2))
@@ -121,6 +131,8 @@ def _w_rows(quick: bool) -> list[Row]:
         Row("W2 MLP batch 1", "w", cw.mlp, lambda: mlp_args(1), tag="mlp"),
         Row("W2 MLP batch 256", "w", cw.mlp, lambda: mlp_args(256), tag="mlp"),
         Row("W3 transformer block", "w", cw.encoder, encoder_args, tag="encoder"),
+        Row("W3 block, constant weights", "w", encoder_closed(), lambda: encoder_args()[:1],
+            tag="encoder_constants"),
         Row("W4 200 ops on 64 floats", "w", cw.w4, w4_args, tag="w4"),
     ]
 

@@ -187,6 +187,26 @@ def test_random_chains_generated_equals_interpreter(dtype, seed):
     assert gen.stats()["generated_runs"] >= len(_layouts(x))
 
 
+@pytest.mark.parametrize(("dtype", "ufunc"), [(np.bool_, np.logical_xor), (np.float32, np.subtract),
+                                             (np.float64, np.multiply), (np.int64, np.subtract)])
+def test_operands_broadcast_along_the_innermost_dim(dtype, ufunc):
+    """A (rows, 1) operand broadcast over each row (a layer norm's mean) is gathered into a tile of its
+    one value, and strided or unaligned operands item by item, for each item size."""
+    rng = np.random.default_rng(np.dtype(dtype).itemsize)
+    shape = (37, 1100)
+    g = Graph()
+    x = g.add_input("x", TensorType(np.dtype(dtype), shape))
+    c = g.add_input("c", TensorType(np.dtype(dtype), (shape[0], 1)))
+    g.set_outputs([g.create_node(f"np.{ufunc.__name__}", [x, c]).output])
+    xv, cv = (rng.integers(-50, 50, s).astype(dtype) for s in (shape, (shape[0], 1)))
+    gen, interp = _both(g, [testing.type_of(v) for v in (xv, cv)])
+    assert gen.stats()["generated_kernels"] == 1
+    for lx, lc in zip(_layouts(xv), _layouts(cv)):
+        _assert_same_bits(gen(lx, lc), interp(lx, lc), np.dtype(dtype).name)
+        _assert_same_bits(gen(lx, lc), (ufunc(xv, cv),), np.dtype(dtype).name)
+    assert gen.stats()["generated_runs"] >= len(_layouts(xv))
+
+
 def _w1_graph():
     g = Graph()
     a, b, c, d = (g.add_input(n, TensorType(F32, ("N",))) for n in "abcd")

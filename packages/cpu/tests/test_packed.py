@@ -190,11 +190,14 @@ def test_special_values_and_zero_signs(dtype, source):
         np.testing.assert_array_equal(np.signbit(got[zeros]), np.signbit(want[zeros]))
 
 
-def test_one_and_two_threads_agree_bit_for_bit():
-    """Each output is one sum in k order whatever thread runs its unit."""
+@pytest.mark.parametrize("mkn", [(130, 700, 300), (128, 1024, 256)], ids=str)
+def test_one_and_two_threads_agree_bit_for_bit(mkn):
+    """Each output is one sum in k order whatever thread runs its unit, however the work is split (a
+    weight packed per call splits its few column panels before the rows)."""
+    m, k, n = mkn
     rng = np.random.default_rng(6)
-    w = rng.standard_normal((700, 300)).astype(np.float32)
-    x = rng.standard_normal((130, 700)).astype(np.float32)
+    w = rng.standard_normal((k, n)).astype(np.float32)
+    x = rng.standard_normal((m, k)).astype(np.float32)
     results = []
     old = get_num_threads()
     try:
@@ -207,6 +210,7 @@ def test_one_and_two_threads_agree_bit_for_bit():
         set_num_threads(old)
     for got in results[1:]:
         np.testing.assert_array_equal(got, results[0])
+    _assert_close(results[0], x @ w, x, w, np.float32)
 
 
 def test_module_state_changed_between_calls_is_never_stale(threads):

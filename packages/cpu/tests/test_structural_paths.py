@@ -375,3 +375,62 @@ def test_other_products_stay_blas(dtype, shapes):
     exe, (got,), (expected,) = _run(g, [rng.standard_normal(s).astype(dt) for s in shapes], 1)
     np.testing.assert_array_equal(got, expected)
     assert exe.stats()["small_matmuls"] == 0, exe.stats()
+
+
+def _merged_heads(producer, extra_output=False):
+    """x (2, n, 4) -> producer -> transpose (1, 0, 2) -> reshape (n, 2 * m) -> - 1: attention merging
+    its heads. `extra_output`: the transposed value is a graph output too (so it keeps its layout)."""
+    def body(g, x, w):
+        h = _op(g, "np.matmul", x, w) if producer == "product" else _op(g, "np.sin", x)
+        t = _op(g, "np.transpose", h, axes=(1, 0, 2))
+        n, m = t.type.shape[0], t.type.shape[2]
+        r = _op(g, "np.reshape", t, shape=(n, 2 * m), order="C")
+        out = _op(g, "np.subtract", r, _const(g, 1.0))
+        return [out, t] if extra_output else out
+    return body
+
+
+@pytest.mark.parametrize("producer", ["product", "pass"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_copying_reshape_of_a_transposed_result_is_computed_in_place(producer, dtype, threads):
+    """The product or pass writes its result in the layout of the reshape that copied it: the reshape
+    and transpose are dropped, the bits those of the same steps writing their own buffer."""
+    rng = np.random.default_rng(7)
+    n, k, m = 37, 24, 40
+    x = _values(rng, (2, n, k), np.dtype(dtype))
+    w = _values(rng, (2, k, m), np.dtype(dtype), special=False)
+    types = [testing.type_of(x), testing.type_of(w)]
+    exe = compile_graph(_graph(types, _merged_heads(producer)), types)
+    plain = compile_graph(_graph(types, _merged_heads(producer, extra_output=True)), types)
+    assert exe.stats()["reshapes_in_place"] == 1 and plain.stats()["reshapes_in_place"] == 0
+    assert "writes it in the layout of the reshape" in exe.explain()
+    before = numtrace_cpu.get_num_threads()
+    numtrace_cpu.set_num_threads(threads)
+    try:
+        with np.errstate(all="ignore"):
+            exe(x, w)
+            (got,), (want, _) = exe(x, w), plain(x, w)
+    finally:
+        numtrace_cpu.set_num_threads(before)
+    assert got.tobytes() == want.tobytes()
+    with np.errstate(all="ignore"):
+        h = x @ w if producer == "product" else np.sin(x)
+        numpy = np.reshape(np.transpose(h, (1, 0, 2)), (n, -1)) - 1.0
+    np.testing.assert_allclose(got, numpy, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-4)
+
+
+def test_reshape_kept_where_its_input_is_read_elsewhere_or_a_view():
+    """Not rewritten: a transposed value that is also a graph output, or a reshape that is a view."""
+    x = np.arange(2 * 3 * 4, dtype=np.float64).reshape(2, 3, 4)
+    t = testing.type_of(x)
+
+    def view_reshape(g, x):   # (2, 3, 4) -> transpose (0, 1, 2) -> reshape: a view, no copy
+        h = _op(g, "np.sin", x)
+        return _op(g, "np.reshape", _op(g, "np.transpose", h, axes=(0, 1, 2)), shape=(6, 4), order="C")
+    exe = compile_graph(_graph([t], view_reshape), [t])
+    assert exe.stats()["reshapes_in_place"] == 0
+    np.testing.assert_allclose(exe(x)[0], np.sin(x).reshape(6, 4), rtol=1e-14)
+    g = _graph([t, t], _merged_heads("pass", extra_output=True))
+    exe = compile_graph(g, [t, t])
+    assert exe.stats()["reshapes_in_place"] == 0

@@ -136,6 +136,21 @@ def _runtime_product(a):
     return np.maximum(np.concatenate([s * -0.0] * 8 + [s] * 8) @ s.T + a[:, 0] * -0.0, 0.0)
 
 
+_HEADS_W = np.array([[[1.0, -0.0, 0.5], [0.0, 2.0, -1.0], [-0.5, 0.0, 1.0], [1.0, 1.0, -0.0]],
+                     [[-0.0, 1.0, 0.0], [0.5, -0.0, 2.0], [1.0, -1.0, 0.0], [0.0, 0.25, 1.0]]])
+
+
+def _merge_heads(a, product=True):
+    """Attention's merge of its heads: a stack of two products (or a fused pass) over a's rows,
+    transposed and reshaped to one row per row of a, which NumPy copies; the cpu backend computes the
+    stack in the merged layout instead."""
+    if np.ndim(a) != 2 or np.shape(a)[-1] != 4:
+        return a
+    h = a[None] * np.array([1.0, -0.0])[:, None, None]
+    h = h @ _HEADS_W if product else np.sin(h)
+    return np.reshape(np.transpose(h, (1, 0, 2)), (len(a), -1)) - 1.0
+
+
 def _assign_expr(a, b):
     """Row sums and means of a broadcast difference whose middle dim (2) is shorter than its first (the
     cpu backend's blocks of short rows then walk the first dim; -0.0 sums as NumPy's), then
@@ -236,6 +251,7 @@ STEPS = {
     "gemv_rows": (1, _gemv_rows),
     "packed": (1, _packed), "packed_residual": (1, lambda a: _packed(a, residual=True)),
     "packed_runtime": (1, _runtime_product),
+    "merge_heads": (1, _merge_heads), "merge_heads_pass": (1, lambda a: _merge_heads(a, product=False)),
     "neg_zero": (1, lambda a: a * -0.0), "clip_tie": (1, lambda a: np.clip(a * -0.0, 0.0, 1.0)),
     "clip_tie_high": (1, lambda a: np.clip(a * 0.0, -1.0, -0.0)),
     "max_tie": (1, lambda a: np.maximum(a * -0.0, 0.0)), "min_tie": (1, lambda a: np.minimum(0.0, a * -0.0)),
@@ -258,7 +274,9 @@ FAST_STEPS = [name for name in STEPS if name in (
     "pow_m2_huge", "pow_m2_tiny", "pow_m1_subnormal", "pow_half", "pow_3_huge", "pow_4", "pow_m_half",
     "pow_2_neg_zero", "reshape_write", "ravel_write", "T_reshape_write", "set_row", "set_slice", "iadd",
     "set_int_idx", "assign_expr")]
-NAMES = sorted(STEPS)
+# Steps only the explicit examples below run, so that adding them leaves the random draws as they were.
+EXAMPLE_ONLY = {"merge_heads", "merge_heads_pass"}
+NAMES = sorted(set(STEPS) - EXAMPLE_ONLY)
 
 # The fast-path steps drawn about as often as all the others together.
 step_st = st.tuples(st.sampled_from(NAMES + FAST_STEPS * 3), st.integers(0, 7), st.integers(0, 7))
@@ -321,6 +339,7 @@ FAST_PATHS = {
     "generated kernel": lambda s: s["generated_runs"],
     "short rows walked along a longer dim": lambda s: s["rows_widened_runs"],
     "assignment computed in place": lambda s: s["assigned_in_place"],
+    "copying reshape computed in place": lambda s: s["reshapes_in_place"],
 }
 # Outcomes of the argument kinds a call may take (see _inputs).
 CALL_PATHS = ("Fortran-ordered argument", "strided argument", "np.longlong argument", "masked array refused",
@@ -430,12 +449,15 @@ def run_case(steps, backend):
           suppress_health_check=list(HealthCheck), database=None)
 @seed(int(os.environ.get("NUMTRACE_FUZZ_SEED", "0")))
 @given(steps=program_st)
-# Programs every run compares, whatever the draws: the epilogues of the packed products and the
-# passes of short rows written in place (which the random programs reach only now and then).
+# Programs every run compares, whatever the draws: the epilogues of the packed products, the
+# passes of short rows written in place and the merged heads (which the random programs reach only
+# now and then).
 @example(steps=[("packed", 0, 0)])
 @example(steps=[("packed_residual", 1, 0), ("packed", 0, 0)])
 @example(steps=[("assign_expr", 0, 1)])
 @example(steps=[("assign_expr", 1, 0)])
+@example(steps=[("merge_heads", 0, 0)])
+@example(steps=[("merge_heads_pass", 1, 0), ("add", 3, 3)])
 def test_traced_program_matches_numpy_or_raises_clearly(steps, backend):
     # Every GENERATED_EVERY-th program on the cpu backend compiles its fused passes to C before its
     # first call (numtrace_cpu.compiler's sync mode), so they run on the generated kernels.

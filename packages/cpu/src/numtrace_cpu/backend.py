@@ -17,6 +17,7 @@ from numtrace_cpu.isa import ISA
 from numtrace_cpu.joins import write_assigned_in_place, write_parts_in_place
 from numtrace_cpu.lowering import lower
 from numtrace_cpu.planner import plan_buffers, write_updates_in_place
+from numtrace_cpu.relayout import write_reshapes_in_place
 
 __all__ = ["Backend", "compile_graph"]
 
@@ -51,6 +52,7 @@ def compile_graph(graph: Graph, input_types: Sequence[Type], updates: Mapping[in
     outputs = [index[v] for v in g.outputs]
     steps = write_parts_in_place(steps, by_number, outputs)
     steps = write_assigned_in_place(steps, by_number, outputs)
+    steps = write_reshapes_in_place(steps, by_number, outputs)
     in_place: dict = {}
     if updates and not any(n.op == "prim.guard" for n in g.nodes):
         in_place = write_updates_in_place(steps, len(g.inputs), outputs, dict(updates))

@@ -30,6 +30,7 @@ from numtrace_cpu.steps import (
     FallbackStep,
     FusedStep,
     IntoStep,
+    LayoutViewStep,
     MatmulStep,
     PartViewStep,
     ScanStep,
@@ -191,6 +192,7 @@ class Executable(CallRunner):
             "views": sum(isinstance(s, ViewStep) for s in self._steps),
             "parts_in_place": sum(isinstance(s, PartViewStep) for s in self._steps),
             "assigned_in_place": sum(isinstance(s, AssignedViewStep) for s in self._steps),
+            "reshapes_in_place": sum(isinstance(s, LayoutViewStep) for s in self._steps),
             "scans": sum(isinstance(s, ScanStep) for s in self._steps),
             "scans_in_place": sum(isinstance(s, ScanStep) and s.inputs == s.outputs for s in self._steps),
             "small_matmuls": sum(isinstance(s, SmallMatmulStep) for s in self._steps),
@@ -277,6 +279,10 @@ class Executable(CallRunner):
             elif isinstance(step, PartViewStep):
                 lines.append(f"  step {k}: {name(step.outputs[0])} is a view of {name(step.inputs[0])}: "
                              f"the pass computing it writes it into the joined array")
+            elif isinstance(step, LayoutViewStep):
+                lines.append(f"  step {k}: {name(step.outputs[0])} is a view of {name(step.inputs[0])}: "
+                             f"the step computing it writes it in the layout of the reshape")
+                lines.extend(f"      {node_line(n)}" for n in step.nodes)
             elif isinstance(step, AssignedViewStep):
                 lines.append(f"  step {k}: {name(step.outputs[0])} is a view of {name(step.inputs[0])}: "
                              f"the pass computing it writes it in place of the assignment")

@@ -27,7 +27,8 @@ from numtrace_cpu.steps import (
     Step,
 )
 
-__all__ = ["JoinRestStep", "part_keys", "write_assigned_in_place", "write_parts_in_place"]
+__all__ = ["JoinRestStep", "part_keys", "producers_and_writes", "write_assigned_in_place",
+           "write_parts_in_place"]
 
 # The joins handled here (a misspelt name fails at import).
 _STACK, _CONCATENATE, _HSTACK, _VSTACK, _COLUMN_STACK = (registry.get(name).name for name in (
@@ -93,7 +94,7 @@ def write_parts_in_place(steps: list[Step], types: dict, outputs: list[int]) -> 
     graph output, and it appears once in the join (and in no earlier join). A step that later writes
     the joined array in place (an assignment given its buffer) must come after the last read of such
     a part (or of a view of it): the part is that memory."""
-    producer, writes = _producers_and_writes(steps)
+    producer, writes = producers_and_writes(steps)
     last_read = _last_reads(steps, outputs)
     before: dict[int, list[Step]] = {}   # step position -> view steps to place before it
     replaced: dict[int, Step | None] = {}
@@ -145,7 +146,7 @@ def write_assigned_in_place(steps: list[Step], types: dict, outputs: list[int]) 
     read by nothing after `a` is next written; `a` was computed before that pass; and from that pass
     to the assignment no step reads `a`'s memory (which then holds part of the new values already)
     nor writes it."""
-    producer, writes = _producers_and_writes(steps)
+    producer, writes = producers_and_writes(steps)
     root: dict[int, int] = {}
     reads: dict[int, list[int]] = {}   # root value -> positions of the steps reading it or a view of it
     for k, step in enumerate(steps):
@@ -198,7 +199,7 @@ def _basic_key(index: tuple) -> tuple | None:
     return (*index, Ellipsis)
 
 
-def _producers_and_writes(steps: list) -> tuple[dict[int, int], dict[int, list[int]]]:
+def producers_and_writes(steps: list) -> tuple[dict[int, int], dict[int, list[int]]]:
     """Per value number: the position of the step that first computes it, and the positions of the
     later steps that write its memory again (assignments given its buffer)."""
     producer: dict[int, int] = {}

@@ -45,9 +45,29 @@ typedef void (*nt_gen_fn)(char *const *data, const Py_ssize_t *strides, const Py
 /* n elements of `isz` bytes from src (byte stride st) into the tile dst, and back: the operands a
  * tile cannot read or write in place (strided, broadcast along the innermost dim, unaligned).
  * Shared by every kernel of a file, so each kernel compiles only its own loops. */
+#define NT_GEN_GATHER_AS(T)                                                                          \
+    do {                                                                                           \
+        T *d_ = (T *)dst, v_;                                                                      \
+        if (st == 0) {                                                                             \
+            memcpy(&v_, src, sizeof(T));                                                           \
+            for (Py_ssize_t i = 0; i < n; i++) d_[i] = v_;                                         \
+        } else {                                                                                   \
+            for (Py_ssize_t i = 0; i < n; i++) memcpy(&d_[i], src + i * st, sizeof(T));           \
+        }                                                                                          \
+        return;                                                                                    \
+    } while (0)
+/* The tiles are aligned for any item: a broadcast operand (stride 0) fills the tile with its one
+ * value, the common item sizes copy with fixed-size moves. */
 __attribute__((noinline)) static void nt_gen_gather(void *dst, const char *src, Py_ssize_t st, size_t isz,
                                                     Py_ssize_t n) {
     char *d = (char *)dst;
+    switch (isz) {
+    case 1: NT_GEN_GATHER_AS(uint8_t);
+    case 2: NT_GEN_GATHER_AS(uint16_t);
+    case 4: NT_GEN_GATHER_AS(uint32_t);
+    case 8: NT_GEN_GATHER_AS(uint64_t);
+    default: break;
+    }
     for (Py_ssize_t i = 0; i < n; i++) memcpy(d + i * isz, src + i * st, isz);
 }
 __attribute__((noinline)) static void nt_gen_scatter(char *dst, Py_ssize_t st, const void *src, size_t isz,

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-__all__ = ["AssignedViewStep", "ConstantStep", "FallbackStep", "FusedStep", "IntoStep", "MatmulStep",
-           "PartViewStep", "ScanStep", "SetitemStep", "SmallMatmulStep", "Step", "ViewStep"]
+__all__ = ["AssignedViewStep", "ConstantStep", "FallbackStep", "FusedStep", "IntoStep", "LayoutViewStep",
+           "MatmulStep", "PartViewStep", "ScanStep", "SetitemStep", "SmallMatmulStep", "Step", "ViewStep"]
 
 
 @dataclass
@@ -116,6 +116,15 @@ class IntoStep(Step):
     temporary and the copy out of it."""
 
     fn: Any = None
+
+
+class LayoutViewStep(ViewStep):
+    """The value a copying reshape of its transpose reads, as the inverse view of that reshape's
+    result (``r.reshape(...).transpose(...)``), placed before the product or pass computing it, which
+    then writes it in the reshape's layout: the transpose and the reshape are dropped
+    (numtrace_cpu.relayout)."""
+
+    opens_input: ClassVar[bool] = True
 
 
 class AssignedViewStep(ViewStep):

@@ -1,0 +1,97 @@
+"""Transposed results written in the layout a copying reshape gives them.
+
+``np.reshape(np.transpose(p @ v, (1, 0, 2)), (seq, d))`` (attention merging its heads) makes NumPy
+copy the transposed product into a new array: the reshape of a transposed array is no view. When a
+product or a fused pass computes the value that is transposed, for that transpose alone, it can write
+it straight into the reshape's result instead, through the inverse view of that array (a
+`LayoutViewStep` placed before it: ``r.reshape(t_shape).transpose(inverse)``); the transpose and the
+reshape steps are dropped, their result being that array already.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numtrace_ir import registry
+from numtrace_ir.types import TensorType
+
+from numtrace_cpu.joins import producers_and_writes
+from numtrace_cpu.steps import FusedStep, LayoutViewStep, MatmulStep, Step, ViewStep
+
+__all__ = ["write_reshapes_in_place"]
+
+_TRANSPOSE, _RESHAPE = (registry.get(name).name for name in ("np.transpose", "np.reshape"))
+
+
+def write_reshapes_in_place(steps: list[Step], types: dict, outputs: list[int]) -> list[Step]:
+    """The steps with every copying reshape of a transposed product or fused-pass output computed in
+    place (see the module docstring). Each value of the chain (the computed one, its transpose, the
+    reshape) must be read by the next step alone, none a graph output or written again."""
+    producer, writes = producers_and_writes(steps)
+    readers: dict[int, list[int]] = {}
+    for k, step in enumerate(steps):
+        for v in set(step.inputs):
+            readers.setdefault(v, []).append(k)
+    before: dict[int, Step] = {}
+    dropped: set = set()
+    for k, step in enumerate(steps):
+        if not _movement(step, _RESHAPE):
+            continue
+        (t,), (r,) = step.inputs, step.outputs
+        j = producer.get(t)
+        if j is None or not _movement(steps[j], _TRANSPOSE) or readers.get(t) != [k]:
+            continue
+        (h,) = steps[j].inputs
+        p = producer.get(h)
+        if (p is None or type(steps[p]) not in (MatmulStep, FusedStep) or p in before
+                or readers.get(h) != [j] or {h, t, r} & set(outputs) or writes.get(h) or writes.get(r)):
+            continue
+        inverse = _inverse_view(types[h], steps[j].nodes[0], step.nodes[0], types[r])
+        if inverse is None:
+            continue
+        before[p] = LayoutViewStep(inputs=[r], outputs=[h], nodes=[steps[j].nodes[0], step.nodes[0]],
+                                   fn=inverse)
+        dropped |= {j, k}
+    if not before:
+        return steps
+    result: list[Step] = []
+    for k, step in enumerate(steps):
+        if k in before:
+            result.append(before[k])
+        if k not in dropped:
+            result.append(step)
+    return result
+
+
+def _movement(step: Step, op: str) -> bool:
+    return (type(step) is ViewStep and len(step.nodes) == 1 and step.nodes[0].op == op
+            and len(step.inputs) == 1 and len(step.outputs) == 1)
+
+
+def _inverse_view(th, transpose, reshape, tr):
+    """``a -> a.reshape(t_shape).transpose(inverse)``: the view of the reshape's result `a` that holds
+    the transpose's input, when that reshape copies (else None: it is a view already)."""
+    if not (isinstance(th, TensorType) and isinstance(tr, TensorType) and th.is_concrete and tr.is_concrete
+            and th.dtype == tr.dtype and reshape.attrs.get("order", "C") == "C"):
+        return None
+    axes = transpose.attrs.get("axes")
+    nd = len(th.shape)
+    axes = tuple(reversed(range(nd))) if axes is None else tuple(int(a) % nd for a in axes)
+    if sorted(axes) != list(range(nd)):
+        return None
+    t_shape = tuple(int(th.shape[a]) for a in axes)
+    inverse = tuple(int(i) for i in np.argsort(axes))
+    out_shape = tuple(int(n) for n in tr.shape)
+    if int(np.prod(t_shape, dtype=np.int64)) != int(np.prod(out_shape, dtype=np.int64)) or 0 in out_shape:
+        return None
+    computed = np.empty(tuple(th.shape), th.dtype)
+    if np.shares_memory(np.reshape(np.transpose(computed, axes), out_shape), computed):
+        return None   # the reshape is a view: nothing to gain
+    result = np.empty(out_shape, th.dtype)
+    view = result.reshape(t_shape).transpose(inverse)
+    back = np.reshape(np.transpose(view, axes), out_shape)
+    if view.shape != tuple(th.shape) or back.strides != result.strides or not np.shares_memory(back, result):
+        return None
+
+    def inverse_view(a):
+        return a.reshape(t_shape).transpose(inverse)
+    return inverse_view
