@@ -17,7 +17,7 @@ def _call(fn, *args):
         warnings.simplefilter("ignore", nt.TracerWarning)   # a call that traces again
         try:
             return fn(*(np.copy(a) for a in args)), None
-        except Exception as exc:   # noqa: BLE001  NumPy's error, whatever its class
+        except Exception as exc:   # NumPy's error, whatever its class
             return None, exc
 
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from numtrace_ir.dims import NotModelledError, ShapeError
+from numtrace_ir.dims import NotModelledError
 from numtrace_ir.ops import rules, sampling
 from numtrace_ir.ops.nanfunctions import defaults_or_host, with_nans
 from numtrace_ir.ops.reductions import _reduced_shape
@@ -75,8 +75,8 @@ def _quantile_rule(name: str, fn, q_example, nan: bool = False):
         dt = rules.probe_dtype(name, fn, np.ones((1,), t.dtype), q_probe, method=method)
         if nan and isinstance(q, tuple) and empty:
             # NumPy answers an empty array with nanmean's result, which has no axis for q's entries
-            raise NotModelledError(f"{name}: an empty array with a sequence q gives NumPy's nanmean shape, not "
-                             "the quantiles' (not modelled)")
+            raise NotModelledError(f"{name}: an empty array with a sequence q gives NumPy's nanmean "
+                                   "shape, not the quantiles' (not modelled)")
         return TensorType(dt, ((len(q),) if isinstance(q, tuple) else ()) + shape)
 
     return rule
