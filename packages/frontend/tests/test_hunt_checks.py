@@ -218,3 +218,28 @@ def test_quantile_of_an_integer_q_matches_numpy(backend, func, q, dtype, method)
     traced = nt.trace(fn, ((rng.standard_normal((3, 4)) * 5).astype(dtype),), backend=backend)
     for shape in [(3, 4), (2, 1), (1, 5)]:
         _assert_like_numpy(traced, fn, (rng.standard_normal(shape) * 5).astype(dtype))
+
+
+# -- NumPy's quantile and median of empty arrays: an error to pick from nothing, or to reshape ---------
+
+_EMPTY_STATISTICS = {
+    "quantile": lambda x, axis: np.quantile(x, 0.3, axis=axis),
+    "percentile_list": lambda x, axis: np.percentile(x, [10.0, 90.0], axis=axis, method="lower"),
+    "median": lambda x, axis: np.median(x, axis=axis),
+    "nanquantile": lambda x, axis: np.nanquantile(x, 0.3, axis=axis),
+    "nanmedian": lambda x, axis: np.nanmedian(x, axis=axis),
+}
+
+
+@pytest.mark.parametrize("axis", [None, 0, -1, (0, 2), (1, 2), (0, 1, 2)])
+@pytest.mark.parametrize("name", sorted(_EMPTY_STATISTICS))
+def test_dead_quantile_of_an_empty_array_raises_where_numpy_raises(backend, name, axis):
+    stat = _EMPTY_STATISTICS[name]
+
+    def fn(x):
+        stat(x, axis)
+        return x + 1.0
+
+    traced = nt.trace(fn, (np.ones((2, 3, 4)),), backend=backend, check_trace=False)
+    for shape in [(0, 3, 4), (2, 0, 4), (2, 3, 0), (0, 0, 4), (1, 1, 1), (2, 3, 4)]:
+        _assert_like_numpy(traced, fn, np.ones(shape))

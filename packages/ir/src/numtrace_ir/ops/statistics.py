@@ -8,11 +8,12 @@ is a host call."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
 
-from numtrace_ir.dims import NotModelledError
+from numtrace_ir.dims import IndexShapeError, NotModelledError, ShapeError
 from numtrace_ir.ops import rules, sampling
 from numtrace_ir.ops.nanfunctions import defaults_or_host, with_nans
 from numtrace_ir.ops.reductions import _reduced_shape
@@ -57,10 +58,25 @@ def _to_q(high: float):
     return convert
 
 
+def _refused_when_empty(name: str, shape: tuple, axis, picks: bool) -> None:
+    """NumPy's errors for empty arrays that its quantile (`picks`: an element, at index -1 of nothing)
+    and median raise (the nan-functions answer nanmean's result instead): several axes whose kept dims
+    hold no element cannot be reshaped, and an empty reduced axis has no element to pick."""
+    if not all(type(d) is int for d in shape):
+        return
+    red = rules.axes(name, axis, len(shape))
+    if 1 < len(red) < len(shape) and math.prod(d for i, d in enumerate(shape) if i not in red) == 0:
+        raise ShapeError(f"{name}: cannot reshape array of size 0 into shape (0,newaxis)")
+    if picks and math.prod(shape[a] for a in red) == 0:
+        raise IndexShapeError(f"{name}: index -1 is out of bounds for axis 0 with size 0")
+
+
 def _quantile_rule(name: str, fn, q_example, nan: bool = False):
     def rule(types, attrs):
         t = rules.first_tensor(name, types)
         shape = _reduced_shape(name, t.shape, attrs["axis"], attrs["keepdims"], False)
+        if not nan:
+            _refused_when_empty(name, t.shape, attrs["axis"], q_example is not None)
         method = attrs.get("method", "linear")
         q = attrs.get("q")
         # A sequence q is a float64 array to NumPy (it promotes narrower floats); a Python float is weak;
@@ -221,7 +237,7 @@ def _median_op(name: str, fn) -> OpDef:
                 Attr("overwrite_input", False, rules.to_bool),
                 Attr("keepdims", False, rules.to_bool),
             ],
-            _quantile_rule(name, lambda a, q, method: fn(a), None),
+            _quantile_rule(name, lambda a, q, method: fn(a), None, nan=fn is np.nanmedian),
             impl,
             numpy_targets=[fn],
             samples=_q_nan_samples(_median_samples, None) if fn is np.nanmedian else _median_samples,
