@@ -243,3 +243,31 @@ def test_dead_quantile_of_an_empty_array_raises_where_numpy_raises(backend, name
     traced = nt.trace(fn, (np.ones((2, 3, 4)),), backend=backend, check_trace=False)
     for shape in [(0, 3, 4), (2, 0, 4), (2, 3, 0), (0, 0, 4), (1, 1, 1), (2, 3, 4)]:
         _assert_like_numpy(traced, fn, np.ones(shape))
+
+
+# -- rules that now refuse what NumPy refuses: padding an empty axis, positions out of range -----------
+
+_REFUSED_BY_NUMPY = {
+    "pad_reflect": lambda x: np.pad(x, 1, mode="reflect"),
+    "pad_edge_one_axis": lambda x: np.pad(x, ((0, 1), (0, 0)), mode="edge"),
+    "pad_mean": lambda x: np.pad(x, ((0, 0), (2, 1)), mode="mean"),
+    "pad_constant": lambda x: np.pad(x, 2),
+    "delete": lambda x: np.delete(x, 1, axis=0),
+    "delete_negative": lambda x: np.delete(x, (-2, 0), axis=1),
+    "insert": lambda x: np.insert(x, 2, 5.0, axis=1),
+    "insert_negative": lambda x: np.insert(x, (-3,), 5.0, axis=0),
+}
+
+
+@pytest.mark.parametrize("dead", [False, True], ids=["live", "dead"])
+@pytest.mark.parametrize("name", sorted(_REFUSED_BY_NUMPY))
+def test_edits_refuse_shapes_numpy_refuses(backend, name, dead):
+    op = _REFUSED_BY_NUMPY[name]
+
+    def fn(x):
+        y = op(x)
+        return x * 2.0 if dead else y
+
+    traced = nt.trace(fn, (np.ones((3, 4)),), backend=backend, check_trace=False)
+    for shape in [(0, 4), (3, 0), (1, 1), (2, 2), (0, 0), (4, 5)]:
+        _assert_like_numpy(traced, fn, np.arange(np.prod(shape), dtype=float).reshape(shape))
