@@ -253,7 +253,7 @@ _REFUSED_BY_NUMPY = {
     "pad_mean": lambda x: np.pad(x, ((0, 0), (2, 1)), mode="mean"),
     "pad_constant": lambda x: np.pad(x, 2),
     "delete": lambda x: np.delete(x, 1, axis=0),
-    "delete_negative": lambda x: np.delete(x, (-2, 0), axis=1),
+    "delete_negative": lambda x: np.delete(x, (-2, -1), axis=1),
     "insert": lambda x: np.insert(x, 2, 5.0, axis=1),
     "insert_negative": lambda x: np.insert(x, (-3,), 5.0, axis=0),
 }
