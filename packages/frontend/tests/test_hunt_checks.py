@@ -271,3 +271,59 @@ def test_edits_refuse_shapes_numpy_refuses(backend, name, dead):
     traced = nt.trace(fn, (np.ones((3, 4)),), backend=backend, check_trace=False)
     for shape in [(0, 4), (3, 0), (1, 1), (2, 2), (0, 0), (4, 5)]:
         _assert_like_numpy(traced, fn, np.arange(np.prod(shape), dtype=float).reshape(shape))
+
+
+# -- a write into a copy that is never read still raises NumPy's errors --------------------------------
+
+def _write_index(x):
+    y = x.copy()
+    y[2] = 1.0
+    return x * 2.0
+
+
+def _write_broadcast(x):
+    y = x.copy()
+    y[0] = x[:, 0]
+    return x * 2.0
+
+
+def _write_transposed(x):
+    y = x.copy()
+    y[...] = x.T
+    return x * 2.0
+
+
+def _add_at(x):
+    y = np.zeros_like(x)
+    np.add.at(y, ([0, 3],), 1.0)
+    return x * 2.0
+
+
+def _put(x):
+    y = x.copy()
+    np.put(y, [5], 1.0)
+    return x * 2.0
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("fn", [_write_index, _write_broadcast, _write_transposed, _add_at, _put],
+                         ids=lambda f: f.__name__)
+def test_dead_write_raises_where_numpy_raises(backend, fn):
+    traced = nt.trace(fn, (np.ones((4, 4)),), backend=backend, check_trace=False)
+    for shape in [(2, 2), (4, 2), (2, 4), (1, 1), (4, 4), (5, 5)]:
+        _assert_like_numpy(traced, fn, np.ones(shape))
+
+
+# -- an index computed from data is guarded at run time: a call's shapes must not refuse it first ------
+
+@pytest.mark.xfail(strict=True, reason="an index the program computed from data (x[np.argmax(x)]) is a "
+                   "constant of the trace, guarded at run time; specialize refuses it at a call's shapes "
+                   "(IndexError) before the guard can break and trace again, where NumPy answers")
+@pytest.mark.parametrize("dead", [False, True], ids=["live", "dead"])
+def test_an_index_from_data_at_other_shapes_traces_again(backend, dead):
+    def fn(x):
+        y = x[np.argmax(x)]
+        return x + 1.0 if dead else y + 1.0
+
+    traced = nt.trace(fn, (np.array([[0.0], [5.0], [1.0]]),), backend=backend, check_trace=False)
+    _assert_like_numpy(traced, fn, np.ones((1, 1)))

@@ -482,8 +482,8 @@ def _run_dynamic(args, op, attrs, scalars):
 
 def checkable(op: str) -> bool:
     """Whether a node of `op` is an array op that a ``prim.check`` can stand for: not a check, guard,
-    constant or scalar op (a ``prim.dynamic`` or ``prim.reshape`` of computed sizes is one)."""
-    return not op.startswith("prim.") or op == "prim.dynamic" or get(op).kind not in ("prim", "scalar")
+    constant, scalar op or host call (a ``prim.dynamic`` or ``prim.reshape`` of computed sizes is one)."""
+    return not op.startswith("prim.") or op == "prim.dynamic" or get(op).kind == "movement"
 
 
 def _to_checked(v):
