@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numtrace_ir import CallSpec, Graph, GuardError, ShapeError, specialize
-from numtrace_ir.guards import guard_text
 from numtrace_ir.backend import plain_array
 from numtrace_ir.dims import IndexShapeError
+from numtrace_ir.guards import guard_text
 
 from .call_arguments import CallArguments, signature
 from .errors import TracerWarning
