@@ -14,7 +14,9 @@ installed is skipped with a line saying so. The ratios: ``xNumPy`` = NumPy / num
 best peer / numtrace (>1: numtrace is ahead of every peer on that row), ``vs limit`` = C loop /
 numtrace.
 
-    python benchmarks/peers.py [--quick] [--only w,examples,realistic] [--tools numpy,numtrace,...]
+    python benchmarks/peers.py [--quick] [--only w,examples,realistic] [--rows name,...] [--tools numpy,...]
+
+--rows: only the rows whose name contains one of the words (``--rows nbody_forces`` its three sizes).
 
 --quick: smaller W1, the examples' quick sizes, realistic.py's programs at the medium size only and a
 subset of them, fewer repeats (a few minutes, most of it torch.compile compiling). ``nox -s peers``
@@ -381,12 +383,18 @@ def _missing(tool: str) -> str | None:
     return None
 
 
-def worker(tool: str, groups: list[str], quick: bool) -> None:
+def select_rows(groups: list[str], quick: bool, words: list[str]) -> list[Row]:
+    """The groups' rows, only those whose name contains one of `words` when there are any."""
+    rows = [row for group in groups for row in GROUPS[group](quick)]
+    return [row for row in rows if not words or any(w in row.name for w in words)]
+
+
+def worker(tool: str, groups: list[str], quick: bool, words: list[str]) -> None:
     missing = _missing(tool)
     if missing is not None:
         print(json.dumps({"skipped": missing}))
         return
-    rows = [row for group in groups for row in GROUPS[group](quick)]
+    rows = select_rows(groups, quick, words)
     print(json.dumps({"results": measure(tool, rows, quick)}))
 
 
@@ -437,16 +445,18 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer programs and repeats")
     parser.add_argument("--only", default=",".join(GROUPS), help=f"row groups: {', '.join(GROUPS)}")
     parser.add_argument("--tools", default=",".join(TOOLS), help=f"tools: {', '.join(TOOLS)}")
+    parser.add_argument("--rows", default="", help="only rows whose name contains one of these words")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     groups = [g for g in args.only.split(",") if g]
     tools = [t for t in args.tools.split(",") if t]
+    words = [w for w in args.rows.split(",") if w]
     for name, known in (("--only", GROUPS), ("--tools", TOOLS)):
         unknown = set(groups if name == "--only" else tools) - set(known)
         if unknown:
             parser.error(f"{name}: unknown {', '.join(sorted(unknown))}")
     if args.worker:
-        worker(args.worker, groups, args.quick)
+        worker(args.worker, groups, args.quick, words)
         return
     print(f"# {platform.node()}: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; "
           f"Python {platform.python_version()}, NumPy {np.__version__}; "
@@ -455,7 +465,8 @@ def main() -> None:
     results: dict[str, dict] = {}
     for tool in tools:
         start = time.perf_counter()
-        command = [sys.executable, __file__, "--worker", tool, "--only", ",".join(groups)]
+        command = [sys.executable, __file__, "--worker", tool, "--only", ",".join(groups),
+                   "--rows", args.rows]
         # numtrace compiles its generated kernels at the warm-up call, as torch.compile does (by default
         # they compile in the background while the interpreter runs the first calls).
         env = {**os.environ, "NUMTRACE_CODEGEN": os.environ.get("NUMTRACE_CODEGEN", "sync")}
@@ -474,7 +485,7 @@ def main() -> None:
         results[tool] = answer["results"]
         timed = sum(isinstance(v, float) for k, v in results[tool].items() if not k.endswith(FIRST))
         print(f"{tool}: {TOOLS[tool]}; {timed} rows in {time.perf_counter() - start:.0f} s")
-    rows = [row for group in groups for row in GROUPS[group](args.quick)]
+    rows = select_rows(groups, args.quick, words)
     print()
     print_table(rows, results, tools)
     firsts = {t: r.get(rows[0].name + FIRST) for t, r in results.items()} if rows else {}

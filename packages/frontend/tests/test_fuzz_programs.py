@@ -166,6 +166,15 @@ def _assign_expr(a, b):
     return out
 
 
+def _pair_sums(a, b):
+    """Both reductions of n-body forces over pairs of rows: the short last axis (row blocks) and the
+    middle axis (column mode) of an (n, m, k) array."""
+    a, b = np.atleast_2d(a), np.atleast_2d(b)
+    d = a[None, :, :] - b[:, None, :]
+    r2 = (d ** 2).sum(axis=-1) + 1e-3
+    return (d * (1.0 / (r2 * np.sqrt(r2)))[:, :, None]).sum(axis=1)
+
+
 def _through_reshape(a, view):
     if np.ndim(a) == 0:
         return a
@@ -188,6 +197,9 @@ STEPS = {
     "matmul": (2, lambda a, b: a @ b.T), "dot": (2, np.dot),
     # reductions
     "sum": (1, np.sum), "sum0": (1, lambda a: a.sum(axis=0)),
+    "sum_mid": (2, lambda a, b: (np.atleast_2d(a)[:, None, :] * np.atleast_2d(b)[None, :, :]).sum(axis=1)),
+    "mean_pairs_last": (2, lambda a, b: np.abs(np.atleast_2d(a)[:, None, :] - np.atleast_2d(b)).mean(-1)),
+    "pair_sums": (2, _pair_sums),
     "sum_last_keep": (1, lambda a: a.sum(-1, keepdims=True)),
     "mean": (1, np.mean), "max0": (1, lambda a: a.max(axis=0)), "min": (1, np.min),
     "prod_last": (1, lambda a: a.prod(-1)),
@@ -273,7 +285,7 @@ FAST_STEPS = [name for name in STEPS if name in (
     "neg_zero", "clip_tie", "clip_tie_high", "max_tie", "min_tie", "scan_of_pass", "cumprod_of_pass",
     "pow_m2_huge", "pow_m2_tiny", "pow_m1_subnormal", "pow_half", "pow_3_huge", "pow_4", "pow_m_half",
     "pow_2_neg_zero", "reshape_write", "ravel_write", "T_reshape_write", "set_row", "set_slice", "iadd",
-    "set_int_idx", "assign_expr")]
+    "set_int_idx", "assign_expr", "sum_mid", "mean_pairs_last", "pair_sums")]
 # Steps only the explicit examples below run, so that adding them leaves the random draws as they were.
 EXAMPLE_ONLY = {"merge_heads", "merge_heads_pass"}
 NAMES = sorted(set(STEPS) - EXAMPLE_ONLY)
@@ -338,6 +350,8 @@ FAST_PATHS = {
     "argument updated in place": lambda s: s["in_place_outputs"],
     "generated kernel": lambda s: s["generated_runs"],
     "short rows walked along a longer dim": lambda s: s["rows_widened_runs"],
+    "middle-axis reduction generated": lambda s: s["generated_column_runs"],
+    "short rows reduced generated": lambda s: s["generated_row_block_runs"],
     "assignment computed in place": lambda s: s["assigned_in_place"],
     "copying reshape computed in place": lambda s: s["reshapes_in_place"],
 }
@@ -450,18 +464,22 @@ def run_case(steps, backend):
 @seed(int(os.environ.get("NUMTRACE_FUZZ_SEED", "0")))
 @given(steps=program_st)
 # Programs every run compares, whatever the draws: the epilogues of the packed products, the
-# passes of short rows written in place and the merged heads (which the random programs reach only
-# now and then).
+# passes of short rows written in place, the merged heads, GEMV over a few rows, and reductions of a
+# middle axis and of short rows on generated kernels (which the random programs reach only now and then).
 @example(steps=[("packed", 0, 0)])
 @example(steps=[("packed_residual", 1, 0), ("packed", 0, 0)])
 @example(steps=[("assign_expr", 0, 1)])
 @example(steps=[("assign_expr", 1, 0)])
 @example(steps=[("merge_heads", 0, 0)])
 @example(steps=[("merge_heads_pass", 1, 0), ("add", 3, 3)])
+@example(steps=[("gemv_rows", 0, 0)])
+@example(steps=[("pair_sums", 0, 1)])
+@example(steps=[("sum_mid", 0, 1), ("mean_pairs_last", 1, 0)])
 def test_traced_program_matches_numpy_or_raises_clearly(steps, backend):
-    # Every GENERATED_EVERY-th program on the cpu backend compiles its fused passes to C before its
-    # first call (numtrace_cpu.compiler's sync mode), so they run on the generated kernels.
-    if backend != "cpu" or next(_CPU_PROGRAMS) % GENERATED_EVERY:
+    # Every GENERATED_EVERY-th program on the cpu backend (and those of GENERATED_EXAMPLES) compiles its
+    # fused passes to C before its first call (numtrace_cpu.compiler's sync mode), so they run on the
+    # generated kernels.
+    if backend != "cpu" or (next(_CPU_PROGRAMS) % GENERATED_EVERY and steps not in GENERATED_EXAMPLES):
         run_case(steps, backend)
         return
     from numtrace_cpu import compiler
@@ -474,6 +492,8 @@ def test_traced_program_matches_numpy_or_raises_clearly(steps, backend):
 
 
 GENERATED_EVERY = 8
+# The explicit programs whose reductions only generated kernels fold in registers.
+GENERATED_EXAMPLES = ([("pair_sums", 0, 1)], [("sum_mid", 0, 1), ("mean_pairs_last", 1, 0)])
 _CPU_PROGRAMS = itertools.count(1)
 
 

@@ -54,11 +54,15 @@ cdef extern from "nt_gen.h" nogil:
         void (*store)(const void* cx, int j, const void* acc, char* out) noexcept nogil
         const void* cx
         int nkept
+        Py_ssize_t cols, rows
+        void (*store_sum)(const void* cx, int j, double s, Py_ssize_t count, char* out) noexcept nogil
+        Py_ssize_t sequential_below
     ctypedef void (*nt_gen_fn)(char* const* data, const Py_ssize_t* strides, const Py_ssize_t* shape, int nd,
                                Py_ssize_t u0, Py_ssize_t u1, const double* fc, const int64_t* ic,
                                const nt_gen_loop_fn* loops, const nt_gen_reduce* red)
     const nt_gen_loop_fn* nt_gen_loop_table()
     enum: NT_GEN_ACC_BYTES
+    enum: NT_GEN_MAXCOLS
 
 cdef extern from "nt_pairs.h" nogil:
     int nt_pair_f32(int op1, int op2, int tleft, float* d, const float* x, const float* y, const float* z,
@@ -67,6 +71,7 @@ cdef extern from "nt_pairs.h" nogil:
                     Py_ssize_t n)
 
 cdef extern from "nt_simd.h" nogil:
+    enum: NT_SUM_SEQUENTIAL_BELOW
     double nt_sum_f32(const float* a, Py_ssize_t n)
     double nt_sum_f64(const double* a, Py_ssize_t n)
     double nt_m2_f32(const float* a, Py_ssize_t n, double mean)
@@ -788,6 +793,8 @@ RUN_PASS = PyCapsule_New(<void*>_run_pass, b"numtrace_cpu.run_pass", NULL)
 
 if sizeof(Acc) > NT_GEN_ACC_BYTES:
     raise ImportError("nt_gen.h's NT_GEN_ACC_BYTES is smaller than an Acc")
+if NT_GEN_MAXCOLS != MAXCOLS:
+    raise ImportError("nt_gen.h's NT_GEN_MAXCOLS differs from interp.pxd's MAXCOLS")
 
 
 cdef void _gen_init(const void* cx, int j, void* acc) noexcept nogil:
@@ -800,6 +807,14 @@ cdef void _gen_store(const void* cx, int j, const void* acc, char* out) noexcept
     _acc_store(&(<const Ctx*>cx).reds[j], <const Acc*>acc, out)
 
 
+cdef void _gen_store_sum(const void* cx, int j, double s, Py_ssize_t count, char* out) noexcept nogil:
+    cdef Acc acc
+    cdef const Reduction* rd = &(<const Ctx*>cx).reds[j]
+    _acc_init(rd, &acc)
+    acc.s, acc.count = s, count
+    _acc_store(rd, &acc, out)
+
+
 cdef void _run_generated(void* kernel, const Ctx* cx, int nteam, Py_ssize_t units, Py_ssize_t chunk) noexcept nogil:
     """A pass's units through a generated kernel, `chunk` units per call, over the threads as
     `_run_pass` splits them; the kernel gets this build's block loops and folds (see nt_gen.h)."""
@@ -808,6 +823,8 @@ cdef void _run_generated(void* kernel, const Ctx* cx, int nteam, Py_ssize_t unit
     cdef nt_gen_reduce red
     cdef Py_ssize_t c, nchunks = (units + chunk - 1) // chunk
     red.init, red.fold, red.store, red.cx, red.nkept = _gen_init, _gen_fold, _gen_store, cx, cx.nkept
+    red.cols, red.rows, red.store_sum = cx.cols, cx.rows, _gen_store_sum
+    red.sequential_below = NT_SUM_SEQUENTIAL_BELOW
     if nteam == 1:
         fn(cx.data, cx.strides, cx.shape, cx.nd, 0, units, cx.fconsts, cx.iconsts, loops, &red)
         return

@@ -28,9 +28,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from numtrace_cpu.runtime import BLOCK_ELEMENTS, DTYPES, OPS, REG_KINDS, UNIT_ELEMENTS
+from numtrace_cpu.runtime import BLOCK_ELEMENTS, DTYPES, OPS, REDUCTIONS, REG_KINDS, UNIT_ELEMENTS
 
-__all__ = ["ENTRY", "TILE", "generate"]
+__all__ = ["ENTRY", "TILE", "generate", "folds_in_registers"]
 
 ENTRY = "nt_kernel"
 """The default name of the kernel function in the generated source."""
@@ -55,6 +55,12 @@ _INLINE_FLOAT = frozenset({"sqrt", "reciprocal", "floor", "ceil", "rint", "trunc
 _TEMP, _INPUT, _CONST, _OUTPUT = (REG_KINDS[k] for k in ("temp", "input", "const", "output"))
 assert UNIT_ELEMENTS == 16384, "nt_gen.h's NT_GEN_CHUNK must equal the interpreter's CHUNK"
 assert BLOCK_ELEMENTS == TILE, "a reduction folds the interpreter's blocks: tiles must be as long"
+# Column mode (see _column_units): reductions it folds in registers, most of them per pass, and the
+# column (row) lengths given loops of their own, fully unrolled so that each sum stays in a register.
+_MEAN = REDUCTIONS["mean"][0]
+_COLUMN_REDUCTIONS = frozenset((REDUCTIONS["sum"][0], _MEAN))
+_COLUMN_MAX_REDUCTIONS = 4
+_UNROLLED = (1, 2, 3, 4, 8)
 
 
 def _through_table(op: int, dt: int) -> bool:
@@ -79,6 +85,17 @@ class _Segment:
     """One loop over the tile (`table` None) or one float-unary op run through the loop table."""
     instrs: list[int] = field(default_factory=list)
     table: int | None = None
+
+
+def folds_in_registers(program: tuple) -> bool:
+    """Whether `generate(program)` has column units (a reduction over a dim that is not the
+    innermost, as ``x.sum(axis=1)`` of an (n, m, 3) x) and row-block units (a reduction of a short
+    innermost dim, as ``(d ** 2).sum(-1)`` of that x): sums and means of floats, at most
+    _COLUMN_MAX_REDUCTIONS of them, by a program with no op run through the loop table."""
+    _shape, _axes, regs, _consts, instrs, reductions, _operands = program
+    return (bool(instrs) and 0 < len(reductions) <= _COLUMN_MAX_REDUCTIONS
+            and all(op in _COLUMN_REDUCTIONS and regs[src][0] in _FLOATS for op, src, _, _ in reductions)
+            and not any(_through_table(op, dt) for op, dt, *_ in instrs))
 
 
 def generate(program: tuple, entry: str = ENTRY) -> str | None:
@@ -192,6 +209,19 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
     w.line("const Py_ssize_t inner = shape[nd - 1];")
     tile = _Tile(regs, rdt, in_regs, out_regs, segments, instrs, uses, defs, exprs, vdt, seg_of, spilled,
                  outputs, folded)
+    if reductions and folds_in_registers(program):
+        w.line("if (red->cols) {")
+        w.indent += 1
+        _column_units(w, nops, reductions, tile)
+        w.line("return;")
+        w.indent -= 1
+        w.line("}")
+        w.line("if (red->rows > 1) {")
+        w.indent += 1
+        _row_block_units(w, nops, reductions, tile)
+        w.line("return;")
+        w.indent -= 1
+        w.line("}")
     if reductions:
         _reduction_units(w, nops, reductions, tile)
     else:
@@ -273,6 +303,159 @@ def _reduction_units(w: _Writer, nops: int, reductions: list, tile: _Tile) -> No
         w.line(f"red->store(red->cx, {j}, acc[{j}], b{out});")
     w.indent -= 1
     w.line("}")
+
+
+def _column_units(w: _Writer, nops: int, reductions: list, tile: _Tile) -> None:
+    """Column mode (blocks.pxi's `_columns_unit`): dims (kept..., reduced, innermost kept); unit u
+    is red->cols columns at one outer kept multi-index. Each block of red->rows reduced rows sums
+    each column from +0 row by row into a register, then adds that to the column's total, as
+    nt_colsum and `_fold_columns` do: the interpreter's additions in its order, so its bits."""
+    w.line("const Py_ssize_t cols = red->cols, rows = red->rows;")
+    w.line("const Py_ssize_t nrows = shape[nd - 2];")
+    w.line("const Py_ssize_t nchunk = (inner + cols - 1) / cols;")
+    w.line("for (Py_ssize_t u = u0; u < u1; u++) {")
+    w.indent += 1
+    w.line("const Py_ssize_t c0 = (u % nchunk) * cols, ncol = inner - c0 < cols ? inner - c0 : cols;")
+    w.line("Py_ssize_t idx = u / nchunk;")
+    _strided_bases(w, nops)
+    for k in range(nops):
+        w.line(f"b{k} += c0 * sc{k};")
+    _offsets(w, nops, "idx", "0", "nd - 2", "b")
+    nred = len(reductions)
+    w.line(f"double tot[{nred}][NT_GEN_MAXCOLS];")
+    w.line(f"for (int j = 0; j < {nred}; j++) for (Py_ssize_t c = 0; c < ncol; c++) tot[j][c] = 0.0;")
+    w.line("for (Py_ssize_t start = 0; start < nrows; start += rows) {")
+    w.indent += 1
+    w.line("const Py_ssize_t r = nrows - start < rows ? nrows - start : rows;")
+    for n, case in enumerate(_UNROLLED):
+        w.line(f"{'if' if n == 0 else '} else if'} (ncol == {case}) {{")
+        w.indent += 1
+        _column_block(w, tile, str(case))
+        w.indent -= 1
+    w.line("} else {")
+    w.indent += 1
+    _column_block(w, tile, "ncol")
+    w.indent -= 1
+    w.line("}")
+    w.indent -= 1
+    w.line("}")
+    for j, (_, _, out, _) in enumerate(reductions):
+        w.line(f"for (Py_ssize_t c = 0; c < ncol; c++) "
+               f"red->store_sum(red->cx, {j}, tot[{j}][c], nrows, b{out} + c * sc{out});")
+    w.indent -= 1
+    w.line("}")
+
+
+def _row_block_units(w: _Writer, nops: int, reductions: list, tile: _Tile) -> None:
+    """Row blocks (blocks.pxi's `_rows_unit` and `_fold_rows`): the pass reduces its short
+    innermost dim; unit u is a run of rows (dim nd-2) at one outer multi-index. A row shorter than
+    red->sequential_below is summed element by element from +0 in a register, as the build's
+    nt_sum does; a longer one is stored to a tile and folded by the build."""
+    w.line("const Py_ssize_t per_unit = red->rows * (NT_GEN_CHUNK / TILE), nrows = shape[nd - 2];")
+    w.line("const Py_ssize_t nchunk = (nrows + per_unit - 1) / per_unit;")
+    w.line("for (Py_ssize_t u = u0; u < u1; u++) {")
+    w.indent += 1
+    w.line("const Py_ssize_t start = (u % nchunk) * per_unit;")
+    w.line("const Py_ssize_t stop = start + per_unit < nrows ? start + per_unit : nrows;")
+    w.line("Py_ssize_t idx = u / nchunk;")
+    _strided_bases(w, nops)
+    _offsets(w, nops, "idx", "0", "nd - 2", "b")
+    w.line("if (inner < red->sequential_below) {")
+    w.indent += 1
+    for n, case in enumerate(_UNROLLED):
+        w.line(f"{'if' if n == 0 else '} else if'} (inner == {case}) {{")
+        w.indent += 1
+        _row_block(w, tile, reductions, str(case), fold=False)
+        w.indent -= 1
+    w.line("} else {")
+    w.indent += 1
+    _row_block(w, tile, reductions, "inner", fold=False)
+    w.indent -= 1
+    w.line("}")
+    w.indent -= 1
+    w.line("} else {")
+    w.indent += 1
+    _row_block(w, tile, reductions, "inner", fold=True)
+    w.indent -= 1
+    w.line("}")
+    w.indent -= 1
+    w.line("}")
+
+
+def _strided_bases(w: _Writer, nops: int) -> None:
+    """Each operand's base pointer and its strides along dims nd-2 (sr) and nd-1 (sc)."""
+    for k in range(nops):
+        w.line(f"char *b{k} = data[{k}];")
+        w.line(f"const Py_ssize_t sr{k} = strides[{k} * NT_GEN_MAXD + nd - 2], "
+               f"sc{k} = strides[{k} * NT_GEN_MAXD + nd - 1];")
+
+
+def _element(w: _Writer, tile: _Tile, row: str, col: str) -> None:
+    """The program at element (row, col) of dims (nd-2, nd-1): inputs loaded, values computed,
+    outputs stored."""
+    regs, rdt = tile.regs, tile.rdt
+    needed = {u for i in range(len(tile.instrs)) for u in tile.uses[i]} | set(tile.outputs.values()) \
+        | set(tile.folded)
+    for r in tile.in_regs:
+        if f"in{r}" in needed:
+            arg, T = regs[r][2], CTYPE[rdt[r]]
+            w.line(f"const {T} in{r} = *(const {T} *)(b{arg} + {row} * sr{arg} + {col} * sc{arg});")
+    for i in range(len(tile.instrs)):
+        w.line(f"const {CTYPE[tile.vdt[tile.defs[i]]]} {tile.defs[i]} = {tile.exprs[i]};")
+    for r in tile.out_regs:
+        arg, T = regs[r][2], CTYPE[rdt[r]]
+        w.line(f"*({T} *)(b{arg} + {row} * sr{arg} + {col} * sc{arg}) = {tile.outputs[r]};")
+
+
+def _row_block(w: _Writer, tile: _Tile, reductions: list, m: str, fold: bool) -> None:
+    """Rows [start, stop) of `m` elements each (a literal where the loop over them is unrolled)."""
+    w.line("for (Py_ssize_t i = start; i < stop; i++) {")
+    w.indent += 1
+    nred = len(reductions)
+    if fold:
+        for j, (_, src, _, _) in enumerate(reductions):
+            w.line(f"_Alignas(64) {CTYPE[tile.rdt[src]]} f{j}[TILE];")
+    else:
+        w.line(f"double s[{nred}] = {{0}};")
+    w.line(f"for (Py_ssize_t t = 0; t < {m}; t++) {{")
+    w.indent += 1
+    _element(w, tile, "i", "t")
+    for j, value in enumerate(tile.folded):
+        w.line(f"f{j}[t] = {value};" if fold else f"s[{j}] = s[{j}] + (double){value};")
+    w.indent -= 1
+    w.line("}")
+    for j, (op, src, out, _) in enumerate(reductions):
+        ptr = f"b{out} + i * sr{out}"
+        if fold:
+            w.line(f"_Alignas(16) char acc{j}[NT_GEN_ACC_BYTES];")
+            w.line(f"red->init(red->cx, {j}, acc{j});")
+            w.line(f"red->fold(red->cx, {j}, acc{j}, (const char *)f{j}, {m});")
+            w.line(f"red->store(red->cx, {j}, acc{j}, {ptr});")
+            continue
+        value = f"(0.0 + s[{j}]) / (double){m}" if op == _MEAN else f"0.0 + s[{j}]"
+        w.line(f"*({CTYPE[tile.rdt[src]]} *)({ptr}) = ({CTYPE[tile.rdt[src]]})({value});")
+    w.indent -= 1
+    w.line("}")
+
+
+def _column_block(w: _Writer, tile: _Tile, ncol: str) -> None:
+    """One block of r rows by `ncol` columns (a literal where the loop over them is unrolled)."""
+    nred = len(tile.folded)
+    w.line(f"double part[{nred}][{ncol if ncol != 'ncol' else 'NT_GEN_MAXCOLS'}];")
+    w.line(f"for (int j = 0; j < {nred}; j++) for (Py_ssize_t c = 0; c < {ncol}; c++) part[j][c] = 0.0;")
+    w.line("for (Py_ssize_t i = start; i < start + r; i++) {")
+    w.indent += 1
+    w.line(f"for (Py_ssize_t c = 0; c < {ncol}; c++) {{")
+    w.indent += 1
+    _element(w, tile, "i", "c")
+    for j, value in enumerate(tile.folded):
+        w.line(f"part[{j}][c] = part[{j}][c] + (double){value};")
+    w.indent -= 1
+    w.line("}")
+    w.indent -= 1
+    w.line("}")
+    w.line(f"for (int j = 0; j < {nred}; j++) for (Py_ssize_t c = 0; c < {ncol}; c++) "
+           "tot[j][c] += part[j][c];")
 
 
 def _tile_loop(w: _Writer, tile: _Tile, start: str, stop: str) -> None:

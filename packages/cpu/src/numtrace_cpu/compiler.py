@@ -254,7 +254,7 @@ def _build(batch: _Batch, strict: bool) -> None:
                     _loaded[e] = (lib, ctypes.cast(getattr(lib, e), ctypes.c_void_p).value or 0, path)
         for job in jobs:
             lib, address, job.path = _loaded[job.entry]
-            job.kernel.set_generated(address, lib)
+            job.kernel.set_generated(address, lib, codegen.folds_in_registers(job.kernel.program))
             job.state = "ready"
     except Exception as e:
         for job in jobs:

@@ -175,6 +175,8 @@ class Executable(CallRunner):
             "instructions": sum(s.kernel.n_instructions for s in fused),
             "generated_kernels": sum(s.kernel.has_generated for s in fused),
             "generated_runs": sum(s.kernel.generated_runs for s in fused),
+            "generated_column_runs": sum(s.kernel.generated_column_runs for s in fused),
+            "generated_row_block_runs": sum(s.kernel.generated_row_block_runs for s in fused),
             "interpreted_runs": sum(s.kernel.interpreted_runs for s in fused),
             "rows_widened_runs": sum(s.kernel.rows_widened_runs for s in fused),
             "matmuls": sum(isinstance(s, MatmulStep) for s in self._steps),

@@ -22,6 +22,12 @@ cdef Py_ssize_t NOGIL_MIN_WORK = 1 << 14
 # NUMTRACE_CODEGEN_SHORT_ROWS sets the limit: the tests raise it so generated code meets short rows.
 cdef Py_ssize_t GENERATED_SHORT_ROWS_MAX = int(__import__("os").environ.get("NUMTRACE_CODEGEN_SHORT_ROWS", "0"))
 
+# Elements below which a short row of a reduction runs generated in row blocks (nt_gen.h), summed in
+# a register: the AVX2 and AVX-512 builds' NT_SUM_SEQUENTIAL_BELOW. Longer short rows keep the
+# interpreter's batched sums (the generated kernel would call the build's fold once per row); on the
+# baseline build these rows are folded by it too, with the same bits and at about its speed.
+cdef Py_ssize_t GENERATED_ROW_BLOCK_MAX = 16
+
 # Operands of a pass whose strides and pointers live on the stack of its call (more: malloc).
 cdef enum:
     STACK_OPS = 8
@@ -57,7 +63,10 @@ cdef class FusedKernel:
     cdef run_generated_fn run_generated
     cdef void* generated           # an nt_gen_fn for this program (see set_generated), or NULL
     cdef object generated_owner    # what keeps the generated code loaded
+    cdef bint generated_folds      # the generated kernel has column and row-block units (see set_generated)
     cdef readonly Py_ssize_t generated_runs, interpreted_runs
+    cdef readonly Py_ssize_t generated_column_runs   # generated runs in column mode (middle-axis reductions)
+    cdef readonly Py_ssize_t generated_row_block_runs   # generated runs reducing short rows in blocks of them
     cdef readonly Py_ssize_t rows_widened_runs   # passes whose short rows were walked along a longer dim
     cdef readonly tuple program    # the constructor's arguments but `blocks`, for numtrace_cpu.codegen
     cdef readonly tuple iteration_shape
@@ -229,14 +238,16 @@ cdef class FusedKernel:
         free(self.iconsts)
         free(self.scratch)
 
-    def set_generated(self, Py_ssize_t address, object owner):
+    def set_generated(self, Py_ssize_t address, object owner, bint folds=False):
         """Run this program's elementwise passes through the generated kernel at `address` (an
         nt_gen_fn built by numtrace_cpu.codegen from `program`; `owner` keeps its code loaded);
         0 goes back to the interpreter. A large pass whose innermost dim is short keeps the
         interpreter's blocks of many rows (see GENERATED_SHORT_ROWS_MAX), and so does a reduction
-        in column mode or folding its inputs in place."""
+        folding its inputs in place, or in column mode or over short rows unless `folds` (the kernel
+        has the column and row-block units of codegen.folds_in_registers)."""
         self.generated = <void*>address
         self.generated_owner = owner if address else None
+        self.generated_folds = folds and address != 0
 
     @property
     def has_generated(self):
@@ -300,10 +311,27 @@ cdef class FusedKernel:
             if nteam > units:
                 nteam = <int>units
             chunk = max(1, units // (8 * nteam))
+            if (self.generated != NULL and self.generated_folds and not cx.fold_in_place
+                    and (cx.cols or (cx.rows > 1 and self.nred and cx.shape[cx.nd - 1] < GENERATED_ROW_BLOCK_MAX))):
+                # Column mode or row blocks: the interpreter's units and blocks (see nt_gen.h's
+                # nt_gen_reduce).
+                self.generated_runs += 1
+                if cx.cols:
+                    self.generated_column_runs += 1
+                else:
+                    self.generated_row_block_runs += 1
+                if self.work < NOGIL_MIN_WORK:
+                    self.run_generated(self.generated, &cx, nteam, units, chunk)
+                else:
+                    with nogil:
+                        self.run_generated(self.generated, &cx, nteam, units, chunk)
+                return 0
             if (self.generated != NULL and not cx.cols and not cx.fold_in_place
                     and (cx.rows == 1 or self.size <= GENERATED_SHORT_ROWS_MAX)):
-                # A generated kernel's units are those of one-row blocks (see nt_gen.h).
+                # A generated kernel's units are those of one-row blocks (see nt_gen.h), so the kernel
+                # is told rows of one (not its row blocks).
                 units = _count_kept_units(&cx) if self.nred else _count_rows_units(&cx)
+                cx.rows = 1
                 nteam = nthreads if (nthreads > 1 and units > 1 and self.work >= PARALLEL_MIN_WORK) else 1
                 if nteam > units:
                     nteam = <int>units

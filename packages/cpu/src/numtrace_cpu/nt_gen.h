@@ -15,6 +15,7 @@
 
 #define NT_GEN_MAXD 64
 #define NT_GEN_CHUNK 16384
+#define NT_GEN_MAXCOLS 64   /* interp.pxd's MAXCOLS: most columns of a column-mode unit */
 
 typedef void (*nt_gen_loop_fn)(char *d, const char *a, const char *b, Py_ssize_t n);
 
@@ -28,6 +29,16 @@ typedef struct {
     void (*store)(const void *cx, int j, const void *acc, char *out);
     const void *cx;
     int nkept;
+    /* Column mode (blocks.pxi's _columns_unit; cols 0: not in column mode): the dims are (kept...,
+     * reduced, innermost kept); a unit is cols columns at one outer kept multi-index, folded in
+     * blocks of `rows` reduced rows. store_sum stores a sum or mean (of float values, added in
+     * double) whose running total is s over count rows, as _acc_store does. */
+    Py_ssize_t cols, rows;
+    void (*store_sum)(const void *cx, int j, double s, Py_ssize_t count, char *out);
+    /* Row blocks (cols 0, rows > 1: blocks.pxi's _rows_unit, the pass reduces its short innermost
+     * dim): rows of fewer elements than this the build sums one element after another from +0
+     * (nt_simd.h's NT_SUM_SEQUENTIAL_BELOW), so a kernel may too; longer ones go through fold. */
+    Py_ssize_t sequential_below;
 } nt_gen_reduce;
 
 typedef void (*nt_gen_fn)(char *const *data, const Py_ssize_t *strides, const Py_ssize_t *shape, int nd,

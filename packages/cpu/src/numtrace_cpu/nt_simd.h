@@ -195,6 +195,9 @@ static inline double NAME(const T *a, Py_ssize_t n PARAMS) { \
 #define NT_SAME(v) (v)
 NT_SUM_V(nt_sum_f32, float, NT_LOAD4_F32, NT_ADD, NT_SAME, NT_NO_PARAMS)
 NT_SUM_V(nt_sum_f64, double, NT_LOAD4_F64, NT_ADD, NT_SAME, NT_NO_PARAMS)
+/* Blocks shorter than this are summed one element after another from +0 (what a generated kernel
+ * may do in registers instead; see nt_gen.h's nt_gen_reduce.sequential_below). */
+#define NT_SUM_SEQUENTIAL_BELOW 16
 /* Sum of squared deviations from `mean` (the M2 term of Chan's update). */
 #define NT_ADD_SQDEV(acc, v) _mm256_fmadd_pd(_mm256_sub_pd(v, _mm256_set1_pd(mean)), \
                                              _mm256_sub_pd(v, _mm256_set1_pd(mean)), acc)
@@ -211,6 +214,7 @@ static inline double NAME(const T *a, Py_ssize_t n) { \
 }
 NT_SUM(nt_sum_f32, float)
 NT_SUM(nt_sum_f64, double)
+#define NT_SUM_SEQUENTIAL_BELOW 0   /* the compiler picks the order of the loop above */
 
 /* Sum of squared deviations from `mean` (the M2 term of Chan's update). */
 #define NT_M2(NAME, T) \
