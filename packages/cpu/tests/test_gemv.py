@@ -346,3 +346,35 @@ def test_more_rows_or_constant_weights_stay_off_the_gemv_kernels():
     assert exe.stats()["gemv"] == 0 and exe.stats()["packed_matmuls"] == 1
     xs = rng.standard_normal((3, 20)).astype(np.float32)
     _assert_close(exe(xs)[0], xs @ wv, xs, wv, np.float32)
+
+
+@pytest.mark.parametrize("spin", [0, 50])
+def test_team_gemvs_are_counted(spin):
+    """stats() counts the GEMV steps big enough for the thread team (GEMV_PARALLEL_MIN multiply-adds);
+    with 2 threads and the spin on, each of their calls runs on the team or, backing off, on the
+    calling thread alone (team_counts), with the same bits as one thread; with the spin off, on the
+    calling thread without the team."""
+    rng = np.random.default_rng(11)
+    shapes = ((1, 784), (784, 512), (512,))
+    exe = compile_graph(_graph(shapes[0], shapes[1], np.float32, bias=True, relu="h0"),
+                        [TensorType(np.dtype(np.float32), s) for s in shapes])
+    small = compile_graph(_graph((1, 9), (9, 5), np.float32), [TensorType(np.dtype(np.float32), s)
+                                                                for s in ((1, 9), (9, 5))])
+    assert exe.stats()["gemv_team"] == 1 and small.stats()["gemv_team"] == 0
+    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in shapes)
+    old, old_spin = get_num_threads(), blocks.team_spin_us()
+    try:
+        set_num_threads(1)
+        want = exe(x, w, b)[0]
+        set_num_threads(2)
+        blocks.set_team_spin_us(spin)
+        before = blocks.team_counts()
+        for _ in range(20):
+            np.testing.assert_array_equal(exe(x, w, b)[0], want)
+        after = blocks.team_counts()
+    finally:
+        set_num_threads(old)
+        blocks.set_team_spin_us(old_spin)
+    ran = {key: after[key] - before[key] for key in after}
+    assert ran["jobs"] + ran["solo_runs"] == (20 if spin else 0)
+    assert ran["jobs_shared"] <= ran["jobs"] and ran["backoffs"] * 3 <= ran["jobs"]

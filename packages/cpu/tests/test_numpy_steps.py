@@ -182,17 +182,34 @@ def test_joins_equal_numpy(shape, d1, d2, op, data, strided):
     assert exe.stats()["fallbacks"] == 0
 
 
-@pytest.mark.parametrize("da,db", [("f4", "f8"), ("i8", "f8"), ("i4", "i8"), ("f8", "f4")])
-def test_mixed_dtype_matmul_equals_numpy(da, db):
+def _mixed_matmul(da, db, m):
     rng = np.random.default_rng(4)
     g = Graph()
-    a = g.add_input("a", TensorType(np.dtype(da), (5, 3)))
+    a = g.add_input("a", TensorType(np.dtype(da), (m, 3)))
     b = g.add_input("b", TensorType(np.dtype(db), (3, 4)))
     g.set_outputs([_op(g, "np.matmul", a, b)])
-    inputs = [(rng.standard_normal((5, 3)) * 4).astype(da), (rng.standard_normal((3, 4)) * 4).astype(db)]
+    return g, [(rng.standard_normal((m, 3)) * 4).astype(da), (rng.standard_normal((3, 4)) * 4).astype(db)]
+
+
+@pytest.mark.parametrize("da,db", [("i8", "f8"), ("i4", "i8")])
+def test_mixed_dtype_matmul_equals_numpy(da, db):
+    g, inputs = _mixed_matmul(da, db, 5)
     exe = _check(g, inputs)
     _check(g, inputs, strided=True)
     assert exe.stats()["fallbacks"] == 0 and exe.stats()["numpy_into"] == ["np.matmul"]
+
+
+@pytest.mark.parametrize("m", [1, 5, 40])
+@pytest.mark.parametrize("da,db", [("f4", "f8"), ("f8", "f4")])
+def test_float32_with_float64_matmul_is_a_float64_product(da, db, m):
+    """NumPy casts the float32 operand to float64: so does the executable, then the product runs on
+    numtrace's float64 kernels, within a product's rounding of NumPy's."""
+    g, inputs = _mixed_matmul(da, db, m)
+    exe = compile_graph(g, [v.type for v in g.inputs])
+    assert exe.stats()["products_widened"] == 1 and exe.stats()["numpy_into"] == [], exe.explain()
+    for args in (inputs, [testing.noncontiguous(x) for x in inputs]):
+        (got,) = exe(*args)
+        testing.assert_outputs_close((got,), (np.matmul(*args),), what=f"{da} @ {db}")
 
 
 @pytest.mark.parametrize("case", ["output", "temp", "read_after", "input"])

@@ -97,6 +97,17 @@ def _gemv(a):
     return np.maximum(v @ w + np.array([0.5, -0.0, 0.0]), 0.0)
 
 
+# Weights of a GEMV with enough multiply-adds to split over the cpu backend's thread team
+# (GEMV_PARALLEL_MIN), signed zeros among them.
+_TEAM_W = (np.outer(np.linspace(-1.0, 1.0, 256), np.linspace(0.5, -0.5, 130))
+           * np.where(np.arange(130) % 7, 1.0, -0.0))
+_TEAM_B = np.where(np.arange(130) % 3, 0.25, -0.0)
+
+
+def _gemv_team(a):
+    return np.maximum(np.sum(a) * np.linspace(-1.0, 1.0, 256) @ _TEAM_W + _TEAM_B, 0.0)
+
+
 def _gemv_rows(a):
     """A few rows of x times a run-time W (from the input, with signed zeros): the GEMV kernels'
     (M, K) @ (K, N) form."""
@@ -134,6 +145,20 @@ def _runtime_product(a):
         return a
     s = np.concatenate([a] * 3, axis=1)
     return np.maximum(np.concatenate([s * -0.0] * 8 + [s] * 8) @ s.T + a[:, 0] * -0.0, 0.0)
+
+
+def _causal_softmax(a, k=1):
+    """Causal attention over a's rows in float32 (the cpu backend: the mask, fixed by the traced shape,
+    folded into a constant; exp over its -inf lanes; the float64 softmax @ the float32 values widened to
+    a float64 product). k=0 masks all of row 0: -inf - -inf, a row of NaN as NumPy's."""
+    if np.ndim(a) != 2:
+        return a
+    t, d = a.shape
+    q = a.astype(np.float32)
+    with np.errstate(invalid="ignore"):
+        s = np.where(np.triu(np.ones((t, t), dtype=bool), k=k), -np.inf, q @ q.T / np.sqrt(d))
+        p = np.exp(s - s.max(axis=-1, keepdims=True))
+        return (p / p.sum(axis=-1, keepdims=True)) @ q
 
 
 _HEADS_W = np.array([[[1.0, -0.0, 0.5], [0.0, 2.0, -1.0], [-0.5, 0.0, 1.0], [1.0, 1.0, -0.0]],
@@ -274,6 +299,7 @@ STEPS = {
     "pow_3_huge": (1, lambda a: (a * 1e103) ** 3), "pow_4": (1, lambda a: (a - 0.5) ** 4),
     "pow_m_half": (1, lambda a: np.abs(a) ** -0.5), "pow_2_neg_zero": (1, lambda a: (a * -0.0) ** 2),
     "assign_expr": (2, _assign_expr),
+    "causal_softmax": (1, _causal_softmax), "causal_softmax_nan_row": (1, lambda a: _causal_softmax(a, k=0)),
     "reshape_write": (1, lambda a: _through_reshape(a, lambda v: v.reshape(-1))),
     "ravel_write": (1, lambda a: _through_reshape(a, np.ravel)),
     "T_reshape_write": (1, lambda a: _through_reshape(a, lambda v: v.T.reshape(-1))),
@@ -286,8 +312,9 @@ FAST_STEPS = [name for name in STEPS if name in (
     "pow_m2_huge", "pow_m2_tiny", "pow_m1_subnormal", "pow_half", "pow_3_huge", "pow_4", "pow_m_half",
     "pow_2_neg_zero", "reshape_write", "ravel_write", "T_reshape_write", "set_row", "set_slice", "iadd",
     "set_int_idx", "assign_expr", "sum_mid", "mean_pairs_last", "pair_sums")]
+STEPS.update({"gemv_team": (1, _gemv_team)})
 # Steps only the explicit examples below run, so that adding them leaves the random draws as they were.
-EXAMPLE_ONLY = {"merge_heads", "merge_heads_pass"}
+EXAMPLE_ONLY = {"merge_heads", "merge_heads_pass", "causal_softmax", "causal_softmax_nan_row", "gemv_team"}
 NAMES = sorted(set(STEPS) - EXAMPLE_ONLY)
 
 # The fast-path steps drawn about as often as all the others together.
@@ -340,6 +367,7 @@ FAST_PATHS = {
     "GEMV": lambda s: s["gemv"],
     "GEMV with a fused bias": lambda s: s["gemv_epilogues"],
     "GEMV over a few rows of x": lambda s: s["gemv_rows_of_x"],
+    "GEMV split over the thread team": lambda s: s["gemv_team"],
     "packed-weight product": lambda s: s["packed_matmuls"],
     "packed-weight product with a fused epilogue": lambda s: s["packed_epilogue_ops"],
     "packed product of run-time values": lambda s: s["packed_runtime"],
@@ -353,6 +381,8 @@ FAST_PATHS = {
     "middle-axis reduction generated": lambda s: s["generated_column_runs"],
     "short rows reduced generated": lambda s: s["generated_row_block_runs"],
     "assignment computed in place": lambda s: s["assigned_in_place"],
+    "constant folded": lambda s: s["folded_constants"],
+    "mixed float product widened": lambda s: s["products_widened"],
     "copying reshape computed in place": lambda s: s["reshapes_in_place"],
 }
 # Outcomes of the argument kinds a call may take (see _inputs).
@@ -464,9 +494,12 @@ def run_case(steps, backend):
 @seed(int(os.environ.get("NUMTRACE_FUZZ_SEED", "0")))
 @given(steps=program_st)
 # Programs every run compares, whatever the draws: the epilogues of the packed products, the
-# passes of short rows written in place, the merged heads, GEMV over a few rows, and reductions of a
-# middle axis and of short rows on generated kernels (which the random programs reach only now and then).
+# passes of short rows written in place, the merged heads, GEMV over a few rows and over the thread
+# team, reductions of a middle axis and of short rows on generated kernels, and causal attention's
+# folded mask and widened product (which the random programs reach only now and then).
 @example(steps=[("packed", 0, 0)])
+@example(steps=[("gemv_team", 0, 0)])
+@example(steps=[("neg_zero", 1, 0), ("gemv_team", 3, 0)])
 @example(steps=[("packed_residual", 1, 0), ("packed", 0, 0)])
 @example(steps=[("assign_expr", 0, 1)])
 @example(steps=[("assign_expr", 1, 0)])
@@ -475,6 +508,8 @@ def run_case(steps, backend):
 @example(steps=[("gemv_rows", 0, 0)])
 @example(steps=[("pair_sums", 0, 1)])
 @example(steps=[("sum_mid", 0, 1), ("mean_pairs_last", 1, 0)])
+@example(steps=[("causal_softmax", 0, 0)])
+@example(steps=[("causal_softmax_nan_row", 1, 0)])
 def test_traced_program_matches_numpy_or_raises_clearly(steps, backend):
     # Every GENERATED_EVERY-th program on the cpu backend (and those of GENERATED_EXAMPLES) compiles its
     # fused passes to C before its first call (numtrace_cpu.compiler's sync mode), so they run on the

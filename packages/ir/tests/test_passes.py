@@ -241,3 +241,39 @@ def test_cse_keeps_results_that_both_leave_the_graph_apart():
     g.set_outputs([a.output, c.output])
     assert passes.cse(g) == 1 and c.inputs == (a.output, y)
     g.lint()
+
+
+def _full(g, shape, dtype=bool):
+    attrs = {"shape": shape, "fill_value": 1, "dtype": np.dtype(dtype)}
+    return g.create_node("prim.full", [], attrs).output
+
+
+def test_fold_constants_computes_a_mask_of_constants_once():
+    """triu(ones((t, t))) at concrete t becomes one prim.Constant with NumPy's values; the fill it read
+    is erased, and a fill alone (as cheap as copying a constant) is left to run."""
+    g = Graph()
+    x = g.add_input("x", TensorType("f64", (4, 4)))
+    mask = g.create_node("np.triu", [_full(g, (4, 4))], {"k": 1}).output
+    inf = g.create_node("prim.Constant", [], {"value": -math.inf}).output
+    alone = _full(g, (4, 4), np.float64)
+    out = g.create_node("np.where", [mask, inf, x]).output
+    g.set_outputs([out, g.create_node("np.add", [alone, x]).output])
+    assert passes.fold_constants(g) == 1
+    assert [n.op for n in g] == ["prim.Constant", "prim.Constant", "prim.full", "np.where", "np.add"]
+    folded = g.nodes[0].attrs["value"]
+    np.testing.assert_array_equal(folded, np.triu(np.ones((4, 4), bool), k=1))
+    assert folded.dtype == bool and not folded.flags.writeable
+    assert passes.fold_constants(g) == 0
+    g.lint()
+
+
+def test_fold_constants_leaves_draws_views_warnings_and_large_results_to_run():
+    g = Graph()
+    x = g.add_input("x", TensorType("f64", (3,)))
+    neg = g.create_node("prim.Constant", [], {"value": np.array([-1.0, 4.0])}).output
+    sqrt_neg = g.create_node("np.sqrt", [neg]).output          # NumPy warns: runs, and warns, per call
+    view = g.create_node("np.transpose", [_full(g, (2, 3), np.float64)]).output   # a view
+    big = g.create_node("np.triu", [_full(g, (64, 64))]).output    # 4 KiB, over the limit below
+    g.set_outputs([sqrt_neg, view, big, x])
+    assert passes.fold_constants(g, max_bytes=1024) == 0
+    assert [n.op for n in g].count("prim.full") == 2

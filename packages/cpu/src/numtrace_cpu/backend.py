@@ -17,6 +17,7 @@ from numtrace_cpu.isa import ISA
 from numtrace_cpu.joins import write_assigned_in_place, write_parts_in_place
 from numtrace_cpu.lowering import lower
 from numtrace_cpu.planner import plan_buffers, write_updates_in_place
+from numtrace_cpu.products import widen_mixed_products
 from numtrace_cpu.relayout import write_reshapes_in_place
 
 __all__ = ["Backend", "compile_graph"]
@@ -46,6 +47,8 @@ def compile_graph(graph: Graph, input_types: Sequence[Type], updates: Mapping[in
             raise ValueError(f"input type {i} ({t}) must have concrete dims to compile for the CPU")
     g = specialize(graph, types, check_shapes=False)   # also folds shape reads into prim.reshape & co.
     passes.decompose(g, LOWERED)   # np.clip into maximum/minimum, which the fused kernels take
+    rewrites = {"products_widened": widen_mixed_products(g),   # f32 @ f64 as NumPy: f64 @ f64
+                "folded_constants": passes.fold_constants(g)}   # a mask or scale fixed by the shapes
     steps, index, consts = lower(g, frozenset(state))
     by_number = {n: v.type for v, n in index.items()}
     const_numbers = {index[v]: value for v, value in consts.items()}
@@ -57,7 +60,7 @@ def compile_graph(graph: Graph, input_types: Sequence[Type], updates: Mapping[in
     if updates and not any(n.op == "prim.guard" for n in g.nodes):
         in_place = write_updates_in_place(steps, len(g.inputs), outputs, dict(updates))
     plan = plan_buffers(steps, by_number, len(g.inputs), outputs, set(const_numbers), frozenset(in_place))
-    return Executable(g, steps, by_number, plan, const_numbers)
+    return Executable(g, steps, by_number, plan, const_numbers, rewrites)
 
 
 class Backend:

@@ -9,6 +9,7 @@ still held is fine because outputs are never arena memory.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -53,8 +54,10 @@ class Executable(CallRunner):
     slow paths: explaining bad inputs, checking `out=`, making arenas.
     """
 
-    def __init__(self, graph, steps: list[Step], types: dict, plan: BufferPlan, constants: dict):
+    def __init__(self, graph, steps: list[Step], types: dict, plan: BufferPlan, constants: dict,
+                 rewrites: dict | None = None):
         self.graph = graph
+        self._rewrites = dict(rewrites or {})   # graph rewrites counted for stats(): see compile_graph
         self.input_types = [v.type for v in graph.inputs]
         self._steps = steps
         self._types = types
@@ -186,10 +189,14 @@ class Executable(CallRunner):
                                   and self._types[s.inputs[0]].shape[0] > 1 for s in self._steps),
             "gemv_epilogues": sum(isinstance(s, MatmulStep) and s.gemv is not None and s.bias
                                   for s in self._steps),
+            "gemv_team": sum(isinstance(s, MatmulStep) and s.gemv is not None
+                             and _gemv_macs(s, self._types) >= blocks.GEMV_PARALLEL_MIN for s in self._steps),
             "packed_matmuls": sum(isinstance(s, MatmulStep) and s.packed is not None for s in self._steps),
             "packed_constant": sum(isinstance(s, MatmulStep) and s.packed == "constant" for s in self._steps),
             "packed_runtime": sum(isinstance(s, MatmulStep) and s.packed == "runtime" for s in self._steps),
             "packed_epilogue_ops": sum(len(s.epilogue) for s in self._steps if isinstance(s, MatmulStep)),
+            "folded_constants": self._rewrites.get("folded_constants", 0),
+            "products_widened": self._rewrites.get("products_widened", 0),
             "constant_powers": sum(constant_exponent(n) is not None for s in fused for n in s.nodes),
             "views": sum(isinstance(s, ViewStep) for s in self._steps),
             "parts_in_place": sum(isinstance(s, PartViewStep) for s in self._steps),
@@ -237,10 +244,7 @@ class Executable(CallRunner):
                  f"{_count(s['fused_groups'], 'fused pass', 'fused passes')}, "
                  f"{_count(s['matmuls'] - s['gemv'] - s['packed_matmuls'], 'BLAS call')}, "
                  f"{_count(s['gemv'], 'GEMV kernel')}, "
-                 + "".join(f"{_count(s[key], what)}, " for key, what in (("packed_matmuls", "packed product"),
-                                                                        ("scans", "scan"),
-                                                                        ("small_matmuls", "small-K product"))
-                           if s[key]) +
+                 + "".join(f"{_count(s[key], what)}, " for key, what in _OPTIONAL_COUNTS if s[key]) +
                  f"{_count(into, 'NumPy call into a buffer', 'NumPy calls into buffers')}, "
                  f"{_count(s['fallbacks'], 'NumPy fallback')}, {_count(s['views'], 'view')}; "
                  f"ISA {s['isa']}, {_count(s['threads'], 'thread')}"]
@@ -378,6 +382,12 @@ def _work(kernel_stats: dict) -> str:
     return ", ".join(parts) or "no computation"
 
 
+# What explain()'s first line counts when the plan has any: stats() key, what one of them is.
+_OPTIONAL_COUNTS = (("packed_matmuls", "packed product"), ("scans", "scan"),
+                    ("small_matmuls", "small-K product"), ("folded_constants", "folded constant"),
+                    ("products_widened", "widened product"))
+
+
 def _count(n: int, one: str, many: str | None = None) -> str:
     return f"{n} {one if n == 1 else (many or one + 's')}"
 
@@ -441,6 +451,14 @@ def _matmul_runner(step: MatmulStep, types: dict):
     vec_pos, k_axis = step.gemv
     vec, mat = (a, b) if vec_pos == 0 else (b, a)
     return blocks.Gemv(vec, mat, o, k_axis, types[o].dtype.type, -1 if c is None else c, act, on_blas)
+
+
+def _gemv_macs(step: MatmulStep, types: dict) -> int:
+    """Multiply-adds of a GEMV step: what decides whether it splits over the thread team."""
+    assert step.gemv is not None
+    vec_pos, k_axis = step.gemv
+    mat = types[step.inputs[1 - vec_pos]]
+    return math.prod(types[step.outputs[0]].shape) * mat.shape[k_axis]
 
 
 def _packed_runner(step: MatmulStep, types: dict):

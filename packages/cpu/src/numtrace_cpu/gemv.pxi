@@ -41,26 +41,38 @@ cdef extern from "nt_team.h" nogil:
     int NT_TEAM_MAX_UNITS
     ctypedef void (*nt_team_fn)(void* arg, int unit) noexcept nogil
     void nt_team_run(nt_team_fn fn, void* arg, int nunits, int nteam)
+    void nt_team_run_spin(nt_team_fn fn, void* arg, int nunits, int nteam, long long spin_ns)
 
 cdef extern from "nt_team.h":
     long long nt_team_spin_ns
+    long long nt_team_jobs, nt_team_jobs_shared, nt_team_solo_runs, nt_team_backoffs
 
 
 def team_spin_us() -> int:
-    """Microseconds the GEMV workers spin after a job; 0 (the default): no team, see set_team_spin_us."""
+    """Microseconds the GEMV workers spin after a job (0: every GEMV on the calling thread)."""
     return nt_team_spin_ns // 1000
 
 
 def set_team_spin_us(int us):
-    """Let the GEMV workers spin `us` microseconds after each job before they sleep; 0 runs every
-    product on the calling thread. A team that sleeps between jobs measured slower than one thread
-    (each job pays a wake-up, and a woken worker is often preempted mid-unit on a busy machine);
-    spinning pays when the machine is otherwise idle (MLP batch 1: 2.2x NumPy vs 1.3x on one
-    thread) and costs under load (0.7-0.9x). Set from NUMTRACE_TEAM_SPIN_US at import."""
+    """Let the team's workers spin `us` microseconds after each GEMV job before they sleep, so the
+    next GEMV (an MLP's next layer, or its next call) finds them awake; 0 runs every GEMV on the
+    calling thread. Default 50 (NUMTRACE_TEAM_SPIN_US at import): a sleeping worker takes about 7 us
+    to wake on the 2-core VM, as long as half a 784x512 GEMV. While spinning, a worker gives up its
+    core every few microseconds, and after a few GEMVs in a row that the workers missed (the caller
+    ran every unit: they were descheduled) GEMVs run on the calling thread for 20 ms (nt_team.h)."""
     global nt_team_spin_ns
     if not 0 <= us <= 10_000_000:
         raise ValueError(f"team spin must be 0 to 10000000 microseconds, got {us}")
     nt_team_spin_ns = us * 1000
+
+
+def team_counts() -> dict:
+    """What the thread team did in this process: `jobs` run on it (GEMVs and packed products),
+    `jobs_shared` of them in which a worker ran a unit, GEMVs meant for the team that ran on the
+    calling thread alone (`solo_runs`: during a back-off, or while another thread held the team), and
+    back-offs entered (`backoffs`)."""
+    return {"jobs": nt_team_jobs, "jobs_shared": nt_team_jobs_shared, "solo_runs": nt_team_solo_runs,
+            "backoffs": nt_team_backoffs}
 
 
 def _team_spin_from_env():
@@ -166,7 +178,7 @@ cdef void _gemv_run(GemvArgs* g, int nthreads) noexcept nogil:
     units = (fine + g.per_unit - 1) // g.per_unit if fine else 0
     if not g.rows:
         g.per_unit *= align
-    nt_team_run(_gemv_rows_unit if g.rows else _gemv_dots_unit, g, <int>units, nteam)
+    nt_team_run_spin(_gemv_rows_unit if g.rows else _gemv_dots_unit, g, <int>units, nteam, nt_team_spin_ns)
     if not g.rows:
         return
     cdef Py_ssize_t m

@@ -1,12 +1,18 @@
-/* A persistent thread team for the GEMV kernels (gemv.pxi): workers that stay alive between calls,
- * worker t running share t of a job whenever it is ready for it.
+/* A persistent thread team for the GEMV kernels (gemv.pxi) and the packed products (packed.pxi):
+ * workers that stay alive between calls, worker t running share t of a job whenever it is ready for it.
  *
  * Why not the OpenMP team: numtrace_cpu makes OpenMP threads sleep between passes
  * (OMP_WAIT_POLICY=PASSIVE, see __init__.py) so they leave the cores to BLAS; waking a sleeping
- * thread costs several microseconds, as much as a whole 512x512 GEMV. These workers spin for
- * nt_team_spin_ns after each job (the three GEMVs of an MLP arrive microseconds apart) before they
- * sleep on a condition variable; gemv.pxi only uses the team when that spin is on (see
- * set_team_spin_us there for the measurements).
+ * thread costs several microseconds (about 7 us on the 2-core VM), as much as a whole 512x512 GEMV.
+ * After a job that asks for it (the GEMVs: an MLP's layers arrive microseconds apart) the workers
+ * spin for that job's window, giving up the core every few microseconds (sched_yield) so that other
+ * runnable threads are not starved, then sleep on a condition variable; after other jobs (the packed
+ * products, long enough to pay a wake-up) they sleep at once.
+ *
+ * Back-off: a spinning job in which the workers ran no unit (the caller finished them all first: the
+ * workers were descheduled, a sign of more runnable threads than cores) is a miss; after
+ * NT_TEAM_MISSES misses in a row, spinning jobs run on the calling thread alone for NT_TEAM_SOLO_NS,
+ * so a loaded machine gets the one-thread behaviour instead of paying for wake-ups.
  *
  * The caller never waits for a worker that has not started: each unit is claimed once (an atomic
  * flag), so the caller takes over whatever a late or descheduled worker has not begun, and waits
@@ -33,8 +39,10 @@
 
 #define NT_TEAM_MAX 63            /* workers beside the calling thread */
 #define NT_TEAM_MAX_UNITS 256     /* units per job (callers group finer work into these) */
-/* How long an idle worker spins before it sleeps (NUMTRACE_TEAM_SPIN_US, see gemv.pxi). */
-static long long nt_team_spin_ns = 0;
+#define NT_TEAM_MISSES 3          /* spinning jobs in a row the workers miss before the back-off */
+#define NT_TEAM_SOLO_NS 20000000LL   /* how long the back-off lasts */
+/* How long the workers spin after a GEMV job (NUMTRACE_TEAM_SPIN_US, see gemv.pxi). */
+static long long nt_team_spin_ns = 50000;
 
 typedef void (*nt_team_fn)(void *arg, int unit);
 
@@ -49,10 +57,18 @@ typedef struct {
     nt_team_fn fn;
     void *arg;
     int nunits, nteam;
+    long long spin_ns;            /* how long the workers spin after the current job */
     int nworkers;
+    int misses;                   /* spinning jobs in a row whose units the caller ran alone */
+    long long solo_until;         /* until then (monotonic ns) spinning jobs run on the caller */
     pid_t pid;                    /* the process whose threads these are */
     unsigned start_gen[NT_TEAM_MAX + 1];   /* the generation each worker was started at */
 } nt_team_t;
+
+/* What the team did, for gemv.pxi's team_counts(): jobs run on it, those in which a worker ran a
+   unit, jobs asking for a spin that ran on the caller alone (a back-off, another thread holding the
+   team, or workers not done with the last job), back-offs entered. */
+static atomic_llong nt_team_jobs, nt_team_jobs_shared, nt_team_solo_runs, nt_team_backoffs;
 
 static nt_team_t nt_team = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
 
@@ -62,33 +78,42 @@ static inline long long nt_team_now_ns(void) {
     return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* Run unit u if nobody has claimed it yet. */
-static inline void nt_team_try_unit(int u) {
+/* Run unit u if nobody has claimed it yet; 1 if this thread ran it. */
+static inline int nt_team_try_unit(int u) {
     int expected = 0;
     if (atomic_load_explicit(&nt_team.claimed[u], memory_order_relaxed) == 0
             && atomic_compare_exchange_strong_explicit(&nt_team.claimed[u], &expected, 1, memory_order_acq_rel,
                                                        memory_order_relaxed)) {
         nt_team.fn(nt_team.arg, u);
         atomic_fetch_add_explicit(&nt_team.done, 1, memory_order_release);
+        return 1;
     }
+    return 0;
 }
 
-/* Thread t's part of the job: its home range, then the rest in order (what is left of it). */
-static inline void nt_team_work(int t) {
+/* Thread t's part of the job: its home range, then the rest in order (what is left of it). Returns
+   how many units this thread ran. */
+static inline int nt_team_work(int t) {
     const int n = nt_team.nunits, start = (int)((long long)t * n / nt_team.nteam);
-    int i;
-    for (i = 0; i < n; i++) nt_team_try_unit((start + i) % n);
+    int i, ran = 0;
+    for (i = 0; i < n; i++) ran += nt_team_try_unit((start + i) % n);
+    return ran;
 }
 
 static void *nt_team_worker(void *p) {
     const int me = (int)(size_t)p;
     unsigned seen = nt_team.start_gen[me];   /* written before pthread_create */
+    long long spin_ns = 0;                   /* no job yet: sleep until the first */
     for (;;) {
-        long long deadline = nt_team_now_ns() + nt_team_spin_ns;
+        long long deadline = nt_team_now_ns() + spin_ns;
         unsigned spins = 0;
         while (atomic_load_explicit(&nt_team.gen, memory_order_acquire) == seen) {
             NT_TEAM_PAUSE();
-            if ((++spins & 255u) == 0 && nt_team_now_ns() > deadline) {
+            if ((++spins & 255u) == 0) {
+                if (nt_team_now_ns() <= deadline) {
+                    sched_yield();   /* a runnable thread waiting for this core gets it */
+                    continue;
+                }
                 pthread_mutex_lock(&nt_team.sleep_mu);
                 while (atomic_load_explicit(&nt_team.gen, memory_order_acquire) == seen)
                     pthread_cond_wait(&nt_team.wake, &nt_team.sleep_mu);
@@ -97,6 +122,7 @@ static void *nt_team_worker(void *p) {
         }
         seen = atomic_load_explicit(&nt_team.gen, memory_order_acquire);
         if (me < nt_team.nteam) nt_team_work(me);
+        spin_ns = nt_team.spin_ns;           /* read before the ack: the next job sets it anew */
         atomic_fetch_add_explicit(&nt_team.acked, 1, memory_order_release);
     }
     return NULL;
@@ -122,24 +148,30 @@ static int nt_team_grow(int want) {
 }
 
 /* fn(arg, u) for every u in [0, nunits) (at most NT_TEAM_MAX_UNITS), on this thread and up to
- * nteam - 1 workers (or all here, see above). Returns when all are done. */
-static void nt_team_run(nt_team_fn fn, void *arg, int nunits, int nteam) {
-    int u, spins;
+ * nteam - 1 workers (or all here, see above); the workers then spin spin_ns before they sleep (0:
+ * they sleep at once, and the back-off does not apply). Returns when all are done. */
+static void nt_team_run_spin(nt_team_fn fn, void *arg, int nunits, int nteam, long long spin_ns) {
+    int u, spins, mine;
     if (nteam > nunits) nteam = nunits;
     if (nteam > 1 && nunits <= NT_TEAM_MAX_UNITS && pthread_mutex_trylock(&nt_team.busy) == 0) {
         if (nt_team.pid != getpid()) {   /* first use, or a forked child: no workers here */
             nt_team.pid = getpid();
             nt_team.nworkers = 0;
+            nt_team.misses = 0;
+            nt_team.solo_until = 0;
             atomic_store_explicit(&nt_team.acked, 0, memory_order_relaxed);
             pthread_mutex_init(&nt_team.sleep_mu, NULL);
             pthread_cond_init(&nt_team.wake, NULL);
         }
-        if (atomic_load_explicit(&nt_team.acked, memory_order_acquire) >= nt_team.nworkers
-                && nt_team_grow(nteam - 1) >= nteam - 1) {
+        if (spin_ns > 0 && nt_team.solo_until != 0 && nt_team_now_ns() < nt_team.solo_until) {
+            /* backing off: run alone below */
+        } else if (atomic_load_explicit(&nt_team.acked, memory_order_acquire) >= nt_team.nworkers
+                   && nt_team_grow(nteam - 1) >= nteam - 1) {
             nt_team.fn = fn;
             nt_team.arg = arg;
             nt_team.nunits = nunits;
             nt_team.nteam = nteam;
+            nt_team.spin_ns = spin_ns;
             for (u = 0; u < nunits; u++) atomic_store_explicit(&nt_team.claimed[u], 0, memory_order_relaxed);
             atomic_store_explicit(&nt_team.done, 0, memory_order_relaxed);
             atomic_store_explicit(&nt_team.acked, 0, memory_order_relaxed);
@@ -147,19 +179,37 @@ static void nt_team_run(nt_team_fn fn, void *arg, int nunits, int nteam) {
             atomic_fetch_add_explicit(&nt_team.gen, 1, memory_order_release);
             pthread_cond_broadcast(&nt_team.wake);
             pthread_mutex_unlock(&nt_team.sleep_mu);
-            nt_team_work(0);
+            mine = nt_team_work(0);
             /* only units a worker is running are left: wait for them, giving up the core after a
                short spin in case that worker needs it */
             for (spins = 0; atomic_load_explicit(&nt_team.done, memory_order_acquire) < nunits; spins++) {
                 if (spins < 4096) NT_TEAM_PAUSE();
                 else sched_yield();
             }
+            atomic_fetch_add_explicit(&nt_team_jobs, 1, memory_order_relaxed);
+            if (mine < nunits) atomic_fetch_add_explicit(&nt_team_jobs_shared, 1, memory_order_relaxed);
+            if (spin_ns > 0) {
+                nt_team.solo_until = 0;
+                if (mine < nunits) {
+                    nt_team.misses = 0;
+                } else if (++nt_team.misses >= NT_TEAM_MISSES) {
+                    nt_team.misses = 0;
+                    nt_team.solo_until = nt_team_now_ns() + NT_TEAM_SOLO_NS;
+                    atomic_fetch_add_explicit(&nt_team_backoffs, 1, memory_order_relaxed);
+                }
+            }
             pthread_mutex_unlock(&nt_team.busy);
             return;
         }
         pthread_mutex_unlock(&nt_team.busy);
     }
+    if (nteam > 1 && spin_ns > 0) atomic_fetch_add_explicit(&nt_team_solo_runs, 1, memory_order_relaxed);
     for (u = 0; u < nunits; u++) fn(arg, u);
+}
+
+/* nt_team_run_spin for long jobs: the workers sleep right after it (a wake-up is cheap beside them). */
+static void nt_team_run(nt_team_fn fn, void *arg, int nunits, int nteam) {
+    nt_team_run_spin(fn, arg, nunits, nteam, 0);
 }
 
 #endif

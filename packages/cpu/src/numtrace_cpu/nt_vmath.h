@@ -97,14 +97,17 @@ static inline double nt_expm1_hilo(double x, double *lo) {
     return hi;
 }
 
-/* exp on |x| < 708, where the result and 2^k are normal: 2^k is added to the exponent field. */
-static inline int nt_exp_slow(double x) { return !(fabs(x) < 708.0); }
+/* exp on |x| < 708, where the result and 2^k are normal: 2^k is added to the exponent field.  At
+ * x <= -746 (-inf included) e^x is below half the smallest subnormal, so the result is +0 as libm's:
+ * a masked softmax's -inf lanes stay in the vector loop instead of each calling the C library. */
+static inline int nt_exp_slow(double x) { return !(fabs(x) < 708.0 || x <= -746.0); }
 static inline double nt_vexp(double x) {
     uint64_t k52; double kd, rlo, elo, ylo;
-    double r = nt_exp_reduce(x, &rlo, &k52, &kd);
+    const int zero = x <= -746.0;
+    double r = nt_exp_reduce(zero ? 0.0 : x, &rlo, &k52, &kd);
     double e = nt_expm1_kernel(r, rlo, &elo);
     double y = nt_two_sum(1.0, e, &ylo);
-    return nt_bitsd(nt_dbits(y + (ylo + elo)) + k52);
+    return zero ? 0.0 : nt_bitsd(nt_dbits(y + (ylo + elo)) + k52);
 }
 
 /* exp2 on |x| < 1020: x = k + f exactly (|f| <= 1/2), r + rlo = f ln2 (the product's error by FMA). */

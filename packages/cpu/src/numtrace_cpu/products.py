@@ -28,7 +28,8 @@ import numpy as np
 from numtrace_ir import registry
 from numtrace_ir.types import ScalarType, TensorType
 
-__all__ = ["RUNTIME_MIN_ROWS", "Epilogue", "epilogues", "gemv_form", "packed_form", "weight_source"]
+__all__ = ["RUNTIME_MIN_ROWS", "Epilogue", "epilogues", "gemv_form", "packed_form", "weight_source",
+           "widen_mixed_products"]
 
 _MATMUL, _DOT, _ADD, _MAXIMUM = map(registry.get, ("np.matmul", "np.dot", "np.add", "np.maximum"))
 GEMV_MAX_M = 8
@@ -57,6 +58,36 @@ def _float_product(node) -> tuple[Any, TensorType, TensorType, TensorType] | Non
     if not (a.dtype == b.dtype == out.dtype and out.dtype in (np.float32, np.float64)):
         return None
     return op, a, b, out
+
+
+def widen_mixed_products(g) -> int:
+    """Give each float64 product of a float32 and a float64 operand (attention's ``p @ v`` once its
+    softmax ran in float64) an ``np.astype(float64)`` of the float32 side, so that it is a float64
+    product the GEMV and packed kernels take. NumPy's matmul and dot cast that operand the same way
+    (exactly) before their float64 loop. Returns how many products were rewritten."""
+    count = 0
+    for node in list(g.nodes):
+        try:
+            op = registry.get(node.op)
+        except Exception:   # an op the registry does not know is no product
+            continue
+        if (op is not _MATMUL and op is not _DOT) or len(node.inputs) != 2 or len(node.outputs) != 1:
+            continue
+        a, b, out = (_tensor(v) for v in (*node.inputs, node.outputs[0]))
+        if a is None or b is None or out is None or out.dtype != np.float64:
+            continue
+        if sorted((a.dtype.name, b.dtype.name)) != ["float32", "float64"]:
+            continue
+        cast = registry.get("np.astype").normalize_attrs({"dtype": np.dtype(np.float64)})
+        with g.inserting_before(node):
+            ins = [v if v.type.dtype == np.float64 else
+                   g.create_node("np.astype", [v], cast, loc=node.loc).outputs[0] for v in node.inputs]
+            new = g.create_node(node.op, ins, dict(node.attrs), loc=node.loc, out_types=[out])
+        new.outputs[0].name = node.outputs[0].name
+        node.outputs[0].replace_all_uses_with(new.outputs[0])
+        g.erase_node(node)
+        count += 1
+    return count
 
 
 def gemv_form(node, state: frozenset = frozenset()) -> tuple[int, int] | None:

@@ -1,5 +1,5 @@
-"""Graph passes, in place: dead-code elimination, common-subexpression elimination, and decomposition
-of the ops a backend does not lower into the simpler ops they are made of.
+"""Graph passes, in place: dead-code elimination, common-subexpression elimination, constant folding,
+and decomposition of the ops a backend does not lower into the simpler ops they are made of.
 
 Nondeterministic ops (random draws) follow trace semantics: an unused draw may be dropped (its value
 can never be observed), but two draws are never merged, however alike.
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
+import warnings
 from collections.abc import Collection
 from typing import Any
 
@@ -19,7 +20,7 @@ from numtrace_ir.ops.prim import checkable
 from numtrace_ir.registry import OpDef, UnknownOpError, get
 from numtrace_ir.types import TensorType
 
-__all__ = ["cse", "dce", "decompose"]
+__all__ = ["cse", "dce", "decompose", "fold_constants"]
 
 
 def _opdef(op: str) -> OpDef | None:
@@ -168,6 +169,85 @@ def cse(g: Graph) -> int:
         outputs = set(g.outputs)
         removed += 1
     return removed
+
+
+def _foldable(n: Node, max_bytes: int) -> bool:
+    """A pure, non-view node with one concrete array result of at most `max_bytes`."""
+    opdef = _opdef(n.op)
+    if (opdef is None or not opdef.pure or opdef.view is not None or opdef.as_view is not None
+            or n.op == "prim.Constant" or len(n.outputs) != 1):
+        return False
+    t = n.outputs[0].type
+    return (isinstance(t, TensorType) and t.is_concrete
+            and t.dtype.itemsize * int(np.prod(t.shape)) <= max_bytes)
+
+
+def _evaluate(n: Node, args: list) -> np.ndarray | None:
+    """`n`'s reference on `args` as an array of its output type; None when NumPy raises or warns (the
+    node then runs, and raises or warns, at run time) or returns another type."""
+    from numtrace_ir.interpreter import reference_call
+
+    fn, attrs = reference_call(n)
+    t = n.outputs[0].type
+    assert isinstance(t, TensorType)   # _foldable's condition
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            result = np.asarray(fn(*args, **attrs))
+    except Exception:
+        return None
+    if result.dtype != t.dtype or result.shape != tuple(t.shape):
+        return None
+    result = np.array(result, copy=True)   # owns its memory: never a view of an input constant
+    result.flags.writeable = False
+    return result
+
+
+def fold_constants(g: Graph, max_bytes: int = 1 << 26) -> int:
+    """Compute once, with its NumPy reference, each pure node whose inputs are all constant and make it
+    a ``prim.Constant``; returns how many nodes became constants. Inputs count as constant when made by
+    ``prim.Constant`` or by a pure node with no inputs (``prim.full`` sized by the call's shapes), which
+    alone is not folded: filling a buffer costs no more than copying a constant. So a causal mask
+    ``triu(ones((t, t)))`` is computed once per input signature instead of on every call. Views, results
+    over `max_bytes`, and nodes whose reference raises or warns are left to run."""
+    values: dict = {}
+    sources: dict = {}   # value -> its input-free node, computed when a node that folds reads it
+    folded = 0
+    for n in list(g.nodes):
+        if n.op == "prim.Constant":
+            values[n.outputs[0]] = n.attrs["value"]
+            continue
+        if not _foldable(n, max_bytes):
+            continue
+        if not n.inputs:
+            sources[n.outputs[0]] = n
+            continue
+        if not all(v in values or v in sources for v in n.inputs):
+            continue
+        for v in n.inputs:
+            if v not in values and v in sources:
+                value = _evaluate(sources[v], [])
+                if value is None:
+                    del sources[v]   # left to run (and raise or warn) per call
+                else:
+                    values[v] = value
+        if not all(v in values for v in n.inputs):
+            continue
+        value = _evaluate(n, [values[v] for v in n.inputs])
+        if value is None:
+            continue
+        with g.inserting_before(n):
+            c = g.create_node("prim.Constant", [], {"value": value}, n.loc, [n.outputs[0].type])
+        c.outputs[0].name = n.outputs[0].name
+        n.outputs[0].replace_all_uses_with(c.outputs[0])
+        g.erase_node(n)
+        values[c.outputs[0]] = value
+        folded += 1
+    outputs = set(g.outputs)
+    for v, n in reversed(list(sources.items())):   # the sources only folded nodes read
+        if not v.uses and v not in outputs:
+            g.erase_node(n)
+    return folded
 
 
 def replace_node(g: Graph, node: Node, build: Any) -> bool:

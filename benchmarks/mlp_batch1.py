@@ -1,0 +1,79 @@
+"""W2 (MLP 784-512-512-10, float32) at batch 1 in this process, on one tool: the median, 10th and 90th
+percentile of the time per call over blocks of back-to-back calls, and for numtrace what its GEMV
+thread team did (team_counts). Made for A/B runs of thread settings, one process per run, alternated:
+
+    for i in 1 2 3; do
+      python benchmarks/mlp_batch1.py onnxruntime
+      NUMTRACE_TEAM_SPIN_US=0 python benchmarks/mlp_batch1.py numtrace
+      python benchmarks/mlp_batch1.py numtrace
+    done
+
+`onnxruntime` needs the `nox -s peers` environment (the session's model, weights as constants)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from types import SimpleNamespace
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cpu_workloads as cw
+
+
+def mlp_args(batch: int = 1) -> tuple:
+    """The peers benchmark's W2 arguments (benchmarks/peers.py)."""
+    rng = np.random.default_rng(1)
+    dims, params = [784, 512, 512, 10], []
+    for i, o in zip(dims, dims[1:]):
+        params += [(rng.standard_normal((i, o)) / np.sqrt(i)).astype(np.float32), np.zeros(o, np.float32)]
+    return (rng.standard_normal((batch, 784)).astype(np.float32), *params)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("tool", choices=["numpy", "numtrace", "onnxruntime"])
+    parser.add_argument("--blocks", type=int, default=30)
+    parser.add_argument("--calls", type=int, default=200)
+    args = parser.parse_args()
+    a = mlp_args()
+    counts = None
+    if args.tool == "numpy":
+        def fn():
+            return cw.mlp(*a)
+    elif args.tool == "onnxruntime":
+        import _peers_onnx
+        session = _peers_onnx._mlp(SimpleNamespace(make=lambda: a))
+
+        def fn():
+            return session(*a)
+    else:
+        os.environ.setdefault("NUMTRACE_CODEGEN", "sync")
+        import numtrace as nt
+        from numtrace_cpu.isa import blocks
+        traced = nt.trace(cw.mlp, a)
+        counts = getattr(blocks, "team_counts", None)   # older builds lack it
+
+        def fn():
+            return traced(*a)
+    np.testing.assert_allclose(fn(), cw.mlp(*a), rtol=1e-4, atol=1e-6)
+    for _ in range(200):
+        fn()
+    times = []
+    for _ in range(args.blocks):
+        start = time.perf_counter()
+        for _ in range(args.calls):
+            fn()
+        times.append((time.perf_counter() - start) / args.calls * 1e6)
+    times.sort()
+    spin = os.environ.get("NUMTRACE_TEAM_SPIN_US", "default")
+    label = f"{args.tool} (NUMTRACE_TEAM_SPIN_US={spin})" if args.tool == "numtrace" else args.tool
+    print(f"{label:40s} median {statistics.median(times):7.2f} us  p10 {times[len(times) // 10]:7.2f}  "
+          f"p90 {times[-1 - len(times) // 10]:7.2f}  {counts() if counts else ''}", flush=True)
+
+
+main()
