@@ -213,6 +213,25 @@ def test_one_and_two_threads_agree_bit_for_bit(mkn):
     _assert_close(results[0], x @ w, x, w, np.float32)
 
 
+@pytest.mark.parametrize("nthreads", [64, 100, 300])
+def test_many_threads_and_many_panels_keep_the_units_of_a_job_in_bounds(nthreads):
+    """More threads than column panels per team job: a weight packed per call, split into narrow
+    panel chunks first, still needs at most NT_TEAM_MAX_UNITS of them per job (no zero units per job
+    to divide by)."""
+    m, k, n = 16, 16, 4800   # 300 float64 panels (150 float32)
+    rng = np.random.default_rng(8)
+    w = rng.standard_normal((k, n))
+    x = rng.standard_normal((m, k))
+    exe = _compile(x.shape, w, np.float64, source="runtime")
+    old = get_num_threads()
+    try:
+        set_num_threads(nthreads)
+        got = _call(exe, x, w, None, None, "runtime")
+    finally:
+        set_num_threads(old)
+    _assert_close(got, x @ w, x, w, np.float64)
+
+
 def test_module_state_changed_between_calls_is_never_stale(threads):
     """A state weight written in place, or another array passed in its place, is what the next call
     reads; a constant is packed once and kept."""

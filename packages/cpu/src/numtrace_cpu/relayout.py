@@ -83,15 +83,34 @@ def _inverse_view(th, transpose, reshape, tr):
     out_shape = tuple(int(n) for n in tr.shape)
     if int(np.prod(t_shape, dtype=np.int64)) != int(np.prod(out_shape, dtype=np.int64)) or 0 in out_shape:
         return None
-    computed = np.empty(tuple(th.shape), th.dtype)
-    if np.shares_memory(np.reshape(np.transpose(computed, axes), out_shape), computed):
+    c_strides = [int(np.prod(th.shape[d + 1:], dtype=np.int64)) for d in range(nd)]
+    if _reshapes_as_view(t_shape, tuple(c_strides[a] for a in axes), out_shape):
         return None   # the reshape is a view: nothing to gain
-    result = np.empty(out_shape, th.dtype)
-    view = result.reshape(t_shape).transpose(inverse)
-    back = np.reshape(np.transpose(view, axes), out_shape)
-    if view.shape != tuple(th.shape) or back.strides != result.strides or not np.shares_memory(back, result):
-        return None
+    # The inverse view is result.reshape(t_shape) (a view: result is C-ordered) transposed back, so
+    # the transposed view of it that the reshape reads is that C-ordered array: reshaped, result.
 
     def inverse_view(a):
         return a.reshape(t_shape).transpose(inverse)
     return inverse_view
+
+
+def _reshapes_as_view(shape: tuple, strides: tuple, new_shape: tuple) -> bool:
+    """Whether NumPy reshapes an array of `shape` and `strides` (in items) to `new_shape` (same size,
+    no zero in it) as a view: every run of dims that a new dim (or run of them) spans must be one
+    equally spaced run (NumPy's no-copy reshape), decided without an array of that size."""
+    old = [(n, st) for n, st in zip(shape, strides) if n != 1]
+    new = [n for n in new_shape if n != 1]
+    i = j = 0
+    while i < len(old):
+        i1, j1, a, b = i + 1, j + 1, old[i][0], new[j]
+        while a != b:
+            if a < b:
+                a *= old[i1][0]
+                i1 += 1
+            else:
+                b *= new[j1]
+                j1 += 1
+        if any(old[k][1] != old[k + 1][0] * old[k + 1][1] for k in range(i, i1 - 1)):
+            return False
+        i, j = i1, j1
+    return True
