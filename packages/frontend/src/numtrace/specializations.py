@@ -15,6 +15,7 @@ import numpy as np
 from numtrace_ir import CallSpec, Graph, GuardError, ShapeError, specialize
 from numtrace_ir.backend import plain_array
 from numtrace_ir.dims import IndexShapeError
+from numtrace_ir.guards import guard_text
 
 from .call_arguments import CallArguments, signature
 from .errors import TracerWarning
@@ -101,6 +102,9 @@ class Specializations(CallArguments):
         except (ShapeError, TypeError, ValueError) as exc:
             if all(t == v.type for t, v in zip(types, self.graph.inputs)):
                 raise
+            stale = _data_guard(self.graph)
+            if stale is not None:
+                raise stale_data(stale, exc) from None
             raise unfit(self.__name__, exc) from None
 
     def broken_guard(self, leaves: Sequence[Any]) -> GuardError | None:
@@ -192,6 +196,22 @@ def retyped(graph: Graph, types: Sequence[Any], name: str) -> Graph:
         raise
     except (ShapeError, TypeError, ValueError) as exc:
         raise unfit(name, exc) from None
+
+
+def _data_guard(graph: Graph) -> Any:
+    """The first guard of `graph` on a value computed from array data (checked only while running), or
+    None."""
+    return next((n for n in graph if n.op == "prim.guard" and n.attrs.get("what")), None)
+
+
+def stale_data(guard: Any, exc: Exception) -> GuardError:
+    """A call whose shapes the program refuses, where a value it computed from data (an index) is a
+    constant of the trace that the guard checks only while running: NumPy, at these shapes, may
+    compute another value. As a broken guard, the function is traced again (NumPy then decides)."""
+    broken = GuardError(guard_text(guard), guard.loc, guard.attrs["expected"], None, "shapes")
+    broken.args = (f"a value computed from array data ({guard_text(guard)}, recorded at {guard.loc}) is a "
+                   f"constant of the trace, and these shapes refuse it: {exc}",)
+    return broken
 
 
 def unfit(name: str, exc: Exception) -> ValueError:

@@ -140,7 +140,9 @@ def note_layout_write(tracer: Any, array: Any) -> None:
     and the argument's layout is checked per call."""
     view = array._view
     if getattr(view, "layout_dependent", False):
-        _depend_on_layouts(tracer, _unit_dims_matter(tracer, array._parent, getattr(view, "order", "C")))
+        examined = array._reshaped_of[0] if array._reshaped_of is not None else array._parent
+        _depend_on_layouts(tracer, _unit_dims_matter(tracer, array._parent, getattr(view, "order", "C")),
+                           examined)
     # The reshape sees a write into its base (or into an array its base is a view of) where NumPy made
     # it a view, not where it made a copy.
     for other in tracer.live_arrays():
@@ -151,7 +153,7 @@ def note_layout_write(tracer: Any, array: Any) -> None:
         while base is not None and base is not array:
             base, unit_dims = base._parent, True
         if base is not None:
-            _depend_on_layouts(tracer, unit_dims)
+            _depend_on_layouts(tracer, unit_dims, reshaped[0])
 
 
 def note_reshaped(tracer: Any, base: Any, result: Any, order: str) -> None:
@@ -167,12 +169,16 @@ def _unit_dims_matter(tracer: Any, base: Any, order: str) -> bool:
     return not (argument and order == "C" and base._concrete.flags.c_contiguous)
 
 
-def _depend_on_layouts(tracer: Any, unit_dims: bool) -> None:
+def _depend_on_layouts(tracer: Any, unit_dims: bool, examined: Any = None) -> None:
     """The trace depends on its arguments' layouts (checked per call), and on their unit dims where
-    ``unit_dims`` (guarded)."""
+    ``unit_dims`` (guarded), and on those of ``examined``, the array whose contiguity NumPy's choice
+    read: a view of an argument (``a[1:]`` of a (2, n) array is both C- and F-contiguous)."""
     tracer.layout_dependent = True
     if unit_dims:
         _guard_unit_dims(tracer)
+        if examined is not None:
+            for d in examined.shape:
+                bool(d == 1)   # records the guard
 
 
 def _guard_unit_dims(tracer: Any) -> None:

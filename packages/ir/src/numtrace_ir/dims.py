@@ -20,6 +20,7 @@ from math import prod as _iprod
 __all__ = [
     "Dim",
     "IndexShapeError",
+    "NotModelledError",
     "ShapeError",
     "add",
     "bcast",
@@ -51,6 +52,11 @@ class ShapeError(ValueError):
 class IndexShapeError(ShapeError, IndexError):
     """An integer index out of range for its axis: NumPy's ``IndexError`` (``except IndexError``
     catches it as it catches NumPy's)."""
+
+
+class NotModelledError(ShapeError):
+    """Shapes NumPy's call takes, whose answer the op does not model: a refusal of the trace, not
+    NumPy's error (a check of dead code, whose value is never used, leaves the call to NumPy)."""
 
 
 # A polynomial: monomial (sorted tuple of atom strings, repeated for powers) -> int coefficient.

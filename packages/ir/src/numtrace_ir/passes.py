@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from numtrace_ir.graph import Graph, Node
+from numtrace_ir.ops.prim import checkable
 from numtrace_ir.registry import OpDef, UnknownOpError, get
 from numtrace_ir.types import TensorType
 
@@ -62,11 +63,13 @@ def dce(g: Graph, *, keep_checks: bool = False, unchecked: Collection = ()) -> i
 
 
 def _may_refuse_shapes(n: Node) -> bool:
-    """Whether `n` is a call whose NumPy function may raise for some shapes of its array inputs: a pure
-    array op with an array input (not a one-input ufunc, which takes every shape) and attrs that
-    print as text."""
-    opdef = _opdef(n.op)
-    if opdef is None or not opdef.pure or n.op.startswith("prim."):
+    """Whether `n` is a call whose NumPy function may raise for some shapes of its array inputs: a
+    deterministic array op with an array input (not a one-input ufunc, which takes every shape) and
+    attrs that print as text."""
+    op = n.attrs["op"] if n.op == "prim.dynamic" else n.op   # an op of sizes the program computes
+    opdef = _opdef(op)
+    # A write (np.setitem, the scatters: not `pure`, so never merged) is a functional op: checked too
+    if opdef is None or opdef.nondeterministic or opdef.effect or not checkable(n.op):
         return False
     if opdef.ufunc is not None and opdef.ufunc.nin == 1:
         return False

@@ -15,7 +15,7 @@ import numpy as np
 from numtrace_ir import dims
 from numtrace_ir.graph import Graph, infer_types
 from numtrace_ir.guards import GuardError, guard_text
-from numtrace_ir.ops.prim import dynamic_call
+from numtrace_ir.ops.prim import check_decided, dynamic_call
 from numtrace_ir.registry import UnknownOpError, get
 from numtrace_ir.types import ScalarType, TensorType, Type
 
@@ -88,6 +88,8 @@ def specialize(g: Graph, input_types: Sequence[Type], *, check_shapes: bool = Tr
             inputs, attrs = _fold_dynamic_shape(shape_attr, inputs, attrs, known)
         elif op == "prim.dynamic":
             op, inputs, attrs = _fold_dynamic_attrs(inputs, attrs, known)
+        elif op == "prim.check":
+            inputs, attrs = _fold_check(inputs, attrs, known)
         try:
             new_types = infer_types(op, tuple(x.type for x in inputs), attrs)
             if len(new_types) != len(n.outputs):
@@ -97,8 +99,9 @@ def specialize(g: Graph, input_types: Sequence[Type], *, check_shapes: bool = Tr
             raise type(e)(f"specialize: {n}{where}: {e}") from e
         if op == "prim.guard":
             value = _check_guard(n, inputs[0], known)
-        elif op == "prim.check":  # its rule has just checked the shapes, unless one is known only at run time
-            value = all(x.type.is_concrete for x in inputs if isinstance(x.type, TensorType)) or None
+        elif op == "prim.check":  # its rule has just checked the shapes; what they do not decide runs
+            value = (all(x in known for x in inputs if not isinstance(x.type, TensorType))
+                     and check_decided([x.type for x in inputs], attrs)) or None
         else:
             value = _scalar_value(op, inputs, attrs, new_types, known)
         if value is not None and op != "prim.Constant":
@@ -170,6 +173,18 @@ def _fold_dynamic_attrs(inputs: list, attrs: dict, known: dict) -> tuple[str, li
         return "prim.dynamic", inputs, attrs
     op, op_inputs, filled = dynamic_call(attrs, [*inputs[: len(inputs) - k], *(known[v] for v in numbers)])
     return op.name, op_inputs, filled
+
+
+def _fold_check(inputs: list, attrs: dict, known: dict) -> tuple[list, dict]:
+    """A check of a node of sizes the program computes, with the numbers the call's types determine
+    folded in as they are into the node's op."""
+    op, checked = attrs["op"], dict(attrs["attrs"])
+    shape_attr = _dynamic_shape_attr(op)
+    if shape_attr is not None and isinstance(checked.get(shape_attr), tuple):
+        inputs, checked = _fold_dynamic_shape(shape_attr, inputs, checked, known)
+    elif op == "prim.dynamic":
+        op, inputs, checked = _fold_dynamic_attrs(inputs, checked, known)
+    return inputs, {"op": op, "attrs": tuple(checked.items())}
 
 
 def _fold_dynamic_shape(shape_attr: str, inputs: list, attrs: dict, known: dict) -> tuple[list, dict]:

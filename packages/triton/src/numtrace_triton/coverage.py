@@ -117,8 +117,9 @@ REDUCTIONS = frozenset(REDUCTION_KINDS)
 CONTRACTIONS = frozenset({"np.matmul", "np.dot"})
 # Boolean-mask reads: a prefix-sum compaction between kernel plans (`staged`, `compaction`).
 MASK_READS = frozenset({"np.getitem_mask"})
-# Ops run on the host between kernels (`host_steps`): host calls, and guards on array data.
-HOST_OPS = frozenset({"prim.host_call", "prim.guard"})  # np.dot: up to 2-D operands
+# Ops run on the host between kernels (`host_steps`): host calls, guards on array data, and checks of
+# dead code that shapes alone do not decide.
+HOST_OPS = frozenset({"prim.host_call", "prim.guard", "prim.check"})  # np.dot: up to 2-D operands
 # Ops evaluated at compile time: shape arithmetic, constants, and *_like/full creation.
 FOLDED_KINDS = frozenset({"prim", "scalar", "creation"})
 

@@ -1,7 +1,8 @@
 """Host steps: the nodes a plan runs between kernels, on the host, on copies of device buffers.
 
 A host call (``prim.host_call``: a NumPy function the registry lacks), a guard on array data
-(``prim.guard`` of a traced value) and a node feeding such a guard whose kernel is only within ulps of
+(``prim.guard`` of a traced value), a check of dead code that its data decides (``prim.check``) and
+a node feeding such a guard whose kernel is only within ulps of
 NumPy (`numtrace_ir.exactness.guard_reference_nodes`: the guard must see NumPy's own bits, so NumPy
 computes it) split the kernel plan: the kernels writing their inputs run
 first, the inputs are copied to host NumPy arrays, the node runs as the other backends run it
@@ -59,6 +60,9 @@ class HostStep:
         if self.node.op == "prim.guard":
             what = self.node.attrs.get("what") or "the guarded value"
             return f"guard: {what} (read back to the host and compared, every run)"
+        if self.node.op == "prim.check":
+            return (f"check: {self.node.attrs['op']} of dead code, run by NumPy on the host (copies in): "
+                    "its data decides whether NumPy raises")
         return f"host step: {self.label} runs NumPy on the host (copies in and out): {self.why}"
 
 
@@ -126,7 +130,7 @@ class HostRunner:
             raise
         except Exception as exc:
             raise execution_error(self.step.node, exc) from exc
-        if self.step.node.op == "prim.guard":
+        if self.step.node.op in ("prim.guard", "prim.check"):   # a check: NumPy's call did not raise
             return
         results = result if len(self.step.node.outputs) != 1 else (result,)
         for b, r in zip(self.step.outputs, results):

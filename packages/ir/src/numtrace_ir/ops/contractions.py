@@ -147,7 +147,7 @@ def _einsum_rule(types, attrs):
             raise TypeError(f"{name}: operands must be arrays, got {t}")
     shape = _parse_einsum(name, attrs["subscripts"], [t.shape for t in types])
     dtype = attrs.get("dtype")
-    if dtype is None:
+    if dtype is None or _einsum_is_view(attrs["subscripts"], len(types)):
         return TensorType(rules.result_dtype(name, types), shape)
     for t in types:
         if not np.can_cast(t.dtype, dtype, attrs.get("casting", "safe")):
@@ -155,6 +155,16 @@ def _einsum_rule(types, attrs):
                 f"{name}: cannot cast operand {t.dtype} to dtype={dtype} under casting={attrs['casting']!r}"
             )
     return TensorType(dtype, shape)
+
+
+def _einsum_is_view(subscripts: str, operands: int) -> bool:
+    """Whether NumPy's einsum answers with a view of its one operand (no label summed: a transpose or
+    a diagonal), which keeps the operand's dtype whatever `dtype=` and `casting=` say."""
+    ins, arrow, out = subscripts.replace(" ", "").partition("->")
+    labels = set(ins) - {"."}
+    if operands != 1 or "," in ins:
+        return False
+    return labels <= set(out) if arrow else all(ins.count(c) == 1 for c in labels)
 
 
 def _to_optimize(v: Any) -> Any:

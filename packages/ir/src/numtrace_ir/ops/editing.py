@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from numtrace_ir import dims
-from numtrace_ir.dims import ShapeError
+from numtrace_ir.dims import IndexShapeError, ShapeError
 from numtrace_ir.ops import rules, sampling
 from numtrace_ir.ops.nanfunctions import defaults_or_host
 from numtrace_ir.registry import Attr, Input, OpDef, Sample, register
@@ -42,10 +42,21 @@ def _axis_and_base(name, t, axis):
     return rules.axis(name, axis, t.ndim), t.shape
 
 
+def _check_positions(name: str, obj, n, ax: int, end: bool) -> None:
+    """NumPy's IndexError for an int position outside ``[-n, n)`` (`end`: ``[-n, n]``, where an insert
+    may go) of an axis of known length `n`."""
+    if type(n) is not int or type(obj) is slice:
+        return
+    for i in (obj,) if type(obj) is int else obj:
+        if not -n <= i < n + end:
+            raise IndexShapeError(f"{name}: index {i} is out of bounds for axis {ax} with size {n}")
+
+
 def _delete_rule(types, attrs):
     t = rules.first_tensor("np.delete", types)
     ax, shape = _axis_and_base("np.delete", t, attrs["axis"])
     n, obj = shape[ax], attrs["obj"]
+    _check_positions("np.delete", obj, n, ax, False)
     if type(obj) is slice:
         removed = rules.slice_len("np.delete", n, obj)
     elif type(obj) is int:
@@ -126,6 +137,7 @@ def _insert_rule(types, attrs):
     t = rules.first_tensor("np.insert", types)
     ax, shape = _axis_and_base("np.insert", t, attrs["axis"])
     n, obj = shape[ax], attrs["obj"]
+    _check_positions("np.insert", obj, n, ax, True)
     single = type(obj) is int or (type(obj) is tuple and len(obj) == 1)
     values = _values_shape("np.insert", types[1], len(shape), ax, type(obj) is int)
     if single:

@@ -10,7 +10,7 @@ import numpy as np
 
 from numtrace_ir.ops import rules, sampling
 from numtrace_ir.registry import Attr, Input, OpDef, Sample, Unsupported, get, register, register_target
-from numtrace_ir.types import ScalarType, TensorType, normalize_dtype
+from numtrace_ir.types import ScalarType, TensorType
 
 _DIVISOR = ((-3.0, 3.0), (1.0, 4.0))
 # Input domains that keep samples free of warnings (nan, division by zero, overflow).
@@ -317,7 +317,7 @@ register(
     OpDef(
         "np.astype",
         "elementwise",
-        [Input("x"), Attr("dtype", convert=normalize_dtype), Attr("copy", True, rules.to_bool)],
+        [Input("x"), Attr("dtype", convert=rules.to_dtype), Attr("copy", True, rules.to_bool)],
         _astype_rule,
         lambda x, dtype, copy: np.astype(x, dtype, copy=True),
         numpy_targets=[np.astype, np.ndarray.astype],

@@ -15,11 +15,11 @@ from __future__ import annotations
 import math
 import operator
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from numtrace_ir.dims import ShapeError
+from numtrace_ir.dims import NotModelledError, ShapeError
 from numtrace_ir.guards import GuardError
 from numtrace_ir.ops import rules, sampling
 from numtrace_ir.registry import Attr, Input, Inputs, OpDef, Sample, get, register
@@ -388,7 +388,7 @@ register(
             Inputs("dims", "scalar", star=True, minimum=0),
             Attr("shape", convert=_to_dyn_shape),
             Attr("fill_value", 0, rules.to_scalar),
-            Attr("dtype", np.dtype(np.float64), normalize_dtype),
+            Attr("dtype", np.dtype(np.float64), rules.to_dtype),
         ],
         _dyn_full_rule,
         lambda dims, shape, fill_value, dtype: np.full(_concrete(shape, dims), fill_value, dtype),
@@ -460,7 +460,7 @@ register(
         "prim",
         [Inputs("args", "any", star=True), Attr("op", convert=_to_target),
          Attr("attrs", convert=_to_attr_pairs), Attr("scalars", convert=rules.to_int),
-         Attr("shape", convert=_to_dyn_shape), Attr("dtype", convert=normalize_dtype)],
+         Attr("shape", convert=_to_dyn_shape), Attr("dtype", convert=rules.to_dtype)],
         _dynamic_rule,
         lambda args, op, attrs, scalars, shape, dtype: _run_dynamic(args, op, attrs, scalars),
         samples=_dynamic_samples,
@@ -480,10 +480,18 @@ def _run_dynamic(args, op, attrs, scalars):
 # -- shape checks of dead code -----------------------------------------------------------------------
 
 
+def checkable(op: str) -> bool:
+    """Whether a node of `op` is an array op that a ``prim.check`` can stand for: not a check, guard,
+    constant, scalar op or host call (a ``prim.dynamic`` or ``prim.reshape`` of computed sizes is one)."""
+    return not op.startswith("prim.") or op == "prim.dynamic" or get(op).kind == "movement"
+
+
 def _to_checked(v):
-    if not isinstance(v, str) or v.startswith("prim."):
+    if not isinstance(v, str):
         raise TypeError(f"expected the name of an array op, got {v!r}")
     get(v)  # UnknownOpError for a name the registry lacks
+    if not checkable(v):
+        raise TypeError(f"expected the name of an array op, got {v!r}")
     return v
 
 
@@ -494,13 +502,47 @@ def _checked_call(op: str, attrs: tuple) -> tuple:
 
 def _check_rule(types, attrs):
     target, checked = _checked_call(attrs["op"], attrs["attrs"])
-    target.infer(types, checked)  # the checked op's error for shapes its NumPy call refuses
+    try:
+        target.infer(types, checked)  # the checked op's error for shapes its NumPy call refuses
+    except NotModelledError:
+        pass   # shapes NumPy takes: `check_decided` leaves the call to NumPy at run time
     return ScalarType("bool")
+
+
+# Kinds of ops whose NumPy errors come from shapes alone, but for the ops listed (an all-NaN slice,
+# weights summing to 0) and for an integer array input of an indexing or moving op or of a power (NumPy
+# checks indices, counts and exponents; an integer number input, as np.take's index, too).
+_SHAPE_CHECKED_KINDS = ("elementwise", "reduction", "movement", "index", "contraction", "creation")
+_READS_DATA = ("np.nanargmax", "np.nanargmin", "np.average")
+_READS_INTEGERS = ("index", "movement")
+
+
+def _reads_data(target: OpDef, types: Sequence) -> bool:
+    if target.kind not in _SHAPE_CHECKED_KINDS or target.name in _READS_DATA:
+        return True
+    integers = any(t.dtype.kind in "iu" if isinstance(t, TensorType) else t.kind == "int" for t in types)
+    return integers and (target.kind in _READS_INTEGERS or target.name == "np.power")
+
+
+def check_decided(types, attrs) -> bool:
+    """Whether a ``prim.check`` of inputs of `types` holds by their shapes (its rule has accepted them):
+    they are all known and NumPy's call cannot refuse their data (the caller knows its numbers).
+    Otherwise it is left to run time, where the op runs (a data-dependent size, an index array, a
+    singular matrix, a shape that the op's rule does not model)."""
+    target, checked = _checked_call(attrs["op"], attrs["attrs"])
+    tensors = [t for t in types if isinstance(t, TensorType)]
+    if not all(t.is_concrete for t in tensors) or _reads_data(target, types):
+        return False
+    try:
+        target.infer(types, checked)
+    except NotModelledError:
+        return False
+    return True
 
 
 def _run_check(args, op, attrs):
     target, checked = _checked_call(op, attrs)
-    target.reference(*args, **checked)  # shapes known only now (a data-dependent size): NumPy decides
+    target.reference(*args, **checked)  # shapes known only now, or data NumPy reads: NumPy decides
     return True
 
 
@@ -523,6 +565,7 @@ register(
         doc="what is left of a node of op `op` whose value is never used: NumPy's call still refuses "
         "inputs whose shapes it cannot take (``x[0]`` of an empty `x`, the max of an empty array), so "
         "the op's rule still checks them; `specialize` decides it from the call's shapes (then it is a "
-        "constant), a size known only at run time runs the op",
+        "constant), a size known only at run time or data NumPy's call reads (an index array, a singular "
+        "matrix) runs the op",
     )
 )

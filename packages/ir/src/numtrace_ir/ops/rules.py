@@ -143,8 +143,19 @@ def to_int_or_none(v: Any) -> int | None:
     return None if v is None else to_int(v)
 
 
+def to_dtype(v: Any) -> np.dtype:
+    """A program's dtype argument as NumPy reads it, as the IR's dtype: a string is NumPy's code
+    (``"i8"`` is int64, ``"u8"`` uint64, not the IR's int8 and uint8 of the same name)."""
+    if isinstance(v, str):
+        try:
+            v = np.dtype(v)
+        except TypeError:
+            pass   # an IR name NumPy lacks ("f32"): normalize_dtype reads it
+    return normalize_dtype(v)
+
+
 def to_dtype_or_none(v: Any) -> np.dtype | None:
-    return None if v is None else normalize_dtype(v)
+    return None if v is None else to_dtype(v)
 
 
 def to_bool(v: Any) -> bool:

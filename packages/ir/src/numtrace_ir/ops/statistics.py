@@ -8,11 +8,12 @@ is a host call."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
 
-from numtrace_ir.dims import ShapeError
+from numtrace_ir.dims import IndexShapeError, NotModelledError, ShapeError
 from numtrace_ir.ops import rules, sampling
 from numtrace_ir.ops.nanfunctions import defaults_or_host, with_nans
 from numtrace_ir.ops.reductions import _reduced_shape
@@ -37,7 +38,8 @@ METHODS = (
 
 
 def _to_q(high: float):
-    """``q`` -> a float or a tuple of floats in [0, high] (NumPy's range check, done at trace time)."""
+    """``q`` -> a number or a tuple of numbers in [0, high] (NumPy's range check, done at trace time):
+    floats, but Python ints as they are."""
 
     def convert(v):
         if issubclass(type(v), np.ndarray):
@@ -45,7 +47,9 @@ def _to_q(high: float):
                 raise ValueError(f"q must be a number or 1-d, got an array of shape {v.shape}")
             v = v.tolist()
         items = tuple(v) if isinstance(v, (list, tuple)) else None
-        values = tuple(float(rules.to_scalar(x)) for x in (items if items is not None else (v,)))
+        # A Python int stays one: NumPy's quantile at an integer q picks an element, of the input's dtype
+        values = tuple(x if type(x) is int else float(rules.to_scalar(x))
+                       for x in (items if items is not None else (v,)))
         for x in values:
             if not 0 <= x <= high:
                 raise ValueError(f"q must be in the range [0, {high:g}], got {x!r}")
@@ -54,23 +58,41 @@ def _to_q(high: float):
     return convert
 
 
+def _refused_when_empty(name: str, shape: tuple, axis, picks: bool) -> None:
+    """NumPy's errors for empty arrays that its quantile (`picks`: an element, at index -1 of nothing)
+    and median raise (the nan-functions answer nanmean's result instead): several axes whose kept dims
+    hold no element cannot be reshaped, and an empty reduced axis has no element to pick."""
+    if not all(type(d) is int for d in shape):
+        return
+    red = rules.axes(name, axis, len(shape))
+    if 1 < len(red) < len(shape) and math.prod(d for i, d in enumerate(shape) if i not in red) == 0:
+        raise ShapeError(f"{name}: cannot reshape array of size 0 into shape (0,newaxis)")
+    if picks and math.prod(shape[a] for a in red) == 0:
+        raise IndexShapeError(f"{name}: index -1 is out of bounds for axis 0 with size 0")
+
+
 def _quantile_rule(name: str, fn, q_example, nan: bool = False):
     def rule(types, attrs):
         t = rules.first_tensor(name, types)
         shape = _reduced_shape(name, t.shape, attrs["axis"], attrs["keepdims"], False)
+        if not nan:
+            _refused_when_empty(name, t.shape, attrs["axis"], q_example is not None)
         method = attrs.get("method", "linear")
         q = attrs.get("q")
         # A sequence q is a float64 array to NumPy (it promotes narrower floats); a Python float is weak;
         # a NumPy scalar or array q (`q_dtype`) is not weak (NEP 50): its dtype promotes.
-        q_probe = np.array([q_example]) if isinstance(q, tuple) and q_example is not None else q_example
+        example = q_example
+        if example is not None and all(type(x) is int for x in (q if isinstance(q, tuple) else (q,))):
+            example = 0   # NumPy's integer q
+        q_probe = np.array([example]) if isinstance(q, tuple) and example is not None else example
         empty = any(d == 0 for d in t.shape)   # NumPy's nan-functions then answer nanmean's dtype
         if attrs.get("q_dtype") is not None and q_example is not None and not (nan and empty):
             q_probe = np.asarray(q_probe).astype(attrs["q_dtype"])
         dt = rules.probe_dtype(name, fn, np.ones((1,), t.dtype), q_probe, method=method)
         if nan and isinstance(q, tuple) and empty:
             # NumPy answers an empty array with nanmean's result, which has no axis for q's entries
-            raise ShapeError(f"{name}: an empty array with a sequence q gives NumPy's nanmean shape, not "
-                             "the quantiles' (not modelled)")
+            raise NotModelledError(f"{name}: an empty array with a sequence q gives NumPy's nanmean "
+                                   "shape, not the quantiles' (not modelled)")
         return TensorType(dt, ((len(q),) if isinstance(q, tuple) else ()) + shape)
 
     return rule
@@ -215,7 +237,7 @@ def _median_op(name: str, fn) -> OpDef:
                 Attr("overwrite_input", False, rules.to_bool),
                 Attr("keepdims", False, rules.to_bool),
             ],
-            _quantile_rule(name, lambda a, q, method: fn(a), None),
+            _quantile_rule(name, lambda a, q, method: fn(a), None, nan=fn is np.nanmedian),
             impl,
             numpy_targets=[fn],
             samples=_q_nan_samples(_median_samples, None) if fn is np.nanmedian else _median_samples,

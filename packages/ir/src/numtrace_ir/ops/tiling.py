@@ -98,6 +98,12 @@ def _pad(name, t, attrs):
         raise ShapeError(f"{name}: pad_width {pw} does not match an array of dimension {t.ndim}")
     if any(len(p) != 2 or min(p) < 0 for p in pairs):
         raise ShapeError(f"{name}: pad_width {pw} needs non-negative (before, after) pairs")
+    if attrs.get("mode", "constant") not in ("constant", "empty") and 0 in t.shape:
+        # NumPy's other modes read the array's elements: none to extend an empty axis with
+        for ax, (d, p) in enumerate(zip(t.shape, pairs)):
+            if d == 0 and any(p):
+                raise ShapeError(f"{name}: can't extend empty axis {ax} using modes other than 'constant' "
+                                 "or 'empty'")
     return tuple(dims.add(d, b + a) for d, (b, a) in zip(t.shape, pairs))
 
 
