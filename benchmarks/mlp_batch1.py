@@ -34,46 +34,47 @@ def mlp_args(batch: int = 1) -> tuple:
     return (rng.standard_normal((batch, 784)).astype(np.float32), *params)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("tool", choices=["numpy", "numtrace", "onnxruntime"])
-    parser.add_argument("--blocks", type=int, default=30)
-    parser.add_argument("--calls", type=int, default=200)
-    args = parser.parse_args()
-    a = mlp_args()
-    counts = None
-    if args.tool == "numpy":
-        def fn():
-            return cw.mlp(*a)
-    elif args.tool == "onnxruntime":
+def _callable(tool: str, a: tuple):
+    """W2 at batch 1 on `tool`, and numtrace's team counters (None for the others)."""
+    if tool == "numpy":
+        return (lambda: cw.mlp(*a)), None
+    if tool == "onnxruntime":
         import _peers_onnx
         session = _peers_onnx._mlp(SimpleNamespace(make=lambda: a))
+        return (lambda: session(*a)), None
+    os.environ.setdefault("NUMTRACE_CODEGEN", "sync")
+    import numtrace as nt
+    from numtrace_cpu.isa import blocks
+    traced = nt.trace(cw.mlp, a)
+    return (lambda: traced(*a)), getattr(blocks, "team_counts", None)   # older builds lack it
 
-        def fn():
-            return session(*a)
-    else:
-        os.environ.setdefault("NUMTRACE_CODEGEN", "sync")
-        import numtrace as nt
-        from numtrace_cpu.isa import blocks
-        traced = nt.trace(cw.mlp, a)
-        counts = getattr(blocks, "team_counts", None)   # older builds lack it
 
-        def fn():
-            return traced(*a)
-    np.testing.assert_allclose(fn(), cw.mlp(*a), rtol=1e-4, atol=1e-6)
-    for _ in range(200):
-        fn()
-    times = []
-    for _ in range(args.blocks):
-        start = time.perf_counter()
-        for _ in range(args.calls):
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("tool", nargs="?", choices=["numpy", "numtrace", "onnxruntime"],
+                        help="one tool per process for A/B runs; without it NumPy then numtrace in this process")
+    parser.add_argument("--blocks", type=int, default=30)
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 5 blocks of 20 calls")
+    args = parser.parse_args()
+    blocks, calls = (5, 20) if args.quick else (args.blocks, args.calls)
+    a = mlp_args()
+    for tool in [args.tool] if args.tool else ["numpy", "numtrace"]:
+        fn, counts = _callable(tool, a)
+        np.testing.assert_allclose(fn(), cw.mlp(*a), rtol=1e-4, atol=1e-6)
+        for _ in range(200):
             fn()
-        times.append((time.perf_counter() - start) / args.calls * 1e6)
-    times.sort()
-    spin = os.environ.get("NUMTRACE_TEAM_SPIN_US", "default")
-    label = f"{args.tool} (NUMTRACE_TEAM_SPIN_US={spin})" if args.tool == "numtrace" else args.tool
-    print(f"{label:40s} median {statistics.median(times):7.2f} us  p10 {times[len(times) // 10]:7.2f}  "
-          f"p90 {times[-1 - len(times) // 10]:7.2f}  {counts() if counts else ''}", flush=True)
+        times = []
+        for _ in range(blocks):
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            times.append((time.perf_counter() - start) / calls * 1e6)
+        times.sort()
+        spin = os.environ.get("NUMTRACE_TEAM_SPIN_US", "default")
+        label = f"{tool} (NUMTRACE_TEAM_SPIN_US={spin})" if tool == "numtrace" else tool
+        print(f"{label:40s} median {statistics.median(times):7.2f} us  p10 {times[len(times) // 10]:7.2f}  "
+              f"p90 {times[-1 - len(times) // 10]:7.2f}  {counts() if counts else ''}", flush=True)
 
 
 main()
