@@ -52,7 +52,7 @@ def _callable(tool: str, a: tuple):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("tool", nargs="?", choices=["numpy", "numtrace", "onnxruntime"],
-                        help="one tool per process for A/B runs; without it NumPy then numtrace in this process")
+                        help="one tool per process for A/B runs; without it, NumPy then numtrace here")
     parser.add_argument("--blocks", type=int, default=30)
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--quick", action="store_true", help="a smoke run: 5 blocks of 20 calls")
