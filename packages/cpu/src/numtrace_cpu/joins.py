@@ -27,7 +27,7 @@ from numtrace_cpu.steps import (
     Step,
 )
 
-__all__ = ["JoinRestStep", "part_keys", "producers_and_writes", "write_assigned_in_place",
+__all__ = ["JoinRestStep", "part_keys", "producers_and_writes", "splice", "write_assigned_in_place",
            "write_parts_in_place"]
 
 # The joins handled here (a misspelt name fails at import).
@@ -180,6 +180,12 @@ def write_assigned_in_place(steps: list[Step], types: dict, outputs: list[int]) 
         taken.add(v)
         dropped.add(k)
         before[p] = AssignedViewStep(inputs=[a], outputs=[v], nodes=step.nodes, fn=_viewer(key))
+    return splice(steps, before, dropped)
+
+
+def splice(steps: list[Step], before: dict[int, Step], dropped: set[int]) -> list[Step]:
+    """`steps` with ``before[k]`` put in front of step k and the steps in `dropped` left out: how a
+    rewrite that moves work onto an earlier producer edits the plan."""
     if not before:
         return steps
     result: list[Step] = []

@@ -14,7 +14,7 @@ import numpy as np
 from numtrace_ir import registry
 from numtrace_ir.types import TensorType
 
-from numtrace_cpu.joins import producers_and_writes
+from numtrace_cpu.joins import producers_and_writes, splice
 from numtrace_cpu.steps import FusedStep, LayoutViewStep, MatmulStep, Step, ViewStep
 
 __all__ = ["write_reshapes_in_place"]
@@ -51,15 +51,7 @@ def write_reshapes_in_place(steps: list[Step], types: dict, outputs: list[int]) 
         before[p] = LayoutViewStep(inputs=[r], outputs=[h], nodes=[steps[j].nodes[0], step.nodes[0]],
                                    fn=inverse)
         dropped |= {j, k}
-    if not before:
-        return steps
-    result: list[Step] = []
-    for k, step in enumerate(steps):
-        if k in before:
-            result.append(before[k])
-        if k not in dropped:
-            result.append(step)
-    return result
+    return splice(steps, before, dropped)
 
 
 def _movement(step: Step, op: str) -> bool:
