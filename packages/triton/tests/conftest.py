@@ -2,7 +2,8 @@
 
 ``TRITON_INTERPRET`` must be set before Triton defines any kernel, so it is set here, at import time,
 before any test module imports triton or numtrace_triton. Generated kernels go to a fresh directory,
-removed at exit.
+removed at exit. ``NUMTRACE_TRITON_TESTS_ON_GPU=1`` (``ci/gpu_check.sh`` on a CUDA machine) runs the same
+tests on the GPU instead: the interpreter stays off, and the compile-only check below is not needed.
 """
 
 import atexit
@@ -10,7 +11,11 @@ import os
 import shutil
 import tempfile
 
-os.environ["TRITON_INTERPRET"] = "1"
+ON_GPU = os.environ.get("NUMTRACE_TRITON_TESTS_ON_GPU") == "1"
+if ON_GPU:
+    os.environ.pop("TRITON_INTERPRET", None)
+else:
+    os.environ["TRITON_INTERPRET"] = "1"
 if "NUMTRACE_TRITON_CACHE_DIR" not in os.environ:
     _dir = tempfile.mkdtemp(prefix="numtrace-triton-tests-")
     os.environ["NUMTRACE_TRITON_CACHE_DIR"] = _dir
@@ -29,7 +34,7 @@ def pytest_configure(config):
     global _CHECK
     import gpu_compile_check
 
-    ok, why = gpu_compile_check.enabled()
+    ok, why = (False, "the tests run on the GPU") if ON_GPU else gpu_compile_check.enabled()
     if not ok:
         config._numtrace_gpu_compile = f"kernels not compiled for a GPU: {why}"
         return
