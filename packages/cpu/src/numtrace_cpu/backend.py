@@ -8,7 +8,9 @@ from collections.abc import Collection, Mapping, Sequence
 
 from numtrace_ir import passes, specialize
 from numtrace_ir.call_spec import CallSpec
+from numtrace_ir.fp_errors import Reporter, set_by_graph, shape_warnings
 from numtrace_ir.graph import Graph
+from numtrace_ir.interpreter import Interpreter
 from numtrace_ir.types import TensorType, Type
 
 from numtrace_cpu.classify import LOWERED
@@ -46,6 +48,9 @@ def compile_graph(graph: Graph, input_types: Sequence[Type], updates: Mapping[in
         if isinstance(t, TensorType) and not t.is_concrete:
             raise ValueError(f"input type {i} ({t}) must have concrete dims to compile for the CPU")
     g = specialize(graph, types, check_shapes=False)   # also folds shape reads into prim.reshape & co.
+    # NumPy's floating-point reports rerun the graph as specialized here, before the rewrites below.
+    report = Reporter(lambda: Interpreter(specialize(graph, types, check_shapes=False)),
+                      always=bool(shape_warnings(g)), loud=set_by_graph(g))
     passes.decompose(g, LOWERED)   # np.clip into maximum/minimum, which the fused kernels take
     rewrites = {"products_widened": widen_mixed_products(g),   # f32 @ f64 as NumPy: f64 @ f64
                 "folded_constants": passes.fold_constants(g)}   # a mask or scale fixed by the shapes
@@ -60,7 +65,7 @@ def compile_graph(graph: Graph, input_types: Sequence[Type], updates: Mapping[in
     if updates and not any(n.op == "prim.guard" for n in g.nodes):
         in_place = write_updates_in_place(steps, len(g.inputs), outputs, dict(updates))
     plan = plan_buffers(steps, by_number, len(g.inputs), outputs, set(const_numbers), frozenset(in_place))
-    return Executable(g, steps, by_number, plan, const_numbers, rewrites)
+    return Executable(g, steps, by_number, plan, const_numbers, rewrites, report)
 
 
 class Backend:

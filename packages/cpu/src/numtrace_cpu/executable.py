@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 from numtrace_ir.backend import plain_array
 from numtrace_ir.errors import execution_error, while_executing
+from numtrace_ir.fp_errors import Reporter
+from numtrace_ir.interpreter import Interpreter
 from numtrace_ir.types import ScalarType, TensorType
 
 from numtrace_cpu import blas_threads, compiler, threads
@@ -55,7 +57,7 @@ class Executable(CallRunner):
     """
 
     def __init__(self, graph, steps: list[Step], types: dict, plan: BufferPlan, constants: dict,
-                 rewrites: dict | None = None):
+                 rewrites: dict | None = None, report: Reporter | None = None):
         self.graph = graph
         self._rewrites = dict(rewrites or {})   # graph rewrites counted for stats(): see compile_graph
         self.input_types = [v.type for v in graph.inputs]
@@ -83,7 +85,9 @@ class Executable(CallRunner):
                      if isinstance(s, ViewStep) or not isinstance(types[v], TensorType)
                      or not types[v].is_concrete]
         runners = [_runner(s, types) for s in steps if not isinstance(s, ConstantStep) and id(s) not in once]
-        self._setup(specs, runners, outputs, sorted(set(per_call)))
+        # NumPy's floating-point warnings and errors: see numtrace_ir.fp_errors.
+        self._setup(specs, runners, outputs, sorted(set(per_call)),
+                    report or Reporter(lambda: Interpreter(graph)))
         # Generated kernels for the fused passes (numtrace_cpu.compiler): until one is ready, or
         # where none is made, its pass runs on the interpreter.
         fused = [s for s in steps if isinstance(s, FusedStep)]

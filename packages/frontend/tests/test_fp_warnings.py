@@ -1,0 +1,107 @@
+"""NumPy's floating-point warnings and errors from a traced call, on every installed backend that
+computes on the host: the user programs the promise is about (a log of zeros, a standardization with
+a zero-variance column, ``np.errstate(all="raise")`` around the call, a mean over an empty axis)."""
+
+import warnings
+
+import numpy as np
+import numtrace as nt
+import pytest
+
+BACKENDS = [name for name in ("reference", "cpu") if name in nt.available_backends()]
+
+
+def _reports(fn):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            fn()
+            raised = None
+        except FloatingPointError as exc:
+            raised = str(exc)
+    return sorted((w.category.__name__, str(w.message)) for w in caught), raised
+
+
+def _traced(func, example, backend):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)   # the tracing run itself is NumPy's
+        return nt.trace(func, example, backend=backend)
+
+
+def log_of_zeros(x):
+    return np.log(x * 0)
+
+
+def standardize(x):
+    return (x - x.mean(axis=0)) / x.std(axis=0)
+
+
+def empty_mean(x):
+    return x.mean(axis=0), x.var(axis=0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(("func", "example", "call"), [
+    (log_of_zeros, np.ones(4), np.ones(4)),
+    (standardize, np.arange(12.0).reshape(4, 3), np.array([[1.0, 2.0, 5.0], [3.0, 2.0, 7.0]])),
+    (empty_mean, np.ones((2, 3)), np.ones((0, 3))),
+])
+def test_call_reports_like_numpy(backend, func, example, call):
+    traced = _traced(func, (example,), backend)
+    for state in ({}, {"all": "raise"}, {"all": "ignore"}, {"invalid": "ignore"}):
+        with np.errstate(**state):
+            want = _reports(lambda: func(call))
+            assert _reports(lambda: traced(call)) == want, state
+            assert _reports(lambda: traced(call)) == want, state   # every call, as NumPy
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_errstate_raise_raises_from_traced_call(backend):
+    traced = _traced(log_of_zeros, (np.ones(3),), backend)
+    with np.errstate(all="raise"), pytest.raises(FloatingPointError, match="divide by zero encountered in log"):
+        traced(np.ones(3))
+    traced = _traced(standardize, (np.arange(12.0).reshape(4, 3),), backend)
+    x = np.array([[1.0, 2.0, 5.0], [3.0, 4.0, 7.0]])
+    with np.errstate(all="raise"):
+        assert np.array_equal(traced(x), standardize(x))   # nothing raised where NumPy raises nothing
+
+
+def quiet_inside(x):
+    with np.errstate(divide="ignore"):
+        y = np.log(x * 0)    # NumPy says nothing here, whatever the caller's state
+    return y + np.log(x)     # the caller's state applies here
+
+
+def strict_inside(x):
+    with np.errstate(all="raise"):
+        return np.log(x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_errstate_inside_the_function_scopes_its_ops(backend):
+    traced = _traced(quiet_inside, (np.ones(3),), backend)
+    assert "errstate(divide=ignore)" in str(traced.graph)
+    for x in (np.array([0.0, 1.0]), np.array([1.0, 2.0])):
+        for state in ({}, {"all": "raise"}, {"all": "ignore"}):
+            with np.errstate(**state):
+                want = _reports(lambda: quiet_inside(x))
+                assert _reports(lambda: traced(x)) == want, (x, state)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_errstate_raise_inside_the_function(backend):
+    traced = _traced(strict_inside, (np.ones(3),), backend)
+    for state in ({}, {"all": "ignore"}):
+        with np.errstate(**state):
+            want = _reports(lambda: strict_inside(np.zeros(2)))
+            assert want[1] is not None
+            assert _reports(lambda: traced(np.zeros(2))) == want
+
+
+def test_errstate_inside_survives_save_and_load(tmp_path):
+    traced = _traced(quiet_inside, (np.ones(3),), "cpu")
+    traced.save(tmp_path / "t.nt")
+    loaded = nt.load(tmp_path / "t.nt", backend="cpu")
+    x = np.array([0.0, 1.0])
+    want = _reports(lambda: quiet_inside(x))
+    assert _reports(lambda: loaded(x)) == want
