@@ -103,10 +103,15 @@ cpdef str check_errstate(object errstate):
         return None
     if not isinstance(errstate, str) or not errstate:
         raise ValueError(f"invalid error state {errstate!r}: expected text such as 'divide=ignore'")
-    items = [item.partition("=") for item in errstate.split(",")]
-    kinds = [k for k, _, _ in items]
-    if (any(not eq or mode not in _ERR_MODES or k not in _ERR_KINDS for k, eq, mode in items)
-            or kinds != sorted(set(kinds), key=_ERR_KINDS.index)):
+    cdef int last = -1
+    cdef bint ok = True
+    for item in errstate.split(","):
+        kind, eq, mode = item.partition("=")
+        if not eq or mode not in _ERR_MODES or kind not in _ERR_KINDS or _ERR_KINDS.index(kind) <= last:
+            ok = False
+            break
+        last = _ERR_KINDS.index(kind)
+    if not ok:
         raise ValueError(f"invalid error state {errstate!r}: expected kind=mode items such as "
                          "'divide=ignore,invalid=raise' (kinds divide, over, under, invalid in that order; "
                          f"modes {', '.join(sorted(_ERR_MODES))})")
