@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from numtrace_ir.backend import plain_array
 from numtrace_ir.errors import execution_error, while_executing
-from numtrace_ir.fp_errors import Reporter
+from numtrace_ir.fp_errors import Reporter, node_errstate
 from numtrace_ir.interpreter import Interpreter
 from numtrace_ir.types import ScalarType, TensorType
 
@@ -28,6 +28,7 @@ from numtrace_cpu.joins import JoinRestStep
 from numtrace_cpu.planner import BufferPlan
 from numtrace_cpu.runtime import CallRunner, FusedCall
 from numtrace_cpu.steps import (
+    NUMPY_STEPS,
     AssignedViewStep,
     ConstantStep,
     FallbackStep,
@@ -84,10 +85,11 @@ class Executable(CallRunner):
         per_call += [v for s in steps if isinstance(s, FallbackStep) and id(s) not in once for v in s.outputs
                      if isinstance(s, ViewStep) or not isinstance(types[v], TensorType)
                      or not types[v].is_concrete]
-        runners = [_runner(s, types) for s in steps if not isinstance(s, ConstantStep) and id(s) not in once]
+        run = [s for s in steps if not isinstance(s, ConstantStep) and id(s) not in once]
+        runners = [_runner(s, types) for s in run]
         # NumPy's floating-point warnings and errors: see numtrace_ir.fp_errors.
         self._setup(specs, runners, outputs, sorted(set(per_call)),
-                    report or Reporter(lambda: Interpreter(graph)))
+                    report or Reporter(lambda: Interpreter(graph)), [isinstance(s, NUMPY_STEPS) for s in run])
         # Generated kernels for the fused passes (numtrace_cpu.compiler): until one is ready, or
         # where none is made, its pass runs on the interpreter.
         fused = [s for s in steps if isinstance(s, FusedStep)]
@@ -489,11 +491,13 @@ def _packed_runner(step: MatmulStep, types: dict):
 
 
 def _into_runner(step: IntoStep):
-    fn, ins, outs = step.fn, step.inputs, step.outputs
+    fn, ins, outs = _in_errstate(step.fn, step.nodes), step.inputs, step.outputs
     if len(outs) > 1:
         def run_into_several(env, nthreads):
             try:
                 fn(*[env[i] for i in ins], out=tuple(env[o] for o in outs))
+            except _NUMPY_REPORTS:
+                raise
             except Exception as exc:
                 raise execution_error(step.nodes[-1], exc) from exc
         return run_into_several
@@ -502,6 +506,8 @@ def _into_runner(step: IntoStep):
     def run_into(env, nthreads):
         try:
             fn(*[env[i] for i in ins], out=env[o])
+        except _NUMPY_REPORTS:
+            raise
         except Exception as exc:
             raise execution_error(step.nodes[-1], exc) from exc
     return run_into
@@ -630,8 +636,25 @@ def _view_fits(step: ViewStep, types: dict) -> bool:
     return type(r) is np.ndarray and r.dtype == t_out.dtype and r.shape == tuple(t_out.shape)
 
 
+# What NumPy's reference raises to report a floating-point error (np.errstate "raise", or a warnings
+# filter "error"): passed on as NumPy's own, as an untraced call raises it.
+_NUMPY_REPORTS = (FloatingPointError, Warning)
+
+
+def _in_errstate(fn, nodes):
+    """`fn` in the error state the traced function set around its node (`Node.errstate`), if any."""
+    state = node_errstate(nodes[-1]) if nodes else None
+    if state is None:
+        return fn
+
+    def run_in_errstate(*args, **kwargs):
+        with np.errstate(**state):
+            return fn(*args, **kwargs)
+    return run_in_errstate
+
+
 def _fallback_runner(step: FallbackStep, types: dict):
-    fn, attrs, ins, outs = step.fn, step.attrs, step.inputs, step.outputs
+    fn, attrs, ins, outs = _in_errstate(step.fn, step.nodes), step.attrs, step.inputs, step.outputs
     out_types = [types[v] for v in outs]
     (t,) = out_types if len(outs) == 1 else (None,)
     if isinstance(t, TensorType) and t.is_concrete:
@@ -640,6 +663,8 @@ def _fallback_runner(step: FallbackStep, types: dict):
         def run_one(env, nthreads):   # one array of a known type (a host call's result): a tuple compare
             try:
                 r = fn(*[env[i] for i in ins], **attrs)
+            except _NUMPY_REPORTS:
+                raise
             except Exception as exc:
                 raise execution_error(step.nodes[-1], exc) from exc
             if type(r) is not np.ndarray or r.dtype != dtype or r.shape != shape:
@@ -653,6 +678,8 @@ def _fallback_runner(step: FallbackStep, types: dict):
     def run_fallback(env, nthreads):
         try:
             result = fn(*[env[i] for i in ins], **attrs)
+        except _NUMPY_REPORTS:
+            raise
         except Exception as exc:
             raise execution_error(step.nodes[-1], exc) from exc
         results = result if len(outs) > 1 else (result,)

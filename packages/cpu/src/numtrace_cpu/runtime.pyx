@@ -24,7 +24,6 @@ from libc.stdlib cimport free, malloc
 from numtrace_cpu.interp cimport *
 
 import numpy as np
-from numtrace_ir.fp_errors import enter_collecting, leave_collecting, take_collected
 
 cnp.import_array()
 

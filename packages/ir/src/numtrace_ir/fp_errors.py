@@ -3,38 +3,40 @@
 NumPy checks the FPU status flags after each ufunc loop and reports each kind raised (divide, over,
 under, invalid) as the caller's `np.geterr()` says: ignore, warn (``RuntimeWarning: divide by zero
 encountered in log``), raise (``FloatingPointError``), call, print or log. Some references also warn
-from their shapes alone (``np.mean`` over an empty axis: ``Mean of empty slice``).
+from their shapes alone (``np.mean`` over an empty axis: ``Mean of empty slice``). A traced function's
+own ``np.errstate`` blocks are recorded on the nodes made inside them (`Node.errstate`).
 
 A backend whose kernels set the same hardware flags gathers them over a call, as NumPy's bits
 (`DIVIDE`, `OVER`, `UNDER`, `INVALID`), and hands them to its `Reporter`. Only when a flag is set
-that the caller's state reports (or the graph's shapes warn), the graph runs again through its NumPy
+that the error state reports (or the graph's shapes warn), the graph runs again through its NumPy
 references, whose reports are then NumPy's own: the same message, op name, category and count, and
 the same ``FloatingPointError`` under ``np.errstate(all="raise")``. That run's results are dropped.
 A flag set where NumPy sets none (a kernel computing a lane NumPy does not) costs that run and says
-nothing.
-
-While the backend's own steps call NumPy, they run in the collecting state (`enter_collecting`,
-`leave_collecting`): NumPy reports nothing there and adds each kind it raises to this thread's
-collected flags (`take_collected`).
+nothing. Nodes the backend itself ran through their NumPy reference have reported already: the
+rerun runs them quietly.
 """
 
 from __future__ import annotations
 
-import threading
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
 from numtrace_ir import registry
 
-__all__ = ["DIVIDE", "INVALID", "OVER", "UNDER", "ErrstateWatch", "Reporter", "enter_collecting", "leave_collecting", "node_errstate",
-           "report_kinds", "reported", "rerunnable", "set_by_graph", "shape_warnings", "take_collected"]
+__all__ = ["DIVIDE", "INVALID", "OVER", "UNDER", "ErrstateWatch", "Reporter", "node_errstate", "report_kinds",
+           "reported", "rerunnable", "set_by_graph", "shape_warnings"]
 
 # NumPy's bits for the kinds, as its error callback receives them.
 DIVIDE, OVER, UNDER, INVALID = 1, 2, 4, 8
 _KINDS = (("divide", DIVIDE), ("over", OVER), ("under", UNDER), ("invalid", INVALID))
+
+# NumPy 2 keeps its error state in a context variable (private, so optional): its object stays the same
+# while nothing sets a new state, which makes `ErrstateWatch.since` cheap.
+_EXTOBJ: Any = getattr(getattr(getattr(np, "_core", None), "_ufunc_config", None), "_extobj_contextvar", None)
+_QUIET = {"all": "ignore"}
 
 
 def reported(flags: int) -> bool:
@@ -51,20 +53,20 @@ def node_errstate(node: Any) -> dict[str, str] | None:
     return dict(item.split("=") for item in text.split(","))
 
 
-def set_by_graph(graph: Any) -> int:
-    """The kinds some op of `graph` reports whatever the caller's state (its own ``np.errstate``)."""
+def set_by_graph(nodes: Iterable[Any]) -> int:
+    """The kinds some of `nodes` reports whatever the caller's state (its own ``np.errstate``)."""
     bits = 0
-    for node in graph.nodes:
+    for node in nodes:
         for kind, mode in (node_errstate(node) or {}).items():
             if mode != "ignore":
                 bits |= dict(_KINDS)[kind]
     return bits
 
 
-def shape_warnings(graph: Any) -> list[Any]:
-    """The nodes of `graph` (concrete types) whose reference warns at these shapes whatever the data."""
+def shape_warnings(nodes: Iterable[Any]) -> list[Any]:
+    """Those of `nodes` (concrete types) whose reference warns at these shapes whatever the data."""
     found = []
-    for node in graph.nodes:
+    for node in nodes:
         op = registry.get(node.op)
         if op.shape_warning is not None and op.shape_warning([v.type for v in node.inputs], node.attrs):
             found.append(node)
@@ -123,14 +125,18 @@ class Reporter:
     """NumPy's reports for one executable's calls: ``reporter(inputs, flags)`` after a call.
 
     `make_interpreter()` gives the executable's graph as a `numtrace_ir.interpreter.Interpreter`, made
-    on the first report. `always`: the graph warns at its shapes (`shape_warnings`), so every call
-    runs the references. `loud`: the kinds some op reports in its own state (`set_by_graph`). A graph
-    that cannot run again (`rerunnable`) reports the kinds alone, in the caller's state."""
+    on the first report; `quiet` holds the positions of its nodes (in graph order) that the backend ran
+    through their reference, which reported then. `always`: the graph warns at its shapes
+    (`shape_warnings`), so every call runs the references. `loud`: the kinds some op reports in its own
+    state (`set_by_graph`). A graph that cannot run again (`rerunnable`) reports the kinds alone, in
+    the caller's state."""
 
-    __slots__ = ("_make", "_interpreter", "_rerun", "always", "loud")
+    __slots__ = ("_make", "_quiet", "_interpreter", "_rerun", "always", "loud")
 
-    def __init__(self, make_interpreter: Callable[[], Any], always: bool = False, loud: int = 0):
+    def __init__(self, make_interpreter: Callable[[], Any], always: bool = False, loud: int = 0,
+                 quiet: Collection[int] = ()):
         self._make = make_interpreter
+        self._quiet = tuple(quiet)
         self._interpreter: Any = None
         self._rerun = False
         self.always = always
@@ -140,64 +146,12 @@ class Reporter:
         if not self.always and not flags & self.loud and not reported(flags):
             return
         if self._interpreter is None:
-            self._interpreter = self._make()
-            self._rerun = rerunnable(self._interpreter.graph)
+            interpreter = self._make()
+            for k in self._quiet:
+                interpreter.steps[k].errstate = _QUIET
+            self._rerun = rerunnable(interpreter.graph)
+            self._interpreter = interpreter
         if self._rerun:
             self._interpreter.run(*inputs)
         else:
             report_kinds(flags)
-
-
-_collected = threading.local()
-
-
-def _collect(kind: str, flag: int) -> None:
-    _collected.flags = getattr(_collected, "flags", 0) | flag
-
-
-def take_collected() -> int:
-    """The kinds NumPy raised in `collecting()` on this thread since the last take, as NumPy's bits."""
-    flags = getattr(_collected, "flags", 0)
-    if flags:
-        _collected.flags = 0
-    return flags
-
-
-# NumPy 2 keeps its error state in a context variable (private, so optional): the collecting state is
-# made once and swapped in and out, which costs far less than entering ``np.errstate``.
-_EXTOBJ: Any = getattr(getattr(getattr(np, "_core", None), "_ufunc_config", None), "_extobj_contextvar", None)
-
-
-def _collecting_state() -> Any:
-    assert _EXTOBJ is not None
-    token = _EXTOBJ.set(_EXTOBJ.get())
-    try:
-        np.seterr(all="call")
-        np.seterrcall(_collect)
-        return _EXTOBJ.get()
-    finally:
-        _EXTOBJ.reset(token)
-
-
-if _EXTOBJ is not None:
-    _COLLECTING = _collecting_state()
-
-    def enter_collecting() -> Any:
-        """Switch this thread to the collecting state; the token for `leave_collecting`."""
-        return _EXTOBJ.set(_COLLECTING)
-
-    def leave_collecting(token: Any) -> None:
-        """Back to the state `enter_collecting` left."""
-        _EXTOBJ.reset(token)
-else:   # NumPy 1.x: a per-thread error object
-    def enter_collecting() -> Any:
-        """Switch this thread to the collecting state; the token for `leave_collecting`."""
-        token = (np.geterr(), np.geterrcall())
-        np.seterr(all="call")
-        np.seterrcall(_collect)
-        return token
-
-    def leave_collecting(token: Any) -> None:
-        """Back to the state `enter_collecting` left."""
-        np.seterr(**token[0])
-        np.seterrcall(token[1])
