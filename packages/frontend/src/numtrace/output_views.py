@@ -1,15 +1,15 @@
 """Results that NumPy returns as views of an argument or of another result (``return m, m[::2]``,
-``return x.T``): a call returns them as views too, so that a later write through one is seen in the
-other, as it would be with NumPy's results.
+``return x.T``, ``return np.real(z)``): a call returns them as views too, so that a later write through
+one is seen in the other, as it would be with NumPy's results.
 
 The graph computes every result as a fresh array. At trace time, each result whose memory overlaps an
 argument's, module state's or another result's (in the eager NumPy run) is followed back through the
-graph's view nodes (ops with an ``as_view``: basic indexing, reshape, transpose, ...) to that root: the
-result is then a `views` entry ``(result position, root)``, the root a result position (``>= 0``) or an
-input (``-1 - i``). Per call signature the chain is read from the specialized graph (its slice bounds
-and shapes concrete) and replayed with NumPy's own view calls on the root the call returns, so that a
-reshape is a view or a copy exactly as NumPy makes it for the caller's array. A result that overlaps
-another but that no chain of view nodes leads to is refused at trace time.
+graph to those roots: the nodes between are its replay, NumPy's own calls on the roots (an op's
+``as_view`` where it has one). Per call signature the replay is read from the specialized graph (its
+slice bounds and shapes concrete) and run on the roots the call returns, so that a reshape is a view or
+a copy exactly as NumPy makes it for the caller's array. The replay is checked when tracing: run on the
+eager roots it must give NumPy's values sharing the memory NumPy's result shares; a result for which it
+does not is refused at trace time, naming it.
 """
 
 from __future__ import annotations
@@ -20,32 +20,23 @@ from typing import Any
 import numpy as np
 from numtrace_ir import CallSpec, Graph, registry, specialize
 
-__all__ = ["ViewSteps", "apply_views", "find_views", "view_steps"]
+from . import codegen
 
-# (result position, root, [(as_view, out shape, attrs, dims, output index)] from the root outwards)
-ViewSteps = list[tuple[int, int, list[tuple[Callable, tuple, dict, list, int]]]]
+__all__ = ["apply_views", "find_views", "view_steps"]
 
+# (result position, replay(results, inputs) -> the view), in an order where a root result comes first.
+Replays = list[tuple[int, Callable[[Sequence[Any], Sequence[Any]], Any]]]
 
-def _as_view(node: Any) -> Callable | None:
-    op = node.attrs["op"] if node.op == "prim.dynamic" else node.op
-    opdef = registry.get(op)
-    return opdef.as_view if opdef is not None else None
-
-
-def _chain(value: Any, stop: Callable[[Any], bool]) -> list | None:
-    """The view nodes from graph value `value` back to the first value for which `stop` holds, as
-    ``(node, output index)`` outermost first; None where a node on the way is no view op."""
-    chain: list = []
-    while not stop(value):
-        node = value.node
-        if node is None or not node.inputs or _as_view(node) is None:
-            return None
-        chain.append((node, node.outputs.index(value)))
-        value = node.inputs[0]
-    return chain
+_REFUSAL = ("{what} of the traced function shares memory with {other} (NumPy returns a view), but the "
+            "trace cannot rebuild it as NumPy's view ({why}). Return a copy (np.copy) of it")
 
 
-def _overlaps(a: np.ndarray, b: np.ndarray) -> bool:
+class _NotAView(Exception):
+    """The replay of a result cannot be made: the reason."""
+
+
+def _overlaps(a: Any, b: Any) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
     if not np.may_share_memory(a, b):
         return False
     try:
@@ -54,98 +45,159 @@ def _overlaps(a: np.ndarray, b: np.ndarray) -> bool:
         return True
 
 
-def find_views(graph: Graph, results: Sequence[Any], result_values: Sequence[Any], inputs: Sequence[Any],
-               input_values: Sequence[Any], returned: dict[int, int], where: Callable[[int], str]
-               ) -> list[tuple[int, int, int]]:
-    """``(result position, root, steps)`` for each result that NumPy returned sharing memory with an
-    input or another result (`results`/`inputs`: the eager arrays; `result_values`/`input_values`:
-    their current graph values; `returned`: results that are an input itself, by position).
-    NotImplementedError naming the result for one that no chain of view nodes relates to its root."""
+def _replay(value: Any, roots: dict[Any, int]) -> Callable[[Sequence[Any], Sequence[Any]], Any]:
+    """A function of ``(results, inputs)`` computing graph value `value` from the `roots` (graph value
+    -> result position, or ``-1 - input``) with NumPy's calls, as generated Python source."""
+    order: list = []
+    seen: set = set()
+
+    def visit(v: Any) -> None:
+        if v in seen or (v in roots and v is not value):
+            return
+        node = v.node
+        if node is None:
+            raise _NotAView(f"it reads graph input {v.name!r}")
+        if node.op == "prim.host_call" or registry.get(node.op).nondeterministic:
+            raise _NotAView(f"{node.op} is no NumPy view call")
+        for u in node.inputs:
+            visit(u)
+        seen.add(v)
+        if node not in order:
+            order.append(node)
+
+    visit(value)
+    names: dict[Any, str] = {}
+    for v, root in roots.items():
+        names[v] = f"results[{root}]" if root >= 0 else f"inputs[{-1 - root}]"
+    constants: dict[str, np.ndarray] = {}
+    views: list = []
+    lines = ["def replay(results, inputs):"]
+    for k, node in enumerate(order):
+        args = [names[u] for u in node.inputs]
+        as_view = registry.get(node.op).as_view
+        viewed = as_view is not None and node.op != "prim.dynamic"
+        if viewed:
+            scalars = [u for u in node.inputs[1:]]
+            if any(u.node is None or u.node.op != "prim.Constant" for u in scalars):
+                raise _NotAView(f"the shape of its {node.op} depends on array data")
+            dims = [u.node.attrs["value"] for u in scalars]
+            views.append((as_view, tuple(node.outputs[0].type.shape) if len(node.outputs) == 1 else None,
+                          dict(node.attrs), dims))
+            call = f"VIEWS[{len(views) - 1}]({args[0]})"
+        else:
+            call = codegen.call_text(node, args, constants)
+            if call.startswith("op("):
+                raise _NotAView(f"{node.op} is no NumPy call")
+        if len(node.outputs) == 1:
+            names[node.output] = f"v{k}"
+            # A function of several results (np.broadcast_arrays) gives a sequence of one.
+            lines.append(f"    v{k} = {call}" if viewed else f"    v{k} = ONE({call})")
+        else:
+            lines.append(f"    v{k} = {call}")
+            for j, out in enumerate(node.outputs):
+                names[out] = f"v{k}[{j}]"
+    lines.append(f"    return {names[value]}")
+    namespace: dict[str, Any] = {"np": np, "op": codegen.op, "CONSTANTS": constants,
+                                 "VIEWS": [_view_call(*v) for v in views], "ONE": _one}
+    exec("\n".join(lines) + "\n", namespace)   # the program's own nodes, rendered by `codegen`
+    return namespace["replay"]
+
+
+def _one(result: Any) -> Any:
+    return result[0] if isinstance(result, (tuple, list)) else result
+
+
+def _view_call(as_view: Callable, shape: tuple | None, attrs: dict, dims: list) -> Callable:
+    return lambda a: as_view(np.asarray(a), shape, attrs, dims)
+
+
+def _roots(graph: Graph, spec_items: Sequence[int], written: Sequence[int], views: Sequence[int]
+           ) -> dict[Any, int]:
+    """Graph value -> root: the inputs (a written one's new contents) and the results that are not
+    views rebuilt themselves."""
+    input_values = graph.inputs
     roots: dict[Any, int] = {}
     for i, value in enumerate(input_values):
-        roots.setdefault(graph.inputs[i], -1 - i)
-        roots.setdefault(value, -1 - i)
-    for pos, value in enumerate(result_values):
-        if pos not in returned:
-            roots.setdefault(value, pos)
-    overlaps: dict[int, list[int]] = {}   # result position -> what it overlaps (results, -1 - input)
+        if i not in written:   # a written input's old contents are gone once the call wrote it back
+            roots.setdefault(value, -1 - i)
+    for k, i in enumerate(written):
+        roots.setdefault(graph.outputs[len(graph.outputs) - len(written) + k], -1 - i)
+    for pos, j in enumerate(spec_items):
+        if j >= 0 and pos not in views:
+            roots.setdefault(graph.outputs[j], pos)
+    return roots
+
+
+def find_views(graph: Graph, spec: CallSpec, results: Sequence[Any], inputs: Sequence[Any],
+               where: Callable[[int], str]) -> list[int]:
+    """The result positions NumPy returned sharing memory with an input or another result and that are
+    not the root the others are views of (`results`/`inputs`: the eager arrays), rooted first.
+    NotImplementedError naming a result whose replay does not give NumPy's view."""
+    items = spec.result_items
+    overlaps: dict[int, list[int]] = {}
     for pos, array in enumerate(results):
-        if pos not in returned:
-            others = [(q, a) for q, a in enumerate(results) if q != pos and returned.get(q, q) == q]
-            others += [(-1 - i, a) for i, a in enumerate(inputs)]
-            partners = [q for q, other in others if _overlaps(array, other)]
+        if items[pos] >= 0:
+            partners = [q for q, other in enumerate(results) if q != pos and items[q] >= 0
+                        and _overlaps(array, other)]
+            partners += [-1 - i for i, other in enumerate(inputs) if _overlaps(array, other)]
             if partners:
                 overlaps[pos] = partners
-    chains: dict[int, tuple[int, int]] = {}   # result position -> (root, chain length)
-    for pos in overlaps:
-        value = result_values[pos]
-        own = roots.get(value)
-        chain = _chain(value, lambda v: v is not value and v in roots) if own == pos else []
-        if chain is not None:
-            chains[pos] = (roots[chain[-1][0].inputs[0]] if chain else roots[value], len(chain))
-
-    def rooted_at(q: int, pos: int) -> bool:
-        while q in chains and q != pos:
-            q = chains[q][0]
-        return q == pos
-
-    for pos, partners in overlaps.items():
-        # A result no view chain leads from is fine where all it overlaps are views of it.
-        if pos not in chains and not all(rooted_at(q, pos) for q in partners):
-            raise NotImplementedError(
-                f"{where(pos)} of the traced function shares memory with another result or an argument "
-                "(NumPy returns it as a view), but the trace cannot rebuild it as a view: it is not a chain "
-                "of view operations (basic indexing, reshape, transpose, ...) of an argument or of another "
-                "result. Return a copy (np.copy) or the arrays it is a view of")
-    found = [(pos, root, length) for pos, (root, length) in chains.items()]
-    # A root that is a view result itself is rebuilt first: its node comes earlier in the graph.
+    # A result whose graph value comes first is a root candidate of those after it.
     order = {node: k for k, node in enumerate(graph.nodes)}
-    return sorted(found, key=lambda f: order.get(result_values[f[0]].node, -1))
+    candidates = sorted(overlaps, key=lambda p: order.get(graph.outputs[items[p]].node, -1))
+    views: list[int] = []
+    # Replayed as a call at the traced shapes would be: shape arithmetic folded into the view calls.
+    graph = specialize(graph, [v.type for v in graph.inputs], check_shapes=False)
+    for pos in candidates:
+        value = graph.outputs[items[pos]]
+        roots = _roots(graph, items, spec.written, [*views, pos])
+        if roots.get(value, pos) != pos:
+            roots.pop(value)   # a result CSE made equal to another: replayed from the roots all the same
+        try:
+            replayed = _replay(value, roots)(results, inputs)
+            if np.shape(replayed) != np.shape(results[pos]) or not np.array_equal(replayed, results[pos],
+                                                                                  equal_nan=True):
+                raise _NotAView("its replay computes other values")
+            for q in overlaps[pos]:
+                if not _overlaps(replayed, results[q] if q >= 0 else inputs[-1 - q]):
+                    raise _NotAView("its replay does not share memory with it")
+        except _NotAView as why:
+            if all(q >= 0 and q not in views for q in overlaps[pos]):
+                continue   # a root the results after it may be views of
+            q = next(q for q in overlaps[pos] if q < 0 or q in views)
+            other = where(q) if q >= 0 else f"argument #{-1 - q}"
+            raise NotImplementedError(_REFUSAL.format(what=where(pos), other=other, why=why)) from None
+        views.append(pos)
+    for pos in overlaps:   # every overlap is now a view relation, or refused
+        if pos not in views and not all(q >= 0 and q in views for q in overlaps[pos]):
+            q = next(q for q in overlaps[pos] if q < 0 or q not in views)
+            other = where(q) if q >= 0 else f"argument #{-1 - q}"
+            raise NotImplementedError(_REFUSAL.format(what=where(pos), other=other,
+                                                      why="it is computed, not a view of the other"))
+    return views
 
 
-def view_steps(graph: Graph, spec: CallSpec, views: Sequence[tuple[int, int, int]], types: Sequence[Any]
-               ) -> ViewSteps:
-    """Each of `views`' chains for a call with input `types`: read from the graph specialized to them,
-    its attrs and shapes concrete."""
+def view_steps(graph: Graph, spec: CallSpec, views: Sequence[int], types: Sequence[Any]) -> Replays:
+    """The replays of the `views` results for a call with input `types`, from the graph specialized to
+    them (slice bounds and shapes concrete)."""
     g = specialize(graph, list(types), check_shapes=False)
     items = spec.result_items
-    steps: ViewSteps = []
-    for pos, root, length in views:
+    replays: Replays = []
+    for k, pos in enumerate(views):
+        roots = _roots(g, items, spec.written, views[k:])
         value = g.outputs[items[pos]]
-        chain = []
-        for _ in range(length):
-            node = value.node
-            as_view = _as_view(node)
-            assert as_view is not None  # the traced graph's chain, node for node
-            dims = []
-            for extra in node.inputs[1:]:
-                if extra.node is None or extra.node.op != "prim.Constant":
-                    raise NotImplementedError(
-                        f"{spec.name}(): a result is a view whose shape depends on array data "
-                        f"({node.op} at {node.loc}); a trace cannot return it as NumPy's view")
-                dims.append(extra.node.attrs["value"])
-            attrs = dict(node.attrs)
-            if node.op == "prim.dynamic":
-                attrs = dict(attrs["attrs"])
-            chain.append((as_view, tuple(value.type.shape), attrs, dims, node.outputs.index(value)))
-            value = node.inputs[0]
-        chain.reverse()
-        steps.append((pos, root, chain))
-    return steps
+        roots.pop(value, None)
+        try:
+            replays.append((pos, _replay(value, roots)))
+        except _NotAView as why:
+            raise NotImplementedError(f"{spec.name}(): a result NumPy returns as a view cannot be rebuilt "
+                                      f"as one at these shapes ({why})") from None
+    return replays
 
 
-def apply_views(steps: ViewSteps, results: Sequence[Any], inputs: Sequence[Any], what: str) -> tuple:
-    """The flat `results` with each view result rebuilt from its root, as NumPy's view calls give it."""
+def apply_views(replays: Replays, results: Sequence[Any], inputs: Sequence[Any]) -> tuple:
+    """The flat `results` with each view result rebuilt from its roots, as NumPy's calls give it."""
     out = list(results)
-    for pos, root, chain in steps:
-        array = out[root] if root >= 0 else np.asarray(inputs[-1 - root])
-        for as_view, shape, attrs, dims, index in chain:
-            view = as_view(array, shape, attrs, dims)
-            if isinstance(view, (tuple, list)):
-                view = view[index]
-            if view is None or view.shape != shape:
-                raise RuntimeError(f"{what}(): numtrace internal error: result {pos} could not be rebuilt "
-                                   "as NumPy's view")
-            array = view
-        out[pos] = array
+    for pos, replay in replays:
+        out[pos] = replay(out, inputs)
     return tuple(out)

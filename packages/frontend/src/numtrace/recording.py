@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
-from numtrace_ir import Graph, passes
+from numtrace_ir import CallSpec, Graph, passes
 from numtrace_ir.backend import plain_array
 
 from .containers import (
@@ -51,7 +51,7 @@ class Recording:
     def __init__(self, graph: Graph, arg_names: list[str], in_spec: Spec, out_spec: Spec,
                  state_names: list[str], state_arrays: list[np.ndarray], mutated: list[int],
                  returned: list[tuple[int, int]], layouts: list | None = None, cse_merged: int = 0,
-                 views: list[tuple[int, int, int]] | None = None):
+                 views: list[int] | None = None):
         self.graph = graph
         self.arg_names = arg_names
         self.in_spec = in_spec
@@ -157,18 +157,29 @@ def record_function(func: Callable, args: tuple, kwargs: Mapping[str, Any] | Non
         returned = [(pos, i) for pos, leaf in enumerate(out_leaves) for i in range(len(proxies))
                     if leaf is proxies[i]]
         skip = {pos for pos, _ in returned}
-        graph_outputs = [p for pos, p in enumerate(out_leaves) if pos not in skip]
-        graph_outputs += [inputs[i] for i in mutated]
-        tracer.graph.set_outputs([p._graph_value(tracer) for p in graph_outputs])
-        views = find_views(tracer.graph, [p._concrete for p in out_leaves],
-                           [p._graph_value(tracer) for p in out_leaves], [p._concrete for p in inputs],
-                           [p._graph_value(tracer) for p in inputs], dict(returned),
-                           lambda pos: _result_name(out_spec, pos) or "output")
+        values = [_view_of_base(tracer, p) for pos, p in enumerate(out_leaves) if pos not in skip]
+        tracer.graph.set_outputs(values + [inputs[i]._graph_value(tracer) for i in mutated])
+        results, input_arrays = [p._concrete for p in out_leaves], [p._concrete for p in inputs]
+    spec = CallSpec(num_args=len(proxies), num_results=len(values),
+                    num_state=len(inputs) - len(proxies), written=tuple(mutated), returned=tuple(returned))
+    views = find_views(tracer.graph, spec, results, input_arrays,
+                       lambda pos: _result_name(out_spec, pos) or "output")
     passes.dce(tracer.graph, keep_checks=True, unchecked=tracer.discarded)   # NumPy's shape checks stay
     merged = passes.cse(tracer.graph)   # a subexpression the code computes twice runs once, on every backend
     layouts = [layout_of(np.asarray(a)) for a in leaves] if tracer.layout_dependent else None
     return Recording(tracer.graph, names, in_spec, out_spec, list(tracer.state_order),
                      list(tracer.state_arrays), mutated, returned, layouts, merged, views)
+
+
+def _view_of_base(tracer: Tracer, array: Any) -> Any:
+    """The graph value of result `array`; for a view NumPy made of a traced array (and that shares its
+    memory), read again from its base's latest value, so that the graph relates the two as NumPy's
+    arrays are related even after a write through the view (see output_views)."""
+    parent, view = array._parent, array._view
+    if parent is None or not hasattr(view, "read") or not np.may_share_memory(array._concrete, parent._concrete):
+        return array._graph_value(tracer)
+    base = tracer.wrap(_view_of_base(tracer, parent), parent._concrete)   # (a view of a view: its base's)
+    return view.read(tracer, base, array._concrete)
 
 
 def _refuse_changed_containers(names: list[str], specs: list[Spec], before: list[tuple]) -> None:

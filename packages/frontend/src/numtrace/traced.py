@@ -80,11 +80,11 @@ class TracedFunction(Inspection, Persistence):
                  mutated: Sequence[int] = (), returned: Sequence[tuple[int, int]] = (),
                  retrace: Callable[[tuple], TracedFunction] | None = None,
                  layouts: Sequence[Any] | None = None, cse_merged: int = 0,
-                 views: Sequence[tuple[int, int, int]] = ()):
+                 views: Sequence[int] = ()):
         self.graph = graph
-        # Results NumPy returns as views (``(result position, root, chain length)``, see output_views):
-        # rebuilt per call as views of their root; their chains per signature in `_view_steps`.
-        self.views = tuple(tuple(v) for v in views)
+        # The result positions NumPy returns as views of arguments or of other results (see
+        # output_views): rebuilt per call by their replays, made per signature in `_view_steps`.
+        self.views = tuple(int(v) for v in views)
         self._view_steps: dict[tuple, Any] = {}
         # Nodes `numtrace_ir.passes.cse` merged when the graph was recorded (shown by `stats()`).
         self.cse_merged = cse_merged
@@ -209,7 +209,7 @@ class TracedFunction(Inspection, Persistence):
             types = [TensorType(a.dtype, a.shape) for a in leaves] + [v.type for v in
                                                                       self.graph.inputs[len(leaves):]]
             steps = self._view_steps[key] = view_steps(self.graph, self.call_spec, self.views, types)
-        return apply_views(steps, outs, [*leaves, *self._state], self.__name__)
+        return apply_views(steps, outs, [*leaves, *self._state])
 
     def _build(self, outs: tuple) -> Any:
         """The function's outputs from its flat results."""
