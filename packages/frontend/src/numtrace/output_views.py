@@ -142,6 +142,8 @@ def find_views(graph: Graph, spec: CallSpec, results: Sequence[Any], inputs: Seq
             partners += [-1 - i for i, other in enumerate(inputs) if _overlaps(array, other)]
             if partners:
                 overlaps[pos] = partners
+    if not overlaps:
+        return []
     # A result whose graph value comes first is a root candidate of those after it.
     order = {node: k for k, node in enumerate(graph.nodes)}
     candidates = sorted(overlaps, key=lambda p: order.get(graph.outputs[items[p]].node, -1))

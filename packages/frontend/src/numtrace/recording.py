@@ -202,10 +202,21 @@ def _output_spec(tracer: Tracer, result: Any, strict: bool, leaves: list, mutate
         raise RuntimeError("the traced function returned nothing (None) and wrote into none of its "
                            "arguments; it must return an array or a tuple of arrays computed from its "
                            "inputs, or update its argument arrays in place")
-    if not _holds(result, _is_array) and not (_holds(result, _is_number) and _guarded(tracer)):
+    if not _holds(result, _is_array) and not (_holds(result, _is_number) and _guarded(tracer)) \
+            and not _empty(result):
         raise RuntimeError(f"the traced function returned only Python values ({result!r:.100}); it must "
                            "return at least one array, or a Python number computed from the inputs' data")
     return _flatten_output(tracer, result, "output", strict, leaves, {})
+
+
+def _empty(obj: Any) -> bool:
+    """Whether `obj` is containers holding nothing (``()``: ``np.unstack`` of an empty axis, NumPy's
+    own result, which a trace returns as it is)."""
+    if isinstance(obj, (tuple, list)):
+        return all(_empty(x) for x in obj)
+    if isinstance(obj, dict):
+        return all(_empty(x) for x in obj.values())
+    return False
 
 
 def _holds(obj: Any, is_leaf: Callable[[Any], bool]) -> bool:
