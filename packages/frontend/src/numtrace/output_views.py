@@ -145,7 +145,7 @@ def find_views(graph: Graph, spec: CallSpec, results: Sequence[Any], inputs: Seq
     if not overlaps:
         return []
     # A result whose graph value comes first is a root candidate of those after it.
-    order = {node: k for k, node in enumerate(graph.nodes)}
+    order: dict[Any, int] = {node: k for k, node in enumerate(graph.nodes)}
     candidates = sorted(overlaps, key=lambda p: order.get(graph.outputs[items[p]].node, -1))
     views: list[int] = []
     # Replayed as a call at the traced shapes would be: shape arithmetic folded into the view calls.

@@ -160,9 +160,10 @@ def record_function(func: Callable, args: tuple, kwargs: Mapping[str, Any] | Non
         values = [_view_of_base(tracer, p) for pos, p in enumerate(out_leaves) if pos not in skip]
         tracer.graph.set_outputs(values + [inputs[i]._graph_value(tracer) for i in mutated])
         results, input_arrays = [p._concrete for p in out_leaves], [p._concrete for p in inputs]
-    spec = CallSpec(num_args=len(proxies), num_results=len(values),
-                    num_state=len(inputs) - len(proxies), written=tuple(mutated), returned=tuple(returned))
-    views = find_views(tracer.graph, spec, results, input_arrays,
+    call_spec = CallSpec(num_args=len(proxies), num_results=len(values),
+                         num_state=len(inputs) - len(proxies), written=tuple(mutated),
+                         returned=tuple(returned))
+    views = find_views(tracer.graph, call_spec, results, input_arrays,
                        lambda pos: _result_name(out_spec, pos) or "output")
     passes.dce(tracer.graph, keep_checks=True, unchecked=tracer.discarded)   # NumPy's shape checks stay
     merged = passes.cse(tracer.graph)   # a subexpression the code computes twice runs once, on every backend
@@ -176,7 +177,8 @@ def _view_of_base(tracer: Tracer, array: Any) -> Any:
     memory), read again from its base's latest value, so that the graph relates the two as NumPy's
     arrays are related even after a write through the view (see output_views)."""
     parent, view = array._parent, array._view
-    if parent is None or not hasattr(view, "read") or not np.may_share_memory(array._concrete, parent._concrete):
+    if parent is None or not hasattr(view, "read") or \
+            not np.may_share_memory(array._concrete, parent._concrete):
         return array._graph_value(tracer)
     base = tracer.wrap(_view_of_base(tracer, parent), parent._concrete)   # (a view of a view: its base's)
     return view.read(tracer, base, array._concrete)
@@ -278,8 +280,8 @@ def _flatten_output(tracer: Tracer, obj: Any, where: str, strict: bool, leaves: 
             index = seen[id(obj)] = len(leaves) - 1
         return Leaf(index)
     if isinstance(obj, tuple):
-        return SequenceSpec(_tuple_type(obj), [_flatten_output(tracer, x, f"{where}[{i}]", strict, leaves, seen)
-                                 for i, x in enumerate(obj)])
+        return SequenceSpec(_tuple_type(obj), [
+            _flatten_output(tracer, x, f"{where}[{i}]", strict, leaves, seen) for i, x in enumerate(obj)])
     if isinstance(obj, list):
         if strict:
             warn_at_user_line(

@@ -5,8 +5,9 @@ A traced function is called with its arguments flattened to arrays; the graph's 
 arguments followed by module state. The graph's outputs are the function's results followed by the
 new contents of the inputs it wrote into (``x += 1``), which the call copies back into the caller's
 arrays, as NumPy would have written them. A result that is an argument itself (``return x``, or
-``return w`` after ``w -= ...``) is the caller's own array, not a copy, as NumPy returns it. A written input (argument or module state)
-must not share memory with another input: the trace reads them as separate arrays.
+``return w`` after ``w -= ...``) is the caller's own array, not a copy, as NumPy returns it. A written
+input (argument or module state) must not share memory with another input: the trace reads them as
+separate arrays.
 
 Backends receive the spec in `Backend.compile`. Most run only the graph and leave the rest of the call
 to `run_call`; a backend may instead implement the whole call (the CPU backend's C fast path,
