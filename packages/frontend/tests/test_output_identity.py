@@ -175,3 +175,16 @@ def test_identity_survives_save_and_load(tmp_path, backend):
     same.save(path)
     a, b = nt.load(path, backend=backend)(np.arange(4.0))
     assert a is b
+
+
+@pytest.mark.triton
+def test_an_empty_tuple_is_returned_as_numpy_returns_it(backend):
+    def parts(x):
+        return tuple(np.unstack(x, axis=0))
+
+    traced = _trace(parts, (np.ones((2, 3)),), backend)
+    with pytest.warns(nt.TracerWarning, match="re-tracing"):
+        assert traced(np.ones((0, 3))) == () == parts(np.ones((0, 3)))
+    got = traced(np.arange(6.0).reshape(2, 3))
+    np.testing.assert_array_equal(got[1], [3.0, 4.0, 5.0])
+    assert nt.trace(lambda x: (), (np.ones(2),), backend=backend, check_trace=False)(np.ones(5)) == ()
