@@ -188,3 +188,20 @@ def test_an_empty_tuple_is_returned_as_numpy_returns_it(backend):
     got = traced(np.arange(6.0).reshape(2, 3))
     np.testing.assert_array_equal(got[1], [3.0, 4.0, 5.0])
     assert nt.trace(lambda x: (), (np.ones(2),), backend=backend, check_trace=False)(np.ones(5)) == ()
+
+
+def test_module_state_returned_shares_the_modules_memory(backend):
+    class Model(nt.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nt.Parameter(np.arange(6.0))
+
+        def forward(self, x):
+            return self.w, self.w[::2], x * self.w
+
+    model = Model()
+    traced = nt.trace_module(model, {"forward": np.ones(6)}, backend=backend, check_trace=False)
+    whole, strided, product = traced.forward(np.ones(6))
+    assert np.shares_memory(whole, model.w) and np.shares_memory(strided, model.w)
+    strided[1] = -1.0
+    assert model.w[2] == -1.0 and not np.shares_memory(product, model.w)

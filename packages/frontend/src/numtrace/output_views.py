@@ -52,7 +52,7 @@ def _replay(value: Any, roots: dict[Any, int]) -> Callable[[Sequence[Any], Seque
     seen: set = set()
 
     def visit(v: Any) -> None:
-        if v in seen or (v in roots and v is not value):
+        if v in seen or v in roots:
             return
         node = v.node
         if node is None:
@@ -153,7 +153,7 @@ def find_views(graph: Graph, spec: CallSpec, results: Sequence[Any], inputs: Seq
     for pos in candidates:
         value = graph.outputs[items[pos]]
         roots = _roots(graph, items, spec.written, [*views, pos])
-        if roots.get(value, pos) != pos:
+        if roots.get(value, pos) >= 0 and roots.get(value, pos) != pos:
             roots.pop(value)   # a result CSE made equal to another: replayed from the roots all the same
         try:
             replayed = _replay(value, roots)(results, inputs)
@@ -188,7 +188,8 @@ def view_steps(graph: Graph, spec: CallSpec, views: Sequence[int], types: Sequen
     for k, pos in enumerate(views):
         roots = _roots(g, items, spec.written, views[k:])
         value = g.outputs[items[pos]]
-        roots.pop(value, None)
+        if roots.get(value, -1) >= 0:
+            roots.pop(value)
         try:
             replays.append((pos, _replay(value, roots)))
         except _NotAView as why:
