@@ -24,7 +24,7 @@ from . import codegen
 
 __all__ = ["apply_views", "find_views", "view_steps"]
 
-# (result position, replay(results, inputs) -> the view), in an order where a root result comes first.
+# (result position, replay(results, inputs) -> the view): each reads roots only, never another view.
 Replays = list[tuple[int, Callable[[Sequence[Any], Sequence[Any]], Any]]]
 
 _REFUSAL = ("{what} of the traced function shares memory with {other} (NumPy returns a view), but the "
@@ -185,8 +185,8 @@ def view_steps(graph: Graph, spec: CallSpec, views: Sequence[int], types: Sequen
     g = specialize(graph, list(types), check_shapes=False)
     items = spec.result_items
     replays: Replays = []
-    for k, pos in enumerate(views):
-        roots = _roots(g, items, spec.written, views[k:])
+    for pos in views:
+        roots = _roots(g, items, spec.written, views)   # as when tracing: replayed from the other roots
         value = g.outputs[items[pos]]
         if roots.get(value, -1) >= 0:
             roots.pop(value)
