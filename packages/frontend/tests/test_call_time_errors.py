@@ -53,8 +53,7 @@ def test_numpys_error_class_is_raised(backend, fn, example, bad, error):
         traced = nt.trace(fn, example, backend=backend, check_trace=False)
     with pytest.raises(error) as info:
         traced(*bad)
-    assert isinstance(info.value, RuntimeError)   # the node-naming wrapper stays a RuntimeError too
-    assert "While executing node" in str(info.value) and __file__.rsplit("/", 1)[-1] in str(info.value)
+    assert __file__.rsplit("/", 1)[-1] in str(info.value)   # the error names the user's line
     np.testing.assert_array_equal(traced(*example), fn(*example))
 
 
