@@ -496,8 +496,6 @@ def _into_runner(step: IntoStep):
         def run_into_several(env, nthreads):
             try:
                 fn(*[env[i] for i in ins], out=tuple(env[o] for o in outs))
-            except _NUMPY_REPORTS:
-                raise
             except Exception as exc:
                 raise execution_error(step.nodes[-1], exc) from exc
         return run_into_several
@@ -506,8 +504,6 @@ def _into_runner(step: IntoStep):
     def run_into(env, nthreads):
         try:
             fn(*[env[i] for i in ins], out=env[o])
-        except _NUMPY_REPORTS:
-            raise
         except Exception as exc:
             raise execution_error(step.nodes[-1], exc) from exc
     return run_into
@@ -636,11 +632,6 @@ def _view_fits(step: ViewStep, types: dict) -> bool:
     return type(r) is np.ndarray and r.dtype == t_out.dtype and r.shape == tuple(t_out.shape)
 
 
-# What NumPy's reference raises to report a floating-point error (np.errstate "raise", or a warnings
-# filter "error"): passed on as NumPy's own, as an untraced call raises it.
-_NUMPY_REPORTS = (FloatingPointError, Warning)
-
-
 def _in_errstate(fn, nodes):
     """`fn` in the error state the traced function set around its node (`Node.errstate`), if any."""
     state = node_errstate(nodes[-1]) if nodes else None
@@ -663,8 +654,6 @@ def _fallback_runner(step: FallbackStep, types: dict):
         def run_one(env, nthreads):   # one array of a known type (a host call's result): a tuple compare
             try:
                 r = fn(*[env[i] for i in ins], **attrs)
-            except _NUMPY_REPORTS:
-                raise
             except Exception as exc:
                 raise execution_error(step.nodes[-1], exc) from exc
             if type(r) is not np.ndarray or r.dtype != dtype or r.shape != shape:
@@ -678,8 +667,6 @@ def _fallback_runner(step: FallbackStep, types: dict):
     def run_fallback(env, nthreads):
         try:
             result = fn(*[env[i] for i in ins], **attrs)
-        except _NUMPY_REPORTS:
-            raise
         except Exception as exc:
             raise execution_error(step.nodes[-1], exc) from exc
         results = result if len(outs) > 1 else (result,)

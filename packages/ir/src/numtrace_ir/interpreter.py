@@ -15,7 +15,7 @@ import numpy as np
 
 from numtrace_ir import registry
 from numtrace_ir.backend import plain_array
-from numtrace_ir.errors import execution_error, while_executing
+from numtrace_ir.errors import execution_error
 from numtrace_ir.exactness import data_guard_cone
 from numtrace_ir.fp_errors import node_errstate
 from numtrace_ir.ops import host
@@ -138,10 +138,6 @@ class Interpreter:
                 else:
                     with np.errstate(**step.errstate):
                         result = step.fn(*[env[s] for s in step.inputs], **step.attrs)
-            except (FloatingPointError, Warning) as exc:
-                # NumPy's report under np.errstate(...="raise") or a warnings filter "error": NumPy's own
-                exc.add_note(while_executing(step.node))
-                raise
             except Exception as exc:
                 raise execution_error(step.node, exc) from exc
             if len(step.outputs) == 1:
