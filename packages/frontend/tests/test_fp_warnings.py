@@ -56,7 +56,8 @@ def test_call_reports_like_numpy(backend, func, example, call):
 
 def test_errstate_raise_raises_from_traced_call(backend):
     traced = _traced(log_of_zeros, (np.ones(3),), backend)
-    with np.errstate(all="raise"), pytest.raises(FloatingPointError, match="divide by zero encountered in log"):
+    with np.errstate(all="raise"), \
+            pytest.raises(FloatingPointError, match="divide by zero encountered in log"):
         traced(np.ones(3))
     traced = _traced(standardize, (np.arange(12.0).reshape(4, 3),), backend)
     x = np.array([[1.0, 2.0, 5.0], [3.0, 4.0, 7.0]])
@@ -81,8 +82,8 @@ def test_errstate_inside_the_function_scopes_its_ops(backend):
     for x in (np.array([0.0, 1.0]), np.array([1.0, 2.0])):
         for state in ({}, {"all": "raise"}, {"all": "ignore"}):
             with np.errstate(**state):
-                want = _reports(lambda: quiet_inside(x))
-                assert _reports(lambda: traced(x)) == want, (x, state)
+                want = _reports(lambda x=x: quiet_inside(x))
+                assert _reports(lambda x=x: traced(x)) == want, (x, state)
 
 
 def test_errstate_raise_inside_the_function(backend):

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 __all__ = ["NUMPY_STEPS", "AssignedViewStep", "ConstantStep", "FallbackStep", "FusedStep", "IntoStep",
-           "LayoutViewStep", "MatmulStep", "PartViewStep", "ScanStep", "SetitemStep", "SmallMatmulStep", "Step",
-           "ViewStep"]
+           "LayoutViewStep", "MatmulStep", "PartViewStep", "ScanStep", "SetitemStep", "SmallMatmulStep",
+           "Step", "ViewStep"]
 
 
 @dataclass

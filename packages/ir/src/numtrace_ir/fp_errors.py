@@ -41,11 +41,11 @@ _QUIET = {"all": "ignore"}
 
 def reported(flags: int) -> bool:
     """Whether the caller's current NumPy error state does anything for one of `flags`."""
-    state = np.geterr()
+    state: dict[str, Any] = dict(np.geterr())
     return any(flags & bit and state[kind] != "ignore" for kind, bit in _KINDS)
 
 
-def node_errstate(node: Any) -> dict[str, str] | None:
+def node_errstate(node: Any) -> dict[str, Any] | None:
     """The ``np.errstate`` keywords the traced function set around `node` (`Node.errstate`), or None."""
     text = node.errstate
     if text is None:
@@ -76,7 +76,8 @@ def shape_warnings(nodes: Iterable[Any]) -> list[Any]:
 def rerunnable(graph: Any) -> bool:
     """Whether running `graph` again does nothing but compute: no random draw (it would advance the
     caller's generator) and no host call (it runs any Python function)."""
-    return not any(node.op == "prim.host_call" or registry.get(node.op).nondeterministic for node in graph.nodes)
+    return not any(node.op == "prim.host_call" or registry.get(node.op).nondeterministic
+                   for node in graph.nodes)
 
 
 _MESSAGES = {"divide": "divide by zero", "over": "overflow", "under": "underflow", "invalid": "invalid value"}
@@ -85,7 +86,7 @@ _MESSAGES = {"divide": "divide by zero", "over": "overflow", "under": "underflow
 def report_kinds(flags: int, where: str = "a traced call") -> None:
     """NumPy's report of `flags` under the caller's state, naming `where` for the op: for a graph
     that cannot run again (`rerunnable`)."""
-    state = np.geterr()
+    state: dict[str, Any] = dict(np.geterr())
     for kind, bit in _KINDS:
         mode = state[kind]
         if not flags & bit or mode == "ignore":
@@ -96,11 +97,13 @@ def report_kinds(flags: int, where: str = "a traced call") -> None:
         elif mode == "raise":
             raise FloatingPointError(message)
         elif mode == "call":
-            np.geterrcall()(kind, bit)
+            handler: Any = np.geterrcall()
+            handler(kind, bit)
         elif mode == "print":
             print(f"Warning: {message}")
         elif mode == "log":
-            np.geterrcall().write(f"Warning: {message}\n")
+            log: Any = np.geterrcall()
+            log.write(f"Warning: {message}\n")
 
 
 class ErrstateWatch:
@@ -112,13 +115,14 @@ class ErrstateWatch:
 
     def __init__(self) -> None:
         self._entry = _EXTOBJ.get() if _EXTOBJ is not None else None
-        self._entry_state = np.geterr()
+        self._entry_state: dict[str, Any] = dict(np.geterr())
 
     def since(self) -> str | None:
         if _EXTOBJ is not None and _EXTOBJ.get() is self._entry:
             return None
-        now = np.geterr()
-        return ",".join(f"{kind}={now[kind]}" for kind, _ in _KINDS if now[kind] != self._entry_state[kind]) or None
+        now: dict[str, Any] = dict(np.geterr())
+        changed = [f"{kind}={now[kind]}" for kind, _ in _KINDS if now[kind] != self._entry_state[kind]]
+        return ",".join(changed) or None
 
 
 class Reporter:

@@ -143,10 +143,10 @@ def _escapes(node: Node, outputs: set, views: dict[str, bool]) -> bool:
 
 def cse(g: Graph) -> int:
     """Merge each node into an earlier one with the same op, inputs, output types, attributes (the
-    same bits: see `_AttrKeys`) and error state (`Node.errstate`: it decides what the op reports); returns how many nodes were erased. Only pure ops (`OpDef.pure`) are
-    merged: never random draws, guards, host calls or writes, nor ops the registry does not know. Two
-    nodes whose results both leave the graph (returned, or viewed) stay apart, so merging never makes two
-    results one array."""
+    same bits: see `_AttrKeys`) and error state (`Node.errstate`: it decides what the op reports);
+    returns how many nodes were erased. Only pure ops (`OpDef.pure`) are merged: never random draws,
+    guards, host calls or writes, nor ops the registry does not know. Two nodes whose results both leave
+    the graph (returned, or viewed) stay apart, so merging never makes two results one array."""
     seen: dict[tuple, Node] = {}
     pure: dict[str, bool] = {}
     views: dict[str, bool] = {}
