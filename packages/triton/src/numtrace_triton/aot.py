@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .emit_body import GeneratedKernel
+from .emit_body import COMPILE_OPTIONS, GeneratedKernel
 from .kernel_cache import load_file, load_kernel
 
 __all__ = ["compile_for_gpu", "compiler_process", "kernel_spec"]
@@ -91,7 +91,7 @@ def _compile_one(spec: dict, arch: int) -> dict:
         compiled = triton.compile(
             src,
             target=GPUTarget("cuda", arch, 32),
-            options={"num_warps": spec["num_warps"], "enable_fp_fusion": True},
+            options={"num_warps": spec["num_warps"], **COMPILE_OPTIONS},
         )
     except Exception as exc:  # report every kernel's failure, not just the first
         return {"name": spec["name"], "ok": False, "error": f"{type(exc).__name__}: {exc}"[-3000:]}
