@@ -24,6 +24,7 @@ import numpy as np
 from numtrace_ir.registry import OpDef
 
 from . import transcendental  # noqa: F401  (registers its lowerings)
+from .dtypes import compute_float
 from .elementwise_core import (
     LOWERINGS,
     Arg,
@@ -168,20 +169,25 @@ def _float_divmod(w: SourceWriter, a: str, b: str, dtype: np.dtype) -> tuple[str
     return floordiv, mod
 
 
-@register(np.floor_divide)
-def _floor_divide(w, args, attrs, out):
-    a, b = (named(w, cast_to(w, x, out)) for x in args)
-    if out.kind == "b":
-        raise NotImplementedError("np.floor_divide on booleans")
-    return (_float_divmod if out.kind == "f" else _int_floor_divmod)(w, a, b, out)[0]
+def _divmod_part(name: str, part: int) -> Lowering:
+    """Part ``part`` of NumPy's divmod; float16 in float32 and rounded back, as NumPy's half loop
+    does (and Triton has no float16 floor)."""
+
+    def lower(w, args, attrs, out):
+        if out.kind == "b":
+            raise NotImplementedError(f"{name} on booleans")
+        if out.kind != "f":
+            a, b = (named(w, cast_to(w, x, out)) for x in args)
+            return _int_floor_divmod(w, a, b, out)[part]
+        work = compute_float(out)
+        a, b = (named(w, cast_to(w, x, work)) for x in args)
+        return w.cast(_float_divmod(w, a, b, work)[part], work, out)
+
+    return lower
 
 
-@register(np.remainder)
-def _remainder(w, args, attrs, out):
-    a, b = (named(w, cast_to(w, x, out)) for x in args)
-    if out.kind == "b":
-        raise NotImplementedError("np.remainder on booleans")
-    return (_float_divmod if out.kind == "f" else _int_floor_divmod)(w, a, b, out)[1]
+register(np.floor_divide)(_divmod_part("np.floor_divide", 0))
+register(np.remainder)(_divmod_part("np.remainder", 1))
 
 
 @register(np.fmod)
