@@ -12,6 +12,9 @@ import os
 import shutil
 import tempfile
 
+import pytest
+from numtrace_ir.testing import hypothesis_profiles  # numtrace_ir imports no triton
+
 ON_GPU = os.environ.get("NUMTRACE_TRITON_TESTS_ON_GPU") == "1"
 if ON_GPU:
     os.environ.pop("TRITON_INTERPRET", None)
@@ -22,14 +25,11 @@ if "NUMTRACE_TRITON_CACHE_DIR" not in os.environ:
     os.environ["NUMTRACE_TRITON_CACHE_DIR"] = _dir
     atexit.register(shutil.rmtree, _dir, True)
 
-import pytest
-from numtrace_ir.testing import hypothesis_profiles
+hypothesis_profiles.load()  # derandomized under CI
 
 # A test of the interpreter's own path (host memory, HostBuffer launches): skipped on a GPU.
 INTERPRETER_ONLY = pytest.mark.skipif(ON_GPU, reason="the interpreter's path (host memory, HostBuffer "
                                       "launches); NUMTRACE_TRITON_TESTS_ON_GPU=1 runs on the GPU")
-
-hypothesis_profiles.load()  # derandomized under CI
 
 
 # -- every kernel a test runs also compiled for a GPU (see gpu_compile_check) ----------------------------

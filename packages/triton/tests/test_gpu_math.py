@@ -20,7 +20,7 @@ from numtrace_ir.types import TensorType
 from numtrace_triton import Tuning, generate
 from numtrace_triton.aot import compile_for_gpu
 from numtrace_triton.elementwise import LOWERINGS
-from numtrace_triton.emit_body import GeneratedKernel
+from numtrace_triton.emit_body import HEADER, LIBDEVICE_IMPORT, GeneratedKernel
 
 pytestmark = pytest.mark.skipif(not enabled()[0], reason=f"no compile for a GPU here: {enabled()[1]}")
 
@@ -74,9 +74,9 @@ def _probe(fn: str) -> GeneratedKernel:
     for i, ty in enumerate(("tl.float32", "tl.float64")):
         args = ", ".join(f"tl.load(p{2 * i} + offs).to({ty}) + {k}" for k in range(nargs))
         lines.append(f"    tl.store(p{2 * i + 1} + offs, libdevice.{fn}({args}))")
-    source = ("import triton\nimport triton.language as tl\nfrom triton.language.extra.cuda import libdevice\n\n"
-              f"@triton.jit\ndef probe_{fn}(p0, p1, p2, p3, BLOCK: tl.constexpr):\n"
-              "    offs = tl.arange(0, BLOCK)\n" + "\n".join(lines) + "\n")
+    head = f"@triton.jit\ndef probe_{fn}(p0, p1, p2, p3, BLOCK: tl.constexpr):\n"
+    head += "    offs = tl.arange(0, BLOCK)\n"
+    source = f"{HEADER}{LIBDEVICE_IMPORT}\n{head}" + "\n".join(lines) + "\n"
     sig = {"p0": "*fp32", "p1": "*fp32", "p2": "*fp64", "p3": "*fp64", "BLOCK": "constexpr"}
     return GeneratedKernel(f"probe_{fn}", source, [], [], (1,), {"BLOCK": 128}, 4, sig)
 

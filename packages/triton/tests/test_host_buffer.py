@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
-from conftest import INTERPRETER_ONLY
 import triton
 import triton.language as tl
+from conftest import INTERPRETER_ONLY
 from numtrace_triton.host_buffer import HostBuffer, HostStorage
 
 

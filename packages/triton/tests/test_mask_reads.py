@@ -155,8 +155,8 @@ def test_a_key_with_a_slice_beside_the_mask_reads_on_the_host_in_its_stage():
 
 def test_many_blocks_and_a_looping_scan(monkeypatch):
     """Small blocks: the counts, the carried scan over chunks and the offsets cross block edges."""
-    small = dataclasses.replace(backend._tuning(), max_block=16, max_persistent=64, loop_block=16, tile_elems=64,
-                                mm_block=16, autotune=False)
+    small = dataclasses.replace(backend._tuning(), max_block=16, max_persistent=64, loop_block=16,
+                                tile_elems=64, mm_block=16, autotune=False)
     monkeypatch.setattr(backend, "_tuning", lambda: small)
     for shape, k in (((1000,), 1), ((300, 5), 1), ((40, 30), 2)):
         x = _data(shape, "float64")

@@ -157,9 +157,8 @@ def _float_divmod(w: SourceWriter, a: str, b: str, dtype: np.dtype) -> tuple[str
     mod = w.let(w.fmod(a, b, dtype))  # sign of the dividend
     div = w.let(w.div(f"{a} - {mod}", b, dtype))
     fix = w.let(f"({mod} != 0) & (({b} < 0) != ({mod} < 0))")
-    mod = w.let(
-        where(fix, f"{mod} + {b}", where(f"{mod} == 0", f"tl.where({b} < 0, {w.const(-0.0, dtype)}, {zero})", mod))
-    )
+    signed_zero = f"tl.where({b} < 0, {w.const(-0.0, dtype)}, {zero})"
+    mod = w.let(where(fix, f"{mod} + {b}", where(f"{mod} == 0", signed_zero, mod)))
     div = w.let(where(fix, f"{div} - {one}", div))
     floordiv = w.let(f"tl.floor({div})")
     floordiv = w.let(where(f"{div} - {floordiv} > {half}", f"{floordiv} + {one}", floordiv))

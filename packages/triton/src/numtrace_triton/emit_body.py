@@ -61,8 +61,8 @@ class Tuning:
     @staticmethod
     def gpu() -> Tuning:
         return Tuning(
-            max_block=1024, max_persistent=8192, loop_block=2048, tile_elems=8192, mm_block=128, autotune=True,
-            libdevice=True,
+            max_block=1024, max_persistent=8192, loop_block=2048, tile_elems=8192, mm_block=128,
+            autotune=True, libdevice=True,
         )
 
     @staticmethod
