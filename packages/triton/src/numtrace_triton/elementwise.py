@@ -203,11 +203,15 @@ def _fmod(w, args, attrs, out):
 
 
 def _float_pow(w: SourceWriter, a: str, b: str, dtype: np.dtype) -> str:
-    """``a ** b`` for floats via ``exp2(b * log2|a|)`` (computed in float64 for float32 accuracy)."""
+    """``a ** b`` for floats from ``|a| ** b`` (computed in float64 for float32 accuracy), with NumPy's
+    signs and special cases."""
     work = np.dtype(np.float64)
     aw, bw = w.let(w.cast(a, dtype, work)), w.let(w.cast(b, dtype, work))
     one, two, zero = w.const(1.0, work), w.const(2.0, work), w.const(0.0, work)
-    mag = w.let(w.math("exp2", f"{bw} * {w.math('log2', f'tl.abs({aw})')}"))
+    # |a| ** b: libdevice's pow on a GPU (within 2 ulp); the interpreter's exp2(b * log2|a|) loses
+    # digits when b * log2|a| is large.
+    mag = w.let(f"libdevice.pow(tl.abs({aw}), {bw})" if w.libdevice
+                else w.math("exp2", f"{bw} * {w.math('log2', f'tl.abs({aw})')}"))
     is_int = w.let(f"tl.floor({bw}) == {bw}")
     odd = w.let(f"{is_int} & (tl.floor({bw} * {w.const(0.5, work)}) * {two} != {bw})")
     # A negative base needs an integer exponent (odd ones keep the sign), except -inf and -0.0 (C's pow).
