@@ -72,7 +72,10 @@ class SourceWriter:
         if name is None:
             name = f"c{len(self._consts)}"
             self._consts[(text, ty)] = name
-            self.const_lines.append(f"{name} = tl.full([1], {text}, {ty})")
+            full = f"tl.full([1], {text}, {ty})"
+            if text == "-0.0":  # Triton 3.6's tl.full writes a zero of either sign as +0.0
+                full = f"tl.full([1], 0.0, {ty}) * tl.full([1], -1.0, {ty})"
+            self.const_lines.append(f"{name} = {full}")
         return name
 
     def math(self, name: str, *args: str) -> str:
