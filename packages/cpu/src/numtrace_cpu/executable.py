@@ -168,12 +168,14 @@ class Executable(CallRunner):
             "backend": "cpu",
             "isa": ISA,
             "threads": threads.get_num_threads(),
-            "nodes": sum(len(s.nodes) for s in self._steps),
+            "nodes": len({id(n) for s in self._steps for n in s.nodes}),
             "steps": len(self._steps),
             "kernels": len(fused) + sum(isinstance(s, (MatmulStep, ScanStep, SmallMatmulStep))
                                         for s in self._steps),
             "fused_groups": len(fused),
-            "fused_nodes": sum(len(s.nodes) for s in fused),
+            "fused_nodes": len({id(n) for s in fused for n in s.nodes}),
+            # elementwise nodes computed again in a later pass instead of read back (fusion.recomputable)
+            "recomputed_nodes": sum(len(s.nodes) for s in fused) - len({id(n) for s in fused for n in s.nodes}),
             "fused_group_sizes": [len(s.nodes) for s in fused],
             "instructions": sum(s.kernel.n_instructions for s in fused),
             "generated_kernels": sum(s.kernel.has_generated for s in fused),
