@@ -93,7 +93,8 @@ def test_pair_differences_computed_again_never_stored(n, dtype):
         pos, mass = _bodies(n, dtype, special)
         with errs():
             want = _numpy(pos, mass)[0]
-        gen, interp = (_compiled(g, [testing.type_of(pos), testing.type_of(mass)], m) for m in ("sync", "off"))
+        types = [testing.type_of(pos), testing.type_of(mass)]
+        gen, interp = (_compiled(g, types, mode) for mode in ("sync", "off"))
         with errs():
             got, ref = gen(pos, mass), interp(pos, mass)
         _assert_same_bits(got[0], ref[0])
