@@ -7,7 +7,7 @@ only while no node outside it has read one of its values, which is what makes mo
 to its last node's position (and so merging several groups) always legal.
 
 A cheap elementwise value that another pass computed from values no group computes (inputs, views,
-constants), and that is at least as large as each of its operands (a broadcast, as
+constants), and that is larger than each of its operands (a broadcast, as
 ``pos[None, :, :] - pos[:, None, :]``), is recomputed inside each later group that reads it instead
 of being read from memory: the same operation on the same operands, so the same bits, and the
 value's buffer (n*n*3 doubles for that difference) is never written where nothing else reads it.
@@ -48,14 +48,14 @@ def _size(v) -> int:
 def recomputable(v, computed) -> bool:
     """Whether value v, computed by an elementwise node of another group, may be computed again
     where it is read: a cheap op (RECOMPUTED_OPS) whose operands no group computes (`computed(w)`
-    false: inputs, constants, views), none larger than v and at most one as large, so a group that
-    reads them instead of v reads no more than it did."""
+    false: inputs, constants, views), each smaller than v (v broadcasts them), so a group that
+    reads them instead of v reads less than it did."""
     node = v.node
     plan = elementwise_plan(node) if node is not None else None
     if plan is None or plan[0] not in RECOMPUTED_OPS or any(computed(w) for w in node.inputs):
         return False
     sizes = [_size(w) for w in node.inputs]
-    return max(sizes, default=0) <= _size(v) and sizes.count(_size(v)) <= 1
+    return max(sizes, default=0) < _size(v)
 
 
 def group_nodes(nodes: list, position: dict, unfused: frozenset | set = frozenset()) -> list:
