@@ -139,7 +139,8 @@ def test_value_only_a_broadcasting_pass_reads_is_not_computed_twice():
     def node(op, *args, **attrs):
         return g.create_node(op, list(args), attrs=attrs).output
 
-    d = node("np.subtract", node("np.getitem", a, index=(None, ALL)), node("np.getitem", b, index=(ALL, None)))
+    row, col = node("np.getitem", a, index=(None, ALL)), node("np.getitem", b, index=(ALL, None))
+    d = node("np.subtract", row, col)
     g.set_outputs([node("np.multiply", d, c)])
     rng = np.random.default_rng(3)
     x, y, z = rng.standard_normal(5), rng.standard_normal(7), rng.standard_normal((3, 1, 1))
