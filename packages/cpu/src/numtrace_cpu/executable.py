@@ -168,18 +168,21 @@ class Executable(CallRunner):
     def stats(self) -> dict:
         """What the plan does: kernels, fused groups and their sizes, BLAS calls, fallbacks, buffers."""
         fused = [s for s in self._steps if isinstance(s, FusedStep)]
+        fused_nodes = {id(n) for s in fused for n in s.nodes}
         fallbacks = [s.nodes[0].op for s in self._steps
                      if isinstance(s, FallbackStep) and not isinstance(s, ViewStep)]
         return {
             "backend": "cpu",
             "isa": ISA,
             "threads": threads.get_num_threads(),
-            "nodes": sum(len(s.nodes) for s in self._steps),
+            "nodes": len({id(n) for s in self._steps for n in s.nodes}),
             "steps": len(self._steps),
             "kernels": len(fused) + sum(isinstance(s, (MatmulStep, ScanStep, SmallMatmulStep))
                                         for s in self._steps),
             "fused_groups": len(fused),
-            "fused_nodes": sum(len(s.nodes) for s in fused),
+            "fused_nodes": len(fused_nodes),
+            # elementwise nodes computed again in a later pass instead of read back (fusion.recomputable)
+            "recomputed_nodes": sum(len(s.nodes) for s in fused) - len(fused_nodes),
             "fused_group_sizes": [len(s.nodes) for s in fused],
             "instructions": sum(s.kernel.n_instructions for s in fused),
             "generated_kernels": sum(s.kernel.has_generated for s in fused),
