@@ -165,6 +165,18 @@ cdef void _gemv_dots_unit(void* arg, int u) noexcept nogil:
     _gemv_dots_range(g, u * g.per_unit, min(g.n, (u + 1) * g.per_unit))
 
 
+cdef inline Py_ssize_t _gemv_column_pieces(Py_ssize_t nchunks, Py_ssize_t n, Py_ssize_t align,
+                                          int nteam) noexcept nogil:
+    """Into how many column ranges the rows form cuts each row chunk: one per thread when the chunks
+    do not divide evenly among `nteam` threads and each range keeps two vectors (`align` elements)."""
+    return nteam if nteam > 1 and nchunks % nteam and n >= 2 * align * nteam else 1
+
+
+def gemv_column_pieces(Py_ssize_t K, Py_ssize_t n, Py_ssize_t itemsize, int nthreads) -> int:
+    """`_gemv_column_pieces` for a rows-form product of K rows and n columns on the team (stats())."""
+    return _gemv_column_pieces((K + NT_GEMV_CHUNK - 1) // NT_GEMV_CHUNK, n, 64 // itemsize, nthreads)
+
+
 cdef void _gemv_run(GemvArgs* g, int nthreads) noexcept nogil:
     """The product over a team of up to `nthreads` (nt_team.h). Its units are pieces of the rows
     form (each row chunk cut into one 64-byte-aligned column range per thread, so that the threads'
@@ -174,9 +186,10 @@ cdef void _gemv_run(GemvArgs* g, int nthreads) noexcept nogil:
     cdef Py_ssize_t align = 64 // g.itemsize
     cdef Py_ssize_t fine, units
     cdef int nteam = nthreads if g.M * g.K * g.n >= _gemv_parallel_min and nt_team_spin_ns > 0 else 1
-    g.ncols, g.colw = 1, g.n
-    if g.rows and nteam > 1 and g.nchunks % nteam and g.n >= 2 * align * nteam:
-        g.colw = ((g.n + nteam - 1) // nteam + align - 1) // align * align
+    g.ncols = _gemv_column_pieces(g.nchunks, g.n, align, nteam) if g.rows else 1
+    g.colw = g.n
+    if g.ncols > 1:
+        g.colw = ((g.n + g.ncols - 1) // g.ncols + align - 1) // align * align
         g.ncols = (g.n + g.colw - 1) // g.colw
     fine = g.nchunks * g.ncols if g.rows else (g.n + align - 1) // align
     g.per_unit = (fine + NT_TEAM_MAX_UNITS - 1) // NT_TEAM_MAX_UNITS
