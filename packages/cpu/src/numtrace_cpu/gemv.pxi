@@ -59,7 +59,8 @@ def set_team_spin_us(us):
     calling thread. Default 50 (NUMTRACE_TEAM_SPIN_US at import): a sleeping worker takes about 7 us
     to wake on the 2-core VM, as long as half a 784x512 GEMV. While spinning, a worker gives up its
     core every few microseconds, and after a few GEMVs in a row that the workers missed (the caller
-    ran every unit: they were descheduled) GEMVs run on the calling thread for 20 ms (nt_team.h)."""
+    ran every unit while they were awake: they were descheduled) GEMVs run on the calling thread for
+    1 to 20 ms (nt_team.h)."""
     global nt_team_spin_ns
     if isinstance(us, bool) or not isinstance(us, int) or not 0 <= us <= 10_000_000:
         raise ValueError(f"team spin must be an int from 0 to 10000000 microseconds, got {us!r}")
