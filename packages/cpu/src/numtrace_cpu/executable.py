@@ -472,7 +472,8 @@ def _gemv_column_pieces(step: Step, types: dict) -> int:
     if _gemv_macs(step, types) < blocks.GEMV_PARALLEL_MIN:
         return 1
     mat = types[step.inputs[1]]
-    return blocks.gemv_column_pieces(mat.shape[0], mat.shape[1], mat.dtype.itemsize, threads.get_num_threads())
+    nthreads = threads.get_num_threads()
+    return blocks.gemv_column_pieces(mat.shape[0], mat.shape[1], mat.dtype.itemsize, nthreads)
 
 
 def _packed_runner(step: MatmulStep, types: dict):
