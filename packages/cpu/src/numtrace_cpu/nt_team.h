@@ -9,16 +9,18 @@
  * runnable threads are not starved, then sleep on a condition variable; after other jobs (the packed
  * products, long enough to pay a wake-up) they sleep at once.
  *
- * Back-off: a spinning job in which the workers ran no unit although every worker was awake (spinning,
- * not asleep on the condition variable) when it was posted is a miss: the workers were starved of
- * cores (more runnable threads than cores, e.g. OpenBLAS's pool spinning in the same process), not
- * idle. A job whose workers were asleep wakes them and is no miss, so the first jobs after a pause
- * never count against the team. After NT_TEAM_MISSES misses in a row, spinning jobs run on the
- * calling thread alone for a back-off period, so a loaded machine gets the one-thread behaviour
- * instead of paying for wake-ups; the team is then probed again. The period starts at
- * NT_TEAM_SOLO_MIN_NS and doubles with each back-off that follows a back-off without a shared job
- * between them, up to NT_TEAM_SOLO_NS: a short contention (another pool's spin after its last call)
- * costs little, and lasting contention probes the team rarely.
+ * Back-off: a spinning job is a miss when the workers ran no unit although every worker was awake
+ * (spinning, not asleep on the condition variable) when it was posted, or when the caller had to
+ * wait NT_TEAM_LONG_WAIT pauses for a worker's unit (that worker was preempted in the middle of it): the
+ * workers were starved of cores (more runnable threads than cores, e.g. OpenBLAS's pool spinning in
+ * the same process), not idle. A job whose workers were asleep wakes them and is no miss, so the
+ * first jobs after a pause never count against the team. After NT_TEAM_MISSES misses in a row,
+ * spinning jobs run on the calling thread alone for a back-off period, so a loaded machine gets the
+ * one-thread behaviour instead of paying for wake-ups and preempted workers; the team is then
+ * probed again. The period starts at NT_TEAM_SOLO_MIN_NS, doubles with each back-off up to
+ * NT_TEAM_SOLO_NS, and halves with each job the workers shared without a wait: a short contention
+ * (another pool's spin after its last call) costs little, and lasting contention probes the team
+ * rarely.
  *
  * The caller never waits for a worker that has not started: each unit is claimed once (an atomic
  * flag), so the caller takes over whatever a late or descheduled worker has not begun, and waits
@@ -46,6 +48,9 @@
 #define NT_TEAM_MAX 63            /* workers beside the calling thread */
 #define NT_TEAM_MAX_UNITS 256     /* units per job (callers group finer work into these) */
 #define NT_TEAM_MISSES 3          /* spinning jobs in a row the workers miss before the back-off */
+/* Pauses the caller waits for a worker's unit (tens of microseconds, far longer than one unit)
+   beyond which that worker counts as preempted. */
+#define NT_TEAM_LONG_WAIT 1024
 #define NT_TEAM_SOLO_MIN_NS 1000000LL   /* the first back-off's length */
 #define NT_TEAM_SOLO_NS 20000000LL      /* the longest back-off */
 /* How long the workers spin after a GEMV job (NUMTRACE_TEAM_SPIN_US, see gemv.pxi). */
@@ -210,10 +215,10 @@ static void nt_team_run_spin(nt_team_fn fn, void *arg, int nunits, int nteam, lo
             if (mine < nunits) atomic_fetch_add_explicit(&nt_team_jobs_shared, 1, memory_order_relaxed);
             if (spin_ns > 0) {
                 nt_team.solo_until = 0;
-                if (mine < nunits) {
+                if (mine < nunits && spins < NT_TEAM_LONG_WAIT) {
                     nt_team.misses = 0;
-                    nt_team.solo_ns = NT_TEAM_SOLO_MIN_NS;
-                } else if (all_awake && ++nt_team.misses >= NT_TEAM_MISSES) {
+                    if (nt_team.solo_ns / 2 >= NT_TEAM_SOLO_MIN_NS) nt_team.solo_ns /= 2;
+                } else if ((all_awake || mine < nunits) && ++nt_team.misses >= NT_TEAM_MISSES) {
                     nt_team.misses = 0;
                     nt_team.solo_until = nt_team_now_ns() + nt_team.solo_ns;
                     nt_team.solo_ns = nt_team.solo_ns * 2 < NT_TEAM_SOLO_NS ? nt_team.solo_ns * 2 : NT_TEAM_SOLO_NS;
