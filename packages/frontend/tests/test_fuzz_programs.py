@@ -108,6 +108,15 @@ def _gemv_team(a):
     return np.maximum(np.sum(a) * np.linspace(-1.0, 1.0, 256) @ _TEAM_W + _TEAM_B, 0.0)
 
 
+# Seven row chunks of 64, which 2 to 6 threads do not divide: the team cuts each chunk into column
+# ranges.
+_TEAM_W7 = np.concatenate([_TEAM_W, _TEAM_W[:192] * -0.5])
+
+
+def _gemv_team_columns(a):
+    return np.maximum(np.sum(a) * np.linspace(-1.0, 1.0, 448) @ _TEAM_W7 + _TEAM_B, 0.0)
+
+
 def _gemv_rows(a):
     """A few rows of x times a run-time W (from the input, with signed zeros): the GEMV kernels'
     (M, K) @ (K, N) form."""
@@ -313,9 +322,10 @@ FAST_STEPS = [name for name in STEPS if name in (
     "pow_m2_huge", "pow_m2_tiny", "pow_m1_subnormal", "pow_half", "pow_3_huge", "pow_4", "pow_m_half",
     "pow_2_neg_zero", "reshape_write", "ravel_write", "T_reshape_write", "set_row", "set_slice", "iadd",
     "set_int_idx", "assign_expr", "sum_mid", "mean_pairs_last", "pair_sums")]
-STEPS.update({"gemv_team": (1, _gemv_team)})
+STEPS.update({"gemv_team": (1, _gemv_team), "gemv_team_columns": (1, _gemv_team_columns)})
 # Steps only the explicit examples below run, so that adding them leaves the random draws as they were.
 EXAMPLE_ONLY = {"merge_heads", "merge_heads_pass", "causal_softmax", "causal_softmax_nan_row", "gemv_team",
+                "gemv_team_columns",
                 "outer_pass"}
 NAMES = sorted(set(STEPS) - EXAMPLE_ONLY)
 
@@ -370,6 +380,7 @@ FAST_PATHS = {
     "GEMV with a fused bias": lambda s: s["gemv_epilogues"],
     "GEMV over a few rows of x": lambda s: s["gemv_rows_of_x"],
     "GEMV split over the thread team": lambda s: s["gemv_team"],
+    "GEMV team pieces cut by columns": lambda s: s["gemv_team_columns"],
     "packed-weight product": lambda s: s["packed_matmuls"],
     "packed-weight product with a fused epilogue": lambda s: s["packed_epilogue_ops"],
     "packed product of run-time values": lambda s: s["packed_runtime"],
@@ -503,6 +514,8 @@ def run_case(steps, backend):
 # folded mask and widened product (which the random programs reach only now and then).
 @example(steps=[("packed", 0, 0)])
 @example(steps=[("gemv_team", 0, 0)])
+@example(steps=[("gemv_team_columns", 0, 0)])
+@example(steps=[("neg_zero", 1, 0), ("gemv_team_columns", 3, 0)])
 @example(steps=[("neg_zero", 1, 0), ("gemv_team", 3, 0)])
 @example(steps=[("packed_residual", 1, 0), ("packed", 0, 0)])
 @example(steps=[("assign_expr", 0, 1)])
