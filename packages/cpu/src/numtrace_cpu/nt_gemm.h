@@ -34,7 +34,21 @@
 #define NT_GEMM_KC 256
 #define NT_GEMM_MAX_OPS 4
 
-enum { NT_EPI_BIAS = 1, NT_EPI_RESIDUAL = 2, NT_EPI_RELU = 3, NT_EPI_RELU_ZERO_FIRST = 4 };
+enum { NT_EPI_BIAS = 1, NT_EPI_RESIDUAL = 2, NT_EPI_RELU = 3, NT_EPI_RELU_ZERO_FIRST = 4, NT_EPI_CHAIN = 5 };
+
+/* An elementwise chain after the product (the tanh form of GELU): instruction i computes slot
+ * nconst + 1 + i from slots a[i] and b[i] (b unused by tanh), where slot 0 is the product's value
+ * (after the ops before the chain) and slots 1..nconst its scalar constants, as the dtype; the last
+ * instruction's slot is the result. Each op rounds on its own as the interpreter's block loops do
+ * (nt_opcodes.h's scalar functions, contraction off; tanh through this build's block loop). */
+#define NT_CHAIN_MAX_INSTRS 16
+#define NT_CHAIN_MAX_CONSTS 8
+enum { NT_CHAIN_ADD = 1, NT_CHAIN_SUB = 2, NT_CHAIN_MUL = 3, NT_CHAIN_TANH = 4 };
+typedef struct {
+    int ninstr, nconst;
+    int op[NT_CHAIN_MAX_INSTRS], a[NT_CHAIN_MAX_INSTRS], b[NT_CHAIN_MAX_INSTRS];
+    double c[NT_CHAIN_MAX_CONSTS];
+} nt_gemm_chain;
 
 typedef struct {
     const char *a, *b, *packed, *bias, *resid;   /* packed: the whole pack, or NULL (pack per block) */
@@ -46,7 +60,48 @@ typedef struct {
     /* a unit: row_chunk rows x panel_chunk panels of one product of the stack */
     int ops[NT_GEMM_MAX_OPS], nops;
     int failed;                                  /* a unit could not get its packing scratch */
+    const nt_gemm_chain *chain;                  /* NT_EPI_CHAIN's program */
 } nt_gemm_args;
+
+#include "nt_loops.h"   /* the block loops the chain's tanh runs through, as the interpreter's */
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+#endif
+/* The chain over n <= NT_CHAIN_ROW values of x, in place. */
+#define NT_CHAIN_ROW 64
+#define NT_CHAIN_DEFINE(T, SUF)                                                                    \
+static void nt_gemm_chain_##SUF(const nt_gemm_chain *ch, T *x, ptrdiff_t n) {                      \
+    T r[1 + NT_CHAIN_MAX_CONSTS + NT_CHAIN_MAX_INSTRS][NT_CHAIN_ROW] __attribute__((aligned(64))); \
+    ptrdiff_t j;                                                                                   \
+    int i;                                                                                         \
+    for (j = 0; j < n; j++) r[0][j] = x[j];                                                        \
+    for (i = 0; i < ch->nconst; i++)                                                               \
+        for (j = 0; j < n; j++) r[1 + i][j] = (T)ch->c[i];                                         \
+    for (i = 0; i < ch->ninstr; i++) {                                                             \
+        T *d = r[1 + ch->nconst + i];                                                              \
+        const T *a = r[ch->a[i]], *b = r[ch->b[i] >= 0 ? ch->b[i] : 0];                            \
+        switch (ch->op[i]) {                                                                       \
+        case NT_CHAIN_ADD: for (j = 0; j < n; j++) d[j] = nt_op_add_##SUF(a[j], b[j]); break;       \
+        case NT_CHAIN_SUB: for (j = 0; j < n; j++) d[j] = nt_op_subtract_##SUF(a[j], b[j]); break;  \
+        case NT_CHAIN_MUL: for (j = 0; j < n; j++) d[j] = nt_op_multiply_##SUF(a[j], b[j]); break;  \
+        default: nt_loop_tanh_##SUF((char *)d, (const char *)a, NULL, n); break;                   \
+        }                                                                                          \
+    }                                                                                              \
+    for (j = 0; j < n; j++) x[j] = r[ch->nconst + ch->ninstr][j];                                  \
+}                                                                                                  \
+/* The chain over n values of x, any length (the NumPy fallback's output). */                     \
+static void nt_gemm_chain_all_##SUF(const nt_gemm_chain *ch, T *x, ptrdiff_t n) {                  \
+    ptrdiff_t j;                                                                                   \
+    for (j = 0; j < n; j += NT_CHAIN_ROW)                                                          \
+        nt_gemm_chain_##SUF(ch, x + j, n - j < NT_CHAIN_ROW ? n - j : NT_CHAIN_ROW);               \
+}
+NT_CHAIN_DEFINE(float, f32)
+NT_CHAIN_DEFINE(double, f64)
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
 
 /* The calling thread's packing scratch, at least `bytes` long and 64-byte aligned, or NULL when no
  * memory: one buffer per thread, kept between calls (a unit runs on one thread from start to end, so
@@ -70,6 +125,64 @@ static void *nt_gemm_scratch(size_t bytes) {
     return p + 64;
 }
 
+/* Packing a transposed B (its rows k adjacent, its columns sj apart: the keys of q @ k.T): 16 rows of
+ * k at a time, each column's 16 values read with one vector load and a 16 x 16 block transposed in
+ * registers, where the element loop reads every value from another cache line. The same values land
+ * in the same places, so the pack (and every product) is bit for bit the element loop's. Returns the
+ * first row of k it left to the element loop (k1 when it packed them all). AVX-512 float32 only,
+ * where a panel is 32 columns: two such blocks. */
+#if defined(__AVX512F__)
+#include <immintrin.h>
+static inline void nt_gemm_transpose16_f32(__m512 r[16]) {
+    __m512 t[16];
+    int i;
+    for (i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (i = 0; i < 16; i += 4) {
+        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (i = 0; i < 4; i++) {
+        t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+        t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xDD);
+        t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+        t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xDD);
+    }
+    for (i = 0; i < 4; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xDD);
+        r[i + 4] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0x88);
+        r[i + 12] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0xDD);
+    }
+}
+
+static ptrdiff_t nt_gemm_pack_t_f32(const float* s, ptrdiff_t sj, ptrdiff_t nc, ptrdiff_t k0, ptrdiff_t k1,
+                                    float* d) {
+    /* s: column 0 of the panel at row k = 0; d: the panel's row k0 (32 values a row) */
+    __m512 r[16];
+    ptrdiff_t k;
+    int h, c;
+    for (k = k0; k + 16 <= k1; k += 16) {
+        for (h = 0; h < 2; h++) {
+            for (c = 0; c < 16; c++)
+                r[c] = h * 16 + c < nc ? _mm512_loadu_ps(s + (h * 16 + c) * sj + k) : _mm512_setzero_ps();
+            nt_gemm_transpose16_f32(r);
+            for (c = 0; c < 16; c++) _mm512_storeu_ps(d + (k - k0 + c) * 32 + h * 16, r[c]);
+        }
+    }
+    return k;
+}
+#define NT_GEMM_PACK_T_f32(s, sj, nc, k0, k1, d) \
+    (NT_GEMM_NR_f32 == 32 ? nt_gemm_pack_t_f32(s, sj, nc, k0, k1, d) : (k0))
+#else
+#define NT_GEMM_PACK_T_f32(s, sj, nc, k0, k1, d) (k0)
+#endif
+#define NT_GEMM_PACK_T_f64(s, sj, nc, k0, k1, d) (k0)
+
 #define NT_GEMM_DEFINE(T, V, SUF)                                                                   \
 enum { NT_GEMM_L_##SUF = (int)(sizeof(V) / sizeof(T)), NT_GEMM_NR_##SUF = 2 * NT_GEMM_L_##SUF };     \
                                                                                                    \
@@ -82,7 +195,12 @@ static void nt_gemm_pack_##SUF(const T* b, ptrdiff_t sk, ptrdiff_t sj, ptrdiff_t
     for (p = p0; p < p1; p++) {                                                                    \
         const ptrdiff_t j0 = p * NR, nc = N - j0 < NR ? N - j0 : NR;                               \
         T* d = dst + (p - p0) * pstride;                                                           \
-        for (k = k0; k < k1; k++, d += NR) {                                                       \
+        k = k0;                                                                                    \
+        if (sk == 1 && sj != 1) {   /* a transposed B: whole blocks of rows through registers */  \
+            k = NT_GEMM_PACK_T_##SUF(b + j0 * sj, sj, nc, k0, k1, d);                              \
+            d += (k - k0) * NR;                                                                    \
+        }                                                                                          \
+        for (; k < k1; k++, d += NR) {                                                             \
             const T* s = b + k * sk + j0 * sj;                                                     \
             if (sj == 1) for (c = 0; c < nc; c++) d[c] = s[c];                                     \
             else for (c = 0; c < nc; c++) d[c] = s[c * sj];                                        \
@@ -171,6 +289,9 @@ static void nt_gemm_epilogue_##SUF(const nt_gemm_args* g, ptrdiff_t bt, ptrdiff_
                 break;                                                                             \
             case NT_EPI_RELU_ZERO_FIRST:                                                           \
                 for (j = 0; j < nc; j++) c[j] = nt_op_maximum_##SUF((T)0, c[j]);                   \
+                break;                                                                             \
+            case NT_EPI_CHAIN:                                                                     \
+                nt_gemm_chain_all_##SUF(g->chain, c, nc);                                          \
                 break;                                                                             \
             }                                                                                      \
         }                                                                                          \
