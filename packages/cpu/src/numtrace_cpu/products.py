@@ -284,7 +284,9 @@ def _chain_epilogue(start, h_type, outs: set) -> tuple[list, tuple] | None:
     of its own type, of which only the last is read outside it: the tanh form of GELU,
     ``0.5 * u * (1 + np.tanh(c * (u + 0.044715 * u * u * u)))``. The program is (constants,
     instructions (op name, slot a, slot b or -1)) with slot 0 for `start`, then the constants, then
-    each instruction's result (packed.pxi's apply_chain). None when there is no such cone."""
+    each instruction's result (packed.pxi's apply_chain). None when there is no such cone. Nodes are
+    taken greedily (every chain op whose operands are in the cone); the cone is refused, not trimmed,
+    when a value other than the last is read outside it."""
     if start in outs or not start.uses or h_type.dtype not in (np.float32, np.float64):
         return None
     members: list = []
@@ -303,9 +305,10 @@ def _chain_epilogue(start, h_type, outs: set) -> tuple[list, tuple] | None:
             name = _CHAIN_OPS.get(node.op)
             if (name is None or len(node.outputs) != 1 or node.outputs[0].type != h_type
                     or len(node.inputs) != (1 if name == "tanh" else 2)):
-                return None
+                pending.remove(node)   # outside the cone (its reader, if any, checked below)
+                continue
             if not all(v in slot or _scalar_constant(v) is not None for v in node.inputs):
-                continue   # an operand not computed yet: after more members are
+                continue   # an operand not computed yet: after more members are, or outside the cone
             args = []
             for v in node.inputs:
                 if v not in slot:
@@ -328,7 +331,7 @@ def _chain_epilogue(start, h_type, outs: set) -> tuple[list, tuple] | None:
             out = node.outputs[0]
             slot[out] = -1   # numbered below, once the constants are known
             pending.extend(u for u, _ in out.uses if u not in pending)
-    if pending or not members:
+    if not members:
         return None
     nodes = [m[0] for m in members]
     inside = set(nodes)
