@@ -70,7 +70,7 @@ typedef struct {
 #pragma GCC optimize("fp-contract=off")
 #endif
 /* The chain over n <= NT_CHAIN_ROW values of x, in place. */
-#define NT_CHAIN_ROW 64
+#define NT_CHAIN_ROW 128
 #define NT_CHAIN_DEFINE(T, SUF)                                                                    \
 static void nt_gemm_chain_##SUF(const nt_gemm_chain *ch, T *x, ptrdiff_t n) {                      \
     T r[1 + NT_CHAIN_MAX_CONSTS + NT_CHAIN_MAX_INSTRS][NT_CHAIN_ROW] __attribute__((aligned(64))); \
@@ -83,9 +83,11 @@ static void nt_gemm_chain_##SUF(const nt_gemm_chain *ch, T *x, ptrdiff_t n) {   
         T *d = r[1 + ch->nconst + i];                                                              \
         const T *a = r[ch->a[i]], *b = r[ch->b[i] >= 0 ? ch->b[i] : 0];                            \
         switch (ch->op[i]) {                                                                       \
-        case NT_CHAIN_ADD: for (j = 0; j < n; j++) d[j] = nt_op_add_##SUF(a[j], b[j]); break;       \
-        case NT_CHAIN_SUB: for (j = 0; j < n; j++) d[j] = nt_op_subtract_##SUF(a[j], b[j]); break;  \
-        case NT_CHAIN_MUL: for (j = 0; j < n; j++) d[j] = nt_op_multiply_##SUF(a[j], b[j]); break;  \
+        /* nt_opcodes.h's float add, subtract and multiply, written out: a call per element costs   \
+           more than the op (GCC does not inline across the optimize pragma) */                   \
+        case NT_CHAIN_ADD: for (j = 0; j < n; j++) d[j] = a[j] + b[j]; break;                      \
+        case NT_CHAIN_SUB: for (j = 0; j < n; j++) d[j] = a[j] - b[j]; break;                      \
+        case NT_CHAIN_MUL: for (j = 0; j < n; j++) d[j] = a[j] * b[j]; break;                      \
         default: nt_loop_tanh_##SUF((char *)d, (const char *)a, NULL, n); break;                   \
         }                                                                                          \
     }                                                                                              \
@@ -270,6 +272,7 @@ static void nt_gemm_tile_any_##SUF(int mr, const T* a, ptrdiff_t lda, const T* b
 /* The epilogue ops, in order, on C rows [i0, i1) and columns [j0, j0 + nc). */                    \
 static void nt_gemm_epilogue_##SUF(const nt_gemm_args* g, ptrdiff_t bt, ptrdiff_t i0, ptrdiff_t i1, \
                                    ptrdiff_t j0, ptrdiff_t nc) {                                   \
+    T tile[NT_GEMM_MR * NT_GEMM_NR_##SUF] __attribute__((aligned(64)));                            \
     ptrdiff_t i, j;                                                                                \
     int o;                                                                                         \
     for (i = i0; i < i1; i++) {                                                                    \
@@ -290,11 +293,16 @@ static void nt_gemm_epilogue_##SUF(const nt_gemm_args* g, ptrdiff_t bt, ptrdiff_
             case NT_EPI_RELU_ZERO_FIRST:                                                           \
                 for (j = 0; j < nc; j++) c[j] = nt_op_maximum_##SUF((T)0, c[j]);                   \
                 break;                                                                             \
-            case NT_EPI_CHAIN:                                                                     \
-                nt_gemm_chain_all_##SUF(g->chain, c, nc);                                          \
-                break;                                                                             \
+            case NT_EPI_CHAIN: break;   /* the last op: on the whole tile, below */               \
             }                                                                                      \
         }                                                                                          \
+    }                                                                                              \
+    if (g->ops[g->nops - 1] == NT_EPI_CHAIN) {   /* elementwise: the tile's rows as one run */    \
+        for (i = i0; i < i1; i++)                                                                  \
+            memcpy(tile + (i - i0) * nc, (T*)g->c + bt * g->sc + i * g->ldc + j0, nc * sizeof(T)); \
+        nt_gemm_chain_all_##SUF(g->chain, tile, (i1 - i0) * nc);                                   \
+        for (i = i0; i < i1; i++)                                                                  \
+            memcpy((T*)g->c + bt * g->sc + i * g->ldc + j0, tile + (i - i0) * nc, nc * sizeof(T)); \
     }                                                                                              \
 }                                                                                                  \
                                                                                                    \

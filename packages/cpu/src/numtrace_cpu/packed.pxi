@@ -218,6 +218,8 @@ cdef class PackedMatmul:
             self.nops += 1
         if ("chain" in [name for name, _ in epilogue]) != (chain is not None):
             raise ValueError("a chain epilogue op needs its program, and a program its op")
+        if chain is not None and epilogue[len(epilogue) - 1][0] != "chain":   # (no wraparound)
+            raise ValueError("a chain epilogue op comes last")
         if chain is not None:
             _load_chain(&self.chain, chain)
         self.typenum = np.dtype(dtype).num
