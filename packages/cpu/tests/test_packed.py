@@ -472,19 +472,24 @@ def _chain_graph(x_shape, w, dtype, *, constant, chain, keep_u=False):
 
 
 def _poly(g, u):
-    """A chain without tanh, constants in both slots, -0.0 beside 0.0: (u - -0.0) * 0.0 + 2 * (u * u)."""
+    """Constants in both slots, -0.0 beside 0.0: (u - -0.0) * 0.0 + 2 * u."""
     def c(v):
         return _op(g, "prim.Constant", value=v)
     left = _op(g, "np.multiply", _op(g, "np.subtract", u, c(-0.0)), c(0.0))
-    return _op(g, "np.add", left, _op(g, "np.multiply", c(2), _op(g, "np.multiply", u, u)))
+    return _op(g, "np.add", left, _op(g, "np.multiply", c(2), u))
+
+
+def _scale(g, u):
+    """Attention's scale of its scores: u * 0.125."""
+    return _op(g, "np.multiply", u, _op(g, "prim.Constant", value=0.125))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("mkn", [(12, 1, 1), (9, 31, 33), (40, 64, 70), (130, 257, 100)], ids=str)
 @pytest.mark.parametrize("source", ["constant", "runtime"])
-@pytest.mark.parametrize("chain", [_gelu, _poly], ids=["gelu", "poly"])
+@pytest.mark.parametrize("chain", [_poly, _scale], ids=["poly", "scale"])
 def test_elementwise_chain_in_the_epilogue(dtype, mkn, source, chain, threads):
-    """GELU (tanh form) after a product's bias runs in the product's epilogue (stats'
+    """Arithmetic with scalar constants after a product's bias runs in the product's epilogue (stats'
     packed_epilogue_chains) and gives the bits of the same ops as a fused pass (the interpreter's or
     the generated kernel's), NaN, inf and signed zeros included, on the kernels' layouts and on
     layouts only the NumPy fallback takes."""
@@ -514,14 +519,14 @@ def test_elementwise_chain_in_the_epilogue(dtype, mkn, source, chain, threads):
             want, u = apart(*args)
         assert got.tobytes() == want.tobytes()
         with np.errstate(all="ignore"):
-            ref = (0.5 * u * (1 + np.tanh(0.7978845608028654 * (u + 0.044715 * u * u * u))) if chain is _gelu
-                   else (u - -0.0) * 0.0 + 2 * (u * u))
+            ref = (u - -0.0) * 0.0 + 2 * u if chain is _poly else u * 0.125
         np.testing.assert_allclose(got, ref, rtol=1e-5 if dtype == np.float32 else 1e-13, atol=1e-6)
 
 
 def test_chain_epilogue_takes_only_closed_cones():
     """The chain stops at what it cannot compute: a value read outside it (u also an output), an op
-    other than add/subtract/multiply/tanh, a tensor operand; those stay fused passes."""
+    other than add/subtract/multiply, a tensor operand, more than CHAIN_MAX_INSTRS ops (GELU's
+    tanh form: its own generated pass is faster); those stay fused passes."""
     rng = np.random.default_rng(4)
     w = rng.standard_normal((16, 16)).astype(np.float32)
     t = np.dtype(np.float32)
@@ -538,6 +543,9 @@ def test_chain_epilogue_takes_only_closed_cones():
     assert shapes(lambda g, u: [_op(g, "np.multiply", u, _op(g, "np.multiply", half(g), u)), u]) == 0
     assert shapes(lambda g, u: [_op(g, "np.multiply", u, g.add_input("z", TensorType(t, (8, 16))))]) == 0
     assert shapes(lambda g, u: [_op(g, "np.tanh", u), _op(g, "np.multiply", half(g), u)]) == 0
+    assert shapes(lambda g, u: [_gelu(g, u)]) == 0
+    long = lambda g, u: [_op(g, "np.add", _op(g, "np.multiply", _poly(g, u), half(g)), half(g))]   # noqa: E731
+    assert shapes(lambda g, u: [_poly(g, u)]) == 1 and shapes(long) == 0
 
 
 def test_chain_epilogue_refuses_bad_programs():
@@ -547,6 +555,8 @@ def test_chain_epilogue_refuses_bad_programs():
     with pytest.raises(ValueError, match="not written before"):
         blocks.PackedMatmul(**ok, epilogue=[("chain", None)], chain=((0.5,), (("add", 0, 2),)))
     with pytest.raises(ValueError, match="unknown chain op"):
-        blocks.PackedMatmul(**ok, epilogue=[("chain", None)], chain=((), (("exp", 0, -1),)))
+        blocks.PackedMatmul(**ok, epilogue=[("chain", None)], chain=((), (("tanh", 0, 0),)))
+    with pytest.raises(ValueError, match="comes last"):
+        blocks.PackedMatmul(**ok, epilogue=[("chain", None), ("relu", None)], chain=((), (("add", 0, 0),)))
     with pytest.raises(ValueError, match="1 to"):
         blocks.PackedMatmul(**ok, epilogue=[("chain", None)], chain=((), ()))

@@ -36,14 +36,15 @@
 
 enum { NT_EPI_BIAS = 1, NT_EPI_RESIDUAL = 2, NT_EPI_RELU = 3, NT_EPI_RELU_ZERO_FIRST = 4, NT_EPI_CHAIN = 5 };
 
-/* An elementwise chain after the product (the tanh form of GELU): instruction i computes slot
- * nconst + 1 + i from slots a[i] and b[i] (b unused by tanh), where slot 0 is the product's value
- * (after the ops before the chain) and slots 1..nconst its scalar constants, as the dtype; the last
+/* An elementwise chain after the product (attention's scale, ``(q @ k.T) * c``): instruction i
+ * computes slot nconst + 1 + i from slots a[i] and b[i], where slot 0 is the product's value (after
+ * the ops before the chain) and slots 1..nconst its scalar constants, as the dtype; the last
  * instruction's slot is the result. Each op rounds on its own as the interpreter's block loops do
- * (nt_opcodes.h's scalar functions, contraction off; tanh through this build's block loop). */
+ * (nt_opcodes.h's float add, subtract, multiply; contraction off). An op at a time over the tile:
+ * long chains (GELU's nine ops and tanh) ran 2x slower here than as their own generated pass. */
 #define NT_CHAIN_MAX_INSTRS 16
 #define NT_CHAIN_MAX_CONSTS 8
-enum { NT_CHAIN_ADD = 1, NT_CHAIN_SUB = 2, NT_CHAIN_MUL = 3, NT_CHAIN_TANH = 4 };
+enum { NT_CHAIN_ADD = 1, NT_CHAIN_SUB = 2, NT_CHAIN_MUL = 3 };
 typedef struct {
     int ninstr, nconst;
     int op[NT_CHAIN_MAX_INSTRS], a[NT_CHAIN_MAX_INSTRS], b[NT_CHAIN_MAX_INSTRS];
@@ -63,8 +64,6 @@ typedef struct {
     const nt_gemm_chain *chain;                  /* NT_EPI_CHAIN's program */
 } nt_gemm_args;
 
-#include "nt_loops.h"   /* the block loops the chain's tanh runs through, as the interpreter's */
-
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=off")
@@ -80,15 +79,15 @@ static void nt_gemm_chain_##SUF(const nt_gemm_chain *ch, T *x, ptrdiff_t n) {   
     for (i = 0; i < ch->nconst; i++)                                                               \
         for (j = 0; j < n; j++) r[1 + i][j] = (T)ch->c[i];                                         \
     for (i = 0; i < ch->ninstr; i++) {                                                             \
-        T *d = r[1 + ch->nconst + i];                                                              \
+        /* d is a slot no earlier instruction wrote: never a or b */                               \
+        T *__restrict d = r[1 + ch->nconst + i];                                                   \
         const T *a = r[ch->a[i]], *b = r[ch->b[i] >= 0 ? ch->b[i] : 0];                            \
         switch (ch->op[i]) {                                                                       \
         /* nt_opcodes.h's float add, subtract and multiply, written out: a call per element costs   \
            more than the op (GCC does not inline across the optimize pragma) */                   \
         case NT_CHAIN_ADD: for (j = 0; j < n; j++) d[j] = a[j] + b[j]; break;                      \
         case NT_CHAIN_SUB: for (j = 0; j < n; j++) d[j] = a[j] - b[j]; break;                      \
-        case NT_CHAIN_MUL: for (j = 0; j < n; j++) d[j] = a[j] * b[j]; break;                      \
-        default: nt_loop_tanh_##SUF((char *)d, (const char *)a, NULL, n); break;                   \
+        default: for (j = 0; j < n; j++) d[j] = a[j] * b[j]; break;                                \
         }                                                                                          \
     }                                                                                              \
     for (j = 0; j < n; j++) x[j] = r[ch->nconst + ch->ninstr][j];                                  \

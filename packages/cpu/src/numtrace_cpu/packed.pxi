@@ -16,7 +16,7 @@
 cdef extern from "nt_gemm.h" nogil:
     int NT_GEMM_MR, NT_GEMM_MAX_OPS, NT_GEMM_NR_f32, NT_GEMM_NR_f64
     int NT_EPI_BIAS, NT_EPI_RESIDUAL, NT_EPI_RELU, NT_EPI_RELU_ZERO_FIRST, NT_EPI_CHAIN
-    int NT_CHAIN_MAX_INSTRS, NT_CHAIN_MAX_CONSTS, NT_CHAIN_ADD, NT_CHAIN_SUB, NT_CHAIN_MUL, NT_CHAIN_TANH
+    int NT_CHAIN_MAX_INSTRS, NT_CHAIN_MAX_CONSTS, NT_CHAIN_ADD, NT_CHAIN_SUB, NT_CHAIN_MUL
     ctypedef struct nt_gemm_chain:
         int ninstr, nconst
         int op[16]
@@ -47,14 +47,14 @@ cdef extern from "nt_gemm.h" nogil:
 EPILOGUE_OPS = {"bias": NT_EPI_BIAS, "residual": NT_EPI_RESIDUAL, "relu": NT_EPI_RELU,
                 "relu_zero_first": NT_EPI_RELU_ZERO_FIRST, "chain": NT_EPI_CHAIN}
 """Epilogue op name -> kernel code (nt_gemm.h applies them in order after the product)."""
-CHAIN_OPS = {"add": NT_CHAIN_ADD, "subtract": NT_CHAIN_SUB, "multiply": NT_CHAIN_MUL, "tanh": NT_CHAIN_TANH}
+CHAIN_OPS = {"add": NT_CHAIN_ADD, "subtract": NT_CHAIN_SUB, "multiply": NT_CHAIN_MUL}
 """Ops of an elementwise chain epilogue (nt_gemm.h's nt_gemm_chain) by NumPy name."""
 CHAIN_LIMITS = (NT_CHAIN_MAX_INSTRS, NT_CHAIN_MAX_CONSTS)
 """(instructions, constants) a chain epilogue may hold."""
 
 
 cdef int _load_chain(nt_gemm_chain* ch, object chain) except -1:
-    """`chain` = (constants, instructions of (op name, slot a, slot b or -1)) into `ch`, checked: each
+    """`chain` = (constants, instructions of (op name, slot a, slot b)) into `ch`, checked: each
     instruction reads slots written before it (0: the product, 1..: the constants)."""
     consts, instrs = chain
     if not 0 < len(instrs) <= NT_CHAIN_MAX_INSTRS or len(consts) > NT_CHAIN_MAX_CONSTS:
@@ -66,7 +66,7 @@ cdef int _load_chain(nt_gemm_chain* ch, object chain) except -1:
     for i, (name, a, b) in enumerate(instrs):
         if name not in CHAIN_OPS:
             raise ValueError(f"unknown chain op {name!r}")
-        if not (0 <= a < 1 + ch.nconst + i) or not ((b == -1) == (name == "tanh")) or b >= 1 + ch.nconst + i:
+        if not (0 <= a < 1 + ch.nconst + i) or not (0 <= b < 1 + ch.nconst + i):
             raise ValueError(f"chain instruction {i} reads a slot not written before it")
         ch.op[i], ch.a[i], ch.b[i] = CHAIN_OPS[name], a, b
     return 0

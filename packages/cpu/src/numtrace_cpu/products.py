@@ -262,9 +262,12 @@ def _packed_epilogue(node, outs: set) -> Epilogue | None:
     return epi if epi.ops else None
 
 
-_CHAIN_OPS = {"np.add": "add", "np.subtract": "subtract", "np.multiply": "multiply", "np.tanh": "tanh"}
-CHAIN_MAX_INSTRS, CHAIN_MAX_CONSTS = 16, 8
-"""What a chain epilogue holds (nt_gemm.h's NT_CHAIN_MAX_INSTRS and NT_CHAIN_MAX_CONSTS)."""
+# Not tanh: GELU's nine ops and tanh, an op at a time over each register tile, ran 2x slower than
+# their own generated pass (one loop, values in registers).
+_CHAIN_OPS = {"np.add": "add", "np.subtract": "subtract", "np.multiply": "multiply"}
+CHAIN_MAX_INSTRS, CHAIN_MAX_CONSTS = 4, 8
+"""What a chain epilogue holds (nt_gemm.h takes up to 16 instructions and 8 constants); a longer
+chain keeps its own generated pass, which runs it in one loop."""
 
 
 def _scalar_constant(v) -> float | None:
@@ -280,11 +283,11 @@ def _scalar_constant(v) -> float | None:
 
 def _chain_epilogue(start, h_type, outs: set) -> tuple[list, tuple] | None:
     """(nodes, program) when every use of `start` (the product's value after its other epilogue ops)
-    lies in one cone of elementwise nodes (add, subtract, multiply, tanh) of `start` and scalar constants,
-    of its own type, of which only the last is read outside it: the tanh form of GELU,
-    ``0.5 * u * (1 + np.tanh(c * (u + 0.044715 * u * u * u)))``. The program is (constants,
-    instructions (op name, slot a, slot b or -1)) with slot 0 for `start`, then the constants, then
-    each instruction's result (packed.pxi's apply_chain). None when there is no such cone. Nodes are
+    lies in one cone of elementwise nodes (add, subtract, multiply) of `start` and scalar constants, of
+    its own type, of which only the last is read outside it: attention's scale ``(q @ k.T) * c``. The
+    program is (constants, instructions (op name, slot a, slot b)) with slot 0 for `start`, then the
+    constants, then each instruction's result (packed.pxi's apply_chain). None when there is no such
+    cone, or it is longer than CHAIN_MAX_INSTRS. Nodes are
     taken greedily (every chain op whose operands are in the cone); the cone is refused, not trimmed,
     when a value other than the last is read outside it."""
     if start in outs or not start.uses or h_type.dtype not in (np.float32, np.float64):
@@ -303,8 +306,7 @@ def _chain_epilogue(start, h_type, outs: set) -> tuple[list, tuple] | None:
                 pending.remove(node)
                 continue
             name = _CHAIN_OPS.get(node.op)
-            if (name is None or len(node.outputs) != 1 or node.outputs[0].type != h_type
-                    or len(node.inputs) != (1 if name == "tanh" else 2)):
+            if name is None or len(node.outputs) != 1 or node.outputs[0].type != h_type or len(node.inputs) != 2:
                 pending.remove(node)   # outside the cone (its reader, if any, checked below)
                 continue
             if not all(v in slot or _scalar_constant(v) is not None for v in node.inputs):
@@ -340,8 +342,7 @@ def _chain_epilogue(start, h_type, outs: set) -> tuple[list, tuple] | None:
             return None
     for k, n in enumerate(nodes):
         slot[n.outputs[0]] = 1 + len(consts) + k
-    instrs = tuple((name, *(s if kind == "c" else slot[s] for kind, s in args), *(() if len(args) == 2 else (-1,)))
-                   for _, name, args in members)
+    instrs = tuple((name, *(s if kind == "c" else slot[s] for kind, s in args)) for _, name, args in members)
     return nodes, (tuple(consts), instrs)
 
 
