@@ -454,109 +454,27 @@ def test_blas_products_run_on_one_openblas_thread(monkeypatch):
         put(old)
 
 
-def _gelu(g, u):
-    """``0.5 * u * (1 + np.tanh(c * (u + 0.044715 * u * u * u)))`` as NumPy code traces it."""
-    def c(v):
-        return _op(g, "prim.Constant", value=v)
-    cube = _op(g, "np.multiply", _op(g, "np.multiply", _op(g, "np.multiply", c(0.044715), u), u), u)
-    t = _op(g, "np.tanh", _op(g, "np.multiply", c(0.7978845608028654), _op(g, "np.add", u, cube)))
-    return _op(g, "np.multiply", _op(g, "np.multiply", c(0.5), u), _op(g, "np.add", c(1), t))
-
-
-def _chain_graph(x_shape, w, dtype, *, constant, chain, keep_u=False):
-    """x @ W + b, then `chain(g, u)`; `keep_u`: u is an output too, so the chain stays a fused pass."""
-    g = _graph(x_shape, w, dtype, ("bias",), constant=constant)
-    (u,) = g.outputs
-    g.set_outputs([chain(g, u)] + ([u] if keep_u else []))
-    return g
-
-
-def _poly(g, u):
-    """Constants in both slots, -0.0 beside 0.0: (u - -0.0) * 0.0 + 2 * u."""
-    def c(v):
-        return _op(g, "prim.Constant", value=v)
-    left = _op(g, "np.multiply", _op(g, "np.subtract", u, c(-0.0)), c(0.0))
-    return _op(g, "np.add", left, _op(g, "np.multiply", c(2), u))
-
-
-def _scale(g, u):
-    """Attention's scale of its scores: u * 0.125."""
-    return _op(g, "np.multiply", u, _op(g, "prim.Constant", value=0.125))
-
-
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("mkn", [(12, 1, 1), (9, 31, 33), (40, 64, 70), (130, 257, 100)], ids=str)
-@pytest.mark.parametrize("source", ["constant", "runtime"])
-@pytest.mark.parametrize("chain", [_poly, _scale], ids=["poly", "scale"])
-def test_elementwise_chain_in_the_epilogue(dtype, mkn, source, chain, threads):
-    """Arithmetic with scalar constants after a product's bias runs in the product's epilogue (stats'
-    packed_epilogue_chains) and gives the bits of the same ops as a fused pass (the interpreter's or
-    the generated kernel's), NaN, inf and signed zeros included, on the kernels' layouts and on
-    layouts only the NumPy fallback takes."""
-    m, k, n = mkn
-    rng = np.random.default_rng(m + k + n)
-    w = rng.standard_normal((k, n)).astype(dtype)
-    b = rng.standard_normal(n).astype(dtype)
-    b[:3] = [np.nan, np.inf, -0.0][: min(3, n)]
-    x = (rng.standard_normal((m, k)) * 3).astype(dtype)
-    x[0, 0] = -np.inf
-    x[1, :] = -0.0
-    constant = source == "constant"
-    fused = compile_graph(g := _chain_graph(x.shape, w, dtype, constant=constant, chain=chain),
-                          [v.type for v in g.inputs])
-    apart = compile_graph(g := _chain_graph(x.shape, w, dtype, constant=constant, chain=chain, keep_u=True),
-                          [v.type for v in g.inputs])
-    s = fused.stats()
-    assert s["packed_epilogue_chains"] == 1 and s["fused_groups"] == 0
-    assert apart.stats()["packed_epilogue_chains"] == 0 and apart.stats()["fused_groups"] == 1
-    assert "then the elementwise chain (" in fused.explain()
-    big = np.zeros((m, 2 * k), dtype)
-    big[:, ::2] = x
-    for xv in (x, big[:, ::2], np.asfortranarray(x)):
-        args = [xv] + ([] if constant else [w]) + [b]
-        with np.errstate(all="ignore"):   # the NumPy fallback's inf - inf
-            (got,) = fused(*args)
-            want, u = apart(*args)
-        assert got.tobytes() == want.tobytes()
-        with np.errstate(all="ignore"):
-            ref = (u - -0.0) * 0.0 + 2 * u if chain is _poly else u * 0.125
-        np.testing.assert_allclose(got, ref, rtol=1e-5 if dtype == np.float32 else 1e-13, atol=1e-6)
-
-
-def test_chain_epilogue_takes_only_closed_cones():
-    """The chain stops at what it cannot compute: a value read outside it (u also an output), an op
-    other than add/subtract/multiply, a tensor operand, more than CHAIN_MAX_INSTRS ops (GELU's
-    tanh form: its own generated pass is faster); those stay fused passes."""
-    rng = np.random.default_rng(4)
-    w = rng.standard_normal((16, 16)).astype(np.float32)
-    t = np.dtype(np.float32)
-
-    def shapes(body):
-        g = _graph((8, 16), w, np.float32, ("bias",), constant=True)
-        (u,) = g.outputs
-        g.set_outputs(body(g, u))
-        return compile_graph(g, [v.type for v in g.inputs]).stats()["packed_epilogue_chains"]
-
-    half = lambda g: _op(g, "prim.Constant", value=0.5)   # noqa: E731
-    assert shapes(lambda g, u: [_op(g, "np.multiply", half(g), u)]) == 1
-    assert shapes(lambda g, u: [_op(g, "np.exp", u)]) == 0
-    assert shapes(lambda g, u: [_op(g, "np.multiply", u, _op(g, "np.multiply", half(g), u)), u]) == 0
-    assert shapes(lambda g, u: [_op(g, "np.multiply", u, g.add_input("z", TensorType(t, (8, 16))))]) == 0
-    assert shapes(lambda g, u: [_op(g, "np.tanh", u), _op(g, "np.multiply", half(g), u)]) == 0
-    assert shapes(lambda g, u: [_gelu(g, u)]) == 0
-    long = lambda g, u: [_op(g, "np.add", _op(g, "np.multiply", _poly(g, u), half(g)), half(g))]   # noqa: E731
-    assert shapes(lambda g, u: [_poly(g, u)]) == 1 and shapes(long) == 0
-
-
-def test_chain_epilogue_refuses_bad_programs():
-    ok = dict(a=0, b=1, out=2, dtype=np.float32, fallback=lambda env, n: None)
-    with pytest.raises(ValueError, match="needs its program"):
-        blocks.PackedMatmul(**ok, epilogue=[("chain", None)])
-    with pytest.raises(ValueError, match="not written before"):
-        blocks.PackedMatmul(**ok, epilogue=[("chain", None)], chain=((0.5,), (("add", 0, 2),)))
-    with pytest.raises(ValueError, match="unknown chain op"):
-        blocks.PackedMatmul(**ok, epilogue=[("chain", None)], chain=((), (("tanh", 0, 0),)))
-    with pytest.raises(ValueError, match="comes last"):
-        blocks.PackedMatmul(**ok, epilogue=[("chain", None), ("relu", None)], chain=((), (("add", 0, 0),)))
-    with pytest.raises(ValueError, match="1 to"):
-        blocks.PackedMatmul(**ok, epilogue=[("chain", None)], chain=((), ()))
+@pytest.mark.parametrize("kn", [(1, 5), (15, 33), (16, 32), (17, 1), (33, 70), (300, 31)], ids=str)
+def test_transposed_run_time_weight_packs_as_a_contiguous_one(dtype, kn, threads):
+    """A run-time B that is a transposed view (its k adjacent, as attention's keys: packed 16 rows of k
+    at a time through register transposes on AVX-512) gives the bits of the same B passed contiguous,
+    NaN, inf and -0.0 included, at sizes around the 16-row blocks and the 32-column panels."""
+    k, n = kn
+    rng = np.random.default_rng(k * n)
+    x = rng.standard_normal((20, k)).astype(dtype)
+    bt = rng.standard_normal((n, k)).astype(dtype)
+    bt.flat[::7] = -0.0
+    bt.flat[3::29] = np.nan
+    bt.flat[5::31] = np.inf
+    g = _graph(x.shape, bt.T, dtype, constant=False)
+    exe = compile_graph(g, [v.type for v in g.inputs])
+    assert exe.stats()["packed_runtime"] == 1
+    with np.errstate(all="ignore"):
+        (got,) = exe(x, bt.T)
+        (want,) = exe(x, np.ascontiguousarray(bt.T))
+        ref = x @ bt.T
+    assert got.tobytes() == want.tobytes()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    ok = np.isfinite(ref)
+    np.testing.assert_allclose(got[ok], ref[ok], rtol=1e-4, atol=1e-4 * k)

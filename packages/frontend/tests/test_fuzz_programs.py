@@ -200,16 +200,6 @@ def _pair_sums(a, b):
     return (d * (1.0 / (r2 * np.sqrt(r2)))[:, :, None]).sum(axis=1)
 
 
-def _scaled_product(a):
-    """A float32 product of two run-time values (rows enough for the cpu backend's packed kernels) then
-    scalar arithmetic, as attention scales its scores: the elementwise chain the cpu backend runs in
-    the product's epilogue (-0.0 added keeps zero signs, subtracted flips -0.0 to +0.0)."""
-    if np.ndim(a) != 2:
-        return a
-    x = np.concatenate([a] * 8).astype(np.float32)
-    return (x @ (a.T * -1.5).astype(np.float32) + -0.0) * 0.125 - -0.0
-
-
 def _layer_norm(a):
     """A layer norm's statistics over a's last axis: the mean and the variance (and std) of the same
     input in one pass, where the cpu backend's var/std take the mean's block sums."""
@@ -322,7 +312,6 @@ STEPS = {
     "causal_softmax": (1, _causal_softmax), "causal_softmax_nan_row": (1, lambda a: _causal_softmax(a, k=0)),
     "outer_pass": (1, lambda a: np.ravel(a)[:, None] * 0.5 - np.ravel(a)[None, :]),
     "layer_norm": (1, _layer_norm),
-    "scaled_product": (1, _scaled_product),
     "reshape_write": (1, lambda a: _through_reshape(a, lambda v: v.reshape(-1))),
     "ravel_write": (1, lambda a: _through_reshape(a, np.ravel)),
     "T_reshape_write": (1, lambda a: _through_reshape(a, lambda v: v.T.reshape(-1))),
@@ -338,7 +327,7 @@ FAST_STEPS = [name for name in STEPS if name in (
 STEPS.update({"gemv_team": (1, _gemv_team)})
 # Steps only the explicit examples below run, so that adding them leaves the random draws as they were.
 EXAMPLE_ONLY = {"merge_heads", "merge_heads_pass", "causal_softmax", "causal_softmax_nan_row", "gemv_team",
-                "outer_pass", "layer_norm", "scaled_product"}
+                "outer_pass", "layer_norm"}
 NAMES = sorted(set(STEPS) - EXAMPLE_ONLY)
 
 # The fast-path steps drawn about as often as all the others together.
@@ -410,7 +399,6 @@ FAST_PATHS = {
     "mixed float product widened": lambda s: s["products_widened"],
     "copying reshape computed in place": lambda s: s["reshapes_in_place"],
     "var sharing a mean's block sums": lambda s: s["shared_sum_runs"],
-    "packed product with an elementwise chain": lambda s: s["packed_epilogue_chains"],
 }
 # Outcomes of the argument kinds a call may take (see _inputs).
 CALL_PATHS = ("Fortran-ordered argument", "strided argument", "np.longlong argument", "masked array refused",
@@ -539,7 +527,6 @@ def run_case(steps, backend):
 @example(steps=[("causal_softmax_nan_row", 1, 0)])
 @example(steps=[("outer_pass", 0, 0)])
 @example(steps=[("layer_norm", 0, 0)])
-@example(steps=[("scaled_product", 0, 0)])
 def test_traced_program_matches_numpy_or_raises_clearly(steps, backend):
     # Every GENERATED_EVERY-th program on the cpu backend compiles its fused passes to C before its
     # first call (numtrace_cpu.compiler's sync mode), so they run on the generated kernels; so do the

@@ -33,13 +33,10 @@ class Gemv:
     def __call__(self, env: list[Any], nthreads: int) -> Any: ...
 
 EPILOGUE_OPS: dict[str, int]
-CHAIN_OPS: dict[str, int]
-CHAIN_LIMITS: tuple[int, int]
 GEMM_MICRO_TILE: tuple[int, int, int]
 GEMM_PARALLEL_MIN: int
 
 def pack_weights(w: np.ndarray) -> np.ndarray: ...
-def apply_chain(x: np.ndarray, chain: Any) -> None: ...
 
 class PackedMatmul:
     calls_packed: int
@@ -52,6 +49,5 @@ class PackedMatmul:
         epilogue: Any = (),
         constant: bool = False,
         fallback: Callable[[list[Any], int], Any] | None = None,
-        chain: Any = None,
     ) -> None: ...
     def __call__(self, env: list[Any], nthreads: int) -> Any: ...

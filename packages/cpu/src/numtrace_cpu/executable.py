@@ -198,7 +198,6 @@ class Executable(CallRunner):
             "packed_constant": sum(isinstance(s, MatmulStep) and s.packed == "constant" for s in self._steps),
             "packed_runtime": sum(isinstance(s, MatmulStep) and s.packed == "runtime" for s in self._steps),
             "packed_epilogue_ops": sum(len(s.epilogue) for s in self._steps if isinstance(s, MatmulStep)),
-            "packed_epilogue_chains": sum(isinstance(s, MatmulStep) and s.chain is not None for s in self._steps),
             "folded_constants": self._rewrites.get("folded_constants", 0),
             "products_widened": self._rewrites.get("products_widened", 0),
             "constant_powers": sum(constant_exponent(n) is not None for s in fused for n in s.nodes),
@@ -270,9 +269,8 @@ class Executable(CallRunner):
                        else "packed-weight kernel (module state, packed per call)" if step.packed == "state"
                        else "packed kernel (run-time operand, packed per call)")
                 epi = (" + bias" if step.bias else "") + (" then ReLU" if step.activation else "")
-                epi += "".join(f" + {op} {name(v)}" if v is not None else
-                               f" then the elementwise chain ({_chain_ops(step.chain)})" if op == "chain" else
-                               f" then {op}" for op, v in step.epilogue_values())
+                epi += "".join(f" then {op}" if v is None else f" + {op} {name(v)}"
+                               for op, v in step.epilogue_values())
                 lines.append(f"  step {k}: {how} {a} @ {b}{epi} -> {self._types[step.outputs[0]]}")
                 lines.extend(f"      {node_line(n)}" for n in step.nodes)
             elif isinstance(step, ScanStep):
@@ -458,11 +456,6 @@ def _matmul_runner(step: MatmulStep, types: dict):
     return blocks.Gemv(vec, mat, o, k_axis, types[o].dtype.type, -1 if c is None else c, act, on_blas)
 
 
-def _chain_ops(chain: tuple) -> str:
-    """A chain epilogue's ops in order, as explain() lists them."""
-    return ", ".join(op for op, _, _ in chain[1])
-
-
 def _gemv_macs(step: MatmulStep, types: dict) -> int:
     """Multiply-adds of a GEMV step: what decides whether it splits over the thread team."""
     assert step.gemv is not None
@@ -477,7 +470,6 @@ def _packed_runner(step: MatmulStep, types: dict):
     (o,) = step.outputs
     matmul, add, maximum = np.matmul, np.add, np.maximum
     ops = step.epilogue_values()
-    chain, apply_chain = step.chain, blocks.apply_chain
 
     def run_matmul_epilogue(env, nthreads):
         out = env[o]
@@ -487,12 +479,10 @@ def _packed_runner(step: MatmulStep, types: dict):
                 add(out, env[v], out=out)
             elif name == "relu":
                 maximum(out, 0, out=out)
-            elif name == "chain":
-                apply_chain(out, chain)   # the kernel's own loops: the interpreter's bits
             else:
                 maximum(0, out, out=out)
     return blocks.PackedMatmul(a, b, o, types[o].dtype.type, ops, step.packed == "constant",
-                               blas_threads.one_thread(run_matmul_epilogue), chain)
+                               blas_threads.one_thread(run_matmul_epilogue))
 
 
 def _into_runner(step: IntoStep):

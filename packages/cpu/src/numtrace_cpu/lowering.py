@@ -177,8 +177,7 @@ def lower(graph, state: frozenset = frozenset()) -> tuple[list[Step], dict, dict
             if packed is not None:
                 ops = tuple(name for name, _ in (epi.ops if epi else ()))
                 steps.append(MatmulStep(inputs=[index[v] for v in u.inputs] + [index[v] for v in operands],
-                                        outputs=[out], nodes=nodes_of, packed=packed, epilogue=ops,
-                                        chain=epi.chain if epi else None))
+                                        outputs=[out], nodes=nodes_of, packed=packed, epilogue=ops))
             else:
                 steps.append(MatmulStep(inputs=[index[v] for v in u.inputs] + [index[v] for v in operands],
                                         outputs=[out], nodes=nodes_of, gemv=gemv, bias=epi is not None,

@@ -34,22 +34,7 @@
 #define NT_GEMM_KC 256
 #define NT_GEMM_MAX_OPS 4
 
-enum { NT_EPI_BIAS = 1, NT_EPI_RESIDUAL = 2, NT_EPI_RELU = 3, NT_EPI_RELU_ZERO_FIRST = 4, NT_EPI_CHAIN = 5 };
-
-/* An elementwise chain after the product (attention's scale, ``(q @ k.T) * c``): instruction i
- * computes slot nconst + 1 + i from slots a[i] and b[i], where slot 0 is the product's value (after
- * the ops before the chain) and slots 1..nconst its scalar constants, as the dtype; the last
- * instruction's slot is the result. Each op rounds on its own as the interpreter's block loops do
- * (nt_opcodes.h's float add, subtract, multiply; contraction off). An op at a time over the tile:
- * long chains (GELU's nine ops and tanh) ran 2x slower here than as their own generated pass. */
-#define NT_CHAIN_MAX_INSTRS 16
-#define NT_CHAIN_MAX_CONSTS 8
-enum { NT_CHAIN_ADD = 1, NT_CHAIN_SUB = 2, NT_CHAIN_MUL = 3 };
-typedef struct {
-    int ninstr, nconst;
-    int op[NT_CHAIN_MAX_INSTRS], a[NT_CHAIN_MAX_INSTRS], b[NT_CHAIN_MAX_INSTRS];
-    double c[NT_CHAIN_MAX_CONSTS];
-} nt_gemm_chain;
+enum { NT_EPI_BIAS = 1, NT_EPI_RESIDUAL = 2, NT_EPI_RELU = 3, NT_EPI_RELU_ZERO_FIRST = 4 };
 
 typedef struct {
     const char *a, *b, *packed, *bias, *resid;   /* packed: the whole pack, or NULL (pack per block) */
@@ -61,48 +46,7 @@ typedef struct {
     /* a unit: row_chunk rows x panel_chunk panels of one product of the stack */
     int ops[NT_GEMM_MAX_OPS], nops;
     int failed;                                  /* a unit could not get its packing scratch */
-    const nt_gemm_chain *chain;                  /* NT_EPI_CHAIN's program */
 } nt_gemm_args;
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC push_options
-#pragma GCC optimize("fp-contract=off")
-#endif
-/* The chain over n <= NT_CHAIN_ROW values of x, in place. */
-#define NT_CHAIN_ROW 128
-#define NT_CHAIN_DEFINE(T, SUF)                                                                    \
-static void nt_gemm_chain_##SUF(const nt_gemm_chain *ch, T *x, ptrdiff_t n) {                      \
-    T r[1 + NT_CHAIN_MAX_CONSTS + NT_CHAIN_MAX_INSTRS][NT_CHAIN_ROW] __attribute__((aligned(64))); \
-    ptrdiff_t j;                                                                                   \
-    int i;                                                                                         \
-    for (j = 0; j < n; j++) r[0][j] = x[j];                                                        \
-    for (i = 0; i < ch->nconst; i++)                                                               \
-        for (j = 0; j < n; j++) r[1 + i][j] = (T)ch->c[i];                                         \
-    for (i = 0; i < ch->ninstr; i++) {                                                             \
-        /* d is a slot no earlier instruction wrote: never a or b */                               \
-        T *__restrict d = r[1 + ch->nconst + i];                                                   \
-        const T *a = r[ch->a[i]], *b = r[ch->b[i] >= 0 ? ch->b[i] : 0];                            \
-        switch (ch->op[i]) {                                                                       \
-        /* nt_opcodes.h's float add, subtract and multiply, written out: a call per element costs   \
-           more than the op (GCC does not inline across the optimize pragma) */                   \
-        case NT_CHAIN_ADD: for (j = 0; j < n; j++) d[j] = a[j] + b[j]; break;                      \
-        case NT_CHAIN_SUB: for (j = 0; j < n; j++) d[j] = a[j] - b[j]; break;                      \
-        default: for (j = 0; j < n; j++) d[j] = a[j] * b[j]; break;                                \
-        }                                                                                          \
-    }                                                                                              \
-    for (j = 0; j < n; j++) x[j] = r[ch->nconst + ch->ninstr][j];                                  \
-}                                                                                                  \
-/* The chain over n values of x, any length (the NumPy fallback's output). */                     \
-static void nt_gemm_chain_all_##SUF(const nt_gemm_chain *ch, T *x, ptrdiff_t n) {                  \
-    ptrdiff_t j;                                                                                   \
-    for (j = 0; j < n; j += NT_CHAIN_ROW)                                                          \
-        nt_gemm_chain_##SUF(ch, x + j, n - j < NT_CHAIN_ROW ? n - j : NT_CHAIN_ROW);               \
-}
-NT_CHAIN_DEFINE(float, f32)
-NT_CHAIN_DEFINE(double, f64)
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC pop_options
-#endif
 
 /* The calling thread's packing scratch, at least `bytes` long and 64-byte aligned, or NULL when no
  * memory: one buffer per thread, kept between calls (a unit runs on one thread from start to end, so
@@ -271,7 +215,6 @@ static void nt_gemm_tile_any_##SUF(int mr, const T* a, ptrdiff_t lda, const T* b
 /* The epilogue ops, in order, on C rows [i0, i1) and columns [j0, j0 + nc). */                    \
 static void nt_gemm_epilogue_##SUF(const nt_gemm_args* g, ptrdiff_t bt, ptrdiff_t i0, ptrdiff_t i1, \
                                    ptrdiff_t j0, ptrdiff_t nc) {                                   \
-    T tile[NT_GEMM_MR * NT_GEMM_NR_##SUF] __attribute__((aligned(64)));                            \
     ptrdiff_t i, j;                                                                                \
     int o;                                                                                         \
     for (i = i0; i < i1; i++) {                                                                    \
@@ -292,16 +235,8 @@ static void nt_gemm_epilogue_##SUF(const nt_gemm_args* g, ptrdiff_t bt, ptrdiff_
             case NT_EPI_RELU_ZERO_FIRST:                                                           \
                 for (j = 0; j < nc; j++) c[j] = nt_op_maximum_##SUF((T)0, c[j]);                   \
                 break;                                                                             \
-            case NT_EPI_CHAIN: break;   /* the last op: on the whole tile, below */               \
             }                                                                                      \
         }                                                                                          \
-    }                                                                                              \
-    if (g->ops[g->nops - 1] == NT_EPI_CHAIN) {   /* elementwise: the tile's rows as one run */    \
-        for (i = i0; i < i1; i++)                                                                  \
-            memcpy(tile + (i - i0) * nc, (T*)g->c + bt * g->sc + i * g->ldc + j0, nc * sizeof(T)); \
-        nt_gemm_chain_all_##SUF(g->chain, tile, (i1 - i0) * nc);                                   \
-        for (i = i0; i < i1; i++)                                                                  \
-            memcpy((T*)g->c + bt * g->sc + i * g->ldc + j0, tile + (i - i0) * nc, nc * sizeof(T)); \
     }                                                                                              \
 }                                                                                                  \
                                                                                                    \

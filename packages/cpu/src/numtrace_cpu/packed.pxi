@@ -15,14 +15,7 @@
 
 cdef extern from "nt_gemm.h" nogil:
     int NT_GEMM_MR, NT_GEMM_MAX_OPS, NT_GEMM_NR_f32, NT_GEMM_NR_f64
-    int NT_EPI_BIAS, NT_EPI_RESIDUAL, NT_EPI_RELU, NT_EPI_RELU_ZERO_FIRST, NT_EPI_CHAIN
-    int NT_CHAIN_MAX_INSTRS, NT_CHAIN_MAX_CONSTS, NT_CHAIN_ADD, NT_CHAIN_SUB, NT_CHAIN_MUL
-    ctypedef struct nt_gemm_chain:
-        int ninstr, nconst
-        int op[16]
-        int a[16]
-        int b[16]
-        double c[8]
+    int NT_EPI_BIAS, NT_EPI_RESIDUAL, NT_EPI_RELU, NT_EPI_RELU_ZERO_FIRST
     ctypedef struct nt_gemm_args:
         const char* a
         const char* b
@@ -34,59 +27,16 @@ cdef extern from "nt_gemm.h" nogil:
         Py_ssize_t row_chunk, panel_chunk, n_row_chunks, n_panel_chunks
         int ops[4]
         int nops, failed
-        const nt_gemm_chain* chain
     void nt_gemm_pack_all_f32(const float* b, Py_ssize_t sk, Py_ssize_t sj, Py_ssize_t K, Py_ssize_t N,
                               float* dst)
     void nt_gemm_pack_all_f64(const double* b, Py_ssize_t sk, Py_ssize_t sj, Py_ssize_t K, Py_ssize_t N,
                               double* dst)
     void nt_gemm_unit_f32(const nt_gemm_args* g, int u)
     void nt_gemm_unit_f64(const nt_gemm_args* g, int u)
-    void nt_gemm_chain_all_f32(const nt_gemm_chain* ch, float* x, Py_ssize_t n)
-    void nt_gemm_chain_all_f64(const nt_gemm_chain* ch, double* x, Py_ssize_t n)
 
 EPILOGUE_OPS = {"bias": NT_EPI_BIAS, "residual": NT_EPI_RESIDUAL, "relu": NT_EPI_RELU,
-                "relu_zero_first": NT_EPI_RELU_ZERO_FIRST, "chain": NT_EPI_CHAIN}
+                "relu_zero_first": NT_EPI_RELU_ZERO_FIRST}
 """Epilogue op name -> kernel code (nt_gemm.h applies them in order after the product)."""
-CHAIN_OPS = {"add": NT_CHAIN_ADD, "subtract": NT_CHAIN_SUB, "multiply": NT_CHAIN_MUL}
-"""Ops of an elementwise chain epilogue (nt_gemm.h's nt_gemm_chain) by NumPy name."""
-CHAIN_LIMITS = (NT_CHAIN_MAX_INSTRS, NT_CHAIN_MAX_CONSTS)
-"""(instructions, constants) a chain epilogue may hold."""
-
-
-cdef int _load_chain(nt_gemm_chain* ch, object chain) except -1:
-    """`chain` = (constants, instructions of (op name, slot a, slot b)) into `ch`, checked: each
-    instruction reads slots written before it (0: the product, 1..: the constants)."""
-    consts, instrs = chain
-    if not 0 < len(instrs) <= NT_CHAIN_MAX_INSTRS or len(consts) > NT_CHAIN_MAX_CONSTS:
-        raise ValueError(f"a chain epilogue holds 1 to {NT_CHAIN_MAX_INSTRS} instructions and at most "
-                         f"{NT_CHAIN_MAX_CONSTS} constants")
-    ch.nconst, ch.ninstr = len(consts), len(instrs)
-    for i, c in enumerate(consts):
-        ch.c[i] = float(c)
-    for i, (name, a, b) in enumerate(instrs):
-        if name not in CHAIN_OPS:
-            raise ValueError(f"unknown chain op {name!r}")
-        if not (0 <= a < 1 + ch.nconst + i) or not (0 <= b < 1 + ch.nconst + i):
-            raise ValueError(f"chain instruction {i} reads a slot not written before it")
-        ch.op[i], ch.a[i], ch.b[i] = CHAIN_OPS[name], a, b
-    return 0
-
-
-def apply_chain(cnp.ndarray x, object chain):
-    """Apply a chain epilogue (see _load_chain) to float32/float64 `x` in place, as the packed kernel
-    applies it: the NumPy fallback's path, with the same bits."""
-    cdef nt_gemm_chain ch
-    cdef cnp.ndarray flat
-    _load_chain(&ch, chain)
-    if cnp.PyArray_TYPE(x) not in (cnp.NPY_FLOAT, cnp.NPY_DOUBLE):
-        raise TypeError("a chain epilogue takes float32 or float64")
-    flat = np.ascontiguousarray(x)
-    if cnp.PyArray_TYPE(x) == cnp.NPY_DOUBLE:
-        nt_gemm_chain_all_f64(&ch, <double*>cnp.PyArray_DATA(flat), flat.size)
-    else:
-        nt_gemm_chain_all_f32(&ch, <float*>cnp.PyArray_DATA(flat), flat.size)
-    if flat is not x:
-        x[...] = flat
 GEMM_MICRO_TILE = (NT_GEMM_MR, NT_GEMM_NR_f32, NT_GEMM_NR_f64)
 """(rows, float32 columns, float64 columns) of this build's register tile."""
 
@@ -191,10 +141,9 @@ cdef class PackedMatmul:
     cdef object packed
     cdef object fallback
     cdef readonly int calls_packed
-    cdef nt_gemm_chain chain
 
     def __init__(self, Py_ssize_t a, Py_ssize_t b, Py_ssize_t out, object dtype, object epilogue=(),
-                 bint constant=False, object fallback=None, object chain=None):
+                 bint constant=False, object fallback=None):
         if dtype not in (np.float32, np.float64):
             raise ValueError(f"the packed kernels take float32 and float64, got {dtype}")
         if not callable(fallback):
@@ -216,12 +165,6 @@ cdef class PackedMatmul:
                     self.resid = v
             self.ops[self.nops] = EPILOGUE_OPS[name]
             self.nops += 1
-        if ("chain" in [name for name, _ in epilogue]) != (chain is not None):
-            raise ValueError("a chain epilogue op needs its program, and a program its op")
-        if chain is not None and epilogue[len(epilogue) - 1][0] != "chain":   # (no wraparound)
-            raise ValueError("a chain epilogue op comes last")
-        if chain is not None:
-            _load_chain(&self.chain, chain)
         self.typenum = np.dtype(dtype).num
         self.constant = constant
         self.packed = None
@@ -301,7 +244,6 @@ cdef class PackedMatmul:
         g.a = <const char*>cnp.PyArray_DATA(x)
         g.c = <char*>cnp.PyArray_DATA(y)
         g.nops = self.nops
-        g.chain = &self.chain
         for i in range(self.nops):
             g.ops[i] = self.ops[i]
         g.failed = 0

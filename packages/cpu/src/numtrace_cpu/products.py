@@ -165,7 +165,6 @@ class Epilogue:
     ops: list
     nodes: list
     result: object
-    chain: tuple | None = None   # the "chain" op's program: see _chain_epilogue
 
     @property
     def bias(self):
@@ -253,97 +252,7 @@ def _packed_epilogue(node, outs: set) -> Epilogue | None:
         epi.ops.append(step[1])
         epi.nodes.append(step[0])
         epi.result = step[0].outputs[0]
-    found = _chain_epilogue(epi.result, h.type, outs) if len(epi.ops) < 4 else None
-    if found is not None:
-        nodes, epi.chain = found
-        epi.ops.append(("chain", None))
-        epi.nodes.extend(nodes)
-        epi.result = nodes[-1].outputs[0]
     return epi if epi.ops else None
-
-
-# Not tanh: GELU's nine ops and tanh, an op at a time over each register tile, ran 2x slower than
-# their own generated pass (one loop, values in registers).
-_CHAIN_OPS = {"np.add": "add", "np.subtract": "subtract", "np.multiply": "multiply"}
-CHAIN_MAX_INSTRS, CHAIN_MAX_CONSTS = 4, 8
-"""What a chain epilogue holds (nt_gemm.h takes up to 16 instructions and 8 constants); a longer
-chain keeps its own generated pass, which runs it in one loop."""
-
-
-def _scalar_constant(v) -> float | None:
-    """The value of a finite int/float Python scalar constant (not a bool), else None."""
-    n = v.node
-    if n is None or n.op != "prim.Constant" or not isinstance(v.type, ScalarType):
-        return None
-    value = n.attrs.get("value")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
-        return None
-    return float(value)
-
-
-def _chain_epilogue(start, h_type, outs: set) -> tuple[list, tuple] | None:
-    """(nodes, program) when every use of `start` (the product's value after its other epilogue ops)
-    lies in one cone of elementwise nodes (add, subtract, multiply) of `start` and scalar constants, of
-    its own type, of which only the last is read outside it: attention's scale ``(q @ k.T) * c``. The
-    program is (constants, instructions (op name, slot a, slot b)) with slot 0 for `start`, then the
-    constants, then each instruction's result (packed.pxi's apply_chain). None when there is no such
-    cone, or it is longer than CHAIN_MAX_INSTRS. Nodes are
-    taken greedily (every chain op whose operands are in the cone); the cone is refused, not trimmed,
-    when a value other than the last is read outside it."""
-    if start in outs or not start.uses or h_type.dtype not in (np.float32, np.float64):
-        return None
-    members: list = []
-    taken: set = set()
-    slot = {start: 0}
-    consts: list[float] = []
-    const_slot: dict = {}
-    pending = [u for u, _ in start.uses]
-    progress = True
-    while pending and progress:
-        progress = False
-        for node in list(pending):
-            if node in taken:
-                pending.remove(node)
-                continue
-            name = _CHAIN_OPS.get(node.op)
-            if name is None or len(node.outputs) != 1 or node.outputs[0].type != h_type or len(node.inputs) != 2:
-                pending.remove(node)   # outside the cone (its reader, if any, checked below)
-                continue
-            if not all(v in slot or _scalar_constant(v) is not None for v in node.inputs):
-                continue   # an operand not computed yet: after more members are, or outside the cone
-            args = []
-            for v in node.inputs:
-                if v not in slot:
-                    value = _scalar_constant(v)
-                    key = (value, bool(np.signbit(value)))   # +0.0 and -0.0 are two constants
-                    if key not in const_slot:
-                        if len(consts) == CHAIN_MAX_CONSTS:
-                            return None
-                        consts.append(value)
-                        const_slot[key] = len(consts)
-                    args.append(("c", const_slot[key]))
-                else:
-                    args.append(("v", v))
-            if all(kind == "c" for kind, _ in args) or len(members) == CHAIN_MAX_INSTRS:
-                return None
-            members.append((node, name, args))
-            taken.add(node)
-            pending.remove(node)
-            progress = True
-            out = node.outputs[0]
-            slot[out] = -1   # numbered below, once the constants are known
-            pending.extend(u for u, _ in out.uses if u not in pending)
-    if not members:
-        return None
-    nodes = [m[0] for m in members]
-    inside = set(nodes)
-    for v in [start] + [n.outputs[0] for n in nodes[:-1]]:
-        if v in outs or any(u not in inside for u, _ in v.uses):
-            return None
-    for k, n in enumerate(nodes):
-        slot[n.outputs[0]] = 1 + len(consts) + k
-    instrs = tuple((name, *(s if kind == "c" else slot[s] for kind, s in args)) for _, name, args in members)
-    return nodes, (tuple(consts), instrs)
 
 
 def epilogues(nodes: list, outputs: list, state: frozenset = frozenset()) -> dict:

@@ -54,8 +54,6 @@ class MatmulStep(Step):
     # the values of "bias" and "residual" in `inputs[2:]` (see epilogue_values).
     packed: str | None = None
     epilogue: tuple = ()
-    # The program of the epilogue's "chain" op (products.Epilogue.chain), else None.
-    chain: tuple | None = None
 
     def epilogue_values(self) -> list[tuple[str, int | None]]:
         """(op name, value number or None) of each epilogue op. The values are read from `inputs`,
