@@ -174,3 +174,43 @@ def test_in_place_programs_match_numpy(steps, layout):
         for g, r, w in zip(got_args, ref_args, want_args):
             np.testing.assert_allclose(g, w, rtol=1e-12)
             np.testing.assert_allclose(r, w, rtol=1e-12)
+
+
+# -- graphs with guards checked while running ------------------------------------------------------------
+
+def _store_then_step(a, b, w):
+    a[0] = b.sum()      # a float scalar into an int array: guarded at run time (NumPy raises for inf)
+    w -= 0.5 * b
+    return a, w
+
+
+def _step_then_store(a, b, w):
+    w -= 0.5 * b
+    a[0] = w.sum()      # the guard reads the update: it runs after it
+    return a, w
+
+
+def test_a_guarded_graph_still_writes_into_the_arguments():
+    a, b, w = np.arange(4), np.ones(4), np.zeros(4)
+    traced = nt.trace(_store_then_step, (a.copy(), b, w.copy()), backend="cpu")
+    ta, tw = a.copy(), w.copy()
+    got = traced(ta, b, tw)
+    want = _store_then_step(a.copy(), b, w.copy())
+    assert got[0] is ta and got[1] is tw
+    np.testing.assert_array_equal(ta, want[0])
+    np.testing.assert_array_equal(tw, want[1])
+    assert _in_place(traced) == [[1]]
+
+
+@pytest.mark.parametrize("fn", [_store_then_step, _step_then_store])
+def test_a_failing_guard_leaves_the_arguments_untouched(fn):
+    # The call is retried from the caller's arrays as they were (traced again here, where NumPy raises):
+    # nothing was written into them. (NumPy itself, in `_step_then_store`, updates w before raising.)
+    a, b, w = np.arange(4), np.ones(4), np.zeros(4)
+    traced = nt.trace(fn, (a.copy(), b, w.copy()), backend="cpu")
+    ta, tw = a.copy(), w.copy()
+    with pytest.warns(nt.TracerWarning, match="re-tracing"), pytest.raises(OverflowError):
+        traced(ta, np.array([np.inf, 0.0, 0.0, 0.0]), tw)
+    np.testing.assert_array_equal(ta, a)
+    np.testing.assert_array_equal(tw, w)
+    assert _in_place(traced) == ([[1]] if fn is _store_then_step else [[]])

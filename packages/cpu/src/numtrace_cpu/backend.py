@@ -33,8 +33,9 @@ def compile_graph(graph: Graph, input_types: Sequence[Type], updates: Mapping[in
 
     `updates` ``{output j: input i}`` says the caller copies output j into input i after each call (the
     new contents of an argument written in place): the executable may then compute it straight into
-    input i's memory and return that input array itself as output j. Not with run-time guards: a guard
-    failing after the write would leave the caller's array changed by a call that is then retried.
+    input i's memory and return that input array itself as output j. With run-time guards, only where
+    the step that computes it runs after the last guard step: a failing guard leaves the caller's arrays
+    untouched (the call is then retried, by another trace, on the caller's data as it was).
 
     `state`: the positions of the inputs that are module state (parameters and buffers): products
     with such a weight run on the packed-weight kernels, which pack it on every call.
@@ -57,8 +58,11 @@ def compile_graph(graph: Graph, input_types: Sequence[Type], updates: Mapping[in
     steps = write_assigned_in_place(steps, by_number, outputs)
     steps = write_reshapes_in_place(steps, by_number, outputs)
     in_place: dict = {}
-    if updates and not any(n.op == "prim.guard" for n in g.nodes):
-        in_place = write_updates_in_place(steps, len(g.inputs), outputs, dict(updates))
+    if updates:
+        # A run-time guard is checked before any write into the caller's arrays (see docstring).
+        guarded = [k for k, step in enumerate(steps) if any(n.op == "prim.guard" for n in step.nodes)]
+        in_place = write_updates_in_place(steps, len(g.inputs), outputs, dict(updates),
+                                          after=guarded[-1] + 1 if guarded else 0)
     plan = plan_buffers(steps, by_number, len(g.inputs), outputs, set(const_numbers), frozenset(in_place))
     return Executable(g, steps, by_number, plan, const_numbers, rewrites)
 

@@ -36,12 +36,14 @@ class BufferPlan:
     in_place_outputs: frozenset = frozenset()
 
 
-def write_updates_in_place(steps: list, n_inputs: int, outputs: list[int], updates: dict[int, int]) -> dict:
+def write_updates_in_place(steps: list, n_inputs: int, outputs: list[int], updates: dict[int, int],
+                           after: int = 0) -> dict:
     """Make the steps write output `j` into input `updates[j]`'s memory where that is safe, renaming the
     output value to the input's number in `steps` and `outputs` (both edited); returns the applied
     ``{j: input}``. Safe: a fused pass computes the output and may overwrite that input
     (`FusedStep.overwritable`), the output is not among the inputs' own values, and no later step (or
-    graph output) reads the input or a view of it, so nothing sees its old contents after the pass.
+    graph output) reads the input or a view of it, so nothing sees its old contents after the pass;
+    and the pass is step `after` or a later one (the steps before it may raise, leaving the input as is).
     """
     root: dict[int, int] = {}
     for step in steps:
@@ -53,7 +55,7 @@ def write_updates_in_place(steps: list, n_inputs: int, outputs: list[int], updat
     for j, i in updates.items():
         v = outputs[j]
         k = producer.get(v)
-        if (v < n_inputs or k is None or not isinstance(steps[k], FusedStep)
+        if (v < n_inputs or k is None or k < after or not isinstance(steps[k], FusedStep)
                 or (i, v) not in steps[k].overwritable or i in outputs
                 or any(root.get(w, w) == i for w in outputs)
                 or any(root.get(w, w) == i for step in steps[k + 1:] for w in step.inputs)

@@ -183,7 +183,8 @@ def _traced_function(rec: Recording, name: str, backend: str,
     return TracedFunction(rec.graph, name=name, arg_names=rec.arg_names, in_spec=rec.in_spec,
                           out_spec=rec.out_spec, backend=backend, state=rec.state_arrays,
                           state_names=rec.state_names, mutated=rec.mutated, returned=rec.returned,
-                          retrace=retrace, layouts=rec.layouts, cse_merged=rec.cse_merged)
+                          retrace=retrace, layouts=rec.layouts, cse_merged=rec.cse_merged,
+                          views=rec.views)
 
 
 def _check_one(func: Callable, traced: TracedFunction, retrace: Callable[[], TracedFunction], call: _Call,

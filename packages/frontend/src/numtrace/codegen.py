@@ -115,7 +115,7 @@ def _is_default(param: Attr, value: Any) -> bool:
     return type(value) is type(default) and value == default
 
 
-def _call_text(node: Any, args: list[str], constants: dict[str, np.ndarray]) -> str:
+def call_text(node: Any, args: list[str], constants: dict[str, np.ndarray]) -> str:
     op = node.op
     attrs = dict(node.attrs)
     if op == "prim.Constant":
@@ -176,8 +176,10 @@ def _scatter_text(node: Any, target: str, args: list[str], constants: dict[str, 
 
 
 def graph_to_python(graph: Any, name: str, arg_names: Sequence[str], state_names: Sequence[str],
-                    constants: dict[str, np.ndarray] | None = None) -> str:
-    """Python source of ``def name(args..., state...)`` computing ``graph``'s outputs."""
+                    constants: dict[str, np.ndarray] | None = None,
+                    returned: Sequence[tuple[int, int]] = ()) -> str:
+    """Python source of ``def name(args..., state...)`` computing ``graph``'s outputs, with the arguments
+    the function returns as themselves (`returned`: ``(position, input)``) among them."""
     constants = {} if constants is None else constants
     taken: set[str] = set()
     names: dict[Any, str] = {}
@@ -208,11 +210,14 @@ def graph_to_python(graph: Any, name: str, arg_names: Sequence[str], state_names
             lines.append(f"    {outs[0]} = {args[0]}.copy(){comment}")   # a copy, then NumPy's write into it
             lines.append(f"    {_scatter_text(node, outs[0], args[1:], constants)}")
             continue
-        call = _call_text(node, args, constants)
+        call = call_text(node, args, constants)
         target = outs[0] if len(outs) == 1 else ", ".join(outs)
         lines.append(f"    {target} = {call}{comment}")
     results = [names[v] for v in graph.outputs]
-    lines.append(f"    return {results[0]}" if len(results) == 1 else f"    return ({', '.join(results)})")
+    for pos, i in sorted(returned):
+        results.insert(pos, names[inputs[i]])
+    lines.append(f"    return {results[0]}" if len(results) == 1 else f"    return ({', '.join(results)},)"
+                 if results else "    return ()")
     return "\n".join(lines) + "\n"
 
 

@@ -330,8 +330,9 @@ def leaf_names(spec: Spec, where: str, out: list) -> list:
     return out
 
 
-def check_leaves(spec: Spec, count: int, what: str) -> None:
-    """``ValueError`` unless the leaves of ``spec`` are exactly positions ``0 .. count-1``, in order."""
+def check_leaves(spec: Spec, count: int, what: str, repeats: bool = False) -> None:
+    """``ValueError`` unless the leaves of ``spec`` are exactly positions ``0 .. count-1``, in order;
+    with `repeats` (an output structure holding one array twice), their first occurrences are."""
 
     def indices(s: Spec) -> list[int]:
         if isinstance(s, Leaf):
@@ -341,6 +342,8 @@ def check_leaves(spec: Spec, count: int, what: str) -> None:
         return []
 
     found = indices(spec)
+    if repeats:
+        found = list(dict.fromkeys(found))
     if found != list(range(count)):
         raise ValueError(f"{what}: the structure's array positions {found} do not match {count} graph values")
 

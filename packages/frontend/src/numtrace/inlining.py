@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from numtrace_ir import registry
+from numtrace_ir import registry, results_of
 
 from . import tracer as _tracing
 from .traced_int import plain
@@ -22,9 +22,10 @@ def inline(fn: TracedFunction, leaves: Sequence[Any]) -> Any:
     """Record ``fn``'s graph, on the flat arguments ``leaves``, into the trace being recorded."""
     tracer = _tracing.current_tracer()
     assert tracer is not None  # a traced function inlines only while a trace is being recorded
-    if fn.mutated:
-        raise NotImplementedError(f"{fn.__name__} writes into its arguments; calling it from a "
-                                  "function being traced is not supported")
+    if fn.mutated or fn.views:
+        what = "writes into its arguments" if fn.mutated else "returns views of its arguments or results"
+        raise NotImplementedError(f"{fn.__name__} {what}; calling it from a function being traced is "
+                                  "not supported")
     env: dict[Any, Any] = dict(zip(fn.graph.inputs, [*leaves, *fn._state]))
     for node in fn.graph.nodes:
         inputs = [env[v] for v in node.inputs]
@@ -35,7 +36,7 @@ def inline(fn: TracedFunction, leaves: Sequence[Any]) -> Any:
             concrete = registry.get(node.op).reference(*[_concrete(x) for x in inputs], **attrs)
         result = tracer.record(node.op, inputs, attrs, concrete)
         env.update(zip(node.outputs, result if len(node.outputs) > 1 else (result,)))
-    outs = [env[v] for v in fn.graph.outputs]
+    outs = results_of(fn.call_spec, leaves, tuple(env[v] for v in fn.graph.outputs))
     return outs[0] if fn.call_spec.single else fn.out_spec.build(outs)
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
-from numtrace_ir import Graph, passes
+from numtrace_ir import CallSpec, Graph, passes
 from numtrace_ir.backend import plain_array
 
 from .containers import (
@@ -36,6 +36,7 @@ from .containers import (
 from .dispatch import freeze
 from .errors import TracerWarning
 from .interception import numpy_intercepted
+from .output_views import find_views
 from .proxy import TracedArray
 from .scipy_fft import scipy_fft_traced
 from .source import warn_at_user_line
@@ -49,7 +50,8 @@ class Recording:
 
     def __init__(self, graph: Graph, arg_names: list[str], in_spec: Spec, out_spec: Spec,
                  state_names: list[str], state_arrays: list[np.ndarray], mutated: list[int],
-                 returned: list[tuple[int, int]], layouts: list | None = None, cse_merged: int = 0):
+                 returned: list[tuple[int, int]], layouts: list | None = None, cse_merged: int = 0,
+                 views: list[int] | None = None):
         self.graph = graph
         self.arg_names = arg_names
         self.in_spec = in_spec
@@ -65,6 +67,8 @@ class Recording:
         self.layouts = layouts
         # Nodes the common-subexpression pass merged into equal earlier ones.
         self.cse_merged = cse_merged
+        # Results NumPy returns as views of an argument or another result (`output_views.find_views`).
+        self.views = views or []
 
 
 def _parameters(func: Callable) -> list[inspect.Parameter]:
@@ -149,17 +153,35 @@ def record_function(func: Callable, args: tuple, kwargs: Mapping[str, Any] | Non
         mutated = [i for i, p in enumerate(inputs) if p._graph_value(tracer) is not tracer.graph.inputs[i]]
         out_leaves: list = []
         out_spec = _output_spec(tracer, result, strict, out_leaves, bool(mutated))
-        returned = [(pos, i) for pos, leaf in enumerate(out_leaves) for i in mutated
-                    if itself(leaf) is inputs[i]]
+        # A result that is an argument itself is the caller's array, as NumPy returns it.
+        returned = [(pos, i) for pos, leaf in enumerate(out_leaves) for i in range(len(proxies))
+                    if leaf is proxies[i]]
         skip = {pos for pos, _ in returned}
-        graph_outputs = [p for pos, p in enumerate(out_leaves) if pos not in skip]
-        graph_outputs += [inputs[i] for i in mutated]
-        tracer.graph.set_outputs([p._graph_value(tracer) for p in graph_outputs])
+        values = [_view_of_base(tracer, p) for pos, p in enumerate(out_leaves) if pos not in skip]
+        tracer.graph.set_outputs(values + [inputs[i]._graph_value(tracer) for i in mutated])
+        results, input_arrays = [p._concrete for p in out_leaves], [p._concrete for p in inputs]
+    call_spec = CallSpec(num_args=len(proxies), num_results=len(values),
+                         num_state=len(inputs) - len(proxies), written=tuple(mutated),
+                         returned=tuple(returned))
+    views = find_views(tracer.graph, call_spec, results, input_arrays,
+                       lambda pos: _result_name(out_spec, pos) or "output")
     passes.dce(tracer.graph, keep_checks=True, unchecked=tracer.discarded)   # NumPy's shape checks stay
     merged = passes.cse(tracer.graph)   # a subexpression the code computes twice runs once, on every backend
     layouts = [layout_of(np.asarray(a)) for a in leaves] if tracer.layout_dependent else None
     return Recording(tracer.graph, names, in_spec, out_spec, list(tracer.state_order),
-                     list(tracer.state_arrays), mutated, returned, layouts, merged)
+                     list(tracer.state_arrays), mutated, returned, layouts, merged, views)
+
+
+def _view_of_base(tracer: Tracer, array: Any) -> Any:
+    """The graph value of result `array`; for a view NumPy made of a traced array (and that shares its
+    memory), read again from its base's latest value, so that the graph relates the two as NumPy's
+    arrays are related even after a write through the view (see output_views)."""
+    parent, view = array._parent, array._view
+    if parent is None or not hasattr(view, "read") or \
+            not np.may_share_memory(array._concrete, parent._concrete):
+        return array._graph_value(tracer)
+    base = tracer.wrap(_view_of_base(tracer, parent), parent._concrete)   # (a view of a view: its base's)
+    return view.read(tracer, base, array._concrete)
 
 
 def _refuse_changed_containers(names: list[str], specs: list[Spec], before: list[tuple]) -> None:
@@ -182,10 +204,21 @@ def _output_spec(tracer: Tracer, result: Any, strict: bool, leaves: list, mutate
         raise RuntimeError("the traced function returned nothing (None) and wrote into none of its "
                            "arguments; it must return an array or a tuple of arrays computed from its "
                            "inputs, or update its argument arrays in place")
-    if not _holds(result, _is_array) and not (_holds(result, _is_number) and _guarded(tracer)):
+    if not _holds(result, _is_array) and not (_holds(result, _is_number) and _guarded(tracer)) \
+            and not _empty(result):
         raise RuntimeError(f"the traced function returned only Python values ({result!r:.100}); it must "
                            "return at least one array, or a Python number computed from the inputs' data")
-    return _flatten_output(tracer, result, "output", strict, leaves)
+    return _flatten_output(tracer, result, "output", strict, leaves, {})
+
+
+def _empty(obj: Any) -> bool:
+    """Whether `obj` is containers holding nothing (``()``: ``np.unstack`` of an empty axis, NumPy's
+    own result, which a trace returns as it is)."""
+    if isinstance(obj, (tuple, list)):
+        return all(_empty(x) for x in obj)
+    if isinstance(obj, dict):
+        return all(_empty(x) for x in obj.values())
+    return False
 
 
 def _holds(obj: Any, is_leaf: Callable[[Any], bool]) -> bool:
@@ -220,24 +253,42 @@ def _tuple_type(obj: tuple) -> type:
     return kind if numpy_result else tuple
 
 
-def _flatten_output(tracer: Tracer, obj: Any, where: str, strict: bool, leaves: list) -> Spec:
-    if isinstance(obj, TracedArray):
-        leaves.append(obj)
-        return Leaf(len(leaves) - 1)
-    if issubclass(type(obj), (np.ndarray, np.generic)):
-        # An array that never touched the inputs: the trace returns it as a constant.
-        leaves.append(freeze(tracer, obj))
-        return Leaf(len(leaves) - 1)
+def _result_name(spec: Spec, pos: int, where: str = "output") -> str | None:
+    """How errors name flat result `pos` of output structure `spec` (``output[1]['a']``)."""
+    if isinstance(spec, Leaf):
+        return where if spec.index == pos else None
+    children = list(zip(spec.keys, spec.children)) if isinstance(spec, DictSpec) else \
+        list(enumerate(getattr(spec, "children", ())))
+    for key, child in children:
+        name = _result_name(child, pos, f"{where}[{key!r}]")
+        if name is not None:
+            return name
+    return None
+
+
+def _flatten_output(tracer: Tracer, obj: Any, where: str, strict: bool, leaves: list,
+                    seen: dict) -> Spec:
+    """`obj`'s structure, its arrays appended to `leaves`; an array returned twice (``return m, m``) is
+    one leaf, so that a call returns one object twice, as NumPy does (`seen`: leaf index by id)."""
+    if isinstance(obj, TracedArray) or issubclass(type(obj), (np.ndarray, np.generic)):
+        if isinstance(obj, TracedArray):
+            obj = itself(obj)
+        index = seen.get(id(obj))
+        if index is None:
+            # An array that never touched the inputs: the trace returns it as a constant.
+            leaves.append(obj if isinstance(obj, TracedArray) else freeze(tracer, obj))
+            index = seen[id(obj)] = len(leaves) - 1
+        return Leaf(index)
     if isinstance(obj, tuple):
-        return SequenceSpec(_tuple_type(obj), [_flatten_output(tracer, x, f"{where}[{i}]", strict, leaves)
-                                 for i, x in enumerate(obj)])
+        return SequenceSpec(_tuple_type(obj), [
+            _flatten_output(tracer, x, f"{where}[{i}]", strict, leaves, seen) for i, x in enumerate(obj)])
     if isinstance(obj, list):
         if strict:
             warn_at_user_line(
                 f"The traced function returns a list ({where}). A list is mutable and its length may depend "
                 "on the inputs; the trace records it as a fixed-length list. Return a tuple, or pass "
                 "strict=False if the list's structure is constant.", TracerWarning)
-        return SequenceSpec(list, [_flatten_output(tracer, x, f"{where}[{i}]", strict, leaves)
+        return SequenceSpec(list, [_flatten_output(tracer, x, f"{where}[{i}]", strict, leaves, seen)
                                 for i, x in enumerate(obj)])
     if isinstance(obj, dict):
         if strict:
@@ -247,7 +298,7 @@ def _flatten_output(tracer: Tracer, obj: Any, where: str, strict: bool, leaves: 
         for key in obj:
             if not isinstance(key, str):
                 raise TypeError(f"{where}: output dict keys must be strings, got {key!r}")
-        return DictSpec(list(obj), [_flatten_output(tracer, v, f"{where}[{k!r}]", strict, leaves)
+        return DictSpec(list(obj), [_flatten_output(tracer, v, f"{where}[{k!r}]", strict, leaves, seen)
                                  for k, v in obj.items()])
     if _is_number(obj) and _guarded(tracer):
         return Const(obj)  # computed from guarded values (``float(x.sum())``, ``.item()``): see _guarded

@@ -39,7 +39,7 @@ def _method_meta(fn: Any) -> dict:
     return {"arg_names": list(fn.arg_names), "in_spec": fn.in_spec.to_json(),
             "out_spec": fn.out_spec.to_json(),
             "state_names": list(fn.state_names), "mutated": list(fn.mutated),
-            "returned": [list(r) for r in fn.returned],
+            "returned": [list(r) for r in fn.returned], "views": list(fn.views),
             "layouts": None if fn.layouts is None else [_layout_json(v) for v in fn.layouts]}
 
 
@@ -115,19 +115,24 @@ def method_fields(name: str, info: dict, graph: Any) -> dict:
                                             for i in mutated) or len(mutated) > len(graph.outputs):
         raise FormatError(f"saved method {name!r}: 'mutated' must list graph input indices")
     returned = info.get("returned", [])
+    n_args = len(graph.inputs) - len(state_names)
     n_outputs = len(graph.outputs) - len(mutated)
     if not isinstance(returned, list) or any(
             not isinstance(r, list) or len(r) != 2 or any(type(v) is not int for v in r)
-            or not 0 <= r[0] <= n_outputs + len(returned) or r[1] not in mutated for r in returned):
-        raise FormatError(f"saved method {name!r}: 'returned' must list [output position, written input]")
+            or not 0 <= r[0] <= n_outputs + len(returned) or not 0 <= r[1] < n_args for r in returned):
+        raise FormatError(f"saved method {name!r}: 'returned' must list [output position, argument]")
     check_leaves(in_spec, len(graph.inputs) - len(state_names), f"saved method {name!r} inputs")
-    check_leaves(out_spec, n_outputs + len(returned), f"saved method {name!r} outputs")
+    check_leaves(out_spec, n_outputs + len(returned), f"saved method {name!r} outputs", repeats=True)
+    views = info.get("views", [])
+    if not isinstance(views, list) or any(type(v) is not int or not 0 <= v < n_outputs + len(returned)
+                                          for v in views):
+        raise FormatError(f"saved method {name!r}: 'views' must list result positions")
     if len(arg_names) != len(in_spec.children):
         raise FormatError(f"saved method {name!r}: {len(arg_names)} argument names for "
                           f"{len(in_spec.children)} arguments")
     _check_input_names(name, graph, arg_names, in_spec, state_names)
     return {"arg_names": arg_names, "in_spec": in_spec, "out_spec": out_spec, "state_names": state_names,
-            "mutated": mutated, "returned": [tuple(r) for r in returned],
+            "mutated": mutated, "returned": [tuple(r) for r in returned], "views": views,
             "layouts": _layouts(name, info, len(graph.inputs) - len(state_names))}
 
 

@@ -19,13 +19,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from numtrace_ir import CallSpec, Graph, GuardError, run_call
+from numtrace_ir import CallSpec, Graph, GuardError, TensorType, run_call
 
 from . import tracer as _tracing
 from .backends import get_backend
 from .call_arguments import signature
 from .containers import Leaf, SequenceSpec, Spec
 from .inlining import inline
+from .output_views import apply_views, view_steps
 from .specializations import guard_failure
 from .traced_inspection import Inspection
 from .traced_saving import Persistence
@@ -78,8 +79,13 @@ class TracedFunction(Inspection, Persistence):
                  backend: str, state: Sequence[np.ndarray] = (), state_names: Sequence[str] = (),
                  mutated: Sequence[int] = (), returned: Sequence[tuple[int, int]] = (),
                  retrace: Callable[[tuple], TracedFunction] | None = None,
-                 layouts: Sequence[Any] | None = None, cse_merged: int = 0):
+                 layouts: Sequence[Any] | None = None, cse_merged: int = 0,
+                 views: Sequence[int] = ()):
         self.graph = graph
+        # The result positions NumPy returns as views of arguments or of other results (see
+        # output_views): rebuilt per call by their replays, made per signature in `_view_steps`.
+        self.views = tuple(int(v) for v in views)
+        self._view_steps: dict[tuple, Any] = {}
         # Nodes `numtrace_ir.passes.cse` merged when the graph was recorded (shown by `stats()`).
         self.cse_merged = cse_merged
         # The arguments' layouts when the trace wrote through a reshape (`views.layout_of`): a call
@@ -171,7 +177,7 @@ class TracedFunction(Inspection, Persistence):
         if variant.layouts is not None:
             variant._check_layouts(leaves)
         try:
-            if spec.written:
+            if spec.written or spec.returned:
                 outs = run_call(executable, spec, leaves, variant._state)
             else:
                 outs = executable(*leaves, *variant._state)
@@ -180,6 +186,8 @@ class TracedFunction(Inspection, Persistence):
             if broken is None:
                 raise
             return self._guard_failed_at_run_time(leaves, key, broken, entry)
+        if variant.views:
+            outs = variant._with_views(outs, leaves)
         if spec.single:
             return outs[0]
         return variant._build(outs)
@@ -189,7 +197,19 @@ class TracedFunction(Inspection, Persistence):
         if self.layouts is not None:
             self._check_layouts(leaves)
         outs = run_call(executable, self.call_spec, leaves, self._state)
+        if self.views:
+            outs = self._with_views(outs, leaves)
         return outs[0] if self.call_spec.single else self._build(outs)
+
+    def _with_views(self, outs: tuple, leaves: Sequence[Any]) -> tuple:
+        """The flat results with those NumPy returns as views rebuilt as views (see output_views)."""
+        key = tuple(map(signature, leaves))
+        steps = self._view_steps.get(key)
+        if steps is None:
+            types = [TensorType(a.dtype, a.shape) for a in leaves] + [v.type for v in
+                                                                      self.graph.inputs[len(leaves):]]
+            steps = self._view_steps[key] = view_steps(self.graph, self.call_spec, self.views, types)
+        return apply_views(steps, outs, [*leaves, *self._state])
 
     def _build(self, outs: tuple) -> Any:
         """The function's outputs from its flat results."""
@@ -230,7 +250,7 @@ class TracedFunction(Inspection, Persistence):
         return TracedFunction(self.graph, name=self.__name__, arg_names=self.arg_names, in_spec=self.in_spec,
                               out_spec=self.out_spec, backend=backend, state=self._state,
                               state_names=self.state_names, mutated=self.mutated, returned=self.returned,
-                              retrace=self._retrace, layouts=self.layouts)
+                              retrace=self._retrace, layouts=self.layouts, views=self.views)
 
     def __repr__(self) -> str:
         return f"<numtrace.TracedFunction {self.__name__}({', '.join(self.arg_names)}) on {self.backend!r}>"
@@ -245,7 +265,7 @@ def _exact_caller(entry: tuple) -> Callable[[tuple], Any] | None:
     run nothing. None where the backend has none."""
     variant, executable = entry
     make = getattr(executable, "exact_caller", None)
-    if make is None or not variant._flat_args or variant.layouts is not None:
-        return None   # (the layout check is the general path's)
+    if make is None or not variant._flat_args or variant.layouts is not None or variant.views:
+        return None   # (the layout check and views are the general path's)
     build = None if variant.call_spec.single or variant._tuple_output else variant.out_spec.build
     return make(variant.call_spec, variant._state, build).run

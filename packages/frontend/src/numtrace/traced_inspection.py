@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,6 +22,10 @@ class Inspection(Specializations):
     cse_merged: int
     _num_leaves: int
     _flat_args: bool
+
+    if TYPE_CHECKING:
+        @property
+        def returned(self) -> tuple[tuple[int, int], ...]: ...
 
     @property
     def guards(self) -> list[str]:
@@ -76,7 +80,8 @@ class Inspection(Specializations):
         """
         from .codegen import graph_to_python
 
-        return graph_to_python(self.graph, self.__name__, self.arg_names_flat(), self.state_names)
+        return graph_to_python(self.graph, self.__name__, self.arg_names_flat(), self.state_names,
+                               returned=self.returned)
 
     @property
     def constants(self) -> dict[str, np.ndarray]:
@@ -87,7 +92,8 @@ class Inspection(Specializations):
         from .codegen import graph_to_python
 
         constants: dict[str, np.ndarray] = {}
-        graph_to_python(self.graph, self.__name__, self.arg_names_flat(), self.state_names, constants)
+        graph_to_python(self.graph, self.__name__, self.arg_names_flat(), self.state_names, constants,
+                        self.returned)
         return constants
 
     def arg_names_flat(self) -> list[str]:

@@ -3,7 +3,7 @@
 # Importing `ops` registers every op: the op modules sit above the registry, so the package loads them.
 from numtrace_ir import dot, ops, passes, registry, serialize  # noqa: F401
 from numtrace_ir.backend import Backend, Executable
-from numtrace_ir.call_spec import CallSpec, run_call
+from numtrace_ir.call_spec import CallSpec, results_of, run_call
 from numtrace_ir.canonical import canonical_text, canonicalize, graphs_equal
 from numtrace_ir.dims import ShapeError
 from numtrace_ir.graph import Graph, LintError, Node, Value
@@ -54,6 +54,7 @@ __all__ = [
     "parse",
     "passes",
     "registry",
+    "results_of",
     "run_call",
     "serialize",
     "specialize",

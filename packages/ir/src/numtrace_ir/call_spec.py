@@ -4,9 +4,10 @@ one Python implementation of that call convention.
 A traced function is called with its arguments flattened to arrays; the graph's inputs are those
 arguments followed by module state. The graph's outputs are the function's results followed by the
 new contents of the inputs it wrote into (``x += 1``), which the call copies back into the caller's
-arrays, as NumPy would have written them. A result that is a written argument itself (``return w``
-after ``w -= ...``) is the caller's own array, not a copy. A written input (argument or module state)
-must not share memory with another input: the trace reads them as separate arrays.
+arrays, as NumPy would have written them. A result that is an argument itself (``return x``, or
+``return w`` after ``w -= ...``) is the caller's own array, not a copy, as NumPy returns it. A written
+input (argument or module state) must not share memory with another input: the trace reads them as
+separate arrays.
 
 Backends receive the spec in `Backend.compile`. Most run only the graph and leave the rest of the call
 to `run_call`; a backend may instead implement the whole call (the CPU backend's C fast path,
@@ -40,8 +41,8 @@ class CallSpec:
             of the executable passes after the arguments.
         written: graph input indices the function writes into, in write-back order: graph output
             ``num_results + k`` holds input ``written[k]``'s new contents.
-        returned: ``(result position, input index)``, ascending: results that are a written argument
-            itself, inserted among the graph's results at those positions.
+        returned: ``(result position, input index)``, ascending: results that are an argument itself
+            (written into or not), inserted among the graph's results at those positions.
         single: the function returns one array rather than a tuple (its flat results hold one item).
         name: the function's name, for errors.
         input_names: the graph inputs' names (None where unnamed), for errors.
@@ -77,8 +78,8 @@ class CallSpec:
             raise ValueError(f"CallSpec: negative count in {self!r}")
         if len(set(self.written)) != len(self.written) or any(not 0 <= i < n_in for i in self.written):
             raise ValueError(f"CallSpec: written inputs {self.written} must be distinct inputs of {n_in}")
-        if any(i not in self.written or i >= self.num_args for _, i in self.returned):
-            raise ValueError(f"CallSpec: returned {self.returned} must name written arguments")
+        if any(not 0 <= i < self.num_args for _, i in self.returned):
+            raise ValueError(f"CallSpec: returned {self.returned} must name arguments")
         items: list[int] = list(range(self.num_results))
         for pos, i in self.returned:
             if not 0 <= pos <= len(items):
@@ -168,10 +169,11 @@ def run_call(executable: Callable[..., tuple], spec: CallSpec, args: Sequence[An
              state: Sequence[Any] = ()) -> tuple:
     """One call of a traced function on an executable that runs only its graph: the aliasing check,
     the run on ``(*args, *state)``, the write-back, and the flat results (`results_of`)."""
-    if not spec.written:
+    if not spec.written and not spec.returned:
         return executable(*args, *state)
     inputs = [*args, *state] if state else args
-    check_aliasing(spec, inputs)
+    if spec.alias_pairs:
+        check_aliasing(spec, inputs)
     outs = executable(*inputs)
     write_back(spec, inputs, outs)
     return results_of(spec, inputs, outs)

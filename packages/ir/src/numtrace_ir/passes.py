@@ -43,6 +43,8 @@ def dce(g: Graph, *, keep_checks: bool = False, unchecked: Collection = ()) -> i
     shapes (``x[0]`` of an empty array, the max of an empty array, a broadcast that does not fit)
     becomes a ``prim.check`` of its op on the same inputs: a call with such shapes still raises as
     NumPy would, and the value is not computed (`specialize` decides the check from the shapes);
+    A dead host call (a function the registry lacks) is kept whole: what it refuses depends on the data
+    too (``np.choose`` with an entry out of range), so every call still makes it, as NumPy would.
     `unchecked`: nodes that are no call of the program's (an attempt the tracer discarded)."""
     live_outputs = set(g.outputs)
     effects: dict[str, bool] = {}
@@ -53,6 +55,8 @@ def dce(g: Graph, *, keep_checks: bool = False, unchecked: Collection = ()) -> i
         if effect is None:
             effect = effects[n.op] = _effect(n.op)
         if not effect and all(not v.uses and v not in live_outputs for v in n.outputs):
+            if keep_checks and n not in unchecked and n.op == "prim.host_call":
+                continue   # a function NumPy's code calls: it may raise for the call's data, as it would
             if keep_checks and n not in unchecked and _may_refuse_shapes(n):
                 with g.inserting_before(n):
                     g.create_node("prim.check", list(n.inputs),

@@ -1,0 +1,206 @@
+"""Results that NumPy returns as views of an argument or of another result (``return m, m[::2]``,
+``return x.T``, ``return np.real(z)``): a call returns them as views too, so that a later write through
+one is seen in the other, as it would be with NumPy's results.
+
+The graph computes every result as a fresh array. At trace time, each result whose memory overlaps an
+argument's, module state's or another result's (in the eager NumPy run) is followed back through the
+graph to those roots: the nodes between are its replay, NumPy's own calls on the roots (an op's
+``as_view`` where it has one). Per call signature the replay is read from the specialized graph (its
+slice bounds and shapes concrete) and run on the roots the call returns, so that a reshape is a view or
+a copy exactly as NumPy makes it for the caller's array. The replay is checked when tracing: run on the
+eager roots it must give NumPy's values sharing the memory NumPy's result shares; a result for which it
+does not is refused at trace time, naming it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from numtrace_ir import CallSpec, Graph, registry, specialize
+
+from . import codegen
+
+__all__ = ["apply_views", "find_views", "view_steps"]
+
+# (result position, replay(results, inputs) -> the view): each reads roots only, never another view.
+Replays = list[tuple[int, Callable[[Sequence[Any], Sequence[Any]], Any]]]
+
+_REFUSAL = ("{what} of the traced function shares memory with {other} (NumPy returns a view), but the "
+            "trace cannot rebuild it as NumPy's view ({why}). Return a copy (np.copy) of it")
+
+
+class _NotAView(Exception):
+    """The replay of a result cannot be made: the reason."""
+
+
+def _overlaps(a: Any, b: Any) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    if not np.may_share_memory(a, b):
+        return False
+    try:
+        return bool(np.shares_memory(a, b, max_work=10_000))  # type: ignore[arg-type]
+    except np.exceptions.TooHardError:
+        return True
+
+
+def _replay(value: Any, roots: dict[Any, int]) -> Callable[[Sequence[Any], Sequence[Any]], Any]:
+    """A function of ``(results, inputs)`` computing graph value `value` from the `roots` (graph value
+    -> result position, or ``-1 - input``) with NumPy's calls, as generated Python source."""
+    order: list = []
+    seen: set = set()
+
+    def visit(v: Any) -> None:
+        if v in seen or v in roots:
+            return
+        node = v.node
+        if node is None:
+            raise _NotAView(f"it reads graph input {v.name!r}")
+        if node.op == "prim.host_call" or registry.get(node.op).nondeterministic:
+            raise _NotAView(f"{node.op} is no NumPy view call")
+        for u in node.inputs:
+            visit(u)
+        seen.add(v)
+        if node not in order:
+            order.append(node)
+
+    visit(value)
+    names: dict[Any, str] = {}
+    for v, root in roots.items():
+        names[v] = f"results[{root}]" if root >= 0 else f"inputs[{-1 - root}]"
+    constants: dict[str, np.ndarray] = {}
+    views: list = []
+    lines = ["def replay(results, inputs):"]
+    for k, node in enumerate(order):
+        args = [names[u] for u in node.inputs]
+        as_view = registry.get(node.op).as_view
+        viewed = as_view is not None and node.op != "prim.dynamic"
+        if viewed:
+            scalars = [u for u in node.inputs[1:]]
+            if any(u.node is None or u.node.op != "prim.Constant" for u in scalars):
+                raise _NotAView(f"the shape of its {node.op} depends on array data")
+            dims = [u.node.attrs["value"] for u in scalars]
+            views.append((as_view, tuple(node.outputs[0].type.shape) if len(node.outputs) == 1 else None,
+                          dict(node.attrs), dims))
+            call = f"VIEWS[{len(views) - 1}]({args[0]})"
+        else:
+            call = codegen.call_text(node, args, constants)
+            if call.startswith("op("):
+                raise _NotAView(f"{node.op} is no NumPy call")
+        if len(node.outputs) == 1:
+            names[node.output] = f"v{k}"
+            # A function of several results (np.broadcast_arrays) gives a sequence of one.
+            lines.append(f"    v{k} = {call}" if viewed else f"    v{k} = ONE({call})")
+        else:
+            lines.append(f"    v{k} = {call}")
+            for j, out in enumerate(node.outputs):
+                names[out] = f"v{k}[{j}]"
+    lines.append(f"    return {names[value]}")
+    namespace: dict[str, Any] = {"np": np, "op": codegen.op, "CONSTANTS": constants,
+                                 "VIEWS": [_view_call(*v) for v in views], "ONE": _one}
+    exec("\n".join(lines) + "\n", namespace)   # the program's own nodes, rendered by `codegen`
+    return namespace["replay"]
+
+
+def _one(result: Any) -> Any:
+    return result[0] if isinstance(result, (tuple, list)) else result
+
+
+def _view_call(as_view: Callable, shape: tuple | None, attrs: dict, dims: list) -> Callable:
+    return lambda a: as_view(np.asarray(a), shape, attrs, dims)
+
+
+def _roots(graph: Graph, spec_items: Sequence[int], written: Sequence[int], views: Sequence[int]
+           ) -> dict[Any, int]:
+    """Graph value -> root: the inputs (a written one's new contents) and the results that are not
+    views rebuilt themselves."""
+    input_values = graph.inputs
+    roots: dict[Any, int] = {}
+    for i, value in enumerate(input_values):
+        if i not in written:   # a written input's old contents are gone once the call wrote it back
+            roots.setdefault(value, -1 - i)
+    for k, i in enumerate(written):
+        roots.setdefault(graph.outputs[len(graph.outputs) - len(written) + k], -1 - i)
+    for pos, j in enumerate(spec_items):
+        if j >= 0 and pos not in views:
+            roots.setdefault(graph.outputs[j], pos)
+    return roots
+
+
+def find_views(graph: Graph, spec: CallSpec, results: Sequence[Any], inputs: Sequence[Any],
+               where: Callable[[int], str]) -> list[int]:
+    """The result positions NumPy returned sharing memory with an input or another result and that are
+    not the root the others are views of (`results`/`inputs`: the eager arrays), rooted first.
+    NotImplementedError naming a result whose replay does not give NumPy's view."""
+    items = spec.result_items
+    overlaps: dict[int, list[int]] = {}
+    for pos, array in enumerate(results):
+        if items[pos] >= 0:
+            partners = [q for q, other in enumerate(results) if q != pos and items[q] >= 0
+                        and _overlaps(array, other)]
+            partners += [-1 - i for i, other in enumerate(inputs) if _overlaps(array, other)]
+            if partners:
+                overlaps[pos] = partners
+    if not overlaps:
+        return []
+    # A result whose graph value comes first is a root candidate of those after it.
+    order: dict[Any, int] = {node: k for k, node in enumerate(graph.nodes)}
+    candidates = sorted(overlaps, key=lambda p: order.get(graph.outputs[items[p]].node, -1))
+    views: list[int] = []
+    # Replayed as a call at the traced shapes would be: shape arithmetic folded into the view calls.
+    graph = specialize(graph, [v.type for v in graph.inputs], check_shapes=False)
+    for pos in candidates:
+        value = graph.outputs[items[pos]]
+        roots = _roots(graph, items, spec.written, [*views, pos])
+        if roots.get(value, pos) >= 0 and roots.get(value, pos) != pos:
+            roots.pop(value)   # a result CSE made equal to another: replayed from the roots all the same
+        try:
+            replayed = _replay(value, roots)(results, inputs)
+            if np.shape(replayed) != np.shape(results[pos]) or not np.array_equal(replayed, results[pos],
+                                                                                  equal_nan=True):
+                raise _NotAView("its replay computes other values")
+            for q in overlaps[pos]:
+                if not _overlaps(replayed, results[q] if q >= 0 else inputs[-1 - q]):
+                    raise _NotAView("its replay does not share memory with it")
+        except _NotAView as why:
+            if all(q >= 0 and q not in views for q in overlaps[pos]):
+                continue   # a root the results after it may be views of
+            q = next(q for q in overlaps[pos] if q < 0 or q in views)
+            other = where(q) if q >= 0 else f"argument #{-1 - q}"
+            raise NotImplementedError(_REFUSAL.format(what=where(pos), other=other, why=why)) from None
+        views.append(pos)
+    for pos in overlaps:   # every overlap is now a view relation, or refused
+        if pos not in views and not all(q >= 0 and q in views for q in overlaps[pos]):
+            q = next(q for q in overlaps[pos] if q < 0 or q not in views)
+            other = where(q) if q >= 0 else f"argument #{-1 - q}"
+            raise NotImplementedError(_REFUSAL.format(what=where(pos), other=other,
+                                                      why="it is computed, not a view of the other"))
+    return views
+
+
+def view_steps(graph: Graph, spec: CallSpec, views: Sequence[int], types: Sequence[Any]) -> Replays:
+    """The replays of the `views` results for a call with input `types`, from the graph specialized to
+    them (slice bounds and shapes concrete)."""
+    g = specialize(graph, list(types), check_shapes=False)
+    items = spec.result_items
+    replays: Replays = []
+    for pos in views:
+        roots = _roots(g, items, spec.written, views)   # as when tracing: replayed from the other roots
+        value = g.outputs[items[pos]]
+        if roots.get(value, -1) >= 0:
+            roots.pop(value)
+        try:
+            replays.append((pos, _replay(value, roots)))
+        except _NotAView as why:
+            raise NotImplementedError(f"{spec.name}(): a result NumPy returns as a view cannot be rebuilt "
+                                      f"as one at these shapes ({why})") from None
+    return replays
+
+
+def apply_views(replays: Replays, results: Sequence[Any], inputs: Sequence[Any]) -> tuple:
+    """The flat `results` with each view result rebuilt from its roots, as NumPy's calls give it."""
+    out = list(results)
+    for pos, replay in replays:
+        out[pos] = replay(out, inputs)
+    return tuple(out)
