@@ -455,7 +455,7 @@ def test_blas_products_run_on_one_openblas_thread(monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("kn", [(1, 5), (15, 33), (16, 32), (17, 1), (33, 70), (300, 31)], ids=str)
+@pytest.mark.parametrize("kn", [(9, 5), (15, 33), (16, 32), (17, 1), (33, 70), (300, 31)], ids=str)
 def test_transposed_run_time_weight_packs_as_a_contiguous_one(dtype, kn, threads):
     """A run-time B that is a transposed view (its k adjacent, as attention's keys: packed 16 rows of k
     at a time through register transposes on AVX-512) gives the bits of the same B passed contiguous,
