@@ -30,8 +30,10 @@ __all__ = [
 
 
 # Options of every compile and launch: no contraction of a * b + c into one FMA, which rounds once
-# where NumPy rounds twice (Triton 3.6 contracts by default).
-COMPILE_OPTIONS = {"enable_fp_fusion": False}
+# where NumPy rounds twice (Triton 3.6 contracts by default); libdevice's float32 functions in their
+# IEEE form, which keeps subnormal operands and results (Triton links the flush-to-zero form by
+# default: float32 exp(-90) would be 0, log(1e-40) -inf).
+COMPILE_OPTIONS = {"enable_fp_fusion": False, "enable_reflect_ftz": False}
 
 
 def next_pow2(n: int) -> int:
