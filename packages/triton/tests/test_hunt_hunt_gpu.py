@@ -4,10 +4,16 @@ GPU's instructions are known to differ from NumPy's."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
+import numpy as np
 import pytest
+from conftest import INTERPRETER_ONLY
 from gpu_compile_check import enabled
+from numtrace_ir.graph import Graph
+from numtrace_ir.types import TensorType
+from numtrace_triton import Backend, Tuning, backend
 from numtrace_triton.aot import compile_for_gpu
 from test_gpu_math import _float_ufunc_ops, _kernels, _probe
 
@@ -39,3 +45,41 @@ def test_no_float_kernel_flushes_subnormals():
     flushing = {op.name: sorted(set(FLUSH.findall(r["ptx"]))) for (op, _), r in zip(cases, results)
                 if FLUSH.search(r["ptx"])}
     assert not flushing, flushing
+
+
+def _saturating_cast(self, src, dst_type):
+    """PTX's ``cvt.rzi`` of a float to an integer: truncated, clamped to the type's range, NaN to 0."""
+    from triton.runtime import interpreter
+
+    dt = interpreter._get_np_dtype(dst_type)
+    info = np.iinfo(dt)
+    with np.errstate(invalid="ignore"):
+        r = np.trunc(src.data.astype(np.float64))
+        fits = (r >= float(info.min)) & (r < float(info.max) + 1)
+        data = np.where(fits, np.where(fits, r, 0).astype(dt), np.where(r < 0, info.min, info.max)).astype(dt)
+    return interpreter.TensorHandle(np.where(np.isnan(r), 0, data).astype(dt), dst_type.scalar)
+
+
+@INTERPRETER_ONLY
+@pytest.mark.parametrize("src", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("dst", ["int8", "uint8", "int16", "uint16", "int32", "int64"])
+def test_float_to_int_casts_out_of_range_in_the_gpu_form(monkeypatch, src, dst):
+    """The GPU form's source, run in the interpreter with float-to-int conversion as a GPU does it
+    (saturating): NaN, inf and out-of-range floats give NumPy's (x86) answer, the integer minimum
+    (through int32 for the narrow types), not PTX's clamped value or 0."""
+    from triton.runtime import interpreter
+
+    monkeypatch.setattr(backend, "_tuning", lambda: dataclasses.replace(Tuning.interpreter(), libdevice=True))
+    monkeypatch.setattr(interpreter.InterpreterBuilder, "create_fp_to_si", _saturating_cast)
+    monkeypatch.setattr(interpreter.InterpreterBuilder, "create_fp_to_ui", _saturating_cast)
+    values = [np.nan, np.inf, -np.inf, 1e20, -1e20, 300.7, -300.7, 70000.5, -70000.5, 3e9, -3e9, 5e9,
+              1e19, -1e19, 2.0**63, -(2.0**63), 2.0**31, -(2.0**31), 0.0, -0.0, 7.9, -7.9]
+    with np.errstate(over="ignore"):
+        x = np.array(values).astype(src)
+    g = Graph()
+    v = g.add_input("x", TensorType(src, x.shape))
+    g.set_outputs([g.create_node("np.astype", [v], attrs={"dtype": np.dtype(dst)}).output])
+    got = Backend().compile(g, [TensorType(src, x.shape)])(x)[0]
+    with np.errstate(invalid="ignore"):
+        expected = x.astype(dst)
+    np.testing.assert_array_equal(got, expected)

@@ -262,7 +262,7 @@ class BodyEmitter:
             won = w.let(f"{ok} & (tl.load({pw} + {iv}, mask={ok}, other=-1) == {position})")
             value, value_dtype = self.operand(item.args[2], item.level)
             target = attrs["target"]
-            value = SourceWriter.cast(value, value_dtype, target.dtype)
+            value = self.w.astype(value, value_dtype, target.dtype)
             if np.dtype(target.dtype).kind == "b":
                 value = f"{value}.to({tl_type(storage_dtype(target.dtype))})"
             addr = self.space.address(target, item.level)
@@ -280,7 +280,7 @@ class BodyEmitter:
         ok = w.let(f"{mask} & ({bad} == 0)" if mask else f"{bad} == 0")
         value, value_dtype = self.operand(item.args[1], item.level)
         target = attrs["target"]
-        value = w.let(SourceWriter.cast(value, value_dtype, target.dtype))
+        value = w.let(w.astype(value, value_dtype, target.dtype))
         if attrs["negate"]:
             value = w.let(f"-{value}")
         addr = self.space.address(target, item.level)
@@ -299,7 +299,7 @@ class BodyEmitter:
         value = self.space.lift(name, at, store.level)
         value_dtype = self.dtypes[store.key]
         target = storage_dtype(store.view.dtype)
-        value = SourceWriter.cast(value, value_dtype, store.view.dtype)
+        value = self.w.astype(value, value_dtype, store.view.dtype)
         if np.dtype(store.view.dtype).kind == "b":
             value = f"{value}.to({tl_type(target)})"
         ptr = self.params[store.view.buffer]
