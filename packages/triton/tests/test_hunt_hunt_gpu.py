@@ -83,3 +83,23 @@ def test_float_to_int_casts_out_of_range_in_the_gpu_form(monkeypatch, src, dst):
     with np.errstate(invalid="ignore"):
         expected = x.astype(dst)
     np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "uint8", "uint64"])
+@pytest.mark.parametrize("op", ["np.floor_divide", "np.remainder", "np.fmod", "np.divmod"])
+def test_integer_division_by_zero_and_of_the_minimum_by_minus_one(op, dtype):
+    """NumPy: 0 for a zero divisor, the minimum (wrapped) for minimum // -1. The kernel never divides
+    by 0 or the minimum by -1 (``sdiv``'s undefined cases on a GPU, not the interpreter's: a GPU run
+    confirms those lanes)."""
+    info = np.iinfo(dtype)
+    a = np.array([info.min, info.min, info.max, 7, info.max, 0, info.min + 1, 5], dtype=dtype)
+    b = np.array([-1, 0, -1, 0, -1, -1, -1, 3] if info.min else [1, 0, 1, 0, info.max, 1, 1, 3], dtype=dtype)
+    g = Graph()
+    va, vb = g.add_input("a", TensorType(dtype, a.shape)), g.add_input("b", TensorType(dtype, b.shape))
+    g.set_outputs(g.create_node(op, [va, vb]).outputs)
+    got = Backend().compile(g, [TensorType(dtype, a.shape)] * 2)(a, b)
+    with np.errstate(all="ignore"):
+        expected = getattr(np, op[3:])(a, b)
+    for x, y in zip(got, expected if isinstance(expected, tuple) else (expected,)):
+        assert x.dtype == y.dtype
+        np.testing.assert_array_equal(x, y)
