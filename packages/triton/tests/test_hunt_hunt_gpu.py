@@ -60,6 +60,35 @@ def _saturating_cast(self, src, dst_type):
     return interpreter.TensorHandle(np.where(np.isnan(r), 0, data).astype(dt), dst_type.scalar)
 
 
+def _as_on_a_gpu(monkeypatch):
+    """Plans in the GPU's form, run by the interpreter converting floats to integers as a GPU does."""
+    from triton.runtime import interpreter
+
+    monkeypatch.setattr(backend, "_tuning", lambda: dataclasses.replace(Tuning.interpreter(), libdevice=True))
+    monkeypatch.setattr(interpreter.InterpreterBuilder, "create_fp_to_si", _saturating_cast)
+    monkeypatch.setattr(interpreter.InterpreterBuilder, "create_fp_to_ui", _saturating_cast)
+
+
+def _run(op, x, **attrs):
+    g = Graph()
+    v = g.add_input("x", TensorType(x.dtype, x.shape))
+    g.set_outputs([g.create_node(op, [v], attrs=attrs).output])
+    return Backend().compile(g, [TensorType(x.dtype, x.shape)])(x)[0]
+
+
+@INTERPRETER_ONLY
+@pytest.mark.parametrize("dtype", ["int8", "int32", "int64"])
+def test_rounding_integers_to_tens_past_the_end_of_their_type(monkeypatch, dtype):
+    """np.round(int, -1) goes through float64 and back: 127 -> 130 -> -126 in int8, the int64 maximum
+    -> the minimum (NumPy's cast), not the type's maximum that a saturating conversion gives."""
+    _as_on_a_gpu(monkeypatch)
+    info = np.iinfo(dtype)
+    x = np.array([info.max, info.min, info.max // 2, 5, -15, 25], dtype=dtype)
+    with np.errstate(invalid="ignore"):
+        expected = np.round(x, -1)
+    np.testing.assert_array_equal(_run("np.round", x, decimals=-1), expected)
+
+
 @INTERPRETER_ONLY
 @pytest.mark.parametrize("src", ["float16", "float32", "float64"])
 @pytest.mark.parametrize("dst", ["int8", "uint8", "int16", "uint16", "int32", "int64"])
@@ -67,19 +96,12 @@ def test_float_to_int_casts_out_of_range_in_the_gpu_form(monkeypatch, src, dst):
     """The GPU form's source, run in the interpreter with float-to-int conversion as a GPU does it
     (saturating): NaN, inf and out-of-range floats give NumPy's (x86) answer, the integer minimum
     (through int32 for the narrow types), not PTX's clamped value or 0."""
-    from triton.runtime import interpreter
-
-    monkeypatch.setattr(backend, "_tuning", lambda: dataclasses.replace(Tuning.interpreter(), libdevice=True))
-    monkeypatch.setattr(interpreter.InterpreterBuilder, "create_fp_to_si", _saturating_cast)
-    monkeypatch.setattr(interpreter.InterpreterBuilder, "create_fp_to_ui", _saturating_cast)
+    _as_on_a_gpu(monkeypatch)
     values = [np.nan, np.inf, -np.inf, 1e20, -1e20, 300.7, -300.7, 70000.5, -70000.5, 3e9, -3e9, 5e9,
               1e19, -1e19, 2.0**63, -(2.0**63), 2.0**31, -(2.0**31), 0.0, -0.0, 7.9, -7.9]
     with np.errstate(over="ignore"):
         x = np.array(values).astype(src)
-    g = Graph()
-    v = g.add_input("x", TensorType(src, x.shape))
-    g.set_outputs([g.create_node("np.astype", [v], attrs={"dtype": np.dtype(dst)}).output])
-    got = Backend().compile(g, [TensorType(src, x.shape)])(x)[0]
+    got = _run("np.astype", x, dtype=np.dtype(dst))
     with np.errstate(invalid="ignore"):
         expected = x.astype(dst)
     np.testing.assert_array_equal(got, expected)
