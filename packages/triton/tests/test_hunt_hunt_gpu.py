@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 from conftest import INTERPRETER_ONLY
 from gpu_compile_check import enabled
+from numtrace_ir import registry
 from numtrace_ir.graph import Graph
+from numtrace_ir.testing import type_of
 from numtrace_ir.types import TensorType
 from numtrace_triton import Backend, Tuning, backend
 from numtrace_triton.aot import compile_for_gpu
@@ -125,3 +127,32 @@ def test_integer_division_by_zero_and_of_the_minimum_by_minus_one(op, dtype):
     for x, y in zip(got, expected if isinstance(expected, tuple) else (expected,)):
         assert x.dtype == y.dtype
         np.testing.assert_array_equal(x, y)
+
+
+def _minus_as_triton_3_6(self, input):
+    """Triton 3.6's unary minus (the GPU run's Triton): ``0 - x`` for floats too, +0.0 for both zeros."""
+    zero = self.tensor(self.builder.get_null_value(input.type.scalar.to_ir(self.builder)), input.type.scalar)
+    return self.sub(zero, input, True)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_subtract_at_keeps_a_negative_zero_under_triton_3_6s_minus(monkeypatch, dtype):
+    """np.subtract.at(a, i, 0.0) leaves a -0.0 target -0.0 (-0.0 - 0.0); an atomic add of ``-value``
+    written as Triton 3.6's ``0 - value`` adds +0.0 and makes it +0.0."""
+    from triton.language.semantic import TritonSemantic
+
+    monkeypatch.setattr(TritonSemantic, "minus", _minus_as_triton_3_6)
+    a = np.array([-0.0, -0.0, 1.0, -0.0], dtype)
+    idx = np.array([0, 3, 2])
+    v = np.array([0.0, 0.0, -0.0], dtype)
+    g = Graph()
+    xs = [g.add_input(f"x{i}", type_of(x)) for i, x in enumerate((a, idx, v))]
+    attrs = registry.get("np.ufunc.at").normalize_attrs({"ufunc": "numpy.subtract", "index": ("input",)})
+    g.set_outputs(g.create_node("np.ufunc.at", xs, attrs=attrs).outputs)
+    exe = Backend().compile(g, [type_of(x) for x in (a, idx, v)])
+    assert "tl.atomic_add" in exe.explain()
+    expected = a.copy()
+    np.subtract.at(expected, idx, v)
+    got = exe(a, idx, v)[0]
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(expected))
+    np.testing.assert_array_equal(got, expected)

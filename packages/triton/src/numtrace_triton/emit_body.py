@@ -282,7 +282,7 @@ class BodyEmitter:
         target = attrs["target"]
         value = w.let(w.astype(value, value_dtype, target.dtype))
         if attrs["negate"]:
-            value = w.let(f"-{value}")
+            value = w.let(w.neg(value, target.dtype))
         addr = self.space.address(target, item.level)
         pointer = f"{self.params[target.buffer]} + {addr} + {iv} * {attrs['stride']}"
         w.emit(f"tl.atomic_{attrs['atomic']}({pointer}, {value}, mask={ok})")
