@@ -156,3 +156,14 @@ def test_subtract_at_keeps_a_negative_zero_under_triton_3_6s_minus(monkeypatch, 
     got = exe(a, idx, v)[0]
     np.testing.assert_array_equal(np.signbit(got), np.signbit(expected))
     np.testing.assert_array_equal(got, expected)
+
+
+@INTERPRETER_ONLY
+@pytest.mark.xfail(strict=True, reason="a negative float cast to uint32/uint64 is a plain cvt.rzi on a GPU, "
+                   "which clamps to 0; NumPy wraps (-1.0 -> 4294967295), and its answer past the ends "
+                   "depends on the source dtype (float16 differs), so it is not emulated yet")
+@pytest.mark.parametrize("dst", ["uint32", "uint64"])
+def test_negative_floats_cast_to_wide_unsigned_integers_on_a_gpu(monkeypatch, dst):
+    _as_on_a_gpu(monkeypatch)
+    x = np.array([-1.0, -300.7, 2.0, 7.5], np.float64)
+    np.testing.assert_array_equal(_run("np.astype", x, dtype=np.dtype(dst)), x.astype(dst))
