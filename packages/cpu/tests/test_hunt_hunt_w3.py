@@ -7,12 +7,11 @@ strided and reversed views of it, bit for bit the contiguous B's."""
 
 import numpy as np
 import pytest
+from numtrace_cpu import compile_graph
 from numtrace_ir.types import TensorType
 from test_fast_paths import _compile, _op
 from test_packed import _graph
 from test_reductions import _check, _threads
-
-from numtrace_cpu import compile_graph
 
 pytestmark = [pytest.mark.usefixtures("numpy_quiet"),   # NaN and inf on purpose
               pytest.mark.filterwarnings("ignore:.*Degrees of freedom")]   # ddof past the row, as NumPy
@@ -142,6 +141,7 @@ def test_transposed_b_deep_and_constant(kn, threads):
         np.testing.assert_allclose(got, x @ bt.T, rtol=1e-4, atol=1e-4 * k)
         t = [TensorType(x.dtype, x.shape)]
         (const_t,) = compile_graph(_graph(x.shape, bt.T, np.float32, constant=True), t)(x)
-        (const_c,) = compile_graph(_graph(x.shape, np.ascontiguousarray(bt.T), np.float32, constant=True), t)(x)
+        contiguous = np.ascontiguousarray(bt.T)
+        (const_c,) = compile_graph(_graph(x.shape, contiguous, np.float32, constant=True), t)(x)
     assert const_t.tobytes() == const_c.tobytes()
     np.testing.assert_allclose(const_t, x @ bt.T, rtol=1e-4, atol=1e-4 * k)
