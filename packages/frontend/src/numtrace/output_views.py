@@ -10,6 +10,11 @@ slice bounds and shapes concrete) and run on the roots the call returns, so that
 a copy exactly as NumPy makes it for the caller's array. The replay is checked when tracing: run on the
 eager roots it must give NumPy's values sharing the memory NumPy's result shares; a result for which it
 does not is refused at trace time, naming it.
+
+Whether NumPy's result shares memory depends on the call: a reshape or ``np.ascontiguousarray`` of an
+argument is a view at one layout and a copy at another, and an empty slice shares no memory at all. So a
+result computed from a root by view calls only is replayed too, though it shares no memory at the traced
+call (its replay then shares none either): at a call where NumPy's is a view, the trace's is.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from numtrace_ir import CallSpec, Graph, registry, specialize
+from numtrace_ir import CallSpec, Graph, TensorType, registry, specialize
 
 from . import codegen
 
@@ -29,6 +34,13 @@ Replays = list[tuple[int, Callable[[Sequence[Any], Sequence[Any]], Any]]]
 
 _REFUSAL = ("{what} of the traced function shares memory with {other} (NumPy returns a view), but the "
             "trace cannot rebuild it as NumPy's view ({why}). Return a copy (np.copy) of it")
+
+
+# NumPy calls that return their argument's memory where its layout or dtype allows, beside the ops with an
+# `as_view`: ``np.real`` of a real array, ``np.ascontiguousarray`` of a contiguous one, ``np.diag`` of a
+# matrix.
+_MAY_VIEW = frozenset({"np.real", "np.imag", "np.ascontiguousarray", "np.atleast_1d", "np.atleast_2d",
+                       "np.atleast_3d", "np.diag", "np.broadcast_arrays"})
 
 
 class _NotAView(Exception):
@@ -103,6 +115,17 @@ def _replay(value: Any, roots: dict[Any, int]) -> Callable[[Sequence[Any], Seque
     return namespace["replay"]
 
 
+def _by_view_calls(value: Any, roots: dict[Any, int]) -> bool:
+    """Whether graph value `value` is computed from roots through view calls only (NumPy's result may
+    share a root's memory at another call even where it shares none at this one)."""
+    if value in roots:
+        return True
+    node = value.node
+    if node is None or (registry.get(node.op).as_view is None and node.op not in _MAY_VIEW):
+        return False
+    return all(_by_view_calls(u, roots) for u in node.inputs if isinstance(u.type, TensorType))
+
+
 def _one(result: Any) -> Any:
     return result[0] if isinstance(result, (tuple, list)) else result
 
@@ -142,7 +165,9 @@ def find_views(graph: Graph, spec: CallSpec, results: Sequence[Any], inputs: Seq
             partners += [-1 - i for i, other in enumerate(inputs) if _overlaps(array, other)]
             if partners:
                 overlaps[pos] = partners
-    if not overlaps:
+    may_view = [pos for pos, j in enumerate(items) if j >= 0 and pos not in overlaps and
+                _by_view_calls(graph.outputs[j], _roots(graph, items, spec.written, [pos]))]
+    if not overlaps and not may_view:
         return []
     # A result whose graph value comes first is a root candidate of those after it.
     order: dict[Any, int] = {node: k for k, node in enumerate(graph.nodes)}
@@ -176,6 +201,20 @@ def find_views(graph: Graph, spec: CallSpec, results: Sequence[Any], inputs: Seq
             other = where(q) if q >= 0 else f"argument #{-1 - q}"
             raise NotImplementedError(_REFUSAL.format(what=where(pos), other=other,
                                                       why="it is computed, not a view of the other"))
+    others = [*(a for q, a in enumerate(results) if items[q] >= 0), *inputs]
+    for pos in may_view:
+        value = graph.outputs[items[pos]]
+        roots = _roots(graph, items, spec.written, [*views, pos])
+        if value in roots or not _by_view_calls(value, roots):
+            continue
+        try:
+            replayed = _replay(value, roots)(results, inputs)
+        except _NotAView:
+            continue
+        if np.shape(replayed) == np.shape(results[pos]) and \
+                np.array_equal(replayed, results[pos], equal_nan=True) and \
+                not any(_overlaps(replayed, other) for other in others if other is not results[pos]):
+            views.append(pos)   # a copy here, as NumPy's is: a view where NumPy's is
     return views
 
 
