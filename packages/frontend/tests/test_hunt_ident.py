@@ -215,3 +215,20 @@ def test_a_division_by_zero_raises_under_errstate_raise(backend_name):
         quotient(np.ones(3), np.array([1.0, 0.0, 1.0]))
     with np.errstate(divide="raise"), pytest.raises(FloatingPointError):
         traced(np.ones(3), np.array([1.0, 0.0, 1.0]))
+
+
+# -- NumPy's error classes at call time -----------------------------------------------------------------
+
+def outer(x):
+    return np.outer(x, x)
+
+
+@pytest.mark.triton
+def test_numpys_memory_error_is_a_memory_error(backend):
+    # NumPy raises its private _ArrayMemoryError (a MemoryError whose constructor takes a shape and a dtype)
+    traced = _trace(outer, (np.ones(3),), backend)
+    x = np.ones(3_000_000)
+    with pytest.raises(MemoryError):
+        outer(x)
+    with pytest.raises(MemoryError):
+        traced(x)
