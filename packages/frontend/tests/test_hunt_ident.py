@@ -174,6 +174,39 @@ def test_a_computed_result_is_not_replayed(backend):
     assert traced.views == ()
 
 
+# -- a view of a view that copies: NumPy's is a view of that copy ------------------------------------------
+
+def transposed_reshape(x):
+    r = x.reshape(2, -1)
+    return x, r, r.T
+
+
+def expanded_flat(x):
+    r = x.reshape(-1)
+    return r, np.expand_dims(r, -1)
+
+
+def contiguous_rows(x):
+    rows = x[::2]
+    c = np.ascontiguousarray(rows)
+    return x, rows, c, c.T
+
+
+def written_half(x):
+    x += 1.0
+    return x, x[: x.shape[0] // 2]
+
+
+@pytest.mark.parametrize(("fn", "traced_at"), [(transposed_reshape, "c"), (transposed_reshape, "one"),
+                                               (expanded_flat, "rows"), (contiguous_rows, "c"),
+                                               (written_half, "one")], ids=lambda v: getattr(v, "__name__", v))
+def test_views_of_views_share_memory_as_numpys(backend, fn, traced_at):
+    traced = _trace(fn, (_LAYOUTS[traced_at],), backend)
+    for name, x in _LAYOUTS.items():
+        if name != "odd":     # (35 elements: NumPy refuses the reshape)
+            _assert_like_numpy(fn, traced, x)
+
+
 # -- a view of a computed result, whose layout the backend chooses ----------------------------------------
 
 def flat_of_result(x):
