@@ -20,8 +20,9 @@ DIRECTIVES = {"language_level": 3, "boundscheck": False, "wraparound": False, "c
 CHECKED = os.environ.get("NUMTRACE_CPU_BOUNDSCHECK") == "1"
 if CHECKED:
     DIRECTIVES.update(boundscheck=True, wraparound=True, initializedcheck=True)
-# -fno-trapping-math lets GCC if-convert float selects (the vector exp/tanh); nothing here reads
-# floating-point exception flags.
+# -fno-trapping-math lets GCC if-convert float selects (the vector exp/tanh). The exception flags a
+# call reads (nt_fpflags.h) may then be raised by a lane NumPy does not compute: that costs a rerun
+# of the references (numtrace_ir.fp_errors), never a report NumPy does not make.
 FLAGS = ["-O3", "-ffp-contract=fast", "-fno-math-errno", "-fno-trapping-math"]
 SRC = HERE / "src" / "numtrace_cpu"
 

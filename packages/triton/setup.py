@@ -8,6 +8,6 @@ VERSION = (Path(__file__).resolve().parent.parent.parent / "VERSION").read_text(
 
 setup(
     version=VERSION,
-    install_requires=["numpy>=1.26", "triton>=3.0", f"numtrace-ir=={VERSION}"],
+    install_requires=["numpy>=1.26", "triton>=3.6", f"numtrace-ir=={VERSION}"],
     extras_require={"cupy": ["cupy-cuda12x"], "cuda-python": ["cuda-python>=12"]},
 )

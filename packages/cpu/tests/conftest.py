@@ -3,6 +3,9 @@
 
 import os
 
+import numpy as np
+import pytest
+
 # Generated kernels only where a test asks for them (compiled synchronously: see test_codegen.py), so
 # which path runs never depends on timing, and the suite does not compile every test's passes.
 os.environ.setdefault("NUMTRACE_CODEGEN", "0")
@@ -13,3 +16,12 @@ os.environ.setdefault("NUMTRACE_CODEGEN_SHORT_ROWS", "4096")
 from numtrace_ir.testing import hypothesis_profiles
 
 hypothesis_profiles.load()
+
+
+
+@pytest.fixture
+def numpy_quiet():
+    """NumPy's floating-point errors ignored for the test: its inputs hold NaN, inf and values outside
+    a function's domain on purpose, for which NumPy warns and so does a call (test_fp_errors.py)."""
+    with np.errstate(all="ignore"):
+        yield

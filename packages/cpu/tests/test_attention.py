@@ -8,6 +8,8 @@ from numtrace_cpu import compile_graph
 from numtrace_ir import Graph
 from numtrace_ir.types import TensorType
 
+pytestmark = pytest.mark.usefixtures("numpy_quiet")   # special values on purpose
+
 
 def _op(g, name, *inputs, **attrs):
     return g.create_node(name, list(inputs), attrs=attrs).output

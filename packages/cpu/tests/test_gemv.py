@@ -12,6 +12,8 @@ from numtrace_cpu.isa import blocks
 from numtrace_ir import Graph
 from numtrace_ir.types import TensorType
 
+pytestmark = pytest.mark.usefixtures("numpy_quiet")   # special values on purpose
+
 SHAPES = [(1, 1), (1, 9), (9, 1), (3, 5), (63, 17), (64, 64), (65, 33), (130, 513), (784, 512), (512, 10),
           (1000, 3), (3, 1000), (0, 5), (2048, 300)]
 TOL = {np.float32: 2e-6, np.float64: 1e-14}

@@ -15,6 +15,8 @@ from numtrace_cpu.products import RUNTIME_MIN_ROWS
 from numtrace_ir import Graph
 from numtrace_ir.types import TensorType
 
+pytestmark = pytest.mark.usefixtures("numpy_quiet")   # special values on purpose
+
 SHAPES = [(2, 1, 1), (3, 1, 7), (5, 3, 2), (7, 17, 33), (9, 64, 31), (13, 300, 65), (33, 257, 129),
           (64, 256, 32), (1000, 40, 10), (3, 5, 1000), (130, 600, 70)]
 EPS = {np.float32: 2e-6, np.float64: 1e-14}

@@ -9,6 +9,8 @@ from numtrace_cpu import compile_graph, isa, runtime
 from numtrace_ir import Graph
 from numtrace_ir.types import TensorType
 
+pytestmark = pytest.mark.usefixtures("numpy_quiet")   # special values on purpose
+
 RUNNABLE = [b for b in isa.built() if isa.BUILDS[b][1] <= runtime.cpu_features()]
 # Every float-only unary op the interpreter has (from its own tables).
 FLOATS = {isa.DTYPES[np.dtype(np.float32)], isa.DTYPES[np.dtype(np.float64)]}

@@ -304,3 +304,30 @@ def test_graphs_equal_and_canonicalize():
     assert graphs_equal(one, two) and not graphs_equal(one, g)
     with pytest.raises(TypeError, match="two Graphs"):
         graphs_equal(g, str(g))
+
+
+# -- error state of a node -------------------------------------------------------------------------
+
+def test_errstate_round_trips_and_copies():
+    g = Graph()
+    x = g.add_input("x", TensorType("f64", [3]))
+    n = g.create_node("np.log", [x], loc="f.py:3")
+    n.errstate = "divide=ignore,invalid=raise"
+    m = g.create_node("np.exp", [n.output])
+    g.set_outputs([m.output])
+    text = format_graph(g)
+    assert "np.log(%x) errstate(divide=ignore,invalid=raise)  # f.py:3" in text
+    back = parse(text)
+    assert [k.errstate for k in back.nodes] == ["divide=ignore,invalid=raise", None]
+    assert [k.errstate for k in g.copy().nodes] == ["divide=ignore,invalid=raise", None]
+    assert format_graph(back) == text
+
+
+@pytest.mark.parametrize("bad", ["", "divide", "divide=loud", "tiny=ignore", "over=warn,divide=warn",
+                                 "divide=warn,divide=raise"])
+def test_errstate_rejects_malformed_text(bad):
+    g = Graph()
+    x = g.add_input("x", TensorType("f64", [3]))
+    n = g.create_node("np.log", [x])
+    with pytest.raises(ValueError, match="invalid error state"):
+        n.errstate = bad

@@ -7,9 +7,13 @@ tests on the GPU instead: the interpreter stays off, and the compile-only check 
 """
 
 import atexit
+import dataclasses
 import os
 import shutil
 import tempfile
+
+import pytest
+from numtrace_ir.testing import hypothesis_profiles  # numtrace_ir imports no triton
 
 ON_GPU = os.environ.get("NUMTRACE_TRITON_TESTS_ON_GPU") == "1"
 if ON_GPU:
@@ -21,9 +25,11 @@ if "NUMTRACE_TRITON_CACHE_DIR" not in os.environ:
     os.environ["NUMTRACE_TRITON_CACHE_DIR"] = _dir
     atexit.register(shutil.rmtree, _dir, True)
 
-from numtrace_ir.testing import hypothesis_profiles
-
 hypothesis_profiles.load()  # derandomized under CI
+
+# A test of the interpreter's own path (host memory, HostBuffer launches): skipped on a GPU.
+INTERPRETER_ONLY = pytest.mark.skipif(ON_GPU, reason="the interpreter's path (host memory, HostBuffer "
+                                      "launches); NUMTRACE_TRITON_TESTS_ON_GPU=1 runs on the GPU")
 
 
 # -- every kernel a test runs also compiled for a GPU (see gpu_compile_check) ----------------------------
@@ -38,16 +44,20 @@ def pytest_configure(config):
     if not ok:
         config._numtrace_gpu_compile = f"kernels not compiled for a GPU: {why}"
         return
-    from numtrace_triton import executable, staged
+    from numtrace_triton import backend, staged
 
     _CHECK = gpu_compile_check.GpuCompileCheck(workers=max(1, min(4, (os.cpu_count() or 2) - 1)))
-    init = executable.TritonExecutable.__init__
+    plan_graph = backend.plan_graph
 
-    def init_and_check(self, plan, allocator):
-        init(self, plan, allocator)
-        _CHECK.add(plan.kernels)
+    def plan_and_check(graph, tuning, by_reference=None):
+        """The plan the test runs; the check compiles the GPU's form of it (libdevice math) instead."""
+        plan = plan_graph(graph, tuning, by_reference)
+        gpu = plan if tuning.libdevice else plan_graph(graph, dataclasses.replace(tuning, libdevice=True),
+                                                       by_reference)
+        _CHECK.add(gpu.kernels)
+        return plan
 
-    executable.TritonExecutable.__init__ = init_and_check
+    backend.plan_graph = staged.plan_graph = plan_and_check
     staged_init = staged.StagedExecutable.__init__
 
     def staged_init_and_check(self, *args, **kwargs):  # the mask reads' kernels (its plans are above)

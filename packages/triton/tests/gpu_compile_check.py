@@ -1,6 +1,6 @@
-"""Every kernel a test runs in the interpreter is also compiled for an H100 (CUDA capability 90), so a
-kernel that only the interpreter accepts (a loop-carried type change, a ``tl.dot`` shape the GPU lacks)
-fails the suite.
+"""Every kernel a test runs in the interpreter is also compiled for an H100 (CUDA capability 90), in the
+form a GPU launch would write it (libdevice math, `Tuning.libdevice`), so a kernel that only the
+interpreter accepts (a loop-carried type change, a ``tl.dot`` shape the GPU lacks) fails the suite.
 
 The compiling happens beside the tests, in child processes fed as kernels appear (each distinct source
 once), through Triton's pipeline up to PTX (``ptxas`` is left to ``test_aot_compile``, which goes to a

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import triton
 import triton.language as tl
+from conftest import INTERPRETER_ONLY
 from numtrace_triton.host_buffer import HostBuffer, HostStorage
 
 
@@ -80,6 +81,7 @@ def test_bad_arrays_are_rejected_with_clear_errors():
         HostBuffer(np.lib.stride_tricks.as_strided(np.zeros(8, np.int16), (3,), (3,)))
 
 
+@INTERPRETER_ONLY
 def test_interpreter_launch_reads_strided_and_writes_in_place():
     rng = np.random.default_rng(0)
     src = rng.standard_normal(40).astype(np.float32)
@@ -88,6 +90,7 @@ def test_interpreter_launch_reads_strided_and_writes_in_place():
     np.testing.assert_array_equal(dst, src[::2] * 2)
 
 
+@INTERPRETER_ONLY
 def test_interpreter_launch_on_a_view_with_an_offset():
     base = np.arange(32, dtype=np.float32)
     dst_base = np.zeros(32, np.float32)

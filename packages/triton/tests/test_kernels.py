@@ -8,14 +8,15 @@ import numpy as np
 import pytest
 from numtrace_ir.graph import Graph
 from numtrace_ir.types import TensorType
-from numtrace_triton import Backend, TritonExecutable, generate, select_allocator
-from numtrace_triton.emit_body import Tuning, needs_int64
+from numtrace_triton import Backend, TritonExecutable, backend, generate, select_allocator
+from numtrace_triton.emit_body import needs_int64
 from numtrace_triton.kernel_plan import View
 from numtrace_triton.source_writer import flat_address
 
 RNG = np.random.default_rng(7)
 # Tiny reduction tiles: every reduction below takes the looped, multi-pass path.
-LOOPED = dataclasses.replace(Tuning.interpreter(), max_persistent=8, loop_block=8, tile_elems=64)
+# The target's own code (libdevice math on a GPU), with small blocks that make reductions loop.
+LOOPED = dataclasses.replace(backend._tuning(), max_persistent=8, loop_block=8, tile_elems=64, autotune=False)
 
 
 def _const(g, value):

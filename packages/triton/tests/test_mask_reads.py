@@ -2,6 +2,7 @@
 bit for bit NumPy's result and order for every dtype, for empty, all-True and leading-dims masks, 0-size
 and non-contiguous inputs, with kernels before and after the read, never the whole graph on the host."""
 
+import dataclasses
 import warnings
 
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 from numtrace_ir import registry
 from numtrace_ir.graph import Graph
 from numtrace_ir.testing import type_of
-from numtrace_triton import Backend, Tuning, backend
+from numtrace_triton import Backend, backend
 from numtrace_triton.staged import StagedExecutable
 
 RNG = np.random.default_rng(22)
@@ -154,7 +155,8 @@ def test_a_key_with_a_slice_beside_the_mask_reads_on_the_host_in_its_stage():
 
 def test_many_blocks_and_a_looping_scan(monkeypatch):
     """Small blocks: the counts, the carried scan over chunks and the offsets cross block edges."""
-    small = Tuning(max_block=16, max_persistent=64, loop_block=16, tile_elems=64, mm_block=16, autotune=False)
+    small = dataclasses.replace(backend._tuning(), max_block=16, max_persistent=64, loop_block=16,
+                                tile_elems=64, mm_block=16, autotune=False)
     monkeypatch.setattr(backend, "_tuning", lambda: small)
     for shape, k in (((1000,), 1), ((300, 5), 1), ((40, 30), 2)):
         x = _data(shape, "float64")

@@ -5,6 +5,7 @@ import threading
 import numpy as np
 import numtrace_triton
 import pytest
+from conftest import INTERPRETER_ONLY
 from numtrace_ir.graph import Graph
 from numtrace_ir.types import TensorType
 from numtrace_triton import kernel_cache
@@ -12,6 +13,7 @@ from numtrace_triton.device_memory import HostAllocator, interpreter_enabled, se
 from numtrace_triton.host_buffer import HostBuffer
 
 
+@INTERPRETER_ONLY
 def test_interpreter_mode_selects_host_memory_and_reports_available():
     assert interpreter_enabled()
     assert select_allocator().name == "host"
@@ -52,6 +54,7 @@ def test_without_interpreter_and_without_cuda_libraries(monkeypatch):
     assert not ok and why  # no GPU here (or no CUDA memory library): the reason is spelled out
 
 
+@INTERPRETER_ONLY
 def test_kernel_cache_writes_each_source_once_and_reuses_it(tmp_path):
     kernel_cache.set_cache_dir(tmp_path)
     try:
@@ -116,6 +119,7 @@ def test_device_arrays_are_imported_in_place_and_checked():
     assert out.__cuda_array_interface__["shape"] == (4, 5)
 
 
+@INTERPRETER_ONLY
 def test_device_arrays_are_refused_under_the_interpreter():
     from numtrace_ir.graph import Graph
     from numtrace_ir.types import TensorType
@@ -150,3 +154,39 @@ def test_an_executable_runs_from_several_threads_under_the_interpreter():
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_gpu_launches_take_turns_in_an_autotuned_kernel_and_never_contract_to_fma():
+    """triton.autotune's Autotuner keeps a call's arguments on itself until the call ends (a second
+    thread inside it meets None: "'NoneType' object is not a mapping"), so the executable's GPU launches
+    of an autotuned kernel take turns. Every GPU launch passes ``enable_fp_fusion=False``."""
+    import time
+
+    from numtrace_triton import executable
+    from numtrace_triton.emit_body import GeneratedKernel
+
+    inside, overlaps, options = [], [], []
+
+    class Kernel:  # a jitted (or autotuned) kernel as `_launch` drives it
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                overlaps.extend(inside)
+                inside.append(1)
+                time.sleep(0.001)
+                inside.pop()
+                options.append(kwargs.get("enable_fp_fusion"))
+
+            return launch
+
+    tuned = GeneratedKernel("k", "", [], [], None, {"BLOCK_M": 4}, 4, {}, tuned=("BLOCK_M",),
+                            grid_fn=lambda meta: (1,))
+    plain = GeneratedKernel("k", "", [], [], (1,), {"BLOCK": 4}, 4, {})
+    threads = [threading.Thread(target=lambda: [executable._launch(tuned, Kernel(), None, {}, False)
+                                                for _ in range(20)]) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    executable._launch(plain, Kernel(), None, {}, False)
+    assert not overlaps
+    assert options == [False] * 81

@@ -8,7 +8,9 @@ from collections.abc import Collection, Mapping, Sequence
 
 from numtrace_ir import passes, specialize
 from numtrace_ir.call_spec import CallSpec
+from numtrace_ir.fp_errors import Reporter, set_by_graph, shape_warnings
 from numtrace_ir.graph import Graph
+from numtrace_ir.interpreter import Interpreter
 from numtrace_ir.types import TensorType, Type
 
 from numtrace_cpu.classify import LOWERED
@@ -19,6 +21,7 @@ from numtrace_cpu.lowering import lower
 from numtrace_cpu.planner import plan_buffers, write_updates_in_place
 from numtrace_cpu.products import widen_mixed_products
 from numtrace_cpu.relayout import write_reshapes_in_place
+from numtrace_cpu.steps import NUMPY_STEPS
 
 __all__ = ["Backend", "compile_graph"]
 
@@ -47,10 +50,12 @@ def compile_graph(graph: Graph, input_types: Sequence[Type], updates: Mapping[in
         if isinstance(t, TensorType) and not t.is_concrete:
             raise ValueError(f"input type {i} ({t}) must have concrete dims to compile for the CPU")
     g = specialize(graph, types, check_shapes=False)   # also folds shape reads into prim.reshape & co.
+    specialized = list(g.nodes)   # in the order the floating-point reports rerun them (see below)
     passes.decompose(g, LOWERED)   # np.clip into maximum/minimum, which the fused kernels take
     rewrites = {"products_widened": widen_mixed_products(g),   # f32 @ f64 as NumPy: f64 @ f64
                 "folded_constants": passes.fold_constants(g)}   # a mask or scale fixed by the shapes
     steps, index, consts = lower(g, frozenset(state))
+    report = _reporter(graph, types, specialized, steps)
     by_number = {n: v.type for v, n in index.items()}
     const_numbers = {index[v]: value for v, value in consts.items()}
     outputs = [index[v] for v in g.outputs]
@@ -64,7 +69,19 @@ def compile_graph(graph: Graph, input_types: Sequence[Type], updates: Mapping[in
         in_place = write_updates_in_place(steps, len(g.inputs), outputs, dict(updates),
                                           after=guarded[-1] + 1 if guarded else 0)
     plan = plan_buffers(steps, by_number, len(g.inputs), outputs, set(const_numbers), frozenset(in_place))
-    return Executable(g, steps, by_number, plan, const_numbers, rewrites)
+    return Executable(g, steps, by_number, plan, const_numbers, rewrites, report)
+
+
+def _reporter(graph: Graph, types: tuple, specialized: list, steps: list) -> Reporter:
+    """NumPy's floating-point reports of the executable (numtrace_ir.fp_errors): the graph as
+    specialized, rerun when the kernels raise a flag, with the nodes that run as their NumPy reference
+    here (which report themselves) quiet; every call when a node the kernels compute warns at these
+    shapes."""
+    by_reference = {id(n) for s in steps if isinstance(s, NUMPY_STEPS) for n in s.nodes}
+    quiet = [k for k, n in enumerate(specialized) if id(n) in by_reference]
+    always = any(id(n) not in by_reference for n in shape_warnings(specialized))
+    return Reporter(lambda: Interpreter(specialize(graph, types, check_shapes=False)), always=always,
+                    loud=set_by_graph(specialized), quiet=quiet)
 
 
 class Backend:

@@ -775,7 +775,7 @@ cdef void _unit(const Ctx* cx, Py_ssize_t u, char* scratch) noexcept nogil:
 
 
 cdef void _run_pass(const Ctx* cx, char* scratch, int nteam, Py_ssize_t units, Py_ssize_t chunk) noexcept nogil:
-    cdef int k
+    cdef int k, fp = 0
     cdef Py_ssize_t u
     for k in range(nteam):
         _fill_consts(cx, scratch + k * cx.scratch_regs)
@@ -784,9 +784,12 @@ cdef void _run_pass(const Ctx* cx, char* scratch, int nteam, Py_ssize_t units, P
             _unit(cx, u, scratch)
     else:
         # Dynamic chunks: on a busy machine a descheduled thread's share is taken over by the others
-        # instead of stalling the whole pass at the closing barrier.
+        # instead of stalling the whole pass at the closing barrier. Each thread's floating-point
+        # flags go to this thread (see nt_fpflags.h).
         for u in prange(units, num_threads=nteam, schedule="dynamic", chunksize=chunk):
             _unit(cx, u, scratch + threadid() * cx.scratch_regs)
+            fp |= nt_fp_take()
+        nt_fp_put(fp)
 
 
 RUN_PASS = PyCapsule_New(<void*>_run_pass, b"numtrace_cpu.run_pass", NULL)
@@ -824,6 +827,7 @@ cdef void _run_generated(void* kernel, const Ctx* cx, int nteam, Py_ssize_t unit
     cdef const nt_gen_loop_fn* loops = nt_gen_loop_table()
     cdef nt_gen_reduce red
     cdef Py_ssize_t c, nchunks = (units + chunk - 1) // chunk
+    cdef int fp = 0
     red.init, red.fold, red.store, red.cx, red.nkept = _gen_init, _gen_fold, _gen_store, cx, cx.nkept
     red.cols, red.rows, red.store_sum = cx.cols, cx.rows, _gen_store_sum
     red.sequential_below = NT_SUM_SEQUENTIAL_BELOW
@@ -834,6 +838,8 @@ cdef void _run_generated(void* kernel, const Ctx* cx, int nteam, Py_ssize_t unit
     for c in prange(nchunks, num_threads=nteam, schedule="dynamic"):
         fn(cx.data, cx.strides, cx.shape, cx.nd, c * chunk, units if (c + 1) * chunk > units else (c + 1) * chunk,
            cx.fconsts, cx.iconsts, loops, &red)
+        fp |= nt_fp_take()
+    nt_fp_put(fp)
 
 
 RUN_GENERATED = PyCapsule_New(<void*>_run_generated, b"numtrace_cpu.run_generated", NULL)

@@ -78,14 +78,22 @@ cdef class CallRunner:
     cdef OutSpec* outs
     cdef Py_ssize_t* per_call
     cdef list steps, arenas
+    # NumPy's floating-point reports (a numtrace_ir.fp_errors.Reporter): called after a run whose
+    # kernels raised a flag, or every run when `report_always` (the shapes warn). `reports[k]`: step k
+    # is a node's NumPy reference, which reports itself (its flags are not the kernels').
+    cdef object report
+    cdef bint report_always
+    cdef bytes reports
     # One idle arena held apart from `arenas`: taking and giving it back is two pointer swaps under
     # the GIL, where a list pop/append reallocates the list's storage every call.
     cdef object spare
 
-    def _setup(self, list input_specs, list steps, list outputs, list per_call):
+    def _setup(self, list input_specs, list steps, list outputs, list per_call, object report,
+               list reports):
         """`per_call`: the environment slots a call fills (inputs, direct outputs, values computed
         as Python objects); they are cleared when the call ends so an idle arena holds no
-        caller data."""
+        caller data. `report`: a `numtrace_ir.fp_errors.Reporter`; `reports[k]`: step k reports its
+        floating-point errors itself (a NumPy reference)."""
         cdef Py_ssize_t i, d
         cdef OutSpec* o
         if self.in_type != NULL:
@@ -122,6 +130,10 @@ cdef class CallRunner:
             self.per_call[i] = slot
         self.steps = steps
         self.arenas = []
+        if len(reports) != len(steps):
+            raise ValueError(f"{len(steps)} steps, {len(reports)} report flags")
+        self.report, self.report_always = report, report.always
+        self.reports = bytes([1 if r else 0 for r in reports])
 
     def __dealloc__(self):
         free(self.in_type)
@@ -184,16 +196,29 @@ cdef class CallRunner:
             self.arenas.append(work)
 
     cdef int _run_steps(self, list work, tuple inputs) except -1:
-        cdef Py_ssize_t i
+        """The steps, then NumPy's floating-point reports of what the kernels raised
+        (numtrace_ir.fp_errors). A NumPy call clears the flags before its loop, so they are read before
+        each step that calls into Python; a step that is a NumPy reference reports itself, and the flags
+        it leaves are dropped."""
+        cdef Py_ssize_t k
         cdef object step
         cdef int nthreads = _num_threads
-        for i in range(self.n_inputs):
-            work[i] = inputs[i]
-        for step in self.steps:
+        cdef int fp = 0
+        cdef const unsigned char* reports = self.reports
+        for k in range(self.n_inputs):
+            work[k] = inputs[k]
+        nt_fp_take()   # flags raised before the call are not its own
+        for k, step in enumerate(self.steps):
             if type(step) is FusedCall:
                 (<FusedCall>step).call(work, nthreads)
             else:
+                fp |= nt_fp_take()
                 step(work, nthreads)
+                if reports[k]:
+                    nt_fp_take()
+        fp = nt_fp_numpy_bits(fp | nt_fp_take())
+        if fp or self.report_always:
+            self.report(inputs, fp)
         return 0
 
     cdef tuple _execute(self, tuple inputs):

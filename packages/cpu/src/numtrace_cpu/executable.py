@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 from numtrace_ir.backend import plain_array
 from numtrace_ir.errors import execution_error, while_executing
+from numtrace_ir.fp_errors import Reporter, node_errstate
+from numtrace_ir.interpreter import Interpreter
 from numtrace_ir.types import ScalarType, TensorType
 
 from numtrace_cpu import blas_threads, compiler, threads
@@ -26,6 +28,7 @@ from numtrace_cpu.joins import JoinRestStep
 from numtrace_cpu.planner import BufferPlan
 from numtrace_cpu.runtime import CallRunner, FusedCall
 from numtrace_cpu.steps import (
+    NUMPY_STEPS,
     AssignedViewStep,
     ConstantStep,
     FallbackStep,
@@ -55,7 +58,7 @@ class Executable(CallRunner):
     """
 
     def __init__(self, graph, steps: list[Step], types: dict, plan: BufferPlan, constants: dict,
-                 rewrites: dict | None = None):
+                 rewrites: dict | None = None, report: Reporter | None = None):
         self.graph = graph
         self._rewrites = dict(rewrites or {})   # graph rewrites counted for stats(): see compile_graph
         self.input_types = [v.type for v in graph.inputs]
@@ -82,8 +85,11 @@ class Executable(CallRunner):
         per_call += [v for s in steps if isinstance(s, FallbackStep) and id(s) not in once for v in s.outputs
                      if isinstance(s, ViewStep) or not isinstance(types[v], TensorType)
                      or not types[v].is_concrete]
-        runners = [_runner(s, types) for s in steps if not isinstance(s, ConstantStep) and id(s) not in once]
-        self._setup(specs, runners, outputs, sorted(set(per_call)))
+        run = [s for s in steps if not isinstance(s, ConstantStep) and id(s) not in once]
+        runners = [_runner(s, types) for s in run]
+        # NumPy's floating-point warnings and errors: see numtrace_ir.fp_errors.
+        self._setup(specs, runners, outputs, sorted(set(per_call)),
+                    report or Reporter(lambda: Interpreter(graph)), [isinstance(s, NUMPY_STEPS) for s in run])
         # Generated kernels for the fused passes (numtrace_cpu.compiler): until one is ready, or
         # where none is made, its pass runs on the interpreter.
         fused = [s for s in steps if isinstance(s, FusedStep)]
@@ -485,7 +491,7 @@ def _packed_runner(step: MatmulStep, types: dict):
 
 
 def _into_runner(step: IntoStep):
-    fn, ins, outs = step.fn, step.inputs, step.outputs
+    fn, ins, outs = _in_errstate(step.fn, step.nodes), step.inputs, step.outputs
     if len(outs) > 1:
         def run_into_several(env, nthreads):
             try:
@@ -626,8 +632,20 @@ def _view_fits(step: ViewStep, types: dict) -> bool:
     return type(r) is np.ndarray and r.dtype == t_out.dtype and r.shape == tuple(t_out.shape)
 
 
+def _in_errstate(fn, nodes):
+    """`fn` in the error state the traced function set around its node (`Node.errstate`), if any."""
+    state = node_errstate(nodes[-1]) if nodes else None
+    if state is None:
+        return fn
+
+    def run_in_errstate(*args, **kwargs):
+        with np.errstate(**state):
+            return fn(*args, **kwargs)
+    return run_in_errstate
+
+
 def _fallback_runner(step: FallbackStep, types: dict):
-    fn, attrs, ins, outs = step.fn, step.attrs, step.inputs, step.outputs
+    fn, attrs, ins, outs = _in_errstate(step.fn, step.nodes), step.attrs, step.inputs, step.outputs
     out_types = [types[v] for v in outs]
     (t,) = out_types if len(outs) == 1 else (None,)
     if isinstance(t, TensorType) and t.is_concrete:

@@ -19,6 +19,11 @@ cdef extern from "nt_opcodes.h":
     const char* const nt_red_names[]
     const unsigned int nt_red_dtypes[]
 
+cdef extern from "nt_fpflags.h" nogil:
+    int nt_fp_take()
+    void nt_fp_put(int flags)
+    int nt_fp_numpy_bits(int flags)
+
 cdef enum:
     # Elements per block: a register then takes at most 4 KiB, so a typical program's registers stay
     # in L1/L2 while each instruction streams over them, and the per-instruction dispatch is paid

@@ -171,7 +171,7 @@ def scan(a, out, int axis, int op, int nthreads):
     cdef Py_ssize_t shape[MAXD]
     cdef Py_ssize_t la[MAXD]
     cdef Py_ssize_t lo[MAXD]
-    cdef int nd, dt, k, src
+    cdef int nd, dt, k, src, fp = 0
     cdef Py_ssize_t lines = 1, n, sa, so, per, cw, units, u
     cdef bint big
     cdef char* pa
@@ -201,6 +201,8 @@ def scan(a, out, int axis, int op, int nthreads):
             with nogil:
                 for u in prange(units, num_threads=nthreads, schedule="static"):
                     _scan_sweeps(op, dt, pa, po, sa, so, n, nd, shape, la, lo, cw, u, u + 1)
+                    fp |= nt_fp_take()   # each thread's flags to this one (nt_fpflags.h)
+                nt_fp_put(fp)
         return
     if nthreads > 1 and lines > 1 and lines * n >= (1 << 20):
         per = (lines + nthreads - 1) // nthreads
@@ -208,6 +210,8 @@ def scan(a, out, int axis, int op, int nthreads):
             for k in prange(nthreads, num_threads=nthreads, schedule="static"):
                 _scan_lines(op, dt, src, pa, po, sa, so, n, nd, shape, la, lo, k * per,
                             min(lines, (k + 1) * per))
+                fp |= nt_fp_take()
+            nt_fp_put(fp)
     else:
         with nogil:
             _scan_lines(op, dt, src, pa, po, sa, so, n, nd, shape, la, lo, 0, lines)
@@ -283,6 +287,7 @@ def small_k_matmul(a, b, out, int nthreads):
     cdef int nd, k, ad, bd, t
     cdef bint bad
     cdef Py_ssize_t K, m, rows = 1, sk, sj, per, j, sb0, sb1
+    cdef int fp = 0
     cdef char* pb
     cdef char* pa
     cdef char* po
@@ -334,6 +339,8 @@ def small_k_matmul(a, b, out, int nthreads):
                     _small_k_rows(wd, K, m, pa, sk, po, sj, nd, shape, la, lo, k * per, min(rows, (k + 1) * per))
                 else:
                     _small_k_rows(wf, K, m, pa, sk, po, sj, nd, shape, la, lo, k * per, min(rows, (k + 1) * per))
+                fp |= nt_fp_take()
+            nt_fp_put(fp)
     elif t == cnp.NPY_DOUBLE:
         with nogil:
             _small_k_rows(wd, K, m, pa, sk, po, sj, nd, shape, la, lo, 0, rows)

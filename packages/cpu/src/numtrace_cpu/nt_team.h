@@ -30,6 +30,8 @@
 #include <stdatomic.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "nt_fpflags.h"
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define NT_TEAM_PAUSE() _mm_pause()
@@ -53,6 +55,7 @@ typedef struct {
     atomic_uint gen;              /* bumped once per job */
     atomic_int done;              /* units of the current job finished */
     atomic_int acked;             /* workers finished with the current job */
+    atomic_int fpflags;           /* floating-point flags the current job's units raised */
     atomic_int claimed[NT_TEAM_MAX_UNITS];
     nt_team_fn fn;
     void *arg;
@@ -85,6 +88,8 @@ static inline int nt_team_try_unit(int u) {
             && atomic_compare_exchange_strong_explicit(&nt_team.claimed[u], &expected, 1, memory_order_acq_rel,
                                                        memory_order_relaxed)) {
         nt_team.fn(nt_team.arg, u);
+        int fp = nt_fp_take();   /* this thread's flags to the job's caller (nt_fpflags.h) */
+        if (fp) atomic_fetch_or_explicit(&nt_team.fpflags, fp, memory_order_relaxed);
         atomic_fetch_add_explicit(&nt_team.done, 1, memory_order_release);
         return 1;
     }
@@ -175,6 +180,7 @@ static void nt_team_run_spin(nt_team_fn fn, void *arg, int nunits, int nteam, lo
             nt_team.spin_ns = spin_ns;
             for (u = 0; u < nunits; u++) atomic_store_explicit(&nt_team.claimed[u], 0, memory_order_relaxed);
             atomic_store_explicit(&nt_team.done, 0, memory_order_relaxed);
+            atomic_store_explicit(&nt_team.fpflags, 0, memory_order_relaxed);
             atomic_store_explicit(&nt_team.acked, 0, memory_order_relaxed);
             pthread_mutex_lock(&nt_team.sleep_mu);
             atomic_fetch_add_explicit(&nt_team.gen, 1, memory_order_release);
@@ -187,6 +193,7 @@ static void nt_team_run_spin(nt_team_fn fn, void *arg, int nunits, int nteam, lo
                 if (spins < 4096) NT_TEAM_PAUSE();
                 else sched_yield();
             }
+            nt_fp_put(atomic_load_explicit(&nt_team.fpflags, memory_order_relaxed));
             atomic_fetch_add_explicit(&nt_team_jobs, 1, memory_order_relaxed);
             if (mine < nunits) atomic_fetch_add_explicit(&nt_team_jobs_shared, 1, memory_order_relaxed);
             if (spin_ns > 0) {

@@ -62,7 +62,8 @@ class FusedCall:
 
 class CallRunner:
     def _setup(
-        self, input_specs: list[Any], steps: list[Any], outputs: list[Any], per_call: list[int]
+        self, input_specs: list[Any], steps: list[Any], outputs: list[Any], per_call: list[int], report: Any,
+        reports: list[bool],
     ) -> None: ...
     def __call__(self, *inputs: Any, out: Any = None) -> Any: ...
     def exact_caller(

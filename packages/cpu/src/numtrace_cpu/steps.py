@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-__all__ = ["AssignedViewStep", "ConstantStep", "FallbackStep", "FusedStep", "IntoStep", "LayoutViewStep",
-           "MatmulStep", "PartViewStep", "ScanStep", "SetitemStep", "SmallMatmulStep", "Step", "ViewStep"]
+__all__ = ["NUMPY_STEPS", "AssignedViewStep", "ConstantStep", "FallbackStep", "FusedStep", "IntoStep",
+           "LayoutViewStep", "MatmulStep", "PartViewStep", "ScanStep", "SetitemStep", "SmallMatmulStep",
+           "Step", "ViewStep"]
 
 
 @dataclass
@@ -116,6 +117,11 @@ class IntoStep(Step):
     temporary and the copy out of it."""
 
     fn: Any = None
+
+
+# Steps that run their nodes' NumPy code, which reports its floating-point errors itself (as the
+# caller's np.errstate says); the kernels of the other steps report through numtrace_ir.fp_errors.
+NUMPY_STEPS = (FallbackStep, IntoStep)
 
 
 class LayoutViewStep(ViewStep):

@@ -178,6 +178,7 @@ def host_call(tracer: Tracer, func: Any, method: str, args: tuple, kwargs: dict,
     values = [tracer.value_of(x, loc) for x in inputs]
     types = registry.get("prim.host_call").infer(tuple(v.type for v in values), attrs)
     node = tracer.graph.create_node("prim.host_call", values, attrs=attrs, loc=loc, out_types=types)
+    node.errstate = tracer.errstate.since()
     wrapped = [tracer.wrap(v, r) for v, r in zip(node.outputs, results)]
     for k, v in zip(writes, node.outputs[len(results):]):
         inputs[k]._rebind(tracer, v, what)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numtrace_ir import registry, results_of
+from numtrace_ir.fp_errors import node_errstate
 
 from . import tracer as _tracing
 from .traced_int import plain
@@ -30,11 +31,13 @@ def inline(fn: TracedFunction, leaves: Sequence[Any]) -> Any:
     for node in fn.graph.nodes:
         inputs = [env[v] for v in node.inputs]
         attrs = dict(node.attrs)
-        if node.op == "prim.Constant":
-            concrete = attrs["value"]
-        else:
-            concrete = registry.get(node.op).reference(*[_concrete(x) for x in inputs], **attrs)
-        result = tracer.record(node.op, inputs, attrs, concrete)
+        # The inlined function's own np.errstate around the node holds in the new trace too.
+        with np.errstate(**(node_errstate(node) or {})):
+            if node.op == "prim.Constant":
+                concrete = attrs["value"]
+            else:
+                concrete = registry.get(node.op).reference(*[_concrete(x) for x in inputs], **attrs)
+            result = tracer.record(node.op, inputs, attrs, concrete)
         env.update(zip(node.outputs, result if len(node.outputs) > 1 else (result,)))
     outs = results_of(fn.call_spec, leaves, tuple(env[v] for v in fn.graph.outputs))
     return outs[0] if fn.call_spec.single else fn.out_spec.build(outs)

@@ -127,6 +127,7 @@ def _record_exact(tracer: Any, op: Any, inputs: list, attrs: dict, concrete: Any
     out_types = tuple(ScalarType(type(r).__name__) if type(r) in (int, float)
                       else tensor_type_of(np.asarray(r), op.name) for r in results)
     node = tracer.graph.create_node(op.name, values, attrs=attrs, loc=user_location(), out_types=out_types)
+    node.errstate = tracer.errstate.since()
     wrapped = tuple(tracer.wrap(v, r) for v, r in zip(node.outputs, results))
     return wrapped if isinstance(concrete, tuple) else wrapped[0]
 

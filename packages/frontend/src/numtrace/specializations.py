@@ -132,10 +132,11 @@ class Specializations(CallArguments):
         # Copies (tracing runs the code eagerly) in the arguments' memory order: a trace may depend on it.
         args = self.in_spec.build([np.array(a, copy=True, order="K") for a in leaves])
         # NumPy's floating-point warnings come from running the new graph right after: the tracing run
-        # would say each a second time. Only "warn" is silenced: "raise" and "call" still act while
-        # tracing, as the user's code may branch on them.
-        quiet: dict[str, Any] = {kind: "ignore" for kind, how in np.geterr().items() if how == "warn"}
-        with warnings.catch_warnings(), np.errstate(**quiet):
+        # would say each a second time. Only the warnings are silenced: "raise" and "call" still act
+        # while tracing, as the user's code may branch on them, and the error state stays the caller's,
+        # which the trace compares the function's own np.errstate blocks against (Node.errstate).
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=RuntimeWarning)
             # Said when the function was first traced: not again for each specialization.
             warnings.filterwarnings("ignore", "(Converting a traced array|.* runs as a host call)",
                                     TracerWarning)

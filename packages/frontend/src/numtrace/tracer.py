@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 from numtrace_ir import Graph, ScalarType, TensorType, Type, registry
+from numtrace_ir.fp_errors import ErrstateWatch
 
 from .source import user_location
 from .traced_value import TracedValue, is_traced_array
@@ -102,6 +103,8 @@ class Tracer:
         # Python scalar constants recorded so far, by exact value: ``x * 1.5`` in a loop reuses one node.
         self._scalar_constants: dict[tuple, Any] = {}
         self._input_free: dict[Any, bool] = {}  # see `input_free`
+        # The function's own np.errstate blocks: recorded on the nodes made inside them.
+        self.errstate = ErrstateWatch()
 
     def live_arrays(self) -> list:
         arrays = [a for a in (ref() for ref in self.live) if a is not None]
@@ -302,6 +305,7 @@ class Tracer:
             registry.get(op_name).infer(tuple(v.type for v in values), attrs)  # the rule still validates
             out_types = (tensor_type_of(np.asarray(result), op_name),)
         node = self.graph.create_node(op_name, values, attrs=attrs, loc=loc, out_types=out_types)
+        node.errstate = self.errstate.since()
         results = tuple(result) if isinstance(result, (tuple, list)) else (result,)
         if len(results) != len(node.outputs):
             raise AssertionError(f"numtrace internal error: {op_name} recorded {len(node.outputs)} outputs, "

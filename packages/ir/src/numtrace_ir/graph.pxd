@@ -38,6 +38,8 @@ cdef class Node:
     cdef readonly tuple outputs
     cdef dict _attrs
     cdef str _loc
+    # NumPy's error state set inside the traced function for this op (`check_errstate`), or None.
+    cdef str _errstate
     cdef PyObject* _graph
     cdef PyObject* _prev
     cdef Node _next

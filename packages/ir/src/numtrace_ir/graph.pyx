@@ -91,6 +91,33 @@ cpdef str check_loc(object loc):
     return loc
 
 
+_ERR_KINDS = ("divide", "over", "under", "invalid")
+_ERR_MODES = frozenset({"ignore", "warn", "raise", "call", "print", "log"})
+
+
+cpdef str check_errstate(object errstate):
+    """Validate a node's error state: NumPy's modes for the kinds the traced function set around the
+    op (``np.errstate(divide="ignore")``), as `"divide=ignore,invalid=raise"`, kinds in NumPy's order
+    (divide, over, under, invalid); the caller's state applies to the others."""
+    if errstate is None:
+        return None
+    if not isinstance(errstate, str) or not errstate:
+        raise ValueError(f"invalid error state {errstate!r}: expected text such as 'divide=ignore'")
+    cdef int last = -1
+    cdef bint ok = True
+    for item in errstate.split(","):
+        kind, eq, mode = item.partition("=")
+        if not eq or mode not in _ERR_MODES or kind not in _ERR_KINDS or _ERR_KINDS.index(kind) <= last:
+            ok = False
+            break
+        last = _ERR_KINDS.index(kind)
+    if not ok:
+        raise ValueError(f"invalid error state {errstate!r}: expected kind=mode items such as "
+                         "'divide=ignore,invalid=raise' (kinds divide, over, under, invalid in that order; "
+                         f"modes {', '.join(sorted(_ERR_MODES))})")
+    return errstate
+
+
 cdef bint _utf8_encodable(str s):
     # Lone surrogates print but cannot be serialized (the text IR is stored as UTF-8).
     try:
@@ -296,6 +323,16 @@ cdef class Node:
     @loc.setter
     def loc(self, value):
         self._loc = check_loc(value)
+
+    @property
+    def errstate(self):
+        """NumPy's error state the traced function set around this op (`check_errstate`), or None:
+        the caller's state at call time applies."""
+        return self._errstate
+
+    @errstate.setter
+    def errstate(self, value):
+        self._errstate = check_errstate(value)
 
     @property
     def graph(self):
@@ -567,6 +604,7 @@ cdef class Graph:
             m._inputs = tuple([vmap[x] for x in n._inputs])
             m._attrs = dict(n._attrs)
             m._loc = n._loc
+            m._errstate = n._errstate
             m._graph = <PyObject*>g
             m.outputs = tuple([_new_value((<Value>x).type, (<Value>x)._name, m, (<Value>x).index, g)
                                for x in n.outputs])

@@ -17,6 +17,7 @@ from numtrace_ir import registry
 from numtrace_ir.backend import plain_array
 from numtrace_ir.errors import execution_error
 from numtrace_ir.exactness import data_guard_cone
+from numtrace_ir.fp_errors import node_errstate
 from numtrace_ir.ops import host
 from numtrace_ir.registry import Input, Inputs
 
@@ -63,7 +64,7 @@ def _view_of(node: Any) -> Callable:
 class _Step:
     """One node's work: its call, where its inputs live, where its outputs go, what dies after it."""
 
-    __slots__ = ("node", "fn", "attrs", "inputs", "outputs", "free")
+    __slots__ = ("node", "fn", "attrs", "inputs", "outputs", "free", "errstate")
 
     def __init__(self, node: Any, fn: Callable, attrs: dict, inputs: list, outputs: list) -> None:
         self.node = node
@@ -72,6 +73,7 @@ class _Step:
         self.inputs = inputs
         self.outputs = outputs
         self.free: list[int] = []
+        self.errstate = node_errstate(node)   # the traced function's own np.errstate around the op
 
 
 class Interpreter:
@@ -131,7 +133,11 @@ class Interpreter:
         env[: self.num_inputs] = inputs
         for step in self._computing:
             try:
-                result = step.fn(*[env[s] for s in step.inputs], **step.attrs)
+                if step.errstate is None:
+                    result = step.fn(*[env[s] for s in step.inputs], **step.attrs)
+                else:
+                    with np.errstate(**step.errstate):
+                        result = step.fn(*[env[s] for s in step.inputs], **step.attrs)
             except Exception as exc:
                 raise execution_error(step.node, exc) from exc
             if len(step.outputs) == 1:

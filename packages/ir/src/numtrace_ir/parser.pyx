@@ -435,6 +435,14 @@ cdef class _Parser:
         self.expect_ch(u'(')
         inputs = self.seq(_USES)
         self.skip_ws()
+        errstate = None
+        if self.s.startswith(u"errstate(", self.pos):
+            end = self.s.find(u")", self.pos)
+            if end < 0:
+                self.fail("errstate( without its closing parenthesis", self.pos)
+            errstate = self.s[self.pos + len(u"errstate("):end]
+            self.pos = end + 1
+            self.skip_ws()
         loc = None
         if self.peek() == u"#":
             loc = self.s[self.pos + 1:].strip() or None
@@ -442,6 +450,7 @@ cdef class _Parser:
         self.end_of_line()
         try:
             node = self.g.create_node(op, inputs, attrs, loc, types)
+            node.errstate = errstate
         except (TypeError, ValueError) as e:
             self.fail(str(e), at)
         for i in range(len(tokens)):

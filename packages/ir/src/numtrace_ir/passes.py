@@ -142,11 +142,11 @@ def _escapes(node: Node, outputs: set, views: dict[str, bool]) -> bool:
 
 
 def cse(g: Graph) -> int:
-    """Merge each node into an earlier one with the same op, inputs, output types and attributes (the
-    same bits: see `_AttrKeys`); returns how many nodes were erased. Only pure ops (`OpDef.pure`) are
-    merged: never random draws, guards, host calls or writes, nor ops the registry does not know. Two
-    nodes whose results both leave the graph (returned, or viewed) stay apart, so merging never makes two
-    results one array."""
+    """Merge each node into an earlier one with the same op, inputs, output types, attributes (the
+    same bits: see `_AttrKeys`) and error state (`Node.errstate`: it decides what the op reports);
+    returns how many nodes were erased. Only pure ops (`OpDef.pure`) are merged: never random draws,
+    guards, host calls or writes, nor ops the registry does not know. Two nodes whose results both leave
+    the graph (returned, or viewed) stay apart, so merging never makes two results one array."""
     seen: dict[tuple, Node] = {}
     pure: dict[str, bool] = {}
     views: dict[str, bool] = {}
@@ -160,7 +160,7 @@ def cse(g: Graph) -> int:
             ok = pure[n.op] = opdef is not None and opdef.pure
         if not ok:
             continue
-        key = (n.op, tuple(map(id, n.inputs)), keys.of(n.attrs), tuple(v.type for v in n.outputs))
+        key = (n.op, tuple(map(id, n.inputs)), keys.of(n.attrs), tuple(v.type for v in n.outputs), n.errstate)
         first = seen.get(key)
         if first is None:
             seen[key] = n

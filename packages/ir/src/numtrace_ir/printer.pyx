@@ -1,4 +1,6 @@
-"""The text IR (TorchScript-like): one line per node, `%name : type = op[attrs](inputs)  # loc`.
+"""The text IR (TorchScript-like): one line per node, `%name : type = op[attrs](inputs)  # loc`, with
+` errstate(divide=ignore)` before the comment for an op the traced function ran in its own
+``np.errstate`` (`Node.errstate`).
 
 Value names: a debug name that is unique in the graph is printed as is; clashing debug names get
 `.1`, `.2`, ... (as TorchScript does); unnamed values print as their position among all values.
@@ -73,6 +75,8 @@ cdef str _node_line(Node n, dict names, object array_ref, bint locs=True, dict s
     else:
         attrs = ""
     line = f"  {outs} = {n.op}{attrs}({ins})" if outs else f"  = {n.op}{attrs}({ins})"
+    if n._errstate is not None:
+        line = f"{line} errstate({n._errstate})"
     if n._loc is None or not locs:
         return line
     if short_locs is None:

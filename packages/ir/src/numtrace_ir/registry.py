@@ -159,6 +159,7 @@ class OpDef:
         "reduction",
         "decompose",
         "result_attrs",
+        "shape_warning",
         "doc",
         "_sample_fn",
         "_binder",
@@ -190,6 +191,7 @@ class OpDef:
         reduction: str | None = None,
         decompose: Callable | None = None,
         result_attrs: Callable[[Any], dict] | None = None,
+        shape_warning: Callable[[Sequence[Any], dict], bool] | None = None,
         doc: str = "",
         binder: Callable | None = None,
         memo_key: Callable[[dict | None], Any] | None = None,
@@ -245,6 +247,10 @@ class OpDef:
         # for a result type NumPy decides from the values (``np.linalg.eig``'s real or complex dtype);
         # the reference then checks every call's result against them (a broken guard, not a cast).
         self.result_attrs = result_attrs
+        # ``shape_warning(input_types, attrs) -> bool``: the reference warns at these input shapes
+        # whatever the data (``np.mean`` over an empty axis: "Mean of empty slice"); a backend that
+        # computes the op without NumPy says it through `numtrace_ir.fp_errors`.
+        self.shape_warning = shape_warning
         self.doc = doc
         self._sample_fn = samples
         # A call convention the schema cannot express (``x[key]``): args, kwargs -> inputs, attrs.

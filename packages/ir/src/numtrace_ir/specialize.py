@@ -109,6 +109,7 @@ def specialize(g: Graph, input_types: Sequence[Type], *, check_shapes: bool = Tr
             m = out.create_node("prim.Constant", [], {"value": value}, n.loc, new_types)
         else:
             m = out.create_node(op, inputs, attrs, n.loc, new_types)
+            m.errstate = n.errstate
         if value is not None:
             known[m.output] = value
         for old, new in zip(n.outputs, m.outputs):

@@ -20,18 +20,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .emit_body import GeneratedKernel
+from .emit_body import COMPILE_OPTIONS, GeneratedKernel
 from .kernel_cache import load_file, load_kernel
 
 __all__ = ["compile_for_gpu", "compiler_process", "kernel_spec"]
 
 
-def compile_for_gpu(kernels: Sequence[GeneratedKernel], arch: int = 90, timeout: float = 600) -> list[dict]:
-    """Compile each kernel for CUDA ``arch``; one ``{"name", "ok", "stages" | "error"}`` per kernel."""
+def compile_for_gpu(kernels: Sequence[GeneratedKernel], arch: int = 90, timeout: float = 600,
+                    ptx: bool = False) -> list[dict]:
+    """Compile each kernel for CUDA ``arch``; one ``{"name", "ok", "stages" | "error"}`` per kernel.
+    ``ptx=True`` stops after PTX (no ``ptxas``) and adds each kernel's PTX text as ``"ptx"``."""
     specs = [kernel_spec(k) for k in kernels]
-    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    env = _compiler_env(cubin=not ptx)
     proc = subprocess.run(
-        [sys.executable, "-m", "numtrace_triton.aot", str(arch)],
+        [sys.executable, "-m", "numtrace_triton.aot", str(arch)] + (["--ptx", "--return-ptx"] if ptx else []),
         input=json.dumps(specs),
         capture_output=True,
         text=True,
@@ -56,13 +58,19 @@ def compiler_process(arch: int = 90, cubin: bool = True,
     """A child that compiles kernels as they come: one `kernel_spec` JSON per line on its stdin, one
     result JSON per line on its stdout (its stderr to ``stderr``: a file, never an unread pipe, which
     would stall it). ``cubin=False`` stops after PTX (skips ``ptxas``)."""
+    env = _compiler_env(cubin)
+    args = [sys.executable, "-m", "numtrace_triton.aot", str(arch), "--lines"] + ([] if cubin else ["--ptx"])
+    return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+                            text=True, env=env, bufsize=1)
+
+
+def _compiler_env(cubin: bool) -> dict[str, str]:
+    """The compiling child's environment: the interpreter off, and a PTX-only build's own cache."""
     env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
     if not cubin:  # its cache holds empty cubins: never Triton's own, which a GPU run loads from
         env["TRITON_CACHE_DIR"] = str(Path(env.get("TRITON_CACHE_DIR", Path.home() / ".triton" / "cache"))
                                       .with_name("numtrace-ptx-only"))
-    args = [sys.executable, "-m", "numtrace_triton.aot", str(arch), "--lines"] + ([] if cubin else ["--ptx"])
-    return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-                            text=True, env=env, bufsize=1)
+    return env
 
 
 def _skip_ptxas() -> None:
@@ -91,11 +99,14 @@ def _compile_one(spec: dict, arch: int) -> dict:
         compiled = triton.compile(
             src,
             target=GPUTarget("cuda", arch, 32),
-            options={"num_warps": spec["num_warps"], "enable_fp_fusion": True},
+            options={"num_warps": spec["num_warps"], **COMPILE_OPTIONS},
         )
     except Exception as exc:  # report every kernel's failure, not just the first
         return {"name": spec["name"], "ok": False, "error": f"{type(exc).__name__}: {exc}"[-3000:]}
-    return {"name": spec["name"], "ok": True, "stages": list(compiled.asm.keys())}
+    result = {"name": spec["name"], "ok": True, "stages": list(compiled.asm.keys())}
+    if "--return-ptx" in sys.argv:
+        result["ptx"] = compiled.asm["ptx"]
+    return result
 
 
 def _main() -> None:

@@ -6,13 +6,13 @@ One table, :data:`LOWERINGS`, maps a registry op (an ``OpDef``) to a function th
 writes the op into a :class:`~numtrace_triton.source_writer.SourceWriter` and
 returns the expression of its result (already of the node's output dtype).
 
-Only ``triton.language`` primitives that both the GPU compiler and the CPU
-interpreter implement are used (no libdevice: the interpreter has no extern
-calls). Functions Triton lacks (``tanh``, ``log1p``, ``expm1``, ``pow``, ...)
-are built from ``exp``/``log``/``exp2``/``log2`` with the classic accurate
-formulations, and every special case NumPy defines (inf, nan, signed zeros
-where they matter, division by zero for integers, huge shifts) is handled
-explicitly with ``tl.where``.
+Float math goes through the `SourceWriter` (``w.math``, ``w.div``, ``w.sqrt``, ``w.fmod``), which
+writes it for the target: IEEE division and square root everywhere, and libdevice's exp, log, sin,
+... on a GPU where the interpreter (which has no extern calls) gets ``triton.language``'s.
+Functions Triton lacks (``tanh``, ``log1p``, ``expm1``, ``pow``, ...) are built from
+``exp``/``log``/``exp2``/``log2`` with the classic accurate formulations, and every special case
+NumPy defines (inf, nan, signed zeros where they matter, division by zero for integers, huge shifts)
+is handled explicitly with ``tl.where``.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import numpy as np
 from numtrace_ir.registry import OpDef
 
 from . import transcendental  # noqa: F401  (registers its lowerings)
+from .dtypes import compute_float
 from .elementwise_core import (
     LOWERINGS,
     Arg,
@@ -61,12 +62,12 @@ for _name, _sym, _bool_sym in ((np.add, "+", "|"), (np.subtract, "-", None), (np
 @register(np.divide)
 def _divide(w, args, attrs, out):
     a, b = (cast_to(w, x, out) for x in args)
-    return f"{a} / {b}"
+    return w.div(a, b, out)
 
 
 @register(np.negative)
 def _negative(w, args, attrs, out):
-    return f"-{cast_to(w, args[0], out)}"
+    return w.neg(cast_to(w, args[0], out), out)
 
 
 @register(np.positive, np.conjugate)
@@ -100,7 +101,7 @@ def _reciprocal(w, args, attrs, out):
             if out.kind == "i"
             else where(f"{x} == 1", one, w.const(0, out))
         )
-    return f"{w.const(1, out)} / {x}"
+    return w.div(w.const(1, out), x, out)
 
 
 @register(np.sign)
@@ -153,41 +154,46 @@ def _int_floor_divmod(w: SourceWriter, a: str, b: str, dtype: np.dtype) -> tuple
 def _float_divmod(w: SourceWriter, a: str, b: str, dtype: np.dtype) -> tuple[str, str]:
     """NumPy's float floor_divide and remainder (its ``npy_divmod``), special cases included."""
     zero, one, half = w.const(0, dtype), w.const(1, dtype), w.const(0.5, dtype)
-    mod = w.let(f"{a} % {b}")  # fmod: sign of the dividend
-    div = w.let(f"({a} - {mod}) / {b}")
+    mod = w.let(w.fmod(a, b, dtype))  # sign of the dividend
+    div = w.let(w.div(f"{a} - {mod}", b, dtype))
     fix = w.let(f"({mod} != 0) & (({b} < 0) != ({mod} < 0))")
-    mod = w.let(
-        where(fix, f"{mod} + {b}", where(f"{mod} == 0", f"tl.where({b} < 0, -{zero}, {zero})", mod))
-    )
+    signed_zero = f"tl.where({b} < 0, {w.const(-0.0, dtype)}, {zero})"
+    mod = w.let(where(fix, f"{mod} + {b}", where(f"{mod} == 0", signed_zero, mod)))
     div = w.let(where(fix, f"{div} - {one}", div))
     floordiv = w.let(f"tl.floor({div})")
     floordiv = w.let(where(f"{div} - {floordiv} > {half}", f"{floordiv} + {one}", floordiv))
-    floordiv = where(f"{div} == 0", f"{zero} * ({a} / {b})", floordiv)
-    floordiv = w.let(where(f"{b} == 0", f"{a} / {b}", floordiv))
+    quotient = w.let(w.div(a, b, dtype))
+    floordiv = where(f"{div} == 0", f"{zero} * {quotient}", floordiv)
+    floordiv = w.let(where(f"{b} == 0", quotient, floordiv))
     return floordiv, mod
 
 
-@register(np.floor_divide)
-def _floor_divide(w, args, attrs, out):
-    a, b = (named(w, cast_to(w, x, out)) for x in args)
-    if out.kind == "b":
-        raise NotImplementedError("np.floor_divide on booleans")
-    return (_float_divmod if out.kind == "f" else _int_floor_divmod)(w, a, b, out)[0]
+def _divmod_part(name: str, part: int) -> Lowering:
+    """Part ``part`` of NumPy's divmod; float16 in float32 and rounded back, as NumPy's half loop
+    does (and Triton has no float16 floor)."""
+
+    def lower(w, args, attrs, out):
+        if out.kind == "b":
+            raise NotImplementedError(f"{name} on booleans")
+        if out.kind != "f":
+            a, b = (named(w, cast_to(w, x, out)) for x in args)
+            return _int_floor_divmod(w, a, b, out)[part]
+        work = compute_float(out)
+        a, b = (named(w, cast_to(w, x, work)) for x in args)
+        return w.cast(_float_divmod(w, a, b, work)[part], work, out)
+
+    return lower
 
 
-@register(np.remainder)
-def _remainder(w, args, attrs, out):
-    a, b = (named(w, cast_to(w, x, out)) for x in args)
-    if out.kind == "b":
-        raise NotImplementedError("np.remainder on booleans")
-    return (_float_divmod if out.kind == "f" else _int_floor_divmod)(w, a, b, out)[1]
+register(np.floor_divide)(_divmod_part("np.floor_divide", 0))
+register(np.remainder)(_divmod_part("np.remainder", 1))
 
 
 @register(np.fmod)
 def _fmod(w, args, attrs, out):
     a, b = (named(w, cast_to(w, x, out)) for x in args)
     if out.kind == "f":
-        return f"{a} % {b}"
+        return w.fmod(a, b, out)
     zero, one = w.const(0, out), w.const(1, out)
     safe_b = w.let(where(f"{b} == 0", one, b))
     return where(f"{b} == 0", zero, f"{a} - ({a} // {safe_b}) * {safe_b}")
@@ -197,21 +203,25 @@ def _fmod(w, args, attrs, out):
 
 
 def _float_pow(w: SourceWriter, a: str, b: str, dtype: np.dtype) -> str:
-    """``a ** b`` for floats via ``exp2(b * log2|a|)`` (computed in float64 for float32 accuracy)."""
+    """``a ** b`` for floats from ``|a| ** b`` (computed in float64 for float32 accuracy), with NumPy's
+    signs and special cases."""
     work = np.dtype(np.float64)
     aw, bw = w.let(w.cast(a, dtype, work)), w.let(w.cast(b, dtype, work))
     one, two, zero = w.const(1.0, work), w.const(2.0, work), w.const(0.0, work)
-    mag = w.let(f"tl.exp2({bw} * tl.log2(tl.abs({aw})))")
+    # |a| ** b: libdevice's pow on a GPU (within 2 ulp); the interpreter's exp2(b * log2|a|) loses
+    # digits when b * log2|a| is large.
+    mag = w.let(f"libdevice.pow(tl.abs({aw}), {bw})" if w.libdevice
+                else w.math("exp2", f"{bw} * {w.math('log2', f'tl.abs({aw})')}"))
     is_int = w.let(f"tl.floor({bw}) == {bw}")
-    odd = w.let(f"{is_int} & (tl.floor({bw} / {two}) * {two} != {bw})")
+    odd = w.let(f"{is_int} & (tl.floor({bw} * {w.const(0.5, work)}) * {two} != {bw})")
     # A negative base needs an integer exponent (odd ones keep the sign), except -inf and -0.0 (C's pow).
     inf = w.const(math.inf, work)
     neg_base = where(
         is_int,
-        where(odd, f"-{mag}", mag),
+        where(odd, w.neg(mag, work), mag),
         where(f"({aw} == -{inf}) | ({aw} == {zero})", mag, w.const(math.nan, work)),
     )
-    negative = f"({aw} < {zero}) | (({aw} == {zero}) & ({one} / {aw} < {zero}))"  # -0.0 included
+    negative = f"({aw} < {zero}) | (({aw} == {zero}) & ({w.div(one, aw, work)} < {zero}))"  # -0.0 too
     res = where(negative, neg_base, mag)
     # x**0 == 1 and 1**y == 1 even for NaN, and (-1)**(+-inf) == 1; exp2 would give NaN for these.
     res = where(
@@ -254,8 +264,7 @@ def _power(w, args, attrs, out):
         if attrs.get("scalar_exponent"):
             # NumPy's float32/float64 power loop computes x ** 0.5 for one exponent of 0.5 as sqrt(x):
             # nan for -inf, -0.0 for -0.0 (C's pow gives inf and 0.0).
-            sqrt = f"tl.sqrt_rn({a})" if out == np.float32 else f"tl.sqrt({a})"
-            return where(f"{b} == {w.const(0.5, out)}", sqrt, _float_pow(w, a, b, out))
+            return where(f"{b} == {w.const(0.5, out)}", w.sqrt(a, out), _float_pow(w, a, b, out))
         return _float_pow(w, a, b, out)
     if out.kind == "b":
         raise NotImplementedError("np.power on booleans")
@@ -293,7 +302,7 @@ def _isfinite(w, args, attrs, out):
 def _signbit(w, args, attrs, out):
     x, dt = args[0]
     if dt.kind == "f":
-        return f"({x} < 0) | (({x} == 0) & ({w.const(1.0, dt)} / {x} < 0))"
+        return f"({x} < 0) | (({x} == 0) & ({w.div(w.const(1.0, dt), x, dt)} < 0))"
     return f"{x} < 0" if dt.kind == "i" else f"tl.zeros_like({x}) != 0"
 
 

@@ -16,6 +16,7 @@ from .kernel_plan import Arg, Const, Load, Op, Ref, Store, View
 from .source_writer import SourceWriter
 
 __all__ = [
+    "COMPILE_OPTIONS",
     "BodyEmitter",
     "GeneratedKernel",
     "IndexSpace",
@@ -28,16 +29,25 @@ __all__ = [
 ]
 
 
+# Options of every compile and launch: no contraction of a * b + c into one FMA, which rounds once
+# where NumPy rounds twice (Triton 3.6 contracts by default).
+COMPILE_OPTIONS = {"enable_fp_fusion": False}
+
+
 def next_pow2(n: int) -> int:
     return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
 
 
 @dataclass(frozen=True)
 class Tuning:
-    """Block-size limits. The GPU wants blocks that fit registers; the interpreter wants few programs.
+    """Block-size limits and the form of float math, per target. The GPU wants blocks that fit
+    registers; the interpreter wants few programs.
 
     ``autotune`` adds ``triton.autotune`` configs to matmul and reduction kernels (GPU only: the
-    interpreter would run every config).
+    interpreter would run every config). ``libdevice`` writes exp, log, sin, ... as CUDA's libdevice
+    functions (within CUDA's documented ulp bounds), which the interpreter cannot run; without it,
+    as ``triton.language``'s, which a GPU computes with approximate instructions
+    (`SourceWriter.math`).
     """
 
     max_block: int
@@ -46,11 +56,13 @@ class Tuning:
     tile_elems: int
     mm_block: int
     autotune: bool
+    libdevice: bool
 
     @staticmethod
     def gpu() -> Tuning:
         return Tuning(
-            max_block=1024, max_persistent=8192, loop_block=2048, tile_elems=8192, mm_block=128, autotune=True
+            max_block=1024, max_persistent=8192, loop_block=2048, tile_elems=8192, mm_block=128,
+            autotune=True, libdevice=True,
         )
 
     @staticmethod
@@ -62,6 +74,7 @@ class Tuning:
             tile_elems=1 << 16,
             mm_block=128,
             autotune=False,
+            libdevice=False,
         )
 
 
@@ -326,6 +339,7 @@ def item_views(items: list, stores: list[Store]) -> list[View]:
 
 
 HEADER = "import triton\nimport triton.language as tl\n"
+LIBDEVICE_IMPORT = "from triton.language.extra.cuda import libdevice\n"
 
 
 def assemble(
@@ -349,6 +363,7 @@ def assemble(
     ``autotune`` lists ``(config, num_warps, num_stages)`` for ``triton.autotune``; the keys of the
     configs are then chosen at launch and ``grid_fn`` gives the grid from the chosen config.
     """
+    header = HEADER + (LIBDEVICE_IMPORT if any("libdevice." in line for line in lines) else "")
     decorators = []
     tuned: tuple[str, ...] = ()
     if autotune:
@@ -361,7 +376,7 @@ def assemble(
     docs = [f"{p}: {describe(b)}" for b, p in ptrs.params.items()] + [summary]
     doc = "".join(f"    # {line}\n" for line in docs)
     source = (
-        f'"""numtrace generated kernel {name}."""\n{HEADER}\n{helpers}\n'
+        f'"""numtrace generated kernel {name}."""\n{header}\n{helpers}\n'
         + "".join(f"{d}\n" for d in decorators)
         + f"@triton.jit\ndef {name}({signature_line}):\n{doc}"
         + "\n".join(lines)

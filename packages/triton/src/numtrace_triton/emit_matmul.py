@@ -78,7 +78,7 @@ def emit_matmul(
     batch = int(np.prod(kernel.batch, dtype=np.int64))
     views = [kernel.a, kernel.b] + item_views(kernel.body, kernel.stores)
     ptrs = Pointers.of(views)
-    w = SourceWriter()
+    w = SourceWriter(libdevice=tuning.libdevice)
     body = BodyEmitter(w, _TileSpace(nb), ptrs.params)
     pa, pb = ptrs.params[kernel.a.buffer], ptrs.params[kernel.b.buffer]
     if work.kind == "f":
@@ -97,8 +97,10 @@ def emit_matmul(
     w.emit(f"a = {SourceWriter.cast(_bool_load(a, kernel.a.dtype), kernel.a.dtype, work)}")
     w.emit(f"b = {SourceWriter.cast(_bool_load(b, kernel.b.dtype), kernel.b.dtype, work)}")
     if work.kind == "f":
+        # out_dtype names the accumulator's type: Triton 3.6 takes float32 unless told, and then
+        # rejects a float64 accumulator.
         precision = ', input_precision="ieee"' if work == np.float32 else ""
-        w.emit(f"acc = tl.dot(a, b, acc{precision})")
+        w.emit(f"acc = tl.dot(a, b, acc{precision}, out_dtype={tl_type(acc_dtype)})")
     else:
         w.emit(f"acc += tl.sum(a[:, :, None] * b[None, :, :], axis=1).to({tl_type(acc_dtype)})")
     w.indent -= 1

@@ -52,7 +52,7 @@ def emit_pointwise(
     masked = numel % block != 0
     views = item_views(kernel.body, kernel.stores)
     ptrs = Pointers.of(views)
-    w = SourceWriter()
+    w = SourceWriter(libdevice=tuning.libdevice)
     body = BodyEmitter(w, _FlatSpace(masked), ptrs.params)
     for item in kernel.body:
         body.op(item)

@@ -89,10 +89,11 @@ def _acc_dtype(item: Reduce, arg_dtype: np.dtype) -> np.dtype:
 class _ReductionWriter:
     """Emits one reduction kernel; ``body`` holds the items in program order."""
 
-    def __init__(self, kernel: ReductionKernel, params: dict[int, str], persistent: bool) -> None:
+    def __init__(self, kernel: ReductionKernel, params: dict[int, str], persistent: bool,
+                 libdevice: bool) -> None:
         self.kernel = kernel
         self.persistent = persistent
-        self.w = SourceWriter()
+        self.w = SourceWriter(libdevice=libdevice)
         rows = int(np.prod(kernel.kept, dtype=np.int64))
         self.rows, self.red = rows, int(np.prod(kernel.reduced, dtype=np.int64))
         self.space = _RowSpace(len(kernel.kept))
@@ -339,7 +340,7 @@ def emit_reduction(
     block_m = max(1, min(next_pow2(rows), tuning.tile_elems // block_r))
     views = item_views(kernel.body, kernel.stores)
     ptrs = Pointers.of(views)
-    writer = _ReductionWriter(kernel, ptrs.params, persistent)
+    writer = _ReductionWriter(kernel, ptrs.params, persistent, tuning.libdevice)
     if persistent:
         writer.emit_persistent()
     else:

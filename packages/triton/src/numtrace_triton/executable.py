@@ -1,7 +1,8 @@
 """Running a plan: buffers in, kernels launched in order, results out.
 
 Each call allocates its own temporaries and outputs, so one executable can be
-called from several threads at once. Under the interpreter, NumPy's
+called from several threads at once; launches of autotuned kernels (GPU) take a lock, since
+Triton's autotuner is not safe to enter from two threads. Under the interpreter, NumPy's
 floating-point warnings are silenced around launches: masked-off lanes compute
 on padding (``log(0)``...), as they do silently on a GPU; and launches run one
 at a time, since the interpreter patches ``triton.language`` process-wide while
@@ -22,7 +23,7 @@ from numtrace_ir.types import TensorType
 from .coverage import HOST_OPS
 from .device_arrays import export_array, import_array, is_device_array
 from .device_memory import DeviceAllocator, DeviceBuffer, interpreter_enabled
-from .emit_body import GeneratedKernel
+from .emit_body import COMPILE_OPTIONS, GeneratedKernel
 from .host_steps import HostRunner
 from .kernel_cache import load_kernel
 from .planner import OutputSpec, Plan
@@ -31,6 +32,10 @@ __all__ = ["KernelInfo", "TritonExecutable", "kernel_info", "launch_kernels"]
 
 # Triton's interpreter patches triton.language while a kernel runs: one launch at a time.
 _INTERPRETER_LOCK = threading.Lock()
+# triton.autotune's Autotuner keeps the call's arguments on itself while it launches (and benchmarks,
+# on its first call) and clears them after: two threads in one autotuned kernel at once break it.
+# A launch only queues work on the GPU, so holding the lock costs little.
+_AUTOTUNE_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -73,9 +78,10 @@ def _launch(k: GeneratedKernel, fn: Any, allocator: DeviceAllocator, bufs: dict[
     if interpret:
         fn[k.grid](*args, **k.constexprs)
     elif k.tuned:  # block sizes and warps come from the config triton.autotune picks
-        fn[k.grid_fn](*args, enable_fp_fusion=True, **k.launch_constexprs)
+        with _AUTOTUNE_LOCK:
+            fn[k.grid_fn](*args, **COMPILE_OPTIONS, **k.launch_constexprs)
     else:
-        fn[k.grid](*args, num_warps=k.num_warps, enable_fp_fusion=True, **k.constexprs)
+        fn[k.grid](*args, num_warps=k.num_warps, **COMPILE_OPTIONS, **k.constexprs)
 
 
 class TritonExecutable:

@@ -33,11 +33,17 @@ def literal(value: bool | int | float, dtype: np.dtype) -> str:
 
 
 class SourceWriter:
-    """Lines of a kernel body with an indentation level, fresh names and hoisted constants."""
+    """Lines of a kernel body with an indentation level, fresh names and hoisted constants.
 
-    def __init__(self, indent: int = 1) -> None:
+    ``libdevice`` chooses the form of float math (`Tuning.libdevice`): CUDA's libdevice functions
+    for a GPU, ``triton.language``'s for the interpreter (which runs them with NumPy and has no
+    libdevice). Division and square root are IEEE round-to-nearest in both forms.
+    """
+
+    def __init__(self, indent: int = 1, *, libdevice: bool = False) -> None:
         self.lines: list[str] = []
         self.indent = indent
+        self.libdevice = libdevice
         self._counter = 0
         self._consts: dict[tuple[str, str], str] = {}
         self.const_lines: list[str] = []
@@ -66,8 +72,49 @@ class SourceWriter:
         if name is None:
             name = f"c{len(self._consts)}"
             self._consts[(text, ty)] = name
-            self.const_lines.append(f"{name} = tl.full([1], {text}, {ty})")
+            full = f"tl.full([1], {text}, {ty})"
+            if text == "-0.0":  # Triton 3.6's tl.full writes a zero of either sign as +0.0
+                full = f"tl.full([1], 0.0, {ty}) * tl.full([1], -1.0, {ty})"
+            self.const_lines.append(f"{name} = {full}")
         return name
+
+    def math(self, name: str, *args: str) -> str:
+        """A call of the float32/float64 function ``name`` (``exp``, ``log``, ``exp2``, ``log2``, ``sin``,
+        ``cos``): libdevice's on a GPU (Triton's own lower float32 to ``ex2.approx``-style
+        instructions), ``tl``'s in the interpreter."""
+        return f"{'libdevice' if self.libdevice else 'tl'}.{name}({', '.join(args)})"
+
+    @staticmethod
+    def div(a: str, b: str, dtype: np.dtype) -> str:
+        """``a / b`` of floats rounded to nearest, as NumPy divides: Triton lowers a float32 (and a
+        float16, computed in float32) ``/`` to the approximate ``div.full.f32``; ``tl.div_rn`` is
+        IEEE's division on a GPU and NumPy's in the interpreter. float64's ``/`` is already exact."""
+        dtype = np.dtype(dtype)
+        if dtype == np.float32:
+            return f"tl.div_rn({a}, {b})"
+        if dtype == np.float16:
+            return f"tl.div_rn({_wrap(a)}.to(tl.float32), {_wrap(b)}.to(tl.float32)).to(tl.float16)"
+        return f"{_wrap(a)} / {_wrap(b)}"
+
+    def neg(self, x: str, dtype: np.dtype) -> str:
+        """``-x``; a float's as ``x * -1.0``, which flips a zero's sign: Triton 3.6 writes a float's
+        ``-x`` as ``0 - x``, which is +0.0 for both zeros."""
+        return f"{_wrap(x)} * {self.const(-1.0, dtype)}" if np.dtype(dtype).kind == "f" else f"-{_wrap(x)}"
+
+    @staticmethod
+    def sqrt(x: str, dtype: np.dtype) -> str:
+        """The correctly rounded square root: ``tl.sqrt`` of a float32 is ``sqrt.approx`` on a GPU."""
+        return f"tl.sqrt_rn({x})" if np.dtype(dtype) == np.float32 else f"tl.sqrt({x})"
+
+    def fmod(self, a: str, b: str, dtype: np.dtype) -> str:
+        """C's ``fmod`` of floats (exact): libdevice's on a GPU, where ``%`` is ``a - trunc(a / b) * b``
+        (wrong for large quotients); ``%`` is NumPy's ``fmod`` in the interpreter."""
+        dtype = np.dtype(dtype)
+        if not self.libdevice:
+            return f"{_wrap(a)} % {_wrap(b)}"
+        if dtype == np.float16:  # NumPy's half fmod goes through float32 too
+            return f"libdevice.fmod({_wrap(a)}.to(tl.float32), {_wrap(b)}.to(tl.float32)).to(tl.float16)"
+        return f"libdevice.fmod({a}, {b})"
 
     @staticmethod
     def cast(expr: str, src: np.dtype, dst: np.dtype) -> str:
@@ -78,6 +125,11 @@ class SourceWriter:
         if dst.kind == "b":
             return f"({expr} != 0)"
         return f"{_paren(expr)}.to({tl_type(dst)})"
+
+
+def _wrap(expr: str) -> str:
+    """``expr`` as one operand: a name stays, anything else gets parentheses."""
+    return expr if expr.isidentifier() else f"({expr})"
 
 
 def _paren(expr: str) -> str:

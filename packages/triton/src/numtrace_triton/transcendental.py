@@ -32,10 +32,10 @@ def _expm1(w: SourceWriter, x: str, dt: np.dtype) -> str:
     # from 0 there is no cancellation and u - 1 is exact enough (and cannot overflow in the product).
     x = named(w, x)
     one = w.const(1.0, dt)
-    u = w.let(f"tl.exp({x})")
+    u = w.let(w.math("exp", x))
     um1 = w.let(f"{u} - {one}")
-    safe = w.let(where(f"({um1} == 0) | ({u} == {w.const(math.inf, dt)})", one, f"tl.log({u})"))
-    near_zero = where(f"{um1} == 0", x, f"{um1} * {x} / {safe}")
+    safe = w.let(where(f"({um1} == 0) | ({u} == {w.const(math.inf, dt)})", one, w.math("log", u)))
+    near_zero = where(f"{um1} == 0", x, w.div(f"{um1} * {x}", safe, dt))
     return where(f"tl.abs({x}) < {one}", near_zero, um1)
 
 
@@ -45,7 +45,7 @@ def _log1p(w: SourceWriter, x: str, dt: np.dtype) -> str:
     u = w.let(f"{w.const(1.0, dt)} + {x}")
     um1 = w.let(f"{u} - {w.const(1.0, dt)}")
     safe = w.let(where(f"{um1} == 0", w.const(1.0, dt), um1))
-    res = where(f"{um1} == 0", x, f"tl.log({u}) * ({x} / {safe})")
+    res = where(f"{um1} == 0", x, f"{w.math('log', u)} * {w.div(x, safe, dt)}")
     return where(f'{x} == float("inf")', x, res)
 
 
@@ -53,14 +53,14 @@ def _tanh(w: SourceWriter, x: str, dt: np.dtype) -> str:
     x = named(w, x)
     # tanh|x| = -expm1(-2|x|) / (2 + expm1(-2|x|)): no overflow, no cancellation near 0.
     e = w.let(_expm1(w, f"{w.const(-2.0, dt)} * tl.abs({x})", dt))
-    mag = w.let(f"-{e} / ({w.const(2.0, dt)} + {e})")
-    return where(f"{x} < 0", f"-{mag}", where(f"{x} == 0", x, mag))
+    mag = w.let(w.div(f"-{e}", f"{w.const(2.0, dt)} + {e}", dt))
+    return where(f"{x} < 0", w.neg(mag, dt), where(f"{x} == 0", x, mag))
 
 
 def _big_half_exp(w: SourceWriter, a: str, dt: np.dtype) -> str:
     """exp(a) / 2 for a >= 0 without overflowing where the result is finite (a up to log(2 * max)):
     (exp(a / 2) / 2) * exp(a / 2), both halves exact in their arguments."""
-    h = w.let(f"tl.exp({a} * {w.const(0.5, dt)})")
+    h = w.let(w.math("exp", f"{a} * {w.const(0.5, dt)}"))
     return f"({h} * {w.const(0.5, dt)}) * {h}"
 
 
@@ -74,36 +74,47 @@ def _sinh(w: SourceWriter, x: str, dt: np.dtype) -> str:
     # (e - 1/e)/2 from expm1 of |x|: accurate near 0; for large |x|, exp(|x|)/2 without early overflow.
     e = w.let(_expm1(w, a, dt))
     one = w.const(1.0, dt)
-    small = f"{w.const(0.5, dt)} * ({e} + {e} / ({one} + {e}))"
+    small = f"{w.const(0.5, dt)} * ({e} + {w.div(e, f'{one} + {e}', dt)})"
     mag = w.let(where(f"{a} > {w.const(_EXP_ONLY[dt], dt)}", _big_half_exp(w, a, dt), small))
     # Tiny |x| (subnormals included): sinh x is x, which the halving above would round.
     tiny = w.const(2.0 ** (-26 if dt == np.float64 else -12), dt)
-    return where(f"{a} < {tiny}", x, where(f"{x} < 0", f"-{mag}", mag))
+    return where(f"{a} < {tiny}", x, where(f"{x} < 0", w.neg(mag, dt), mag))
 
 
 def _cosh(w: SourceWriter, x: str, dt: np.dtype) -> str:
     x = named(w, x)
     a = w.let(f"tl.abs({x})")
-    e = w.let(f"tl.exp({a})")
-    small = f"{w.const(0.5, dt)} * ({e} + {w.const(1.0, dt)} / {e})"
+    e = w.let(w.math("exp", a))
+    small = f"{w.const(0.5, dt)} * ({e} + {w.div(w.const(1.0, dt), e, dt)})"
     return where(f"{a} > {w.const(_EXP_ONLY[dt], dt)}", _big_half_exp(w, a, dt), small)
 
 
+def _log10(w: SourceWriter, x: str, dt: np.dtype) -> str:
+    return f"libdevice.log10({x})" if w.libdevice else f"{w.math('log', x)} * {w.const(1 / math.log(10), dt)}"
+
+
+def _cbrt(w: SourceWriter, x: str, dt: np.dtype) -> str:
+    """libdevice's cbrt on a GPU (a correctly signed root, C's special cases); in the interpreter
+    ``exp2(log2|x| / 3)`` with the sign and zeros put back."""
+    if w.libdevice:
+        return f"libdevice.cbrt({x})"
+    three = w.const(3.0, dt)
+    return where(f"{x} < 0", f"-{w.math('exp2', w.div(w.math('log2', f'-{x}'), three, dt))}",
+                 where(f"{x} == 0", x, w.math("exp2", w.div(w.math("log2", x), three, dt))))
+
+
 _FLOAT_UNARY: dict[np.ufunc, Callable[[SourceWriter, str, np.dtype], str]] = {
-    np.exp: lambda w, x, dt: f"tl.exp({x})",
-    np.exp2: lambda w, x, dt: f"tl.exp2({x})",
-    np.log: lambda w, x, dt: f"tl.log({x})",
-    np.log2: lambda w, x, dt: f"tl.log2({x})",
-    np.log10: lambda w, x, dt: f"tl.log({x}) * {w.const(1 / math.log(10), dt)}",
-    np.sqrt: lambda w, x, dt: f"tl.sqrt_rn({x})" if dt == np.float32 else f"tl.sqrt({x})",
-    np.cbrt: lambda w, x, dt: where(
-        f"{x} < 0",
-        f"-tl.exp2(tl.log2(-{x}) / {w.const(3.0, dt)})",
-        where(f"{x} == 0", x, f"tl.exp2(tl.log2({x}) / {w.const(3.0, dt)})"),
-    ),
-    np.sin: lambda w, x, dt: f"tl.sin({x})",
-    np.cos: lambda w, x, dt: f"tl.cos({x})",
-    np.tan: lambda w, x, dt: f"tl.sin({x}) / tl.cos({x})",
+    np.exp: lambda w, x, dt: w.math("exp", x),
+    np.exp2: lambda w, x, dt: w.math("exp2", x),
+    np.log: lambda w, x, dt: w.math("log", x),
+    np.log2: lambda w, x, dt: w.math("log2", x),
+    np.log10: lambda w, x, dt: _log10(w, x, dt),
+    np.sqrt: lambda w, x, dt: w.sqrt(x, dt),
+    np.cbrt: lambda w, x, dt: _cbrt(w, x, dt),
+    np.sin: lambda w, x, dt: w.math("sin", x),
+    np.cos: lambda w, x, dt: w.math("cos", x),
+    np.tan: lambda w, x, dt: (f"libdevice.tan({x})" if w.libdevice
+                              else w.div(w.math("sin", x), w.math("cos", x), dt)),
     np.expm1: _expm1,
     np.log1p: _log1p,
     np.tanh: _tanh,
@@ -132,18 +143,20 @@ def _arcsinh(w: SourceWriter, x: str, dt: np.dtype) -> str:
     a = w.let(f"tl.abs({x})")
     one = w.const(1.0, dt)
     sq = w.let(f"{a} * {a}")
-    small = w.let(_log1p(w, f"{a} + {sq} / ({one} + tl.sqrt({one} + {sq}))", dt))
-    big = f"tl.log({a}) + {w.const(math.log(2), dt)}"
+    root = w.sqrt(f"{one} + {sq}", dt)
+    small = w.let(_log1p(w, f"{a} + {w.div(sq, f'{one} + {root}', dt)}", dt))
+    big = f"{w.math('log', a)} + {w.const(math.log(2), dt)}"
     mag = w.let(where(f"{a} > {w.const(2.0 ** (12 if dt == np.float32 else 28), dt)}", big, small))
-    return where(f"{x} < 0", f"-{mag}", where(f"{x} == 0", x, mag))
+    return where(f"{x} < 0", w.neg(mag, dt), where(f"{x} == 0", x, mag))
 
 
 def _arccosh(w: SourceWriter, x: str, dt: np.dtype) -> str:
     # log(x + sqrt(x^2 - 1)); past 2**28 (float64) / 2**12 (float32) that is log(2x) to working
     # precision, taken as log(x) + log 2 so that it stays finite up to the largest float.
     one = w.const(1.0, dt)
-    near = f"tl.log({x} + tl.sqrt({x} - {one}) * tl.sqrt({x} + {one}))"
-    big = f"tl.log({x}) + {w.const(math.log(2), dt)}"
+    below, above = w.sqrt(f"{x} - {one}", dt), w.sqrt(f"{x} + {one}", dt)
+    near = w.math("log", f"{x} + {below} * {above}")
+    big = f"{w.math('log', x)} + {w.const(math.log(2), dt)}"
     return where(f"{x} > {w.const(2.0 ** (12 if dt == np.float32 else 28), dt)}", big, near)
 
 
@@ -155,10 +168,10 @@ def _atan(w: SourceWriter, x: str, dt: np.dtype) -> str:
     one = w.const(1.0, dt)
     a = w.let(f"tl.abs({x})")
     inv = w.let(f"{a} > {one}")
-    t = w.let(where(inv, f"{one} / {a}", a))
+    t = w.let(where(inv, w.div(one, a, dt), a))
     sqrt3 = w.const(math.sqrt(3.0), dt)
     shifted = w.let(f"{t} > {w.const(2.0 - math.sqrt(3.0), dt)}")
-    u = w.let(where(shifted, f"({t} * {sqrt3} - {one}) / ({sqrt3} + {t})", t))
+    u = w.let(where(shifted, w.div(f"{t} * {sqrt3} - {one}", f"{sqrt3} + {t}", dt), t))
     z = w.let(f"{u} * {u}")
     terms = 8 if dt == np.float32 else 15
     poly = w.const((-1) ** (terms - 1) / (2 * terms - 1), dt)
@@ -166,17 +179,18 @@ def _atan(w: SourceWriter, x: str, dt: np.dtype) -> str:
         poly = w.let(f"{poly} * {z} + {w.const((-1) ** k / (2 * k + 1), dt)}")
     r = w.let(f"{u} * {poly} + tl.where({shifted}, {w.const(math.pi / 6, dt)}, {w.const(0.0, dt)})")
     r = w.let(where(inv, f"{w.const(math.pi / 2, dt)} - {r}", r))
-    return where(f"{x} < 0", f"-{r}", where(f"{x} == 0", x, r))
+    return where(f"{x} < 0", w.neg(r, dt), where(f"{x} == 0", x, r))
 
 
 def _asin(w: SourceWriter, x: str, dt: np.dtype) -> str:
     one = w.const(1.0, dt)  # |x| == 1: x / 0 = +-inf, atan(+-inf) = +-pi/2; |x| > 1: sqrt(<0) = nan
-    return _atan(w, w.let(f"{x} / tl.sqrt(({one} - {x}) * ({one} + {x}))"), dt)
+    return _atan(w, w.let(w.div(x, w.sqrt(f"({one} - {x}) * ({one} + {x})", dt), dt)), dt)
 
 
 def _acos(w: SourceWriter, x: str, dt: np.dtype) -> str:
     one = w.const(1.0, dt)  # acos x = 2 atan(sqrt((1 - x) / (1 + x))): exact near 1, pi at -1
-    return f"{w.const(2.0, dt)} * {named(w, _atan(w, w.let(f'tl.sqrt(({one} - {x}) / ({one} + {x}))'), dt))}"
+    ratio = w.div(f"{one} - {x}", f"{one} + {x}", dt)
+    return f"{w.const(2.0, dt)} * {named(w, _atan(w, w.let(w.sqrt(ratio, dt)), dt))}"
 
 
 def _round_half_even(w: SourceWriter, x: str, dt: np.dtype) -> str:
@@ -187,7 +201,7 @@ def _round_half_even(w: SourceWriter, x: str, dt: np.dtype) -> str:
     half, two, one = w.const(0.5, dt), w.const(2.0, dt), w.const(1.0, dt)
     f = w.let(f"tl.floor({x})")
     d = w.let(f"{x} - {f}")
-    odd = f"tl.floor({f} / {two}) * {two} != {f}"
+    odd = f"tl.floor({f} * {half}) * {two} != {f}"
     r = w.let(where(f"({d} > {half}) | (({d} == {half}) & ({odd}))", f"{f} + {one}", f))
     return where(f"{r} == 0", f"{x} * {w.const(0.0, dt)}", where(f"{x} != {x} + {one}", r, x))
 
@@ -215,7 +229,7 @@ def _logaddexp(w, args, attrs, out):
     work = compute_float(out)
     a, b = (named(w, cast_to(w, x, work)) for x in args)
     m = w.let(f"tl.maximum({a}, {b})")
-    tail = _log1p(w, f"tl.exp(-tl.abs({a} - {b}))", work)
+    tail = _log1p(w, w.math("exp", f"-tl.abs({a} - {b})"), work)
     res = where(f"{a} == {b}", f"{a} + {w.const(math.log(2), work)}", f"{m} + {tail}")
     return w.cast(w.let(res), work, out)
 
@@ -227,8 +241,8 @@ def _hypot(w, args, attrs, out):
     hi = w.let(f"tl.maximum({a}, {b})")
     lo = w.let(f"tl.minimum({a}, {b})")
     safe = w.let(where(f"{hi} == 0", w.const(1.0, work), hi))
-    ratio = w.let(f"{lo} / {safe}")
-    res = f"{hi} * tl.sqrt({w.const(1.0, work)} + {ratio} * {ratio})"
+    ratio = w.let(w.div(lo, safe, work))
+    res = f"{hi} * {w.sqrt(f'{w.const(1.0, work)} + {ratio} * {ratio}', work)}"
     inf = w.const(math.inf, work)
     res = where(
         f"({a} == {inf}) | ({b} == {inf})",
@@ -245,13 +259,13 @@ def _arctan2(w, args, attrs, out):
     y, x = (named(w, cast_to(w, v, work)) for v in args)
     zero, one, inf = w.const(0.0, work), w.const(1.0, work), w.const(math.inf, work)
     ay, ax = w.let(f"tl.abs({y})"), w.let(f"tl.abs({x})")
-    base = w.let(_atan(w, w.let(f"{ay} / {ax}"), work))
+    base = w.let(_atan(w, w.let(w.div(ay, ax, work)), work))
     base = w.let(where(f"({ay} == {zero}) & ({ax} == {zero})", zero, base))
     base = w.let(where(f"({ay} == {inf}) & ({ax} == {inf})", w.const(math.pi / 4, work), base))
-    x_negative = f"({x} < {zero}) | (({x} == {zero}) & ({one} / {x} < {zero}))"
+    x_negative = f"({x} < {zero}) | (({x} == {zero}) & ({w.div(one, x, work)} < {zero}))"
     r = w.let(where(x_negative, f"{w.const(math.pi, work)} - {base}", base))
-    y_negative = f"({y} < {zero}) | (({y} == {zero}) & ({one} / {y} < {zero}))"
-    res = where(f"({x} != {x}) | ({y} != {y})", w.const(math.nan, work), where(y_negative, f"-{r}", r))
+    y_negative = f"({y} < {zero}) | (({y} == {zero}) & ({w.div(one, y, work)} < {zero}))"
+    res = where(f"({x} != {x}) | ({y} != {y})", w.const(math.nan, work), where(y_negative, w.neg(r, work), r))
     return w.cast(w.let(res), work, out)
 
 
@@ -259,8 +273,8 @@ def _arctan2(w, args, attrs, out):
 def _copysign(w, args, attrs, out):
     work = compute_float(out)
     a, b = (named(w, cast_to(w, x, work)) for x in args)
-    neg = f"({b} < 0) | (({b} == 0) & ({w.const(1.0, work)} / {b} < 0))"
-    return w.cast(where(neg, "-tl.abs(" + a + ")", f"tl.abs({a})"), work, out)
+    neg = f"({b} < 0) | (({b} == 0) & ({w.div(w.const(1.0, work), b, work)} < 0))"
+    return w.cast(where(neg, w.neg(f"tl.abs({a})", work), f"tl.abs({a})"), work, out)
 
 
 @register(np.logaddexp2)
@@ -268,7 +282,7 @@ def _logaddexp2(w, args, attrs, out):
     work = compute_float(out)
     a, b = (named(w, cast_to(w, x, work)) for x in args)
     m = w.let(f"tl.maximum({a}, {b})")
-    tail = w.let(_log1p(w, f"tl.exp2(-tl.abs({a} - {b}))", work))
+    tail = w.let(_log1p(w, w.math("exp2", f"-tl.abs({a} - {b})"), work))
     res = where(
         f"{a} == {b}", f"{a} + {w.const(1.0, work)}", f"{m} + {tail} * {w.const(1 / math.log(2), work)}"
     )
@@ -296,7 +310,7 @@ def _modf(part: int) -> Lowering:
         rest = w.let(f"{x} - {whole}")
         frac = where(
             f"tl.abs({x}) == {w.const(math.inf, work)}",
-            where(f"{x} < 0", f"-{zero}", zero),
+            where(f"{x} < 0", w.const(-0.0, work), zero),
             where(f"{rest} == 0", f"{x} * {zero}", rest),
         )
         return w.cast(w.let(frac), work, out)
@@ -316,7 +330,7 @@ def _round(w, args, attrs, out):
         # NumPy rounds integers to tens, hundreds, ... through float64, half to even.
         work = np.dtype(np.float64)
         scale = w.const(10.0**-decimals, work)
-        r = w.let(_round_half_even(w, w.let(f"{cast_to(w, args[0], work)} / {scale}"), work))
+        r = w.let(_round_half_even(w, w.let(w.div(cast_to(w, args[0], work), scale, work)), work))
         return w.cast(f"{r} * {scale}", work, out)
     work = compute_float(out)
     x = named(w, cast_to(w, args[0], work))
@@ -328,9 +342,9 @@ def _round(w, args, attrs, out):
         return w.let(w.cast(w.cast(expr, work, out), out, work) if out != work else expr)
 
     scale = w.const(10.0 ** abs(decimals), work)
-    scaled = rounded(f"{x} * {scale}" if decimals > 0 else f"{x} / {scale}")
+    scaled = rounded(f"{x} * {scale}" if decimals > 0 else w.div(x, scale, work))
     r = w.let(_round_half_even(w, scaled, work))
-    return w.cast(rounded(f"{r} / {scale}" if decimals > 0 else f"{r} * {scale}"), work, out)
+    return w.cast(rounded(w.div(r, scale, work) if decimals > 0 else f"{r} * {scale}"), work, out)
 
 
 @register("np.nan_to_num")

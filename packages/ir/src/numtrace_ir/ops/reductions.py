@@ -96,11 +96,24 @@ def reduction_op(
 
     # NumPy's reductions take every schema parameter by keyword (`a=`, `axis=`, ...).
     return OpDef(name, "reduction", params, rule, impl, numpy_targets=targets, samples=samples,
-                 reduction=name[len("np."):])
+                 reduction=name[len("np."):], shape_warning=_too_few if name in _WARN_EMPTY else None)
 
 
 # Reducing zero elements warns (mean of an empty slice: nan) for these; samples avoid it.
 _WARN_EMPTY = {"np.mean", "np.var", "np.std"}
+
+
+def _too_few(types: Sequence, attrs: dict) -> bool:
+    """NumPy's "Mean of empty slice" / "Degrees of freedom <= 0 for slice": an output reduces at most
+    ``ddof`` elements (none for a mean), told by the shapes alone (NumPy warns so for an empty output
+    too)."""
+    t = types[0]
+    if not isinstance(t, TensorType) or not t.is_concrete:
+        return False
+    count = 1
+    for a in rules.axes("reduction", attrs.get("axis"), len(t.shape)):
+        count *= t.shape[a]
+    return count <= attrs.get("ddof", 0)
 
 register(reduction_op("np.sum", np.sum, targets=[np.sum, np.ndarray.sum], initial=True))
 register(reduction_op("np.prod", np.prod, targets=[np.prod, np.ndarray.prod], initial=True))

@@ -1,0 +1,148 @@
+"""NumPy's floating-point warnings and errors at call time (numtrace_ir.fp_errors): a compiled graph
+warns exactly when NumPy does, with NumPy's category and message, once per op, as the caller's
+``np.errstate`` says (ignore, warn, raise, call), on the interpreter, the generated kernels and the
+threaded passes; and a mean or variance over too few elements warns as NumPy's does."""
+
+import warnings
+
+import numpy as np
+import pytest
+from numtrace_cpu import compile_graph, compiler, threads
+from numtrace_ir import testing
+from numtrace_ir.registry import Sample, all_ops
+
+_SPECIAL = np.array([0.0, -0.0, 1.0, -1.0, 2.0, 0.5, np.inf, -np.inf, np.nan, 1e308, -1e308, 1e-310, 700.0])
+_INTS = np.array([0, 1, -1, 7, -7, np.iinfo(np.int64).min], dtype=np.int64)
+
+
+def _float_ufunc_ops():
+    """The registry's ufunc ops that take float64 (every input) and have one output."""
+    return [op for op in all_ops() if op.ufunc is not None and op.ufunc.nin in (1, 2) and op.ufunc.nout == 1
+            and any(t.startswith("d" * op.ufunc.nin + "->") for t in op.ufunc.types)]
+
+
+def _int_ufunc_ops():
+    return [op for op in all_ops() if op.ufunc is not None and op.ufunc.nin == 2 and op.ufunc.nout == 1
+            and "ll->l" in op.ufunc.types]
+
+
+def _special_inputs(op, values):
+    if op.ufunc.nin == 1:
+        return (values.copy(),)
+    a, b = np.meshgrid(values, values)
+    return a.ravel(), b.ravel()
+
+
+def _reports(fn):
+    """The (category, message) of each warning `fn()` issues, and the error it raises (or None)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            fn()
+            raised = None
+        except FloatingPointError as exc:   # NumPy's message (a traced call's names the node first)
+            raised = str(exc).rsplit("FloatingPointError: ", 1)[-1]
+    return sorted((w.category.__name__, str(w.message)) for w in caught), raised
+
+
+def _compiled(op, inputs, mode="off"):
+    sample = Sample(inputs, {})
+    graph = testing.build_graph(op, sample)
+    old = compiler.set_mode(mode)
+    try:
+        return compile_graph(graph, [testing.type_of(v) for v in inputs])
+    finally:
+        compiler.set_mode(old)
+
+
+def _assert_reports_like_numpy(op, inputs, exe):
+    for state in ({}, {"all": "raise"}, {"all": "ignore"}, {"divide": "ignore", "invalid": "raise"}):
+        with np.errstate(**state):
+            want = _reports(lambda: op.reference(*inputs))
+            got = _reports(lambda: exe(*inputs))
+        assert got == want, f"{op.name} under np.errstate({state})"
+
+
+_FLOAT_OPS = _float_ufunc_ops()
+_INT_OPS = _int_ufunc_ops()
+
+
+@pytest.mark.parametrize("op", _FLOAT_OPS, ids=[op.name for op in _FLOAT_OPS])
+def test_float_ufunc_reports_like_numpy(op):
+    inputs = _special_inputs(op, _SPECIAL)
+    _assert_reports_like_numpy(op, inputs, _compiled(op, inputs))
+
+
+@pytest.mark.parametrize("op", _INT_OPS, ids=[op.name for op in _INT_OPS])
+def test_int_ufunc_reports_like_numpy(op):
+    values = _INTS if op.name != "np.power" else np.array([0, 1, 2, 7, 63])   # NumPy refuses negative powers
+    inputs = _special_inputs(op, values)
+    _assert_reports_like_numpy(op, inputs, _compiled(op, inputs))
+
+
+@pytest.mark.parametrize("name", ["np.log", "np.divide", "np.exp", "np.sqrt", "np.power", "np.arcsin"])
+def test_generated_kernel_reports_like_numpy(name, tmp_path, monkeypatch):
+    monkeypatch.setenv("NUMTRACE_CACHE_DIR", str(tmp_path))
+    op = next(o for o in _FLOAT_OPS if o.name == name)
+    inputs = _special_inputs(op, _SPECIAL)
+    _assert_reports_like_numpy(op, inputs, _compiled(op, inputs, "sync"))
+
+
+@pytest.mark.parametrize("where", [0, -1])
+def test_threaded_pass_reports_the_workers_flags(where):
+    """A pass split over threads: the flag a worker raises reaches the call (the zero is in the first
+    or the last chunk)."""
+    op = next(o for o in _FLOAT_OPS if o.name == "np.log")
+    x = np.full(1 << 20, 2.0)
+    x[where] = 0.0
+    old = threads.get_num_threads()
+    threads.set_num_threads(2)
+    try:
+        exe = _compiled(op, (x,))
+        with np.errstate(divide="raise"), pytest.raises(FloatingPointError,
+                                                        match="divide by zero encountered in log"):
+            exe(x)
+    finally:
+        threads.set_num_threads(old)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        exe(np.full(1 << 20, 2.0))   # and the flag is gone for the next call
+
+
+def test_no_report_without_a_flag():
+    op = next(o for o in _FLOAT_OPS if o.name == "np.log")
+    x = np.linspace(0.5, 2.0, 1000)
+    exe = _compiled(op, (x,))
+    with np.errstate(all="ignore"):
+        np.log(np.zeros(1))     # leaves the divide flag set: raised before the call, not the call's
+    with np.errstate(all="raise"):
+        exe(x)
+
+
+def test_errcall_receives_numpy_kind():
+    op = next(o for o in _FLOAT_OPS if o.name == "np.log")
+    x = np.array([0.0, -1.0])
+    seen = []
+    with np.errstate(all="call", call=lambda kind, flag: seen.append(kind)):
+        np.log(x)
+        want = list(seen)
+        seen.clear()
+        _compiled(op, (x,))(x)
+    assert seen == want and want
+
+
+@pytest.mark.parametrize(("name", "shape", "attrs"), [
+    ("np.mean", (0, 3), {"axis": 0}), ("np.mean", (3, 0), {"axis": 1}), ("np.mean", (0,), {}),
+    ("np.var", (1, 3), {"axis": 0, "ddof": 1}), ("np.std", (0, 4), {"axis": 0}),
+    ("np.var", (0, 0), {"axis": 0}), ("np.mean", (0, 3), {"axis": 1})])
+def test_reduction_over_too_few_elements_warns_like_numpy(name, shape, attrs):
+    op = next(o for o in all_ops() if o.name == name)
+    x = np.ones(shape)
+    sample = Sample((x,), attrs)
+    exe = compile_graph(testing.build_graph(op, sample), [testing.type_of(x)])
+    for state in ({}, {"all": "ignore"}):
+        with np.errstate(**state):
+            want = _reports(lambda: op.reference(x, **attrs))
+            got = _reports(lambda: exe(x))
+            assert got == want, name
+            assert _reports(lambda: exe(x)) == want   # on every call
