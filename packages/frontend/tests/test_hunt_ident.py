@@ -89,8 +89,8 @@ def updated_flat(x):
 
 
 _M = np.arange(48.0).reshape(6, 8)
-_LAYOUTS = {"c": _M, "rows": _M[::2], "cols": _M[:, ::2], "T": _M.T, "neg": _M[::-1], "F": np.asfortranarray(_M),
-            "odd": np.arange(35.0).reshape(5, 7), "one": _M[:1]}
+_LAYOUTS = {"c": _M, "rows": _M[::2], "cols": _M[:, ::2], "T": _M.T, "neg": _M[::-1],
+            "F": np.asfortranarray(_M), "odd": np.arange(35.0).reshape(5, 7), "one": _M[:1]}
 
 
 @pytest.mark.parametrize("fn", [flattened, raveled, contiguous, transposed_flat, updated_flat],
@@ -197,9 +197,11 @@ def written_half(x):
     return x, x[: x.shape[0] // 2]
 
 
-@pytest.mark.parametrize(("fn", "traced_at"), [(transposed_reshape, "c"), (transposed_reshape, "one"),
-                                               (expanded_flat, "rows"), (contiguous_rows, "c"),
-                                               (written_half, "one")], ids=lambda v: getattr(v, "__name__", v))
+_CHAINS = [(transposed_reshape, "c"), (transposed_reshape, "one"), (expanded_flat, "rows"),
+           (contiguous_rows, "c"), (written_half, "one")]
+
+
+@pytest.mark.parametrize(("fn", "traced_at"), _CHAINS, ids=lambda v: getattr(v, "__name__", v))
 def test_views_of_views_share_memory_as_numpys(backend, fn, traced_at):
     traced = _trace(fn, (_LAYOUTS[traced_at],), backend)
     for name, x in _LAYOUTS.items():

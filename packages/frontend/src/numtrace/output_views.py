@@ -6,11 +6,11 @@ The graph computes every result as a fresh array. At trace time, each result who
 argument's, module state's or another result's (in the eager NumPy run) is followed back through the
 graph to those roots (the arguments and the other results, a view among them rebuilt first, so that a
 view of a reshape that copied is a view of that copy, as NumPy's is): the nodes between are its replay,
-NumPy's own calls on the roots (an op's ``as_view`` where it has one). Per call signature the replay is read from the specialized graph (its
-slice bounds and shapes concrete) and run on the roots the call returns, so that a reshape is a view or
-a copy exactly as NumPy makes it for the caller's array. The replay is checked when tracing: run on the
-eager roots it must give NumPy's values sharing the memory NumPy's result shares; a result for which it
-does not is refused at trace time, naming it.
+NumPy's own calls on the roots (an op's ``as_view`` where it has one). Per call signature the replay is
+read from the specialized graph (its slice bounds and shapes concrete) and run on the roots the call
+returns, so that a reshape is a view or a copy exactly as NumPy makes it for the caller's array. The
+replay is checked when tracing: run on the eager roots it must give NumPy's values sharing the memory
+NumPy's result shares; a result for which it does not is refused at trace time, naming it.
 
 Whether NumPy's result shares memory depends on the call: a reshape or ``np.ascontiguousarray`` of an
 argument is a view at one layout and a copy at another, and an empty slice shares no memory at all. So a
@@ -157,8 +157,9 @@ def _roots(graph: Graph, spec_items: Sequence[int], written: Sequence[int], view
 
 def find_views(graph: Graph, spec: CallSpec, results: Sequence[Any], inputs: Sequence[Any],
                where: Callable[[int], str]) -> list[int]:
-    """The result positions NumPy returned sharing memory with an input or another result and that are
-    not the root the others are views of (`results`/`inputs`: the eager arrays), rooted first.
+    """The result positions NumPy returned sharing memory with an input or another result (or computed
+    from them by view calls only), that are not a computed root the others are views of
+    (`results`/`inputs`: the eager arrays), in graph order: a view another one reads comes first.
     NotImplementedError naming a result whose replay does not give NumPy's view."""
     items = spec.result_items
     overlaps: dict[int, list[int]] = {}
