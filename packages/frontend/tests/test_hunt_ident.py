@@ -230,28 +230,6 @@ def test_a_reshape_of_a_result_of_a_fortran_argument(backend_name):
     _assert_like_numpy(flat_of_result, traced, np.asfortranarray(np.arange(6.0).reshape(2, 3)))
 
 
-# -- NumPy's floating-point errors at call time -------------------------------------------------------------
-
-def quotient(a, b):
-    return a / b
-
-
-@pytest.mark.parametrize("backend_name", [
-    "reference",
-    pytest.param("cpu", marks=pytest.mark.xfail(strict=True, reason=(
-        "the cpu backend's fused kernels neither raise FloatingPointError under np.errstate(divide='raise') "
-        "nor warn under the default error state: 1.0 / 0.0 returns inf silently"))),
-])
-def test_a_division_by_zero_raises_under_errstate_raise(backend_name):
-    if backend_name not in nt.available_backends():
-        pytest.skip(f"{backend_name} is not installed")
-    traced = _trace(quotient, (np.ones(3), np.ones(3)), backend_name)
-    with np.errstate(divide="raise"), pytest.raises(FloatingPointError):
-        quotient(np.ones(3), np.array([1.0, 0.0, 1.0]))
-    with np.errstate(divide="raise"), pytest.raises(FloatingPointError):
-        traced(np.ones(3), np.array([1.0, 0.0, 1.0]))
-
-
 # -- NumPy's error classes at call time -----------------------------------------------------------------
 
 def outer(x):

@@ -123,11 +123,14 @@ def _by_view_calls(value: Any, roots: dict[Any, int]) -> bool:
     share a root's memory at another call even where it shares none at this one)."""
     if value in roots:
         return True
-    node = value.node
+    return _is_view_call(value.node) and all(_by_view_calls(u, roots) for u in value.node.inputs
+                                             if isinstance(u.type, TensorType))
+
+
+def _is_view_call(node: Any) -> bool:
+    """Whether `node` is a NumPy call that may return its argument's memory."""
     op = node.attrs["op"] if node is not None and node.op == "prim.dynamic" else getattr(node, "op", None)
-    if op is None or (registry.get(op).as_view is None and op not in _MAY_VIEW):
-        return False
-    return all(_by_view_calls(u, roots) for u in node.inputs if isinstance(u.type, TensorType))
+    return op is not None and (registry.get(op).as_view is not None or op in _MAY_VIEW)
 
 
 def _one(result: Any) -> Any:
@@ -207,11 +210,14 @@ def find_views(graph: Graph, spec: CallSpec, results: Sequence[Any], inputs: Seq
             raise NotImplementedError(_REFUSAL.format(what=where(pos), other=other, why=why)) from None
         views.append(pos)
     others = [*(a for q, a in enumerate(results) if items[q] >= 0), *inputs]
-    for pos, j in enumerate(items):
-        if j < 0 or pos in views or any(q < 0 or rank[q] < rank[pos] for q in overlaps.get(pos, ())):
+    for pos in sorted((p for p, j in enumerate(items) if j >= 0), key=rank.__getitem__):
+        if pos in views or any(q < 0 or rank[q] < rank[pos] for q in overlaps.get(pos, ())):
             continue
-        value = graph.outputs[j]
-        roots = _roots(graph, items, spec.written, [pos])
+        value = graph.outputs[items[pos]]
+        # Not from a result that is a view of a temporary: the backend makes it a contiguous array,
+        # where NumPy's is strided (a reshape of it copies where NumPy's would not, or the reverse).
+        roots = {v: r for v, r in _roots(graph, items, spec.written, [pos]).items()
+                 if r < 0 or r in views or not _is_view_call(v.node)}
         if value in roots or not _by_view_calls(value, roots):
             continue
         try:
