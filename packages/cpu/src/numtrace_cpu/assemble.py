@@ -254,6 +254,11 @@ def _split(group: Group, consts: dict, index: dict, needed: set) -> list[FusedSt
         if any(folded_reduction(n) is not None for n in nodes):
             part.reduce_axes = group.reduce_axes
         parts.append(part)
-    crossing = {v for n in parts[1].nodes for v in n.inputs if v in parts[0].values}
+    read = {v for n in parts[1].nodes for v in n.inputs}
+    again = [n for n in parts[0].nodes if n.outputs[0] in group.recomputed and n.outputs[0] in read]
+    parts[1].nodes = again + parts[1].nodes   # computed again, as in the whole group
+    for part in parts:
+        part.recomputed = {n.outputs[0] for n in part.nodes} & group.recomputed
+    crossing = {v for v in read if v in parts[0].values} - group.recomputed
     return (build_group(parts[0], consts, index, needed | crossing)
             + build_group(parts[1], consts, index, needed))

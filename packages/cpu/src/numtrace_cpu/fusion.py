@@ -5,22 +5,32 @@ inputs when they iterate over the same shape; a reduction joins the group of its
 one), and later elementwise nodes of the same shape may still join that pass. A group stays open
 only while no node outside it has read one of its values, which is what makes moving the group
 to its last node's position (and so merging several groups) always legal.
+
+A cheap elementwise value that another pass computed from values no group computes (inputs, views,
+constants), and that is larger than each of its operands (a broadcast, as
+``pos[None, :, :] - pos[:, None, :]``), is recomputed inside each later group that reads it instead
+of being read from memory: the same operation on the same operands, so the same bits, and the
+value's buffer (n*n*3 doubles for that difference) is never written where nothing else reads it.
 """
 
 from __future__ import annotations
 
+import math
+
 from numtrace_cpu.classify import elementwise_plan, folded_reduction, reduction_plan
 
-__all__ = ["Group", "group_nodes"]
+__all__ = ["Group", "group_nodes", "recomputable"]
 
 # Most reductions one pass folds (see runtime.pyx); a group holding as many starts another.
 MAX_REDUCTIONS = 16
+# Interpreter ops cheap enough to compute again in every group that reads their result.
+RECOMPUTED_OPS = frozenset({"add", "subtract", "multiply", "negative", "copy", "cast"})
 
 
 class Group:
     """A fusion group: nodes in program order over one iteration shape (plus optional reductions)."""
 
-    __slots__ = ("shape", "nodes", "reduce_axes", "closed", "values")
+    __slots__ = ("shape", "nodes", "reduce_axes", "closed", "values", "recomputed")
 
     def __init__(self, shape: tuple):
         self.shape = shape
@@ -28,6 +38,24 @@ class Group:
         self.reduce_axes: tuple | None = None
         self.closed = False
         self.values: set = set()   # elementwise values computed inside
+        self.recomputed: set = set()   # values of other groups' nodes computed again here (`recomputable`)
+
+
+def _size(v) -> int:
+    return math.prod(getattr(v.type, "shape", ()))
+
+
+def recomputable(v, computed) -> bool:
+    """Whether value v, computed by an elementwise node of another group, may be computed again
+    where it is read: a cheap op (RECOMPUTED_OPS) whose operands no group computes (`computed(w)`
+    false: inputs, constants, views), each smaller than v (v broadcasts them), so a group that
+    reads them instead of v reads less than it did."""
+    node = v.node
+    plan = elementwise_plan(node) if node is not None else None
+    if plan is None or plan[0] not in RECOMPUTED_OPS or any(computed(w) for w in node.inputs):
+        return False
+    sizes = [_size(w) for w in node.inputs]
+    return max(sizes, default=0) < _size(v)
 
 
 def group_nodes(nodes: list, position: dict, unfused: frozenset | set = frozenset()) -> list:
@@ -73,13 +101,25 @@ def group_nodes(nodes: list, position: dict, unfused: frozenset | set = frozense
                         and (c.reduce_axes is None or axes is None or c.reduce_axes == axes)):
                     cands.append(c)
                     axes = axes if c.reduce_axes is None else c.reduce_axes
+        def computed(w):
+            return w in producer or w in reduced_by
+
+        again = [v for v in node.inputs
+                 if producer.get(v) is not None and producer[v] not in cands and id(v.node) not in unfused
+                 and recomputable(v, computed)]
         for v in node.inputs:   # groups it reads but cannot join are now read from outside
             g = producer.get(v)
-            if g is not None and g not in cands:
+            if g is not None and g not in cands and v not in again:
                 g.closed = True
         target = cands[0] if cands else Group(shape)
         for other in cands[1:]:
             _merge(target, other, producer, reduced_by, units, position)
+        for v in again:
+            if v not in target.recomputed:
+                target.recomputed.add(v)
+                target.nodes.append(v.node)
+                for w in v.node.inputs:
+                    reader[w] = target
         if red is not None:
             if sum(folded_reduction(n) is not None for n in target.nodes) >= MAX_REDUCTIONS:
                 target.closed = True
@@ -100,8 +140,10 @@ def group_nodes(nodes: list, position: dict, unfused: frozenset | set = frozense
 def _merge(target: Group, other: Group, producer: dict, reduced_by: dict, units: dict,
            position: dict) -> None:
     """Fold open group `other` into open group `target` of the same shape, keeping program order."""
-    target.nodes = sorted(target.nodes + other.nodes, key=lambda n: position[id(n)])
+    both = {id(n): n for n in target.nodes + other.nodes}   # a node both computed once
+    target.nodes = sorted(both.values(), key=lambda n: position[id(n)])
     target.values |= other.values
+    target.recomputed = (target.recomputed | other.recomputed) - target.values
     if other.reduce_axes is not None:
         target.reduce_axes = other.reduce_axes
     for v in other.values:

@@ -21,7 +21,7 @@ from numtrace_ir.interpreter import reference_call
 from numtrace_ir.registry import UnknownOpError
 
 from numtrace_cpu.assemble import build_group
-from numtrace_cpu.classify import is_matmul, is_setitem, is_small_matmul, is_view, scan_plan
+from numtrace_cpu.classify import folded_reduction, is_matmul, is_setitem, is_small_matmul, is_view, scan_plan
 from numtrace_cpu.fusion import Group, group_nodes
 from numtrace_cpu.into import basic_index_view, into_call, scatter_call
 from numtrace_cpu.products import epilogues, gemv_form, packed_form
@@ -118,6 +118,40 @@ def _group_with_epilogues(nodes: list, outputs: list, state: frozenset, position
             return fused_after, units
 
 
+def _needed(nodes: list, units: list, outputs: list) -> set:
+    """The values some step other than their group's own (or the caller) reads."""
+    needed = set(outputs)
+    grouped: set = set()
+    for u in units:
+        if isinstance(u, Group):
+            members = {id(n) for n in u.nodes}
+            grouped |= members
+            needed.update(v for n in u.nodes for v in n.inputs if v.node is None or id(v.node) not in members)
+    for node in nodes:
+        if id(node) not in grouped:
+            needed.update(node.inputs)
+    return needed
+
+
+def _drop_unread(nodes: list, units: list, outputs: list) -> list:
+    """The units without the elementwise nodes whose every reader computes their value again
+    (fusion's `recomputable`), and without groups left empty."""
+    while True:
+        needed = _needed(nodes, units, outputs)
+        dropped = False
+        for u in units:
+            if not isinstance(u, Group):
+                continue
+            read = {v for n in u.nodes for v in n.inputs}
+            keep = [n for n in u.nodes if folded_reduction(n) is not None or n.outputs[0] in read
+                    or (n.outputs[0] in needed and n.outputs[0] not in u.recomputed)]
+            dropped |= len(keep) < len(u.nodes)
+            u.nodes = keep
+        units = [u for u in units if not isinstance(u, Group) or u.nodes]
+        if not dropped:
+            return units
+
+
 def lower(graph, state: frozenset = frozenset()) -> tuple[list[Step], dict, dict]:
     """Steps for a specialized graph, its value numbering (graph inputs first), and its constants.
     `state`: the positions of the graph inputs that are module state (parameters, buffers), whose
@@ -138,22 +172,19 @@ def lower(graph, state: frozenset = frozenset()) -> tuple[list[Step], dict, dict
     by_reference = guard_reference_nodes(graph)
     # bias/residual/ReLU nodes the GEMV and packed steps apply
     fused_after, units = _group_with_epilogues(nodes, graph.outputs, state_values, position, by_reference)
+    units = _drop_unread(nodes, units, graph.outputs)
     group_of: dict = {}
     for u in units:
         if isinstance(u, Group):
             for n in u.nodes:
-                group_of[id(n)] = u
+                if n.outputs[0] not in u.recomputed:
+                    group_of[id(n)] = u
     _setitem_in_place(nodes, graph.outputs, group_of, index)
-    needed = set(graph.outputs)
-    for node in nodes:
-        g = group_of.get(id(node))
-        for v in node.inputs:
-            if v.node is None or g is None or group_of.get(id(v.node)) is not g:
-                needed.add(v)
+    needed = _needed(nodes, units, graph.outputs)
     steps: list[Step] = []
     for u in units:
         if isinstance(u, Group):
-            steps.extend(build_group(u, consts, index, needed))
+            steps.extend(build_group(u, consts, index, needed - u.recomputed))
         elif u.op == "prim.Constant":
             steps.append(ConstantStep(inputs=[], outputs=[index[u.outputs[0]]], nodes=[u]))
         elif id(u) in by_reference:

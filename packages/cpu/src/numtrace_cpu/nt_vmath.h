@@ -43,9 +43,9 @@ static inline double nt_bitsd(uint64_t i) { double x; memcpy(&x, &i, 8); return 
 /* Small integer k (|k| < 2^51) as a double, without a conversion instruction. */
 static inline double nt_i2d(uint64_t k) { return nt_bitsd(nt_dbits(NT_SHIFT) + k) - NT_SHIFT; }
 
-/* expm1(r + rlo) for |r| <= ln2/2 + a little, as hi + *lo: r + r^2 P(r) with P Taylor's to degree
- * 13 (truncation below 1e-17 relative), the last addition's error and rlo (1 + e) kept in *lo. */
-static inline double nt_expm1_kernel(double r, double rlo, double *lo) {
+/* P(r) = (e^r - 1 - r) / r^2 for |r| <= ln2/2 + a little: Taylor's to degree 13 in e^r
+ * (truncation below 1e-17 relative). */
+static inline double nt_exp_poly(double r) {
     double p = 1.0 / 6227020800.0;
     p = p * r + 1.0 / 479001600.0;
     p = p * r + 1.0 / 39916800.0;
@@ -58,6 +58,13 @@ static inline double nt_expm1_kernel(double r, double rlo, double *lo) {
     p = p * r + 1.0 / 24.0;
     p = p * r + 1.0 / 6.0;
     p = p * r + 0.5;
+    return p;
+}
+
+/* expm1(r + rlo) for |r| <= ln2/2 + a little, as hi + *lo: r + r^2 P(r), the last addition's error
+ * and rlo (1 + e) kept in *lo. */
+static inline double nt_expm1_kernel(double r, double rlo, double *lo) {
+    double p = nt_exp_poly(r);
     double t = (r * r) * p;
     double hi = r + t;
     *lo = ((r - hi) + t) + (rlo + rlo * hi);
@@ -97,17 +104,21 @@ static inline double nt_expm1_hilo(double x, double *lo) {
     return hi;
 }
 
-/* exp on |x| < 708, where the result and 2^k are normal: 2^k is added to the exponent field.  At
- * x <= -746 (-inf included) e^x is below half the smallest subnormal, so the result is +0 as libm's:
- * a masked softmax's -inf lanes stay in the vector loop instead of each calling the C library. */
+/* exp on |x| < 708, where the result and 2^k are normal: 2^k is added to the exponent field of
+ * y = e^(r + rlo) = 1 + r + (t + rlo), t = r^2 P(r).  1 + r is kept exactly as s + slo, and only
+ * the last sum s + (t + rlo + slo) is rounded at y's scale (the rest is far smaller): within 0.7
+ * ulp without carrying a hi + lo pair through expm1's kernel.  At x <= -746 (-inf included) e^x is
+ * below half the smallest subnormal, so the result is +0 as libm's: a masked softmax's -inf lanes
+ * stay in the vector loop instead of each calling the C library. */
 static inline int nt_exp_slow(double x) { return !(fabs(x) < 708.0 || x <= -746.0); }
 static inline double nt_vexp(double x) {
-    uint64_t k52; double kd, rlo, elo, ylo;
+    uint64_t k52; double kd, rlo;
     const int zero = x <= -746.0;
     double r = nt_exp_reduce(zero ? 0.0 : x, &rlo, &k52, &kd);
-    double e = nt_expm1_kernel(r, rlo, &elo);
-    double y = nt_two_sum(1.0, e, &ylo);
-    return zero ? 0.0 : nt_bitsd(nt_dbits(y + (ylo + elo)) + k52);
+    double p = nt_exp_poly(r);
+    double s = 1.0 + r, slo = (1.0 - s) + r;   /* 1 + r exactly, as s + slo (|r| < 1) */
+    double y = s + (((r * r) * p + rlo) + slo);
+    return zero ? 0.0 : nt_bitsd(nt_dbits(y) + k52);
 }
 
 /* exp2 on |x| < 1020: x = k + f exactly (|f| <= 1/2), r + rlo = f ln2 (the product's error by FMA). */
