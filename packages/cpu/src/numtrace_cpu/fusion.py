@@ -104,9 +104,10 @@ def group_nodes(nodes: list, position: dict, unfused: frozenset | set = frozense
         def computed(w):
             return w in producer or w in reduced_by
 
+        # an empty pass computes none of v: v's own pass runs (and raises NumPy's flags)
         again = [v for v in node.inputs
                  if producer.get(v) is not None and producer[v] not in cands and id(v.node) not in unfused
-                 and recomputable(v, computed)]
+                 and math.prod(shape) > 0 and recomputable(v, computed)]
         for v in node.inputs:   # groups it reads but cannot join are now read from outside
             g = producer.get(v)
             if g is not None and g not in cands and v not in again:
