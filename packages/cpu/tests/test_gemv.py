@@ -380,3 +380,34 @@ def test_team_gemvs_are_counted(spin):
     ran = {key: after[key] - before[key] for key in after}
     assert ran["jobs"] + ran["solo_runs"] == (20 if spin else 0)
     assert ran["jobs_shared"] <= ran["jobs"] and ran["backoffs"] * 3 <= ran["jobs"]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m", [1, 3])
+@pytest.mark.parametrize("k,n", [(320, 130), (784, 512), (200, 1000)])
+def test_team_pieces_cut_by_columns_keep_one_threads_bits(dtype, m, k, n):
+    """Row chunks that do not divide among the threads (5, 13 or 4 chunks of 64 rows on 2 or 3
+    threads) are cut into one column range per thread; every output keeps the bits one thread gives
+    (its k-order sum does not depend on the cut), tail columns and the few-rows form included."""
+    rng = np.random.default_rng(k + n + m)
+    shapes = ((m, k), (k, n), (n,))
+    exe = compile_graph(_graph(shapes[0], shapes[1], dtype, bias=True, relu="0h"),
+                        [TensorType(np.dtype(dtype), s) for s in shapes])
+    x, w, b = (rng.standard_normal(s).astype(dtype) for s in shapes)
+    w[::7, ::5] = -0.0
+    old, old_spin = get_num_threads(), blocks.team_spin_us()
+    try:
+        set_num_threads(1)
+        assert exe.stats()["gemv_team_columns"] == 0
+        want = exe(x, w, b)[0]
+        blocks.set_team_spin_us(100)
+        for nthreads in (2, 3):
+            set_num_threads(nthreads)
+            chunks = -(-k // 64)
+            assert exe.stats()["gemv_team_columns"] == (1 if chunks % nthreads else 0)
+            for _ in range(5):
+                np.testing.assert_array_equal(exe(x, w, b)[0], want)
+    finally:
+        set_num_threads(old)
+        blocks.set_team_spin_us(old_spin)
+    _assert_close(want, _expected(x, w, b, "0h"), x, w, dtype)

@@ -75,6 +75,28 @@ def test_more_threads_than_the_team_has_still_use_the_team():
     assert out.split() == ["1", "0"]
 
 
+
+def test_jobs_that_wake_sleeping_workers_never_back_off():
+    """A GEMV that finds the team's workers asleep (its calls further apart than their spin) wakes
+    them and finishes before they start: that is an idle team, not a starved one, and must not
+    send the next GEMVs to the calling thread alone. Every such job used to count as a miss, so
+    the first jobs after any pause backed the team off for 20 ms."""
+    out = _child("""
+        import time
+        exe, x, w = gemv(512, 64)     # 32768 multiply-adds: the team's smallest job
+        set_num_threads(2)
+        blocks.set_team_spin_us(50)
+        exe(x, w)
+        before = blocks.team_counts()
+        for _ in range(8):
+            time.sleep(0.03)          # past the spin: the worker sleeps on its condition variable
+            exe(x, w)
+        after = blocks.team_counts()
+        print(after["backoffs"] - before["backoffs"], after["jobs"] - before["jobs"])
+    """)
+    backoffs, jobs = map(int, out.split())
+    assert backoffs == 0 and jobs >= 1
+
 def _op(g, name, *inputs, **attrs):
     return g.create_node(name, list(inputs), attrs=attrs).output
 

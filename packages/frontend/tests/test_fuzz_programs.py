@@ -108,6 +108,15 @@ def _gemv_team(a):
     return np.maximum(np.sum(a) * np.linspace(-1.0, 1.0, 256) @ _TEAM_W + _TEAM_B, 0.0)
 
 
+# Seven row chunks of 64, which 2 to 6 threads do not divide: the team cuts each chunk into column
+# ranges.
+_TEAM_W7 = np.concatenate([_TEAM_W, _TEAM_W[:192] * -0.5])
+
+
+def _gemv_team_columns(a):
+    return np.maximum(np.sum(a) * np.linspace(-1.0, 1.0, 448) @ _TEAM_W7 + _TEAM_B, 0.0)
+
+
 def _gemv_rows(a):
     """A few rows of x times a run-time W (from the input, with signed zeros): the GEMV kernels'
     (M, K) @ (K, N) form."""
@@ -198,6 +207,16 @@ def _pair_sums(a, b):
     d = a[None, :, :] - b[:, None, :]
     r2 = (d ** 2).sum(axis=-1) + 1e-3
     return (d * (1.0 / (r2 * np.sqrt(r2)))[:, :, None]).sum(axis=1)
+
+
+def _layer_norm(a):
+    """A layer norm's statistics over a's last axis: the mean and the variance (and std) of the same
+    input in one pass, where the cpu backend's var/std take the mean's block sums."""
+    if np.ndim(a) == 0:
+        return a
+    a = np.concatenate([a] * 40, axis=-1)   # rows longer than the cpu backend's short rows
+    mu = np.mean(a, axis=-1, keepdims=True)
+    return (a - mu) / np.sqrt(np.var(a, axis=-1, keepdims=True) + 1e-5) + np.std(a, axis=-1, keepdims=True)
 
 
 def _through_reshape(a, view):
@@ -301,6 +320,7 @@ STEPS = {
     "assign_expr": (2, _assign_expr),
     "causal_softmax": (1, _causal_softmax), "causal_softmax_nan_row": (1, lambda a: _causal_softmax(a, k=0)),
     "outer_pass": (1, lambda a: np.ravel(a)[:, None] * 0.5 - np.ravel(a)[None, :]),
+    "layer_norm": (1, _layer_norm),
     "reshape_write": (1, lambda a: _through_reshape(a, lambda v: v.reshape(-1))),
     "ravel_write": (1, lambda a: _through_reshape(a, np.ravel)),
     "T_reshape_write": (1, lambda a: _through_reshape(a, lambda v: v.T.reshape(-1))),
@@ -313,10 +333,10 @@ FAST_STEPS = [name for name in STEPS if name in (
     "pow_m2_huge", "pow_m2_tiny", "pow_m1_subnormal", "pow_half", "pow_3_huge", "pow_4", "pow_m_half",
     "pow_2_neg_zero", "reshape_write", "ravel_write", "T_reshape_write", "set_row", "set_slice", "iadd",
     "set_int_idx", "assign_expr", "sum_mid", "mean_pairs_last", "pair_sums")]
-STEPS.update({"gemv_team": (1, _gemv_team)})
+STEPS.update({"gemv_team": (1, _gemv_team), "gemv_team_columns": (1, _gemv_team_columns)})
 # Steps only the explicit examples below run, so that adding them leaves the random draws as they were.
 EXAMPLE_ONLY = {"merge_heads", "merge_heads_pass", "causal_softmax", "causal_softmax_nan_row", "gemv_team",
-                "outer_pass"}
+                "gemv_team_columns", "outer_pass", "layer_norm"}
 NAMES = sorted(set(STEPS) - EXAMPLE_ONLY)
 
 # The fast-path steps drawn about as often as all the others together.
@@ -370,6 +390,7 @@ FAST_PATHS = {
     "GEMV with a fused bias": lambda s: s["gemv_epilogues"],
     "GEMV over a few rows of x": lambda s: s["gemv_rows_of_x"],
     "GEMV split over the thread team": lambda s: s["gemv_team"],
+    "GEMV team pieces cut by columns": lambda s: s["gemv_team_columns"],
     "packed-weight product": lambda s: s["packed_matmuls"],
     "packed-weight product with a fused epilogue": lambda s: s["packed_epilogue_ops"],
     "packed product of run-time values": lambda s: s["packed_runtime"],
@@ -388,6 +409,7 @@ FAST_PATHS = {
     "constant folded": lambda s: s["folded_constants"],
     "mixed float product widened": lambda s: s["products_widened"],
     "copying reshape computed in place": lambda s: s["reshapes_in_place"],
+    "var sharing a mean's block sums": lambda s: s["shared_sum_runs"],
 }
 # Outcomes of the argument kinds a call may take (see _inputs).
 CALL_PATHS = ("Fortran-ordered argument", "strided argument", "np.longlong argument", "masked array refused",
@@ -503,6 +525,8 @@ def run_case(steps, backend):
 # folded mask and widened product (which the random programs reach only now and then).
 @example(steps=[("packed", 0, 0)])
 @example(steps=[("gemv_team", 0, 0)])
+@example(steps=[("gemv_team_columns", 0, 0)])
+@example(steps=[("neg_zero", 1, 0), ("gemv_team_columns", 3, 0)])
 @example(steps=[("neg_zero", 1, 0), ("gemv_team", 3, 0)])
 @example(steps=[("packed_residual", 1, 0), ("packed", 0, 0)])
 @example(steps=[("assign_expr", 0, 1)])
@@ -515,6 +539,7 @@ def run_case(steps, backend):
 @example(steps=[("causal_softmax", 0, 0)])
 @example(steps=[("causal_softmax_nan_row", 1, 0)])
 @example(steps=[("outer_pass", 0, 0)])
+@example(steps=[("layer_norm", 0, 0)])
 def test_traced_program_matches_numpy_or_raises_clearly(steps, backend):
     # Every GENERATED_EVERY-th program on the cpu backend compiles its fused passes to C before its
     # first call (numtrace_cpu.compiler's sync mode), so they run on the generated kernels; so do the

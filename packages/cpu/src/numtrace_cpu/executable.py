@@ -193,6 +193,7 @@ class Executable(CallRunner):
             "rows_widened_runs": sum(s.kernel.rows_widened_runs for s in fused),
             "streamed_runs": sum(s.kernel.streamed_runs for s in fused),
             "generated_rows_runs": sum(s.kernel.generated_rows_runs for s in fused),
+            "shared_sum_runs": sum(s.kernel.shared_sum_runs for s in fused),
             "matmuls": sum(isinstance(s, MatmulStep) for s in self._steps),
             "gemv": sum(isinstance(s, MatmulStep) and s.gemv is not None for s in self._steps),
             "gemv_rows_of_x": sum(isinstance(s, MatmulStep) and s.gemv is not None and s.gemv[0] == 0
@@ -202,6 +203,7 @@ class Executable(CallRunner):
                                   for s in self._steps),
             "gemv_team": sum(isinstance(s, MatmulStep) and s.gemv is not None
                              and _gemv_macs(s, self._types) >= blocks.GEMV_PARALLEL_MIN for s in self._steps),
+            "gemv_team_columns": sum(_gemv_column_pieces(s, self._types) > 1 for s in self._steps),
             "packed_matmuls": sum(isinstance(s, MatmulStep) and s.packed is not None for s in self._steps),
             "packed_constant": sum(isinstance(s, MatmulStep) and s.packed == "constant" for s in self._steps),
             "packed_runtime": sum(isinstance(s, MatmulStep) and s.packed == "runtime" for s in self._steps),
@@ -470,6 +472,18 @@ def _gemv_macs(step: MatmulStep, types: dict) -> int:
     vec_pos, k_axis = step.gemv
     mat = types[step.inputs[1 - vec_pos]]
     return math.prod(types[step.outputs[0]].shape) * mat.shape[k_axis]
+
+
+def _gemv_column_pieces(step: Step, types: dict) -> int:
+    """How many column ranges a team GEMV step of the rows form (a (K, N) matrix) cuts each row chunk
+    into at the current thread count (1: none, or not such a step)."""
+    if not isinstance(step, MatmulStep) or step.gemv is None or step.gemv != (0, 0):
+        return 1
+    if _gemv_macs(step, types) < blocks.GEMV_PARALLEL_MIN:
+        return 1
+    mat = types[step.inputs[1]]
+    nthreads = threads.get_num_threads()
+    return blocks.gemv_column_pieces(mat.shape[0], mat.shape[1], mat.dtype.itemsize, nthreads)
 
 
 def _packed_runner(step: MatmulStep, types: dict):

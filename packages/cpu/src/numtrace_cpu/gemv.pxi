@@ -59,7 +59,8 @@ def set_team_spin_us(us):
     calling thread. Default 50 (NUMTRACE_TEAM_SPIN_US at import): a sleeping worker takes about 7 us
     to wake on the 2-core VM, as long as half a 784x512 GEMV. While spinning, a worker gives up its
     core every few microseconds, and after a few GEMVs in a row that the workers missed (the caller
-    ran every unit: they were descheduled) GEMVs run on the calling thread for 20 ms (nt_team.h)."""
+    ran every unit while they were awake: they were descheduled) GEMVs run on the calling thread for
+    1 to 20 ms (nt_team.h)."""
     global nt_team_spin_ns
     if isinstance(us, bool) or not isinstance(us, int) or not 0 <= us <= 10_000_000:
         raise ValueError(f"team spin must be an int from 0 to 10000000 microseconds, got {us!r}")
@@ -109,30 +110,27 @@ cdef struct GemvArgs:
     char* parts       # rows form: the chunks' partial sums, M rows of n each (y itself for one chunk)
     Py_ssize_t ldw, K, n, itemsize, nchunks
     Py_ssize_t M, ldx, ldy, ldp   # vectors; elements between rows of x, of y, of a chunk's partials
-    Py_ssize_t per_unit  # row chunks (rows form) or outputs (dot form) per unit of the team
+    Py_ssize_t per_unit  # pieces (rows form) or outputs (dot form) per unit of the team
+    Py_ssize_t ncols, colw   # rows form: each row chunk is cut into ncols pieces of colw columns
     int rows, act, f64
 
 
-cdef void _gemv_rows_chunks(const GemvArgs* g, Py_ssize_t c0, Py_ssize_t c1) noexcept nogil:
-    """Partial sums of row chunks [c0, c1) of the rows form."""
-    cdef Py_ssize_t c, k0, kc
-    cdef const char* x
-    cdef const char* w
-    cdef char* part
-    for c in range(c0, c1):
-        k0 = c * NT_GEMV_CHUNK
-        kc = min(<Py_ssize_t>NT_GEMV_CHUNK, g.K - k0)
-        x = g.x + k0 * g.itemsize
-        w = g.w + k0 * g.ldw * g.itemsize
-        part = g.parts + c * g.M * g.n * g.itemsize
-        if g.M > 1 and g.f64:
-            nt_gemv_rows_m_f64(<const double*>x, g.ldx, g.M, <const double*>w, g.ldw, kc, g.n, <double*>part, g.ldp)
-        elif g.M > 1:
-            nt_gemv_rows_m_f32(<const float*>x, g.ldx, g.M, <const float*>w, g.ldw, kc, g.n, <float*>part, g.ldp)
-        elif g.f64:
-            nt_gemv_rows_f64(<const double*>x, <const double*>w, g.ldw, kc, g.n, <double*>part)
-        else:
-            nt_gemv_rows_f32(<const float*>x, <const float*>w, g.ldw, kc, g.n, <float*>part)
+cdef void _gemv_rows_piece(const GemvArgs* g, Py_ssize_t c, Py_ssize_t j0, Py_ssize_t j1) noexcept nogil:
+    """Partial sums of columns [j0, j1) of row chunk c of the rows form. Every column is its own
+    k-order sum and j0 is a multiple of the vector width, so how the columns are cut changes no
+    bits."""
+    cdef Py_ssize_t k0 = c * NT_GEMV_CHUNK, kc = min(<Py_ssize_t>NT_GEMV_CHUNK, g.K - k0), n = j1 - j0
+    cdef const char* x = g.x + k0 * g.itemsize
+    cdef const char* w = g.w + (k0 * g.ldw + j0) * g.itemsize
+    cdef char* part = g.parts + (c * g.M * g.n + j0) * g.itemsize
+    if g.M > 1 and g.f64:
+        nt_gemv_rows_m_f64(<const double*>x, g.ldx, g.M, <const double*>w, g.ldw, kc, n, <double*>part, g.ldp)
+    elif g.M > 1:
+        nt_gemv_rows_m_f32(<const float*>x, g.ldx, g.M, <const float*>w, g.ldw, kc, n, <float*>part, g.ldp)
+    elif g.f64:
+        nt_gemv_rows_f64(<const double*>x, <const double*>w, g.ldw, kc, n, <double*>part)
+    else:
+        nt_gemv_rows_f32(<const float*>x, <const float*>w, g.ldw, kc, n, <float*>part)
 
 
 cdef void _gemv_dots_range(const GemvArgs* g, Py_ssize_t j0, Py_ssize_t j1) noexcept nogil:
@@ -157,7 +155,10 @@ cdef void _gemv_dots_range(const GemvArgs* g, Py_ssize_t j0, Py_ssize_t j1) noex
 
 cdef void _gemv_rows_unit(void* arg, int u) noexcept nogil:
     cdef const GemvArgs* g = <const GemvArgs*>arg
-    _gemv_rows_chunks(g, u * g.per_unit, min(g.nchunks, (u + 1) * g.per_unit))
+    cdef Py_ssize_t f, q
+    for f in range(u * g.per_unit, min(g.nchunks * g.ncols, (u + 1) * g.per_unit)):
+        q = f % g.ncols
+        _gemv_rows_piece(g, f // g.ncols, q * g.colw, min(g.n, (q + 1) * g.colw))
 
 
 cdef void _gemv_dots_unit(void* arg, int u) noexcept nogil:
@@ -165,15 +166,33 @@ cdef void _gemv_dots_unit(void* arg, int u) noexcept nogil:
     _gemv_dots_range(g, u * g.per_unit, min(g.n, (u + 1) * g.per_unit))
 
 
+cdef inline Py_ssize_t _gemv_column_pieces(Py_ssize_t nchunks, Py_ssize_t n, Py_ssize_t align,
+                                          int nteam) noexcept nogil:
+    """Into how many column ranges the rows form cuts each row chunk: one per thread when the chunks
+    do not divide evenly among `nteam` threads and each range keeps two vectors (`align` elements)."""
+    return nteam if nteam > 1 and nchunks % nteam and n >= 2 * align * nteam else 1
+
+
+def gemv_column_pieces(Py_ssize_t K, Py_ssize_t n, Py_ssize_t itemsize, int nthreads) -> int:
+    """`_gemv_column_pieces` for a rows-form product of K rows and n columns on the team (stats())."""
+    return _gemv_column_pieces((K + NT_GEMV_CHUNK - 1) // NT_GEMV_CHUNK, n, 64 // itemsize, nthreads)
+
+
 cdef void _gemv_run(GemvArgs* g, int nthreads) noexcept nogil:
-    """The product over a team of up to `nthreads` (nt_team.h). Its units are row chunks of the rows
-    form or 64-byte-aligned output ranges of the dot form, grouped to at most NT_TEAM_MAX_UNITS; each
-    thread starts on the same units every call, so it keeps working on the same slice of the
-    weights."""
+    """The product over a team of up to `nthreads` (nt_team.h). Its units are pieces of the rows
+    form (each row chunk cut into one 64-byte-aligned column range per thread, so that the threads'
+    shares stay even when the chunks do not divide evenly among them) or 64-byte-aligned output
+    ranges of the dot form, grouped to at most NT_TEAM_MAX_UNITS; each thread starts on the same
+    units every call, so it keeps working on the same slice of the weights."""
     cdef Py_ssize_t align = 64 // g.itemsize
-    cdef Py_ssize_t fine = g.nchunks if g.rows else (g.n + align - 1) // align
-    cdef Py_ssize_t units
+    cdef Py_ssize_t fine, units
     cdef int nteam = nthreads if g.M * g.K * g.n >= _gemv_parallel_min and nt_team_spin_ns > 0 else 1
+    g.ncols = _gemv_column_pieces(g.nchunks, g.n, align, nteam) if g.rows else 1
+    g.colw = g.n
+    if g.ncols > 1:
+        g.colw = ((g.n + g.ncols - 1) // g.ncols + align - 1) // align * align
+        g.ncols = (g.n + g.colw - 1) // g.colw
+    fine = g.nchunks * g.ncols if g.rows else (g.n + align - 1) // align
     g.per_unit = (fine + NT_TEAM_MAX_UNITS - 1) // NT_TEAM_MAX_UNITS
     units = (fine + g.per_unit - 1) // g.per_unit if fine else 0
     if not g.rows:

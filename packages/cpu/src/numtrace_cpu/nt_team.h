@@ -9,10 +9,18 @@
  * runnable threads are not starved, then sleep on a condition variable; after other jobs (the packed
  * products, long enough to pay a wake-up) they sleep at once.
  *
- * Back-off: a spinning job in which the workers ran no unit (the caller finished them all first: the
- * workers were descheduled, a sign of more runnable threads than cores) is a miss; after
- * NT_TEAM_MISSES misses in a row, spinning jobs run on the calling thread alone for NT_TEAM_SOLO_NS,
- * so a loaded machine gets the one-thread behaviour instead of paying for wake-ups.
+ * Back-off: a spinning job is a miss when the workers ran no unit although every worker was awake
+ * (spinning, not asleep on the condition variable) when it was posted, or when the caller had to
+ * wait NT_TEAM_LONG_WAIT pauses for a worker's unit (that worker was preempted in the middle of it): the
+ * workers were starved of cores (more runnable threads than cores, e.g. OpenBLAS's pool spinning in
+ * the same process), not idle. A job whose workers were asleep wakes them and is no miss, so the
+ * first jobs after a pause never count against the team. After NT_TEAM_MISSES misses in a row,
+ * spinning jobs run on the calling thread alone for a back-off period, so a loaded machine gets the
+ * one-thread behaviour instead of paying for wake-ups and preempted workers; the team is then
+ * probed again. The period starts at NT_TEAM_SOLO_MIN_NS, doubles with each back-off up to
+ * NT_TEAM_SOLO_NS, and halves with each job the workers shared without a wait: a short contention
+ * (another pool's spin after its last call) costs little, and lasting contention probes the team
+ * rarely.
  *
  * The caller never waits for a worker that has not started: each unit is claimed once (an atomic
  * flag), so the caller takes over whatever a late or descheduled worker has not begun, and waits
@@ -42,7 +50,11 @@
 #define NT_TEAM_MAX 63            /* workers beside the calling thread */
 #define NT_TEAM_MAX_UNITS 256     /* units per job (callers group finer work into these) */
 #define NT_TEAM_MISSES 3          /* spinning jobs in a row the workers miss before the back-off */
-#define NT_TEAM_SOLO_NS 20000000LL   /* how long the back-off lasts */
+/* Pauses the caller waits for a worker's unit (tens of microseconds, far longer than one unit)
+   beyond which that worker counts as preempted. */
+#define NT_TEAM_LONG_WAIT 1024
+#define NT_TEAM_SOLO_MIN_NS 1000000LL   /* the first back-off's length */
+#define NT_TEAM_SOLO_NS 20000000LL      /* the longest back-off */
 /* How long the workers spin after a GEMV job (NUMTRACE_TEAM_SPIN_US, see gemv.pxi). */
 static long long nt_team_spin_ns = 50000;
 
@@ -64,6 +76,8 @@ typedef struct {
     int nworkers;
     int misses;                   /* spinning jobs in a row whose units the caller ran alone */
     long long solo_until;         /* until then (monotonic ns) spinning jobs run on the caller */
+    long long solo_ns;            /* the next back-off's length */
+    atomic_int awake;             /* workers not asleep on `wake` (changed under sleep_mu) */
     pid_t pid;                    /* the process whose threads these are */
     unsigned start_gen[NT_TEAM_MAX + 1];   /* the generation each worker was started at */
 } nt_team_t;
@@ -109,6 +123,9 @@ static void *nt_team_worker(void *p) {
     const int me = (int)(size_t)p;
     unsigned seen = nt_team.start_gen[me];   /* written before pthread_create */
     long long spin_ns = 0;                   /* no job yet: sleep until the first */
+    pthread_mutex_lock(&nt_team.sleep_mu);
+    atomic_fetch_add_explicit(&nt_team.awake, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&nt_team.sleep_mu);
     for (;;) {
         long long deadline = nt_team_now_ns() + spin_ns;
         unsigned spins = 0;
@@ -120,8 +137,12 @@ static void *nt_team_worker(void *p) {
                     continue;
                 }
                 pthread_mutex_lock(&nt_team.sleep_mu);
-                while (atomic_load_explicit(&nt_team.gen, memory_order_acquire) == seen)
-                    pthread_cond_wait(&nt_team.wake, &nt_team.sleep_mu);
+                if (atomic_load_explicit(&nt_team.gen, memory_order_acquire) == seen) {
+                    atomic_fetch_sub_explicit(&nt_team.awake, 1, memory_order_relaxed);
+                    while (atomic_load_explicit(&nt_team.gen, memory_order_acquire) == seen)
+                        pthread_cond_wait(&nt_team.wake, &nt_team.sleep_mu);
+                    atomic_fetch_add_explicit(&nt_team.awake, 1, memory_order_relaxed);
+                }
                 pthread_mutex_unlock(&nt_team.sleep_mu);
             }
         }
@@ -156,7 +177,7 @@ static int nt_team_grow(int want) {
  * nteam - 1 workers (or all here, see above); the workers then spin spin_ns before they sleep (0:
  * they sleep at once, and the back-off does not apply). Returns when all are done. */
 static void nt_team_run_spin(nt_team_fn fn, void *arg, int nunits, int nteam, long long spin_ns) {
-    int u, spins, mine;
+    int u, spins, mine, all_awake;
     if (nteam > NT_TEAM_MAX + 1) nteam = NT_TEAM_MAX + 1;   /* more threads than the team has: it all runs */
     if (nteam > nunits) nteam = nunits;
     if (nteam > 1 && nunits <= NT_TEAM_MAX_UNITS && pthread_mutex_trylock(&nt_team.busy) == 0) {
@@ -165,7 +186,9 @@ static void nt_team_run_spin(nt_team_fn fn, void *arg, int nunits, int nteam, lo
             nt_team.nworkers = 0;
             nt_team.misses = 0;
             nt_team.solo_until = 0;
+            nt_team.solo_ns = NT_TEAM_SOLO_MIN_NS;
             atomic_store_explicit(&nt_team.acked, 0, memory_order_relaxed);
+            atomic_store_explicit(&nt_team.awake, 0, memory_order_relaxed);
             pthread_mutex_init(&nt_team.sleep_mu, NULL);
             pthread_cond_init(&nt_team.wake, NULL);
         }
@@ -183,6 +206,7 @@ static void nt_team_run_spin(nt_team_fn fn, void *arg, int nunits, int nteam, lo
             atomic_store_explicit(&nt_team.fpflags, 0, memory_order_relaxed);
             atomic_store_explicit(&nt_team.acked, 0, memory_order_relaxed);
             pthread_mutex_lock(&nt_team.sleep_mu);
+            all_awake = atomic_load_explicit(&nt_team.awake, memory_order_relaxed) >= nt_team.nworkers;
             atomic_fetch_add_explicit(&nt_team.gen, 1, memory_order_release);
             pthread_cond_broadcast(&nt_team.wake);
             pthread_mutex_unlock(&nt_team.sleep_mu);
@@ -198,11 +222,13 @@ static void nt_team_run_spin(nt_team_fn fn, void *arg, int nunits, int nteam, lo
             if (mine < nunits) atomic_fetch_add_explicit(&nt_team_jobs_shared, 1, memory_order_relaxed);
             if (spin_ns > 0) {
                 nt_team.solo_until = 0;
-                if (mine < nunits) {
+                if (mine < nunits && spins < NT_TEAM_LONG_WAIT) {
                     nt_team.misses = 0;
-                } else if (++nt_team.misses >= NT_TEAM_MISSES) {
+                    if (nt_team.solo_ns / 2 >= NT_TEAM_SOLO_MIN_NS) nt_team.solo_ns /= 2;
+                } else if ((all_awake || mine < nunits) && ++nt_team.misses >= NT_TEAM_MISSES) {
                     nt_team.misses = 0;
-                    nt_team.solo_until = nt_team_now_ns() + NT_TEAM_SOLO_NS;
+                    nt_team.solo_until = nt_team_now_ns() + nt_team.solo_ns;
+                    nt_team.solo_ns = nt_team.solo_ns * 2 < NT_TEAM_SOLO_NS ? nt_team.solo_ns * 2 : NT_TEAM_SOLO_NS;
                     atomic_fetch_add_explicit(&nt_team_backoffs, 1, memory_order_relaxed);
                 }
             }
