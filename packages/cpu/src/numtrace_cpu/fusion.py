@@ -104,9 +104,10 @@ def group_nodes(nodes: list, position: dict, unfused: frozenset | set = frozense
         def computed(w):
             return w in producer or w in reduced_by
 
+        # an empty pass computes none of v: v's own pass runs (and raises NumPy's flags)
         again = [v for v in node.inputs
                  if producer.get(v) is not None and producer[v] not in cands and id(v.node) not in unfused
-                 and recomputable(v, computed)]
+                 and math.prod(shape) > 0 and recomputable(v, computed)]
         for v in node.inputs:   # groups it reads but cannot join are now read from outside
             g = producer.get(v)
             if g is not None and g not in cands and v not in again:
@@ -114,16 +115,16 @@ def group_nodes(nodes: list, position: dict, unfused: frozenset | set = frozense
         target = cands[0] if cands else Group(shape)
         for other in cands[1:]:
             _merge(target, other, producer, reduced_by, units, position)
-        for v in again:
+        if red is not None and sum(folded_reduction(n) is not None for n in target.nodes) >= MAX_REDUCTIONS:
+            target.closed = True
+            target = Group(shape)
+        for v in again:   # in the group the node lands in: its producer's group was left open
             if v not in target.recomputed:
                 target.recomputed.add(v)
                 target.nodes.append(v.node)
                 for w in v.node.inputs:
                     reader[w] = target
         if red is not None:
-            if sum(folded_reduction(n) is not None for n in target.nodes) >= MAX_REDUCTIONS:
-                target.closed = True
-                target = Group(shape)
             target.reduce_axes = axes
             reduced_by[node.outputs[0]] = target
         else:
