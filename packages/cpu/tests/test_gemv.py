@@ -379,7 +379,8 @@ def test_team_gemvs_are_counted(spin):
         blocks.set_team_spin_us(old_spin)
     ran = {key: after[key] - before[key] for key in after}
     assert ran["jobs"] + ran["solo_runs"] == (20 if spin else 0)
-    assert ran["jobs_shared"] <= ran["jobs"] and ran["backoffs"] * 3 <= ran["jobs"]
+    # A back-off ends a job; the misses before it may come from earlier tests' jobs (they carry over).
+    assert ran["jobs_shared"] <= ran["jobs"] and ran["backoffs"] <= ran["jobs"]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
