@@ -454,3 +454,29 @@ def test_blas_products_run_on_one_openblas_thread(monkeypatch):
         assert seen == [1] and get() == 2
     finally:
         put(old)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kn", [(9, 5), (15, 33), (16, 32), (17, 1), (33, 70), (300, 31)], ids=str)
+def test_transposed_run_time_weight_packs_as_a_contiguous_one(dtype, kn, threads):
+    """A run-time B that is a transposed view (its k adjacent, as attention's keys: packed 16 rows of k
+    at a time through register transposes on AVX-512) gives the bits of the same B passed contiguous,
+    NaN, inf and -0.0 included, at sizes around the 16-row blocks and the 32-column panels."""
+    k, n = kn
+    rng = np.random.default_rng(k * n)
+    x = rng.standard_normal((20, k)).astype(dtype)
+    bt = rng.standard_normal((n, k)).astype(dtype)
+    bt.flat[::7] = -0.0
+    bt.flat[3::29] = np.nan
+    bt.flat[5::31] = np.inf
+    g = _graph(x.shape, bt.T, dtype, constant=False)
+    exe = compile_graph(g, [v.type for v in g.inputs])
+    assert exe.stats()["packed_runtime"] == 1
+    with np.errstate(all="ignore"):
+        (got,) = exe(x, bt.T)
+        (want,) = exe(x, np.ascontiguousarray(bt.T))
+        ref = x @ bt.T
+    assert got.tobytes() == want.tobytes()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    ok = np.isfinite(ref)
+    np.testing.assert_allclose(got[ok], ref[ok], rtol=1e-4, atol=1e-4 * k)

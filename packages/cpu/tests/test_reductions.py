@@ -301,3 +301,43 @@ def test_short_rows_of_a_column_operand(dtype, shape):
         got = exe(v, y)
         np.testing.assert_array_equal(got[0], v[key] * y)
         np.testing.assert_array_equal(got[1], (v[key] * y).max(-1))
+
+
+def _stats_graph(t, with_mean, instr):
+    """mean (when `with_mean`), var and std of one input over its last axis, in one pass; `instr`
+    folds x * 2 instead of x (a register the pass computes, not the input read in place)."""
+    def body(g, x):
+        src = _op(g, "np.multiply", x, _const(g, 2.0)) if instr else x
+        outs = [_op(g, "np.mean", src, axis=-1, keepdims=True)] if with_mean else []
+        return outs + [_op(g, "np.var", src, axis=-1, keepdims=True), _op(g, "np.std", src, axis=-1, ddof=1)]
+    return _compile([t], body)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(1, 129), (7, 256), (3, 1000), (2, 5000), (4, 3, 515)])
+@pytest.mark.parametrize("instr", [False, True])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_var_beside_a_mean_takes_its_block_sums(dtype, shape, instr, threads):
+    """A layer norm's mean and var of one input: the var and std take the block sums the mean folded
+    (stats' shared_sum_runs) and give the bits they give without a mean beside them; the values are
+    NumPy's within a float sum's rounding, NaN and inf rows included, on every layout."""
+    dtype = np.dtype(dtype)
+    x = _sample(dtype, shape, seed=3) * 4
+    x[..., 0, 1] = np.nan
+    x[..., -1, -1] = np.inf if shape[-2] > 1 else x[..., -1, -1]
+    x[..., 1:2, :] = -0.0   # a row of zeros where there are two
+    t = TensorType(dtype, shape)
+    with _threads(threads):
+        shared, alone = _stats_graph(t, True, instr), _stats_graph(t, False, instr)
+        assert shared.stats()["fused_groups"] == 1
+        for v in _layouts(x)[:3]:
+            got, want = shared(v), alone(v)
+            for a, b in zip(got[1:], want):
+                assert a.tobytes() == b.tobytes()
+            src = v * 2 if instr else v
+            with np.errstate(invalid="ignore"):
+                for a, ref in zip(got, [np.mean(src, -1, keepdims=True), np.var(src, -1, keepdims=True),
+                                        np.std(src, -1, ddof=1)]):
+                    _check(a, ref, src, shape[-1])
+    assert shared.stats()["shared_sum_runs"] > 0
+    assert alone.stats()["shared_sum_runs"] == 0

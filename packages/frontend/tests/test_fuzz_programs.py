@@ -210,6 +210,16 @@ def _pair_sums(a, b):
     return (d * (1.0 / (r2 * np.sqrt(r2)))[:, :, None]).sum(axis=1)
 
 
+def _layer_norm(a):
+    """A layer norm's statistics over a's last axis: the mean and the variance (and std) of the same
+    input in one pass, where the cpu backend's var/std take the mean's block sums."""
+    if np.ndim(a) == 0:
+        return a
+    a = np.concatenate([a] * 40, axis=-1)   # rows longer than the cpu backend's short rows
+    mu = np.mean(a, axis=-1, keepdims=True)
+    return (a - mu) / np.sqrt(np.var(a, axis=-1, keepdims=True) + 1e-5) + np.std(a, axis=-1, keepdims=True)
+
+
 def _through_reshape(a, view):
     if np.ndim(a) == 0:
         return a
@@ -311,6 +321,7 @@ STEPS = {
     "assign_expr": (2, _assign_expr),
     "causal_softmax": (1, _causal_softmax), "causal_softmax_nan_row": (1, lambda a: _causal_softmax(a, k=0)),
     "outer_pass": (1, lambda a: np.ravel(a)[:, None] * 0.5 - np.ravel(a)[None, :]),
+    "layer_norm": (1, _layer_norm),
     "reshape_write": (1, lambda a: _through_reshape(a, lambda v: v.reshape(-1))),
     "ravel_write": (1, lambda a: _through_reshape(a, np.ravel)),
     "T_reshape_write": (1, lambda a: _through_reshape(a, lambda v: v.T.reshape(-1))),
@@ -326,8 +337,7 @@ FAST_STEPS = [name for name in STEPS if name in (
 STEPS.update({"gemv_team": (1, _gemv_team), "gemv_team_columns": (1, _gemv_team_columns)})
 # Steps only the explicit examples below run, so that adding them leaves the random draws as they were.
 EXAMPLE_ONLY = {"merge_heads", "merge_heads_pass", "causal_softmax", "causal_softmax_nan_row", "gemv_team",
-                "gemv_team_columns",
-                "outer_pass"}
+                "gemv_team_columns", "outer_pass", "layer_norm"}
 NAMES = sorted(set(STEPS) - EXAMPLE_ONLY)
 
 # The fast-path steps drawn about as often as all the others together.
@@ -400,6 +410,7 @@ FAST_PATHS = {
     "constant folded": lambda s: s["folded_constants"],
     "mixed float product widened": lambda s: s["products_widened"],
     "copying reshape computed in place": lambda s: s["reshapes_in_place"],
+    "var sharing a mean's block sums": lambda s: s["shared_sum_runs"],
 }
 # Outcomes of the argument kinds a call may take (see _inputs).
 CALL_PATHS = ("Fortran-ordered argument", "strided argument", "np.longlong argument", "masked array refused",
@@ -529,6 +540,7 @@ def run_case(steps, backend):
 @example(steps=[("causal_softmax", 0, 0)])
 @example(steps=[("causal_softmax_nan_row", 1, 0)])
 @example(steps=[("outer_pass", 0, 0)])
+@example(steps=[("layer_norm", 0, 0)])
 def test_traced_program_matches_numpy_or_raises_clearly(steps, backend):
     # Every GENERATED_EVERY-th program on the cpu backend compiles its fused passes to C before its
     # first call (numtrace_cpu.compiler's sync mode), so they run on the generated kernels; so do the

@@ -607,20 +607,33 @@ cdef void _init_const_regs(const Ctx* cx, char** regs, char* scratch) noexcept n
 
 cdef void _fold(const Reduction* rd, Acc* acc, const char* x, Py_ssize_t n) noexcept nogil:
     """Fold one block of the reduced register into a row's accumulator."""
-    cdef double bs, bmean, delta
+    _fold_sharing(rd, acc, x, n, NULL)
+
+cdef double _fold_sharing(const Reduction* rd, Acc* acc, const char* x, Py_ssize_t n,
+                          const double* block_sum) noexcept nogil:
+    """`_fold`, where a float var/std takes the block's sum from `block_sum` when it is not NULL
+    (the value a float sum/mean of the same block returned: the same nt_sum of the same elements).
+    Returns the block's sum for a float sum/mean, else 0."""
+    cdef double bs = 0.0, bmean, delta
     cdef Py_ssize_t i, tot
     cdef uint64_t isum = 0
     cdef int dt = rd.dt
     if rd.op == R_SUM or rd.op == R_MEAN:
-        if dt == DT_F32: acc.s += nt_sum_f32(<const float*>x, n)
-        elif dt == DT_F64: acc.s += nt_sum_f64(<const double*>x, n)
+        if dt == DT_F32 or dt == DT_F64:
+            bs = nt_sum_f32(<const float*>x, n) if dt == DT_F32 else nt_sum_f64(<const double*>x, n)
+            acc.s += bs
         else:
             for i in range(n):
                 isum += <uint64_t>(<const int64_t*>x)[i]
             acc.iacc = <int64_t>(<uint64_t>acc.iacc + isum)
+        acc.count += n
+        return bs
     elif rd.op == R_VAR or rd.op == R_STD:
         # Chan et al.: combine the block's (count, mean, M2) with the running ones.
-        bs = nt_sum_f32(<const float*>x, n) if dt == DT_F32 else nt_sum_f64(<const double*>x, n)
+        if block_sum != NULL:
+            bs = block_sum[0]
+        else:
+            bs = nt_sum_f32(<const float*>x, n) if dt == DT_F32 else nt_sum_f64(<const double*>x, n)
         bmean = bs / n
         tot = acc.count + n
         delta = bmean - acc.mean
@@ -707,6 +720,8 @@ cdef void _reduction_row(const Ctx* cx, Py_ssize_t m, char* scratch) noexcept no
     cdef char* ptrs[64]
     cdef char* regs[256]
     cdef Acc accs[16]
+    cdef double sums[16]   # this block's sum per float sum/mean (what a var/std sharing it reads)
+    cdef const Reduction* rd
     cdef int k, j, last = cx.nd - 1
     cdef Py_ssize_t inner = cx.shape[last], outer = 1, o, start, n
     cdef bint early = _may_stop_early(cx)
@@ -732,13 +747,17 @@ cdef void _reduction_row(const Ctx* cx, Py_ssize_t m, char* scratch) noexcept no
             if cx.fold_in_place:
                 n = inner - start if inner - start < chunk else chunk
                 for j in range(cx.nred):
-                    _fold(&cx.reds[j], &accs[j], ptrs[cx.reg_arg[cx.reds[j].src]], n)
+                    rd = &cx.reds[j]
+                    sums[j] = _fold_sharing(rd, &accs[j], ptrs[cx.reg_arg[rd.src]], n,
+                                            &sums[rd.shares_sum] if rd.shares_sum >= 0 else NULL)
                 if chunk < IN_PLACE_CHUNK:
                     chunk *= 2
             else:
                 _block(cx, regs, scratch, ptrs, n, 1, NULL)
                 for j in range(cx.nred):
-                    _fold(&cx.reds[j], &accs[j], regs[cx.reds[j].src], n)
+                    rd = &cx.reds[j]
+                    sums[j] = _fold_sharing(rd, &accs[j], regs[rd.src], n,
+                                            &sums[rd.shares_sum] if rd.shares_sum >= 0 else NULL)
             start += n
             if early and _decided(cx, accs):
                 break

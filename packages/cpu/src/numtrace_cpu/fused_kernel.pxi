@@ -117,6 +117,8 @@ cdef class FusedKernel:
     cdef readonly Py_ssize_t rows_widened_runs   # passes whose short rows were walked along a longer dim
     cdef readonly Py_ssize_t streamed_runs       # generated passes that streamed their outputs
     cdef readonly Py_ssize_t generated_rows_runs # generated passes run in blocks of short rows
+    cdef readonly Py_ssize_t shared_sum_runs     # interpreted reduction rows whose var/std took a sum's block sums
+    cdef bint shares_sums                        # some reduction's shares_sum is set
     cdef Py_ssize_t out_item_bytes               # bytes of one element of every output (not reduced) together
     cdef readonly tuple program    # the constructor's arguments but `blocks`, for numtrace_cpu.codegen
     cdef readonly tuple iteration_shape
@@ -256,6 +258,13 @@ cdef class FusedKernel:
                 raise ValueError(f"reduction {i}: code {op} has no kernel for dtype code {rd.dt}")
             if self.op_role[out] != ROLE_REDUCED or self.op_dt[out] != rd.dt:
                 raise ValueError(f"reduction {i}: operand {out} is not a reduced output of its dtype")
+            rd.shares_sum = -1
+            if (op == R_VAR or op == R_STD) and (rd.dt == DT_F32 or rd.dt == DT_F64):
+                for j in range(i):
+                    if self.reds[j].src == src and (self.reds[j].op == R_SUM or self.reds[j].op == R_MEAN):
+                        rd.shares_sum = j
+                        self.shares_sums = True
+                        break
 
     cdef _mark_feeds(self):
         """Set each instruction's feeds_next (see Instr in interp.pxd) from the loaded program."""
@@ -406,6 +415,8 @@ cdef class FusedKernel:
                         self.run_generated(self.generated, &cx, nteam, units, chunk)
                 return 0
             self.interpreted_runs += 1
+            if self.shares_sums and not cx.cols and cx.rows <= 1:
+                self.shared_sum_runs += 1   # _reduction_row folds the shared block sums once
             # The kernel keeps one scratch block between calls (taken and put back under the GIL,
             # so a concurrent call allocates its own): a fresh one per call cost malloc/free time.
             need = nteam * cx.scratch_regs

@@ -66,6 +66,10 @@ cdef struct Instr:
 cdef struct Reduction:
     int op, dt, src, out
     double ddof
+    # A float var/std whose source register an earlier float sum/mean of this pass also folds: the
+    # index of that reduction (its block sum is this one's, the same nt_sum of the same elements),
+    # else -1. Set when the program is loaded; a layer norm's mean and var are the case.
+    int shares_sum
 
 cdef struct Acc:
     # Running state of one reduction over one row.

@@ -70,6 +70,64 @@ static void *nt_gemm_scratch(size_t bytes) {
     return p + 64;
 }
 
+/* Packing a transposed B (its rows k adjacent, its columns sj apart: the keys of q @ k.T): 16 rows of
+ * k at a time, each column's 16 values read with one vector load and a 16 x 16 block transposed in
+ * registers, where the element loop reads every value from another cache line. The same values land
+ * in the same places, so the pack (and every product) is bit for bit the element loop's. Returns the
+ * first row of k it left to the element loop (k1 when it packed them all). AVX-512 float32 only,
+ * where a panel is 32 columns: two such blocks. */
+#if defined(__AVX512F__)
+#include <immintrin.h>
+static inline void nt_gemm_transpose16_f32(__m512 r[16]) {
+    __m512 t[16];
+    int i;
+    for (i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (i = 0; i < 16; i += 4) {
+        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (i = 0; i < 4; i++) {
+        t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+        t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xDD);
+        t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+        t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xDD);
+    }
+    for (i = 0; i < 4; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xDD);
+        r[i + 4] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0x88);
+        r[i + 12] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0xDD);
+    }
+}
+
+static ptrdiff_t nt_gemm_pack_t_f32(const float* s, ptrdiff_t sj, ptrdiff_t nc, ptrdiff_t k0, ptrdiff_t k1,
+                                    float* d) {
+    /* s: column 0 of the panel at row k = 0; d: the panel's row k0 (32 values a row) */
+    __m512 r[16];
+    ptrdiff_t k;
+    int h, c;
+    for (k = k0; k + 16 <= k1; k += 16) {
+        for (h = 0; h < 2; h++) {
+            for (c = 0; c < 16; c++)
+                r[c] = h * 16 + c < nc ? _mm512_loadu_ps(s + (h * 16 + c) * sj + k) : _mm512_setzero_ps();
+            nt_gemm_transpose16_f32(r);
+            for (c = 0; c < 16; c++) _mm512_storeu_ps(d + (k - k0 + c) * 32 + h * 16, r[c]);
+        }
+    }
+    return k;
+}
+#define NT_GEMM_PACK_T_f32(s, sj, nc, k0, k1, d) \
+    (NT_GEMM_NR_f32 == 32 ? nt_gemm_pack_t_f32(s, sj, nc, k0, k1, d) : (k0))
+#else
+#define NT_GEMM_PACK_T_f32(s, sj, nc, k0, k1, d) (k0)
+#endif
+#define NT_GEMM_PACK_T_f64(s, sj, nc, k0, k1, d) (k0)
+
 #define NT_GEMM_DEFINE(T, V, SUF)                                                                   \
 enum { NT_GEMM_L_##SUF = (int)(sizeof(V) / sizeof(T)), NT_GEMM_NR_##SUF = 2 * NT_GEMM_L_##SUF };     \
                                                                                                    \
@@ -82,7 +140,12 @@ static void nt_gemm_pack_##SUF(const T* b, ptrdiff_t sk, ptrdiff_t sj, ptrdiff_t
     for (p = p0; p < p1; p++) {                                                                    \
         const ptrdiff_t j0 = p * NR, nc = N - j0 < NR ? N - j0 : NR;                               \
         T* d = dst + (p - p0) * pstride;                                                           \
-        for (k = k0; k < k1; k++, d += NR) {                                                       \
+        k = k0;                                                                                    \
+        if (sk == 1 && sj != 1) {   /* a transposed B: whole blocks of rows through registers */  \
+            k = NT_GEMM_PACK_T_##SUF(b + j0 * sj, sj, nc, k0, k1, d);                              \
+            d += (k - k0) * NR;                                                                    \
+        }                                                                                          \
+        for (; k < k1; k++, d += NR) {                                                             \
             const T* s = b + k * sk + j0 * sj;                                                     \
             if (sj == 1) for (c = 0; c < nc; c++) d[c] = s[c];                                     \
             else for (c = 0; c < nc; c++) d[c] = s[c * sj];                                        \
