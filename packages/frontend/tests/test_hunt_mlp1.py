@@ -8,7 +8,7 @@ import numtrace as nt
 import pytest
 import test_fuzz_programs as fuzz
 
-pytestmark = pytest.mark.skipif("cpu" not in nt.available_backends(), reason="the cpu backend is not installed")
+pytestmark = pytest.mark.skipif("cpu" not in nt.available_backends(), reason="needs the cpu backend")
 
 
 @pytest.mark.parametrize("threads", [1, 7, 16])
