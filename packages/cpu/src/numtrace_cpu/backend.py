@@ -55,7 +55,7 @@ def compile_graph(graph: Graph, input_types: Sequence[Type], updates: Mapping[in
     rewrites = {"products_widened": widen_mixed_products(g),   # f32 @ f64 as NumPy: f64 @ f64
                 "folded_constants": passes.fold_constants(g)}   # a mask or scale fixed by the shapes
     steps, index, consts = lower(g, frozenset(state))
-    report = _reporter(graph, types, specialized, steps)
+    by_reference = {id(n) for s in steps if isinstance(s, NUMPY_STEPS) for n in s.nodes}
     by_number = {n: v.type for v, n in index.items()}
     const_numbers = {index[v]: value for v, value in consts.items()}
     outputs = [index[v] for v in g.outputs]
@@ -69,19 +69,21 @@ def compile_graph(graph: Graph, input_types: Sequence[Type], updates: Mapping[in
         in_place = write_updates_in_place(steps, len(g.inputs), outputs, dict(updates),
                                           after=guarded[-1] + 1 if guarded else 0)
     plan = plan_buffers(steps, by_number, len(g.inputs), outputs, set(const_numbers), frozenset(in_place))
+    report = _reporter(graph, types, specialized, by_reference, bool(in_place))
     return Executable(g, steps, by_number, plan, const_numbers, rewrites, report)
 
 
-def _reporter(graph: Graph, types: tuple, specialized: list, steps: list) -> Reporter:
+def _reporter(graph: Graph, types: tuple, specialized: list, by_reference: set[int],
+              writes_inputs: bool) -> Reporter:
     """NumPy's floating-point reports of the executable (numtrace_ir.fp_errors): the graph as
     specialized, rerun when the kernels raise a flag, with the nodes that run as their NumPy reference
-    here (which report themselves) quiet; every call when a node the kernels compute warns at these
-    shapes."""
-    by_reference = {id(n) for s in steps if isinstance(s, NUMPY_STEPS) for n in s.nodes}
+    here (`by_reference`: their ids; they report themselves) quiet; every call when a node the kernels
+    compute warns at these shapes. `writes_inputs`: the kernels write into the caller's arrays, so a
+    rerun would not see the call's inputs."""
     quiet = [k for k, n in enumerate(specialized) if id(n) in by_reference]
     always = any(id(n) not in by_reference for n in shape_warnings(specialized))
     return Reporter(lambda: Interpreter(specialize(graph, types, check_shapes=False)), always=always,
-                    loud=set_by_graph(specialized), quiet=quiet)
+                    loud=set_by_graph(specialized), quiet=quiet, writes_inputs=writes_inputs)
 
 
 class Backend:

@@ -575,7 +575,7 @@ def _setitem_runner(step: SetitemStep):
                 out[key] = env[value]
             except Exception as exc:
                 raise execution_error(step.nodes[-1], exc) from exc
-        return run_setitem
+        return _in_errstate(run_setitem, step.nodes)
 
     def run_setitem_keyed(env, nthreads):
         out = env[o]
@@ -587,7 +587,7 @@ def _setitem_runner(step: SetitemStep):
             out[key] = env[value]
         except Exception as exc:
             raise execution_error(step.nodes[-1], exc) from exc
-    return run_setitem_keyed
+    return _in_errstate(run_setitem_keyed, step.nodes)
 
 
 def _scatter_runner(step: SetitemStep):
@@ -603,7 +603,7 @@ def _scatter_runner(step: SetitemStep):
             scatter(out, *[env[k] for k in operands])
         except Exception as exc:
             raise execution_error(step.nodes[-1], exc) from exc
-    return run_scatter
+    return _in_errstate(run_scatter, step.nodes)
 
 
 def _fused_runner(step: FusedStep) -> FusedCall:

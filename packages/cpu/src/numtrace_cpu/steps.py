@@ -119,11 +119,6 @@ class IntoStep(Step):
     fn: Any = None
 
 
-# Steps that run their nodes' NumPy code, which reports its floating-point errors itself (as the
-# caller's np.errstate says); the kernels of the other steps report through numtrace_ir.fp_errors.
-NUMPY_STEPS = (FallbackStep, IntoStep)
-
-
 class LayoutViewStep(ViewStep):
     """The value a copying reshape of its transpose reads, as the inverse view of that reshape's
     result (``r.reshape(...).transpose(...)``), placed before the product or pass computing it, which
@@ -148,6 +143,12 @@ class SetitemStep(Step):
 
     index: tuple = ()
     scatter: Any = None
+
+
+# Steps that run their nodes' NumPy code, which reports its floating-point errors itself (as the
+# caller's np.errstate says: an assignment's cast of nan to an integer, ``np.add.at``'s overflow); the
+# kernels of the other steps report through numtrace_ir.fp_errors.
+NUMPY_STEPS = (FallbackStep, IntoStep, SetitemStep)
 
 
 @dataclass

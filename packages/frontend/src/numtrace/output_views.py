@@ -4,12 +4,18 @@ one is seen in the other, as it would be with NumPy's results.
 
 The graph computes every result as a fresh array. At trace time, each result whose memory overlaps an
 argument's, module state's or another result's (in the eager NumPy run) is followed back through the
-graph to those roots: the nodes between are its replay, NumPy's own calls on the roots (an op's
-``as_view`` where it has one). Per call signature the replay is read from the specialized graph (its
-slice bounds and shapes concrete) and run on the roots the call returns, so that a reshape is a view or
-a copy exactly as NumPy makes it for the caller's array. The replay is checked when tracing: run on the
-eager roots it must give NumPy's values sharing the memory NumPy's result shares; a result for which it
-does not is refused at trace time, naming it.
+graph to those roots (the arguments and the other results, a view among them rebuilt first, so that a
+view of a reshape that copied is a view of that copy, as NumPy's is): the nodes between are its replay,
+NumPy's own calls on the roots (an op's ``as_view`` where it has one). Per call signature the replay is
+read from the specialized graph (its slice bounds and shapes concrete) and run on the roots the call
+returns, so that a reshape is a view or a copy exactly as NumPy makes it for the caller's array. The
+replay is checked when tracing: run on the eager roots it must give NumPy's values sharing the memory
+NumPy's result shares; a result for which it does not is refused at trace time, naming it.
+
+Whether NumPy's result shares memory depends on the call: a reshape or ``np.ascontiguousarray`` of an
+argument is a view at one layout and a copy at another, and an empty slice shares no memory at all. So a
+result computed from a root by view calls only is replayed too, though it shares no memory at the traced
+call (its replay then shares none either): at a call where NumPy's is a view, the trace's is.
 """
 
 from __future__ import annotations
@@ -18,17 +24,26 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from numtrace_ir import CallSpec, Graph, registry, specialize
+from numtrace_ir import CallSpec, Graph, TensorType, registry, specialize
 
 from . import codegen
 
 __all__ = ["apply_views", "find_views", "view_steps"]
 
-# (result position, replay(results, inputs) -> the view): each reads roots only, never another view.
+# (result position, replay(results, inputs) -> the view), in graph order: each reads the arguments and the
+# other results, a view among them rebuilt before it (NumPy's ``r.T`` of a reshape ``r`` that copied is a
+# view of that copy, not a second copy).
 Replays = list[tuple[int, Callable[[Sequence[Any], Sequence[Any]], Any]]]
 
 _REFUSAL = ("{what} of the traced function shares memory with {other} (NumPy returns a view), but the "
             "trace cannot rebuild it as NumPy's view ({why}). Return a copy (np.copy) of it")
+
+
+# NumPy calls that return their argument's memory where its layout or dtype allows, beside the ops with an
+# `as_view`: ``np.real`` of a real array, ``np.ascontiguousarray`` of a contiguous one, ``np.diag`` of a
+# matrix.
+_MAY_VIEW = frozenset({"np.real", "np.imag", "np.ascontiguousarray", "np.atleast_1d", "np.atleast_2d",
+                       "np.atleast_3d", "np.diag", "np.broadcast_arrays"})
 
 
 class _NotAView(Exception):
@@ -103,6 +118,21 @@ def _replay(value: Any, roots: dict[Any, int]) -> Callable[[Sequence[Any], Seque
     return namespace["replay"]
 
 
+def _by_view_calls(value: Any, roots: dict[Any, int]) -> bool:
+    """Whether graph value `value` is computed from roots through view calls only (NumPy's result may
+    share a root's memory at another call even where it shares none at this one)."""
+    if value in roots:
+        return True
+    return _is_view_call(value.node) and all(_by_view_calls(u, roots) for u in value.node.inputs
+                                             if isinstance(u.type, TensorType))
+
+
+def _is_view_call(node: Any) -> bool:
+    """Whether `node` is a NumPy call that may return its argument's memory."""
+    op = node.attrs["op"] if node is not None and node.op == "prim.dynamic" else getattr(node, "op", None)
+    return op is not None and (registry.get(op).as_view is not None or op in _MAY_VIEW)
+
+
 def _one(result: Any) -> Any:
     return result[0] if isinstance(result, (tuple, list)) else result
 
@@ -130,8 +160,9 @@ def _roots(graph: Graph, spec_items: Sequence[int], written: Sequence[int], view
 
 def find_views(graph: Graph, spec: CallSpec, results: Sequence[Any], inputs: Sequence[Any],
                where: Callable[[int], str]) -> list[int]:
-    """The result positions NumPy returned sharing memory with an input or another result and that are
-    not the root the others are views of (`results`/`inputs`: the eager arrays), rooted first.
+    """The result positions NumPy returned sharing memory with an input or another result (or computed
+    from them by view calls only), that are not a computed root the others are views of
+    (`results`/`inputs`: the eager arrays), in graph order: a view another one reads comes first.
     NotImplementedError naming a result whose replay does not give NumPy's view."""
     items = spec.result_items
     overlaps: dict[int, list[int]] = {}
@@ -142,17 +173,25 @@ def find_views(graph: Graph, spec: CallSpec, results: Sequence[Any], inputs: Seq
             partners += [-1 - i for i, other in enumerate(inputs) if _overlaps(array, other)]
             if partners:
                 overlaps[pos] = partners
-    if not overlaps:
+    may_view = [pos for pos, j in enumerate(items) if j >= 0 and pos not in overlaps and
+                _by_view_calls(graph.outputs[j], _roots(graph, items, spec.written, [pos]))]
+    if not overlaps and not may_view:
         return []
     # A result whose graph value comes first is a root candidate of those after it.
     order: dict[Any, int] = {node: k for k, node in enumerate(graph.nodes)}
-    candidates = sorted(overlaps, key=lambda p: order.get(graph.outputs[items[p]].node, -1))
+    rank = {p: order.get(graph.outputs[j].node, -1) for p, j in enumerate(items) if j >= 0}
+    candidates = sorted(overlaps, key=rank.__getitem__)
     views: list[int] = []
     # Replayed as a call at the traced shapes would be: shape arithmetic folded into the view calls.
     graph = specialize(graph, [v.type for v in graph.inputs], check_shapes=False)
     for pos in candidates:
+        # A result shares memory with the arguments and the results before it as its replay does; those
+        # after it that share its memory are checked when their turn comes (they may be views of it).
+        earlier = [q for q in overlaps[pos] if q < 0 or rank[q] < rank[pos]]
+        if not earlier:
+            continue   # a root of the results after it (and perhaps a view itself: below)
         value = graph.outputs[items[pos]]
-        roots = _roots(graph, items, spec.written, [*views, pos])
+        roots = _roots(graph, items, spec.written, [pos])
         if roots.get(value, pos) >= 0 and roots.get(value, pos) != pos:
             roots.pop(value)   # a result CSE made equal to another: replayed from the roots all the same
         try:
@@ -160,23 +199,42 @@ def find_views(graph: Graph, spec: CallSpec, results: Sequence[Any], inputs: Seq
             if np.shape(replayed) != np.shape(results[pos]) or not np.array_equal(replayed, results[pos],
                                                                                   equal_nan=True):
                 raise _NotAView("its replay computes other values")
-            for q in overlaps[pos]:
+            for q in earlier:
                 if not _overlaps(replayed, results[q] if q >= 0 else inputs[-1 - q]):
                     raise _NotAView("its replay does not share memory with it")
         except _NotAView as why:
-            if all(q >= 0 and q not in views for q in overlaps[pos]):
+            if all(q >= 0 and q not in views for q in earlier):
                 continue   # a root the results after it may be views of
-            q = next(q for q in overlaps[pos] if q < 0 or q in views)
+            q = next(q for q in earlier if q < 0 or q in views)
             other = where(q) if q >= 0 else f"argument #{-1 - q}"
             raise NotImplementedError(_REFUSAL.format(what=where(pos), other=other, why=why)) from None
         views.append(pos)
+    others = [*(a for q, a in enumerate(results) if items[q] >= 0), *inputs]
+    for pos in sorted((p for p, j in enumerate(items) if j >= 0), key=rank.__getitem__):
+        if pos in views or any(q < 0 or rank[q] < rank[pos] for q in overlaps.get(pos, ())):
+            continue
+        value = graph.outputs[items[pos]]
+        # Not from a result that is a view of a temporary: the backend makes it a contiguous array,
+        # where NumPy's is strided (a reshape of it copies where NumPy's would not, or the reverse).
+        roots = {v: r for v, r in _roots(graph, items, spec.written, [pos]).items()
+                 if r < 0 or r in views or not _is_view_call(v.node)}
+        if value in roots or not _by_view_calls(value, roots):
+            continue
+        try:
+            replayed = _replay(value, roots)(results, inputs)
+        except _NotAView:
+            continue
+        if np.shape(replayed) == np.shape(results[pos]) and \
+                np.array_equal(replayed, results[pos], equal_nan=True) and \
+                not any(_overlaps(replayed, other) for other in others if other is not results[pos]):
+            views.append(pos)   # a copy here, as NumPy's is: a view where NumPy's is
     for pos in overlaps:   # every overlap is now a view relation, or refused
         if pos not in views and not all(q >= 0 and q in views for q in overlaps[pos]):
             q = next(q for q in overlaps[pos] if q < 0 or q not in views)
             other = where(q) if q >= 0 else f"argument #{-1 - q}"
             raise NotImplementedError(_REFUSAL.format(what=where(pos), other=other,
                                                       why="it is computed, not a view of the other"))
-    return views
+    return sorted(views, key=rank.__getitem__)   # a view read by another is rebuilt first
 
 
 def view_steps(graph: Graph, spec: CallSpec, views: Sequence[int], types: Sequence[Any]) -> Replays:
@@ -186,7 +244,7 @@ def view_steps(graph: Graph, spec: CallSpec, views: Sequence[int], types: Sequen
     items = spec.result_items
     replays: Replays = []
     for pos in views:
-        roots = _roots(g, items, spec.written, views)   # as when tracing: replayed from the other roots
+        roots = _roots(g, items, spec.written, [pos])   # as when tracing: from the other results
         value = g.outputs[items[pos]]
         if roots.get(value, -1) >= 0:
             roots.pop(value)
@@ -199,7 +257,7 @@ def view_steps(graph: Graph, spec: CallSpec, views: Sequence[int], types: Sequen
 
 
 def apply_views(replays: Replays, results: Sequence[Any], inputs: Sequence[Any]) -> tuple:
-    """The flat `results` with each view result rebuilt from its roots, as NumPy's calls give it."""
+    """The flat `results` with each view result rebuilt, in order, as NumPy's calls give it."""
     out = list(results)
     for pos, replay in replays:
         out[pos] = replay(out, inputs)

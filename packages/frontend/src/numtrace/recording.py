@@ -157,31 +157,40 @@ def record_function(func: Callable, args: tuple, kwargs: Mapping[str, Any] | Non
         returned = [(pos, i) for pos, leaf in enumerate(out_leaves) for i in range(len(proxies))
                     if leaf is proxies[i]]
         skip = {pos for pos, _ in returned}
-        values = [_view_of_base(tracer, p) for pos, p in enumerate(out_leaves) if pos not in skip]
+        memo: dict[int, Any] = {}
+        values = [_view_of_base(tracer, p, memo) for pos, p in enumerate(out_leaves) if pos not in skip]
         tracer.graph.set_outputs(values + [inputs[i]._graph_value(tracer) for i in mutated])
         results, input_arrays = [p._concrete for p in out_leaves], [p._concrete for p in inputs]
     call_spec = CallSpec(num_args=len(proxies), num_results=len(values),
                          num_state=len(inputs) - len(proxies), written=tuple(mutated),
                          returned=tuple(returned))
-    views = find_views(tracer.graph, call_spec, results, input_arrays,
-                       lambda pos: _result_name(out_spec, pos) or "output")
     passes.dce(tracer.graph, keep_checks=True, unchecked=tracer.discarded)   # NumPy's shape checks stay
     merged = passes.cse(tracer.graph)   # a subexpression the code computes twice runs once, on every backend
+    # (after CSE: a result read again from its base is one value with the reads of it other results make)
+    views = find_views(tracer.graph, call_spec, results, input_arrays,
+                       lambda pos: _result_name(out_spec, pos) or "output")
     layouts = [layout_of(np.asarray(a)) for a in leaves] if tracer.layout_dependent else None
     return Recording(tracer.graph, names, in_spec, out_spec, list(tracer.state_order),
                      list(tracer.state_arrays), mutated, returned, layouts, merged, views)
 
 
-def _view_of_base(tracer: Tracer, array: Any) -> Any:
+def _view_of_base(tracer: Tracer, array: Any, memo: dict[int, Any]) -> Any:
     """The graph value of result `array`; for a view NumPy made of a traced array (and that shares its
     memory), read again from its base's latest value, so that the graph relates the two as NumPy's
-    arrays are related even after a write through the view (see output_views)."""
+    arrays are related even after a write through the view (see output_views). `memo`: the value read
+    per array, so that a view of another result reads that result's value (``r.T`` of a result ``r``)."""
+    value = memo.get(id(array))
+    if value is not None:
+        return value
     parent, view = array._parent, array._view
     if parent is None or not hasattr(view, "read") or \
             not np.may_share_memory(array._concrete, parent._concrete):
-        return array._graph_value(tracer)
-    base = tracer.wrap(_view_of_base(tracer, parent), parent._concrete)   # (a view of a view: its base's)
-    return view.read(tracer, base, array._concrete)
+        value = array._graph_value(tracer)
+    else:
+        base = tracer.wrap(_view_of_base(tracer, parent, memo), parent._concrete)   # (a view of a view)
+        value = view.read(tracer, base, array._concrete)
+    memo[id(array)] = value
+    return value
 
 
 def _refuse_changed_containers(names: list[str], specs: list[Spec], before: list[tuple]) -> None:

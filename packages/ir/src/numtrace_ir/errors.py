@@ -41,10 +41,11 @@ _KINDS_LOCK = threading.Lock()
 
 def _kind_of(exc_class: type) -> type:
     """A class that is both a RuntimeError and the first of `exc_class`'s classes that is Python's or
-    NumPy's (``ExecutionValueError``; numtrace's own errors are not re-made), made once per class;
+    NumPy's public one (``ExecutionValueError``; ``MemoryError`` for NumPy's private ``_ArrayMemoryError``,
+    whose constructor takes no message; numtrace's own errors are not re-made), made once per class;
     RuntimeError itself for a class no subclass can join it with (an instance layout conflict)."""
-    cls = next(c for c in exc_class.__mro__
-               if c.__module__ == "builtins" or c.__module__.split(".")[0] == "numpy")
+    cls = next(c for c in exc_class.__mro__ if not c.__qualname__.startswith("_") and
+               (c.__module__ == "builtins" or c.__module__.split(".")[0] == "numpy"))
     kind = _KINDS.get(cls)
     if kind is None:
         if issubclass(cls, RuntimeError):

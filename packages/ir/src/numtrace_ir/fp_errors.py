@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from numtrace_ir import registry
+from numtrace_ir.types import TensorType
 
 __all__ = ["DIVIDE", "INVALID", "OVER", "UNDER", "ErrstateWatch", "Reporter", "node_errstate", "report_kinds",
            "reported", "rerunnable", "set_by_graph", "shape_warnings"]
@@ -133,16 +134,20 @@ class Reporter:
     through their reference, which reported then. `always`: the graph warns at its shapes
     (`shape_warnings`), so every call runs the references. `loud`: the kinds some op reports in its own
     state (`set_by_graph`). A graph that cannot run again (`rerunnable`) reports the kinds alone, in
-    the caller's state."""
+    the caller's state; so does an executable that wrote into its inputs (`writes_inputs`), as a run
+    on their new contents would not raise the flags the call raised (``x /= 0`` leaves ``inf``, and
+    ``inf / 0`` raises none). Those still say the shape warnings, from the warning ops' references run
+    on zeros of the call's shapes."""
 
-    __slots__ = ("_make", "_quiet", "_interpreter", "_rerun", "always", "loud")
+    __slots__ = ("_make", "_quiet", "_interpreter", "_rerun", "_writes_inputs", "always", "loud")
 
     def __init__(self, make_interpreter: Callable[[], Any], always: bool = False, loud: int = 0,
-                 quiet: Collection[int] = ()):
+                 quiet: Collection[int] = (), writes_inputs: bool = False):
         self._make = make_interpreter
         self._quiet = tuple(quiet)
         self._interpreter: Any = None
         self._rerun = False
+        self._writes_inputs = writes_inputs
         self.always = always
         self.loud = loud
 
@@ -155,7 +160,21 @@ class Reporter:
                 interpreter.steps[k].errstate = _QUIET
             self._rerun = rerunnable(interpreter.graph)
             self._interpreter = interpreter
-        if self._rerun:
+        if self._rerun and not self._writes_inputs:
             self._interpreter.run(*inputs)
-        else:
-            report_kinds(flags)
+            return
+        if self.always:
+            self._say_shape_warnings()
+        report_kinds(flags)
+
+    def _say_shape_warnings(self) -> None:
+        """The shape warnings of the nodes the kernels compute, without running the graph: each such
+        node's reference on read-only zeros of its input types (the shapes alone decide them)."""
+        quiet = set(self._quiet)
+        nodes = [step.node for k, step in enumerate(self._interpreter.steps) if k not in quiet]
+        for node in shape_warnings(nodes):
+            if not all(isinstance(v.type, TensorType) for v in node.inputs):
+                continue
+            args = [np.broadcast_to(np.zeros((), v.type.dtype), v.type.shape) for v in node.inputs]
+            with np.errstate(all="ignore"):
+                registry.get(node.op).reference(*args, **node.attrs)

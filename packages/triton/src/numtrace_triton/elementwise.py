@@ -141,14 +141,23 @@ register(np.fmin)(_nan_aware_extreme("minimum", True))
 def _int_floor_divmod(w: SourceWriter, a: str, b: str, dtype: np.dtype) -> tuple[str, str]:
     """Python-style (floor) quotient and remainder of integers; both 0 where ``b == 0`` (as NumPy)."""
     zero, one = w.const(0, dtype), w.const(1, dtype)
-    safe_b = w.let(where(f"{b} == 0", one, b))
+    safe_b = w.let(_safe_divisor(w, b, dtype))
     q = w.let(f"{a} // {safe_b}")  # truncates toward zero
     r = w.let(f"{a} - {q} * {safe_b}")
     if dtype.kind == "i":
+        q = w.let(where(f"{b} == -{one}", f"{zero} - {q}", q))  # the minimum's negation wraps, as NumPy's
         adjust = w.let(f"({r} != 0) & (({r} < 0) != ({safe_b} < 0))")
         q = w.let(where(adjust, f"{q} - {one}", q))
         r = w.let(where(adjust, f"{r} + {safe_b}", r))
     return where(f"{b} == 0", zero, q), where(f"{b} == 0", zero, r)
+
+
+def _safe_divisor(w: SourceWriter, b: str, dtype: np.dtype) -> str:
+    """``b`` with 1 where the division ``//`` is undefined: 0, and -1 for a signed type (its minimum
+    over -1 overflows, undefined in LLVM's ``sdiv``); callers fix those lanes."""
+    one = w.const(1, dtype)
+    bad = f"({b} == 0) | ({b} == -{one})" if dtype.kind == "i" else f"{b} == 0"
+    return where(bad, one, b)
 
 
 def _float_divmod(w: SourceWriter, a: str, b: str, dtype: np.dtype) -> tuple[str, str]:
@@ -194,8 +203,8 @@ def _fmod(w, args, attrs, out):
     a, b = (named(w, cast_to(w, x, out)) for x in args)
     if out.kind == "f":
         return w.fmod(a, b, out)
-    zero, one = w.const(0, out), w.const(1, out)
-    safe_b = w.let(where(f"{b} == 0", one, b))
+    zero = w.const(0, out)
+    safe_b = w.let(_safe_divisor(w, b, out))  # a remainder by 1 (for b == -1 too) is 0
     return where(f"{b} == 0", zero, f"{a} - ({a} // {safe_b}) * {safe_b}")
 
 

@@ -50,7 +50,7 @@ def common_dtype(args: Sequence[Arg]) -> np.dtype:
 
 
 def cast_to(w: SourceWriter, arg: Arg, dtype: np.dtype) -> str:
-    return w.cast(arg[0], arg[1], dtype)
+    return w.astype(arg[0], arg[1], dtype)
 
 
 def where(cond: str, a: str, b: str) -> str:

@@ -30,8 +30,10 @@ __all__ = [
 
 
 # Options of every compile and launch: no contraction of a * b + c into one FMA, which rounds once
-# where NumPy rounds twice (Triton 3.6 contracts by default).
-COMPILE_OPTIONS = {"enable_fp_fusion": False}
+# where NumPy rounds twice (Triton 3.6 contracts by default); libdevice's float32 functions in their
+# IEEE form, which keeps subnormal operands and results (Triton links the flush-to-zero form by
+# default: float32 exp(-90) would be 0, log(1e-40) -inf).
+COMPILE_OPTIONS = {"enable_fp_fusion": False, "enable_reflect_ftz": False}
 
 
 def next_pow2(n: int) -> int:
@@ -260,7 +262,7 @@ class BodyEmitter:
             won = w.let(f"{ok} & (tl.load({pw} + {iv}, mask={ok}, other=-1) == {position})")
             value, value_dtype = self.operand(item.args[2], item.level)
             target = attrs["target"]
-            value = SourceWriter.cast(value, value_dtype, target.dtype)
+            value = self.w.astype(value, value_dtype, target.dtype)
             if np.dtype(target.dtype).kind == "b":
                 value = f"{value}.to({tl_type(storage_dtype(target.dtype))})"
             addr = self.space.address(target, item.level)
@@ -278,9 +280,9 @@ class BodyEmitter:
         ok = w.let(f"{mask} & ({bad} == 0)" if mask else f"{bad} == 0")
         value, value_dtype = self.operand(item.args[1], item.level)
         target = attrs["target"]
-        value = w.let(SourceWriter.cast(value, value_dtype, target.dtype))
+        value = w.let(w.astype(value, value_dtype, target.dtype))
         if attrs["negate"]:
-            value = w.let(f"-{value}")
+            value = w.let(w.neg(value, target.dtype))
         addr = self.space.address(target, item.level)
         pointer = f"{self.params[target.buffer]} + {addr} + {iv} * {attrs['stride']}"
         w.emit(f"tl.atomic_{attrs['atomic']}({pointer}, {value}, mask={ok})")
@@ -297,7 +299,7 @@ class BodyEmitter:
         value = self.space.lift(name, at, store.level)
         value_dtype = self.dtypes[store.key]
         target = storage_dtype(store.view.dtype)
-        value = SourceWriter.cast(value, value_dtype, store.view.dtype)
+        value = self.w.astype(value, value_dtype, store.view.dtype)
         if np.dtype(store.view.dtype).kind == "b":
             value = f"{value}.to({tl_type(target)})"
         ptr = self.params[store.view.buffer]

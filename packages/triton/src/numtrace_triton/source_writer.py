@@ -116,6 +116,24 @@ class SourceWriter:
             return f"libdevice.fmod({_wrap(a)}.to(tl.float32), {_wrap(b)}.to(tl.float32)).to(tl.float16)"
         return f"libdevice.fmod({a}, {b})"
 
+    def astype(self, expr: str, src: np.dtype, dst: np.dtype) -> str:
+        """`cast`, with NumPy's x86 answer for a float out of a signed destination's range on a GPU: the
+        integer minimum of int32 (wrapped to int8, int16, uint8, uint16, as C's conversion through
+        int32 that NumPy's loops compile to) or of int64, for NaN too, where PTX's ``cvt.rzi``
+        saturates and gives 0 for NaN. The interpreter's ``.to`` is NumPy's own cast already;
+        uint32/uint64, whose NumPy answer depends on the CPU's vector ISA, stay a plain cast."""
+        src, dst = np.dtype(src), np.dtype(dst)
+        if not self.libdevice or src.kind != "f" or dst.kind not in "iu" or dst in (np.uint32, np.uint64):
+            return self.cast(expr, src, dst)
+        via = np.dtype(np.int64 if dst == np.int64 else np.int32)
+        wide = np.dtype(np.float32) if src == np.float16 else src
+        x = expr if expr.isidentifier() else self.let(expr)
+        xw = self.let(self.cast(x, src, wide))
+        bound = float(2 ** (via.itemsize * 8 - 1))
+        fits = f"({xw} >= {self.const(-bound, wide)}) & ({xw} < {self.const(bound, wide)})"
+        whole = f"tl.where({fits}, {self.cast(xw, wide, via)}, {self.const(np.iinfo(via).min, via)})"
+        return self.cast(whole, via, dst)
+
     @staticmethod
     def cast(expr: str, src: np.dtype, dst: np.dtype) -> str:
         """``expr`` (of dtype ``src``) converted to ``dst`` with NumPy's ``astype`` meaning."""

@@ -331,7 +331,7 @@ def _round(w, args, attrs, out):
         work = np.dtype(np.float64)
         scale = w.const(10.0**-decimals, work)
         r = w.let(_round_half_even(w, w.let(w.div(cast_to(w, args[0], work), scale, work)), work))
-        return w.cast(f"{r} * {scale}", work, out)
+        return w.astype(f"{r} * {scale}", work, out)
     work = compute_float(out)
     x = named(w, cast_to(w, args[0], work))
     if decimals == 0:
