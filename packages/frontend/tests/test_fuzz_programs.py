@@ -19,6 +19,7 @@ on every backend and called at the traced shapes and at another batch size. The 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import warnings
@@ -545,13 +546,15 @@ def test_traced_program_matches_numpy_or_raises_clearly(steps, backend):
     # first call (numtrace_cpu.compiler's sync mode), so they run on the generated kernels; so do the
     # explicit GENERATED_EXAMPLES, whose paths only generated kernels take.
     if backend != "cpu" or (next(_CPU_PROGRAMS) % GENERATED_EVERY and steps not in GENERATED_EXAMPLES):
-        run_case(steps, backend)
+        with _team_threads(steps, backend):
+            run_case(steps, backend)
         return
     from numtrace_cpu import compiler
 
     old = compiler.set_mode("sync")
     try:
-        run_case(steps, backend)
+        with _team_threads(steps, backend):
+            run_case(steps, backend)
     finally:
         compiler.set_mode(old)
 
@@ -562,6 +565,27 @@ GENERATED_EVERY = 8
 GENERATED_EXAMPLES = ([("pair_sums", 0, 1)], [("sum_mid", 0, 1), ("mean_pairs_last", 1, 0)],
                       [("outer_pass", 0, 0)])
 _CPU_PROGRAMS = itertools.count(1)
+# Steps whose path depends on the cpu backend's thread count: the team cuts _TEAM_W7's seven row
+# chunks by columns only when they do not divide among the threads and each thread's columns keep
+# two vectors (2 to 6 or 8 threads). Their programs run at this count, whatever the machine's cores.
+TEAM_STEPS_THREADS = {"gemv_team_columns": 2}
+
+
+@contextlib.contextmanager
+def _team_threads(steps, backend):
+    """The cpu backend's thread count set for the steps in TEAM_STEPS_THREADS while the program runs."""
+    want = [TEAM_STEPS_THREADS[name] for name, *_ in steps if name in TEAM_STEPS_THREADS]
+    if backend != "cpu" or not want:
+        yield
+        return
+    import numtrace_cpu
+
+    old = numtrace_cpu.get_num_threads()
+    numtrace_cpu.set_num_threads(want[0])
+    try:
+        yield
+    finally:
+        numtrace_cpu.set_num_threads(old)
 
 
 class StateProgram(nt.Module):
