@@ -197,6 +197,25 @@ def ulp_distance(a: Any, b: Any) -> np.ndarray:
     return apart
 
 
+
+def fp_reports(fn: Any) -> tuple[list[tuple[str, str]], str | None, Any]:
+    """What calling `fn()` reports of floating-point errors, NumPy's way: the sorted (category, message) of
+    each RuntimeWarning, NumPy's message of the FloatingPointError it raises (or None; a traced call's
+    names the node first), and what it returned (None when it raised), so a test can check the answer
+    that comes after a warning as well as the warning."""
+    import warnings
+
+    result = raised = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            result = fn()
+        except FloatingPointError as exc:
+            raised = str(exc).rsplit("FloatingPointError: ", 1)[-1]
+    reports = sorted((w.category.__name__, str(w.message)) for w in caught
+                     if issubclass(w.category, RuntimeWarning))
+    return reports, raised, result
+
 def math_sweep(nin: int, dtype: Any, n: int) -> tuple[np.ndarray, ...]:
     """`nin` operand arrays of `n` values of `dtype` (float or complex) for measuring math functions:
     every magnitude and sign (log-uniform, subnormals to the largest float), small numbers densely,
