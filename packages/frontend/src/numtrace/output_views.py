@@ -321,8 +321,35 @@ def _numpys_strides(value: Any, inputs: Sequence[Any], index: dict[Any, int], me
             operands.append((0,) * pad + tuple(0 if n == 1 else st for n, st in zip(u.type.shape, strides)))
         else:
             result = _iterator_strides(operands, ndim)
+    elif registry.get(node.op).as_view is not None and node.op in _VIEW_ONLY and len(node.outputs) == 1:
+        strides = _numpys_strides(node.inputs[0], inputs, index, memo)
+        if strides is not None and all(u.node is not None and u.node.op == "prim.Constant"
+                                       for u in node.inputs[1:]):
+            view = registry.get(node.op).as_view(_stand_in(node.inputs[0].type.shape, strides),
+                                                 tuple(value.type.shape), dict(node.attrs),
+                                                 [u.node.attrs["value"] for u in node.inputs[1:]])
+            if view is not None:
+                result = tuple(0 if n == 1 else st for n, st in zip(view.shape, view.strides))
     memo[value] = result
     return result
+
+
+# View ops that never copy: their strides are read off NumPy's view of a stand-in with the operand's
+# layout (`_stand_in`, no memory).
+_VIEW_ONLY = frozenset({"np.getitem", "np.transpose", "np.swapaxes", "np.moveaxis", "np.expand_dims",
+                        "np.squeeze", "np.flip", "np.diagonal", "np.broadcast_to", "prim.broadcast_to"})
+
+
+def _stand_in(shape: Sequence[int], strides: Sequence[int]) -> np.ndarray:
+    """A read-only array of `shape` laid out in the axis order `strides` gives, over one byte: its
+    strides are made as a contiguous array's in that order, and nothing ever reads it."""
+    order = _axis_order(strides, shape)
+    made = [0] * len(shape)
+    step = 1
+    for k in reversed(order):
+        made[k] = step
+        step *= max(int(shape[k]), 1)
+    return np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), tuple(shape), tuple(made), writeable=False)
 
 
 def _iterator_strides(operands: Sequence[tuple], ndim: int) -> tuple:

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 from numtrace_ir import Graph, ScalarType, TensorType, Type, registry
-from numtrace_ir.fp_errors import ErrstateWatch
 
+from .errstate_blocks import ErrstateWatch, install
 from .source import user_location
 from .traced_value import TracedValue, is_traced_array
 
@@ -32,6 +32,7 @@ _local = threading.local()
 # Traces active on any thread: a cheap test that lets traced callables skip the thread-local lookup.
 active_count = 0
 _count_lock = threading.Lock()
+install()   # np.errstate tells the current tracer which kinds each of its blocks sets
 
 _PY_SCALARS = (bool, int, float, complex)
 _SCALAR_KIND = {bool: "bool", int: "int", float: "float", complex: "complex"}
