@@ -12,6 +12,7 @@ decorated earlier) is seen only through the modes it changed.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -58,13 +59,9 @@ class ErrstateWatch(fp_errors.ErrstateWatch):
         return ",".join(text) or None
 
 
-def _tracer() -> Any:
-    from . import tracer
-    return tracer.current_tracer() if tracer.active_count else None
-
-
-def install() -> None:
-    """Wrap ``np.errstate``'s ``__enter__``, ``__exit__`` and ``__call__`` (once)."""
+def install(_tracer: Callable[[], Any]) -> None:
+    """Wrap ``np.errstate``'s ``__enter__``, ``__exit__`` and ``__call__`` (once) to tell the tracer
+    `_tracer()` returns (None while the thread traces nothing) of each block."""
     cls = np.errstate
     if getattr(cls, "_numtrace_watched", False):
         return

@@ -32,7 +32,6 @@ _local = threading.local()
 # Traces active on any thread: a cheap test that lets traced callables skip the thread-local lookup.
 active_count = 0
 _count_lock = threading.Lock()
-install()   # np.errstate tells the current tracer which kinds each of its blocks sets
 
 _PY_SCALARS = (bool, int, float, complex)
 _SCALAR_KIND = {bool: "bool", int: "int", float: "float", complex: "complex"}
@@ -64,6 +63,10 @@ def is_tracing() -> bool:
 
 def current_tracer() -> Tracer | None:
     return getattr(_local, "tracer", None)
+
+
+# np.errstate tells the current tracer which kinds each of its blocks sets.
+install(lambda: getattr(_local, "tracer", None) if active_count else None)
 
 
 def active_tracer(where: str) -> Tracer:
