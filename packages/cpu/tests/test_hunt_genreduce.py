@@ -197,7 +197,8 @@ def test_nan_signs_meeting_in_any_blocks_are_the_interpreters(dtype, op):
     g = Graph()
     t = TensorType(np.dtype(dtype), (rows, width))
     x, y = g.add_input("x", t), g.add_input("y", t)
-    g.set_outputs([g.create_node(op, [g.create_node("np.subtract", [x, y]).output], attrs={"axis": 0}).output])
+    diff = g.create_node("np.subtract", [x, y]).output
+    g.set_outputs([g.create_node(op, [diff], attrs={"axis": 0}).output])
     gen, interp = _both(g, [t, t])
     for plus, minus in [(0, 699), (699, 0), (10, 350), (350, 10), (100, 300), (300, 100)]:
         xv, yv = np.zeros((rows, width), dtype), np.zeros((rows, width), dtype)

@@ -62,7 +62,7 @@ class ErrstateWatch(fp_errors.ErrstateWatch):
 def install(_tracer: Callable[[], Any]) -> None:
     """Wrap ``np.errstate``'s ``__enter__``, ``__exit__`` and ``__call__`` (once) to tell the tracer
     `_tracer()` returns (None while the thread traces nothing) of each block."""
-    cls = np.errstate
+    cls: Any = np.errstate
     if getattr(cls, "_numtrace_watched", False):
         return
     enter, exit_, call = cls.__enter__, cls.__exit__, cls.__call__
@@ -96,7 +96,8 @@ def install(_tracer: Callable[[], Any]) -> None:
 
         return watched
 
-    for name, method in (("__enter__", __enter__), ("__exit__", __exit__), ("__call__", __call__)):
-        method.__wrapped__ = getattr(cls, name)  # type: ignore[attr-defined]
+    methods: dict[str, Any] = {"__enter__": __enter__, "__exit__": __exit__, "__call__": __call__}
+    for name, method in methods.items():
+        method.__wrapped__ = getattr(cls, name)
         setattr(cls, name, method)
     cls._numtrace_watched = True

@@ -266,12 +266,13 @@ def view_steps(graph: Graph, spec: CallSpec, views: Sequence[int], types: Sequen
     index = {v: i for i, v in enumerate(g.inputs)}
     # The computed results the replays read first take NumPy's memory order (a reshape of them is a view
     # or a copy by it): backends return fresh results C-ordered.
-    layouts: Replays = [(j, _in_numpys_order(g, g.outputs[items[j]], index, j)) for j in sorted(read - set(views))
-                        if g.outputs[items[j]].node is not None]
+    layouts: Replays = [(j, _in_numpys_order(g, g.outputs[items[j]], index, j))
+                        for j in sorted(read - set(views)) if g.outputs[items[j]].node is not None]
     return layouts + replays
 
 
-def _in_numpys_order(graph: Graph, value: Any, index: dict[Any, int], pos: int) -> Callable[[Sequence[Any], Sequence[Any]], Any]:
+def _in_numpys_order(graph: Graph, value: Any, index: dict[Any, int], pos: int
+                     ) -> Callable[[Sequence[Any], Sequence[Any]], Any]:
     """A replay step giving result `pos` (graph value `value`, computed) in the memory order NumPy's has
     for the call's inputs, where `_numpys_strides` knows it; else as the backend returned it. (The step
     holds `graph`: its values are read while it lives.)"""
@@ -321,13 +322,14 @@ def _numpys_strides(value: Any, inputs: Sequence[Any], index: dict[Any, int], me
             operands.append((0,) * pad + tuple(0 if n == 1 else st for n, st in zip(u.type.shape, strides)))
         else:
             result = _iterator_strides(operands, ndim)
-    elif registry.get(node.op).as_view is not None and node.op in _VIEW_ONLY and len(node.outputs) == 1:
+    elif node.op in _VIEW_ONLY and len(node.outputs) == 1:
+        as_view = registry.get(node.op).as_view
         strides = _numpys_strides(node.inputs[0], inputs, index, memo)
-        if strides is not None and all(u.node is not None and u.node.op == "prim.Constant"
-                                       for u in node.inputs[1:]):
-            view = registry.get(node.op).as_view(_stand_in(node.inputs[0].type.shape, strides),
-                                                 tuple(value.type.shape), dict(node.attrs),
-                                                 [u.node.attrs["value"] for u in node.inputs[1:]])
+        if as_view is not None and strides is not None and all(
+                u.node is not None and u.node.op == "prim.Constant" for u in node.inputs[1:]):
+            view = as_view(_stand_in(node.inputs[0].type.shape, strides),
+                           tuple(value.type.shape), dict(node.attrs),
+                           [u.node.attrs["value"] for u in node.inputs[1:]])
             if view is not None:
                 result = tuple(0 if n == 1 else st for n, st in zip(view.shape, view.strides))
     memo[value] = result
