@@ -321,7 +321,8 @@ def _numpys_strides(value: Any, inputs: Sequence[Any], index: dict[Any, int], me
             pad = ndim - len(strides)   # broadcast: missing and length-1 axes have stride 0
             operands.append((0,) * pad + tuple(0 if n == 1 else st for n, st in zip(u.type.shape, strides)))
         else:
-            result = _iterator_strides(operands, ndim)
+            result = _like_strides(operands[0]) if node.op in _NEW_LIKE and len(operands) == 1 \
+                else _iterator_strides(operands, ndim)
     elif node.op in _VIEW_ONLY and len(node.outputs) == 1:
         as_view = registry.get(node.op).as_view
         strides = _numpys_strides(node.inputs[0], inputs, index, memo)
@@ -342,13 +343,31 @@ _VIEW_ONLY = frozenset({"np.getitem", "np.transpose", "np.swapaxes", "np.moveaxi
                         "np.squeeze", "np.flip", "np.diagonal", "np.broadcast_to", "prim.broadcast_to"})
 
 
+# Elementwise ops whose result NumPy allocates like its operand (``PyArray_NewLikeArray``, order K), not
+# through the iterator: a broadcast (stride 0) axis is the innermost there.
+_NEW_LIKE = frozenset({"np.astype", "np.copy"})
+
+
+def _like_strides(strides: Sequence[int]) -> tuple:
+    """NumPy's ``PyArray_CreateSortedStridePerm``: axes by decreasing absolute stride (a stable sort, so
+    ties keep C order); the result is contiguous in that order (as strides: its rank from the inside)."""
+    order = sorted(range(len(strides)), key=lambda k: -abs(strides[k]))
+    rank = [0] * len(strides)
+    for k, axis in enumerate(order):
+        rank[axis] = len(strides) - k
+    return tuple(rank)
+
+
 def _stand_in(shape: Sequence[int], strides: Sequence[int]) -> np.ndarray:
     """A read-only array of `shape` laid out in the axis order `strides` gives, over one byte: its
-    strides are made as a contiguous array's in that order, and nothing ever reads it."""
+    strides are made as a contiguous array's in that order (0 where `strides` has 0), and nothing ever
+    reads it."""
     order = _axis_order(strides, shape)
     made = [0] * len(shape)
     step = 1
     for k in reversed(order):
+        if strides[k] == 0 and shape[k] > 1:
+            continue   # a broadcast axis stays one: NumPy's iterator does not order by it
         made[k] = step
         step *= max(int(shape[k]), 1)
     return np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), tuple(shape), tuple(made), writeable=False)
