@@ -63,7 +63,8 @@ def test_methods_of_a_scalar_result_give_numpys_type(backend, name, dtype):
     for call in (traced, loaded):
         for y in (x[::-1].copy(), np.concatenate([x, x, x])):
             want, got = fn(y), call(y)
-            for w, g in zip(want if isinstance(want, tuple) else (want,), got if isinstance(got, tuple) else (got,)):
+            pairs = zip(*(r if isinstance(r, tuple) else (r,) for r in (want, got)))
+            for w, g in pairs:
                 assert type(g) is type(w), (type(g), type(w))
                 assert g.dtype == w.dtype
                 np.testing.assert_allclose(g, w, rtol=1e-5)   # (a backend's sum rounds otherwise)
@@ -255,9 +256,10 @@ def test_a_reshape_of_a_non_elementwise_result_of_a_fortran_argument(request, ba
     """NumPy keeps a Fortran-ordered argument's order in these results; a backend that returns them
     C-ordered makes the reshape of the result a view where NumPy's is a copy."""
     if backend != "reference":
-        request.applymarker(pytest.mark.xfail(strict=True, reason="the cpu backend returns concatenate/cumsum/sum(axis)/tril of a Fortran-ordered argument "
-                     "C-ordered and output_views knows NumPy's order for elementwise and copy-like ops only: "
-                     "y.reshape(-1) is a view of y where NumPy's is a copy"))
+        request.applymarker(pytest.mark.xfail(strict=True, reason=(
+            "the cpu backend returns concatenate/cumsum/sum(axis)/tril of a Fortran-ordered argument "
+            "C-ordered and output_views knows NumPy's order for elementwise and copy-like ops only: "
+            "y.reshape(-1) is a view of y where NumPy's is a copy")))
     fn = _flat_of(op)
     x = np.asfortranarray((np.arange(24.0).reshape(2, 3, 4) + 1) / 7)
     traced = _trace(fn, (np.ascontiguousarray(x),), backend)
