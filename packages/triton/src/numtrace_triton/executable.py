@@ -156,7 +156,7 @@ class TritonExecutable:
         for b, spec in enumerate(plan.buffers):
             if spec.role in ("temp", "output") and b not in self._host_written:
                 bufs[b] = self.allocator.empty(spec.nbytes)
-            elif spec.role in ("flag", "scratch"):  # filled per call: gathers' flags, scatters' claims
+            elif spec.role == "flag":  # cleared per call: the out-of-range flags of gathers and scatters
                 bufs[b] = self.allocator.upload(spec.const_data)
         self._launch_all(bufs)
         self._check_flags(bufs)
