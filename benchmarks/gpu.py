@@ -221,7 +221,8 @@ def run(
         line += f"   {achieved:6.0f} GB/s = {achieved / copy_gbs:5.1%} of copy ({copy_gbs:.0f} GB/s)"
     print(line, flush=True)
     for kernel, tuned in exe.stats().get("tuned", {}).items():  # triton.autotune's choice and trials
-        trials = ", ".join(f"{c} {ms:.3f}" for c, ms in sorted(tuned["timings_ms"].items(), key=lambda i: i[1]))
+        timings = sorted(tuned["timings_ms"].items(), key=lambda item: item[1])
+        trials = ", ".join(f"{c} {ms:.3f}" for c, ms in timings)
         print(f"    {kernel}: {tuned['chosen']}  (ms: {trials})", flush=True)
     if err > 1e-3:
         raise SystemExit(f"{name}: numtrace-triton result differs from NumPy (max rel err {err:.1e})")

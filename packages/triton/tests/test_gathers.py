@@ -4,11 +4,11 @@ range raises NumPy's IndexError instead of reading past the array."""
 
 import numpy as np
 import pytest
+from conftest import INTERPRETER_ONLY
+from gpu_compile_check import enabled as gpu_compile_enabled
 from numtrace_ir import registry
 from numtrace_ir.graph import Graph
 from numtrace_ir.testing import type_of
-from conftest import INTERPRETER_ONLY
-from gpu_compile_check import enabled as gpu_compile_enabled
 from numtrace_ir.types import TensorType
 from numtrace_triton import Backend, Tuning, generate
 from numtrace_triton.aot import compile_for_gpu
@@ -140,7 +140,8 @@ def test_a_scatter_uploads_only_its_inputs_and_flag_per_call(monkeypatch):
         assert sum(uploaded) <= a.nbytes + idx.nbytes + value.nbytes + 4, uploaded
 
 
-@pytest.mark.skipif(not gpu_compile_enabled()[0], reason=f"no compile for a GPU here: {gpu_compile_enabled()[1]}")
+@pytest.mark.skipif(not gpu_compile_enabled()[0],
+                    reason=f"no compile for a GPU here: {gpu_compile_enabled()[1]}")
 def test_scatter_atomics_are_relaxed_reductions_on_a_gpu():
     """The kernel boundaries order a scatter's fill, claims and writes, so its atomics need no
     acquire/release: each is a fire-and-forget ``red``, not an ordered ``atom`` waiting for its old value."""

@@ -207,7 +207,8 @@ def test_stats_report_what_autotune_chose_and_the_time_of_each_config():
                               "timings_ms": {"64x32x16 w4 s3": 0.25, "128x128x32 w8 s4": 0.75}}
     if interpreter_enabled():
         g = Graph()
-        a, b = g.add_input("a", TensorType("float32", (4, 3))), g.add_input("b", TensorType("float32", (3, 2)))
+        a = g.add_input("a", TensorType("float32", (4, 3)))
+        b = g.add_input("b", TensorType("float32", (3, 2)))
         g.set_outputs([g.create_node("np.matmul", [a, b]).output])
         exe = numtrace_triton.Backend().compile(g, [a.type, b.type])
         exe(np.ones((4, 3), np.float32), np.ones((3, 2), np.float32))

@@ -104,7 +104,8 @@ def _compile_one(spec: dict, arch: int) -> dict:
         compiled = triton.compile(
             src,
             target=GPUTarget("cuda", arch, 32),
-            options={"num_warps": spec["num_warps"], "num_stages": spec.get("num_stages", 3), **COMPILE_OPTIONS},
+            options={"num_warps": spec["num_warps"], "num_stages": spec.get("num_stages", 3),
+                     **COMPILE_OPTIONS},
         )
     except Exception as exc:  # report every kernel's failure, not just the first
         return {"name": spec["name"], "ok": False, "error": f"{type(exc).__name__}: {exc}"[-3000:]}
