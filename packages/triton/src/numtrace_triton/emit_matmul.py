@@ -45,7 +45,7 @@ _GPU_CONFIGS = (
     (16, 64, 64, 4, 3),
     (16, 32, 64, 4, 3),
 )
-# For at most 16 columns (a classifier's outputs): no tile of 32 or more columns, most of them masked off.
+# Added for at most 16 columns (a classifier's outputs), where a tile of 32 columns is mostly masked off.
 _NARROW_CONFIGS = ((64, 16, 32, 4, 4), (16, 16, 64, 4, 3))
 
 
@@ -161,7 +161,6 @@ def emit_matmul(
 
 def _configs(m: int, n: int) -> list[tuple[int, int, int, int, int]]:
     """The autotune candidates for an ``m`` x ``n`` output: none with a tile over twice its padded size
-    (every one is compiled and timed at the first launch)."""
-    candidates = _NARROW_CONFIGS if next_pow2(n) <= 16 else _GPU_CONFIGS
-    fit = [c for c in candidates if c[0] <= max(16, next_pow2(m)) * 2 and c[1] <= max(16, next_pow2(n)) * 2]
-    return fit or [candidates[-1]]
+    (every one is compiled and timed at the first launch); the 16 x 32 one always fits."""
+    candidates = _GPU_CONFIGS + (_NARROW_CONFIGS if next_pow2(n) <= 16 else ())
+    return [c for c in candidates if c[0] <= max(16, next_pow2(m)) * 2 and c[1] <= max(16, next_pow2(n)) * 2]
