@@ -242,8 +242,10 @@ cdef void _gemv_run(GemvArgs* g, int nthreads) noexcept nogil:
     """The product over a team of up to `nthreads` (nt_team.h). Its units are pieces of the rows
     form (each row chunk cut into one 64-byte-aligned column range per thread, so that the threads'
     shares stay even when the chunks do not divide evenly among them) or 64-byte-aligned output
-    ranges of the dot form, grouped to at most NT_TEAM_MAX_UNITS; each thread starts on the same
-    units every call, so it keeps working on the same slice of the weights."""
+    ranges of the dot form, grouped to at most NT_TEAM_MAX_UNITS, or, for the rows form on more than
+    one thread with more than one row chunk, grouped to one unit per thread that also folds its
+    partials (_gemv_fold_unit); each thread starts on the same units every call, so it keeps working
+    on the same slice of the weights."""
     cdef Py_ssize_t align = 64 // g.itemsize
     cdef Py_ssize_t fine, units
     cdef int nteam = nthreads if g.M * g.K * g.n >= _gemv_parallel_min and nt_team_spin_ns > 0 else 1
