@@ -71,6 +71,43 @@ def test_int_ufunc_reports_like_numpy(op):
     _assert_reports_like_numpy(op, inputs, _compiled(op, inputs))
 
 
+def _kinds(reports):
+    """The kinds said ("invalid value", ...) by (category, message) pairs or a raised message, whatever
+    op the message names."""
+    messages = reports if isinstance(reports, list) else [("", reports)] if reports else []
+    return sorted(m.split(" encountered in ")[0] for _, m in messages)
+
+
+def _writing_an_argument(op, inputs):
+    """The executable of `op` on `inputs` beside ``negative(z)`` written into a third argument z: a
+    call that writes into its arguments cannot be rerun through NumPy (numtrace_ir.fp_errors), so it
+    reports the kinds its kernels raised."""
+    g = testing.build_graph(op, Sample(inputs, {}))
+    z = g.add_input("z", testing.type_of(inputs[0]))
+    g.set_outputs(list(g.outputs) + list(g.create_node("np.negative", [z]).outputs))
+    types = [testing.type_of(v) for v in inputs] + [testing.type_of(inputs[0])]
+    return compile_graph(g, types, {len(g.outputs) - 1: len(types) - 1})
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("op", _FLOAT_OPS, ids=[op.name for op in _FLOAT_OPS])
+def test_float_ufunc_flags_are_numpys_in_a_call_not_rerun(op, dtype):
+    """NaN, infinities, zeros and extremes through every float op in a call that is not rerun: the
+    kernels' own flags are reported, so they must be exactly the kinds NumPy's loop raises (an ordered
+    compare of a NaN, or isfinite as inf - inf, raised invalid where NumPy raises nothing)."""
+    with np.errstate(all="ignore"):
+        inputs = tuple(v.astype(dtype) for v in _special_inputs(op, _SPECIAL))
+    exe = _writing_an_argument(op, inputs)
+    for state in ({}, {"all": "raise"}):
+        with np.errstate(**state):
+            want, want_raised, _ = testing.fp_reports(lambda: op.reference(*inputs))
+            z = np.ones_like(inputs[0])
+            got, got_raised, _ = testing.fp_reports(lambda: exe(*inputs, z))
+        assert (_kinds(got), _kinds(got_raised)) == (_kinds(want), _kinds(want_raised)), \
+            f"{op.name} {np.dtype(dtype)} under np.errstate({state})"
+        assert got_raised is not None or np.array_equal(z, -np.ones_like(z))   # written in place
+
+
 @pytest.mark.parametrize("name", ["np.log", "np.divide", "np.exp", "np.sqrt", "np.power", "np.arcsin"])
 def test_generated_kernel_reports_like_numpy(name, tmp_path, monkeypatch):
     monkeypatch.setenv("NUMTRACE_CACHE_DIR", str(tmp_path))

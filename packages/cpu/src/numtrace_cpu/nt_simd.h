@@ -10,6 +10,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include "nt_opcodes.h"
 
 static inline float nt_bits_to_float(uint32_t i) { union { uint32_t i; float f; } u; u.i = i; return u.f; }
 static inline uint32_t nt_float_to_bits(float f) { union { uint32_t i; float f; } u; u.f = f; return u.i; }
@@ -229,62 +230,64 @@ NT_M2(nt_m2_f64, double)
 #endif
 
 /* Block max/min: returns the running extreme; *nan is set when a NaN was seen
- * (the caller then reports NaN, as NumPy does). */
+ * (the caller then reports NaN, as NumPy does). CMP is NT_GT or NT_LT (nt_opcodes.h): a NaN
+ * compares false and raises no flag, as in NumPy's reduction. */
 #define NT_EXTREME(NAME, T, CMP, PRAGMA) \
 static inline T NAME(const T *a, Py_ssize_t n, T acc, int *nan) { \
     T m = acc; int bad = 0; \
     _Pragma(PRAGMA) \
-    for (Py_ssize_t i = 0; i < n; i++) { T v = a[i]; bad |= (v != v); m = (v CMP m) ? v : m; } \
+    for (Py_ssize_t i = 0; i < n; i++) { T v = a[i]; bad |= (v != v); m = CMP(v, m) ? v : m; } \
     *nan |= bad; return m; \
 }
 #define NT_MAX_PRAGMA "omp simd reduction(max:m) reduction(|:bad)"
 #define NT_MIN_PRAGMA "omp simd reduction(min:m) reduction(|:bad)"
-NT_EXTREME(nt_max_i32, int32_t, >, NT_MAX_PRAGMA)
-NT_EXTREME(nt_max_i64, int64_t, >, NT_MAX_PRAGMA)
-NT_EXTREME(nt_max_u8, uint8_t, >, NT_MAX_PRAGMA)
-NT_EXTREME(nt_min_i32, int32_t, <, NT_MIN_PRAGMA)
-NT_EXTREME(nt_min_i64, int64_t, <, NT_MIN_PRAGMA)
-NT_EXTREME(nt_min_u8, uint8_t, <, NT_MIN_PRAGMA)
+NT_EXTREME(nt_max_i32, int32_t, NT_GT, NT_MAX_PRAGMA)
+NT_EXTREME(nt_max_i64, int64_t, NT_GT, NT_MAX_PRAGMA)
+NT_EXTREME(nt_max_u8, uint8_t, NT_GT, NT_MAX_PRAGMA)
+NT_EXTREME(nt_min_i32, int32_t, NT_LT, NT_MIN_PRAGMA)
+NT_EXTREME(nt_min_i64, int64_t, NT_LT, NT_MIN_PRAGMA)
+NT_EXTREME(nt_min_u8, uint8_t, NT_LT, NT_MIN_PRAGMA)
 
 /* Float max/min.  With AVX2, four independent vector accumulators (GCC's vectorization of the loop
  * above keeps one, and its NaN flag costs a second dependency chain per element: half NumPy's speed
  * on a block that sits in cache).  VEXT(v, m) is `v CMP m ? v : m` lane by lane, the comparison of
- * NT_EXTREME, so a NaN never enters the accumulators; an unordered compare flags it instead. */
+ * NT_EXTREME. vmaxpd raises invalid on a NaN operand, so each group of vectors is tested with a
+ * quiet unordered compare first, and a NaN ends the block (the result is NaN whatever else it holds). */
 #if defined(__AVX2__)
 #include <immintrin.h>
 #define NT_EXTREME_V(NAME, T, V, W, LOAD, SET1, STORE, VEXT, UNORD, OR, TESTZ, CMP) \
 static inline T NAME(const T *a, Py_ssize_t n, T acc, int *nan) { \
     Py_ssize_t i = 0; int bad = 0; \
     if (n >= 4 * W) { \
-        V m0 = SET1(acc), m1 = m0, m2 = m0, m3 = m0, u = UNORD(m0, m0); \
+        V m0 = SET1(acc), m1 = m0, m2 = m0, m3 = m0; \
         for (; i + 4 * W <= n; i += 4 * W) { \
             V v0 = LOAD(a + i), v1 = LOAD(a + i + W), v2 = LOAD(a + i + 2 * W), v3 = LOAD(a + i + 3 * W); \
-            u = OR(u, OR(UNORD(v0, v1), UNORD(v2, v3))); \
+            V u = OR(UNORD(v0, v1), UNORD(v2, v3)); \
+            if (!TESTZ(u, u)) { *nan = 1; return acc; } \
             m0 = VEXT(v0, m0); m1 = VEXT(v1, m1); m2 = VEXT(v2, m2); m3 = VEXT(v3, m3); \
         } \
         T lanes[W]; \
         STORE(lanes, VEXT(VEXT(m0, m1), VEXT(m2, m3))); \
-        bad = !TESTZ(u, u); \
-        for (int j = 0; j < W; j++) acc = (lanes[j] CMP acc) ? lanes[j] : acc; \
+        for (int j = 0; j < W; j++) acc = CMP(lanes[j], acc) ? lanes[j] : acc; \
     } \
-    for (; i < n; i++) { T v = a[i]; bad |= (v != v); acc = (v CMP acc) ? v : acc; } \
+    for (; i < n; i++) { T v = a[i]; bad |= (v != v); acc = CMP(v, acc) ? v : acc; } \
     *nan |= bad; return acc; \
 }
 #define NT_UNORD_PD(a, b) _mm256_cmp_pd(a, b, _CMP_UNORD_Q)
 #define NT_UNORD_PS(a, b) _mm256_cmp_ps(a, b, _CMP_UNORD_Q)
 NT_EXTREME_V(nt_max_f64, double, __m256d, 4, _mm256_loadu_pd, _mm256_set1_pd, _mm256_storeu_pd, _mm256_max_pd,
-             NT_UNORD_PD, _mm256_or_pd, _mm256_testz_pd, >)
+             NT_UNORD_PD, _mm256_or_pd, _mm256_testz_pd, NT_GT)
 NT_EXTREME_V(nt_min_f64, double, __m256d, 4, _mm256_loadu_pd, _mm256_set1_pd, _mm256_storeu_pd, _mm256_min_pd,
-             NT_UNORD_PD, _mm256_or_pd, _mm256_testz_pd, <)
+             NT_UNORD_PD, _mm256_or_pd, _mm256_testz_pd, NT_LT)
 NT_EXTREME_V(nt_max_f32, float, __m256, 8, _mm256_loadu_ps, _mm256_set1_ps, _mm256_storeu_ps, _mm256_max_ps,
-             NT_UNORD_PS, _mm256_or_ps, _mm256_testz_ps, >)
+             NT_UNORD_PS, _mm256_or_ps, _mm256_testz_ps, NT_GT)
 NT_EXTREME_V(nt_min_f32, float, __m256, 8, _mm256_loadu_ps, _mm256_set1_ps, _mm256_storeu_ps, _mm256_min_ps,
-             NT_UNORD_PS, _mm256_or_ps, _mm256_testz_ps, <)
+             NT_UNORD_PS, _mm256_or_ps, _mm256_testz_ps, NT_LT)
 #else
-NT_EXTREME(nt_max_f32, float, >, NT_MAX_PRAGMA)
-NT_EXTREME(nt_max_f64, double, >, NT_MAX_PRAGMA)
-NT_EXTREME(nt_min_f32, float, <, NT_MIN_PRAGMA)
-NT_EXTREME(nt_min_f64, double, <, NT_MIN_PRAGMA)
+NT_EXTREME(nt_max_f32, float, NT_GT, NT_MAX_PRAGMA)
+NT_EXTREME(nt_max_f64, double, NT_GT, NT_MAX_PRAGMA)
+NT_EXTREME(nt_min_f32, float, NT_LT, NT_MIN_PRAGMA)
+NT_EXTREME(nt_min_f64, double, NT_LT, NT_MIN_PRAGMA)
 #endif
 
 /* Column reductions of r rows by ncol columns, row i starting rs elements after row i-1 (a block
@@ -306,7 +309,7 @@ NT_EXTREME(nt_min_f64, double, <, NT_MIN_PRAGMA)
 
 /* Column max/min into m[c], flagging NaNs in nan[c]: the comparison of NT_EXTREME (a NaN is never
  * kept; the flagged column's result is NaN, so which value a NaN displaced does not matter). */
-#define NT_PICK(a, b, CMP) (((a) CMP (b)) ? (a) : (b))
+#define NT_PICK(a, b, CMP) (CMP(a, b) ? (a) : (b))
 #define NT_COL_EXTREME(NAME, T, CMP) \
 static inline void NAME(const T *x, Py_ssize_t ncol, Py_ssize_t rs, Py_ssize_t r, T *m, int *nan) { \
     NT_COL_ROWS(T, \
@@ -316,16 +319,16 @@ static inline void NAME(const T *x, Py_ssize_t ncol, Py_ssize_t rs, Py_ssize_t r
         m[c] = NT_PICK(pq, m[c], CMP);, \
         T v = x0[c]; nan[c] |= (v != v); m[c] = NT_PICK(v, m[c], CMP);) \
 }
-NT_COL_EXTREME(nt_colmax_f32, float, >)
-NT_COL_EXTREME(nt_colmax_f64, double, >)
-NT_COL_EXTREME(nt_colmax_i32, int32_t, >)
-NT_COL_EXTREME(nt_colmax_i64, int64_t, >)
-NT_COL_EXTREME(nt_colmax_u8, uint8_t, >)
-NT_COL_EXTREME(nt_colmin_f32, float, <)
-NT_COL_EXTREME(nt_colmin_f64, double, <)
-NT_COL_EXTREME(nt_colmin_i32, int32_t, <)
-NT_COL_EXTREME(nt_colmin_i64, int64_t, <)
-NT_COL_EXTREME(nt_colmin_u8, uint8_t, <)
+NT_COL_EXTREME(nt_colmax_f32, float, NT_GT)
+NT_COL_EXTREME(nt_colmax_f64, double, NT_GT)
+NT_COL_EXTREME(nt_colmax_i32, int32_t, NT_GT)
+NT_COL_EXTREME(nt_colmax_i64, int64_t, NT_GT)
+NT_COL_EXTREME(nt_colmax_u8, uint8_t, NT_GT)
+NT_COL_EXTREME(nt_colmin_f32, float, NT_LT)
+NT_COL_EXTREME(nt_colmin_f64, double, NT_LT)
+NT_COL_EXTREME(nt_colmin_i32, int32_t, NT_LT)
+NT_COL_EXTREME(nt_colmin_i64, int64_t, NT_LT)
+NT_COL_EXTREME(nt_colmin_u8, uint8_t, NT_LT)
 
 /* Column sums into s[c] (a float in double, an int64 in uint64 so it wraps as NumPy's does), adding
  * the rows in order: for float64 the same additions, in the same order, as NumPy's reduction over
