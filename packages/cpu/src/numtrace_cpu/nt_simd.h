@@ -18,11 +18,11 @@ static inline uint32_t nt_float_to_bits(float f) { union { uint32_t i; float f; 
 /* exp for float32, about 1 ulp: Cody-Waite reduction x = k ln2 + r, a degree-6 polynomial for
  * exp(r), and 2^k applied as two factors so that subnormal results stay exact.  The input is
  * clamped to [-104, 89], just past where the result underflows to 0 or overflows to inf, so those
- * come out of the arithmetic itself; a NaN passes the clamp and propagates.  k is read from the
+ * come out of the arithmetic itself; a NaN passes the clamp (quiet compares) and propagates.  k is read from the
  * mantissa of the rounding constant (no float-to-int conversion), and the only selects are the
  * clamp, which GCC turns into vector blends under -fno-trapping-math. */
 static inline float nt_expf(float x) {
-    float xc = x > 89.0f ? 89.0f : (x < -104.0f ? -104.0f : x);
+    float xc = NT_GT(x, 89.0f) ? 89.0f : (NT_LT(x, -104.0f) ? -104.0f : x);
     float kf = xc * 1.44269504088896341f + 12582912.0f;     /* 1.5 * 2^23: round to nearest */
     float k = kf - 12582912.0f;
     int32_t ki = (int32_t)(nt_float_to_bits(kf) - 0x4B400000u);
@@ -44,7 +44,7 @@ static inline float nt_expf(float x) {
  * keeps tiny inputs (and -0) exact; NaN passes the clamp and propagates. */
 static inline float nt_tanhf(float x) {
     const float c = 7.90531110763549805f;
-    float xc = x > c ? c : (x < -c ? -c : x);
+    float xc = NT_GT(x, c) ? c : (NT_LT(x, -c) ? -c : x);
     float x2 = xc * xc;
     float p = x2 * -2.76076847742355e-16f + 2.00018790482477e-13f;
     p = x2 * p + -8.60467152213735e-11f;
@@ -56,7 +56,7 @@ static inline float nt_tanhf(float x) {
     q = x2 * q + 2.26843463243900e-03f;
     q = x2 * q + 4.89352518554385e-03f;
     float r = xc * p / q;
-    return fabsf(x) < 4e-4f ? x : r;
+    return NT_LT(fabsf(x), 4e-4f) ? x : r;
 }
 
 /* Whole-block exp and tanh: nt_expf_loop(d, a, n) writes nt_expf(a[i]) to d[i] (d may equal a).
@@ -89,9 +89,11 @@ static inline __m256 nt_exp_reduced_v8(__m256 r) {
     return y;
 }
 
-/* Eight lanes of nt_expf with its clamp and two-factor scaling (any input). */
+/* Eight lanes of nt_expf with its clamp and two-factor scaling (any input). vminps raises invalid on
+ * a NaN operand, so NaN lanes are clamped as 0 and given back x at the end (NumPy raises nothing). */
 static inline __m256 nt_expf_v8_full(__m256 x) {
-    __m256 xc = _mm256_max_ps(_mm256_set1_ps(-104.0f), _mm256_min_ps(_mm256_set1_ps(89.0f), x));
+    __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+    __m256 xc = _mm256_max_ps(_mm256_set1_ps(-104.0f), _mm256_min_ps(_mm256_set1_ps(89.0f), _mm256_andnot_ps(nan, x)));
     __m256 kf = _mm256_fmadd_ps(xc, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(12582912.0f));
     __m256 k = _mm256_sub_ps(kf, _mm256_set1_ps(12582912.0f));
     __m256i ki = _mm256_sub_epi32(_mm256_castps_si256(kf), _mm256_set1_epi32(0x4B400000));
@@ -102,7 +104,7 @@ static inline __m256 nt_expf_v8_full(__m256 x) {
     __m256i bias = _mm256_set1_epi32(127);
     __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k1, bias), 23));
     __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ki, k1), bias), 23));
-    return _mm256_mul_ps(_mm256_mul_ps(y, s1), s2);
+    return _mm256_blendv_ps(_mm256_mul_ps(_mm256_mul_ps(y, s1), s2), x, nan);
 }
 
 /* Eight lanes of nt_expf: without the clamp, and with 2^k added to the exponent field, when all
