@@ -29,3 +29,6 @@ double nt_ab_colmax(const double *x, Py_ssize_t ncol, Py_ssize_t r, int reps) {
     }
     return acc;
 }
+void nt_ab_colmax_into(const double *x, Py_ssize_t ncol, Py_ssize_t r, double *m, int *nan) {
+    nt_colmax_f64(x, ncol, ncol, r, m, nan);
+}

@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdint.h>
 #include "nt_opcodes.h"
+#include "nt_qcmp.h"
 
 static inline float nt_bits_to_float(uint32_t i) { union { uint32_t i; float f; } u; u.i = i; return u.f; }
 static inline uint32_t nt_float_to_bits(float f) { union { uint32_t i; float f; } u; u.f = f; return u.i; }
@@ -321,13 +322,53 @@ static inline void NAME(const T *x, Py_ssize_t ncol, Py_ssize_t rs, Py_ssize_t r
         m[c] = NT_PICK(pq, m[c], CMP);, \
         T v = x0[c]; nan[c] |= (v != v); m[c] = NT_PICK(v, m[c], CMP);) \
 }
+/* Float columns: W columns at a time with quiet vector compares (nt_qcmp.h), in NT_COL_EXTREME's
+ * order; a block of columns that held a NaN is done again by NT_COL_EXTREME, which flags it. */
+#ifdef NT_QCMP_VECTORS
+#define NT_QPICK(SUF, a, b, P) nt_qv_pick_##SUF(nt_qv_cmp_##SUF(a, b, P), a, b)
+#define NT_COL_EXTREME_Q(NAME, T, SUF, CMP, P) \
+NT_COL_EXTREME(NAME##_s, T, CMP) \
+static inline void NAME(const T *x, Py_ssize_t ncol, Py_ssize_t rs, Py_ssize_t r, T *m, int *nan) { \
+    Py_ssize_t c = 0; \
+    for (; c + NT_QV_W_##SUF <= ncol; c += NT_QV_W_##SUF) { \
+        nt_qv_##SUF acc = nt_qv_load_##SUF(m + c); \
+        nt_qm_##SUF bad = nt_qv_cmp_##SUF(acc, acc, _CMP_UNORD_Q); \
+        Py_ssize_t i = 0; \
+        for (; i + 4 <= r; i += 4) { \
+            const T *x0 = x + i * rs + c; \
+            nt_qv_##SUF v0 = nt_qv_load_##SUF(x0), v1 = nt_qv_load_##SUF(x0 + rs); \
+            nt_qv_##SUF v2 = nt_qv_load_##SUF(x0 + 2 * rs), v3 = nt_qv_load_##SUF(x0 + 3 * rs); \
+            bad = nt_qv_or_##SUF(bad, nt_qv_or_##SUF(nt_qv_cmp_##SUF(v0, v1, _CMP_UNORD_Q), \
+                                                     nt_qv_cmp_##SUF(v2, v3, _CMP_UNORD_Q))); \
+            nt_qv_##SUF pq = NT_QPICK(SUF, NT_QPICK(SUF, v0, v1, P), NT_QPICK(SUF, v2, v3, P), P); \
+            acc = NT_QPICK(SUF, pq, acc, P); \
+        } \
+        for (; i < r; i++) { \
+            nt_qv_##SUF v = nt_qv_load_##SUF(x + i * rs + c); \
+            bad = nt_qv_or_##SUF(bad, nt_qv_cmp_##SUF(v, v, _CMP_UNORD_Q)); \
+            acc = NT_QPICK(SUF, v, acc, P); \
+        } \
+        if (nt_qv_any_##SUF(bad)) NAME##_s(x + c, NT_QV_W_##SUF, rs, r, m + c, nan + c); \
+        else nt_qv_store_##SUF(m + c, acc); \
+    } \
+    if (c < ncol) NAME##_s(x + c, ncol - c, rs, r, m + c, nan + c); \
+}
+NT_COL_EXTREME_Q(nt_colmax_f32, float, f32, NT_GT, _CMP_GT_OQ)
+NT_COL_EXTREME_Q(nt_colmax_f64, double, f64, NT_GT, _CMP_GT_OQ)
+#else
 NT_COL_EXTREME(nt_colmax_f32, float, NT_GT)
 NT_COL_EXTREME(nt_colmax_f64, double, NT_GT)
+#endif
 NT_COL_EXTREME(nt_colmax_i32, int32_t, NT_GT)
 NT_COL_EXTREME(nt_colmax_i64, int64_t, NT_GT)
 NT_COL_EXTREME(nt_colmax_u8, uint8_t, NT_GT)
+#ifdef NT_QCMP_VECTORS
+NT_COL_EXTREME_Q(nt_colmin_f32, float, f32, NT_LT, _CMP_LT_OQ)
+NT_COL_EXTREME_Q(nt_colmin_f64, double, f64, NT_LT, _CMP_LT_OQ)
+#else
 NT_COL_EXTREME(nt_colmin_f32, float, NT_LT)
 NT_COL_EXTREME(nt_colmin_f64, double, NT_LT)
+#endif
 NT_COL_EXTREME(nt_colmin_i32, int32_t, NT_LT)
 NT_COL_EXTREME(nt_colmin_i64, int64_t, NT_LT)
 NT_COL_EXTREME(nt_colmin_u8, uint8_t, NT_LT)
