@@ -38,8 +38,8 @@ typedef __mmask16 nt_qm_f32;
 #define nt_qv_cmp_f32 _mm512_cmp_ps_mask
 #define nt_qv_or_f64(x, y) ((__mmask8)((x) | (y)))
 #define nt_qv_or_f32(x, y) ((__mmask16)((x) | (y)))
-#define nt_qv_any_f64(m) ((m) != 0)
-#define nt_qv_any_f32(m) ((m) != 0)
+#define nt_qv_bits_f64(m) ((int)(m))
+#define nt_qv_bits_f32(m) ((int)(m))
 #define nt_qv_pick_f64(m, a, b) _mm512_mask_blend_pd(m, b, a)
 #define nt_qv_pick_f32(m, a, b) _mm512_mask_blend_ps(m, b, a)
 #define nt_qv_store_f64(d, v) _mm512_storeu_pd(d, v)
@@ -63,8 +63,8 @@ typedef __m256 nt_qm_f32;
 #define nt_qv_cmp_f32 _mm256_cmp_ps
 #define nt_qv_or_f64 _mm256_or_pd
 #define nt_qv_or_f32 _mm256_or_ps
-#define nt_qv_any_f64(m) (_mm256_movemask_pd(m) != 0)
-#define nt_qv_any_f32(m) (_mm256_movemask_ps(m) != 0)
+#define nt_qv_bits_f64 _mm256_movemask_pd
+#define nt_qv_bits_f32 _mm256_movemask_ps
 #define nt_qv_pick_f64(m, a, b) _mm256_blendv_pd(b, a, m)
 #define nt_qv_pick_f32(m, a, b) _mm256_blendv_ps(b, a, m)
 #define nt_qv_store_f64(d, v) _mm256_storeu_pd(d, v)
@@ -112,8 +112,8 @@ NT_QV_SSE2(f32, __m128, 4, ps, , _mm_movemask_ps,
 #define nt_qv_set1_f32 _mm_set1_ps
 #define nt_qv_or_f64 _mm_or_pd
 #define nt_qv_or_f32 _mm_or_ps
-#define nt_qv_any_f64(m) (_mm_movemask_pd(m) != 0)
-#define nt_qv_any_f32(m) (_mm_movemask_ps(m) != 0)
+#define nt_qv_bits_f64 _mm_movemask_pd
+#define nt_qv_bits_f32 _mm_movemask_ps
 #define nt_qv_store_f64(d, v) _mm_storeu_pd(d, v)
 #define nt_qv_store_f32(d, v) _mm_storeu_ps(d, v)
 #endif

@@ -323,7 +323,7 @@ static inline void NAME(const T *x, Py_ssize_t ncol, Py_ssize_t rs, Py_ssize_t r
         T v = x0[c]; nan[c] |= (v != v); m[c] = NT_PICK(v, m[c], CMP);) \
 }
 /* Float columns: W columns at a time with quiet vector compares (nt_qcmp.h), in NT_COL_EXTREME's
- * order; a block of columns that held a NaN is done again by NT_COL_EXTREME, which flags it. */
+ * order (a NaN is never kept; its column is flagged from an unordered compare's lanes). */
 #ifdef NT_QCMP_VECTORS
 #define NT_QPICK(SUF, a, b, P) nt_qv_pick_##SUF(nt_qv_cmp_##SUF(a, b, P), a, b)
 #define NT_COL_EXTREME_Q(NAME, T, SUF, CMP, P) \
@@ -348,8 +348,9 @@ static inline void NAME(const T *x, Py_ssize_t ncol, Py_ssize_t rs, Py_ssize_t r
             bad = nt_qv_or_##SUF(bad, nt_qv_cmp_##SUF(v, v, _CMP_UNORD_Q)); \
             acc = NT_QPICK(SUF, v, acc, P); \
         } \
-        if (nt_qv_any_##SUF(bad)) NAME##_s(x + c, NT_QV_W_##SUF, rs, r, m + c, nan + c); \
-        else nt_qv_store_##SUF(m + c, acc); \
+        nt_qv_store_##SUF(m + c, acc); \
+        int bits = nt_qv_bits_##SUF(bad); \
+        if (bits) for (int j = 0; j < NT_QV_W_##SUF; j++) nan[c + j] |= (bits >> j) & 1; \
     } \
     if (c < ncol) NAME##_s(x + c, ncol - c, rs, r, m + c, nan + c); \
 }
