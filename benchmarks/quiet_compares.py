@@ -21,7 +21,8 @@ DT = {np.float32: 3, np.float64: 4}
 def _load(path):
     lib = ctypes.CDLL(path)
     lib.nt_ab_op.argtypes = [ctypes.c_char_p]
-    lib.nt_ab_loop.argtypes = [ctypes.c_int, ctypes.c_int] + [ctypes.c_void_p] * 3 + [ctypes.c_ssize_t, ctypes.c_int]
+    lib.nt_ab_loop.argtypes = ([ctypes.c_int, ctypes.c_int] + [ctypes.c_void_p] * 3
+                               + [ctypes.c_ssize_t, ctypes.c_int])
     lib.nt_ab_max.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int]
     lib.nt_ab_max.restype = ctypes.c_double
     lib.nt_ab_colmax.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_ssize_t, ctypes.c_int]
@@ -35,7 +36,8 @@ def _run(lib, name, dtype, d, a, b, n, reps):
     elif name == "colmax-reduce":   # 64 rows of 64 columns
         lib.nt_ab_colmax(a.ctypes.data, 64, 64, reps)
     else:
-        lib.nt_ab_loop(lib.nt_ab_op(name.encode()), DT[dtype], d.ctypes.data, a.ctypes.data, b.ctypes.data, n, reps)
+        op = lib.nt_ab_op(name.encode())
+        lib.nt_ab_loop(op, DT[dtype], d.ctypes.data, a.ctypes.data, b.ctypes.data, n, reps)
 
 
 def main():
@@ -43,7 +45,8 @@ def main():
     builds = {"old": _load(sys.argv[1]), "new": _load(sys.argv[2])}
     reps = int(sys.argv[3]) if len(sys.argv) > 3 else 200
     n, rounds, rng = 4096, 9, np.random.default_rng(0)
-    print(f"n={n} reps={reps} rounds={rounds}: median ns/element old -> new (ratio), FE_INVALID raised old/new")
+    print(f"n={n} reps={reps} rounds={rounds}: median ns/element old -> new (ratio), "
+          "FE_INVALID raised old/new")
     for dtype in (np.float64, np.float32):
         clean, other = rng.standard_normal(n).astype(dtype), rng.standard_normal(n).astype(dtype)
         nans = clean.copy()
@@ -63,7 +66,8 @@ def main():
                         times[which].append((time.perf_counter_ns() - t0) / (n * reps))
                         raised[which] = int(bool(libm.fetestexcept(FE_INVALID)))
                 old, new = statistics.median(times["old"]), statistics.median(times["new"])
-                row.append(f"{label}: {old:.3f} -> {new:.3f} (x{new / old:.2f}) {raised['old']}/{raised['new']}")
+                flags = f"{raised['old']}/{raised['new']}"
+                row.append(f"{label}: {old:.3f} -> {new:.3f} (x{new / old:.2f}) {flags}")
             print(f"{np.dtype(dtype).name:8s} {name:13s} " + " | ".join(row))
 
 

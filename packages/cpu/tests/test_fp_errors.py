@@ -101,7 +101,7 @@ def _assert_flags_like_numpy(op, inputs, exe, reference_inputs, what):
         with np.errstate(**state):
             want, want_raised, _ = testing.fp_reports(lambda: op.reference(*reference_inputs))
             z = np.ones_like(inputs[0])
-            got, got_raised, _ = testing.fp_reports(lambda: exe(*inputs, z))
+            got, got_raised, _ = testing.fp_reports(lambda z=z: exe(*inputs, z))
         assert (_kinds(got), _kinds(got_raised)) == (_kinds(want), _kinds(want_raised)), \
             f"{what} under np.errstate({state})"
         assert got_raised is not None or np.array_equal(z, -np.ones_like(z))   # written in place
@@ -120,10 +120,11 @@ def test_float_ufunc_flags_are_numpys_in_a_call_not_rerun(op, dtype, request):
     kernels' own flags are reported, so they must be exactly the kinds NumPy's loop raises (an ordered
     compare of a NaN, or isinf/isfinite, raised invalid where NumPy raises nothing)."""
     if (op.name, np.dtype(dtype).name) in _LANE_FLAGS:
-        request.applymarker(pytest.mark.xfail(strict=True, reason="flags of the lanes a kernel does not take"))
+        request.applymarker(pytest.mark.xfail(strict=True, reason="flags of lanes a kernel does not take"))
     with np.errstate(all="ignore"):
         inputs = tuple(v.astype(dtype) for v in _special_inputs(op, _SPECIAL))
-    _assert_flags_like_numpy(op, inputs, _writing_an_argument(op, inputs), inputs, f"{op.name} {np.dtype(dtype)}")
+    exe = _writing_an_argument(op, inputs)
+    _assert_flags_like_numpy(op, inputs, exe, inputs, f"{op.name} {np.dtype(dtype)}")
 
 
 _BINARY_FLOAT_OPS = [op for op in _FLOAT_OPS if op.ufunc.nin == 2]
@@ -144,8 +145,9 @@ def test_float_ufunc_flags_with_a_constant_are_numpys(op, dtype, request):
         for position in (0, 1):
             c = np.array(value, dtype)
             exe = _writing_an_argument(op, (x,), (c, position))
-            _assert_flags_like_numpy(op, (x,), exe, (c, x) if position == 0 else (x, c),
-                                     f"{op.name}({'c, x' if position == 0 else 'x, c'}) c={value} {np.dtype(dtype)}")
+            args = (c, x) if position == 0 else (x, c)
+            what = f"{op.name}({'c, x' if position == 0 else 'x, c'}) c={value} {np.dtype(dtype)}"
+            _assert_flags_like_numpy(op, (x,), exe, args, what)
 
 
 @pytest.mark.parametrize("name", ["np.log", "np.divide", "np.exp", "np.sqrt", "np.power", "np.arcsin"])

@@ -168,8 +168,8 @@ def test_nan_and_inf_report_what_numpy_reports(backend, name, draws):
     for x in (np.array([np.nan, -1.0, 2.0, 0.5, np.inf, -np.inf, 0.0, -0.0] * 2), np.full(16, np.nan)):
         for state in ({}, {"all": "raise"}):
             with np.errstate(**state):
-                want, want_raised = _reports(lambda: func(x))
-                got, got_raised = _reports(lambda: traced(x))
+                want, want_raised = _reports(lambda x=x: func(x))
+                got, got_raised = _reports(lambda x=x: traced(x))
             assert (_kinds(got), _kinds([("", got_raised)] if got_raised else [])) == \
                 (_kinds(want), _kinds([("", want_raised)] if want_raised else [])), (x, state)
 
