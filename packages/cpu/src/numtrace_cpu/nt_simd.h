@@ -21,8 +21,12 @@ static inline uint32_t nt_float_to_bits(float f) { union { uint32_t i; float f; 
  * clamped to [-104, 89], just past where the result underflows to 0 or overflows to inf, so those
  * come out of the arithmetic itself; a NaN passes the clamp (quiet compares) and propagates.  k is read from the
  * mantissa of the rounding constant (no float-to-int conversion), and the only selects are the
- * clamp, which GCC turns into vector blends under -fno-trapping-math. */
+ * clamp and the infinities', which GCC turns into vector blends under -fno-trapping-math. */
 static inline float nt_expf(float x) {
+    /* +-inf: inf and +0 with no flag, as NumPy's (the clamped lane would overflow or underflow). */
+    uint32_t u = nt_float_to_bits(x);
+    int pinf = u == 0x7f800000u, ninf = u == 0xff800000u;
+    x = nt_qz_f32(x, !(pinf | ninf));
     float xc = NT_GT(x, 89.0f) ? 89.0f : (NT_LT(x, -104.0f) ? -104.0f : x);
     float kf = xc * 1.44269504088896341f + 12582912.0f;     /* 1.5 * 2^23: round to nearest */
     float k = kf - 12582912.0f;
@@ -42,7 +46,8 @@ static inline float nt_expf(float x) {
     float e = (1.0f - h) + r;
     float y = h + (p * r * r + e);
     int32_t k1 = ki >> 1;
-    return y * nt_bits_to_float((uint32_t)(k1 + 127) << 23) * nt_bits_to_float((uint32_t)(ki - k1 + 127) << 23);
+    y = y * nt_bits_to_float((uint32_t)(k1 + 127) << 23) * nt_bits_to_float((uint32_t)(ki - k1 + 127) << 23);
+    return pinf ? INFINITY : (ninf ? 0.0f : y);
 }
 
 /* tanh for float32: a [13/6] rational approximation on [-7.905, 7.905] (where tanh rounds to +-1),
@@ -98,10 +103,15 @@ static inline __m256 nt_exp_reduced_v8(__m256 r) {
 }
 
 /* Eight lanes of nt_expf with its clamp and two-factor scaling (any input). vminps raises invalid on
- * a NaN operand, so NaN lanes are clamped as 0 and given back x at the end (NumPy raises nothing). */
+ * a NaN operand, and a clamped infinity overflows or underflows, so NaN and +-inf lanes are clamped
+ * as 0 and given back x (+0 for -inf) at the end (NumPy raises nothing). */
 static inline __m256 nt_expf_v8_full(__m256 x) {
-    __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
-    __m256 xc = _mm256_max_ps(_mm256_set1_ps(-104.0f), _mm256_min_ps(_mm256_set1_ps(89.0f), _mm256_andnot_ps(nan, x)));
+    __m256i xi = _mm256_castps_si256(x);
+    __m256 ninf = _mm256_castsi256_ps(_mm256_cmpeq_epi32(xi, _mm256_set1_epi32((int)0xff800000u)));
+    __m256 nan = _mm256_or_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q),   /* NaN or +inf: the result is x */
+                              _mm256_castsi256_ps(_mm256_cmpeq_epi32(xi, _mm256_set1_epi32(0x7f800000))));
+    __m256 xc = _mm256_max_ps(_mm256_set1_ps(-104.0f),
+                              _mm256_min_ps(_mm256_set1_ps(89.0f), _mm256_andnot_ps(_mm256_or_ps(nan, ninf), x)));
     __m256 kf = _mm256_fmadd_ps(xc, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(12582912.0f));
     __m256 k = _mm256_sub_ps(kf, _mm256_set1_ps(12582912.0f));
     __m256i ki = _mm256_sub_epi32(_mm256_castps_si256(kf), _mm256_set1_epi32(0x4B400000));
@@ -112,7 +122,7 @@ static inline __m256 nt_expf_v8_full(__m256 x) {
     __m256i bias = _mm256_set1_epi32(127);
     __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k1, bias), 23));
     __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ki, k1), bias), 23));
-    return _mm256_blendv_ps(_mm256_mul_ps(_mm256_mul_ps(y, s1), s2), x, nan);
+    return _mm256_andnot_ps(ninf, _mm256_blendv_ps(_mm256_mul_ps(_mm256_mul_ps(y, s1), s2), x, nan));
 }
 
 /* Eight lanes of nt_expf: without the clamp, and with 2^k added to the exponent field, when all
@@ -129,10 +139,14 @@ static inline __m256 nt_expf_v8(__m256 x) {
     return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(y), _mm256_slli_epi32(ki, 23)));
 }
 
-/* Eight lanes of nt_tanhf.  Lanes with |x| > 7.905 (inf included) compute garbage that the +-1
- * select replaces, so no clamp is needed; NaN fails both compares and stays NaN. */
-static inline __m256 nt_tanhf_v8(__m256 x) {
+/* Eight lanes of nt_tanhf.  Lanes with |x| > 7.905 (inf included) run the rational function on 0
+ * (on inf it would divide inf by inf: invalid, which NumPy does not raise), and the +-1 select
+ * replaces the result; NaN fails both compares and stays NaN. */
+static inline __m256 nt_tanhf_v8(__m256 x0) {
     const __m256 c = _mm256_set1_ps(7.90531110763549805f);
+    __m256 ax = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x0);
+    __m256 big = _mm256_cmp_ps(ax, c, _CMP_GT_OQ);
+    __m256 x = _mm256_andnot_ps(big, x0);
     __m256 x2 = _mm256_mul_ps(x, x);
     __m256 p = _mm256_fmadd_ps(x2, _mm256_set1_ps(-2.76076847742355e-16f), _mm256_set1_ps(2.00018790482477e-13f));
     p = _mm256_fmadd_ps(x2, p, _mm256_set1_ps(-8.60467152213735e-11f));
@@ -144,10 +158,9 @@ static inline __m256 nt_tanhf_v8(__m256 x) {
     q = _mm256_fmadd_ps(x2, q, _mm256_set1_ps(2.26843463243900e-03f));
     q = _mm256_fmadd_ps(x2, q, _mm256_set1_ps(4.89352518554385e-03f));
     __m256 r = _mm256_div_ps(_mm256_mul_ps(x, p), q);
-    __m256 ax = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
-    __m256 one = _mm256_or_ps(_mm256_xor_ps(x, ax), _mm256_set1_ps(1.0f));   /* copysign(1, x) */
-    r = _mm256_blendv_ps(r, one, _mm256_cmp_ps(ax, c, _CMP_GT_OQ));
-    return _mm256_blendv_ps(r, x, _mm256_cmp_ps(ax, _mm256_set1_ps(4e-4f), _CMP_LT_OQ));
+    __m256 one = _mm256_or_ps(_mm256_xor_ps(x0, ax), _mm256_set1_ps(1.0f));   /* copysign(1, x) */
+    r = _mm256_blendv_ps(r, one, big);
+    return _mm256_blendv_ps(r, x0, _mm256_cmp_ps(ax, _mm256_set1_ps(4e-4f), _CMP_LT_OQ));
 }
 
 #define NT_V8_LOOP(NAME, VEC) \

@@ -117,13 +117,14 @@ static inline double nt_expm1_hilo(double x, double *lo) {
 /* exp on |x| < 708, where the result and 2^k are normal: 2^k is added to the exponent field of
  * y = e^(r + rlo) = 1 + r + (t + rlo), t = r^2 P(r).  1 + r is kept exactly as s + slo, and only
  * the last sum s + (t + rlo + slo) is rounded at y's scale (the rest is far smaller): within 0.7
- * ulp without carrying a hi + lo pair through expm1's kernel.  At x <= -746 (-inf included) e^x is
- * below half the smallest subnormal, so the result is +0 as libm's: a masked softmax's -inf lanes
- * stay in the vector loop instead of each calling the C library. */
-static inline int nt_exp_slow(double x) { return !(NT_LT(fabs(x), 708.0) | NT_LE(x, -746.0)); }
+ * ulp without carrying a hi + lo pair through expm1's kernel.  e^-inf is +0 here, with no flag as
+ * libm's: a masked softmax's -inf lanes stay in the vector loop instead of each calling the C
+ * library. A finite x <= -708 is the C library's, which raises underflow as NumPy's loop does. */
+static inline int nt_exp_neginf(double x) { return nt_dbits(x) == 0xfff0000000000000ULL; }
+static inline int nt_exp_slow(double x) { return !(NT_LT(fabs(x), 708.0) | nt_exp_neginf(x)); }
 static inline double nt_vexp(double x) {
     uint64_t k52; double kd, rlo;
-    const int zero = NT_LE(x, -746.0);
+    const int zero = nt_exp_neginf(x);
     double r = nt_exp_reduce(nt_fast_pick(x, 0.0, zero), &rlo, &k52, &kd);   /* -inf: no inf - inf */
     double p = nt_exp_poly(r);
     double s = 1.0 + r, slo = (1.0 - s) + r;   /* 1 + r exactly, as s + slo (|r| < 1) */
@@ -287,7 +288,8 @@ static inline double nt_vasin(double x) {
     double r = nt_asin_r(z);
     double s = sqrt(z);
     double f = nt_bitsd(nt_dbits(s) & 0xffffffff00000000ULL);
-    double c = (z - f * f) / (s + f);
+    double sf = s + f;   /* 0 where z is (x = 0, +-1): 0 / 0 would raise invalid; c is then 0 */
+    double c = (z - f * f) / (sf + (double)(sf == 0.0));
     double near1 = pio2_hi - (2.0 * (s + s * r) - pio2_lo);
     double mid = 0.5 * pio2_hi - (2.0 * s * r - (pio2_lo - 2.0 * c) - (0.5 * pio2_hi - 2.0 * f));
     double big = copysign(ax >= 0.975 ? near1 : mid, x);
