@@ -49,6 +49,34 @@ def _times(fn, blocks: int, calls: int) -> tuple[float, float]:
     return ts[0], ts[len(ts) // 2]
 
 
+def _product(a, w, b):
+    return np.sum(a @ w + b, axis=-1)
+
+
+def _row(name: str, shape: tuple, rng, blocks: int, calls: int, total: dict) -> None:
+    """One product's line: its time and rate on each configuration, added into `total`."""
+    m, k, n, stack, transposed = shape
+    lead = (stack,) if stack else ()
+    a = rng.standard_normal((*lead, m, k)).astype(F32)
+    w = (np.swapaxes(rng.standard_normal((*lead, n, k)).astype(F32), -1, -2) if transposed
+         else rng.standard_normal((*lead, k, n)).astype(F32))
+    b = np.zeros(n, F32)
+    flops = 2.0 * max(stack, 1) * m * k * n
+    runtime = nt.trace(_product, (a, w, b), backend="cpu", check_trace=False)
+    constant = nt.trace(lambda a: _product(a, w, b), (a,), backend="cpu", check_trace=False)
+    np.testing.assert_allclose(runtime(a, w, b), _product(a, w, b), rtol=1e-3, atol=1e-2)
+    old = get_num_threads()
+    cells = []
+    for key, threads, call in (("1", 1, lambda: runtime(a, w, b)), ("2", 2, lambda: runtime(a, w, b)),
+                               ("c2", 2, lambda: constant(a)), ("np", old, lambda: _product(a, w, b))):
+        set_num_threads(threads)
+        best, med = _times(call, blocks, calls)
+        total[key] = total.get(key, 0.0) + med
+        cells.append(f"{med * 1e6:7.1f}us {flops / best / 1e9:5.0f}GF/s")
+    set_num_threads(old)
+    print(f"{name:18s} {flops / 1e6:6.1f} " + " ".join(f"{c:>20s}" for c in cells), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run: 3 blocks of 3 calls")
@@ -59,29 +87,8 @@ def main() -> None:
     total: dict = {}
     print(f"{'product':18s} {'MFLOP':>6s} " + " ".join(f"{c:>20s}" for c in
           ("run-time W 1 thread", "run-time W 2 threads", "constant W 2 threads", "NumPy")))
-    for name, (m, k, n, stack, transposed) in _products().items():
-        lead = (stack,) if stack else ()
-        a = rng.standard_normal((*lead, m, k)).astype(F32)
-        w = (np.swapaxes(rng.standard_normal((*lead, n, k)).astype(F32), -1, -2) if transposed
-             else rng.standard_normal((*lead, k, n)).astype(F32))
-        b = np.zeros(n, F32)
-        flops = 2.0 * max(stack, 1) * m * k * n
-
-        def fn(a, w, b):
-            return np.sum(a @ w + b, axis=-1)
-
-        runtime = nt.trace(fn, (a, w, b), backend="cpu", check_trace=False)
-        constant = nt.trace(lambda a: fn(a, w, b), (a,), backend="cpu", check_trace=False)
-        np.testing.assert_allclose(runtime(a, w, b), fn(a, w, b), rtol=1e-3, atol=1e-2)
-        cells = []
-        for key, threads, call in (("1", 1, lambda: runtime(a, w, b)), ("2", 2, lambda: runtime(a, w, b)),
-                                   ("c2", 2, lambda: constant(a)), ("np", old, lambda: fn(a, w, b))):
-            set_num_threads(threads)
-            best, med = _times(call, blocks, calls)
-            total[key] = total.get(key, 0.0) + med
-            cells.append(f"{med * 1e6:7.1f}us {flops / best / 1e9:5.0f}GF/s")
-        set_num_threads(old)
-        print(f"{name:18s} {flops / 1e6:6.1f} " + " ".join(f"{c:>20s}" for c in cells), flush=True)
+    for name, shape in _products().items():
+        _row(name, shape, rng, blocks, calls, total)
     print("sum of medians (us): " + ", ".join(f"{k}: {v * 1e6:.0f}" for k, v in total.items()))
     enc = [rng.standard_normal((cw.SEQ, cw.D_MODEL)).astype(F32)] + [
         (rng.standard_normal(s) / np.sqrt(s[0])).astype(F32) for s in
