@@ -338,3 +338,29 @@ def test_ufunc_at_on_an_empty_array_still_checks_its_index(shape, idx, axis):
         ok = np.zeros(1, np.int64)
         if a.shape[axis]:  # an index in range: NumPy writes nothing and raises nothing
             _equal(exe(a, ok, v), [_at_expected(a, ufunc, key[:-1] + (ok,), v)])
+
+
+def _outcome(fn):
+    """``fn()``'s result, or the class of what it raised (warnings are errors under pytest)."""
+    try:
+        return fn()
+    except (Exception, RuntimeWarning) as exc:
+        return type(exc)
+
+
+@pytest.mark.parametrize("value", [300, -1, 2.7, -2.7, float("nan"), float("inf"), 1e300, 2**70,
+                                   np.int64(300), np.float64(2.5), np.uint8(255), True, -0.0])
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "float16", "float32", "bool", "int64"])
+def test_pad_constant_values_stored_as_numpy_stores_them(dtype, value):
+    """np.pad casts ``constant_values`` as NumPy's assignment does: 2.7 into int8 is 2, np.int64(300)
+    into uint8 is 44, a Python 300 into int8 or NaN into an int raises, 1e300 into float32 warns."""
+    x = np.arange(4).reshape(2, 2).astype(dtype)
+    attrs = {"pad_width": 1, "mode": "constant", "constant_values": value}
+    expected = _outcome(lambda: np.pad(x, **attrs))
+    exe = _compile(lambda g, a: [g.create_node(
+        "np.pad", [a], attrs=registry.get("np.pad").normalize_attrs(attrs)).output], [x])
+    got = _outcome(lambda: exe(x)[0])
+    if isinstance(expected, type):
+        assert isinstance(got, type) and issubclass(got, expected), (got, expected)
+    else:
+        _equal([got], [expected])
