@@ -276,7 +276,7 @@ def test_matmul_autotune_candidates_fit_every_output_shape():
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
 @pytest.mark.parametrize("shape", [(1, 37, 1), (1, 5, 300), (300, 17, 1), (33, 17, 10), (9, 100, 16),
-                                   (17, 1, 17), (2, 3, 40)])
+                                   (17, 1, 17), (2, 3, 40), (3, 1, 7, 5), (2, 20, 17, 1)])
 def test_every_autotune_candidate_of_a_narrow_or_odd_matmul(dtype, shape, monkeypatch):
     """Each config triton.autotune may pick for the output's shape, run in the interpreter with that
     config's tile sizes and grid: 1-row, 1-column and odd outputs, K not a multiple of any tile's K."""
@@ -284,9 +284,9 @@ def test_every_autotune_candidate_of_a_narrow_or_odd_matmul(dtype, shape, monkey
 
     from numtrace_triton import backend, emit_matmul
 
-    m, k, n = shape
-    x = (RNG.standard_normal((m, k)) * 4).astype(dtype)
-    y = (RNG.standard_normal((k, n)) * 4).astype(dtype)
+    *batch, m, k, n = shape  # a leading batch: a batched matmul
+    x = (RNG.standard_normal((*batch, m, k)) * 4).astype(dtype)
+    y = (RNG.standard_normal((*batch, k, n)) * 4).astype(dtype)
     g = _graph(lambda g, a, b: [g.create_node("np.matmul", [a, b]).output], [x, y])
     expected = x @ y
     monkeypatch.setattr(backend, "_tuning", lambda: dataclasses.replace(Tuning.interpreter(), autotune=True))
