@@ -102,20 +102,22 @@ def test_scatter_into_a_computed_array(make):
 
     def build(g, x, i, v):
         if make == "scale":
-            a = g.create_node("np.multiply", [x, g.create_node("prim.Constant", [], {"value": 2.0}).output]).output
+            two = g.create_node("prim.Constant", [], {"value": 2.0}).output
+            a = g.create_node("np.multiply", [x, two]).output
             a = g.create_node("np.getitem", [a], attrs={"index": (3,)}).output
         elif make == "sum":
             a = g.create_node("np.sum", [x], attrs=registry.get("np.sum").normalize_attrs({"axis": 1})).output
         else:
-            t = g.create_node("np.transpose", [x], attrs=registry.get("np.transpose").normalize_attrs({})).output
+            t = g.create_node("np.transpose", [x],
+                              attrs=registry.get("np.transpose").normalize_attrs({})).output
             a = g.create_node("np.getitem", [t], attrs={"index": (3,)}).output
         return [_setitem(g, a, i, v)]
 
     exe = _compile(build, [x, idx, v])
-    for idx in (idx, RNG.integers(0, 3, 50), np.full(50, -1)):
+    for i in (idx, RNG.integers(0, 3, 50), np.full(50, -1)):
         a = op(x)[3] if make == "scale" else op(x)
-        got = exe(x, idx, v)[0]
-        np.testing.assert_allclose(got, _setitem_expected(a, idx, v), rtol=1e-12, atol=0)
+        got = exe(x, i, v)[0]
+        np.testing.assert_allclose(got, _setitem_expected(a, i, v), rtol=1e-12, atol=0)
 
 
 @pytest.mark.parametrize("index_dtype", ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
@@ -142,9 +144,9 @@ def test_ufunc_at_with_repeats_over_calls(ufunc, dtype):
         exe = _compile(lambda g, a, i, v: [_at(g, a, i, v, f"numpy.{ufunc}")], [a, idx, v])
     except NotImplementedError:
         pytest.skip("no atomic")
-    for idx in (idx, np.zeros(64, np.int64), RNG.integers(-2, 2, 64)):
-        got = exe(a, idx, v)[0]
-        expected = _at_expected(a, getattr(np, ufunc), idx, v)
+    for i in (idx, np.zeros(64, np.int64), RNG.integers(-2, 2, 64)):
+        got = exe(a, i, v)[0]
+        expected = _at_expected(a, getattr(np, ufunc), i, v)
         if dtype.startswith("float") and ufunc in ("add", "subtract"):  # atomics sum in any order
             np.testing.assert_allclose(got, expected, rtol=1e-4 if dtype == "float32" else 1e-12, atol=1e-3)
         else:
@@ -249,12 +251,12 @@ def test_scatter_with_a_boolean_mask_over_calls():
     mask = RNG.random(12) < 0.5
     v = RNG.standard_normal(3)
     exe = _compile(lambda g, a, m, v: [_setitem(g, a, m, v)], [a, mask, v])
-    for mask in (mask, np.zeros(12, bool), np.ones(12, bool), RNG.random(12) < 0.2):
-        _equal(exe(a, mask, v), [_setitem_expected(a, mask, v)])
+    for m in (mask, np.zeros(12, bool), np.ones(12, bool), RNG.random(12) < 0.2):
+        _equal(exe(a, m, v), [_setitem_expected(a, m, v)])
 
 
-@pytest.mark.parametrize(("index_dtype", "bad"), [("int8", -128), ("uint64", 2**63 + 1), ("uint32", 2**32 - 1),
-                                                  ("int16", 50)])
+@pytest.mark.parametrize(("index_dtype", "bad"), [("int8", -128), ("uint64", 2**63 + 1),
+                                                  ("uint32", 2**32 - 1), ("int16", 50)])
 def test_an_out_of_range_index_of_a_narrow_or_unsigned_dtype_raises(index_dtype, bad):
     a = RNG.standard_normal(50)
     idx = np.array([1, bad], index_dtype)
@@ -312,7 +314,7 @@ def test_pad_modes_against_numpy(mode, dtype):
         if mode == "constant":
             attrs["constant_values"] = cv
         try:
-            exe = _compile(lambda g, a: [g.create_node(
+            exe = _compile(lambda g, a, attrs=attrs: [g.create_node(
                 "np.pad", [a], attrs=registry.get("np.pad").normalize_attrs(attrs)).output], [x])
         except NotImplementedError:
             continue
@@ -332,7 +334,8 @@ def test_ufunc_at_on_an_empty_array_still_checks_its_index(shape, idx, axis):
     for ufunc in (np.add, np.maximum):
         with pytest.raises(IndexError):
             ufunc.at(a.copy(), key, v)
-        exe = _compile(lambda g, a, i, v: [_at(g, a, i, v, f"numpy.{ufunc.__name__}", index)], [a, idx, v])
+        name = f"numpy.{ufunc.__name__}"
+        exe = _compile(lambda g, a, i, v, name=name: [_at(g, a, i, v, name, index)], [a, idx, v])
         with pytest.raises(IndexError):
             exe(a, idx, v)
         ok = np.zeros(1, np.int64)
