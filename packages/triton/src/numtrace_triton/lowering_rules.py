@@ -614,7 +614,7 @@ def _static_index(index: tuple, indices: list[Loc]) -> tuple[tuple, list[Loc]]:
     return tuple(out), left
 
 
-def _pad_constant(value: object, dtype: np.dtype, label: str) -> bool | int | float:
+def _pad_constant(value: Any, dtype: np.dtype, label: str) -> bool | int | float:
     """``value`` as np.pad stores it in a ``dtype`` array (truncated, wrapped: NumPy's own cast of it);
     NotImplementedError where that store raises or warns, so the pad runs on the host and does the same."""
     with warnings.catch_warnings():
