@@ -367,3 +367,43 @@ def test_pad_constant_values_stored_as_numpy_stores_them(dtype, value):
         assert isinstance(got, type) and issubclass(got, expected), (got, expected)
     else:
         _equal([got], [expected])
+
+
+@pytest.mark.parametrize("shape", [(64,), (64, 3)])
+def test_at_then_scatter_then_at_on_one_array(shape):
+    """ufunc.at, a scatter and ufunc.at again in one graph on the same array (and the value the array
+    itself for the last), each step returned: integer, so every result is exact."""
+    a = RNG.integers(-50, 50, shape).astype(np.int32)
+    i = RNG.integers(-64, 64, 64)
+    j = RNG.integers(0, 8, 64)
+    v = RNG.integers(-9, 9, (64,) + shape[1:]).astype(np.int32)
+
+    def build(g, a, i, j, v):
+        b = _at(g, a, i, v, "numpy.add")
+        c = _setitem(g, b, j, v)
+        return [b, c, _at(g, c, j, a, "numpy.maximum")]
+
+    exe = _compile(build, [a, i, j, v])
+    for _ in range(2):
+        b = _at_expected(a, np.add, i, v)
+        c = _setitem_expected(b, j, v)
+        _equal(exe(a, i, j, v), [b, c, _at_expected(c, np.maximum, j, a)])
+        i, j = RNG.integers(-3, 3, 64), RNG.integers(-64, 64, 64)
+
+
+def test_scatter_with_a_strided_and_a_computed_index():
+    """The index a strided view of the caller's array, and one computed in the graph (``-i - 1``)."""
+    a = RNG.standard_normal((30, 2))
+    base = RNG.integers(0, 30, (2, 40))
+    i = base[:, ::2]  # (2, 20), not contiguous
+    v = RNG.standard_normal((2, 20, 2))
+
+    def build(g, a, i, v):
+        neg = g.create_node("np.negative", [i]).output
+        one = g.create_node("prim.Constant", [], {"value": 1}).output
+        k = g.create_node("np.subtract", [neg, one]).output
+        return [_setitem(g, a, i, v), _setitem(g, a, k, v)]
+
+    exe = _compile(build, [a, i, v])
+    for idx in (i, RNG.integers(0, 3, (2, 40))[:, 1::2]):
+        _equal(exe(a, idx, v), [_setitem_expected(a, idx, v), _setitem_expected(a, -idx - 1, v)])
