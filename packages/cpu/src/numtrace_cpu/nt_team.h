@@ -241,6 +241,23 @@ static void nt_team_run_spin(nt_team_fn fn, void *arg, int nunits, int nteam, lo
     for (u = 0; u < nunits; u++) fn(arg, u);
 }
 
+/* Units that must finish a step in unit order (gemv.pxi's folds): unit u waits until `*turn` reaches
+   u, runs its ordered step, then passes the turn on with nt_team_pass_turn(turn, u + 1). No wait
+   can deadlock: unit 0 never waits, and every unit below u is claimed by a thread that runs it
+   (the caller claims any unit no worker took, in order). The wait gives up the core after a short
+   spin, in case the thread it waits for was preempted on it. */
+static inline void nt_team_wait_turn(const int* turn, int u) {
+    int spins;
+    for (spins = 0; __atomic_load_n(turn, __ATOMIC_ACQUIRE) < u; spins++) {
+        if (spins < 4096) NT_TEAM_PAUSE();
+        else sched_yield();
+    }
+}
+
+static inline void nt_team_pass_turn(int* turn, int next) {
+    __atomic_store_n(turn, next, __ATOMIC_RELEASE);
+}
+
 /* nt_team_run_spin for long jobs: the workers sleep right after it (a wake-up is cheap beside them). */
 static void nt_team_run(nt_team_fn fn, void *arg, int nunits, int nteam) {
     nt_team_run_spin(fn, arg, nunits, nteam, 0);
