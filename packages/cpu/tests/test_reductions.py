@@ -386,3 +386,4 @@ def test_full_sum_split_over_threads_keeps_its_bits(dtype, n, mode, special, tmp
     np.testing.assert_allclose(got[1], np.sum(ref), rtol=1e-5 if dtype == np.float32 else 1e-12)
     if special == -0.0:
         assert np.signbit(got[2]) == np.signbit(np.sum(x))
+

@@ -468,7 +468,7 @@ cdef class FusedKernel:
         folded as 0 + the sum of block 0 + that of block 1 + ..., so block sums computed apart and added
         in the same order give the same bits). A pass that folds its inputs in place (no
         instructions) is left whole: its chunks are not blocks."""
-        cdef int j
+        cdef int j, k
         if (nthreads < 2 or not self.nred or cx.nd != 1 or cx.nkept != 0 or self.work < PARALLEL_MIN_WORK
                 or cx.shape[0] < SPLIT_ROW_MIN or self.nops > STACK_OPS or not self.ninstr):
             return False
@@ -477,7 +477,11 @@ cdef class FusedKernel:
                 return False
             if self.reds[j].dt != DT_F64 and self.reds[j].dt != DT_F32:
                 return False
-        return True
+        # Rows of a block that no operand walks would be taken for columns (_columns_per_block).
+        for k in range(self.nops):
+            if self.op_role[k] != ROLE_REDUCED and cx.strides[k * MAXD] != 0:
+                return True
+        return False
 
     cdef int _run_split_row(self, Ctx* cx, list env, const Py_ssize_t* ids, int nthreads) except -1:
         """A full reduction's one row as rows of BLOCK elements (one unit each, so the team shares
