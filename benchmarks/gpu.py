@@ -19,7 +19,9 @@ timed. Under ``TRITON_INTERPRET=1`` the same workloads run at tiny sizes in Trit
 against NumPy: results are checked, and the times say nothing about GPU speed (``--quick`` is the smoke
 run the tests make). Without a GPU and without the interpreter it says so and exits 0.
 
-    python benchmarks/gpu.py [--quick]
+    python benchmarks/gpu.py [--quick] [--only scatter,mlp]
+
+For autotuned kernels (matmuls) it also prints the config triton.autotune chose and each config's time.
 """
 
 from __future__ import annotations
@@ -220,6 +222,10 @@ def run(
         achieved = moved / (ours * 1e-3) / 1e9
         line += f"   {achieved:6.0f} GB/s = {achieved / copy_gbs:5.1%} of copy ({copy_gbs:.0f} GB/s)"
     print(line, flush=True)
+    for kernel, tuned in exe.stats().get("tuned", {}).items():  # triton.autotune's choice and trials
+        timings = sorted(tuned["timings_ms"].items(), key=lambda item: item[1])
+        trials = ", ".join(f"{c} {ms:.3f}" for c, ms in timings)
+        print(f"    {kernel}: {tuned['chosen']}  (ms: {trials})", flush=True)
     if err > 1e-3:
         raise SystemExit(f"{name}: numtrace-triton result differs from NumPy (max rel err {err:.1e})")
 
@@ -227,7 +233,12 @@ def run(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes and fewer repeats")
+    parser.add_argument("--only", default=",".join(WORKLOADS), help="comma-separated workloads (default all)")
     args = parser.parse_args()
+    names = args.only.split(",")
+    if not set(names) <= set(WORKLOADS):
+        unknown = sorted(set(names) - set(WORKLOADS))
+        parser.error(f"--only: unknown workloads {unknown}; known: {list(WORKLOADS)}")
     gpu = not interpreter_enabled() and cupy is not None
     ok, why = numtrace_triton.Backend().is_available()
     if not ok:  # no GPU here: nothing to measure, and not a failure
@@ -239,11 +250,13 @@ def main() -> None:
             "NumPy; times are not GPU performance"
         )
     repeat = 3 if args.quick or not gpu else 10
-    copy_gbs = copy_bandwidth_gbs(400_000_000 if not args.quick else 40_000_000, repeat) if gpu else None
+    copy_gbs = None
+    if gpu and "w1" in names:
+        copy_gbs = copy_bandwidth_gbs(400_000_000 if not args.quick else 40_000_000, repeat)
     if copy_gbs:
         print(f"device-to-device copy: {copy_gbs:.0f} GB/s")
     rng = np.random.default_rng(0)
-    for name in WORKLOADS:
+    for name in names:
         run(name, gpu, args.quick, repeat, rng, copy_gbs)
 
 

@@ -97,17 +97,28 @@ def test_float64_exp_within_0_7_ulp_near_the_reduction_edges(build):
     assert err[worst] <= 0.7, f"exp({x[worst]!r}) = {got[worst]!r}: {err[worst]:.3f} ulp"
 
 
-# float32 exp's own kernel (nt_simd.h nt_expf, FMA builds): over 1 ulp here (the long-double value
-# of exp(-5.8911295f) is 0.0124 ulp from 2.7638532e-03f; the kernel gives the float below).
+# float32 exp's own kernel (nt_simd.h nt_expf) where its sum rounded twice: the long-double value of
+# exp(-5.8911295f) is 0.0124 ulp from 2.7638532e-03f, and the kernel gave the float below (1.012 ulp).
 _EXPF_WORST = np.array([-5.8911295, -38.469646, -59.92115, 0.37735277], dtype=np.float32)
 
 
 @pytest.mark.skipif(not EXTENDED, reason="needs x86's 80-bit long double as the reference")
-@pytest.mark.parametrize("build", [
-    pytest.param(b, marks=pytest.mark.xfail(strict=True, reason=(
-        "nt_simd.h's float32 exp (FMA builds) is 1.012 ulp off at exp(-5.8911295f): "
-        "docs/cpu.md states within 1 ulp")))
-    if "fma" in isa.BUILDS[b][1] else b
-    for b in RUNNABLE])
+@pytest.mark.parametrize("build", RUNNABLE)
 def test_float32_exp_within_the_documented_ulp(build):
     assert float(_exp_ulps(build, _EXPF_WORST)[1].max()) <= 1.0
+
+
+@pytest.mark.skipif(not EXTENDED, reason="needs x86's 80-bit long double as the reference")
+@pytest.mark.parametrize("build", RUNNABLE)
+@pytest.mark.parametrize("n", [1, 7, 8, 1_000_003])
+def test_float32_exp_within_one_ulp_over_its_range(build, n):
+    """Random float32 arguments over the range of normal results (every vector lane and the tail), and
+    arguments whose reduced r is near +-ln2/2, where the rounding of 1 + r + p r^2 matters most."""
+    rng = np.random.default_rng(n)
+    k = rng.integers(-125, 126, n)
+    half = np.log(2.0) / 2
+    near_edges = k * np.log(2.0) + rng.choice([-1.0, 1.0], n) * half * (1 - rng.uniform(0, 0.3, n))
+    for x in (rng.uniform(-87.0, 88.0, n).astype(np.float32), near_edges.astype(np.float32)):
+        got, err = _exp_ulps(build, x)
+        worst = int(np.argmax(err))
+        assert err[worst] <= 1.0, f"exp({x[worst]!r}) = {got[worst]!r}: {err[worst]:.3f} ulp"

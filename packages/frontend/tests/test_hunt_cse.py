@@ -46,6 +46,38 @@ def test_scalar_results_are_numpy_scalars_to_isinstance(fn, backend):
     np.testing.assert_array_equal(traced(x), fn(x))
 
 
+def first_item(x):
+    return x[0]
+
+
+def unstacked(x):
+    return np.unstack(x)
+
+
+def several_scalars(x):
+    return x.sum(), (x != 0).any(), np.abs(x).astype(np.float32).max(), x[1:], x[-1] * 2, x
+
+
+def _flat(obj):
+    return [y for v in obj for y in _flat(v)] if isinstance(obj, tuple) else [obj]
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("fn", [first_item, unstacked, several_scalars], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64, np.complex128])
+def test_a_call_returns_numpys_scalars_where_numpy_does(backend, fn, dtype, tmp_path):
+    """``x[0]`` of a 1-D array, ``np.unstack`` of one, a full reduction: NumPy gives scalars of the
+    dtype's class (``np.float64``), not 0-d arrays; so does the trace at another size, and loaded."""
+    traced = _traced(fn, (np.arange(1, 4).astype(dtype),), backend)
+    traced.save(tmp_path / "t.nt")
+    for call in (traced, nt.load(tmp_path / "t.nt", backend=backend)):
+        x = np.arange(-2, 1 if fn is unstacked else 3).astype(dtype)   # (unstack's count is its size)
+        got, want = _flat(call(x)), _flat(fn(x))
+        assert [type(g) for g in got] == [type(w) for w in want]
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+
+
 def test_scalar_class_is_the_dtypes_scalar_type():
     seen = {}
 

@@ -216,18 +216,49 @@ def flat_of_result(x):
     return y, y.reshape(-1)
 
 
-@pytest.mark.parametrize("backend_name", [
-    "reference",
-    pytest.param("cpu", marks=pytest.mark.xfail(strict=True, reason=(
-        "the cpu backend returns an elementwise result of a Fortran-ordered argument C-contiguous where "
-        "NumPy keeps the argument's order, so the replayed reshape of it is a view where NumPy's is a copy: "
-        "a write into y is seen in y.reshape(-1)"))),
-])
+@pytest.mark.parametrize("backend_name", ["reference", "cpu"])
 def test_a_reshape_of_a_result_of_a_fortran_argument(backend_name):
     if backend_name not in nt.available_backends():
         pytest.skip(f"{backend_name} is not installed")
     traced = _trace(flat_of_result, (np.ones((2, 3)),), backend_name)
     _assert_like_numpy(flat_of_result, traced, np.asfortranarray(np.arange(6.0).reshape(2, 3)))
+
+
+def rows_of_cast(x):
+    y = (x + 1.0).astype(np.float32)
+    return y, y.reshape(x.shape[0], -1)
+
+
+def flat_of_where(x, z):
+    y = np.where(x > 2.0, x, z * 3.0)
+    return y, y.ravel(), y.T.reshape(-1)
+
+
+def flat_of_mixed(x, z):
+    y = np.sqrt(x) - z[..., :1]
+    return y, y.reshape(-1)
+
+
+def _layouts(shape, dtype):
+    """The same values C-ordered, Fortran-ordered, with axes permuted (a transposed array's layout)."""
+    a = np.arange(np.prod(shape), dtype=dtype).reshape(shape) / 7
+    permuted = np.ascontiguousarray(a.transpose(1, 0, *range(2, a.ndim))).transpose(1, 0, *range(2, a.ndim))
+    return {"C": a, "F": np.asfortranarray(a), "permuted": permuted}
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("shape", [(2, 3), (3, 2, 4), (4, 1, 3)])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_views_of_computed_results_follow_numpys_order_for_the_arguments(backend, shape, dtype):
+    """A result of elementwise ops is laid out by NumPy in its arguments' memory order (``order="K"``):
+    a reshape of it is a view or a copy by that order, for every layout of the call's arguments,
+    whatever layout the trace was made at."""
+    layouts = _layouts(shape, dtype)
+    for fn, arity in [(flat_of_result, 1), (rows_of_cast, 1), (flat_of_where, 2), (flat_of_mixed, 2)]:
+        traced = _trace(fn, (layouts["C"],) * arity, backend)
+        for first in layouts.values():
+            for second in layouts.values():
+                _assert_like_numpy(fn, traced, *(first, second)[:arity])
 
 
 # -- NumPy's error classes at call time -----------------------------------------------------------------

@@ -107,9 +107,6 @@ def loud_log(x):
         return np.log(x)
 
 
-@pytest.mark.xfail(strict=True, reason="Node.errstate records only the kinds whose mode differs from the "
-                   "caller's at trace time (ErrstateWatch.since): a block setting the mode the caller "
-                   "already had is not recorded, so the call-time state decides those ops")
 @pytest.mark.parametrize(("func", "trace_state", "call_state"), [
     (quiet_log, {"divide": "ignore"}, {}), (loud_log, {}, {"divide": "ignore"})])
 def test_errstate_inside_holds_whatever_the_state_at_trace_time(backend, func, trace_state, call_state):
@@ -117,6 +114,40 @@ def test_errstate_inside_holds_whatever_the_state_at_trace_time(backend, func, t
         traced = _traced(func, (np.ones(3),), backend)
     with np.errstate(**call_state):
         assert _reports(lambda: traced(np.zeros(3))) == _reports(lambda: func(np.zeros(3)))
+
+
+def quiet_square(x):
+    with np.errstate(all="ignore"):   # under="ignore" is also NumPy's default
+        return x * x
+
+
+@np.errstate(divide="warn")
+def decorated_log(x):
+    return np.log(x)
+
+
+def nested_blocks(x):
+    with np.errstate(divide="ignore"):
+        with np.errstate(invalid="warn", under="ignore"):
+            y = np.log(x) * (x / x)
+        return y + np.log(x) * x
+
+
+_STATES = [{}, {"all": "raise"}, {"all": "ignore"}, {"all": "warn"}, {"under": "raise", "divide": "raise"}]
+
+
+@pytest.mark.parametrize("func", [quiet_square, decorated_log, nested_blocks], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("trace_state", _STATES[:3], ids=str)
+def test_the_functions_own_errstate_holds_at_every_caller_state(backend, func, dtype, trace_state):
+    """Each kind a block names holds its mode whatever the caller's state at trace and call time,
+    including a mode equal to the caller's at trace time (``all="ignore"`` keeps ``under="ignore"``)."""
+    x = np.array([0.0, 1e-200, 1.0, -1.0, 1e-30], dtype)
+    with np.errstate(**trace_state):
+        traced = _traced(func, (np.ones(5, dtype),), backend)
+    for call_state in _STATES:
+        with np.errstate(**call_state):
+            assert _reports(lambda: traced(x)) == _reports(lambda: func(x)), call_state
 
 
 def relu_in_place(x):

@@ -4,11 +4,13 @@ compiler rejects (``tl.dot`` blocks under 16, non-power-of-two ``arange``, loop-
 
 import numpy as np
 import pytest
+import triton
 from numtrace_ir.graph import Graph
 from numtrace_ir.types import TensorType
 from numtrace_triton import generate
-from numtrace_triton.aot import compile_for_gpu
+from numtrace_triton.aot import compile_for_gpu, compile_specs_for_gpu, kernel_spec
 from numtrace_triton.emit_body import Tuning
+from numtrace_triton.kernel_cache import load_kernel
 
 
 def _model_kernels():
@@ -72,6 +74,43 @@ def _small_integer_kernels():
     g.set_outputs(outs)
     types = [v.type for pair in pairs for v in pair] + [x.type]
     return [k for tuning in (Tuning.gpu(), Tuning.interpreter()) for k in generate(g, types, tuning).kernels]
+
+
+def _matmul_graph():
+    """An MLP's matmuls (bias and ReLU in the epilogue, a 10-column classifier) in float32, and a
+    float64 matmul (integers share the configs; their kernels are slow to compile)."""
+    g = Graph()
+    x, w1, b1, w2 = (g.add_input(n, TensorType("float32", s))
+                     for n, s in (("x", (256, 784)), ("w1", (784, 512)), ("b1", (512,)), ("w2", (512, 10))))
+    h = g.create_node("np.add", [g.create_node("np.matmul", [x, w1]).output, b1]).output
+    zero = g.create_node("prim.Constant", [], attrs={"value": 0.0}).output
+    h = g.create_node("np.maximum", [h, zero]).output
+    outs = [g.create_node("np.matmul", [h, w2]).output]
+    others = [(g.add_input("a64", TensorType("float64", (96, 48))),
+               g.add_input("b64", TensorType("float64", (48, 40))))]
+    outs += [g.create_node("np.matmul", [a, b]).output for a, b in others]
+    g.set_outputs(outs)
+    return g, [v.type for v in (x, w1, b1, w2)] + [v.type for pair in others for v in pair]
+
+
+def test_every_autotune_config_of_a_matmul_compiles_for_h100():
+    """triton.autotune compiles each config at the first launch on a GPU and skips only those out of
+    resources: any other compile error of one config would fail the call. A narrow output gets narrow
+    tiles."""
+    graph, types = _matmul_graph()
+    specs, configs = [], []
+    for k in generate(graph, types, Tuning.gpu()).kernels:
+        fn = load_kernel(k.name, k.source)[0]
+        assert isinstance(fn, triton.runtime.Autotuner), k.name
+        specs += [{**kernel_spec(k), "constexprs": {**k.constexprs, **c.kwargs}, "num_warps": c.num_warps,
+                   "num_stages": c.num_stages} for c in fn.configs]
+        configs += fn.configs
+        if "@ [512, 10]" in k.source:  # the classifier: tiles of at most 32 columns, some of 16
+            assert {c.kwargs["BLOCK_N"] for c in fn.configs} == {16, 32}, fn.configs
+    assert len(specs) > 8
+    results = compile_specs_for_gpu(specs, arch=90, ptx=True)
+    failures = [f"{r['name']} {c}: {r['error']}" for r, c in zip(results, configs) if not r["ok"]]
+    assert not failures, "\n\n".join(failures)
 
 
 _KERNELS = {"models": _model_kernels, "reductions": _reduction_kernels, "integers": _integer_kernels,

@@ -4,10 +4,14 @@ range raises NumPy's IndexError instead of reading past the array."""
 
 import numpy as np
 import pytest
+from conftest import INTERPRETER_ONLY
+from gpu_compile_check import enabled as gpu_compile_enabled
 from numtrace_ir import registry
 from numtrace_ir.graph import Graph
 from numtrace_ir.testing import type_of
-from numtrace_triton import Backend
+from numtrace_ir.types import TensorType
+from numtrace_triton import Backend, Tuning, generate
+from numtrace_triton.aot import compile_for_gpu
 
 RNG = np.random.default_rng(5)
 
@@ -116,6 +120,41 @@ def test_a_scatter_index_out_of_range_raises_index_error():
     exe = _setitem(a, np.array([0, 1]), value, ("input",))
     with pytest.raises(IndexError, match="out of bounds"):
         exe(a, np.array([0, 4]), value)
+
+
+@INTERPRETER_ONLY
+def test_a_scatter_uploads_only_its_inputs_and_flag_per_call(monkeypatch):
+    """The claims start at -1 on every call, filled on the device (in the copy's kernel): a call copies
+    no host array the size of ``a`` to the device, and a second call with other indices starts afresh."""
+    a, value = RNG.standard_normal(5000), RNG.standard_normal(300)
+    exe = _setitem(a, RNG.integers(0, 5000, 300), value, ("input",))
+    assert len(exe.kernels) == 3  # the copy (and the fill), the claims, the writes
+    uploaded = []
+    upload = exe.allocator.upload
+    monkeypatch.setattr(exe.allocator, "upload", lambda array: uploaded.append(array.nbytes) or upload(array))
+    for idx in (RNG.integers(-20, 20, 300), RNG.integers(0, 5000, 300), np.zeros(300, np.int64)):
+        uploaded.clear()
+        expected = a.copy()
+        expected[idx] = value
+        np.testing.assert_array_equal(exe(a, idx, value)[0], expected)
+        assert sum(uploaded) <= a.nbytes + idx.nbytes + value.nbytes + 4, uploaded
+
+
+@pytest.mark.skipif(not gpu_compile_enabled()[0],
+                    reason=f"no compile for a GPU here: {gpu_compile_enabled()[1]}")
+def test_scatter_atomics_are_relaxed_reductions_on_a_gpu():
+    """The kernel boundaries order a scatter's fill, claims and writes, so its atomics need no
+    acquire/release: each is a fire-and-forget ``red``, not an ordered ``atom`` waiting for its old value."""
+    a, idx, v = TensorType("float32", (1000,)), TensorType("int64", (300,)), TensorType("float32", (300,))
+    g = Graph()
+    va, vi, vv = (g.add_input(n, t) for n, t in (("a", a), ("i", idx), ("v", v)))
+    at = g.create_node("np.ufunc.at", [va, vi, vv], attrs=registry.get("np.ufunc.at").normalize_attrs(
+        {"ufunc": "numpy.add", "index": ("input",)})).output
+    g.set_outputs([g.create_node("np.setitem", [va, vi, vv], attrs={"index": ("input",)}).output, at])
+    kernels = generate(g, [a, idx, v], Tuning.gpu()).kernels
+    ptx = "\n".join(r["ptx"] for r in compile_for_gpu(kernels, arch=90, ptx=True))
+    assert "red.global.gpu.relaxed.max.s32" in ptx and "red.global.gpu.relaxed.add.f32" in ptx
+    assert "atom." not in ptx
 
 
 def _at(arrays, ufunc, index=("input",)):

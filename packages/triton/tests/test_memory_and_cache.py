@@ -190,3 +190,26 @@ def test_gpu_launches_take_turns_in_an_autotuned_kernel_and_never_contract_to_fm
     executable._launch(plain, Kernel(), None, {}, False)
     assert not overlaps
     assert options == [False] * 81
+
+
+def test_stats_report_what_autotune_chose_and_the_time_of_each_config():
+    """On a GPU, ``stats()["tuned"]`` says which config triton.autotune chose for each kernel and what every
+    config it tried took (benchmarks/gpu.py prints them); nothing is tuned in the interpreter."""
+    from types import SimpleNamespace
+
+    import triton
+    from numtrace_triton.executable import _autotuned
+
+    fast = triton.Config({"BLOCK_M": 64, "BLOCK_N": 32, "BLOCK_K": 16}, num_warps=4, num_stages=3)
+    slow = triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32}, num_warps=8, num_stages=4)
+    fn = SimpleNamespace(best_config=fast, configs_timings={fast: [0.25, 0.5], slow: 0.75})
+    assert _autotuned(fn) == {"chosen": "64x32x16 w4 s3",
+                              "timings_ms": {"64x32x16 w4 s3": 0.25, "128x128x32 w8 s4": 0.75}}
+    if interpreter_enabled():
+        g = Graph()
+        a = g.add_input("a", TensorType("float32", (4, 3)))
+        b = g.add_input("b", TensorType("float32", (3, 2)))
+        g.set_outputs([g.create_node("np.matmul", [a, b]).output])
+        exe = numtrace_triton.Backend().compile(g, [a.type, b.type])
+        exe(np.ones((4, 3), np.float32), np.ones((3, 2), np.float32))
+        assert exe.stats()["tuned"] == {}

@@ -63,6 +63,7 @@ cdef extern from "nt_gen.h" nogil:
                                Py_ssize_t u0, Py_ssize_t u1, const double* fc, const int64_t* ic,
                                const nt_gen_loop_fn* loops, const nt_gen_reduce* red)
     const nt_gen_loop_fn* nt_gen_loop_table()
+    double nt_gen_add(double a, double b)
     enum: NT_GEN_ACC_BYTES
     enum: NT_GEN_MAXCOLS
 
@@ -488,7 +489,7 @@ cdef void _fold_columns(const Reduction* rd, Acc* accs, const char* x, Py_ssize_
     else: nt_colsum_f64(<const double*>x, ncol, rs, r, sums)
     if rd.op == R_SUM or rd.op == R_MEAN:
         for c in range(ncol):
-            accs[c].s += sums[c]
+            accs[c].s = nt_gen_add(accs[c].s, sums[c])
             accs[c].count += r
         return
     for c in range(ncol):

@@ -551,7 +551,7 @@ def _column_block(w: _Writer, tile: _Tile, ncol: str) -> None:
     w.indent -= 1
     w.line("}")
     w.line(f"for (int j = 0; j < {nred}; j++) for (Py_ssize_t c = 0; c < {ncol}; c++) "
-           "tot[j][c] += part[j][c];")
+           "tot[j][c] = nt_gen_add(tot[j][c], part[j][c]);")
 
 
 def _tile_loop(w: _Writer, tile: _Tile, start: str, stop: str) -> None:

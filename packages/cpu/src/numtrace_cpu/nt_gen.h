@@ -57,6 +57,13 @@ typedef void (*nt_gen_fn)(char *const *data, const Py_ssize_t *strides, const Py
 #define NT_GEN_F_TO_I32(x) (((x) >= -2147483648.0) & ((x) < 2147483648.0) ? (int32_t)(x) : INT32_MIN)
 #define NT_GEN_F_TO_I64(x) (((x) >= -9223372036854775808.0) & ((x) < 9223372036854775808.0) ? (int64_t)(x) : INT64_MIN)
 
+/* a + b, or a itself where a is NaN: x86 gives the first operand's NaN where both are NaN, and the
+ * compiler may swap a commutative add's operands, so a column's block totals (blocks.pxi's
+ * _fold_columns, a generated kernel's column units) add through this to keep one NaN's sign. */
+static inline double nt_gen_add(double a, double b) {
+    return a != a ? a : a + b;
+}
+
 #ifdef NT_GEN_KERNEL
 #include <string.h>
 /* n elements of `isz` bytes from src (byte stride st) into the tile dst, and back: the operands a

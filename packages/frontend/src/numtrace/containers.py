@@ -65,6 +65,20 @@ class Leaf(Spec):
         return 1
 
 
+class ScalarLeaf(Leaf):
+    """A result NumPy gives as a scalar (``x[0]``, ``x.sum()``, ``np.unstack`` of a 1-D array): the call
+    returns the NumPy scalar of its 0-d array (``np.float64``), as NumPy does, not the array."""
+
+    __slots__ = ()
+
+    def build(self, leaves):
+        leaf = leaves[self.index]
+        return leaf[()] if type(leaf) is np.ndarray else leaf   # (a traced array when inlined)
+
+    def to_json(self):
+        return {"kind": "scalar", "index": self.index}
+
+
 class Const(Spec):
     """A Python scalar (or None) frozen into the trace as a constant."""
 
@@ -200,6 +214,8 @@ def spec_from_json(data: Any) -> Spec:
         kind = data["kind"]
         if kind == "leaf":
             return Leaf(int(data["index"]))
+        if kind == "scalar":
+            return ScalarLeaf(int(data["index"]))
         if kind == "const":
             kinds: dict[str, Callable[[Any], Any]] = {"bool": bool, "int": int, "float": float,
                                                      "NoneType": lambda v: None}

@@ -66,8 +66,14 @@ def _replay(value: Any, roots: dict[Any, int]) -> Callable[[Sequence[Any], Seque
     order: list = []
     seen: set = set()
 
+    reads: set[int] = set()
+
     def visit(v: Any) -> None:
-        if v in seen or v in roots:
+        if v in roots:
+            if roots[v] >= 0:
+                reads.add(roots[v])
+            return
+        if v in seen:
             return
         node = v.node
         if node is None:
@@ -115,7 +121,9 @@ def _replay(value: Any, roots: dict[Any, int]) -> Callable[[Sequence[Any], Seque
     namespace: dict[str, Any] = {"np": np, "op": codegen.op, "CONSTANTS": constants,
                                  "VIEWS": [_view_call(*v) for v in views], "ONE": _one}
     exec("\n".join(lines) + "\n", namespace)   # the program's own nodes, rendered by `codegen`
-    return namespace["replay"]
+    replay = namespace["replay"]
+    replay.reads = reads   # the result positions it reads
+    return replay
 
 
 def _by_view_calls(value: Any, roots: dict[Any, int]) -> bool:
@@ -243,6 +251,7 @@ def view_steps(graph: Graph, spec: CallSpec, views: Sequence[int], types: Sequen
     g = specialize(graph, list(types), check_shapes=False)
     items = spec.result_items
     replays: Replays = []
+    read: set[int] = set()
     for pos in views:
         roots = _roots(g, items, spec.written, [pos])   # as when tracing: from the other results
         value = g.outputs[items[pos]]
@@ -253,7 +262,127 @@ def view_steps(graph: Graph, spec: CallSpec, views: Sequence[int], types: Sequen
         except _NotAView as why:
             raise NotImplementedError(f"{spec.name}(): a result NumPy returns as a view cannot be rebuilt "
                                       f"as one at these shapes ({why})") from None
-    return replays
+        read |= replays[-1][1].reads   # type: ignore[attr-defined]
+    index = {v: i for i, v in enumerate(g.inputs)}
+    # The computed results the replays read first take NumPy's memory order (a reshape of them is a view
+    # or a copy by it): backends return fresh results C-ordered.
+    layouts: Replays = [(j, _in_numpys_order(g, g.outputs[items[j]], index, j))
+                        for j in sorted(read - set(views)) if g.outputs[items[j]].node is not None]
+    return layouts + replays
+
+
+def _in_numpys_order(graph: Graph, value: Any, index: dict[Any, int], pos: int
+                     ) -> Callable[[Sequence[Any], Sequence[Any]], Any]:
+    """A replay step giving result `pos` (graph value `value`, computed) in the memory order NumPy's has
+    for the call's inputs, where `_numpys_strides` knows it; else as the backend returned it. (The step
+    holds `graph`: its values are read while it lives.)"""
+    def step(results: Sequence[Any], inputs: Sequence[Any]) -> Any:
+        array = results[pos]
+        if array.ndim < 2 or all(a.flags.c_contiguous for a in inputs if isinstance(a, np.ndarray)):
+            return array   # every elementwise result of C-ordered inputs is C-ordered
+        strides = _numpys_strides(value, inputs, index, {}) if graph is not None else None
+        if strides is None or _axis_order(strides, array.shape) == _axis_order(array.strides, array.shape):
+            return array
+        order = _axis_order(strides, array.shape)
+        fresh = np.empty([array.shape[k] for k in order], array.dtype).transpose(np.argsort(order))
+        np.copyto(fresh, array)
+        return fresh
+
+    return step
+
+
+def _axis_order(strides: Sequence[int], shape: Sequence[int]) -> list[int]:
+    """The axes from outermost to innermost in memory (a stable sort: ties keep C order)."""
+    return sorted(range(len(shape)), key=lambda k: -abs(strides[k]) if shape[k] > 1 else 0)
+
+
+def _numpys_strides(value: Any, inputs: Sequence[Any], index: dict[Any, int], memo: dict) -> tuple | None:
+    """Strides (any unit; only their order matters) of NumPy's array for graph `value` at this call: an
+    input's own, and an elementwise op's as NumPy's iterator lays out its result (``order="K"``:
+    NpyIter's axis sort over the operands' strides, an operand's broadcast axes not counted); None
+    for any other op."""
+    if value in memo:
+        return memo[value]
+    node = value.node
+    result: tuple | None = None
+    if node is None:
+        array = inputs[index[value]]
+        result = tuple(0 if n == 1 else st for n, st in zip(array.shape, array.strides))
+    elif registry.get(node.op).kind == "elementwise" and len(node.outputs) == 1 and \
+            "order" not in node.attrs and node.attrs.get("copy", True) is not False:
+        ndim = len(value.type.shape)
+        operands = []
+        for u in node.inputs:
+            if not isinstance(u.type, TensorType) or not u.type.shape:
+                continue
+            strides = _numpys_strides(u, inputs, index, memo)
+            if strides is None:
+                break
+            pad = ndim - len(strides)   # broadcast: missing and length-1 axes have stride 0
+            operands.append((0,) * pad + tuple(0 if n == 1 else st for n, st in zip(u.type.shape, strides)))
+        else:
+            result = _iterator_strides(operands, ndim)
+    elif node.op in _VIEW_ONLY and len(node.outputs) == 1:
+        as_view = registry.get(node.op).as_view
+        strides = _numpys_strides(node.inputs[0], inputs, index, memo)
+        if as_view is not None and strides is not None and all(
+                u.node is not None and u.node.op == "prim.Constant" for u in node.inputs[1:]):
+            view = as_view(_stand_in(node.inputs[0].type.shape, strides),
+                           tuple(value.type.shape), dict(node.attrs),
+                           [u.node.attrs["value"] for u in node.inputs[1:]])
+            if view is not None:
+                result = tuple(0 if n == 1 else st for n, st in zip(view.shape, view.strides))
+    memo[value] = result
+    return result
+
+
+# View ops that never copy: their strides are read off NumPy's view of a stand-in with the operand's
+# layout (`_stand_in`, no memory).
+_VIEW_ONLY = frozenset({"np.getitem", "np.transpose", "np.swapaxes", "np.moveaxis", "np.expand_dims",
+                        "np.squeeze", "np.flip", "np.diagonal", "np.broadcast_to", "prim.broadcast_to"})
+
+
+def _stand_in(shape: Sequence[int], strides: Sequence[int]) -> np.ndarray:
+    """A read-only array of `shape` laid out in the axis order `strides` gives, over one byte: its
+    strides are made as a contiguous array's in that order, and nothing ever reads it."""
+    order = _axis_order(strides, shape)
+    made = [0] * len(shape)
+    step = 1
+    for k in reversed(order):
+        made[k] = step
+        step *= max(int(shape[k]), 1)
+    return np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), tuple(shape), tuple(made), writeable=False)
+
+
+def _iterator_strides(operands: Sequence[tuple], ndim: int) -> tuple:
+    """NumPy's ``npyiter_find_best_axis_ordering``: an insertion sort of the axes, innermost first, that
+    moves an axis inward past another where an operand with both strides nonzero says so and none says
+    otherwise; the result is contiguous in that order (as strides: its rank from the inside)."""
+    perm = list(range(ndim - 1, -1, -1))   # innermost first
+    for i0 in range(1, ndim):
+        ipos, j0 = i0, perm[i0]
+        for i1 in range(i0 - 1, -1, -1):
+            j1 = perm[i1]
+            ambiguous, swap = True, False
+            for strides in operands:
+                s0, s1 = strides[j0], strides[j1]
+                if s0 != 0 and s1 != 0:
+                    if abs(s1) <= abs(s0):
+                        swap = False
+                    elif ambiguous:
+                        swap = True
+                    ambiguous = False
+            if ambiguous:
+                continue
+            if not swap:
+                break
+            ipos = i1
+        if ipos != i0:
+            perm.insert(ipos, perm.pop(i0))
+    rank = [0] * ndim
+    for k, axis in enumerate(perm):
+        rank[axis] = k + 1
+    return tuple(rank)
 
 
 def apply_views(replays: Replays, results: Sequence[Any], inputs: Sequence[Any]) -> tuple:

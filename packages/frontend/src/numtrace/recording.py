@@ -22,6 +22,7 @@ from .containers import (
     Const,
     DictSpec,
     Leaf,
+    ScalarLeaf,
     SequenceSpec,
     Spec,
     build_tracked,
@@ -280,6 +281,7 @@ def _flatten_output(tracer: Tracer, obj: Any, where: str, strict: bool, leaves: 
     """`obj`'s structure, its arrays appended to `leaves`; an array returned twice (``return m, m``) is
     one leaf, so that a call returns one object twice, as NumPy does (`seen`: leaf index by id)."""
     if isinstance(obj, TracedArray) or issubclass(type(obj), (np.ndarray, np.generic)):
+        scalar = obj._scalar if isinstance(obj, TracedArray) else isinstance(obj, np.generic)
         if isinstance(obj, TracedArray):
             obj = itself(obj)
         index = seen.get(id(obj))
@@ -287,7 +289,7 @@ def _flatten_output(tracer: Tracer, obj: Any, where: str, strict: bool, leaves: 
             # An array that never touched the inputs: the trace returns it as a constant.
             leaves.append(obj if isinstance(obj, TracedArray) else freeze(tracer, obj))
             index = seen[id(obj)] = len(leaves) - 1
-        return Leaf(index)
+        return ScalarLeaf(index) if scalar else Leaf(index)
     if isinstance(obj, tuple):
         return SequenceSpec(_tuple_type(obj), [
             _flatten_output(tracer, x, f"{where}[{i}]", strict, leaves, seen) for i, x in enumerate(obj)])

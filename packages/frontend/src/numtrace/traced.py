@@ -103,7 +103,7 @@ class TracedFunction(Inspection, Persistence):
         # How a call maps onto the graph's executable: the backends' part of the contract.
         self.call_spec = CallSpec(num_args=self._num_leaves, num_results=len(graph.outputs) - len(mutated),
                                   num_state=len(self._state), written=tuple(mutated),
-                                  returned=tuple(returned), single=isinstance(out_spec, Leaf), name=name,
+                                  returned=tuple(returned), single=type(out_spec) is Leaf, name=name,
                                   input_names=tuple(v.name for v in graph.inputs))
         self._retrace = retrace
         # The graphs this function runs: this one first, then re-traces for shapes that broke a guard.
@@ -118,7 +118,7 @@ class TracedFunction(Inspection, Persistence):
         self._flat_args = isinstance(in_spec, SequenceSpec) and all(isinstance(c, Leaf)
                                                                  for c in in_spec.children)
         self._tuple_output = (isinstance(out_spec, SequenceSpec) and out_spec.container is tuple
-                              and [getattr(c, "index", None) for c in out_spec.children]
+                              and [c.index if type(c) is Leaf else None for c in out_spec.children]
                               == list(range(len(out_spec.children))))
         self._lock = threading.Lock()
         self._backend = get_backend(backend)

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 from numtrace_ir import Graph, ScalarType, TensorType, Type, registry
-from numtrace_ir.fp_errors import ErrstateWatch
 
+from .errstate_blocks import ErrstateWatch, install
 from .source import user_location
 from .traced_value import TracedValue, is_traced_array
 
@@ -63,6 +63,10 @@ def is_tracing() -> bool:
 
 def current_tracer() -> Tracer | None:
     return getattr(_local, "tracer", None)
+
+
+# np.errstate tells the current tracer which kinds each of its blocks sets.
+install(lambda: getattr(_local, "tracer", None) if active_count else None)
 
 
 def active_tracer(where: str) -> Tracer:

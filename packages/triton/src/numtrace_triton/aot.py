@@ -23,14 +23,19 @@ from typing import Any
 from .emit_body import COMPILE_OPTIONS, GeneratedKernel
 from .kernel_cache import load_file, load_kernel
 
-__all__ = ["compile_for_gpu", "compiler_process", "kernel_spec"]
+__all__ = ["compile_for_gpu", "compile_specs_for_gpu", "compiler_process", "kernel_spec"]
 
 
 def compile_for_gpu(kernels: Sequence[GeneratedKernel], arch: int = 90, timeout: float = 600,
                     ptx: bool = False) -> list[dict]:
     """Compile each kernel for CUDA ``arch``; one ``{"name", "ok", "stages" | "error"}`` per kernel.
     ``ptx=True`` stops after PTX (no ``ptxas``) and adds each kernel's PTX text as ``"ptx"``."""
-    specs = [kernel_spec(k) for k in kernels]
+    return compile_specs_for_gpu([kernel_spec(k) for k in kernels], arch, timeout, ptx)
+
+
+def compile_specs_for_gpu(specs: list[dict], arch: int = 90, timeout: float = 600, ptx: bool = False
+                          ) -> list[dict]:
+    """`compile_for_gpu` of `kernel_spec` dicts (``num_stages`` optional: one autotune config each)."""
     env = _compiler_env(cubin=not ptx)
     proc = subprocess.run(
         [sys.executable, "-m", "numtrace_triton.aot", str(arch)] + (["--ptx", "--return-ptx"] if ptx else []),
@@ -99,7 +104,8 @@ def _compile_one(spec: dict, arch: int) -> dict:
         compiled = triton.compile(
             src,
             target=GPUTarget("cuda", arch, 32),
-            options={"num_warps": spec["num_warps"], **COMPILE_OPTIONS},
+            options={"num_warps": spec["num_warps"], "num_stages": spec.get("num_stages", 3),
+                     **COMPILE_OPTIONS},
         )
     except Exception as exc:  # report every kernel's failure, not just the first
         return {"name": spec["name"], "ok": False, "error": f"{type(exc).__name__}: {exc}"[-3000:]}

@@ -8,6 +8,7 @@ first such input's library when it can wrap foreign CUDA memory, else as a
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -78,7 +79,7 @@ def import_array(obj: Any, dtype: np.dtype, shape: tuple[int, ...], what: str) -
                 f"{what}: non-contiguous device arrays are not supported; pass a C-contiguous "
                 "one (e.g. cupy.ascontiguousarray)"
             )
-    return DeviceBuffer(int(cai["data"][0]), int(np.prod(shape, dtype=np.int64)) * got.itemsize, obj)
+    return DeviceBuffer(int(cai["data"][0]), math.prod(shape) * got.itemsize, obj)  # per call: no np.prod
 
 
 def export_array(buf: DeviceBuffer, dtype: np.dtype, shape: tuple[int, ...], like: object) -> object:

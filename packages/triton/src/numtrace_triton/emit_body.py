@@ -256,7 +256,7 @@ class BodyEmitter:
         pw = self.params[attrs["winner"].buffer]
         if claim:
             flag = attrs["flag"]
-            w.emit(f"tl.atomic_max({pw} + {iv}, {position}, mask={ok})")
+            w.emit(f"tl.atomic_max({pw} + {iv}, {position}, mask={ok}, sem=\"relaxed\")")
             self._raise_flag(flag, mask, bad)
         else:
             won = w.let(f"{ok} & (tl.load({pw} + {iv}, mask={ok}, other=-1) == {position})")
@@ -285,7 +285,7 @@ class BodyEmitter:
             value = w.let(w.neg(value, target.dtype))
         addr = self.space.address(target, item.level)
         pointer = f"{self.params[target.buffer]} + {addr} + {iv} * {attrs['stride']}"
-        w.emit(f"tl.atomic_{attrs['atomic']}({pointer}, {value}, mask={ok})")
+        w.emit(f"tl.atomic_{attrs['atomic']}({pointer}, {value}, mask={ok}, sem=\"relaxed\")")
         self._raise_flag(attrs["flag"], mask, bad)
         self.bind(item.key, iv, item.level, np.dtype(np.int64))
         return iv

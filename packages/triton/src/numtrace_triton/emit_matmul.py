@@ -32,9 +32,12 @@ from .source_writer import SourceWriter, flat_address
 
 __all__ = ["emit_matmul"]
 
-# (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) candidates for triton.autotune on a GPU.
+# (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) candidates for triton.autotune on a GPU. float32
+# products stay IEEE (no tf32), so tl.dot runs on the FMA units: a thread's share of the tile is its
+# register reuse per shared-memory load, hence the 128 x 128 tile on 4 warps (128 accumulators each).
 _GPU_CONFIGS = (
     (128, 128, 32, 8, 3),
+    (128, 128, 16, 4, 4),
     (128, 64, 32, 4, 4),
     (64, 128, 32, 4, 4),
     (64, 64, 32, 4, 4),
@@ -42,6 +45,8 @@ _GPU_CONFIGS = (
     (16, 64, 64, 4, 3),
     (16, 32, 64, 4, 3),
 )
+# Added for at most 16 columns (a classifier's outputs), where a tile of 32 columns is mostly masked off.
+_NARROW_CONFIGS = ((64, 16, 32, 4, 4), (16, 16, 64, 4, 3))
 
 
 class _TileSpace(IndexSpace):
@@ -132,7 +137,7 @@ def emit_matmul(
     block_k = min(max(16, next_pow2(kernel.k)), 32 if tuning.autotune else tuning.mm_block)
     autotune = None
     if tuning.autotune:
-        configs = [c for c in _GPU_CONFIGS if c[0] <= max(16, next_pow2(kernel.m)) * 2] or [_GPU_CONFIGS[-1]]
+        configs = _configs(kernel.m, kernel.n)
         block_m, block_n, block_k = configs[0][:3]
         autotune = [({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k}, nw, ns) for m, n, k, nw, ns in configs]
     m, n = kernel.m, kernel.n
@@ -152,3 +157,10 @@ def emit_matmul(
         autotune=autotune,
         grid_fn=grid_fn,
     )
+
+
+def _configs(m: int, n: int) -> list[tuple[int, int, int, int, int]]:
+    """The autotune candidates for an ``m`` x ``n`` output: none with a tile over twice its padded size
+    (every one is compiled and timed at the first launch); the 16 x 32 one always fits."""
+    candidates = _GPU_CONFIGS + (_NARROW_CONFIGS if next_pow2(n) <= 16 else ())
+    return [c for c in candidates if c[0] <= max(16, next_pow2(m)) * 2 and c[1] <= max(16, next_pow2(n)) * 2]

@@ -156,7 +156,7 @@ class TritonExecutable:
         for b, spec in enumerate(plan.buffers):
             if spec.role in ("temp", "output") and b not in self._host_written:
                 bufs[b] = self.allocator.empty(spec.nbytes)
-            elif spec.role in ("flag", "scratch"):  # filled per call: gathers' flags, scatters' claims
+            elif spec.role == "flag":  # cleared per call: the out-of-range flags of gathers and scatters
                 bufs[b] = self.allocator.upload(spec.const_data)
         self._launch_all(bufs)
         self._check_flags(bufs)
@@ -284,4 +284,19 @@ class TritonExecutable:
             "host_calls": [h.step.node.attrs["func"] for h in self._host
                            if h.step.node.op == "prim.host_call"],
             "host_steps": [h.step.node.op for h in self._host if h.step.node.op not in HOST_OPS],
+            "tuned": {k.name: _autotuned(fn) for k, fn in self._launches
+                      if k.tuned and getattr(fn, "best_config", None) is not None},
         }
+
+
+def _autotuned(fn: Any) -> dict:
+    """What triton.autotune chose for a kernel at its first GPU launch, and the time (ms) of each
+    config it tried (``BLOCK_M x BLOCK_N x BLOCK_K``-like sizes, warps, pipeline stages)."""
+
+    def text(config: Any) -> str:
+        sizes = "x".join(str(v) for v in config.kwargs.values())
+        return f"{sizes} w{config.num_warps} s{config.num_stages}"
+
+    timings = getattr(fn, "configs_timings", None) or {}
+    return {"chosen": text(fn.best_config),
+            "timings_ms": {text(c): float(np.min(t)) for c, t in timings.items()}}

@@ -11,9 +11,11 @@ matmul's epilogue, which address memory differently).
 
 Scatters: ``a[..., idx, ...] = value`` with one integer array index among full slices. ``a`` is copied,
 then two pointwise kernels write: the first claims each target row for the last position of ``idx``
-naming it (an atomic max of the position into a per-call ``scratch`` buffer filled with -1), the second
-writes only the claimed elements. So a repeated index keeps the value NumPy's sequential assignment
-leaves there (the last), whatever order the GPU runs the lanes in.
+naming it (an atomic max of the position into a temporary of one int32 per row, which a kernel fills
+with -1 first: on the device, so a call uploads nothing the size of ``a``), the second writes only the
+claimed elements. So a repeated index keeps the value NumPy's sequential assignment leaves there (the
+last), whatever order the GPU runs the lanes in. The atomics are relaxed: the kernel boundaries order
+the fill, the claims and the writes, and no lane reads what another claims within a kernel.
 
 ``ufunc.at`` (`np.ufunc.at`) with one integer array index among full slices: ``a`` is copied, then one
 pointwise kernel applies ``tl.atomic_add`` (``add``; ``subtract`` adds the negated value) or
@@ -77,6 +79,14 @@ class GatherRules(Placement):
         """``loc``'s value written into ``view`` (the lowering rules' copy)."""
         raise NotImplementedError
 
+    def mergeable(self, group, other) -> bool:
+        """Whether pointwise ``other`` can join ``group``'s kernel (the lowering rules' test)."""
+        raise NotImplementedError
+
+    def merge(self, group, other) -> None:
+        """``other``'s work moved into ``group`` (the lowering rules' merge)."""
+        raise NotImplementedError
+
     def scatter(self, node, label: str, a: Loc, idx: Loc, value: Loc, axis: int) -> None:
         """``node``'s output: ``a`` with ``a[(:,) * axis + (idx,)] = value`` (see the module doc)."""
         out = self.types[node.outputs[0]]
@@ -96,10 +106,17 @@ class GatherRules(Placement):
         i32 = np.dtype(np.int32)
         iota = self.buffer(ix.shape, i32, "const", data=np.arange(k, dtype=np.int32).reshape(ix.shape),
                            doc=f"positions of the index of {label}")
-        winner = self.buffer((n,), i32, "scratch", data=np.full(n, -1, np.int32), doc=f"claims of {label}")
+        winner = self.buffer((n,), i32, "temp", doc=f"claims of {label}")
+        fill = self.fill(winner, -1, label)
+        # With as many rows as a's elements (a 1-d a), the copy's kernel does the fill too: one launch less.
+        for copy in self.writers.get(view.buffer, []):
+            if self.mergeable(copy, fill):
+                self.merge(copy, fill)
+                break
         flag = self.buffer((1,), i32, "flag", data=np.zeros(1, np.int32), doc=label)
         claim = self.new_group("pointwise", k)
         self.depend(claim, ix)
+        self.depend(claim, winner)
         claim_args: list[PlanArg] = [LogicalLoad(ix, ix.shape), LogicalLoad(iota, ix.shape)]
         claim.items.append(Op(self.key(), SCATTER_CLAIM, claim_args,
                               {"winner": _spread(winner, ix.shape), "extent": n, "wrap": _wraps(node, idx),

@@ -507,8 +507,6 @@ class LoweringRules(GatherRules):
         (x,) = (self.locs[v] for v in node.inputs)
         dtype = check_supported(out.dtype, label)
         view = self.buffer(out.shape, dtype, "temp", doc=f"temporary {out}")
-        fill = self.new_group("pointwise", numel(out.shape))
-        key = self.key()
         value = node.attrs.get("constant_values", 0) if mode == "constant" else 0
         if isinstance(value, np.generic):
             value = value.item()
@@ -516,8 +514,7 @@ class LoweringRules(GatherRules):
             raise NotImplementedError(f"{label}: {PARTIAL['np.pad']}")
         if not isinstance(value, (bool, int, float)):
             raise NotImplementedError(f"{label}: np.pad with constant_values={value!r} is not lowered")
-        fill.items.append(Op(key, POSITIVE, [Const(value, dtype)], {}, dtype, label))
-        self.store(fill, key, view, "full", out.shape)
+        self.fill(view, value, label)
         # Where the input starts in each dim: pad a one-element array and find it.
         marker = np.pad(np.ones((1,) * len(out.shape), bool), node.attrs["pad_width"])
         before = [int(i[0]) for i in np.nonzero(marker)] if marker.ndim else []

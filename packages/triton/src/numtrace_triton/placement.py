@@ -160,6 +160,15 @@ class Placement:
             key = copy_key
         self._record_store(group, key, view, level, shape)
 
+    def fill(self, view: View, value: bool | int | float, label: str) -> Group:
+        """A pointwise kernel group that writes ``value`` into every element of ``view`` (a kernel, so the
+        fill runs on the device in launch order, per call)."""
+        group = self.new_group("pointwise", numel(view.shape))
+        key = self.key()
+        group.items.append(Op(key, POSITIVE, [Const(value, view.dtype)], {}, view.dtype, label))
+        self.store(group, key, view, "full", view.shape)
+        return group
+
     def _record_store(self, group: Group, key: int, view: View, level: str, shape: tuple[int, ...]) -> None:
         writers = self.writers.setdefault(view.buffer, [])
         for w in writers:
