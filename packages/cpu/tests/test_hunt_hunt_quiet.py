@@ -56,7 +56,8 @@ def _loop_choice(want, got):
 
 def _run(name, inputs, attrs=None):
     op = registry.get(name)
-    exe = compile_graph(testing.build_graph(op, Sample(inputs, attrs or {})), [testing.type_of(v) for v in inputs])
+    graph = testing.build_graph(op, Sample(inputs, attrs or {}))
+    exe = compile_graph(graph, [testing.type_of(v) for v in inputs])
     out = exe(*inputs)
     return op.reference(*inputs, **(attrs or {})), out[0] if isinstance(out, tuple) else out
 
@@ -83,7 +84,8 @@ def check_compares(seed: int = 0) -> None:
             for name in _COMPARES:
                 _assert_bits(name, (a, b), f"{np.dtype(dtype)} n={n}")
                 if n > 1:
-                    _assert_bits(name, (a[::-1], testing.noncontiguous(b)), f"{np.dtype(dtype)} n={n} strided")
+                    strided = (a[::-1], testing.noncontiguous(b))
+                    _assert_bits(name, strided, f"{np.dtype(dtype)} n={n} strided")
                 for s in (_nan(dtype, 1, 5), 0.0, -0.0, np.inf):
                     c = np.asarray(s, dtype)
                     _assert_bits(name, (a, c), f"{np.dtype(dtype)} n={n} (x, {s})")
@@ -105,7 +107,8 @@ def check_reductions(seed: int = 0) -> None:
                 for v in (np.nan, np.inf, -np.inf):
                     x = base.copy()
                     x[p] = v
-                    names = ["np.max", "np.min", "np.argmax", "np.argmin"] + ["np.nanmax", "np.nanmin"] * (n > 1)
+                    names = ["np.max", "np.min", "np.argmax", "np.argmin"]
+                    names += ["np.nanmax", "np.nanmin"] * (n > 1)   # one NaN alone: All-NaN slice
                     for name in names:
                         for y in (x, x[::-1]):
                             with np.errstate(all="raise"):
@@ -139,9 +142,14 @@ def test_the_same_on_every_build_this_cpu_runs(build):
     """The quiet compares have one vector loop per build (AVX-512 masks, AVX2 blends, SSE2 zeroing),
     and exp and tanh float32 one kernel per build: the same checks with NUMTRACE_CPU_ISA forcing each
     other build (a subprocess: the build is chosen at import)."""
-    code = (f"import sys; sys.path.insert(0, {os.path.dirname(__file__)!r}); import test_hunt_hunt_quiet as t; "
-            "t.check_compares(1); t.check_reductions(1); t.check_flags()")
-    r = subprocess.run([sys.executable, "-c", code], env={**os.environ, "NUMTRACE_CPU_ISA": build},
+    _in_build(build, "t.check_compares(1); t.check_reductions(1); t.check_flags()")
+
+
+def _in_build(build: str, code: str) -> None:
+    """Run `code` (this module imported as t, NumPy as np) in a subprocess with `build` forced."""
+    here = os.path.dirname(__file__)
+    prelude = f"import sys; sys.path.insert(0, {here!r}); import numpy as np; import {__name__} as t; "
+    r = subprocess.run([sys.executable, "-c", prelude + code], env={**os.environ, "NUMTRACE_CPU_ISA": build},
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
 
@@ -243,7 +251,8 @@ def test_compare_and_reduction_flags_on_nan_are_numpys():
     "the float64 vector math kernels (nt_vmath.h) square the reduced argument of a tiny x (|x| below "
     "about 1e-154, subnormals included) and raise underflow where NumPy's loop raises nothing: a call "
     "not rerun raises FloatingPointError under np.errstate(all='raise')"))
-@pytest.mark.parametrize("name", ["np.exp", "np.expm1", "np.sin", "np.cos", "np.tanh", "np.arctan", "np.arcsin"])
+@pytest.mark.parametrize("name", ["np.exp", "np.expm1", "np.sin", "np.cos", "np.tanh", "np.arctan",
+                                  "np.arcsin"])
 def test_tiny_inputs_raise_no_underflow(name):
     _assert_raises_like_numpy(name, np.full(20, 1e-200))
 
@@ -272,11 +281,8 @@ _BASELINE_FLAGS = {
 
 
 @pytest.mark.skipif("baseline" not in isa.built(), reason="no baseline build")
-@pytest.mark.parametrize("case", [pytest.param(k, marks=pytest.mark.xfail(strict=True, reason="baseline build: " + r))
-                                  for k, (_, r) in _BASELINE_FLAGS.items()])
+@pytest.mark.parametrize("case", [
+    pytest.param(k, marks=pytest.mark.xfail(strict=True, reason="baseline build: " + r))
+    for k, (_, r) in _BASELINE_FLAGS.items()])
 def test_baseline_float32_flags_are_numpys(case):
-    code = (f"import sys; sys.path.insert(0, {os.path.dirname(__file__)!r}); import test_hunt_hunt_quiet as t; "
-            "import numpy as np; " + _BASELINE_FLAGS[case][0])
-    r = subprocess.run([sys.executable, "-c", code], env={**os.environ, "NUMTRACE_CPU_ISA": "baseline"},
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
+    _in_build("baseline", _BASELINE_FLAGS[case][0])
