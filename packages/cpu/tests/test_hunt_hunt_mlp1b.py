@@ -111,11 +111,11 @@ def test_padded_and_reversed_rows_of_x_and_of_the_output(team, dtype):
             np.testing.assert_array_equal(exe(x[::-1].copy()[::-1], w, b)[0], want)
 
 
-@pytest.mark.parametrize("nthreads", [65, 257, 300])
+@pytest.mark.parametrize("nthreads", [65, 257, 400])
 def test_thread_counts_beyond_the_team_and_its_unit_limit(team, nthreads):
-    """One fold unit per thread: 65 threads is more than the team's 63 workers and the caller, and
-    257 or 300 more units than a team job takes (those run on the caller, in unit order). 300 row
-    chunks give every thread a unit."""
+    """One fold unit per thread, 301 row chunks: 65 threads (61 units of 5 chunks) and 257 (151
+    units of 2) are more than the team's 63 workers and the caller; 400 make 301 units, more than a
+    team job takes, which run on the caller in unit order."""
     k, n = 64 * 300 + 5, 16
     exe = _layer(2, k, n, np.float32, relu=False)
     x, w, b = _args(2, k, n, np.float32, 13)
