@@ -342,3 +342,48 @@ def test_var_beside_a_mean_takes_its_block_sums(dtype, shape, instr, threads):
                     _check(a, ref, src, shape[-1])
     assert shared.stats()["shared_sum_runs"] > 0
     assert alone.stats()["shared_sum_runs"] == 0
+
+
+@pytest.mark.usefixtures("numpy_quiet")   # NaN and inf on purpose
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [2 * 8 * 16384, 2 * 8 * 16384 + 7, 300_001])
+@pytest.mark.parametrize("mode", ["sync", "off"])
+@pytest.mark.parametrize("special", [None, np.nan, np.inf, -0.0])
+def test_full_sum_split_over_threads_keeps_its_bits(dtype, n, mode, special, tmp_path, monkeypatch):
+    """A full float sum/mean of a computed register, long enough for two threads, runs as rows of a
+    block shared by the team (stats' split_row_runs) and gives the bits one thread gives (one row,
+    its block sums added in order), generated kernel or interpreter, a tail of a part block included."""
+    from numtrace_cpu import compiler
+    monkeypatch.setenv("NUMTRACE_CACHE_DIR", str(tmp_path))
+    dtype = np.dtype(dtype)
+    x = _sample(dtype, (n,), seed=5) * 3
+    if special is not None:
+        x[n // 3] = special
+        x[n - 2] = -special if special == special else special
+    if special == -0.0:
+        x[:] = -0.0
+
+    def body(g, a):
+        e = _op(g, "np.exp", _op(g, "np.multiply", a, _const(g, 0.5)))
+        return [_op(g, "np.mean", e), _op(g, "np.sum", e), _op(g, "np.sum", a, axis=0)]
+
+    old = compiler.set_mode(mode)
+    try:
+        exe = _compile([TensorType(dtype, (n,))], body)
+    finally:
+        compiler.set_mode(old)
+    with _threads(1):
+        want = exe(x)
+    assert exe.stats()["split_row_runs"] == 0
+    with _threads(2):
+        got = exe(x)
+    assert exe.stats()["split_row_runs"] == 1
+    assert exe.stats()["generated_runs" if mode == "sync" else "interpreted_runs"] > 0
+    for a, b in zip(got, want):
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+    ref = np.exp(x * dtype.type(0.5))
+    np.testing.assert_allclose(got[0], np.mean(ref), rtol=1e-5 if dtype == np.float32 else 1e-12)
+    np.testing.assert_allclose(got[1], np.sum(ref), rtol=1e-5 if dtype == np.float32 else 1e-12)
+    if special == -0.0:
+        assert np.signbit(got[2]) == np.signbit(np.sum(x))
+

@@ -693,6 +693,14 @@ cdef void _acc_store(const Reduction* rd, const Acc* acc, char* out) noexcept no
     else:
         (<double*>out)[0] = v
 
+cdef inline void _store(const Ctx* cx, int j, const Acc* acc, char* out) noexcept nogil:
+    """Reduction j's result of one row, or its raw sum where the row is a part (cx.raw_sums: see
+    FusedKernel._run_split_row)."""
+    if cx.raw_sums:
+        (<double*>out)[0] = acc.s
+    else:
+        _acc_store(&cx.reds[j], acc, out)
+
 cdef bint _may_stop_early(const Ctx* cx) noexcept nogil:
     """Whether a row may stop at its first decisive block: every reduction is an any or all (max or
     min over bool) and nothing else is written, so the blocks after it cannot change any result."""
@@ -765,7 +773,7 @@ cdef void _reduction_row(const Ctx* cx, Py_ssize_t m, char* scratch) noexcept no
         if early and _decided(cx, accs):
             break
     for j in range(cx.nred):
-        _acc_store(&cx.reds[j], &accs[j], base[cx.reds[j].out])
+        _store(cx, j, &accs[j], base[cx.reds[j].out])
 
 cdef void _fill_consts(const Ctx* cx, char* scratch) noexcept nogil:
     """Constant registers hold a block's worth of copies of their value, written once per thread."""
@@ -829,7 +837,7 @@ cdef void _gen_fold(const void* cx, int j, void* acc, const char* x, Py_ssize_t 
     _fold(&(<const Ctx*>cx).reds[j], <Acc*>acc, x, n)
 
 cdef void _gen_store(const void* cx, int j, const void* acc, char* out) noexcept nogil:
-    _acc_store(&(<const Ctx*>cx).reds[j], <const Acc*>acc, out)
+    _store(<const Ctx*>cx, j, <const Acc*>acc, out)
 
 
 cdef void _gen_store_sum(const void* cx, int j, double s, Py_ssize_t count, char* out) noexcept nogil:
@@ -837,7 +845,7 @@ cdef void _gen_store_sum(const void* cx, int j, double s, Py_ssize_t count, char
     cdef const Reduction* rd = &(<const Ctx*>cx).reds[j]
     _acc_init(rd, &acc)
     acc.s, acc.count = s, count
-    _acc_store(rd, &acc, out)
+    _store(<const Ctx*>cx, j, &acc, out)
 
 
 cdef void _run_generated(void* kernel, const Ctx* cx, int nteam, Py_ssize_t units, Py_ssize_t chunk) noexcept nogil:

@@ -30,6 +30,10 @@ cdef Py_ssize_t GENERATED_SHORT_ROWS_MAX = int(__import__("os").environ.get("NUM
 # baseline build these rows are folded by it too, with the same bits and at about its speed.
 cdef Py_ssize_t GENERATED_ROW_BLOCK_MAX = 16
 
+# Elements from which a full float sum/mean (one row) is shared by the thread team in rows of a
+# block (see FusedKernel._run_split_row): a few chunks per thread.
+cdef Py_ssize_t SPLIT_ROW_MIN = 8 * CHUNK
+
 
 def _last_level_cache_bytes():
     """The largest CPU cache Linux's sysfs reports, or 32 MiB where it reports none."""
@@ -118,6 +122,7 @@ cdef class FusedKernel:
     cdef readonly Py_ssize_t streamed_runs       # generated passes that streamed their outputs
     cdef readonly Py_ssize_t generated_rows_runs # generated passes run in blocks of short rows
     cdef readonly Py_ssize_t shared_sum_runs     # interpreted reduction rows whose var/std took a sum's block sums
+    cdef readonly Py_ssize_t split_row_runs      # full reductions whose one row ran as rows of a block (see _run_split_row)
     cdef bint shares_sums                        # some reduction's shares_sum is set
     cdef Py_ssize_t out_item_bytes               # bytes of one element of every output (not reduced) together
     cdef readonly tuple program    # the constructor's arguments but `blocks`, for numtrace_cpu.codegen
@@ -355,6 +360,25 @@ cdef class FusedKernel:
             cx.instrs, cx.reds = self.instrs, self.reds
             cx.fconsts, cx.iconsts = self.fconsts, self.iconsts
             cx.reg_kind, cx.reg_arg, cx.reg_dt, cx.op_role = self.reg_kind, self.reg_arg, self.reg_dt, self.op_role
+            cx.raw_sums = 0
+            if self._splits_row(&cx, nthreads):
+                self._run_split_row(&cx, env, ids, nthreads)
+            else:
+                self._dispatch(&cx, env, ids, nthreads)
+        finally:
+            if self.nops > STACK_OPS:
+                free(cx.strides)
+                free(cx.data)
+        return 0
+
+    cdef int _dispatch(self, Ctx* cxp, list env, const Py_ssize_t* ids, int nthreads) except -1:
+        """Pick the geometry of the bound, collapsed pass cxp and run it (generated or interpreted)."""
+        cdef Ctx cx = cxp[0]
+        cdef int nteam
+        cdef Py_ssize_t units, chunk
+        cdef size_t need
+        cdef char* scratch
+        if True:
             cx.cols = _columns_per_block(&cx)
             if cx.cols:
                 _swap_last_dims(&cx)
@@ -436,10 +460,78 @@ cdef class FusedKernel:
                 self.scratch, self.scratch_bytes = scratch, need
             else:
                 free(scratch)
+        return 0
+
+    cdef bint _splits_row(self, const Ctx* cx, int nthreads):
+        """Whether a pass that reduces everything to one value should run as `_run_split_row`: its
+        row is long enough for a thread team, and each reduction is a float sum or mean (whose row is
+        folded as 0 + the sum of block 0 + that of block 1 + ..., so block sums computed apart and added
+        in the same order give the same bits). A pass that folds its inputs in place (no
+        instructions) is left whole: its chunks are not blocks."""
+        cdef int j, k
+        if (nthreads < 2 or not self.nred or cx.nd != 1 or cx.nkept != 0 or self.work < PARALLEL_MIN_WORK
+                or cx.shape[0] < SPLIT_ROW_MIN or self.nops > STACK_OPS or not self.ninstr):
+            return False
+        for j in range(self.nred):
+            if (self.reds[j].op != R_SUM and self.reds[j].op != R_MEAN) or self.reds[j].shares_sum >= 0:
+                return False
+            if self.reds[j].dt != DT_F64 and self.reds[j].dt != DT_F32:
+                return False
+        # Rows of a block that no operand walks would be taken for columns (_columns_per_block).
+        for k in range(self.nops):
+            if self.op_role[k] != ROLE_REDUCED and cx.strides[k * MAXD] != 0:
+                return True
+        return False
+
+    cdef int _run_split_row(self, Ctx* cx, list env, const Py_ssize_t* ids, int nthreads) except -1:
+        """A full reduction's one row as rows of BLOCK elements (one unit each, so the team shares
+        them) plus the rest: each writes its raw sum (cx.raw_sums) into a partial, and the partials
+        are added here in block order, as the one row would have added its block sums."""
+        cdef Ctx rows = cx[0], rest = cx[0]
+        cdef Py_ssize_t strides2[STACK_OPS * MAXD]
+        cdef Py_ssize_t strides3[STACK_OPS * MAXD]
+        cdef char* data2[STACK_OPS]
+        cdef char* data3[STACK_OPS]
+        cdef Py_ssize_t n = cx.shape[0], nb = n // BLOCK, tail = n - nb * BLOCK, i, s
+        cdef Py_ssize_t nparts = nb + (tail > 0)
+        cdef int k, j
+        cdef const Reduction* rd
+        cdef double total
+        cdef double* parts = <double*>malloc(nparts * self.nred * sizeof(double))
+        if parts == NULL:
+            raise MemoryError()
+        try:
+            rows.strides, rows.data, rest.strides, rest.data = strides2, data2, strides3, data3
+            rows.nd, rows.nkept, rows.shape[0], rows.shape[1] = 2, 1, nb, BLOCK
+            rest.nd, rest.nkept, rest.shape[0] = 1, 0, tail
+            rows.raw_sums = rest.raw_sums = 1
+            for k in range(self.nops):
+                s = cx.strides[k * MAXD]
+                strides2[k * MAXD], strides2[k * MAXD + 1] = s * BLOCK, s
+                data2[k] = cx.data[k]
+                strides3[k * MAXD] = s
+                data3[k] = cx.data[k] + nb * BLOCK * s
+            for j in range(self.nred):
+                k = self.reds[j].out
+                data2[k], strides2[k * MAXD], strides2[k * MAXD + 1] = <char*>(parts + j * nparts), sizeof(double), 0
+                data3[k], strides3[k * MAXD] = <char*>(parts + j * nparts + nb), 0
+            self._dispatch(&rows, env, ids, nthreads)
+            if tail:
+                self._dispatch(&rest, env, ids, 1)
+            self.split_row_runs += 1
+            for j in range(self.nred):
+                rd = &self.reds[j]
+                total = 0.0
+                for i in range(nparts):
+                    total += parts[j * nparts + i]
+                if rd.op == R_MEAN:
+                    total = total / <double>n
+                if rd.dt == DT_F32:   # as blocks.pxi's _acc_store
+                    (<float*>cx.data[rd.out])[0] = <float>total
+                else:
+                    (<double*>cx.data[rd.out])[0] = total
         finally:
-            if self.nops > STACK_OPS:
-                free(cx.strides)
-                free(cx.data)
+            free(parts)
         return 0
 
     cdef uint64_t _streamed(self, list env, const Py_ssize_t* ids) except? 0:

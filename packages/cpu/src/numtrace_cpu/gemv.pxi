@@ -44,29 +44,30 @@ cdef extern from "nt_gemv.h" nogil:
 cdef extern from "nt_team.h" nogil:
     int NT_TEAM_MAX_UNITS
     ctypedef void (*nt_team_fn)(void* arg, int unit) noexcept nogil
-    void nt_team_run(nt_team_fn fn, void* arg, int nunits, int nteam)
     void nt_team_run_spin(nt_team_fn fn, void* arg, int nunits, int nteam, long long spin_ns)
     void nt_team_wait_turn(const int* turn, int u)
     void nt_team_pass_turn(int* turn, int next)
 
 cdef extern from "nt_team.h":
     long long nt_team_spin_ns
-    long long nt_team_jobs, nt_team_jobs_shared, nt_team_solo_runs, nt_team_backoffs
+    long long nt_team_jobs, nt_team_jobs_shared, nt_team_jobs_spinning, nt_team_solo_runs, nt_team_backoffs
 
 
 def team_spin_us() -> int:
-    """Microseconds the GEMV workers spin after a job (0: every GEMV on the calling thread)."""
+    """Microseconds the team's workers spin after a GEMV or packed-product job (0: every GEMV on the
+    calling thread, and the workers sleep right after each packed product)."""
     return nt_team_spin_ns // 1000
 
 
 def set_team_spin_us(us):
-    """Let the team's workers spin `us` microseconds after each GEMV job before they sleep, so the
-    next GEMV (an MLP's next layer, or its next call) finds them awake; 0 runs every GEMV on the
-    calling thread. Default 50 (NUMTRACE_TEAM_SPIN_US at import): a sleeping worker takes about 7 us
-    to wake on the 2-core VM, as long as half a 784x512 GEMV. While spinning, a worker gives up its
-    core every few microseconds, and after a few GEMVs in a row that the workers missed (the caller
-    ran every unit while they were awake: they were descheduled) GEMVs run on the calling thread for
-    1 to 20 ms (nt_team.h)."""
+    """Let the team's workers spin `us` microseconds after each GEMV or packed-product job before
+    they sleep, so the next one (an MLP's next layer, a transformer block's next product, or the
+    next call) finds them awake; 0 runs every GEMV on the calling thread and lets the workers sleep
+    right after each packed product. Default 50 (NUMTRACE_TEAM_SPIN_US at import): a sleeping
+    worker takes about 7 us to wake on the 2-core VM, as long as half a 784x512 GEMV. While
+    spinning, a worker gives up its core every few microseconds, and after a few jobs in a row that
+    the workers missed (the caller ran every unit while they were awake: they were descheduled)
+    GEMVs and packed products run on the calling thread for 1 to 20 ms (nt_team.h)."""
     global nt_team_spin_ns
     if isinstance(us, bool) or not isinstance(us, int) or not 0 <= us <= 10_000_000:
         raise ValueError(f"team spin must be an int from 0 to 10000000 microseconds, got {us!r}")
@@ -75,11 +76,12 @@ def set_team_spin_us(us):
 
 def team_counts() -> dict:
     """What the thread team did in this process: `jobs` run on it (GEMVs and packed products),
-    `jobs_shared` of them in which a worker ran a unit, GEMVs meant for the team that ran on the
-    calling thread alone (`solo_runs`: during a back-off, or while another thread held the team), and
-    back-offs entered (`backoffs`)."""
-    return {"jobs": nt_team_jobs, "jobs_shared": nt_team_jobs_shared, "solo_runs": nt_team_solo_runs,
-            "backoffs": nt_team_backoffs}
+    `jobs_shared` of them in which a worker ran a unit, `jobs_spinning` of them after which the
+    workers spun, GEMVs and packed products meant for the team that ran on the calling thread alone
+    (`solo_runs`: during a back-off, or while another thread held the team), and back-offs entered
+    (`backoffs`)."""
+    return {"jobs": nt_team_jobs, "jobs_shared": nt_team_jobs_shared, "jobs_spinning": nt_team_jobs_spinning,
+            "solo_runs": nt_team_solo_runs, "backoffs": nt_team_backoffs}
 
 
 def _team_spin_from_env():
