@@ -42,3 +42,35 @@ def test_nan_signs_in_two_blocks_give_one_threads_bits(dtype, op, mode, tmp_path
         assert all(g.tobytes() == got[1].tobytes() for g in got.values()), (first, second, got)
         assert np.isnan(got[1]) and bool(np.signbit(got[1])) == (first > second)
     assert exe.stats()["split_row_runs"] == 10
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [131_072, 131_073, 512 * 300 - 1])
+def test_split_row_with_an_output_a_reversed_and_a_broadcast_operand(dtype, n):
+    """A pass that also writes an elementwise result, reads its row backwards (negative stride) and a
+    one-element operand (stride 0), from the team's threshold on: one thread's bits, NumPy's values."""
+    dtype = np.dtype(dtype)
+
+    def body(g, a, c):
+        e = _op(g, "np.multiply", a, c)
+        for k in range(3):   # enough element-instructions for the team at 131,072 elements
+            e = _op(g, "np.add", _op(g, "np.multiply", e, _const(g, 0.5)), a)
+        return [e, _op(g, "np.sum", e), _op(g, "np.mean", _op(g, "np.subtract", e, a))]
+
+    exe = _compile([TensorType(dtype, (n,)), TensorType(dtype, (1,))], body)
+    x = np.random.default_rng(3).standard_normal(n + 5).astype(dtype)[::-1][2:n + 2]
+    c = np.array([1.25], dtype)
+    with _threads(1):
+        want = exe(x, c)
+    with _threads(2):
+        got = exe(x, c)
+    assert exe.stats()["split_row_runs"] == 1
+    for a, b in zip(got, want):
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+    e = x * c
+    for _ in range(3):
+        e = e * dtype.type(0.5) + x
+    np.testing.assert_array_equal(got[0], e)
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got[1], np.sum(e), rtol=rtol)
+    np.testing.assert_allclose(got[2], np.mean(e - x), rtol=rtol)
