@@ -480,3 +480,36 @@ def test_transposed_run_time_weight_packs_as_a_contiguous_one(dtype, kn, threads
     np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
     ok = np.isfinite(ref)
     np.testing.assert_allclose(got[ok], ref[ok], rtol=1e-4, atol=1e-4 * k)
+
+
+@pytest.mark.parametrize("spin_us", [0, 50])
+def test_products_leave_the_team_spinning_for_the_next_one(spin_us):
+    """A packed product, like a GEMV, leaves the team's workers spinning for NUMTRACE_TEAM_SPIN_US,
+    so that a transformer block's next product finds them awake: each product of a block woke a
+    sleeping worker that joined late, and two threads ran the block no faster than one. Each call
+    is a job after which the workers spin or, during a back-off, a run on the calling thread alone;
+    spin 0 lets them sleep at once. The bits are one thread's either way."""
+    rng = np.random.default_rng(9)
+    w = rng.standard_normal((256, 256)).astype(np.float32)
+    x = rng.standard_normal((128, 256)).astype(np.float32)
+    exe = _compile(x.shape, w, np.float32, ("bias",), source="runtime")
+    b = rng.standard_normal(256).astype(np.float32)
+    old, old_spin = get_num_threads(), blocks.team_spin_us()
+    try:
+        set_num_threads(1)
+        want = _call(exe, x, w, b, None, "runtime")
+        set_num_threads(2)
+        blocks.set_team_spin_us(spin_us)
+        before = blocks.team_counts()
+        got = [_call(exe, x, w, b, None, "runtime") for _ in range(20)]
+        after = blocks.team_counts()
+    finally:
+        set_num_threads(old)
+        blocks.set_team_spin_us(old_spin)
+    delta = {key: after[key] - before[key] for key in after}
+    if spin_us:
+        assert delta["jobs_spinning"] + delta["solo_runs"] == 20, delta
+    else:
+        assert delta["jobs_spinning"] == delta["solo_runs"] == 0 and delta["jobs"] >= 1, delta
+    for g in got:
+        np.testing.assert_array_equal(g, want)

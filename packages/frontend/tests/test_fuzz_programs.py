@@ -404,6 +404,7 @@ FAST_PATHS = {
     "GEMV over a few rows of x": lambda s: s["gemv_rows_of_x"],
     "GEMV split over the thread team": lambda s: s["gemv_team"],
     "GEMV team pieces cut by columns": lambda s: s["gemv_team_columns"],
+    "GEMV team folding its own partials": lambda s: s["gemv_team_folds"],
     "packed-weight product": lambda s: s["packed_matmuls"],
     "packed-weight product with a fused epilogue": lambda s: s["packed_epilogue_ops"],
     "packed product of run-time values": lambda s: s["packed_runtime"],
@@ -582,9 +583,10 @@ GENERATED_EXAMPLES = ([("pair_sums", 0, 1)], [("sum_mid", 0, 1), ("mean_pairs_la
 _CPU_PROGRAMS = itertools.count(1)
 # Steps whose path depends on the cpu backend's thread count: the team cuts _TEAM_W7's seven row
 # chunks by columns only when they do not divide among the threads and each thread's columns keep
-# two vectors (2 to 6 or 8 threads), and a full sum's row is shared only by a team of two or more.
-# Their programs run at this count, whatever the machine's cores.
-TEAM_STEPS_THREADS = {"gemv_team_columns": 2, "split_row_sum": 2}
+# two vectors (2 to 6 or 8 threads), each thread folds its own row chunks' partials only on more than
+# one thread, and a full sum's row is shared only by a team of two or more. Their programs run at this
+# count, whatever the machine's cores.
+TEAM_STEPS_THREADS = {"gemv_team": 2, "gemv_team_columns": 2, "split_row_sum": 2}
 
 
 @contextlib.contextmanager

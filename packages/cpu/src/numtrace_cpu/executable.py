@@ -205,6 +205,7 @@ class Executable(CallRunner):
             "gemv_team": sum(isinstance(s, MatmulStep) and s.gemv is not None
                              and _gemv_macs(s, self._types) >= blocks.GEMV_PARALLEL_MIN for s in self._steps),
             "gemv_team_columns": sum(_gemv_column_pieces(s, self._types) > 1 for s in self._steps),
+            "gemv_team_folds": sum(_gemv_team_folds(s, self._types) for s in self._steps),
             "packed_matmuls": sum(isinstance(s, MatmulStep) and s.packed is not None for s in self._steps),
             "packed_constant": sum(isinstance(s, MatmulStep) and s.packed == "constant" for s in self._steps),
             "packed_runtime": sum(isinstance(s, MatmulStep) and s.packed == "runtime" for s in self._steps),
@@ -475,16 +476,30 @@ def _gemv_macs(step: MatmulStep, types: dict) -> int:
     return math.prod(types[step.outputs[0]].shape) * mat.shape[k_axis]
 
 
+def _gemv_team_rows_matrix(step: Step, types: dict):
+    """The (K, N) matrix type of a team GEMV step of the rows form, else None."""
+    if not isinstance(step, MatmulStep) or step.gemv is None or step.gemv != (0, 0):
+        return None
+    if _gemv_macs(step, types) < blocks.GEMV_PARALLEL_MIN:
+        return None
+    return types[step.inputs[1]]
+
+
 def _gemv_column_pieces(step: Step, types: dict) -> int:
     """How many column ranges a team GEMV step of the rows form (a (K, N) matrix) cuts each row chunk
     into at the current thread count (1: none, or not such a step)."""
-    if not isinstance(step, MatmulStep) or step.gemv is None or step.gemv != (0, 0):
+    mat = _gemv_team_rows_matrix(step, types)
+    if mat is None:
         return 1
-    if _gemv_macs(step, types) < blocks.GEMV_PARALLEL_MIN:
-        return 1
-    mat = types[step.inputs[1]]
     nthreads = threads.get_num_threads()
     return blocks.gemv_column_pieces(mat.shape[0], mat.shape[1], mat.dtype.itemsize, nthreads)
+
+
+def _gemv_team_folds(step: Step, types: dict) -> bool:
+    """Whether a team GEMV step of the rows form folds its row chunks' partials on the team at the
+    current thread count (gemv.pxi's _gemv_fold_unit)."""
+    mat = _gemv_team_rows_matrix(step, types)
+    return mat is not None and blocks.gemv_team_folds(mat.shape[0], threads.get_num_threads())
 
 
 def _packed_runner(step: MatmulStep, types: dict):

@@ -32,6 +32,10 @@ cdef extern from "nt_gemv.h" nogil:
                             const float* b, int act)
     void nt_gemv_finish_f64(double* y, const double* parts, Py_ssize_t nparts, Py_ssize_t stride,
                             Py_ssize_t n, const double* b, int act)
+    void nt_gemv_fold_f32(float* y, const float* part, Py_ssize_t n, int first)
+    void nt_gemv_fold_f64(double* y, const double* part, Py_ssize_t n, int first)
+    void nt_gemv_epilogue_f32(float* y, const float* b, Py_ssize_t n, int act)
+    void nt_gemv_epilogue_f64(double* y, const double* b, Py_ssize_t n, int act)
     void nt_gemv_dots_f32(const float* x, const float* w, Py_ssize_t ldw, Py_ssize_t K, Py_ssize_t n,
                           const float* b, int act, float* y)
     void nt_gemv_dots_f64(const double* x, const double* w, Py_ssize_t ldw, Py_ssize_t K, Py_ssize_t n,
@@ -40,27 +44,30 @@ cdef extern from "nt_gemv.h" nogil:
 cdef extern from "nt_team.h" nogil:
     int NT_TEAM_MAX_UNITS
     ctypedef void (*nt_team_fn)(void* arg, int unit) noexcept nogil
-    void nt_team_run(nt_team_fn fn, void* arg, int nunits, int nteam)
     void nt_team_run_spin(nt_team_fn fn, void* arg, int nunits, int nteam, long long spin_ns)
+    void nt_team_wait_turn(const int* turn, int u)
+    void nt_team_pass_turn(int* turn, int next)
 
 cdef extern from "nt_team.h":
     long long nt_team_spin_ns
-    long long nt_team_jobs, nt_team_jobs_shared, nt_team_solo_runs, nt_team_backoffs
+    long long nt_team_jobs, nt_team_jobs_shared, nt_team_jobs_spinning, nt_team_solo_runs, nt_team_backoffs
 
 
 def team_spin_us() -> int:
-    """Microseconds the GEMV workers spin after a job (0: every GEMV on the calling thread)."""
+    """Microseconds the team's workers spin after a GEMV or packed-product job (0: every GEMV on the
+    calling thread, and the workers sleep right after each packed product)."""
     return nt_team_spin_ns // 1000
 
 
 def set_team_spin_us(us):
-    """Let the team's workers spin `us` microseconds after each GEMV job before they sleep, so the
-    next GEMV (an MLP's next layer, or its next call) finds them awake; 0 runs every GEMV on the
-    calling thread. Default 50 (NUMTRACE_TEAM_SPIN_US at import): a sleeping worker takes about 7 us
-    to wake on the 2-core VM, as long as half a 784x512 GEMV. While spinning, a worker gives up its
-    core every few microseconds, and after a few GEMVs in a row that the workers missed (the caller
-    ran every unit while they were awake: they were descheduled) GEMVs run on the calling thread for
-    1 to 20 ms (nt_team.h)."""
+    """Let the team's workers spin `us` microseconds after each GEMV or packed-product job before
+    they sleep, so the next one (an MLP's next layer, a transformer block's next product, or the
+    next call) finds them awake; 0 runs every GEMV on the calling thread and lets the workers sleep
+    right after each packed product. Default 50 (NUMTRACE_TEAM_SPIN_US at import): a sleeping
+    worker takes about 7 us to wake on the 2-core VM, as long as half a 784x512 GEMV. While
+    spinning, a worker gives up its core every few microseconds, and after a few jobs in a row that
+    the workers missed (the caller ran every unit while they were awake: they were descheduled)
+    GEMVs and packed products run on the calling thread for 1 to 20 ms (nt_team.h)."""
     global nt_team_spin_ns
     if isinstance(us, bool) or not isinstance(us, int) or not 0 <= us <= 10_000_000:
         raise ValueError(f"team spin must be an int from 0 to 10000000 microseconds, got {us!r}")
@@ -69,11 +76,12 @@ def set_team_spin_us(us):
 
 def team_counts() -> dict:
     """What the thread team did in this process: `jobs` run on it (GEMVs and packed products),
-    `jobs_shared` of them in which a worker ran a unit, GEMVs meant for the team that ran on the
-    calling thread alone (`solo_runs`: during a back-off, or while another thread held the team), and
-    back-offs entered (`backoffs`)."""
-    return {"jobs": nt_team_jobs, "jobs_shared": nt_team_jobs_shared, "solo_runs": nt_team_solo_runs,
-            "backoffs": nt_team_backoffs}
+    `jobs_shared` of them in which a worker ran a unit, `jobs_spinning` of them after which the
+    workers spun, GEMVs and packed products meant for the team that ran on the calling thread alone
+    (`solo_runs`: during a back-off, or while another thread held the team), and back-offs entered
+    (`backoffs`)."""
+    return {"jobs": nt_team_jobs, "jobs_shared": nt_team_jobs_shared, "jobs_spinning": nt_team_jobs_spinning,
+            "solo_runs": nt_team_solo_runs, "backoffs": nt_team_backoffs}
 
 
 def _team_spin_from_env():
@@ -113,6 +121,9 @@ cdef struct GemvArgs:
     Py_ssize_t per_unit  # pieces (rows form) or outputs (dot form) per unit of the team
     Py_ssize_t ncols, colw   # rows form: each row chunk is cut into ncols pieces of colw columns
     int rows, act, f64
+    int fold      # rows form on the team: each unit folds its own pieces' partials into y (_gemv_fold_unit)
+    int reverse   # fold form: units compute their pieces last to first (every other call, see Gemv)
+    int turn      # fold form: the unit whose fold is next (nt_team_wait_turn)
 
 
 cdef void _gemv_rows_piece(const GemvArgs* g, Py_ssize_t c, Py_ssize_t j0, Py_ssize_t j1) noexcept nogil:
@@ -153,12 +164,57 @@ cdef void _gemv_dots_range(const GemvArgs* g, Py_ssize_t j0, Py_ssize_t j1) noex
                              <float*>y)
 
 
+cdef inline void _gemv_rows_unit_piece(const GemvArgs* g, Py_ssize_t f) noexcept nogil:
+    cdef Py_ssize_t q = f % g.ncols
+    _gemv_rows_piece(g, f // g.ncols, q * g.colw, min(g.n, (q + 1) * g.colw))
+
+
 cdef void _gemv_rows_unit(void* arg, int u) noexcept nogil:
     cdef const GemvArgs* g = <const GemvArgs*>arg
-    cdef Py_ssize_t f, q
+    cdef Py_ssize_t f
     for f in range(u * g.per_unit, min(g.nchunks * g.ncols, (u + 1) * g.per_unit)):
-        q = f % g.ncols
-        _gemv_rows_piece(g, f // g.ncols, q * g.colw, min(g.n, (q + 1) * g.colw))
+        _gemv_rows_unit_piece(g, f)
+
+
+cdef void _gemv_fold_piece(const GemvArgs* g, Py_ssize_t f) noexcept nogil:
+    """Piece f's partials added to y (copied for row chunk 0): one step of _gemv_run's finish."""
+    cdef Py_ssize_t c = f // g.ncols, q = f % g.ncols, m
+    cdef Py_ssize_t j0 = q * g.colw, j1 = min(g.n, (q + 1) * g.colw)
+    cdef char* part
+    cdef char* y
+    for m in range(g.M):
+        part = g.parts + ((c * g.M + m) * g.n + j0) * g.itemsize
+        y = g.y + (m * g.ldy + j0) * g.itemsize
+        if g.f64:
+            nt_gemv_fold_f64(<double*>y, <const double*>part, j1 - j0, c == 0)
+        else:
+            nt_gemv_fold_f32(<float*>y, <const float*>part, j1 - j0, c == 0)
+
+
+cdef void _gemv_fold_unit(void* arg, int u) noexcept nogil:
+    """A thread's share of the rows form, finish included: the partials of its pieces (a contiguous
+    range of the (row chunk, column range) pieces), then, once the units before it have folded
+    theirs, its own folded into y in piece order, so that every column sums its row chunks in chunk
+    order, as the caller's finish does: the same bits, but each thread reads only the partials it
+    wrote (they stay in its core's cache) instead of the caller reading them all. The unit of the last
+    piece adds the bias and the activation. The order in which a unit computes its pieces changes no
+    bits; alternating it between calls leaves the slice of the weights read last in the core's cache
+    to be read first."""
+    cdef GemvArgs* g = <GemvArgs*>arg
+    cdef Py_ssize_t total = g.nchunks * g.ncols, f
+    cdef Py_ssize_t f0 = u * g.per_unit, f1 = min(total, (u + 1) * g.per_unit)
+    for f in range(f1 - f0):
+        _gemv_rows_unit_piece(g, f1 - 1 - f if g.reverse else f0 + f)
+    nt_team_wait_turn(&g.turn, u)
+    for f in range(f0, f1):
+        _gemv_fold_piece(g, f)
+    if f1 == total:
+        for f in range(g.M):
+            if g.f64:
+                nt_gemv_epilogue_f64(<double*>g.y + f * g.ldy, <const double*>g.b, g.n, g.act)
+            else:
+                nt_gemv_epilogue_f32(<float*>g.y + f * g.ldy, <const float*>g.b, g.n, g.act)
+    nt_team_pass_turn(&g.turn, u + 1)
 
 
 cdef void _gemv_dots_unit(void* arg, int u) noexcept nogil:
@@ -173,6 +229,12 @@ cdef inline Py_ssize_t _gemv_column_pieces(Py_ssize_t nchunks, Py_ssize_t n, Py_
     return nteam if nteam > 1 and nchunks % nteam and n >= 2 * align * nteam else 1
 
 
+def gemv_team_folds(Py_ssize_t K, int nthreads) -> bool:
+    """Whether a team product of the rows form with K rows folds its partials on the team
+    (_gemv_fold_unit): more than one row chunk, more than one thread (stats())."""
+    return K > NT_GEMV_CHUNK and nthreads > 1 and nt_team_spin_ns > 0
+
+
 def gemv_column_pieces(Py_ssize_t K, Py_ssize_t n, Py_ssize_t itemsize, int nthreads) -> int:
     """`_gemv_column_pieces` for a rows-form product of K rows and n columns on the team (stats())."""
     return _gemv_column_pieces((K + NT_GEMV_CHUNK - 1) // NT_GEMV_CHUNK, n, 64 // itemsize, nthreads)
@@ -182,8 +244,10 @@ cdef void _gemv_run(GemvArgs* g, int nthreads) noexcept nogil:
     """The product over a team of up to `nthreads` (nt_team.h). Its units are pieces of the rows
     form (each row chunk cut into one 64-byte-aligned column range per thread, so that the threads'
     shares stay even when the chunks do not divide evenly among them) or 64-byte-aligned output
-    ranges of the dot form, grouped to at most NT_TEAM_MAX_UNITS; each thread starts on the same
-    units every call, so it keeps working on the same slice of the weights."""
+    ranges of the dot form, grouped to at most NT_TEAM_MAX_UNITS, or, for the rows form on more than
+    one thread with more than one row chunk, grouped to one unit per thread that also folds its
+    partials (_gemv_fold_unit); each thread starts on the same units every call, so it keeps working
+    on the same slice of the weights."""
     cdef Py_ssize_t align = 64 // g.itemsize
     cdef Py_ssize_t fine, units
     cdef int nteam = nthreads if g.M * g.K * g.n >= _gemv_parallel_min and nt_team_spin_ns > 0 else 1
@@ -193,12 +257,16 @@ cdef void _gemv_run(GemvArgs* g, int nthreads) noexcept nogil:
         g.colw = ((g.n + g.ncols - 1) // g.ncols + align - 1) // align * align
         g.ncols = (g.n + g.colw - 1) // g.colw
     fine = g.nchunks * g.ncols if g.rows else (g.n + align - 1) // align
-    g.per_unit = (fine + NT_TEAM_MAX_UNITS - 1) // NT_TEAM_MAX_UNITS
+    g.fold = g.rows and g.nchunks > 1 and nteam > 1
+    g.turn = 0
+    units = nteam if g.fold else NT_TEAM_MAX_UNITS   # the fold form: one unit per thread
+    g.per_unit = (fine + units - 1) // units
     units = (fine + g.per_unit - 1) // g.per_unit if fine else 0
     if not g.rows:
         g.per_unit *= align
-    nt_team_run_spin(_gemv_rows_unit if g.rows else _gemv_dots_unit, g, <int>units, nteam, nt_team_spin_ns)
-    if not g.rows:
+    nt_team_run_spin(_gemv_fold_unit if g.fold else _gemv_rows_unit if g.rows else _gemv_dots_unit, g,
+                     <int>units, nteam, nt_team_spin_ns)
+    if not g.rows or g.fold:
         return
     cdef Py_ssize_t m
     for m in range(g.M):
@@ -222,6 +290,7 @@ cdef class Gemv:
     layouts the kernels do not take."""
     cdef Py_ssize_t vec, mat, bias, out
     cdef int k_axis, act, typenum
+    cdef unsigned calls   # the fold form's direction alternates with each call (_gemv_fold_unit)
     cdef object fallback
 
     def __init__(self, Py_ssize_t vec, Py_ssize_t mat, Py_ssize_t out, int k_axis, object dtype,
@@ -292,6 +361,8 @@ cdef class Gemv:
         g.ldx = x.strides[0] // itemsize if g.M > 1 else 0
         g.ldy = y.strides[0] // itemsize if g.M > 1 else 0
         g.nchunks = (g.K + NT_GEMV_CHUNK - 1) // NT_GEMV_CHUNK if g.rows else 0
+        g.reverse = self.calls & 1
+        self.calls += 1
         g.parts, g.ldp = g.y, g.ldy
         if g.nchunks > 1:
             g.ldp = g.n

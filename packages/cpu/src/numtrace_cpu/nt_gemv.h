@@ -144,6 +144,14 @@ static void nt_gemv_finish_##SUF(T* y, const T* parts, ptrdiff_t nparts, ptrdiff
     nt_gemv_epilogue_##SUF(y, b, n, act);                                                          \
 }                                                                                                  \
                                                                                                    \
+/* One step of nt_gemv_finish's sum, for a thread that folds its own chunks' partials in chunk     \
+   order: y = part (the first chunk) or y += part. The same adds, so the same bits. */             \
+static void nt_gemv_fold_##SUF(T* y, const T* part, ptrdiff_t n, int first) {                      \
+    ptrdiff_t j;                                                                                   \
+    if (first) memcpy(y, part, (size_t)n * sizeof(T));                                             \
+    else for (j = 0; j < n; j++) y[j] += part[j];                                                  \
+}                                                                                                  \
+                                                                                                   \
 /* Dot form: y[j] = sum_k w[j*ldw + k] * x[k] for j in [0, n), four dot products at a time. */     \
 static void nt_gemv_dots_##SUF(const T* x, const T* w, ptrdiff_t ldw, ptrdiff_t K, ptrdiff_t n,    \
                                const T* b, int act, T* y) {                                       \

@@ -15,6 +15,7 @@
 #include <string.h>
 #include "nt_opcodes.h"
 #include "nt_vmath.h"
+#include "nt_qcmp.h"
 
 /* The result type of a loop: the operands' (NT_RES_SAME) or bool (NT_RES_BOOL). */
 #define NT_RES_SAME(T) T
@@ -22,23 +23,28 @@
 
 typedef void (*nt_loop_fn)(char *d, const char *a, const char *b, Py_ssize_t n);
 
+/* A float compare runs its quiet vector loop first where this build has one (nt_qcmp.h). */
 #define NT_LOOP_1(T, SUF, DT, ENUM, name, R) \
     static void nt_loop_##name##_##SUF(char *d_, const char *a_, const char *b_, Py_ssize_t n) { \
         R(T) *d = (R(T) *)d_; const T *a = (const T *)a_; \
-        for (Py_ssize_t i = 0; i < n; i++) d[i] = nt_op_##name##_##SUF(a[i]); \
+        for (Py_ssize_t i = nt_qcmp_##SUF(OP_##ENUM, d_, a_, b_, n, 3); i < n; i++) \
+            d[i] = nt_op_##name##_##SUF(a[i]); \
     }
 #define NT_LOOP_2(T, SUF, DT, ENUM, name, R) \
     static void nt_loop_##name##_##SUF(char *d_, const char *a_, const char *b_, Py_ssize_t n) { \
         R(T) *d = (R(T) *)d_; const T *a = (const T *)a_, *b = (const T *)b_; \
-        for (Py_ssize_t i = 0; i < n; i++) d[i] = nt_op_##name##_##SUF(a[i], b[i]); \
+        for (Py_ssize_t i = nt_qcmp_##SUF(OP_##ENUM, d_, a_, b_, n, 0); i < n; i++) \
+            d[i] = nt_op_##name##_##SUF(a[i], b[i]); \
     } \
     static void nt_loop_##name##_##SUF##_s(char *d_, const char *a_, const char *s_, Py_ssize_t n) { \
         R(T) *d = (R(T) *)d_; const T *a = (const T *)a_; const T s = *(const T *)s_; \
-        for (Py_ssize_t i = 0; i < n; i++) d[i] = nt_op_##name##_##SUF(a[i], s); \
+        for (Py_ssize_t i = nt_qcmp_##SUF(OP_##ENUM, d_, a_, s_, n, 1); i < n; i++) \
+            d[i] = nt_op_##name##_##SUF(a[i], s); \
     } \
     static void nt_loop_##name##_##SUF##_sl(char *d_, const char *a_, const char *s_, Py_ssize_t n) { \
         R(T) *d = (R(T) *)d_; const T *a = (const T *)a_; const T s = *(const T *)s_; \
-        for (Py_ssize_t i = 0; i < n; i++) d[i] = nt_op_##name##_##SUF(s, a[i]); \
+        for (Py_ssize_t i = nt_qcmp_##SUF(OP_##ENUM, d_, a_, s_, n, 2); i < n; i++) \
+            d[i] = nt_op_##name##_##SUF(s, a[i]); \
     }
 /* A float-unary op: this build's faster loop where it has one, else the table's expression. */
 #define NT_LOOP_FLOAT_1(T, SUF, DT, ENUM, name, R) \

@@ -24,6 +24,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 /* Compute dtypes (codes below NCOMPUTE) have kernels; storage-only dtypes are read from operands
  * and only ever converted by a cast, so e.g. a uint8 image joins a float pass without an astype. */
@@ -72,11 +73,40 @@ enum {
  * Integer arithmetic wraps like NumPy's: it is computed in the unsigned type of the same width. */
 #define NT_UNSIGNED(a) _Generic((a), int32_t: (uint32_t)(a), int64_t: (uint64_t)(a), default: (a))
 #define NT_ABS(a) _Generic((a), float: fabsf(a), double: fabs(a), default: ((a) < 0 ? -NT_UNSIGNED(a) : NT_UNSIGNED(a)))
+/* Ordered compares that raise no flag on a NaN, as NumPy's loops raise none: NT_GT(a, b) is a > b,
+ * NT_GE a >= b, and so on. C's `<` is a signaling compare (comiss; cmpltps, vcmpps _CMP_LT_OS), and
+ * GCC 12 vectorizes even __builtin_isless into signaling predicates (and folds a float select of
+ * the operands on their orderedness into the compare itself). So the float operands are first
+ * zeroed in their bits where the pair is unordered (a quiet test: ucomis, vcmp _CMP_UNORD_Q), an
+ * integer AND the compiler does not fold: the compare then never sees a NaN and raises nothing, and
+ * an unordered pair compares false. Integer operands compare as they are. The block loops of the
+ * AVX builds use quiet vector predicates instead (nt_qcmp.h). */
+#define NT_QUIET_CMP(SUF, T, U, ABS, INF) \
+    static inline int nt_finite_##SUF(T a) { U u; memcpy(&u, &a, sizeof u); return (u & ABS) < INF; } \
+    static inline int nt_inf_##SUF(T a) { U u; memcpy(&u, &a, sizeof u); return (u & ABS) == INF; } \
+    static inline T nt_qz_##SUF(T a, int keep) { \
+        U u; memcpy(&u, &a, sizeof u); u &= -(U)keep; memcpy(&a, &u, sizeof u); return a; } \
+    static inline int nt_qgt_##SUF(T a, T b) { \
+        int k = !__builtin_isunordered(a, b); return nt_qz_##SUF(a, k) > nt_qz_##SUF(b, k); } \
+    static inline int nt_qge_##SUF(T a, T b) { \
+        int k = !__builtin_isunordered(a, b); return k & (nt_qz_##SUF(a, k) >= nt_qz_##SUF(b, k)); }
+NT_QUIET_CMP(f32, float, uint32_t, 0x7fffffffu, 0x7f800000u)
+NT_QUIET_CMP(f64, double, uint64_t, 0x7fffffffffffffffull, 0x7ff0000000000000ull)
+#define NT_QUIET(a, b, NAME, CMP) _Generic((a) + (b), float: nt_##NAME##_f32((float)(a), (float)(b)), \
+    double: nt_##NAME##_f64((double)(a), (double)(b)), default: ((a) CMP (b)))
+#define NT_GT(a, b) NT_QUIET(a, b, qgt, >)
+#define NT_LT(a, b) NT_QUIET(b, a, qgt, >)
+#define NT_GE(a, b) NT_QUIET(a, b, qge, >=)
+#define NT_LE(a, b) NT_QUIET(b, a, qge, >=)
+/* np.isfinite and np.isinf from the bits (a - a == 0 raises invalid on an infinity; GCC turns
+ * fabs(a) == INFINITY into a signaling compare). */
+#define NT_ISFINITE(a) _Generic((a), float: nt_finite_f32(a), double: nt_finite_f64(a))
+#define NT_ISINF(a) _Generic((a), float: nt_inf_f32(a), double: nt_inf_f64(a))
 /* np.maximum / np.minimum: NaN in either operand wins, and of equal operands the second (NumPy's
  * loops on x86: np.maximum(-0.0, 0.0) is 0.0, so ReLU of -0.0 is +0.0). For integers the NaN test is
  * false and a tie gives the same value. `|` and a select, no branch, so the loops vectorize. */
-#define NT_MAXIMUM(a, b) ((((a) > (b)) | ((a) != (a))) ? (a) : (b))
-#define NT_MINIMUM(a, b) ((((a) < (b)) | ((a) != (a))) ? (a) : (b))
+#define NT_MAXIMUM(a, b) ((NT_GT(a, b) | ((a) != (a))) ? (a) : (b))
+#define NT_MINIMUM(a, b) ((NT_LT(a, b) | ((a) != (a))) ? (a) : (b))
 /* NumPy's npy_lshift: a count outside [0, bits) (negative ones included, compared as unsigned) gives
  * 0. Shifted as unsigned, so a negative a is no undefined behaviour. */
 #define NT_LSHIFT(a, b) _Generic((a), \
@@ -96,7 +126,7 @@ enum {
     X(NEG, negative, NUM, -NT_UNSIGNED(a))  /* not 0 - a: -(+0.0) is -0.0 */ \
     X(ABS, absolute, NUM, NT_ABS(a)) \
     X(SQUARE, square, NUM, NT_UNSIGNED(a) * NT_UNSIGNED(a)) \
-    X(SIGN, sign, NUM, a != a ? a : (a > 0) - (a < 0)) \
+    X(SIGN, sign, NUM, a != a ? a : NT_GT(a, 0) - NT_LT(a, 0)) \
     X(INVERT, invert, INT, _Generic((a), unsigned char: !(a), default: ~(a)))
 /* Float-unary ops: the C library's double functions (float32 converts exactly and rounds once). */
 #define NT_FLOAT_UNARY_OPS(X) \
@@ -111,7 +141,7 @@ enum {
     X(CBRT, cbrt, FLT, cbrt(a))
 /* Unary predicates: the result is bool. */
 #define NT_UNARY_BOOL_OPS(X) \
-    X(ISNAN, isnan, FLT, a != a) X(ISINF, isinf, FLT, fabs(a) == INFINITY) X(ISFINITE, isfinite, FLT, a - a == 0) \
+    X(ISNAN, isnan, FLT, a != a) X(ISINF, isinf, FLT, NT_ISINF(a)) X(ISFINITE, isfinite, FLT, NT_ISFINITE(a)) \
     X(NOT, logical_not, ALL, a == 0) X(SIGNBIT, signbit, FLT, copysign(1.0, a) < 0)
 /* Binary ops: operands and result of one type. */
 #define NT_BINARY_OPS(X) \
@@ -122,17 +152,17 @@ enum {
     X(MAX, maximum, ALL, NT_MAXIMUM(a, b)) X(MIN, minimum, ALL, NT_MINIMUM(a, b)) \
     /* NaN loses; equal operands give b, as NumPy's vector loop does (its scalar tail differs for \
        -0.0 and 0.0); a select, so the loop vectorizes (the libm call did not). */ \
-    X(FMAX, fmax, FLT, ((a > b) | (b != b)) ? a : b) X(FMIN, fmin, FLT, ((a < b) | (b != b)) ? a : b) \
+    X(FMAX, fmax, FLT, (NT_GT(a, b) | (b != b)) ? a : b) X(FMIN, fmin, FLT, (NT_LT(a, b) | (b != b)) ? a : b) \
     X(POW, power, FLT, pow(a, b)) X(ARCTAN2, arctan2, FLT, atan2(a, b)) X(HYPOT, hypot, FLT, hypot(a, b)) \
     X(COPYSIGN, copysign, FLT, copysign(a, b)) X(FMOD, fmod, FLT, fmod(a, b)) \
     X(BITAND, bitwise_and, INT, a & b) X(BITOR, bitwise_or, INT, a | b) X(BITXOR, bitwise_xor, INT, a ^ b) \
     X(LSHIFT, left_shift, SIGNED, NT_LSHIFT(a, b)) X(RSHIFT, right_shift, SIGNED, NT_RSHIFT(a, b)) \
     /* NumPy's npy_heaviside: NaN, then a == 0 gives b, then the step. */ \
-    X(HEAVISIDE, heaviside, FLT, a != a ? NAN : (a == 0 ? b : (a > 0)))
+    X(HEAVISIDE, heaviside, FLT, a != a ? NAN : (a == 0 ? b : NT_GT(a, 0)))
 /* Comparisons and logical ops: operands of one type, the result bool. */
 #define NT_BINARY_BOOL_OPS(X) \
-    X(EQ, equal, ALL, a == b) X(NE, not_equal, ALL, a != b) X(LT, less, ALL, a < b) \
-    X(LE, less_equal, ALL, a <= b) X(GT, greater, ALL, a > b) X(GE, greater_equal, ALL, a >= b) \
+    X(EQ, equal, ALL, a == b) X(NE, not_equal, ALL, a != b) X(LT, less, ALL, NT_LT(a, b)) \
+    X(LE, less_equal, ALL, NT_LE(a, b)) X(GT, greater, ALL, NT_GT(a, b)) X(GE, greater_equal, ALL, NT_GE(a, b)) \
     X(LAND, logical_and, ALL, (a != 0) & (b != 0)) X(LOR, logical_or, ALL, (a != 0) | (b != 0)) \
     X(LXOR, logical_xor, ALL, (a != 0) ^ (b != 0))
 /* where (c ? a : b, c a bool register) and cast (dst and source dtypes differ) have loops of their own

@@ -10,6 +10,8 @@
 
 #include <math.h>
 #include <stdint.h>
+#include "nt_opcodes.h"
+#include "nt_qcmp.h"
 
 static inline float nt_bits_to_float(uint32_t i) { union { uint32_t i; float f; } u; u.i = i; return u.f; }
 static inline uint32_t nt_float_to_bits(float f) { union { uint32_t i; float f; } u; u.f = f; return u.i; }
@@ -17,11 +19,11 @@ static inline uint32_t nt_float_to_bits(float f) { union { uint32_t i; float f; 
 /* exp for float32, about 1 ulp: Cody-Waite reduction x = k ln2 + r, a degree-6 polynomial for
  * exp(r), and 2^k applied as two factors so that subnormal results stay exact.  The input is
  * clamped to [-104, 89], just past where the result underflows to 0 or overflows to inf, so those
- * come out of the arithmetic itself; a NaN passes the clamp and propagates.  k is read from the
+ * come out of the arithmetic itself; a NaN passes the clamp (quiet compares) and propagates.  k is read from the
  * mantissa of the rounding constant (no float-to-int conversion), and the only selects are the
  * clamp, which GCC turns into vector blends under -fno-trapping-math. */
 static inline float nt_expf(float x) {
-    float xc = x > 89.0f ? 89.0f : (x < -104.0f ? -104.0f : x);
+    float xc = NT_GT(x, 89.0f) ? 89.0f : (NT_LT(x, -104.0f) ? -104.0f : x);
     float kf = xc * 1.44269504088896341f + 12582912.0f;     /* 1.5 * 2^23: round to nearest */
     float k = kf - 12582912.0f;
     int32_t ki = (int32_t)(nt_float_to_bits(kf) - 0x4B400000u);
@@ -48,7 +50,7 @@ static inline float nt_expf(float x) {
  * keeps tiny inputs (and -0) exact; NaN passes the clamp and propagates. */
 static inline float nt_tanhf(float x) {
     const float c = 7.90531110763549805f;
-    float xc = x > c ? c : (x < -c ? -c : x);
+    float xc = NT_GT(x, c) ? c : (NT_LT(x, -c) ? -c : x);
     float x2 = xc * xc;
     float p = x2 * -2.76076847742355e-16f + 2.00018790482477e-13f;
     p = x2 * p + -8.60467152213735e-11f;
@@ -60,7 +62,7 @@ static inline float nt_tanhf(float x) {
     q = x2 * q + 2.26843463243900e-03f;
     q = x2 * q + 4.89352518554385e-03f;
     float r = xc * p / q;
-    return fabsf(x) < 4e-4f ? x : r;
+    return NT_LT(fabsf(x), 4e-4f) ? x : r;
 }
 
 /* Whole-block exp and tanh: nt_expf_loop(d, a, n) writes nt_expf(a[i]) to d[i] (d may equal a).
@@ -95,9 +97,11 @@ static inline __m256 nt_exp_reduced_v8(__m256 r) {
     return _mm256_add_ps(h, _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, e));
 }
 
-/* Eight lanes of nt_expf with its clamp and two-factor scaling (any input). */
+/* Eight lanes of nt_expf with its clamp and two-factor scaling (any input). vminps raises invalid on
+ * a NaN operand, so NaN lanes are clamped as 0 and given back x at the end (NumPy raises nothing). */
 static inline __m256 nt_expf_v8_full(__m256 x) {
-    __m256 xc = _mm256_max_ps(_mm256_set1_ps(-104.0f), _mm256_min_ps(_mm256_set1_ps(89.0f), x));
+    __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+    __m256 xc = _mm256_max_ps(_mm256_set1_ps(-104.0f), _mm256_min_ps(_mm256_set1_ps(89.0f), _mm256_andnot_ps(nan, x)));
     __m256 kf = _mm256_fmadd_ps(xc, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(12582912.0f));
     __m256 k = _mm256_sub_ps(kf, _mm256_set1_ps(12582912.0f));
     __m256i ki = _mm256_sub_epi32(_mm256_castps_si256(kf), _mm256_set1_epi32(0x4B400000));
@@ -108,7 +112,7 @@ static inline __m256 nt_expf_v8_full(__m256 x) {
     __m256i bias = _mm256_set1_epi32(127);
     __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k1, bias), 23));
     __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ki, k1), bias), 23));
-    return _mm256_mul_ps(_mm256_mul_ps(y, s1), s2);
+    return _mm256_blendv_ps(_mm256_mul_ps(_mm256_mul_ps(y, s1), s2), x, nan);
 }
 
 /* Eight lanes of nt_expf: without the clamp, and with 2^k added to the exponent field, when all
@@ -236,62 +240,64 @@ NT_M2(nt_m2_f64, double)
 #endif
 
 /* Block max/min: returns the running extreme; *nan is set when a NaN was seen
- * (the caller then reports NaN, as NumPy does). */
+ * (the caller then reports NaN, as NumPy does). CMP is NT_GT or NT_LT (nt_opcodes.h): a NaN
+ * compares false and raises no flag, as in NumPy's reduction. */
 #define NT_EXTREME(NAME, T, CMP, PRAGMA) \
 static inline T NAME(const T *a, Py_ssize_t n, T acc, int *nan) { \
     T m = acc; int bad = 0; \
     _Pragma(PRAGMA) \
-    for (Py_ssize_t i = 0; i < n; i++) { T v = a[i]; bad |= (v != v); m = (v CMP m) ? v : m; } \
+    for (Py_ssize_t i = 0; i < n; i++) { T v = a[i]; bad |= (v != v); m = CMP(v, m) ? v : m; } \
     *nan |= bad; return m; \
 }
 #define NT_MAX_PRAGMA "omp simd reduction(max:m) reduction(|:bad)"
 #define NT_MIN_PRAGMA "omp simd reduction(min:m) reduction(|:bad)"
-NT_EXTREME(nt_max_i32, int32_t, >, NT_MAX_PRAGMA)
-NT_EXTREME(nt_max_i64, int64_t, >, NT_MAX_PRAGMA)
-NT_EXTREME(nt_max_u8, uint8_t, >, NT_MAX_PRAGMA)
-NT_EXTREME(nt_min_i32, int32_t, <, NT_MIN_PRAGMA)
-NT_EXTREME(nt_min_i64, int64_t, <, NT_MIN_PRAGMA)
-NT_EXTREME(nt_min_u8, uint8_t, <, NT_MIN_PRAGMA)
+NT_EXTREME(nt_max_i32, int32_t, NT_GT, NT_MAX_PRAGMA)
+NT_EXTREME(nt_max_i64, int64_t, NT_GT, NT_MAX_PRAGMA)
+NT_EXTREME(nt_max_u8, uint8_t, NT_GT, NT_MAX_PRAGMA)
+NT_EXTREME(nt_min_i32, int32_t, NT_LT, NT_MIN_PRAGMA)
+NT_EXTREME(nt_min_i64, int64_t, NT_LT, NT_MIN_PRAGMA)
+NT_EXTREME(nt_min_u8, uint8_t, NT_LT, NT_MIN_PRAGMA)
 
 /* Float max/min.  With AVX2, four independent vector accumulators (GCC's vectorization of the loop
  * above keeps one, and its NaN flag costs a second dependency chain per element: half NumPy's speed
  * on a block that sits in cache).  VEXT(v, m) is `v CMP m ? v : m` lane by lane, the comparison of
- * NT_EXTREME, so a NaN never enters the accumulators; an unordered compare flags it instead. */
+ * NT_EXTREME. vmaxpd raises invalid on a NaN operand, so each group of vectors is tested with a
+ * quiet unordered compare first, and a NaN ends the block (the result is NaN whatever else it holds). */
 #if defined(__AVX2__)
 #include <immintrin.h>
 #define NT_EXTREME_V(NAME, T, V, W, LOAD, SET1, STORE, VEXT, UNORD, OR, TESTZ, CMP) \
 static inline T NAME(const T *a, Py_ssize_t n, T acc, int *nan) { \
     Py_ssize_t i = 0; int bad = 0; \
     if (n >= 4 * W) { \
-        V m0 = SET1(acc), m1 = m0, m2 = m0, m3 = m0, u = UNORD(m0, m0); \
+        V m0 = SET1(acc), m1 = m0, m2 = m0, m3 = m0; \
         for (; i + 4 * W <= n; i += 4 * W) { \
             V v0 = LOAD(a + i), v1 = LOAD(a + i + W), v2 = LOAD(a + i + 2 * W), v3 = LOAD(a + i + 3 * W); \
-            u = OR(u, OR(UNORD(v0, v1), UNORD(v2, v3))); \
+            V u = OR(UNORD(v0, v1), UNORD(v2, v3)); \
+            if (!TESTZ(u, u)) { *nan = 1; return acc; } \
             m0 = VEXT(v0, m0); m1 = VEXT(v1, m1); m2 = VEXT(v2, m2); m3 = VEXT(v3, m3); \
         } \
         T lanes[W]; \
         STORE(lanes, VEXT(VEXT(m0, m1), VEXT(m2, m3))); \
-        bad = !TESTZ(u, u); \
-        for (int j = 0; j < W; j++) acc = (lanes[j] CMP acc) ? lanes[j] : acc; \
+        for (int j = 0; j < W; j++) acc = CMP(lanes[j], acc) ? lanes[j] : acc; \
     } \
-    for (; i < n; i++) { T v = a[i]; bad |= (v != v); acc = (v CMP acc) ? v : acc; } \
+    for (; i < n; i++) { T v = a[i]; bad |= (v != v); acc = CMP(v, acc) ? v : acc; } \
     *nan |= bad; return acc; \
 }
 #define NT_UNORD_PD(a, b) _mm256_cmp_pd(a, b, _CMP_UNORD_Q)
 #define NT_UNORD_PS(a, b) _mm256_cmp_ps(a, b, _CMP_UNORD_Q)
 NT_EXTREME_V(nt_max_f64, double, __m256d, 4, _mm256_loadu_pd, _mm256_set1_pd, _mm256_storeu_pd, _mm256_max_pd,
-             NT_UNORD_PD, _mm256_or_pd, _mm256_testz_pd, >)
+             NT_UNORD_PD, _mm256_or_pd, _mm256_testz_pd, NT_GT)
 NT_EXTREME_V(nt_min_f64, double, __m256d, 4, _mm256_loadu_pd, _mm256_set1_pd, _mm256_storeu_pd, _mm256_min_pd,
-             NT_UNORD_PD, _mm256_or_pd, _mm256_testz_pd, <)
+             NT_UNORD_PD, _mm256_or_pd, _mm256_testz_pd, NT_LT)
 NT_EXTREME_V(nt_max_f32, float, __m256, 8, _mm256_loadu_ps, _mm256_set1_ps, _mm256_storeu_ps, _mm256_max_ps,
-             NT_UNORD_PS, _mm256_or_ps, _mm256_testz_ps, >)
+             NT_UNORD_PS, _mm256_or_ps, _mm256_testz_ps, NT_GT)
 NT_EXTREME_V(nt_min_f32, float, __m256, 8, _mm256_loadu_ps, _mm256_set1_ps, _mm256_storeu_ps, _mm256_min_ps,
-             NT_UNORD_PS, _mm256_or_ps, _mm256_testz_ps, <)
+             NT_UNORD_PS, _mm256_or_ps, _mm256_testz_ps, NT_LT)
 #else
-NT_EXTREME(nt_max_f32, float, >, NT_MAX_PRAGMA)
-NT_EXTREME(nt_max_f64, double, >, NT_MAX_PRAGMA)
-NT_EXTREME(nt_min_f32, float, <, NT_MIN_PRAGMA)
-NT_EXTREME(nt_min_f64, double, <, NT_MIN_PRAGMA)
+NT_EXTREME(nt_max_f32, float, NT_GT, NT_MAX_PRAGMA)
+NT_EXTREME(nt_max_f64, double, NT_GT, NT_MAX_PRAGMA)
+NT_EXTREME(nt_min_f32, float, NT_LT, NT_MIN_PRAGMA)
+NT_EXTREME(nt_min_f64, double, NT_LT, NT_MIN_PRAGMA)
 #endif
 
 /* Column reductions of r rows by ncol columns, row i starting rs elements after row i-1 (a block
@@ -313,7 +319,7 @@ NT_EXTREME(nt_min_f64, double, <, NT_MIN_PRAGMA)
 
 /* Column max/min into m[c], flagging NaNs in nan[c]: the comparison of NT_EXTREME (a NaN is never
  * kept; the flagged column's result is NaN, so which value a NaN displaced does not matter). */
-#define NT_PICK(a, b, CMP) (((a) CMP (b)) ? (a) : (b))
+#define NT_PICK(a, b, CMP) (CMP(a, b) ? (a) : (b))
 #define NT_COL_EXTREME(NAME, T, CMP) \
 static inline void NAME(const T *x, Py_ssize_t ncol, Py_ssize_t rs, Py_ssize_t r, T *m, int *nan) { \
     NT_COL_ROWS(T, \
@@ -323,16 +329,57 @@ static inline void NAME(const T *x, Py_ssize_t ncol, Py_ssize_t rs, Py_ssize_t r
         m[c] = NT_PICK(pq, m[c], CMP);, \
         T v = x0[c]; nan[c] |= (v != v); m[c] = NT_PICK(v, m[c], CMP);) \
 }
-NT_COL_EXTREME(nt_colmax_f32, float, >)
-NT_COL_EXTREME(nt_colmax_f64, double, >)
-NT_COL_EXTREME(nt_colmax_i32, int32_t, >)
-NT_COL_EXTREME(nt_colmax_i64, int64_t, >)
-NT_COL_EXTREME(nt_colmax_u8, uint8_t, >)
-NT_COL_EXTREME(nt_colmin_f32, float, <)
-NT_COL_EXTREME(nt_colmin_f64, double, <)
-NT_COL_EXTREME(nt_colmin_i32, int32_t, <)
-NT_COL_EXTREME(nt_colmin_i64, int64_t, <)
-NT_COL_EXTREME(nt_colmin_u8, uint8_t, <)
+/* Float columns: W columns at a time with quiet vector compares (nt_qcmp.h), in NT_COL_EXTREME's
+ * order (a NaN is never kept; its column is flagged from an unordered compare's lanes). */
+#ifdef NT_QCMP_VECTORS
+#define NT_QPICK(SUF, a, b, P) nt_qv_pick_##SUF(nt_qv_cmp_##SUF(a, b, P), a, b)
+#define NT_COL_EXTREME_Q(NAME, T, SUF, CMP, P) \
+NT_COL_EXTREME(NAME##_s, T, CMP) \
+static inline void NAME(const T *x, Py_ssize_t ncol, Py_ssize_t rs, Py_ssize_t r, T *m, int *nan) { \
+    Py_ssize_t c = 0; \
+    for (; c + NT_QV_W_##SUF <= ncol; c += NT_QV_W_##SUF) { \
+        nt_qv_##SUF acc = nt_qv_load_##SUF(m + c); \
+        nt_qm_##SUF bad = nt_qv_cmp_##SUF(acc, acc, _CMP_UNORD_Q); \
+        Py_ssize_t i = 0; \
+        for (; i + 4 <= r; i += 4) { \
+            const T *x0 = x + i * rs + c; \
+            nt_qv_##SUF v0 = nt_qv_load_##SUF(x0), v1 = nt_qv_load_##SUF(x0 + rs); \
+            nt_qv_##SUF v2 = nt_qv_load_##SUF(x0 + 2 * rs), v3 = nt_qv_load_##SUF(x0 + 3 * rs); \
+            bad = nt_qv_or_##SUF(bad, nt_qv_or_##SUF(nt_qv_cmp_##SUF(v0, v1, _CMP_UNORD_Q), \
+                                                     nt_qv_cmp_##SUF(v2, v3, _CMP_UNORD_Q))); \
+            nt_qv_##SUF pq = NT_QPICK(SUF, NT_QPICK(SUF, v0, v1, P), NT_QPICK(SUF, v2, v3, P), P); \
+            acc = NT_QPICK(SUF, pq, acc, P); \
+        } \
+        for (; i < r; i++) { \
+            nt_qv_##SUF v = nt_qv_load_##SUF(x + i * rs + c); \
+            bad = nt_qv_or_##SUF(bad, nt_qv_cmp_##SUF(v, v, _CMP_UNORD_Q)); \
+            acc = NT_QPICK(SUF, v, acc, P); \
+        } \
+        nt_qv_store_##SUF(m + c, acc); \
+        int bits = nt_qv_bits_##SUF(bad); \
+        if (bits) for (int j = 0; j < NT_QV_W_##SUF; j++) nan[c + j] |= (bits >> j) & 1; \
+    } \
+    if (c < ncol) NAME##_s(x + c, ncol - c, rs, r, m + c, nan + c); \
+}
+NT_COL_EXTREME_Q(nt_colmax_f32, float, f32, NT_GT, _CMP_GT_OQ)
+NT_COL_EXTREME_Q(nt_colmax_f64, double, f64, NT_GT, _CMP_GT_OQ)
+#else
+NT_COL_EXTREME(nt_colmax_f32, float, NT_GT)
+NT_COL_EXTREME(nt_colmax_f64, double, NT_GT)
+#endif
+NT_COL_EXTREME(nt_colmax_i32, int32_t, NT_GT)
+NT_COL_EXTREME(nt_colmax_i64, int64_t, NT_GT)
+NT_COL_EXTREME(nt_colmax_u8, uint8_t, NT_GT)
+#ifdef NT_QCMP_VECTORS
+NT_COL_EXTREME_Q(nt_colmin_f32, float, f32, NT_LT, _CMP_LT_OQ)
+NT_COL_EXTREME_Q(nt_colmin_f64, double, f64, NT_LT, _CMP_LT_OQ)
+#else
+NT_COL_EXTREME(nt_colmin_f32, float, NT_LT)
+NT_COL_EXTREME(nt_colmin_f64, double, NT_LT)
+#endif
+NT_COL_EXTREME(nt_colmin_i32, int32_t, NT_LT)
+NT_COL_EXTREME(nt_colmin_i64, int64_t, NT_LT)
+NT_COL_EXTREME(nt_colmin_u8, uint8_t, NT_LT)
 
 /* Column sums into s[c] (a float in double, an int64 in uint64 so it wraps as NumPy's does), adding
  * the rows in order: for float64 the same additions, in the same order, as NumPy's reduction over

@@ -4,10 +4,12 @@
  * Why not the OpenMP team: numtrace_cpu makes OpenMP threads sleep between passes
  * (OMP_WAIT_POLICY=PASSIVE, see __init__.py) so they leave the cores to BLAS; waking a sleeping
  * thread costs several microseconds (about 7 us on the 2-core VM), as much as a whole 512x512 GEMV.
- * After a job that asks for it (the GEMVs: an MLP's layers arrive microseconds apart) the workers
- * spin for that job's window, giving up the core every few microseconds (sched_yield) so that other
- * runnable threads are not starved, then sleep on a condition variable; after other jobs (the packed
- * products, long enough to pay a wake-up) they sleep at once.
+ * After a job that asks for it (the GEMVs: an MLP's layers arrive microseconds apart; the packed
+ * products: a transformer block's products arrive tens of microseconds apart, and a worker woken
+ * per product joined each late, so two threads ran a block no faster than one) the workers spin for
+ * that job's window, giving up the core every few microseconds (sched_yield) so that other
+ * runnable threads are not starved, then sleep on a condition variable; after a job that asks for
+ * no spin they sleep at once.
  *
  * Back-off: a spinning job is a miss when the workers ran no unit although every worker was awake
  * (spinning, not asleep on the condition variable) when it was posted, or when the caller had to
@@ -55,7 +57,7 @@
 #define NT_TEAM_LONG_WAIT 1024
 #define NT_TEAM_SOLO_MIN_NS 1000000LL   /* the first back-off's length */
 #define NT_TEAM_SOLO_NS 20000000LL      /* the longest back-off */
-/* How long the workers spin after a GEMV job (NUMTRACE_TEAM_SPIN_US, see gemv.pxi). */
+/* How long the workers spin after a GEMV or packed-product job (NUMTRACE_TEAM_SPIN_US, see gemv.pxi). */
 static long long nt_team_spin_ns = 50000;
 
 typedef void (*nt_team_fn)(void *arg, int unit);
@@ -83,9 +85,11 @@ typedef struct {
 } nt_team_t;
 
 /* What the team did, for gemv.pxi's team_counts(): jobs run on it, those in which a worker ran a
-   unit, jobs asking for a spin that ran on the caller alone (a back-off, another thread holding the
-   team, or workers not done with the last job), back-offs entered. */
-static atomic_llong nt_team_jobs, nt_team_jobs_shared, nt_team_solo_runs, nt_team_backoffs;
+   unit, those after which the workers spun, jobs asking for a spin that ran on the caller alone (a
+   back-off, another thread holding the team, or workers not done with the last job), back-offs
+   entered. */
+static atomic_llong nt_team_jobs, nt_team_jobs_shared, nt_team_jobs_spinning, nt_team_solo_runs,
+    nt_team_backoffs;
 
 static nt_team_t nt_team = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
 
@@ -221,6 +225,7 @@ static void nt_team_run_spin(nt_team_fn fn, void *arg, int nunits, int nteam, lo
             atomic_fetch_add_explicit(&nt_team_jobs, 1, memory_order_relaxed);
             if (mine < nunits) atomic_fetch_add_explicit(&nt_team_jobs_shared, 1, memory_order_relaxed);
             if (spin_ns > 0) {
+                atomic_fetch_add_explicit(&nt_team_jobs_spinning, 1, memory_order_relaxed);
                 nt_team.solo_until = 0;
                 if (mine < nunits && spins < NT_TEAM_LONG_WAIT) {
                     nt_team.misses = 0;
@@ -241,9 +246,21 @@ static void nt_team_run_spin(nt_team_fn fn, void *arg, int nunits, int nteam, lo
     for (u = 0; u < nunits; u++) fn(arg, u);
 }
 
-/* nt_team_run_spin for long jobs: the workers sleep right after it (a wake-up is cheap beside them). */
-static void nt_team_run(nt_team_fn fn, void *arg, int nunits, int nteam) {
-    nt_team_run_spin(fn, arg, nunits, nteam, 0);
+/* Units that must finish a step in unit order (gemv.pxi's folds): unit u waits until `*turn` reaches
+   u, runs its ordered step, then passes the turn on with nt_team_pass_turn(turn, u + 1). No wait
+   can deadlock: unit 0 never waits, and every unit below u is claimed by a thread that runs it
+   (the caller claims any unit no worker took, in order). The wait gives up the core after a short
+   spin, in case the thread it waits for was preempted on it. */
+static inline void nt_team_wait_turn(const int* turn, int u) {
+    int spins;
+    for (spins = 0; __atomic_load_n(turn, __ATOMIC_ACQUIRE) < u; spins++) {
+        if (spins < 4096) NT_TEAM_PAUSE();
+        else sched_yield();
+    }
+}
+
+static inline void nt_team_pass_turn(int* turn, int next) {
+    __atomic_store_n(turn, next, __ATOMIC_RELEASE);
 }
 
 #endif

@@ -34,6 +34,16 @@
 static inline uint64_t nt_dbits(double x) { uint64_t i; memcpy(&i, &x, 8); return i; }
 static inline double nt_bitsd(uint64_t i) { double x; memcpy(&x, &i, 8); return x; }
 
+/* `fast` where `slow` is 0, else `other`. A chunk runs its kernel on every lane, x replaced by 1.0 (in
+ * every kernel's fast range) where the lane is flagged (nt_fast_arg): a NaN or infinity there would raise invalid in its compares or its inf - inf, where the C
+ * library's function that recomputes the lane raises none. Bit selects, not `?:`: behind a branch on
+ * the flag the compiler would know the lane unflagged and fold the replacement away. */
+static inline double nt_fast_pick(double fast, double other, int64_t slow) {
+    uint64_t keep = (uint64_t)slow - 1;
+    return nt_bitsd((nt_dbits(fast) & keep) | (nt_dbits(other) & ~keep));
+}
+static inline double nt_fast_arg(double x, int64_t slow) { return nt_fast_pick(x, 1.0, slow); }
+
 /* Adding 1.5 * 2^52 rounds a double below 2^51 in magnitude to an integer, which then sits in the
  * low mantissa bits (two's complement, relative to the constant's bits). */
 #define NT_SHIFT 0x1.8p52
@@ -110,11 +120,11 @@ static inline double nt_expm1_hilo(double x, double *lo) {
  * ulp without carrying a hi + lo pair through expm1's kernel.  At x <= -746 (-inf included) e^x is
  * below half the smallest subnormal, so the result is +0 as libm's: a masked softmax's -inf lanes
  * stay in the vector loop instead of each calling the C library. */
-static inline int nt_exp_slow(double x) { return !(fabs(x) < 708.0 || x <= -746.0); }
+static inline int nt_exp_slow(double x) { return !(NT_LT(fabs(x), 708.0) | NT_LE(x, -746.0)); }
 static inline double nt_vexp(double x) {
     uint64_t k52; double kd, rlo;
-    const int zero = x <= -746.0;
-    double r = nt_exp_reduce(zero ? 0.0 : x, &rlo, &k52, &kd);
+    const int zero = NT_LE(x, -746.0);
+    double r = nt_exp_reduce(nt_fast_pick(x, 0.0, zero), &rlo, &k52, &kd);   /* -inf: no inf - inf */
     double p = nt_exp_poly(r);
     double s = 1.0 + r, slo = (1.0 - s) + r;   /* 1 + r exactly, as s + slo (|r| < 1) */
     double y = s + (((r * r) * p + rlo) + slo);
@@ -122,7 +132,7 @@ static inline double nt_vexp(double x) {
 }
 
 /* exp2 on |x| < 1020: x = k + f exactly (|f| <= 1/2), r + rlo = f ln2 (the product's error by FMA). */
-static inline int nt_exp2_slow(double x) { return !(fabs(x) < 1020.0); }
+static inline int nt_exp2_slow(double x) { return !NT_LT(fabs(x), 1020.0); }
 static inline double nt_vexp2(double x) {
     double kf = x + NT_SHIFT;
     double f = x - (kf - NT_SHIFT);
@@ -136,7 +146,7 @@ static inline double nt_vexp2(double x) {
 }
 
 /* expm1 = (2^k - 1) + 2^k expm1(r): 2^k - 1 is exact for the k that matter, one rounding after. */
-static inline int nt_expm1_slow(double x) { return !(fabs(x) < 708.0); }
+static inline int nt_expm1_slow(double x) { return !NT_LT(fabs(x), 708.0); }
 static inline double nt_vexpm1(double x) {
     double lo;
     double y = nt_expm1_hilo(x, &lo);
@@ -189,7 +199,7 @@ static inline double nt_log_kernel(double x, double c) {
     return sr + (dk * NT_LN2_LO + c) - hfsq + f + dk * NT_LN2_HI;
 }
 
-static inline int nt_log_slow(double x) { return !(x >= 0x1p-1022 && x < INFINITY); }
+static inline int nt_log_slow(double x) { return !(NT_GE(x, 0x1p-1022) & NT_LT(x, INFINITY)); }
 static inline double nt_vlog(double x) { return nt_log_kernel(x, 0.0); }
 
 /* log2 and log10 (musl): log(1+f) split into hi (21 bits, so hi * C_hi is exact) + lo before the
@@ -220,7 +230,7 @@ static inline double nt_vlog10(double x) {
 }
 
 /* log1p: log of u = 1 + x plus the rounding error of the sum, c ~ (x - (u - 1)) / u (musl). */
-static inline int nt_log1p_slow(double x) { return !(x > -1.0 && x < INFINITY); }
+static inline int nt_log1p_slow(double x) { return !(NT_GT(x, -1.0) & NT_LT(x, INFINITY)); }
 static inline double nt_vlog1p(double x) {
     double u = 1.0 + x;
     double c = (u >= 2.0 ? 1.0 - (u - x) : x - (u - 1.0)) / u;
@@ -236,7 +246,7 @@ static inline double nt_vlog1p(double x) {
 #define NT_PIO2_2 0x1.1a62633145c07p-54
 #define NT_PIO2_3 (-0x1.f1976b7ed8fbcp-110)
 
-static inline int nt_trig_slow(double x) { return !(fabs(x) < 0x1p28); }
+static inline int nt_trig_slow(double x) { return !NT_LT(fabs(x), 0x1p28); }
 static inline double nt_vsincos(double x, uint64_t quadrant) {
     double kf = x * 0x1.45f306dc9c883p-1 + NT_SHIFT;
     double n = kf - NT_SHIFT;
@@ -261,7 +271,7 @@ static inline double nt_vcos(double x) { return nt_vsincos(x, 1); }
 
 /* arcsin (fdlibm): x + x R(x^2) below 0.5; above, pi/2 - 2 asin(sqrt((1-|x|)/2)) with the square
  * root split in two parts below 0.975 so the subtraction keeps full precision. */
-static inline int nt_asin_slow(double x) { return !(fabs(x) <= 1.0); }
+static inline int nt_asin_slow(double x) { return !NT_LE(fabs(x), 1.0); }
 static inline double nt_asin_r(double z) {
     double p = z * (1.66666666666666657415e-01 + z * (-3.25565818622400915405e-01 + z * (2.01212532134862925881e-01
         + z * (-4.00555345006794114027e-02 + z * (7.91534994289814532176e-04 + z * 3.47933107596021167570e-05)))));
@@ -328,7 +338,7 @@ __attribute__((noinline)) static int64_t nt_vchunk_##LIBM##_##SUF(T *d, const T 
     for (Py_ssize_t i = 0; i < m; i++) { \
         double x = (double)a[i]; int64_t b = SLOW(x); \
         bad[i] = b; any |= b; \
-        d[i] = (T)(b ? x : FAST(x)); \
+        d[i] = (T)nt_fast_pick(FAST(nt_fast_arg(x, b)), x, b); \
     } \
     return any; \
 }

@@ -277,9 +277,9 @@ cdef class PackedMatmul:
         while done < total:
             g.nbatch = min(per_job, total - done)
             units = g.nbatch * nrc * npc
-            with nogil:
-                nt_team_run(_gemm_unit_f64 if self.typenum == cnp.NPY_DOUBLE else _gemm_unit_f32, &g,
-                            <int>units, nteam)
+            with nogil:   # the workers spin after it, for the next product (see set_team_spin_us)
+                nt_team_run_spin(_gemm_unit_f64 if self.typenum == cnp.NPY_DOUBLE else _gemm_unit_f32, &g,
+                                 <int>units, nteam, nt_team_spin_ns)
             if g.failed:
                 raise MemoryError("packed matrix product: no memory for the weight blocks")
             done += g.nbatch

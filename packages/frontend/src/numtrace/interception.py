@@ -501,7 +501,8 @@ def _conversion_wrapper(original: Any, copies: bool | None) -> Any:
             if copy is False:
                 raise ValueError("Unable to avoid copy while creating an array as requested.")
             result = np.astype(obj, dtype)  # type: ignore[call-overload]  # NEP 18: a TracedArray
-        elif copy:
+            result._scalar = False   # a new array, of a NumPy scalar too
+        elif copy or obj._scalar:   # a NumPy scalar becomes a new 0-d array
             return np.copy(obj, order=order)
         if order in ("C", "F") and obj.ndim > 1:
             # the argument itself where it is laid out so, else a copy: which one follows the layout

@@ -276,9 +276,13 @@ def _in_numpys_order(graph: Graph, value: Any, index: dict[Any, int], pos: int
     """A replay step giving result `pos` (graph value `value`, computed) in the memory order NumPy's has
     for the call's inputs, where `_numpys_strides` knows it; else as the backend returned it. (The step
     holds `graph`: its values are read while it lives.)"""
+    # an op asked for another order (``np.copy(x, order="F")``) lays out its result so from C-ordered inputs
+    ordered = any(node.attrs.get("order", "K") not in ("K", "C") for node in graph.nodes)
+
     def step(results: Sequence[Any], inputs: Sequence[Any]) -> Any:
         array = results[pos]
-        if array.ndim < 2 or all(a.flags.c_contiguous for a in inputs if isinstance(a, np.ndarray)):
+        if array.ndim < 2 or not ordered and all(a.flags.c_contiguous for a in inputs
+                                                 if isinstance(a, np.ndarray)):
             return array   # every elementwise result of C-ordered inputs is C-ordered
         strides = _numpys_strides(value, inputs, index, {}) if graph is not None else None
         if strides is None or _axis_order(strides, array.shape) == _axis_order(array.strides, array.shape):
@@ -299,8 +303,8 @@ def _axis_order(strides: Sequence[int], shape: Sequence[int]) -> list[int]:
 def _numpys_strides(value: Any, inputs: Sequence[Any], index: dict[Any, int], memo: dict) -> tuple | None:
     """Strides (any unit; only their order matters) of NumPy's array for graph `value` at this call: an
     input's own, and an elementwise op's as NumPy's iterator lays out its result (``order="K"``:
-    NpyIter's axis sort over the operands' strides, an operand's broadcast axes not counted); None
-    for any other op."""
+    NpyIter's axis sort over the operands' strides, an operand's broadcast axes not counted), a copy's
+    like its operand (`_COPIES_LIKE`); None for any other op."""
     if value in memo:
         return memo[value]
     node = value.node
@@ -321,7 +325,20 @@ def _numpys_strides(value: Any, inputs: Sequence[Any], index: dict[Any, int], me
             pad = ndim - len(strides)   # broadcast: missing and length-1 axes have stride 0
             operands.append((0,) * pad + tuple(0 if n == 1 else st for n, st in zip(u.type.shape, strides)))
         else:
-            result = _iterator_strides(operands, ndim)
+            result = _like_strides(operands[0]) if node.op in _NEW_LIKE and len(operands) == 1 \
+                else _iterator_strides(operands, ndim)
+    elif node.op in _COPIES_LIKE and node.attrs.get("shape") is None and len(node.outputs) == 1:
+        ndim = len(value.type.shape)
+        order = node.attrs.get("order", "K")
+        strides = _numpys_strides(node.inputs[0], inputs, index, memo)
+        if strides is not None and len(strides) == ndim and order in ("A", "F") and \
+                _axis_order(strides, value.type.shape) == list(range(ndim - 1, -1, -1)) and \
+                0 not in [st for n, st in zip(value.type.shape, strides) if n > 1]:
+            order = "F"   # ``order="A"``: Fortran for a Fortran-contiguous operand
+        if order in ("C", "A", "F"):
+            strides = tuple(range(ndim, 0, -1)) if order != "F" else tuple(range(1, ndim + 1))
+        if strides is not None and len(strides) == ndim:
+            result = _like_strides(strides)
     elif node.op in _VIEW_ONLY and len(node.outputs) == 1:
         as_view = registry.get(node.op).as_view
         strides = _numpys_strides(node.inputs[0], inputs, index, memo)
@@ -342,13 +359,37 @@ _VIEW_ONLY = frozenset({"np.getitem", "np.transpose", "np.swapaxes", "np.moveaxi
                         "np.squeeze", "np.flip", "np.diagonal", "np.broadcast_to", "prim.broadcast_to"})
 
 
+# Elementwise ops whose result NumPy allocates like its operand (``PyArray_NewLikeArray``, order K), not
+# through the iterator: a broadcast (stride 0) axis is the innermost there.
+_NEW_LIKE = frozenset({"np.astype"})
+
+
+# Ops that copy their first operand into an array NumPy allocates like it (``np.sort`` sorts
+# ``a.copy(order="K")``), or as their ``order`` says.
+_COPIES_LIKE = frozenset({"np.copy", "np.sort", "np.zeros_like", "np.ones_like", "np.empty_like",
+                          "np.full_like"})
+
+
+def _like_strides(strides: Sequence[int]) -> tuple:
+    """NumPy's ``PyArray_CreateSortedStridePerm``: axes by decreasing absolute stride (a stable sort, so
+    ties keep C order); the result is contiguous in that order (as strides: its rank from the inside)."""
+    order = sorted(range(len(strides)), key=lambda k: -abs(strides[k]))
+    rank = [0] * len(strides)
+    for k, axis in enumerate(order):
+        rank[axis] = len(strides) - k
+    return tuple(rank)
+
+
 def _stand_in(shape: Sequence[int], strides: Sequence[int]) -> np.ndarray:
     """A read-only array of `shape` laid out in the axis order `strides` gives, over one byte: its
-    strides are made as a contiguous array's in that order, and nothing ever reads it."""
+    strides are made as a contiguous array's in that order (0 where `strides` has 0), and nothing ever
+    reads it."""
     order = _axis_order(strides, shape)
     made = [0] * len(shape)
     step = 1
     for k in reversed(order):
+        if strides[k] == 0 and shape[k] > 1:
+            continue   # a broadcast axis stays one: NumPy's iterator does not order by it
         made[k] = step
         step *= max(int(shape[k]), 1)
     return np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), tuple(shape), tuple(made), writeable=False)

@@ -153,7 +153,10 @@ class TracedArray(TracedValue):
         special = _SPECIAL_FUNCTIONS.get(func)
         if special is not None:
             return special(*args, **kwargs)
-        return dispatch.call(func, "__call__", args, kwargs)
+        result = dispatch.call(func, "__call__", args, kwargs)
+        if func in _SCALAR_METHODS and args and args[0] is self:
+            return _as_scalar_of(self, result)
+        return result
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         _refuse_masked_array()
@@ -348,7 +351,7 @@ class TracedArray(TracedValue):
         return np.ravel(self, order=order).copy()  # type: ignore[call-overload]  # NEP 18: NumPy dispatches a TracedArray to its __array_function__
 
     def copy(self, order: str = "C") -> Any:
-        return np.copy(self, order=order)  # type: ignore[call-overload]  # NEP 18: NumPy dispatches a TracedArray to its __array_function__
+        return _as_scalar_of(self, np.copy(self, order=order))  # type: ignore[call-overload]  # NEP 18: NumPy dispatches a TracedArray to its __array_function__
 
     def fill(self, value: Any) -> None:
         if self._scalar:
@@ -417,14 +420,14 @@ def _method(name: str):
     method_func = getattr(np.ndarray, name)
     if registry.for_numpy(method_func) is not None:
         def method(self: TracedArray, *args: Any, **kwargs: Any) -> Any:
-            return dispatch.call(method_func, "__call__", (self, *args), kwargs)
+            return _as_scalar_of(self, dispatch.call(method_func, "__call__", (self, *args), kwargs))
 
         method.__doc__ = f"``ndarray.{name}`` applied to this array (recorded)."
     else:
         func = getattr(np, name)
 
         def method(self: TracedArray, *args: Any, **kwargs: Any) -> Any:
-            return func(self, *args, **kwargs)
+            return _as_scalar_of(self, func(self, *args, **kwargs))
 
         method.__doc__ = f"``np.{name}`` applied to this array (recorded)."
     method.__name__ = name
@@ -527,6 +530,19 @@ def _where(condition: Any, *args: Any, **kwargs: Any) -> Any:
 
 # Array functions that return Python values about the array, not arrays: answered directly; and
 # functions whose NumPy form has a data-dependent result (nonzero) composed from recorded ops.
+# NumPy functions that call the scalar's own method (``np.reshape(s, ())`` is ``s.reshape(())``): on a
+# NumPy scalar they give a NumPy scalar where the result is 0-d, as the methods and properties do.
+_SCALAR_METHODS = frozenset({np.reshape, np.transpose, np.squeeze, np.real, np.imag, np.astype})
+
+
+def _as_scalar_of(array: TracedArray, result: Any) -> Any:
+    """`result` of a method of `array`, a NumPy scalar where `array` is one and `result` is 0-d (NumPy's
+    scalar methods return scalars; the traced scalar's own value is a 0-d array)."""
+    if array._scalar and isinstance(result, TracedArray) and result._concrete.ndim == 0:
+        result._scalar = True
+    return result
+
+
 _SPECIAL_FUNCTIONS: dict[Any, Any] = {
     np.shape: _shape, np.ndim: _ndim, np.size: _size, np.nonzero: _nonzero, np.where: _where,
     **{f: _about_dtypes(f) for f in (np.result_type, np.iscomplexobj, np.isrealobj, np.can_cast,

@@ -8,6 +8,7 @@ elementwise consumers join as the epilogue; movement ops are views of their inpu
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -508,13 +509,11 @@ class LoweringRules(GatherRules):
         dtype = check_supported(out.dtype, label)
         view = self.buffer(out.shape, dtype, "temp", doc=f"temporary {out}")
         value = node.attrs.get("constant_values", 0) if mode == "constant" else 0
-        if isinstance(value, np.generic):
-            value = value.item()
         if not np.isscalar(value):
             raise NotImplementedError(f"{label}: {PARTIAL['np.pad']}")
-        if not isinstance(value, (bool, int, float)):
+        if not isinstance(value.item() if isinstance(value, np.generic) else value, (bool, int, float)):
             raise NotImplementedError(f"{label}: np.pad with constant_values={value!r} is not lowered")
-        self.fill(view, value, label)
+        self.fill(view, _pad_constant(value, dtype, label), label)
         # Where the input starts in each dim: pad a one-element array and find it.
         marker = np.pad(np.ones((1,) * len(out.shape), bool), node.attrs["pad_width"])
         before = [int(i[0]) for i in np.nonzero(marker)] if marker.ndim else []
@@ -614,3 +613,17 @@ def _static_index(index: tuple, indices: list[Loc]) -> tuple[tuple, list[Loc]]:
         out.append(entry)
     return tuple(out), left
 
+
+def _pad_constant(value: Any, dtype: np.dtype, label: str) -> bool | int | float:
+    """``value`` as np.pad stores it in a ``dtype`` array (truncated, wrapped: NumPy's own cast of it);
+    NotImplementedError where that store raises or warns, so the pad runs on the host and does the same."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            with np.errstate(all="warn"):
+                stored = np.pad(np.zeros(1, dtype), 1, constant_values=value)[0]
+        except Exception as exc:  # OverflowError, ValueError (NaN to int), RuntimeWarning (overflow)
+            raise NotImplementedError(
+                f"{label}: np.pad raises or warns storing constant_values={value!r} in {dtype} "
+                f"({type(exc).__name__})") from None
+    return stored.item()

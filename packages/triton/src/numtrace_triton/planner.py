@@ -295,7 +295,7 @@ def plan_graph(graph, tuning: Tuning, by_reference: set | None = None) -> Plan:
     return _Planner(graph, tuning).run(by_reference)
 
 
-_INDEXING_OPS = GATHER_OPS | {"np.getitem", "np.setitem"}
+_INDEXING_OPS = GATHER_OPS | {"np.getitem", "np.setitem", "np.ufunc.at"}
 
 
 def _reads_an_index(node, locs: list[Loc]) -> bool:

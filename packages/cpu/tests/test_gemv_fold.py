@@ -1,0 +1,124 @@
+"""The GEMV team's fold form (gemv.pxi's _gemv_fold_unit): on more than one thread, a product of the
+rows form with more than one 64-row chunk gives each thread one unit, which computes its chunks'
+partials (in alternating order between calls), waits for the units before it, and folds its own
+partials into the output in chunk order, the last unit adding the bias and the activation. Every
+output must keep the bits one thread gives, at any thread count, on either call parity, with
+signed zeros and NaN, and with the workers preempted by a loaded machine."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+from numtrace_cpu import compile_graph, get_num_threads, set_num_threads
+from numtrace_cpu.isa import blocks
+from numtrace_ir import Graph
+from numtrace_ir.types import TensorType
+
+pytestmark = pytest.mark.usefixtures("numpy_quiet")   # special values on purpose
+
+
+@pytest.fixture
+def team():
+    """The team on (spinning), thread count restored after the test."""
+    old, old_spin = get_num_threads(), blocks.team_spin_us()
+    blocks.set_team_spin_us(2000)
+    yield
+    set_num_threads(old)
+    blocks.set_team_spin_us(old_spin)
+
+
+def _layer(m, k, n, dtype, relu=True):
+    """max(x @ w + b, 0) (or x @ w + b): x of shape (k,) when m is 0, else (m, k)."""
+    g = Graph()
+    x = g.add_input("x", TensorType(np.dtype(dtype), (m, k) if m else (k,)))
+    w = g.add_input("w", TensorType(np.dtype(dtype), (k, n)))
+    b = g.add_input("b", TensorType(np.dtype(dtype), (n,)))
+    h = g.create_node("np.add", [g.create_node("np.matmul", [x, w]).output, b]).output
+    if relu:
+        zero = g.create_node("prim.Constant", [], attrs={"value": 0}).output
+        h = g.create_node("np.maximum", [h, zero]).output
+    g.set_outputs([h])
+    return compile_graph(g, [x.type, w.type, b.type])
+
+
+def _args(m, k, n, dtype, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((m, k) if m else k).astype(dtype)
+    w = rng.standard_normal((k, n)).astype(dtype)
+    b = rng.standard_normal(n).astype(dtype)
+    w[::7, ::5] = -0.0
+    b[::3] = -0.0
+    return x, w, b
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m", [0, 3])
+@pytest.mark.parametrize("k,n", [(784, 512), (512, 512), (128, 300), (448, 130), (200, 1000)])
+def test_threads_folding_their_own_chunks_keep_one_threads_bits(team, dtype, m, k, n):
+    """784x512 and 512x512 are the MLP's layers (13 and 8 chunks on 2 threads); 448 rows make 7
+    chunks, cut by columns on 2 to 6 threads; 128 rows make 2 chunks, fewer than the threads. Each
+    count runs 4 calls, so both orders of computing the chunks."""
+    exe = _layer(m, k, n, dtype)
+    x, w, b = _args(m, k, n, dtype, k + n + m)
+    w[5, 3] = np.nan   # a NaN column of the output through the folds and the ReLU
+    set_num_threads(1)
+    assert exe.stats()["gemv_team_folds"] == 0
+    want = exe(x, w, b)[0]
+    for nthreads in (2, 3, 4, 5):
+        set_num_threads(nthreads)
+        assert exe.stats()["gemv_team_folds"] == 1
+        for _ in range(4):
+            np.testing.assert_array_equal(exe(x, w, b)[0], want)
+    expected = np.maximum(x @ w + b, 0)
+    # NumPy's BLAS sums in another order: a bound on the rounding of any order, per output
+    bound = (2e-6 if dtype == np.float32 else 1e-14) * (np.abs(x) @ np.abs(w) + np.abs(b))
+    assert np.array_equal(np.isnan(want), np.isnan(expected))
+    assert np.all(np.isnan(want) | (np.abs(want - expected) <= bound))
+
+
+def test_one_chunk_or_one_thread_does_not_fold(team):
+    """A product of 64 rows (one chunk: no partials to fold) and any product on one thread keep the
+    caller's finish; stats() says so."""
+    set_num_threads(2)
+    assert _layer(0, 64, 1024, np.float32).stats()["gemv_team_folds"] == 0
+    assert _layer(0, 65, 1024, np.float32).stats()["gemv_team_folds"] == 1
+    blocks.set_team_spin_us(0)   # no team: every GEMV on the calling thread
+    assert _layer(0, 784, 512, np.float32).stats()["gemv_team_folds"] == 0
+
+
+def test_folds_under_load_neither_deadlock_nor_change_bits(team):
+    """Two busy processes take both cores while 2 and 3 threads fold: workers are preempted in the
+    middle of their unit or while waiting for their turn to fold. Each call must still finish with
+    one thread's bits (the calls run in a thread joined with a time limit, so a deadlock fails)."""
+    exe = _layer(0, 784, 512, np.float32)
+    x, w, b = _args(0, 784, 512, np.float32, 3)
+    set_num_threads(1)
+    want = exe(x, w, b)[0]
+    bad, jobs = [], blocks.team_counts()["jobs"]
+
+    def calls():
+        for i in range(3000):
+            set_num_threads(2 + i % 2)
+            if not np.array_equal(exe(x, w, b)[0], want):
+                bad.append(i)
+
+    busy = [subprocess.Popen([sys.executable, "-c", "print(flush=True)\nwhile True: pass"],
+                             stdout=subprocess.PIPE) for _ in range(2)]
+    try:
+        for proc in busy:
+            proc.stdout.readline()   # spinning from here on
+        caller = threading.Thread(target=calls, daemon=True)
+        caller.start()
+        caller.join(timeout=120)
+        assert not caller.is_alive(), "the folding calls did not finish under load"
+    finally:
+        for proc in busy:
+            proc.kill()
+            proc.wait()
+            proc.stdout.close()
+    assert bad == []
+    assert blocks.team_counts()["jobs"] > jobs   # some calls ran on the team, not all backed off
