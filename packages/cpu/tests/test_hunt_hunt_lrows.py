@@ -53,7 +53,7 @@ def test_split_row_with_an_output_a_reversed_and_a_broadcast_operand(dtype, n):
 
     def body(g, a, c):
         e = _op(g, "np.multiply", a, c)
-        for k in range(3):   # enough element-instructions for the team at 131,072 elements
+        for _ in range(3):   # enough element-instructions for the team at 131,072 elements
             e = _op(g, "np.add", _op(g, "np.multiply", e, _const(g, 0.5)), a)
         return [e, _op(g, "np.sum", e), _op(g, "np.mean", _op(g, "np.subtract", e, a))]
 
