@@ -622,7 +622,7 @@ cdef double _fold_sharing(const Reduction* rd, Acc* acc, const char* x, Py_ssize
     if rd.op == R_SUM or rd.op == R_MEAN:
         if dt == DT_F32 or dt == DT_F64:
             bs = nt_sum_f32(<const float*>x, n) if dt == DT_F32 else nt_sum_f64(<const double*>x, n)
-            acc.s += bs
+            acc.s = nt_gen_add(acc.s, bs)   # the first block's NaN, as a split row's total keeps it
         else:
             for i in range(n):
                 isum += <uint64_t>(<const int64_t*>x)[i]

@@ -522,8 +522,9 @@ cdef class FusedKernel:
             for j in range(self.nred):
                 rd = &self.reds[j]
                 total = 0.0
-                for i in range(nparts):
-                    total += parts[j * nparts + i]
+                for i in range(nparts):   # as _fold's nt_gen_add: the first NaN, sign included
+                    if total == total:
+                        total = total + parts[j * nparts + i]
                 if rd.op == R_MEAN:
                     total = total / <double>n
                 if rd.dt == DT_F32:   # as blocks.pxi's _acc_store
