@@ -34,6 +34,15 @@
 static inline uint64_t nt_dbits(double x) { uint64_t i; memcpy(&i, &x, 8); return i; }
 static inline double nt_bitsd(uint64_t i) { double x; memcpy(&x, &i, 8); return x; }
 
+/* Range checks on a double's bits: integer compares raise no flag, where a NaN in a float compare
+ * would raise invalid (its bits lie above inf's, so it falls outside every finite range), and they
+ * vectorize as cheaply as a float compare. Both are read as signed: a negative x orders below every
+ * positive one. */
+static inline int64_t nt_sbits(double x) { return (int64_t)nt_dbits(x); }
+static inline int64_t nt_abits(double x) { return (int64_t)(nt_dbits(x) & 0x7fffffffffffffffULL); }
+#define NT_ABS_BELOW(x, c) (nt_abits(x) < nt_sbits(c))   /* |x| < c for a positive finite c; NaN: 0 */
+#define NT_ABS_AT_MOST(x, c) (nt_abits(x) <= nt_sbits(c))
+
 /* `fast` where `slow` is 0, else `other`. A chunk runs its kernel on every lane, x replaced by 1.0 (in
  * every kernel's fast range) where the lane is flagged (nt_fast_arg): a NaN or infinity there would raise invalid in its compares or its inf - inf, where the C
  * library's function that recomputes the lane raises none. Bit selects, not `?:`: behind a branch on
@@ -121,7 +130,7 @@ static inline double nt_expm1_hilo(double x, double *lo) {
  * libm's: a masked softmax's -inf lanes stay in the vector loop instead of each calling the C
  * library. A finite x <= -708 is the C library's, which raises underflow as NumPy's loop does. */
 static inline int nt_exp_neginf(double x) { return nt_dbits(x) == 0xfff0000000000000ULL; }
-static inline int nt_exp_slow(double x) { return !(NT_LT(fabs(x), 708.0) | nt_exp_neginf(x)); }
+static inline int nt_exp_slow(double x) { return !(NT_ABS_BELOW(x, 708.0) | nt_exp_neginf(x)); }
 static inline double nt_vexp(double x) {
     uint64_t k52; double kd, rlo;
     const int zero = nt_exp_neginf(x);
@@ -133,7 +142,7 @@ static inline double nt_vexp(double x) {
 }
 
 /* exp2 on |x| < 1020: x = k + f exactly (|f| <= 1/2), r + rlo = f ln2 (the product's error by FMA). */
-static inline int nt_exp2_slow(double x) { return !NT_LT(fabs(x), 1020.0); }
+static inline int nt_exp2_slow(double x) { return !NT_ABS_BELOW(x, 1020.0); }
 static inline double nt_vexp2(double x) {
     double kf = x + NT_SHIFT;
     double f = x - (kf - NT_SHIFT);
@@ -147,7 +156,7 @@ static inline double nt_vexp2(double x) {
 }
 
 /* expm1 = (2^k - 1) + 2^k expm1(r): 2^k - 1 is exact for the k that matter, one rounding after. */
-static inline int nt_expm1_slow(double x) { return !NT_LT(fabs(x), 708.0); }
+static inline int nt_expm1_slow(double x) { return !NT_ABS_BELOW(x, 708.0); }
 static inline double nt_vexpm1(double x) {
     double lo;
     double y = nt_expm1_hilo(x, &lo);
@@ -200,7 +209,9 @@ static inline double nt_log_kernel(double x, double c) {
     return sr + (dk * NT_LN2_LO + c) - hfsq + f + dk * NT_LN2_HI;
 }
 
-static inline int nt_log_slow(double x) { return !(NT_GE(x, 0x1p-1022) & NT_LT(x, INFINITY)); }
+static inline int nt_log_slow(double x) {
+    return !((nt_sbits(x) >= nt_sbits(0x1p-1022)) & (nt_sbits(x) < nt_sbits(INFINITY)));
+}
 static inline double nt_vlog(double x) { return nt_log_kernel(x, 0.0); }
 
 /* log2 and log10 (musl): log(1+f) split into hi (21 bits, so hi * C_hi is exact) + lo before the
@@ -231,7 +242,10 @@ static inline double nt_vlog10(double x) {
 }
 
 /* log1p: log of u = 1 + x plus the rounding error of the sum, c ~ (x - (u - 1)) / u (musl). */
-static inline int nt_log1p_slow(double x) { return !(NT_GT(x, -1.0) & NT_LT(x, INFINITY)); }
+/* Fast on (-1, inf): |x| < 1 of either sign, or a positive finite x. */
+static inline int nt_log1p_slow(double x) {
+    return !(NT_ABS_BELOW(x, 1.0) | ((nt_sbits(x) >= 0) & (nt_sbits(x) < nt_sbits(INFINITY))));
+}
 static inline double nt_vlog1p(double x) {
     double u = 1.0 + x;
     double c = (u >= 2.0 ? 1.0 - (u - x) : x - (u - 1.0)) / u;
@@ -247,7 +261,7 @@ static inline double nt_vlog1p(double x) {
 #define NT_PIO2_2 0x1.1a62633145c07p-54
 #define NT_PIO2_3 (-0x1.f1976b7ed8fbcp-110)
 
-static inline int nt_trig_slow(double x) { return !NT_LT(fabs(x), 0x1p28); }
+static inline int nt_trig_slow(double x) { return !NT_ABS_BELOW(x, 0x1p28); }
 static inline double nt_vsincos(double x, uint64_t quadrant) {
     double kf = x * 0x1.45f306dc9c883p-1 + NT_SHIFT;
     double n = kf - NT_SHIFT;
@@ -272,7 +286,7 @@ static inline double nt_vcos(double x) { return nt_vsincos(x, 1); }
 
 /* arcsin (fdlibm): x + x R(x^2) below 0.5; above, pi/2 - 2 asin(sqrt((1-|x|)/2)) with the square
  * root split in two parts below 0.975 so the subtraction keeps full precision. */
-static inline int nt_asin_slow(double x) { return !NT_LE(fabs(x), 1.0); }
+static inline int nt_asin_slow(double x) { return !NT_ABS_AT_MOST(x, 1.0); }
 static inline double nt_asin_r(double z) {
     double p = z * (1.66666666666666657415e-01 + z * (-3.25565818622400915405e-01 + z * (2.01212532134862925881e-01
         + z * (-4.00555345006794114027e-02 + z * (7.91534994289814532176e-04 + z * 3.47933107596021167570e-05)))));
