@@ -344,16 +344,23 @@ static inline double nt_vatan(double x) {
 
 /* One function's vector loop over m elements (m a multiple of NT_VPAD): d[i] = kernel(a[i]), or a[i]
  * itself where the predicate flags it (bad[i] = 1; d may equal a, so x is kept in d); returns
- * whether any lane was flagged.  Not inlined, so every element, tail included, runs this one
+ * whether any lane was flagged. The flags come first, in their own cheap loop, so that a chunk with
+ * none (the usual case) runs the kernel without the bit selects that keep flagged lanes quiet.  Not inlined, so every element, tail included, runs this one
  * compiled vector body: a scalar remainder loop could contract a*b+c into FMAs differently and
  * make an element's last bit depend on its position in the block. */
 #define NT_VMATH_CHUNK(T, SUF, ENUM, LIBM, FAST, SLOW) \
 __attribute__((noinline)) static int64_t nt_vchunk_##LIBM##_##SUF(T *d, const T *a, Py_ssize_t m, int64_t *bad) { \
     int64_t any = 0; \
     _Pragma("omp simd reduction(|:any)") \
+    for (Py_ssize_t i = 0; i < m; i++) { int64_t b = SLOW((double)a[i]); bad[i] = b; any |= b; } \
+    if (!any) { \
+        _Pragma("omp simd") \
+        for (Py_ssize_t i = 0; i < m; i++) d[i] = (T)FAST((double)a[i]); \
+        return 0; \
+    } \
+    _Pragma("omp simd") \
     for (Py_ssize_t i = 0; i < m; i++) { \
-        double x = (double)a[i]; int64_t b = SLOW(x); \
-        bad[i] = b; any |= b; \
+        double x = (double)a[i]; int64_t b = bad[i]; \
         d[i] = (T)nt_fast_pick(FAST(nt_fast_arg(x, b)), x, b); \
     } \
     return any; \
