@@ -301,8 +301,13 @@ def bench(session: nox.Session) -> None:
     session.install("numexpr", "threadpoolctl")
     env = {"TRITON_INTERPRET": os.environ.get("TRITON_INTERPRET", "1")}
     for script in sorted((ROOT / "benchmarks").glob("[!_]*.py")):  # _*.py are shared helpers
-        if script.name != "peers.py":   # its own session: it installs the peers
+        if script.name not in NOT_IN_BENCH:
             session.run("python", str(script), *session.posargs, env=env)
+
+
+# peers.py has its own session (it installs the peers); quiet_compares.py compares two builds of the
+# compare loops that its user makes from two source trees (see its docstring).
+NOT_IN_BENCH = {"peers.py", "quiet_compares.py"}
 
 
 # The tools a user would pick instead of numtrace, for `peers`. Each is optional: peers.py skips one that

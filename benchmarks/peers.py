@@ -349,12 +349,17 @@ def _measure_row(tool: str, row: Row, quick: bool) -> dict[str, Any]:
         return {row.name: "wrong result"}
     # In-place programs update their inputs on every call (as realistic.py times them).
     args = [a.copy() for a in inputs]
+    # The reference above ran NumPy, whose OpenBLAS threads spin for about 0.1 s after a product
+    # before they sleep; timed inside that window, a tool's own threads would share the cores with
+    # them (a numtrace MLP at batch 256 ran at its one-thread speed for its first ~100 calls).
+    time.sleep(BLAS_QUIET_S)
     number = calls_per_timing(lambda: call(*args), quick)
     return {row.name: median_seconds(lambda: call(*args), number, 3 if quick else 7),
             row.name + FIRST: first}
 
 
 FIRST = " /first call"
+BLAS_QUIET_S = 0.5
 
 
 def measure(tool: str, rows: list[Row], quick: bool) -> dict[str, Any]:
