@@ -13,6 +13,8 @@ os.environ.setdefault("NUMTRACE_CODEGEN", "0")
 # faster there), so the generated code for them stays checked bit for bit against the interpreter.
 os.environ.setdefault("NUMTRACE_CODEGEN_SHORT_ROWS", "4096")
 
+from numtrace_cpu import get_num_threads, set_num_threads
+from numtrace_cpu.isa import blocks
 from numtrace_ir.testing import hypothesis_profiles
 
 hypothesis_profiles.load()
@@ -25,3 +27,13 @@ def numpy_quiet():
     a function's domain on purpose, for which NumPy warns and so does a call (test_fp_errors.py)."""
     with np.errstate(all="ignore"):
         yield
+
+
+@pytest.fixture
+def team():
+    """The team on (spinning), thread count restored after the test."""
+    old, old_spin = get_num_threads(), blocks.team_spin_us()
+    blocks.set_team_spin_us(2000)
+    yield
+    set_num_threads(old)
+    blocks.set_team_spin_us(old_spin)

@@ -12,34 +12,10 @@ import threading
 
 import numpy as np
 import pytest
-from numtrace_cpu import compile_graph, get_num_threads, set_num_threads
-from numtrace_cpu.isa import blocks
+from numtrace_cpu import compile_graph, set_num_threads
 from numtrace_ir import Graph
 from numtrace_ir.types import TensorType
-
-
-@pytest.fixture
-def team():
-    """The team on (spinning), thread count restored after the test."""
-    old, old_spin = get_num_threads(), blocks.team_spin_us()
-    blocks.set_team_spin_us(2000)
-    yield
-    set_num_threads(old)
-    blocks.set_team_spin_us(old_spin)
-
-
-def _layer(m, k, n, dtype, relu=True):
-    """max(x @ w + b, 0) (or x @ w + b): x of shape (k,) when m is 0, else (m, k)."""
-    g = Graph()
-    x = g.add_input("x", TensorType(np.dtype(dtype), (m, k) if m else (k,)))
-    w = g.add_input("w", TensorType(np.dtype(dtype), (k, n)))
-    b = g.add_input("b", TensorType(np.dtype(dtype), (n,)))
-    h = g.create_node("np.add", [g.create_node("np.matmul", [x, w]).output, b]).output
-    if relu:
-        zero = g.create_node("prim.Constant", [], attrs={"value": 0}).output
-        h = g.create_node("np.maximum", [h, zero]).output
-    g.set_outputs([h])
-    return compile_graph(g, [x.type, w.type, b.type])
+from test_gemv_fold import _layer  # the fold's own test builds the same layer
 
 
 def _args(m, k, n, dtype, seed):

@@ -10,20 +10,10 @@ import threading
 
 import numpy as np
 import pytest
-from numtrace_cpu import compile_graph, get_num_threads, set_num_threads
+from numtrace_cpu import compile_graph, set_num_threads
 from numtrace_cpu.isa import blocks
 from numtrace_ir import Graph
 from numtrace_ir.types import TensorType
-
-
-@pytest.fixture
-def team():
-    """The team on (spinning), thread count restored after the test."""
-    old, old_spin = get_num_threads(), blocks.team_spin_us()
-    blocks.set_team_spin_us(2000)
-    yield
-    set_num_threads(old)
-    blocks.set_team_spin_us(old_spin)
 
 
 def _product(x_shape, w_shape, dtype, bias=False, matrix_first=False):
