@@ -44,8 +44,9 @@ static inline int64_t nt_abits(double x) { return (int64_t)(nt_dbits(x) & 0x7fff
 #define NT_ABS_AT_MOST(x, c) (nt_abits(x) <= nt_sbits(c))
 
 /* `fast` where `slow` is 0, else `other`. A chunk runs its kernel on every lane, x replaced by 1.0 (in
- * every kernel's fast range) where the lane is flagged (nt_fast_arg): a NaN or infinity there would raise invalid in its compares or its inf - inf, where the C
- * library's function that recomputes the lane raises none. Bit selects, not `?:`: behind a branch on
+ * every kernel's fast range) where the lane is flagged (nt_fast_arg): a NaN or infinity there would
+ * raise invalid in its compares or its inf - inf, where the C library's function that recomputes the
+ * lane raises none. Bit selects, not `?:`: behind a branch on
  * the flag the compiler would know the lane unflagged and fold the replacement away. */
 static inline double nt_fast_pick(double fast, double other, int64_t slow) {
     uint64_t keep = (uint64_t)slow - 1;
@@ -345,9 +346,10 @@ static inline double nt_vatan(double x) {
 /* One function's vector loop over m elements (m a multiple of NT_VPAD): d[i] = kernel(a[i]), or a[i]
  * itself where the predicate flags it (bad[i] = 1; d may equal a, so x is kept in d); returns
  * whether any lane was flagged. The flags come first, in their own cheap loop, so that a chunk with
- * none (the usual case) runs the kernel without the bit selects that keep flagged lanes quiet.  Not inlined, so every element, tail included, runs this one
- * compiled vector body: a scalar remainder loop could contract a*b+c into FMAs differently and
- * make an element's last bit depend on its position in the block. */
+ * none (the usual case) runs the kernel without the bit selects that keep flagged lanes quiet; both
+ * kernel loops inline the same FAST and differ only in integer selects around it. Not inlined, so
+ * every element, tail included, runs these compiled vector bodies: a scalar remainder loop could
+ * contract a*b+c into FMAs differently and make an element's last bit depend on its position. */
 #define NT_VMATH_CHUNK(T, SUF, ENUM, LIBM, FAST, SLOW) \
 __attribute__((noinline)) static int64_t nt_vchunk_##LIBM##_##SUF(T *d, const T *a, Py_ssize_t m, int64_t *bad) { \
     int64_t any = 0; \
