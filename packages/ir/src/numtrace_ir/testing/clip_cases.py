@@ -47,7 +47,7 @@ def cases(seed: int = 0) -> Iterator[tuple[str, tuple, dict]]:
                 "array": (lows, highs),
                 "sorted arrays": (np.minimum(lows, highs), np.maximum(lows, highs)),
                 "one-element": (lows[:1].copy(), highs[:1].copy()),
-                "0-d": (lows[0].reshape(()), highs[0].reshape(())),
+                "0-d": (lows[:1].reshape(()), highs[:1].reshape(())),
             }
             for what, (lo, hi) in kinds.items():
                 yield f"{dtype} n={n} {what}", (x, lo, hi), {}
