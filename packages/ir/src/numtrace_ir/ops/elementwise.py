@@ -244,7 +244,7 @@ def _clip_decompose(g, node):
     for every element: `_uniform_bound`) keeps x on a tie (``x < lo``, ``x > hi``) and gives a NaN
     bound (a_min's first) whatever x is. float16 has one loop, the first's. Bounds broadcast along
     some axes only, or arrays in other than C order, make NumPy's iterator pick the loop (buffering,
-    axis order): numtrace then takes the one for bounds that vary (docs/numpy-differences.md)."""
+    axis order): numtrace then takes the one for bounds that vary (docs/guide/sharp-edges.md)."""
     x, *bounds = node.inputs
     dtype = node.outputs[0].type.dtype
     sides = [b for b in ("a_min", "a_max") if b not in node.attrs.get("omitted", ())]
