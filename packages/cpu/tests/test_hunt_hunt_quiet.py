@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from numtrace_cpu import compile_graph, compiler, isa
 from numtrace_ir import Graph, registry, testing
-from numtrace_ir.testing import clip_cases
 from numtrace_ir.registry import Sample
+from numtrace_ir.testing import clip_cases
 
 _COMPARES = ["np.maximum", "np.minimum", "np.fmax", "np.fmin", "np.greater", "np.greater_equal", "np.less",
              "np.less_equal", "np.equal", "np.not_equal", "np.heaviside"]

@@ -306,7 +306,8 @@ def test_a_reshape_of_a_non_elementwise_result_of_a_fortran_argument(backend, na
     a call returns them laid out so, so that the reshape of the result is a view or a copy as NumPy's."""
     fn = _flat_of(op)
     a = (np.arange(24.0).reshape(2, 3, 4) + 1) / 7
-    x = np.asfortranarray(a) if layout == "F" else np.ascontiguousarray(a.transpose(1, 0, 2)).transpose(1, 0, 2)
+    x = np.asfortranarray(a) if layout == "F" else \
+        np.ascontiguousarray(a.transpose(1, 0, 2)).transpose(1, 0, 2)
     traced = _trace(fn, (np.ascontiguousarray(x),), backend)
     want, got = fn(x), traced(x)
     np.testing.assert_array_equal(got[1], want[1])

@@ -42,7 +42,8 @@ def cases(seed: int = 0) -> Iterator[tuple[str, tuple, dict]]:
         for n in (1, 5, 37):
             x = _specials(dtype, n, rng)
             lows, highs = _specials(dtype, n, rng), _specials(dtype, n, rng)
-            scalars = [-0.0, 0.0, float(_nan(dtype, True, 7)), float(_nan(dtype, False, 9))] if floating else [0, 2]
+            scalars = [-0.0, 0.0, float(_nan(dtype, True, 7)), float(_nan(dtype, False, 9))] if floating \
+                else [0, 2]
             kinds = {
                 "array": (lows, highs),
                 "sorted arrays": (np.minimum(lows, highs), np.maximum(lows, highs)),
@@ -79,13 +80,15 @@ def graph(inputs: tuple, attrs: dict) -> tuple[Graph, list]:
     """A graph of one np.clip node as a trace records it (a Python scalar bound is a constant), and
     the arrays it takes."""
     g = Graph()
-    values, arrays = [], []
+    values: list[Any] = []
+    arrays: list[np.ndarray] = []
     for v in inputs:
         if isinstance(v, np.ndarray):
             values.append(g.add_input(f"x{len(arrays)}", type_of(v)))
             arrays.append(v)
         else:
-            values.append(g.create_node("prim.Constant", [], attrs={"value": v}, out_types=[type_of(v)]).output)
+            constant = g.create_node("prim.Constant", [], attrs={"value": v}, out_types=[type_of(v)])
+            values.append(constant.output)
     op = registry.get("np.clip")
     g.set_outputs(g.create_node(op.name, values, attrs=op.normalize_attrs(attrs)).outputs)
     return g, arrays
