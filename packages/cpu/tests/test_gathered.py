@@ -14,8 +14,9 @@ from numtrace_ir.types import TensorType
 pytestmark = pytest.mark.usefixtures("numpy_quiet")   # special values on purpose
 
 # (batch, channels, height, width, out channels, kernel (kh, kw), stride (sh, sw))
-CONVS = [(64, 1, 30, 30, 8, (3, 3), (1, 1)), (3, 8, 28, 28, 16, (3, 3), (2, 2)), (1, 2, 7, 9, 9, (3, 3), (1, 1)),
-         (5, 3, 11, 6, 10, (2, 3), (2, 1)), (2, 4, 5, 5, 33, (1, 1), (1, 1)), (1, 1, 3, 40, 8, (3, 1), (1, 3))]
+CONVS = [(64, 1, 30, 30, 8, (3, 3), (1, 1)), (3, 8, 28, 28, 16, (3, 3), (2, 2)),
+         (1, 2, 7, 9, 9, (3, 3), (1, 1)), (5, 3, 11, 6, 10, (2, 3), (2, 1)), (2, 4, 5, 5, 33, (1, 1), (1, 1)),
+         (1, 1, 3, 40, 8, (3, 1), (1, 3))]
 
 
 @pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
@@ -33,8 +34,9 @@ def _op(g, name, *inputs, **attrs):
 def _windows_index(x_shape, kernel, stride):
     (kh, kw), (sh, sw) = kernel, stride
     oh, ow = (x_shape[2] - kh) // sh + 1, (x_shape[3] - kw) // sw + 1
-    return [(slice(None), slice(None), slice(i, i + sh * (oh - 1) + 1, sh), slice(j, j + sw * (ow - 1) + 1, sw))
-            for i in range(kh) for j in range(kw)], oh, ow
+    rows = [slice(i, i + sh * (oh - 1) + 1, sh) for i in range(kh)]
+    cols = [slice(j, j + sw * (ow - 1) + 1, sw) for j in range(kw)]
+    return [(slice(None), slice(None), r, c) for r in rows for c in cols], oh, ow
 
 
 def _conv_graph(x_shape, w_shape, kernel, stride, dtype, *, stacked=False, axis=2, rshape=None):

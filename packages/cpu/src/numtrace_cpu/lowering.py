@@ -98,7 +98,8 @@ def _gathers(nodes: list, outputs: list, state: frozenset, by_reference: frozens
 
 
 def _group_with_epilogues(nodes: list, outputs: list, state: frozenset, position: dict,
-                          by_reference: frozenset | set, skip: set = frozenset()) -> tuple[dict, list]:
+                          by_reference: frozenset | set,
+                          skip: frozenset | set = frozenset()) -> tuple[dict, list]:
     """The products' fused epilogues and the fusion units of the other nodes (those in `by_reference`,
     which a guard needs as NumPy computes them, in neither). A packed product's epilogue may read
     values computed by the program (a residual): it keeps only the ops whose operands are computed by
@@ -188,7 +189,8 @@ def lower(graph, state: frozenset = frozenset()) -> tuple[list[Step], dict, dict
     gathers = _gathers(nodes, graph.outputs, state_values, by_reference)
     # the stacks and reshapes those products read through: never made
     skip = {id(n) for pair in gathers.values() for n in pair}
-    fused_after, units = _group_with_epilogues(nodes, graph.outputs, state_values, position, by_reference, skip)
+    fused_after, units = _group_with_epilogues(nodes, graph.outputs, state_values, position, by_reference,
+                                               skip)
     units = _drop_unread(nodes, units, graph.outputs)
     group_of: dict = {}
     for u in units:

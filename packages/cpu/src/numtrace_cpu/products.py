@@ -31,8 +31,8 @@ from numtrace_ir.types import ScalarType, TensorType
 __all__ = ["RUNTIME_MIN_ROWS", "Epilogue", "epilogues", "gathered_operand", "gemv_form", "packed_form",
            "weight_source", "widen_mixed_products"]
 
-_MATMUL, _DOT, _ADD, _MAXIMUM, _STACK, _RESHAPE = map(registry.get, ("np.matmul", "np.dot", "np.add", "np.maximum",
-                                                                  "np.stack", "np.reshape"))
+_MATMUL, _DOT, _ADD, _MAXIMUM, _STACK, _RESHAPE = map(
+    registry.get, ("np.matmul", "np.dot", "np.add", "np.maximum", "np.stack", "np.reshape"))
 GEMV_MAX_M = 8
 """The most rows of x a GEMV step takes (NT_GEMV_MAX_M in nt_gemv.h)."""
 _VIEW_OPS = frozenset(op.name for op in registry.all_ops() if op.as_view is not None)
@@ -173,7 +173,8 @@ def gathered_operand(node, state: frozenset, outputs: set) -> tuple | None:
     if t is None or t.dtype != r.type.dtype or stack.attrs.get("dtype") not in (None, t.dtype):
         return None
     windows = stack.inputs
-    base = windows[0].node.inputs[0] if windows and windows[0].node is not None and windows[0].node.inputs else None
+    first = windows[0].node if windows else None
+    base = first.inputs[0] if first is not None and first.inputs else None
     for w in windows:
         n = w.node
         if (n is None or n.op not in _VIEW_OPS or not n.inputs or n.inputs[0] is not base
