@@ -159,3 +159,33 @@ def test_windows_of_several_values_are_not_gathered():
     wv, av, bv = (rng.standard_normal(v.type.shape).astype(np.float32) for v in g.inputs)
     (got,) = exe(wv, av, bv)
     np.testing.assert_allclose(got, wv @ np.stack([av, bv], axis=1).reshape(2, 6, 4), rtol=1e-5, atol=1e-5)
+
+
+def test_concurrent_calls_with_other_layouts():
+    """Threads calling one executable with inputs of two layouts: each call keeps the offset tables of
+    its own layout while its kernels read them, whatever the other call caches meanwhile."""
+    import threading
+
+    rng = np.random.default_rng(10)
+    conv = (4, 3, 12, 10, 16, (3, 3), (2, 1))
+    x, w = _data(rng, conv, np.float32)
+    kernel, stride = conv[5], conv[6]
+    exe = _compile(_conv_graph(x.shape, w.shape, kernel, stride, np.float32))
+    strided = rng.standard_normal((4, 6, 24, 30)).astype(np.float32)[:, ::2, ::2, 1::3]
+    wants = [w @ _stack(np.ascontiguousarray(a), kernel, stride) for a in (x, strided)]
+    errors = []
+
+    def work(k):
+        arg, want = (x, strided)[k % 2], wants[k % 2]
+        for _ in range(200):
+            (got,) = exe(w, arg)
+            if not np.allclose(got, want, rtol=1e-4, atol=1e-5):
+                errors.append(k)
+                return
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors

@@ -263,8 +263,8 @@ cdef class PackedMatmul:
         cdef object xo = env[self.a], yo = env[self.out]
         cdef object bo = env[self.bias] if self.bias >= 0 else None
         cdef object ro = env[self.resid] if self.resid >= 0 else None
-        cdef cnp.ndarray x, y, b, r, w0
-        cdef Py_ssize_t itemsize, d
+        cdef cnp.ndarray x, y, b, r, w0, koff, runs, prun, joff32
+        cdef Py_ssize_t itemsize, d, base, sb
         cdef int nb = len(self.rshape) - 2, i
         cdef char* p0
         if not (type(xo) is np.ndarray and type(yo) is np.ndarray
@@ -302,6 +302,10 @@ cdef class PackedMatmul:
             self.joff32 = (joff.astype(np.int32) if joff.size and np.abs(joff).max() < 2**31 - 1
                            else None)
             self.gather_key = key
+        # this call's tables, held while its kernels read them (a concurrent call with another layout
+        # may replace the cached ones)
+        koff, runs, prun, joff32 = self.koff, self.runs, self.prun, self.joff32
+        base, sb = self.gather_base, self.gather_sb
         g.K = self.rshape[nb]
         g.N = self.rshape[nb + 1]
         g.nbatch = 1
@@ -322,14 +326,14 @@ cdef class PackedMatmul:
         if not self._epilogue_operands(&g, y, b, r, nb, itemsize):
             return self.fallback(env, nthreads)
         g.sa = 0
-        g.sb = self.gather_sb
+        g.sb = sb
         g.packed = NULL
-        g.b = p0 + self.gather_base * itemsize
+        g.b = p0 + base * itemsize
         g.bsk = g.bsj = 0
-        g.koff = <const Py_ssize_t*>cnp.PyArray_DATA(self.koff)
-        g.runs = <const Py_ssize_t*>cnp.PyArray_DATA(self.runs)
-        g.prun = <const Py_ssize_t*>cnp.PyArray_DATA(self.prun)
-        g.joff = <const int32_t*>cnp.PyArray_DATA(self.joff32) if self.joff32 is not None else NULL
+        g.koff = <const Py_ssize_t*>cnp.PyArray_DATA(koff)
+        g.runs = <const Py_ssize_t*>cnp.PyArray_DATA(runs)
+        g.prun = <const Py_ssize_t*>cnp.PyArray_DATA(prun)
+        g.joff = <const int32_t*>cnp.PyArray_DATA(joff32) if joff32 is not None else NULL
         g.a = <const char*>cnp.PyArray_DATA(x)
         g.c = <char*>cnp.PyArray_DATA(y)
         g.nops = self.nops
