@@ -101,8 +101,7 @@ def test_pair_differences_computed_again_never_stored(n, dtype):
         testing.assert_outputs_close(tuple(got), (want,))
         s = gen.stats()
         if n > 1:   # one body: pos is as large as diff, which is then stored
-            # diff, and mass * inv (inv of its size, mass smaller), whose own pass is left out
-            assert s["recomputed_nodes"] == 1 and s["recomputed_same_size"] == 1 and s["fused_groups"] == 3
+            assert s["recomputed_nodes"] == 1 and s["fused_groups"] == 4
             assert s["buffer_bytes"] < n * n * 3 * np.dtype(dtype).itemsize
 
 

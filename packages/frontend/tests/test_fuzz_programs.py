@@ -352,15 +352,10 @@ FAST_STEPS = [name for name in STEPS if name in (
     "pow_2_neg_zero", "reshape_write", "ravel_write", "T_reshape_write", "set_row", "set_slice", "iadd",
     "set_int_idx", "assign_expr", "sum_mid", "mean_pairs_last", "pair_sums")]
 STEPS.update({"gemv_team": (1, _gemv_team), "gemv_team_columns": (1, _gemv_team_columns),
-              "split_row_sum": (1, _split_row_sum), "team_pass": (1, _team_pass),
-              # 2 * e[..., None] has a pass of its own shape; the product's pass (of another shape)
-              # computes it again from e's view, so its own pass is left out
-              "same_size_again": (1, lambda a: np.sum(2.0 * np.exp(a)[..., None] * np.array([1.0, -0.0, 0.5]),
-                                                      axis=-1))})
+              "split_row_sum": (1, _split_row_sum), "team_pass": (1, _team_pass)})
 # Steps only the explicit examples below run, so that adding them leaves the random draws as they were.
 EXAMPLE_ONLY = {"merge_heads", "merge_heads_pass", "causal_softmax", "causal_softmax_nan_row", "gemv_team",
-                "gemv_team_columns", "outer_pass", "layer_norm", "split_row_sum", "team_pass",
-                "same_size_again"}
+                "gemv_team_columns", "outer_pass", "layer_norm", "split_row_sum", "team_pass"}
 NAMES = sorted(set(STEPS) - EXAMPLE_ONLY)
 
 # The fast-path steps drawn about as often as all the others together.
@@ -437,7 +432,6 @@ FAST_PATHS = {
     "var sharing a mean's block sums": lambda s: s["shared_sum_runs"],
     "full sum split over the thread team": lambda s: s["split_row_runs"],
     "generated pass split over the thread team": lambda s: s["generated_team_runs"],
-    "value of its operand's size computed again instead of its pass": lambda s: s["recomputed_same_size"],
 }
 # Outcomes of the argument kinds a call may take (see _inputs).
 CALL_PATHS = ("Fortran-ordered argument", "strided argument", "np.longlong argument", "masked array refused",
@@ -571,8 +565,6 @@ def run_case(steps, backend):
 @example(steps=[("split_row_sum", 0, 0)])
 @example(steps=[("neg_zero", 1, 0), ("split_row_sum", 3, 0)])
 @example(steps=[("team_pass", 0, 0)])
-@example(steps=[("same_size_again", 0, 0)])
-@example(steps=[("neg_zero", 1, 0), ("same_size_again", 3, 0)])
 @example(steps=[("neg_zero", 1, 0), ("team_pass", 3, 0)])
 def test_traced_program_matches_numpy_or_raises_clearly(steps, backend):
     # Every GENERATED_EVERY-th program on the cpu backend compiles its fused passes to C before its

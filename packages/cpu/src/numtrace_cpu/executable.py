@@ -183,9 +183,6 @@ class Executable(CallRunner):
             "fused_nodes": len(fused_nodes),
             # elementwise nodes computed again in a later pass instead of read back (fusion.recomputable)
             "recomputed_nodes": sum(len(s.nodes) for s in fused) - len(fused_nodes),
-            # values computed again in a later pass that read an operand of their own size: their own
-            # pass is left out where nothing else reads them (fusion.recomputable)
-            "recomputed_same_size": sum(s.recomputed_same_size for s in fused),
             "fused_group_sizes": [len(s.nodes) for s in fused],
             "instructions": sum(s.kernel.n_instructions for s in fused),
             "generated_kernels": sum(s.kernel.has_generated for s in fused),

@@ -11,8 +11,6 @@ constants), and that is larger than each of its operands (a broadcast, as
 ``pos[None, :, :] - pos[:, None, :]``), is recomputed inside each later group that reads it instead
 of being read from memory: the same operation on the same operands, so the same bits, and the
 value's buffer (n*n*3 doubles for that difference) is never written where nothing else reads it.
-So is one whose operands are all smaller but one, of its size: the reads stay the same and its own
-pass is saved.
 """
 
 from __future__ import annotations
@@ -50,17 +48,14 @@ def _size(v) -> int:
 def recomputable(v, computed) -> bool:
     """Whether value v, computed by an elementwise node of another group, may be computed again
     where it is read: a cheap op (RECOMPUTED_OPS) whose operands no group computes (`computed(w)`
-    false: inputs, constants, views), all smaller than v (v broadcasts them) but at most one, so a
-    group that reads them instead of v reads no more than it did. With one operand of v's size (n-body's
-    ``mass[None, :, None] * inv[:, :, None]``, inv a view of a pass's result) the reads stay the
-    same, and v's own pass, which wrote v and read that operand, is left out where nothing else
-    reads v."""
+    false: inputs, constants, views), each smaller than v (v broadcasts them), so a group that
+    reads them instead of v reads less than it did."""
     node = v.node
     plan = elementwise_plan(node) if node is not None else None
     if plan is None or plan[0] not in RECOMPUTED_OPS or any(computed(w) for w in node.inputs):
         return False
-    size = _size(v)
-    return sum(_size(w) >= size for w in node.inputs) <= 1
+    sizes = [_size(w) for w in node.inputs]
+    return max(sizes, default=0) < _size(v)
 
 
 def group_nodes(nodes: list, position: dict, unfused: frozenset | set = frozenset()) -> list:

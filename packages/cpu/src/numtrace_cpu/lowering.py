@@ -13,8 +13,6 @@ buffers and `numtrace_cpu.executable` runs it.
 
 from __future__ import annotations
 
-import math
-
 from typing import Any
 
 from numtrace_ir.errors import traced_at
@@ -135,12 +133,6 @@ def _needed(nodes: list, units: list, outputs: list) -> set:
     return needed
 
 
-def _reads_its_size(node) -> bool:
-    """Whether an elementwise node reads an operand with as many elements as its result."""
-    size = math.prod(node.outputs[0].type.shape)
-    return any(math.prod(getattr(v.type, "shape", ())) >= size for v in node.inputs)
-
-
 def _drop_unread(nodes: list, units: list, outputs: list) -> list:
     """The units without the elementwise nodes whose every reader computes their value again
     (fusion's `recomputable`), and without groups left empty."""
@@ -192,10 +184,7 @@ def lower(graph, state: frozenset = frozenset()) -> tuple[list[Step], dict, dict
     steps: list[Step] = []
     for u in units:
         if isinstance(u, Group):
-            built = build_group(u, consts, index, needed - u.recomputed)
-            for st in built:
-                st.recomputed_same_size = sum(n.outputs[0] in u.recomputed and _reads_its_size(n) for n in st.nodes)
-            steps.extend(built)
+            steps.extend(build_group(u, consts, index, needed - u.recomputed))
         elif u.op == "prim.Constant":
             steps.append(ConstantStep(inputs=[], outputs=[index[u.outputs[0]]], nodes=[u]))
         elif id(u) in by_reference:

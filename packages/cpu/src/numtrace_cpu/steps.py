@@ -38,8 +38,6 @@ class FusedStep(Step):
     kernel: Any = None
     scalar_inputs: list = field(default_factory=list)
     overwritable: frozenset = frozenset()
-    # values computed again here (fusion.recomputable) that read an operand as large as themselves
-    recomputed_same_size: int = 0
 
 
 @dataclass
