@@ -882,8 +882,8 @@ cdef void _run_generated(void* kernel, const Ctx* cx, int nteam, Py_ssize_t unit
     block loops and folds (see nt_gen.h). On more than one thread the chunks run on the thread team
     (nt_team.h), whose workers then spin NUMTRACE_TEAM_SPIN_US before they sleep: the next large pass,
     or the next call of a short program (an in-place update), finds them awake. OpenMP's workers
-    sleep after every pass (OMP_WAIT_POLICY=PASSIVE), and a worker woken once per pass on the VM
-    joined late or was woken onto the caller's core, so such passes ran at about one thread's speed.
+    sleep after every pass (OMP_WAIT_POLICY=PASSIVE); a worker woken once per pass on the 2-core VM
+    joined late or was placed on the caller's core, where the pass ran at one thread's speed.
     Which thread runs a chunk never changes the result: each unit's outputs are its own."""
     cdef GenJob job
     cdef nt_gen_reduce red
