@@ -349,6 +349,23 @@ def test_middle_axis_reduction_generated_on_threads():
     assert gen.stats()["generated_column_runs"] == 2 and gen.stats()["generated_row_block_runs"] == 2
 
 
+@pytest.mark.parametrize(("shape", "axis"), [((300, 7), 0), ((20, 30, 3), 1), ((40, 2), 0)])
+def test_column_pass_reads_its_first_constant(shape, axis):
+    """``np.sum(2.0 * x, axis)`` in column mode: the kernel's first constant register (c0) is the
+    2.0, not the unit's first column."""
+    g = Graph()
+    x = g.add_input("x", TensorType(np.dtype(np.float64), shape))
+    two = g.create_node("prim.Constant", [], attrs={"value": 2.0}).output
+    prod = g.create_node("np.multiply", [two, x]).output
+    g.set_outputs([g.create_node("np.sum", [prod], attrs={"axis": axis}).output])
+    xs = np.linspace(-1.0, 1.0, int(np.prod(shape))).reshape(shape)
+    gen, interp = _both(g, [testing.type_of(xs)])
+    got = gen(xs)
+    _assert_same_bits(got, interp(xs), f"2 * x summed over axis {axis}")
+    np.testing.assert_allclose(got[0], np.sum(2.0 * xs, axis=axis), rtol=1e-12, atol=1e-12)
+    assert gen.stats()["generated_column_runs"] == 1
+
+
 def test_program_without_instructions_is_not_generated():
     assert generate(((4,), (), [(3, 1, 0)], [], [], [], [(3, 0)])) is None
 

@@ -148,6 +148,57 @@ def test_aliasing_is_refused_after_fast_calls_and_disjoint_interleaved_views_run
     np.testing.assert_allclose(buf[1::2], em, rtol=1e-12)
 
 
+@pytest.fixture
+def generated_on_two_threads(backend):
+    """On the cpu backend: passes compiled to C before the first call, run on two threads (a large
+    pass's chunks then split over the thread team)."""
+    if backend != "cpu":
+        yield
+        return
+    import numtrace_cpu
+    from numtrace_cpu import compiler
+
+    old_mode, old_threads = compiler.set_mode("sync"), numtrace_cpu.get_num_threads()
+    numtrace_cpu.set_num_threads(2)
+    try:
+        yield
+    finally:
+        numtrace_cpu.set_num_threads(old_threads)
+        compiler.set_mode(old_mode)
+
+
+def test_large_in_place_update_keeps_numpys_bits_and_refuses_aliasing(backend, rng, generated_on_two_threads):
+    n = 1_000_003
+    traced = nt.trace(sgd, tuple(np.ones(n, np.float32) for _ in range(3)), backend=backend)
+    w, m = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    m[::1001] = -0.0
+    ew, em = w.copy(), m.copy()
+    for _ in range(3):
+        g = rng.standard_normal(n).astype(np.float32)
+        assert traced(w, m, g) is None
+        sgd(ew, em, g)
+        assert w.tobytes() == ew.tobytes() and m.tobytes() == em.tobytes()
+    shared = np.ones(n, np.float32)
+    for args in ((shared, shared, np.ones(n, np.float32)),        # w is m
+                 (np.ones(n, np.float32), shared, shared),        # g is m
+                 (shared[1:], shared[:-1], np.ones(n - 1, np.float32))):   # overlapping views
+        if args[0].shape != (n,):
+            traced(*(np.ones(n - 1, np.float32) for _ in range(3)))   # that shape's executable first
+        with pytest.raises(ValueError, match="shares memory with argument"):
+            traced(*args)
+    assert np.all(shared == 1.0), "a refused call wrote nothing"
+    # Disjoint interleaved views of one buffer: every element is its own, so the update runs.
+    buf = rng.standard_normal(2 * n).astype(np.float32)
+    w, m, g = buf[0::2], buf[1::2], rng.standard_normal(n).astype(np.float32)
+    ew, em = w.copy(), m.copy()
+    traced(w, m, g)
+    sgd(ew, em, g)
+    assert buf[0::2].tobytes() == ew.tobytes() and buf[1::2].tobytes() == em.tobytes()
+    if backend == "cpu":
+        runs = [s["generated_team_runs"] for s in traced.stats()["signatures"].values()]
+        assert sum(runs) >= 4, runs
+
+
 def test_written_argument_and_tuple_of_outputs(backend, rng):
     def step(a, b):
         a += 1.0

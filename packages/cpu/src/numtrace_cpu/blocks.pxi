@@ -46,6 +46,19 @@ cdef extern from "nt_loops.h" nogil:
     float nt_op_multiply_f32(float a, float b)
     double nt_op_multiply_f64(double a, double b)
 
+# The persistent thread team (nt_team.h): generated passes below, GEMVs and packed products
+# (gemv.pxi, packed.pxi).
+cdef extern from "nt_team.h" nogil:
+    int NT_TEAM_MAX_UNITS
+    ctypedef void (*nt_team_fn)(void* arg, int unit) noexcept nogil
+    void nt_team_run_spin(nt_team_fn fn, void* arg, int nunits, int nteam, long long spin_ns)
+    void nt_team_wait_turn(const int* turn, int u)
+    void nt_team_pass_turn(int* turn, int next)
+
+cdef extern from "nt_team.h":
+    long long nt_team_spin_ns
+    long long nt_team_jobs, nt_team_jobs_shared, nt_team_jobs_spinning, nt_team_solo_runs, nt_team_backoffs
+
 cdef extern from "nt_gen.h" nogil:
     ctypedef void (*nt_gen_loop_fn)(char* d, const char* a, const char* b, Py_ssize_t n)
     ctypedef struct nt_gen_reduce:
@@ -848,26 +861,46 @@ cdef void _gen_store_sum(const void* cx, int j, double s, Py_ssize_t count, char
     _store(<const Ctx*>cx, j, &acc, out)
 
 
+ctypedef struct GenJob:
+    nt_gen_fn fn
+    const Ctx* cx
+    const nt_gen_loop_fn* loops
+    const nt_gen_reduce* red
+    Py_ssize_t units, chunk
+
+
+cdef void _gen_team_unit(void* arg, int c) noexcept nogil:
+    """Team unit c of a generated pass: units [c * chunk, (c + 1) * chunk) of it."""
+    cdef const GenJob* j = <const GenJob*>arg
+    cdef Py_ssize_t u1 = (c + 1) * j.chunk
+    j.fn(j.cx.data, j.cx.strides, j.cx.shape, j.cx.nd, c * j.chunk, j.units if u1 > j.units else u1,
+         j.cx.fconsts, j.cx.iconsts, j.loops, j.red)
+
+
 cdef void _run_generated(void* kernel, const Ctx* cx, int nteam, Py_ssize_t units, Py_ssize_t chunk) noexcept nogil:
-    """A pass's units through a generated kernel, `chunk` units per call, over the threads as
-    `_run_pass` splits them; the kernel gets this build's block loops and folds (see nt_gen.h)."""
-    cdef nt_gen_fn fn = <nt_gen_fn>kernel
-    cdef const nt_gen_loop_fn* loops = nt_gen_loop_table()
+    """A pass's units through a generated kernel, `chunk` units per call; the kernel gets this build's
+    block loops and folds (see nt_gen.h). On more than one thread the chunks run on the thread team
+    (nt_team.h), whose workers then spin NUMTRACE_TEAM_SPIN_US before they sleep: the next large pass,
+    or the next call of a short program (an in-place update), finds them awake. OpenMP's workers
+    sleep after every pass (OMP_WAIT_POLICY=PASSIVE); a worker woken once per pass on the 2-core VM
+    joined late or was placed on the caller's core, where the pass ran at one thread's speed.
+    Which thread runs a chunk never changes the result: each unit's outputs are its own."""
+    cdef GenJob job
     cdef nt_gen_reduce red
-    cdef Py_ssize_t c, nchunks = (units + chunk - 1) // chunk
-    cdef int fp = 0
+    cdef Py_ssize_t nchunks
     red.init, red.fold, red.store, red.cx, red.nkept = _gen_init, _gen_fold, _gen_store, cx, cx.nkept
     red.cols, red.rows, red.store_sum = cx.cols, cx.rows, _gen_store_sum
     red.sequential_below = NT_SUM_SEQUENTIAL_BELOW
     red.stream, red.tile_rows = cx.stream, (1 if cx.nred else cx.rows)
+    job.fn, job.cx, job.loops, job.red, job.units = <nt_gen_fn>kernel, cx, nt_gen_loop_table(), &red, units
     if nteam == 1:
-        fn(cx.data, cx.strides, cx.shape, cx.nd, 0, units, cx.fconsts, cx.iconsts, loops, &red)
+        job.fn(cx.data, cx.strides, cx.shape, cx.nd, 0, units, cx.fconsts, cx.iconsts, job.loops, &red)
         return
-    for c in prange(nchunks, num_threads=nteam, schedule="dynamic"):
-        fn(cx.data, cx.strides, cx.shape, cx.nd, c * chunk, units if (c + 1) * chunk > units else (c + 1) * chunk,
-           cx.fconsts, cx.iconsts, loops, &red)
-        fp |= nt_fp_take()
-    nt_fp_put(fp)
+    if chunk * NT_TEAM_MAX_UNITS < units:   # the team runs at most NT_TEAM_MAX_UNITS per job
+        chunk = (units + NT_TEAM_MAX_UNITS - 1) // NT_TEAM_MAX_UNITS
+    job.chunk = chunk
+    nchunks = (units + chunk - 1) // chunk
+    nt_team_run_spin(_gen_team_unit, &job, <int>nchunks, nteam, nt_team_spin_ns)
 
 
 RUN_GENERATED = PyCapsule_New(<void*>_run_generated, b"numtrace_cpu.run_generated", NULL)

@@ -411,11 +411,12 @@ def _column_units(w: _Writer, nops: int, reductions: list, tile: _Tile) -> None:
     w.line("const Py_ssize_t nchunk = (inner + cols - 1) / cols;")
     w.line("for (Py_ssize_t u = u0; u < u1; u++) {")
     w.indent += 1
-    w.line("const Py_ssize_t c0 = (u % nchunk) * cols, ncol = inner - c0 < cols ? inner - c0 : cols;")
+    # col0, not c0: the constant registers are named c<r>
+    w.line("const Py_ssize_t col0 = (u % nchunk) * cols, ncol = inner - col0 < cols ? inner - col0 : cols;")
     w.line("Py_ssize_t idx = u / nchunk;")
     _strided_bases(w, nops)
     for k in range(nops):
-        w.line(f"b{k} += c0 * sc{k};")
+        w.line(f"b{k} += col0 * sc{k};")
     _offsets(w, nops, "idx", "0", "nd - 2", "b")
     nred = len(reductions)
     w.line(f"double tot[{nred}][NT_GEN_MAXCOLS];")

@@ -193,6 +193,8 @@ class Executable(CallRunner):
             "generated_runs": sum(s.kernel.generated_runs for s in fused),
             "generated_column_runs": sum(s.kernel.generated_column_runs for s in fused),
             "generated_row_block_runs": sum(s.kernel.generated_row_block_runs for s in fused),
+            # generated runs split over the persistent thread team (blocks.pxi's _run_generated)
+            "generated_team_runs": sum(s.kernel.generated_team_runs for s in fused),
             "interpreted_runs": sum(s.kernel.interpreted_runs for s in fused),
             "rows_widened_runs": sum(s.kernel.rows_widened_runs for s in fused),
             "streamed_runs": sum(s.kernel.streamed_runs for s in fused),

@@ -116,6 +116,7 @@ cdef class FusedKernel:
     cdef bint generated_folds      # the generated kernel has column and row-block units (see set_generated)
     cdef bint generated_rows       # the generated kernel runs short rows in blocks of rows
     cdef readonly Py_ssize_t generated_runs, interpreted_runs
+    cdef readonly Py_ssize_t generated_team_runs   # generated runs split over the thread team (nt_team.h)
     cdef readonly Py_ssize_t generated_column_runs   # generated runs in column mode (middle-axis reductions)
     cdef readonly Py_ssize_t generated_row_block_runs   # generated runs reducing short rows in blocks of them
     cdef readonly Py_ssize_t rows_widened_runs   # passes whose short rows were walked along a longer dim
@@ -410,6 +411,8 @@ cdef class FusedKernel:
                     self.generated_column_runs += 1
                 else:
                     self.generated_row_block_runs += 1
+                if nteam > 1:
+                    self.generated_team_runs += 1
                 if self.work < NOGIL_MIN_WORK:
                     self.run_generated(self.generated, &cx, nteam, units, chunk)
                 else:
@@ -431,6 +434,8 @@ cdef class FusedKernel:
                     nteam = <int>units
                 chunk = max(1, units // (8 * nteam))
                 self.generated_runs += 1
+                if nteam > 1:
+                    self.generated_team_runs += 1
                 cx.stream = self._streamed(env, ids)
                 if self.work < NOGIL_MIN_WORK:
                     self.run_generated(self.generated, &cx, nteam, units, chunk)

@@ -41,16 +41,7 @@ cdef extern from "nt_gemv.h" nogil:
     void nt_gemv_dots_f64(const double* x, const double* w, Py_ssize_t ldw, Py_ssize_t K, Py_ssize_t n,
                           const double* b, int act, double* y)
 
-cdef extern from "nt_team.h" nogil:
-    int NT_TEAM_MAX_UNITS
-    ctypedef void (*nt_team_fn)(void* arg, int unit) noexcept nogil
-    void nt_team_run_spin(nt_team_fn fn, void* arg, int nunits, int nteam, long long spin_ns)
-    void nt_team_wait_turn(const int* turn, int u)
-    void nt_team_pass_turn(int* turn, int next)
-
-cdef extern from "nt_team.h":
-    long long nt_team_spin_ns
-    long long nt_team_jobs, nt_team_jobs_shared, nt_team_jobs_spinning, nt_team_solo_runs, nt_team_backoffs
+# The thread team's declarations (nt_team.h) are in blocks.pxi, included before this file.
 
 
 def team_spin_us() -> int:

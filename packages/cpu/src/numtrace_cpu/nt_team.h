@@ -1,4 +1,5 @@
-/* A persistent thread team for the GEMV kernels (gemv.pxi) and the packed products (packed.pxi):
+/* A persistent thread team for the generated passes (blocks.pxi), the GEMV kernels (gemv.pxi) and the
+ * packed products (packed.pxi):
  * workers that stay alive between calls, worker t running share t of a job whenever it is ready for it.
  *
  * Why not the OpenMP team: numtrace_cpu makes OpenMP threads sleep between passes
@@ -57,7 +58,8 @@
 #define NT_TEAM_LONG_WAIT 1024
 #define NT_TEAM_SOLO_MIN_NS 1000000LL   /* the first back-off's length */
 #define NT_TEAM_SOLO_NS 20000000LL      /* the longest back-off */
-/* How long the workers spin after a GEMV or packed-product job (NUMTRACE_TEAM_SPIN_US, see gemv.pxi). */
+/* How long the workers spin after a generated pass, GEMV or packed-product job (NUMTRACE_TEAM_SPIN_US,
+   see gemv.pxi). */
 static long long nt_team_spin_ns = 50000;
 
 typedef void (*nt_team_fn)(void *arg, int unit);
@@ -165,7 +167,9 @@ static int nt_team_grow(int want) {
     if (nt_team.nworkers >= want) return nt_team.nworkers;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, 1 << 18);
+    /* glibc's default: a generated pass keeps a tile per gathered operand on the stack (up to 64 of
+       TILE doubles, over 256 KiB); only the pages touched are committed */
+    pthread_attr_setstacksize(&attr, 8 << 20);
     while (nt_team.nworkers < want) {
         pthread_t th;
         nt_team.start_gen[nt_team.nworkers + 1] = atomic_load_explicit(&nt_team.gen, memory_order_relaxed);

@@ -1,0 +1,100 @@
+"""Generated passes split over the persistent thread team (blocks.pxi's _run_generated): each chunk of
+units runs on whichever thread claims it, so the bits must be one thread's, also for an update
+written in place into its inputs (sgd with momentum), with the workers spinning or sleeping after
+each job, and the floating-point flags a worker raised must reach the caller."""
+
+from __future__ import annotations
+
+import numpy as np
+import numtrace_cpu
+import pytest
+from numtrace_cpu import compile_graph, compiler
+from numtrace_cpu.isa import blocks
+from numtrace_ir import Graph
+from numtrace_ir.types import TensorType
+
+F32 = np.dtype(np.float32)
+N = 1_000_003   # large enough for two threads (PARALLEL_MIN_WORK), a part chunk at the end
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("NUMTRACE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "kernels"))
+
+
+def _sgd_graph():
+    """m = m * 0.9 + g; w = w - 0.01 * m: outputs (w, m), both updates of inputs."""
+    g = Graph()
+    w, grad, m = (g.add_input(name, TensorType(F32, (N,))) for name in ("w", "g", "m"))
+
+    def node(op, *args):
+        return g.create_node(op, list(args)).output
+
+    def const(value):
+        return g.create_node("prim.Constant", [], attrs={"value": value}).output
+
+    m2 = node("np.add", node("np.multiply", m, const(0.9)), grad)
+    g.set_outputs([node("np.subtract", w, node("np.multiply", const(0.01), m2)), m2])
+    return g, [w.type, grad.type, m.type]
+
+
+def _compiled(mode):
+    graph, types = _sgd_graph()
+    old = compiler.set_mode(mode)
+    try:
+        return compile_graph(graph, types, updates={0: 0, 1: 2})
+    finally:
+        compiler.set_mode(old)
+
+
+def _inputs(seed):
+    rng = np.random.default_rng(seed)
+    w, g, m = (rng.standard_normal(N).astype(F32) for _ in range(3))
+    g[::1001] = -0.0
+    m[5::997] = np.nan
+    w[7::991] = np.inf
+    return w, g, m
+
+
+def _numpy_sgd(w, g, m):
+    m *= 0.9
+    m += g
+    w -= 0.01 * m
+
+
+@pytest.mark.parametrize("spin_us", [2000, 0])
+def test_in_place_update_on_the_team_keeps_numpys_bits(team, numpy_quiet, spin_us):
+    blocks.set_team_spin_us(spin_us)
+    exe, interp = _compiled("sync"), _compiled("off")
+    for threads in (1, 2):
+        numtrace_cpu.set_num_threads(threads)
+        before = exe.stats()["generated_team_runs"]
+        for seed in range(3):
+            w, g, m = _inputs(seed)
+            want = [w.copy(), g.copy(), m.copy()]
+            _numpy_sgd(*want)
+            got = exe(w, g, m)
+            assert got[0] is w and got[1] is m, "the update is computed into the caller's arrays"
+            for a, b, name in zip((w, g, m), want, "wgm"):
+                assert a.tobytes() == b.tobytes(), f"{name} on {threads} threads, spin {spin_us} us"
+            w2, g2, m2 = _inputs(seed)
+            interp(w2, g2, m2)
+            assert w2.tobytes() == w.tobytes() and m2.tobytes() == m.tobytes()
+        runs = exe.stats()["generated_team_runs"] - before
+        assert runs == (3 if threads == 2 else 0), f"{runs} team runs on {threads} threads"
+    assert exe.stats()["generated_runs"] == 6 and exe.stats()["interpreted_runs"] == 0
+
+
+def test_team_pass_reports_a_workers_overflow(team):
+    numtrace_cpu.set_num_threads(2)
+    exe = _compiled("sync")
+    w, g, m = (np.ones(N, F32) for _ in range(3))
+    g[-5] = np.float32(3e38)   # the last chunk: the caller's home range starts at the first
+    m[-5] = np.float32(3e38)
+    with np.errstate(over="raise"), pytest.raises(FloatingPointError, match="overflow"):
+        exe(w, g, m)
+    assert exe.stats()["generated_team_runs"] == 1
+    w, g, m = (np.ones(N, F32) for _ in range(3))
+    g[1] = m[1] = np.float32(3e38)
+    with pytest.warns(RuntimeWarning, match="overflow"):
+        exe(w, g, m)
