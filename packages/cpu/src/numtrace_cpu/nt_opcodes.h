@@ -78,32 +78,40 @@ enum {
  * GCC 12 vectorizes even __builtin_isless into signaling predicates (and folds a float select of
  * the operands on their orderedness into the compare itself). So the compare never sees a NaN: the
  * operands are replaced in their bits, an integer select the compiler does not fold, where a quiet
- * test (ucomis, vcmp _CMP_UNORD_Q) finds a NaN. For a > b a NaN a becomes -inf and a NaN b +inf,
- * which compare false with anything; each replacement depends on one operand only, so for a
- * loop-invariant operand (x > 0, maximum(x, 0), clip) the compiler hoists its half out of the loop.
- * For a >= b (-inf >= -inf holds) both operands are zeroed where the pair is unordered and the
- * result masked. Integer operands compare as they are. The block loops of the AVX builds use quiet
- * vector predicates instead (nt_qcmp.h).
- * NT_QNAN_MASK(a, u, S, ABS, INF): all ones where a (bits u) is a NaN. On AVX2 a quiet NaN test,
- * one vector compare; elsewhere the sign of INF - |u|, integer ops: an AVX-512 compare writes a mask
- * register, and a loop of two of them per element runs at about half the speed of one, and SSE2
- * compares two doubles at a time where GCC runs these integer ops on the same registers. */
-#if defined(__AVX2__) && !defined(__AVX512F__)
-#define NT_QNAN_MASK(a, u, S, ABS, INF) (-(__typeof__(u))__builtin_isnan(a))
-#else
+ * test (ucomis, vcmp _CMP_UNORD_Q) finds a NaN, and an unordered pair compares false. Integer
+ * operands compare as they are. The block loops of the AVX builds use quiet vector predicates
+ * instead (nt_qcmp.h).
+ * On the AVX builds a > b replaces a NaN a by -inf and a NaN b by +inf, which compare false with
+ * anything; each replacement depends on one operand only, so for a loop-invariant operand (x > 0,
+ * maximum(x, 0), clip) the compiler hoists its half out of the loop. The NaN mask is a quiet
+ * compare on AVX2, and on AVX-512 the sign of INF - |bits| (integer ops: a compare there writes a
+ * mask register, and a loop of two of them per element runs at about half the speed of one).
+ * a >= b (-inf >= -inf holds), and a > b on the baseline build, zero both operands where the pair
+ * is unordered (on the baseline build the replacement changes which of two NaNs a product in a
+ * generated kernel returns). */
+#if defined(__AVX512F__)
 #define NT_QNAN_MASK(a, u, S, ABS, INF) ((__typeof__(u))((S)((INF) - ((u) & (ABS))) >> (8 * sizeof(u) - 1)))
+#elif defined(__AVX2__)
+#define NT_QNAN_MASK(a, u, S, ABS, INF) (-(__typeof__(u))__builtin_isnan(a))
+#endif
+#ifdef NT_QNAN_MASK
+#define NT_QGT(SUF, T, U, S, ABS, INF) \
+    static inline T nt_qnan_##SUF(T a, U other) { \
+        U u; memcpy(&u, &a, sizeof u); \
+        U k = NT_QNAN_MASK(a, u, S, ABS, INF); \
+        u = (u & ~k) | (other & k); memcpy(&a, &u, sizeof u); return a; } \
+    static inline int nt_qgt_##SUF(T a, T b) { return nt_qnan_##SUF(a, INF | ~ABS) > nt_qnan_##SUF(b, INF); }
+#else
+#define NT_QGT(SUF, T, U, S, ABS, INF) \
+    static inline int nt_qgt_##SUF(T a, T b) { \
+        int k = !__builtin_isunordered(a, b); return nt_qz_##SUF(a, k) > nt_qz_##SUF(b, k); }
 #endif
 #define NT_QUIET_CMP(SUF, T, U, S, ABS, INF) \
     static inline int nt_finite_##SUF(T a) { U u; memcpy(&u, &a, sizeof u); return (u & ABS) < INF; } \
     static inline int nt_inf_##SUF(T a) { U u; memcpy(&u, &a, sizeof u); return (u & ABS) == INF; } \
     static inline T nt_qz_##SUF(T a, int keep) { \
         U u; memcpy(&u, &a, sizeof u); u &= -(U)keep; memcpy(&a, &u, sizeof u); return a; } \
-    static inline T nt_qnan_##SUF(T a, U other) { \
-        U u; memcpy(&u, &a, sizeof u); \
-        U k = NT_QNAN_MASK(a, u, S, ABS, INF); \
-        u = (u & ~k) | (other & k); memcpy(&a, &u, sizeof u); return a; } \
-    static inline int nt_qgt_##SUF(T a, T b) { \
-        return nt_qnan_##SUF(a, INF | ~ABS) > nt_qnan_##SUF(b, INF); } \
+    NT_QGT(SUF, T, U, S, ABS, INF) \
     static inline int nt_qge_##SUF(T a, T b) { \
         int k = !__builtin_isunordered(a, b); return k & (nt_qz_##SUF(a, k) >= nt_qz_##SUF(b, k)); }
 NT_QUIET_CMP(f32, float, uint32_t, int32_t, 0x7fffffffu, 0x7f800000u)
