@@ -129,19 +129,6 @@ def _split_row_sum(a):
     return np.stack([np.mean(e), np.sum(e * -0.5), np.nansum(e)])
 
 
-# A medium pass (96 rows of 1024: between the cpu backend's TEAM_PASS_MIN_WORK and PARALLEL_MIN_WORK
-# element-instructions), a NaN and signed zeros in it: its generated kernel splits over the thread team.
-_TEAM_GRID = np.where(np.arange(96 * 1024) % 997, np.linspace(-2.0, 2.0, 96 * 1024), -0.0).reshape(96, 1024)
-_TEAM_GRID[40, 7] = np.nan
-
-
-def _team_pass(a):
-    """A softmax over rows of a medium array: passes the cpu backend runs on its thread team."""
-    s = np.sum(a) * _TEAM_GRID
-    e = np.exp(s - np.max(s, axis=-1, keepdims=True))
-    return e / np.sum(e, axis=-1, keepdims=True)
-
-
 def _gemv_rows(a):
     """A few rows of x times a run-time W (from the input, with signed zeros): the GEMV kernels'
     (M, K) @ (K, N) form."""
@@ -359,10 +346,10 @@ FAST_STEPS = [name for name in STEPS if name in (
     "pow_2_neg_zero", "reshape_write", "ravel_write", "T_reshape_write", "set_row", "set_slice", "iadd",
     "set_int_idx", "assign_expr", "sum_mid", "mean_pairs_last", "pair_sums")]
 STEPS.update({"gemv_team": (1, _gemv_team), "gemv_team_columns": (1, _gemv_team_columns),
-              "split_row_sum": (1, _split_row_sum), "team_pass": (1, _team_pass)})
+              "split_row_sum": (1, _split_row_sum)})
 # Steps only the explicit examples below run, so that adding them leaves the random draws as they were.
 EXAMPLE_ONLY = {"merge_heads", "merge_heads_pass", "causal_softmax", "causal_softmax_nan_row", "gemv_team",
-                "gemv_team_columns", "outer_pass", "layer_norm", "split_row_sum", "team_pass"}
+                "gemv_team_columns", "outer_pass", "layer_norm", "split_row_sum"}
 NAMES = sorted(set(STEPS) - EXAMPLE_ONLY)
 
 # The fast-path steps drawn about as often as all the others together.
@@ -438,7 +425,6 @@ FAST_PATHS = {
     "copying reshape computed in place": lambda s: s["reshapes_in_place"],
     "var sharing a mean's block sums": lambda s: s["shared_sum_runs"],
     "full sum split over the thread team": lambda s: s["split_row_runs"],
-    "medium generated pass on the thread team": lambda s: s["team_pass_runs"],
 }
 # Outcomes of the argument kinds a call may take (see _inputs).
 CALL_PATHS = ("Fortran-ordered argument", "strided argument", "np.longlong argument", "masked array refused",
@@ -571,8 +557,6 @@ def run_case(steps, backend):
 @example(steps=[("layer_norm", 0, 0)])
 @example(steps=[("split_row_sum", 0, 0)])
 @example(steps=[("neg_zero", 1, 0), ("split_row_sum", 3, 0)])
-@example(steps=[("team_pass", 0, 0)])
-@example(steps=[("neg_zero", 1, 0), ("team_pass", 3, 0)])
 def test_traced_program_matches_numpy_or_raises_clearly(steps, backend):
     # Every GENERATED_EVERY-th program on the cpu backend compiles its fused passes to C before its
     # first call (numtrace_cpu.compiler's sync mode), so they run on the generated kernels; so do the
@@ -595,15 +579,14 @@ GENERATED_EVERY = 8
 # The explicit programs whose reductions only generated kernels fold in registers, and a pass writing
 # its outputs with streaming stores (conftest.py lowers NUMTRACE_STREAM_MIN_BYTES).
 GENERATED_EXAMPLES = ([("pair_sums", 0, 1)], [("sum_mid", 0, 1), ("mean_pairs_last", 1, 0)],
-                      [("outer_pass", 0, 0)], [("split_row_sum", 0, 0)], [("team_pass", 0, 0)],
-                      [("neg_zero", 1, 0), ("team_pass", 3, 0)])
+                      [("outer_pass", 0, 0)], [("split_row_sum", 0, 0)])
 _CPU_PROGRAMS = itertools.count(1)
 # Steps whose path depends on the cpu backend's thread count: the team cuts _TEAM_W7's seven row
 # chunks by columns only when they do not divide among the threads and each thread's columns keep
 # two vectors (2 to 6 or 8 threads), each thread folds its own row chunks' partials only on more than
-# one thread, and a full sum's row and a medium generated pass are shared only by a team of two or
-# more. Their programs run at this count, whatever the machine's cores.
-TEAM_STEPS_THREADS = {"gemv_team": 2, "gemv_team_columns": 2, "split_row_sum": 2, "team_pass": 2}
+# one thread, and a full sum's row is shared only by a team of two or more. Their programs run at this
+# count, whatever the machine's cores.
+TEAM_STEPS_THREADS = {"gemv_team": 2, "gemv_team_columns": 2, "split_row_sum": 2}
 
 
 @contextlib.contextmanager

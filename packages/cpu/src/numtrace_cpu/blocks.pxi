@@ -67,21 +67,6 @@ cdef extern from "nt_gen.h" nogil:
     enum: NT_GEN_ACC_BYTES
     enum: NT_GEN_MAXCOLS
 
-# The persistent thread team of the GEMV kernels, the packed products and the medium generated passes
-# (see _run_generated).
-cdef extern from "nt_team.h" nogil:
-    int NT_TEAM_MAX_UNITS
-    ctypedef void (*nt_team_fn)(void* arg, int unit) noexcept nogil
-    void nt_team_run_spin(nt_team_fn fn, void* arg, int nunits, int nteam, long long spin_ns)
-    void nt_team_wait_turn(const int* turn, int u)
-    void nt_team_pass_turn(int* turn, int next)
-
-cdef extern from "nt_team.h":
-    long long nt_team_spin_ns
-    long long nt_team_jobs, nt_team_jobs_shared, nt_team_jobs_spinning, nt_team_solo_runs, nt_team_backoffs
-    long long nt_team_misses_total
-    int nt_team_job_missed(int mine, int nunits, int all_awake, long long work_ns, long long wait_ns)
-
 cdef extern from "nt_pairs.h" nogil:
     int nt_pair_f32(int op1, int op2, int tleft, float* d, const float* x, const float* y, const float* z,
                     Py_ssize_t n)
@@ -863,45 +848,18 @@ cdef void _gen_store_sum(const void* cx, int j, double s, Py_ssize_t count, char
     _store(<const Ctx*>cx, j, &acc, out)
 
 
-cdef struct _GenJob:
-    nt_gen_fn fn
-    const Ctx* cx
-    const nt_gen_loop_fn* loops
-    const nt_gen_reduce* red
-    Py_ssize_t units, chunk
-
-
-cdef void _gen_team_unit(void* arg, int c) noexcept nogil:
-    cdef _GenJob* job = <_GenJob*>arg
-    cdef Py_ssize_t u0 = c * job.chunk, u1 = min(job.units, (c + 1) * job.chunk)
-    job.fn(job.cx.data, job.cx.strides, job.cx.shape, job.cx.nd, u0, u1, job.cx.fconsts, job.cx.iconsts,
-           job.loops, job.red)
-
-
 cdef void _run_generated(void* kernel, const Ctx* cx, int nteam, Py_ssize_t units, Py_ssize_t chunk) noexcept nogil:
     """A pass's units through a generated kernel, `chunk` units per call, over the threads as
-    `_run_pass` splits them; the kernel gets this build's block loops and folds (see nt_gen.h). A
-    pass marked `on_team` (a medium one, too small to repay waking OpenMP's sleeping threads) runs its
-    chunks on the thread team of the products instead, whose workers spin between jobs: in a
-    transformer block its layer norms and softmax run between products, while the workers are awake.
-    With the team's spin off it runs on this thread. Each chunk's outputs are its own, so the thread
-    that runs it never changes a bit."""
+    `_run_pass` splits them; the kernel gets this build's block loops and folds (see nt_gen.h)."""
     cdef nt_gen_fn fn = <nt_gen_fn>kernel
     cdef const nt_gen_loop_fn* loops = nt_gen_loop_table()
     cdef nt_gen_reduce red
     cdef Py_ssize_t c, nchunks = (units + chunk - 1) // chunk
     cdef int fp = 0
-    cdef _GenJob job
     red.init, red.fold, red.store, red.cx, red.nkept = _gen_init, _gen_fold, _gen_store, cx, cx.nkept
     red.cols, red.rows, red.store_sum = cx.cols, cx.rows, _gen_store_sum
     red.sequential_below = NT_SUM_SEQUENTIAL_BELOW
     red.stream, red.tile_rows = cx.stream, (1 if cx.nred else cx.rows)
-    if nteam > 1 and cx.on_team:
-        if nt_team_spin_ns > 0 and nchunks <= NT_TEAM_MAX_UNITS:
-            job.fn, job.cx, job.loops, job.red, job.units, job.chunk = fn, cx, loops, &red, units, chunk
-            nt_team_run_spin(_gen_team_unit, &job, <int>nchunks, nteam, nt_team_spin_ns)
-            return
-        nteam = 1
     if nteam == 1:
         fn(cx.data, cx.strides, cx.shape, cx.nd, 0, units, cx.fconsts, cx.iconsts, loops, &red)
         return

@@ -10,10 +10,6 @@ NOGIL_MIN_WORK); that build only visits indices inside the validated shape."""
 # OpenMP team (see OMP_WAIT_POLICY in numtrace_cpu/__init__.py) costs tens of microseconds on a
 # busy machine, about what a single thread needs for this much work.
 cdef Py_ssize_t PARALLEL_MIN_WORK = 1 << 20
-# Work from which a smaller generated pass splits over the thread team of the products (nt_team.h):
-# its workers spin between jobs and the caller starts at once, so it costs about a microsecond where
-# the pass takes 10 or more on one thread (see _run_generated in blocks.pxi).
-cdef Py_ssize_t TEAM_PASS_MIN_WORK = 1 << 17
 
 # Work below which a pass keeps the GIL: giving it up and taking it back costs about 0.1 us, a
 # sizeable part of a small call, and other Python threads wait no longer than such a pass runs.
@@ -127,7 +123,6 @@ cdef class FusedKernel:
     cdef readonly Py_ssize_t generated_rows_runs # generated passes run in blocks of short rows
     cdef readonly Py_ssize_t shared_sum_runs     # interpreted reduction rows whose var/std took a sum's block sums
     cdef readonly Py_ssize_t split_row_runs      # full reductions whose one row ran as rows of a block (see _run_split_row)
-    cdef readonly Py_ssize_t team_pass_runs      # generated passes split over the thread team (TEAM_PASS_MIN_WORK)
     cdef bint shares_sums                        # some reduction's shares_sum is set
     cdef Py_ssize_t out_item_bytes               # bytes of one element of every output (not reduced) together
     cdef readonly tuple program    # the constructor's arguments but `blocks`, for numtrace_cpu.codegen
@@ -383,7 +378,6 @@ cdef class FusedKernel:
         cdef Py_ssize_t units, chunk
         cdef size_t need
         cdef char* scratch
-        cx.on_team = False
         if True:
             cx.cols = _columns_per_block(&cx)
             if cx.cols:
@@ -433,10 +427,6 @@ cdef class FusedKernel:
                     cx.rows = 1
                     units = _count_kept_units(&cx) if self.nred else _count_rows_units(&cx)
                 nteam = nthreads if (nthreads > 1 and units > 1 and self.work >= PARALLEL_MIN_WORK) else 1
-                if nthreads > 1 and units > 1 and TEAM_PASS_MIN_WORK <= self.work < PARALLEL_MIN_WORK:
-                    nteam = nthreads
-                    cx.on_team = True
-                    self.team_pass_runs += 1
                 if nteam > units:
                     nteam = <int>units
                 chunk = max(1, units // (8 * nteam))

@@ -41,6 +41,19 @@ cdef extern from "nt_gemv.h" nogil:
     void nt_gemv_dots_f64(const double* x, const double* w, Py_ssize_t ldw, Py_ssize_t K, Py_ssize_t n,
                           const double* b, int act, double* y)
 
+cdef extern from "nt_team.h" nogil:
+    int NT_TEAM_MAX_UNITS
+    ctypedef void (*nt_team_fn)(void* arg, int unit) noexcept nogil
+    void nt_team_run_spin(nt_team_fn fn, void* arg, int nunits, int nteam, long long spin_ns)
+    void nt_team_wait_turn(const int* turn, int u)
+    void nt_team_pass_turn(int* turn, int next)
+
+cdef extern from "nt_team.h":
+    long long nt_team_spin_ns
+    long long nt_team_jobs, nt_team_jobs_shared, nt_team_jobs_spinning, nt_team_solo_runs, nt_team_backoffs
+    long long nt_team_misses_total, nt_team_long_waits
+    int nt_team_job_missed(int mine, int nunits, int all_awake, long long work_ns, long long wait_ns)
+
 
 def team_spin_us() -> int:
     """Microseconds the team's workers spin after a GEMV or packed-product job (0: every GEMV on the
@@ -69,10 +82,12 @@ def team_counts() -> dict:
     `jobs_shared` of them in which a worker ran a unit, `jobs_spinning` of them after which the
     workers spun, GEMVs and packed products meant for the team that ran on the calling thread alone
     (`solo_runs`: during a back-off, or while another thread held the team), spinning jobs the
-    workers missed (`misses`, see team_job_missed) and back-offs entered (`backoffs`, one per few
-    misses in a row)."""
+    workers missed (`misses`, see team_job_missed), back-offs entered (`backoffs`, one per few
+    misses in a row), and shared spinning jobs whose caller waited more than 50 us for a worker's
+    unit (`long_waits`: misses only when the wait was also longer than the caller's own work)."""
     return {"jobs": nt_team_jobs, "jobs_shared": nt_team_jobs_shared, "jobs_spinning": nt_team_jobs_spinning,
-            "solo_runs": nt_team_solo_runs, "misses": nt_team_misses_total, "backoffs": nt_team_backoffs}
+            "solo_runs": nt_team_solo_runs, "misses": nt_team_misses_total, "backoffs": nt_team_backoffs,
+            "long_waits": nt_team_long_waits}
 
 
 def team_job_missed(int mine, int nunits, bint all_awake, long long work_ns, long long wait_ns) -> bool:

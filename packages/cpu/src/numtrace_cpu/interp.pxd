@@ -101,7 +101,6 @@ cdef struct Ctx:
     Py_ssize_t scratch_regs     # bytes of scratch per thread: nregs registers of 8-byte elements
     uint64_t stream             # generated kernels: bit k, write output operand k with streaming stores
     bint raw_sums               # each reduction is a float sum/mean: store its running sum as a double, undivided
-    bint on_team                # generated kernels: units on the spinning thread team (nt_team.h), not OpenMP
 
 # One pass over cx's units on `nteam` threads (scratch holds nteam * cx.scratch_regs bytes), taking
 # `chunk` units at a time: what an ISA build provides, as the capsule RUN_PASS named

@@ -93,9 +93,10 @@ typedef struct {
 /* What the team did, for gemv.pxi's team_counts(): jobs run on it, those in which a worker ran a
    unit, those after which the workers spun, jobs asking for a spin that ran on the caller alone (a
    back-off, another thread holding the team, or workers not done with the last job), back-offs
-   entered. */
+   entered, spinning jobs missed, and shared spinning jobs whose caller waited more than
+   NT_TEAM_LONG_WAIT_NS for a worker's unit (a miss only when also longer than its own work). */
 static atomic_llong nt_team_jobs, nt_team_jobs_shared, nt_team_jobs_spinning, nt_team_solo_runs,
-    nt_team_backoffs, nt_team_misses_total;
+    nt_team_backoffs, nt_team_misses_total, nt_team_long_waits;
 
 /* Whether a spinning job was a miss (see the back-off above): the caller ran `mine` of `nunits` units,
    working `work_ns` from the post and then waiting `wait_ns` for the workers' units; `all_awake`:
@@ -246,8 +247,10 @@ static void nt_team_run_spin(nt_team_fn fn, void *arg, int nunits, int nteam, lo
                 nt_team.solo_until = 0;
                 /* the wait is timed only when there was one: a job whose units were all done when
                    the caller finished its own reads no clock a third time */
-                if (nt_team_job_missed(mine, nunits, all_awake, t_own - t_post,
-                                       spins ? nt_team_now_ns() - t_own : 0)) {
+                const long long waited = spins ? nt_team_now_ns() - t_own : 0;
+                if (mine < nunits && waited > NT_TEAM_LONG_WAIT_NS)
+                    atomic_fetch_add_explicit(&nt_team_long_waits, 1, memory_order_relaxed);
+                if (nt_team_job_missed(mine, nunits, all_awake, t_own - t_post, waited)) {
                     atomic_fetch_add_explicit(&nt_team_misses_total, 1, memory_order_relaxed);
                     if (++nt_team.misses >= NT_TEAM_MISSES) {
                         nt_team.misses = 0;
