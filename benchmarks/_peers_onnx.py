@@ -128,7 +128,8 @@ def _cnn(row: Any) -> Callable:
     return g.session(x.shape, g.linear(h, model.head.weight.T, model.head.bias))
 
 
-MODELS = {"mlp": _mlp, "mlp_constants": _mlp_constants, "encoder": _encoder, "encoder_constants": _encoder_constants,
+MODELS = {"mlp": _mlp, "mlp_constants": _mlp_constants, "encoder": _encoder,
+          "encoder_constants": _encoder_constants,
           "classifier": _classifier, "cnn": _cnn}
 
 

@@ -177,7 +177,8 @@ def _example_rows(quick: bool) -> list[Row]:
     tokens = (4, 24) if quick else (16, 64)
     plates = (4, 64) if quick else (16, 256)
     classifier = mlp_classifier.Classifier().eval()
-    classifier_macs = sum(np.asarray(fc.weight).size for fc in (classifier.fc1, classifier.fc2, classifier.head))
+    layers = (classifier.fc1, classifier.fc2, classifier.head)
+    classifier_macs = sum(np.asarray(fc.weight).size for fc in layers)
     return [
         Row(f"example mlp_classifier (batch {mlp_batch})", "examples", classifier,
             lambda: (f32(mlp_batch, 784, uniform=True),), kind="module", tag="classifier",
@@ -368,7 +369,8 @@ def measure_limits(rows: list[Row]) -> dict[str, Any]:
     import ctypes
 
     lib = _compile_c(HERE / "machine_limits.c", ["-O2"])
-    lib.fma_flops.restype, lib.fma_flops.argtypes = ctypes.c_double, [ctypes.c_int, ctypes.c_long, ctypes.c_int]
+    lib.fma_flops.restype = ctypes.c_double
+    lib.fma_flops.argtypes = [ctypes.c_int, ctypes.c_long, ctypes.c_int]
     lib.read_bytes_per_s.restype = ctypes.c_double
     lib.read_bytes_per_s.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_int, ctypes.c_int]
     threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -376,7 +378,8 @@ def measure_limits(rows: list[Row]) -> dict[str, Any]:
     return {"threads": threads, "lanes": lib.vector_lanes(),
             "fma_flops": lib.fma_flops(threads, 100_000, LIMIT_TIMINGS),
             "fma_flops_1": lib.fma_flops(1, 100_000, LIMIT_TIMINGS),
-            "read": {str(b): lib.read_bytes_per_s(threads, b, max(4, (1 << 27) // b), LIMIT_TIMINGS) for b in sizes}}
+            "read": {str(b): lib.read_bytes_per_s(threads, b, max(4, (1 << 27) // b), LIMIT_TIMINGS)
+                     for b in sizes}}
 
 
 def row_limit(row: Row, cells: dict[str, Any], limits: dict[str, Any] | None) -> tuple[float, str] | None:
@@ -531,7 +534,8 @@ def print_limits(rows: list[Row], results: dict[str, dict], limits: dict[str, An
     full (above 95% of the measured peak: out of reach)."""
     peak = limits["fma_flops"]
     reads = ", ".join(f"{int(b) / 1e6:.2f} MB at {v / 1e9:.0f} GB/s" for b, v in limits["read"].items())
-    print(f"limits, measured in this run (machine_limits.c, best of {LIMIT_TIMINGS} timings, threads pinned): "
+    print(f"limits, measured in this run (machine_limits.c, best of {LIMIT_TIMINGS} timings, threads "
+          "pinned): "
           f"float32 FMA peak {peak / 1e9:.0f} GFLOP/s on {limits['threads']} threads "
           f"({limits['fma_flops_1'] / 1e9:.0f} on one, {limits['lanes']}-lane FMAs)"
           + (f"; weights read from the cores' caches: {reads}" if reads else ""))
@@ -543,8 +547,9 @@ def print_limits(rows: list[Row], results: dict[str, dict], limits: dict[str, An
             continue
         need = row.flops / (ort / 1.1)
         if need / peak > 0.8:
-            print(f"  {row.name}: 1.1x ONNX Runtime ({fmt_seconds(ort).strip()}) is {fmt_seconds(ort / 1.1).strip()}"
-                  f", {need / 1e9:.0f} GFLOP/s in the products alone: {need / peak:.0%} of the measured peak"
+            print(f"  {row.name}: 1.1x ONNX Runtime ({fmt_seconds(ort).strip()}) is "
+                  f"{fmt_seconds(ort / 1.1).strip()}, {need / 1e9:.0f} GFLOP/s in the products alone: "
+                  f"{need / peak:.0%} of the measured peak"
                   + (" (out of reach)" if need / peak > 0.95 else ""))
 
 
