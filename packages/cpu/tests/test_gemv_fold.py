@@ -80,6 +80,40 @@ def test_one_chunk_or_one_thread_does_not_fold(team):
     assert _layer(0, 784, 512, np.float32).stats()["gemv_team_folds"] == 0
 
 
+def _transposed_layer(k, n, dtype):
+    """x @ w.T + b with w of shape (n, k): the traced (C-ordered) w makes the dots form."""
+    g = Graph()
+    x = g.add_input("x", TensorType(np.dtype(dtype), (k,)))
+    w = g.add_input("w", TensorType(np.dtype(dtype), (n, k)))
+    b = g.add_input("b", TensorType(np.dtype(dtype), (n,)))
+    wt = g.create_node("np.transpose", [w]).output
+    g.set_outputs([g.create_node("np.add", [g.create_node("np.matmul", [x, wt]).output, b]).output])
+    return compile_graph(g, [x.type, w.type, b.type])
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_team_counts_follow_the_weight_layout_a_call_runs(team, transposed):
+    """A weight whose summed axis is not its outer one in memory runs the dots form, which neither
+    folds nor cuts columns: stats() counts by the form the last call ran (the traced layout's before
+    any call), so a Fortran-ordered weight at a call changes the counts, both ways."""
+    k, n = 448, 130   # 7 row chunks: folded, and cut into columns on 2 threads
+    set_num_threads(2)
+    x, w, b = _args(0, k, n, np.float32, 5)
+    if transposed:
+        exe, traced, other = _transposed_layer(k, n, np.float32), w.T.copy(), w.T.copy(order="F")
+    else:
+        exe, traced, other = _layer(0, k, n, np.float32, relu=False), w, np.asfortranarray(w)
+    ran = {"folds": int(not transposed), "columns": int(not transposed)}
+    for weight, rows in ((traced, not transposed), (other, transposed), (traced, not transposed)):
+        stats = exe.stats()
+        assert (stats["gemv_team_folds"], stats["gemv_team_columns"]) == (ran["folds"], ran["columns"])
+        out = exe(x, weight, b)[0]
+        np.testing.assert_allclose(out, x @ w + b, rtol=1e-4, atol=1e-4)
+        stats = exe.stats()
+        assert (stats["gemv_team_folds"], stats["gemv_team_columns"]) == (int(rows), int(rows))
+        ran = {"folds": int(rows), "columns": int(rows)}
+
+
 def test_folds_under_load_neither_deadlock_nor_change_bits(team):
     """Two busy processes take both cores while 2 and 3 threads fold: workers are preempted in the
     middle of their unit or while waiting for their turn to fold. Each call must still finish with

@@ -14,9 +14,10 @@ import warnings
 
 import numpy as np
 import pytest
-from numtrace_cpu import compile_graph, isa
+from numtrace_cpu import compile_graph, compiler, isa
 from numtrace_ir import Graph, registry, testing
 from numtrace_ir.registry import Sample
+from numtrace_ir.testing import clip_cases
 
 _COMPARES = ["np.maximum", "np.minimum", "np.fmax", "np.fmin", "np.greater", "np.greater_equal", "np.less",
              "np.less_equal", "np.equal", "np.not_equal", "np.heaviside"]
@@ -257,14 +258,24 @@ def test_tiny_inputs_raise_no_underflow(name):
     _assert_raises_like_numpy(name, np.full(20, 1e-200))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "np.clip with array bounds gives the bound on a -0.0/0.0 tie (NumPy's clip loop), with scalar "
-    "bounds x; the decomposition (numtrace_ir elementwise._clip_decompose) always keeps x"))
-def test_clip_with_array_bounds_signs_a_zero_tie_as_numpy():
-    x = np.array([0.0, -0.0] * 8)
-    lo, hi = np.array([-0.0, 0.0] * 8), np.ones(16)
-    want, got = _run("np.clip", (x, lo, hi))
-    assert np.array_equal(_bits(want), _bits(got))
+@pytest.mark.parametrize("mode", ["off", "sync"])
+def test_clip_is_numpys_bit_for_bit(mode):
+    """np.clip's -0.0/0.0 ties and NaNs (x's or a bound's, by NumPy's two clip loops), a_min > a_max,
+    every kind of bound, on the interpreter and in generated kernels."""
+    old = compiler.set_mode(mode)
+    try:
+        for what, inputs, attrs in clip_cases.cases():
+            if mode == "sync" and "n=5 " not in what:   # one length per case in compiled C
+                continue
+            g, arrays = clip_cases.graph(inputs, attrs)
+            with np.errstate(all="ignore"):
+                want = registry.get("np.clip").reference(*inputs, **attrs)
+            with np.errstate(all="raise"):   # NumPy's loop clears the flags of its compares
+                (got,) = compile_graph(g, [testing.type_of(v) for v in arrays])(*arrays)
+            same = clip_cases.same_bits(got, want)
+            assert same.all(), f"{what}: at {np.flatnonzero(~same.ravel())[:4]}"
+    finally:
+        compiler.set_mode(old)
 
 
 _BASELINE_FLAGS = {

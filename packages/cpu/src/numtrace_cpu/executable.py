@@ -87,6 +87,8 @@ class Executable(CallRunner):
                      or not types[v].is_concrete]
         run = [s for s in steps if not isinstance(s, ConstantStep) and id(s) not in once]
         runners = [_runner(s, types) for s in run]
+        # The GEMV kernels of the steps: stats() counts the team's work by the form each last ran.
+        self._gemvs = {id(s): r for s, r in zip(run, runners) if isinstance(r, blocks.Gemv)}
         # NumPy's floating-point warnings and errors: see numtrace_ir.fp_errors.
         self._setup(specs, runners, outputs, sorted(set(per_call)),
                     report or Reporter(lambda: Interpreter(graph)), [isinstance(s, NUMPY_STEPS) for s in run])
@@ -171,6 +173,7 @@ class Executable(CallRunner):
         fused_nodes = {id(n) for s in fused for n in s.nodes}
         fallbacks = [s.nodes[0].op for s in self._steps
                      if isinstance(s, FallbackStep) and not isinstance(s, ViewStep)]
+        producers = {v: s for s in self._steps for v in s.outputs}
         return {
             "backend": "cpu",
             "isa": ISA,
@@ -204,8 +207,10 @@ class Executable(CallRunner):
                                   for s in self._steps),
             "gemv_team": sum(isinstance(s, MatmulStep) and s.gemv is not None
                              and _gemv_macs(s, self._types) >= blocks.GEMV_PARALLEL_MIN for s in self._steps),
-            "gemv_team_columns": sum(_gemv_column_pieces(s, self._types) > 1 for s in self._steps),
-            "gemv_team_folds": sum(_gemv_team_folds(s, self._types) for s in self._steps),
+            "gemv_team_columns": sum(_gemv_column_pieces(s, self._types, self._gemvs, producers) > 1
+                                     for s in self._steps),
+            "gemv_team_folds": sum(_gemv_team_folds(s, self._types, self._gemvs, producers)
+                                   for s in self._steps),
             "packed_matmuls": sum(isinstance(s, MatmulStep) and s.packed is not None for s in self._steps),
             "packed_constant": sum(isinstance(s, MatmulStep) and s.packed == "constant" for s in self._steps),
             "packed_runtime": sum(isinstance(s, MatmulStep) and s.packed == "runtime" for s in self._steps),
@@ -476,30 +481,46 @@ def _gemv_macs(step: MatmulStep, types: dict) -> int:
     return math.prod(types[step.outputs[0]].shape) * mat.shape[k_axis]
 
 
-def _gemv_team_rows_matrix(step: Step, types: dict):
-    """The (K, N) matrix type of a team GEMV step of the rows form, else None."""
-    if not isinstance(step, MatmulStep) or step.gemv is None or step.gemv != (0, 0):
+def _gemv_team_rows_shape(step: Step, types: dict, gemvs: dict, producers: dict
+                          ) -> tuple[int, int, int] | None:
+    """(K, N, itemsize) of a team GEMV step that runs the rows form (its matrix's summed axis K the
+    outer one in memory), else None. The form is the one the step's kernel ran at its last call (the
+    matrix's layout at that call, `Gemv.last_form`); before any call, `_traced_form`."""
+    if not isinstance(step, MatmulStep) or step.gemv is None:
+        return None
+    vec_pos, k_axis = step.gemv
+    ran = gemvs[id(step)].last_form if id(step) in gemvs else None
+    if (ran or _traced_form(step, producers)) != "rows":
         return None
     if _gemv_macs(step, types) < blocks.GEMV_PARALLEL_MIN:
         return None
-    return types[step.inputs[1]]
+    mat = types[step.inputs[1 - vec_pos]]
+    return mat.shape[k_axis], mat.shape[1 - k_axis], mat.dtype.itemsize
 
 
-def _gemv_column_pieces(step: Step, types: dict) -> int:
-    """How many column ranges a team GEMV step of the rows form (a (K, N) matrix) cuts each row chunk
-    into at the current thread count (1: none, or not such a step)."""
-    mat = _gemv_team_rows_matrix(step, types)
-    if mat is None:
-        return 1
-    nthreads = threads.get_num_threads()
-    return blocks.gemv_column_pieces(mat.shape[0], mat.shape[1], mat.dtype.itemsize, nthreads)
+def _traced_form(step: MatmulStep, producers: dict) -> str:
+    """The GEMV form of a call with C-ordered arguments: "rows" where the matrix's summed axis is its
+    outer one, each transpose view between an argument (or a buffer) and the matrix swapping them."""
+    assert step.gemv is not None
+    vec_pos, k_axis = step.gemv
+    value, flips = step.inputs[1 - vec_pos], 0
+    while isinstance(producers.get(value), ViewStep) and producers[value].nodes[0].op == "np.transpose":
+        value, flips = producers[value].inputs[0], flips + 1
+    return "rows" if (k_axis == 0) != bool(flips % 2) else "dots"
 
 
-def _gemv_team_folds(step: Step, types: dict) -> bool:
+def _gemv_column_pieces(step: Step, types: dict, gemvs: dict, producers: dict) -> int:
+    """How many column ranges a team GEMV step of the rows form cuts each row chunk into at the
+    current thread count (1: none, or not such a step)."""
+    rows = _gemv_team_rows_shape(step, types, gemvs, producers)
+    return 1 if rows is None else blocks.gemv_column_pieces(*rows, threads.get_num_threads())
+
+
+def _gemv_team_folds(step: Step, types: dict, gemvs: dict, producers: dict) -> bool:
     """Whether a team GEMV step of the rows form folds its row chunks' partials on the team at the
     current thread count (gemv.pxi's _gemv_fold_unit)."""
-    mat = _gemv_team_rows_matrix(step, types)
-    return mat is not None and blocks.gemv_team_folds(mat.shape[0], threads.get_num_threads())
+    rows = _gemv_team_rows_shape(step, types, gemvs, producers)
+    return rows is not None and blocks.gemv_team_folds(rows[0], threads.get_num_threads())
 
 
 def _packed_runner(step: MatmulStep, types: dict):

@@ -305,6 +305,7 @@ cdef class Gemv:
     cdef Py_ssize_t vec, mat, bias, out
     cdef int k_axis, act, typenum
     cdef unsigned calls   # the fold form's direction alternates with each call (_gemv_fold_unit)
+    cdef int form   # the last call's: -1 none yet, 0 dots, 1 rows, 2 NumPy (see last_form)
     cdef object fallback
 
     def __init__(self, Py_ssize_t vec, Py_ssize_t mat, Py_ssize_t out, int k_axis, object dtype,
@@ -322,6 +323,14 @@ cdef class Gemv:
         self.act = GEMV_ACTIVATIONS[activation]
         self.typenum = np.dtype(dtype).num
         self.fallback = fallback
+        self.form = -1
+
+    @property
+    def last_form(self):
+        """What the last call ran: "rows" (a matrix whose summed axis is its outer one), "dots" (the
+        other way), "numpy" (a layout the kernels do not take), or None before the first call. The
+        matrix's layout at the call decides, not the one traced (stats())."""
+        return (None, "dots", "rows", "numpy")[self.form + 1]
 
     def __call__(self, list env, int nthreads):
         cdef GemvArgs g
@@ -330,6 +339,7 @@ cdef class Gemv:
         cdef cnp.ndarray x, w, y, b
         cdef Py_ssize_t itemsize, sk, sj
         cdef bint rows_ok
+        self.form = 2
         if not (type(xo) is np.ndarray and type(wo) is np.ndarray and type(yo) is np.ndarray
                 and (bo is None or type(bo) is np.ndarray)):
             return self.fallback(env, nthreads)
@@ -365,6 +375,7 @@ cdef class Gemv:
             g.rows, g.ldw = 0, sj // itemsize
         else:
             return self.fallback(env, nthreads)
+        self.form = g.rows
         g.x = <const char*>cnp.PyArray_DATA(x)
         g.w = <const char*>cnp.PyArray_DATA(w)
         g.y = <char*>cnp.PyArray_DATA(y)

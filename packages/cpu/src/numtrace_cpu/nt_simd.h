@@ -401,8 +401,18 @@ NT_COL_EXTREME(nt_colmin_u8, uint8_t, NT_LT)
 static inline void NAME(const T *x, Py_ssize_t ncol, Py_ssize_t rs, Py_ssize_t r, A *s) { \
     NT_COL_ROWS(T, s[c] = s[c] + (A)x0[c] + (A)x1[c] + (A)x2[c] + (A)x3[c];, s[c] += (A)x0[c];) \
 }
-NT_COL_SUM(nt_colsum_f32, float, double)
-NT_COL_SUM(nt_colsum_f64, double, double)
+/* a + b keeping a where it is a NaN: of two NaN operands an addition gives its first source's, and
+ * the compiler may swap the operands of +, so a float column's first NaN (NumPy's, which adds each
+ * row to the sum so far) is kept by this test, not by the order of the operands. */
+#define NT_ADD_KEEP_NAN(a, b) ((a) != (a) ? (a) : (a) + (b))
+#define NT_COL_SUM_F(NAME, T) \
+static inline void NAME(const T *x, Py_ssize_t ncol, Py_ssize_t rs, Py_ssize_t r, double *s) { \
+    NT_COL_ROWS(T, double t = NT_ADD_KEEP_NAN(s[c], (double)x0[c]); t = NT_ADD_KEEP_NAN(t, (double)x1[c]); \
+                t = NT_ADD_KEEP_NAN(t, (double)x2[c]); s[c] = NT_ADD_KEEP_NAN(t, (double)x3[c]);, \
+                s[c] = NT_ADD_KEEP_NAN(s[c], (double)x0[c]);) \
+}
+NT_COL_SUM_F(nt_colsum_f32, float)
+NT_COL_SUM_F(nt_colsum_f64, double)
 NT_COL_SUM(nt_colsum_i64, int64_t, uint64_t)
 
 #endif

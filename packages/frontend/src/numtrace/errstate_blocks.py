@@ -6,7 +6,10 @@ keeps ``under="ignore"``) still holds that mode whatever the caller's state at a
 trace must record it. ``np.errstate``'s enter, exit and decorator are wrapped (once, when numtrace
 is imported) to tell the tracer of the current thread which kinds each block names; outside a trace
 they only check that no tracer runs. A block entered before numtrace was imported (a function
-decorated earlier) is seen only through the modes it changed.
+decorated earlier) is seen only through the modes it changed. ``np.seterr`` is wrapped too: the kinds
+it names hold from the call until a later ``np.seterr`` restores what it returned (``old =
+np.seterr(...)`` ... ``np.seterr(**old)``); a trace that ends with one not restored is refused, as a
+call of the trace cannot change the caller's error state as NumPy's would.
 """
 
 from __future__ import annotations
@@ -30,6 +33,13 @@ def _named(block: Any) -> tuple[str, ...]:
     return tuple(kind for kind in _KINDS if getattr(block, f"_{kind}", None) is not None)
 
 
+def _named_kinds(named: dict[str, Any]) -> tuple[str, ...]:
+    """The kinds an ``np.seterr`` call's arguments set."""
+    if named.get("all") is not None:
+        return _KINDS
+    return tuple(kind for kind in _KINDS if named.get(kind) is not None)
+
+
 class ErrstateWatch(fp_errors.ErrstateWatch):
     """`numtrace_ir.fp_errors.ErrstateWatch` that also records the kinds the function's blocks name
     whose mode is the one the caller had at trace time."""
@@ -43,10 +53,27 @@ class ErrstateWatch(fp_errors.ErrstateWatch):
     def entered(self, block: Any) -> None:
         self._blocks.append((block, _named(block)))
 
+    def seterr(self, named: dict[str, Any], old: dict[str, Any]) -> None:
+        """``np.seterr(**named)`` returned `old`: a call giving back what the latest one not yet
+        restored returned restores it (its kinds stop holding), any other holds its kinds from now."""
+        for k in range(len(self._blocks) - 1, -1, -1):
+            token, _ = self._blocks[k]
+            if isinstance(token, dict):
+                if {kind: named.get(kind, named.get("all")) for kind in token} == token:
+                    del self._blocks[k]
+                    return
+                break
+        self._blocks.append((dict(old), _named_kinds(named)))
+
+    def unrestored(self) -> bool:
+        """Whether an ``np.seterr`` of the traced function was not restored."""
+        return any(isinstance(token, dict) for token, _ in self._blocks)
+
     def exited(self, block: Any) -> None:
+        """The block's exit restores NumPy's whole state: an ``np.seterr`` inside it holds no more."""
         for k in range(len(self._blocks) - 1, -1, -1):
             if self._blocks[k][0] is block:
-                del self._blocks[k]
+                self._blocks[k:] = [b for b in self._blocks[k + 1:] if not isinstance(b[0], dict)]
                 return
 
     def since(self) -> str | None:
@@ -101,3 +128,20 @@ def install(_tracer: Callable[[], Any]) -> None:
         method.__wrapped__ = getattr(cls, name)
         setattr(cls, name, method)
     cls._numtrace_watched = True
+    np.seterr = _watched_seterr(np.seterr, _tracer)
+
+
+def _watched_seterr(seterr: Callable[..., Any], _tracer: Callable[[], Any]) -> Callable[..., Any]:
+    """``np.seterr`` telling the tracer `_tracer()` returns which kinds each call sets."""
+
+    @functools.wraps(seterr)
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        old = seterr(*args, **kwargs)
+        tracer = _tracer()
+        if tracer is not None:
+            named = dict(zip(("all", *_KINDS), args))
+            named.update(kwargs)
+            tracer.errstate.seterr(named, old)
+        return old
+
+    return watched

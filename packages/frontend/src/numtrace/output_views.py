@@ -304,7 +304,8 @@ def _numpys_strides(value: Any, inputs: Sequence[Any], index: dict[Any, int], me
     """Strides (any unit; only their order matters) of NumPy's array for graph `value` at this call: an
     input's own, and an elementwise op's as NumPy's iterator lays out its result (``order="K"``:
     NpyIter's axis sort over the operands' strides, an operand's broadcast axes not counted), a copy's
-    like its operand (`_COPIES_LIKE`); None for any other op."""
+    like its operand (`_COPIES_LIKE`), a join's, reduction's or scan's as NumPy lays it out (`_PROBED`);
+    None for any other op."""
     if value in memo:
         return memo[value]
     node = value.node
@@ -349,8 +350,64 @@ def _numpys_strides(value: Any, inputs: Sequence[Any], index: dict[Any, int], me
                            [u.node.attrs["value"] for u in node.inputs[1:]])
             if view is not None:
                 result = tuple(0 if n == 1 else st for n, st in zip(view.shape, view.strides))
+    elif node.op in _PROBED and len(node.outputs) == 1:
+        result = _probed_strides(node, inputs, index, memo)
     memo[value] = result
     return result
+
+
+# Ops whose result NumPy lays out by its operands' layouts in its own way (``np.concatenate``:
+# ``PyArray_CreateMultiSortedStridePerm``; a reduction or accumulation: its iterator's axis order;
+# ``np.tril``: ``np.where`` over a broadcast mask; ``np.argmax``: C order): `_probed_strides` asks NumPy.
+_PROBED = frozenset({
+    "np.concatenate", "np.stack", "np.vstack", "np.hstack", "np.column_stack",
+    "np.cumsum", "np.cumprod", "np.nancumsum", "np.nancumprod",
+    "np.sum", "np.prod", "np.mean", "np.max", "np.min", "np.all", "np.any", "np.argmax", "np.argmin",
+    "np.nansum", "np.nanprod", "np.nanmean", "np.nanmax", "np.nanmin", "np.std", "np.var", "np.nanstd",
+    "np.nanvar", "np.ptp", "np.count_nonzero", "np.tril", "np.triu",
+})
+
+
+def _probed_strides(node: Any, inputs: Sequence[Any], index: dict[Any, int], memo: dict) -> tuple | None:
+    """The strides of NumPy's result of `node` (an op of `_PROBED`): its reference run on small arrays
+    laid out as its operands are (`_probe`); None where an operand's layout is not known or an input
+    is neither an array nor a constant."""
+    args = []
+    for u in node.inputs:
+        if isinstance(u.type, TensorType):
+            strides = _numpys_strides(u, inputs, index, memo)
+            if strides is None or len(strides) != len(u.type.shape):
+                return None
+            args.append(_probe(u.type, strides))
+        elif u.node is not None and u.node.op == "prim.Constant":
+            args.append(u.node.attrs["value"])
+        else:
+            return None
+    try:
+        with np.errstate(all="ignore"):
+            out = registry.get(node.op).reference(*args, **node.attrs)
+    except Exception:   # an op NumPy refuses at these lengths: layout unknown
+        return None
+    if not isinstance(out, np.ndarray) or out.ndim != len(node.outputs[0].type.shape):
+        return None
+    return tuple(0 if n == 1 else st for n, st in zip(node.outputs[0].type.shape, out.strides))
+
+
+def _probe(t: TensorType, strides: Sequence[int]) -> np.ndarray:
+    """An array of ones of `t`'s dtype, each axis of length at most 2 (a length-1 axis stays one, which
+    is all NumPy's layout rules look at besides the axis order), contiguous in the axis order `strides`
+    gives, a broadcast (stride 0) axis kept one."""
+    shape = tuple(min(int(n), 2) for n in t.shape)
+    itemsize = np.dtype(t.dtype).itemsize
+    made = [0] * len(shape)
+    step = itemsize
+    for k in reversed(_axis_order(strides, t.shape)):
+        if strides[k] == 0 and t.shape[k] > 1:
+            continue
+        made[k] = step
+        step *= shape[k]
+    base = np.ones(max(step // itemsize, 1), t.dtype)
+    return np.lib.stride_tricks.as_strided(base, shape, tuple(made), writeable=False)
 
 
 # View ops that never copy: their strides are read off NumPy's view of a stand-in with the operand's

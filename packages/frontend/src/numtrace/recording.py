@@ -148,6 +148,11 @@ def record_function(func: Callable, args: tuple, kwargs: Mapping[str, Any] | Non
             result = func(*rebuilt)
         for snap in before:
             release(snap)
+        if tracer.errstate.unrestored():
+            raise NotImplementedError(
+                "the traced function changed NumPy's error state with np.seterr and did not restore it; a "
+                "call of the trace cannot change the caller's state as NumPy's would. Restore it before "
+                "returning (old = np.seterr(...); ...; np.seterr(**old)), or use np.errstate")
         _refuse_changed_containers(names, specs, before)
         # Inputs (arguments, then module state) whose graph value is no longer the input's: written into.
         inputs = [*proxies, *(tracer.state_proxy(a) for a in tracer.state_arrays)]

@@ -8,6 +8,9 @@ node and where the user wrote it (`numtrace_ir.errors`).
 
 from __future__ import annotations
 
+import functools
+import sys
+import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -19,7 +22,7 @@ from numtrace_ir.errors import execution_error
 from numtrace_ir.exactness import data_guard_cone
 from numtrace_ir.fp_errors import node_errstate
 from numtrace_ir.ops import host
-from numtrace_ir.registry import Input, Inputs
+from numtrace_ir.registry import Attr, Input, Inputs
 
 __all__ = ["Interpreter", "reference_call", "write_outputs"]
 
@@ -43,6 +46,9 @@ def reference_call(node: Any) -> tuple[Callable, dict]:
     params = op.schema
     if any(isinstance(p, Inputs) or (isinstance(p, Input) and p.optional) for p in params):
         return op.reference, dict(node.attrs)
+    direct = getattr(op.impl, "__wrapped__", None)   # `rules.positional`'s callable (a ufunc)
+    if direct is not None and not any(isinstance(p, Attr) for p in params):
+        return direct, {}   # NumPy's warnings then come from the caller's frame (`_called_at`)
     names = [p.name for p in params if isinstance(p, Input)]
     impl = op.impl
 
@@ -59,6 +65,32 @@ def _view_of(node: Any) -> Callable:
     as_view, attrs = registry.get(node.op).as_view, dict(node.attrs)
     assert as_view is not None   # np.getitem has one
     return lambda a: as_view(a, None, attrs, [])
+
+
+@functools.lru_cache(maxsize=4096)
+def _called_at(loc: str) -> Callable | None:
+    """A function ``call(fn, *args, **kwargs)`` whose frame is at `loc` (``"file:line"``) in that file's
+    module, or None for a `loc` that names no line. NumPy warns from the frame that calls it
+    ("divide by zero encountered in log"): calling an op's NumPy function through it issues the warning
+    at the user's line, in the module's once-per-location registry, as the untraced program would."""
+    path, sep, line = loc.rpartition(":")
+    if not sep or not line.isdigit() or not 0 < int(line) < 2**31:
+        return None
+    module = next((m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == path), None)
+    namespace: dict[str, Any] = {"__name__": module.__name__ if module is not None else path}
+    namespace["__warningregistry__"] = vars(module).setdefault("__warningregistry__", {}) \
+        if module is not None else {}
+    code = _call.__code__.replace(co_filename=path, co_firstlineno=int(line))
+    return types.FunctionType(code, namespace, "call")
+
+
+def _call(fn: Callable, *args: Any, **kwargs: Any) -> Any: return fn(*args, **kwargs)
+
+
+def _at_location(fn: Callable, node: Any) -> Callable:
+    """`fn` called from the node's source line (`_called_at`), where it has one."""
+    call = _called_at(node.loc) if isinstance(node.loc, str) else None
+    return fn if call is None or fn is _constant else functools.partial(call, fn)
 
 
 class _Step:
@@ -96,7 +128,8 @@ class Interpreter:
                 fn, attrs = _view_of(node), {}
             if fn is _constant:
                 inputs = []
-            self.steps.append(_Step(node, fn, attrs, inputs, [slot[v] for v in node.outputs]))
+            self.steps.append(_Step(node, _at_location(fn, node), attrs, inputs,
+                                    [slot[v] for v in node.outputs]))
         self.output_slots = [slot[v] for v in graph.outputs]
         self.num_slots = len(slot)
         # A slot is freed after the last step that reads it, unless it is a graph output.

@@ -32,6 +32,17 @@ def literal(value: bool | int | float, dtype: np.dtype) -> str:
     return repr(value)
 
 
+def _nan_bits(value: bool | int | float, dtype: np.dtype) -> int | None:
+    """The bits (as a signed int) of a float NaN `value` in `dtype` (NumPy's cast keeps its sign and
+    payload), where they are not those of ``float("nan")``; else None."""
+    dtype = np.dtype(dtype)
+    if dtype.kind != "f" or not isinstance(value, (float, np.floating)) or not math.isnan(value):
+        return None
+    signed = f"i{dtype.itemsize}"
+    bits = int(np.array(value, dtype).view(signed))
+    return None if bits == int(np.array(math.nan, dtype).view(signed)) else bits
+
+
 class SourceWriter:
     """Lines of a kernel body with an indentation level, fresh names and hoisted constants.
 
@@ -68,13 +79,17 @@ class SourceWriter:
         interpreter mistypes comparisons between 0-d tensors.
         """
         text, ty = literal(value, dtype), tl_type(dtype)
-        name = self._consts.get((text, ty))
+        bits = _nan_bits(value, dtype)
+        key = (text if bits is None else f"nan {bits}", ty)
+        name = self._consts.get(key)
         if name is None:
             name = f"c{len(self._consts)}"
-            self._consts[(text, ty)] = name
+            self._consts[key] = name
             full = f"tl.full([1], {text}, {ty})"
             if text == "-0.0":  # Triton 3.6's tl.full writes a zero of either sign as +0.0
                 full = f"tl.full([1], 0.0, {ty}) * tl.full([1], -1.0, {ty})"
+            if bits is not None:   # float("nan") is the default NaN: another sign or payload by its bits
+                full = f"tl.full([1], {bits}, tl.int{8 * np.dtype(dtype).itemsize}).to({ty}, bitcast=True)"
             self.const_lines.append(f"{name} = {full}")
         return name
 

@@ -233,10 +233,18 @@ def _clip_binder(strict: bool):
 
 def _clip_decompose(g, node):
     """np.clip as NumPy computes it (`numpy._core._methods._clip`): a Python int bound beyond an integer
-    array's range on its open side is dropped, then maximum with a_min and minimum with a_max in the
-    result dtype (array operands cast to it first), keeping x where it equals a bound (-0.0 clipped
-    to [0, 1] stays -0.0). None for a Python int bound of an integer array
-    that is not a constant (whether NumPy drops it depends on its value) or one NumPy rejects."""
+    array's range on its open side is dropped; with one bound left, ``maximum(x, a_min)`` or
+    ``minimum(x, a_max)``; with two, the ``clip`` ufunc's loop in the result dtype (array operands cast
+    to it first). None for a Python int bound of an integer array that is not a constant (whether NumPy
+    drops it depends on its value) or one NumPy rejects.
+
+    Floats differ from these ops only on a -0.0/0.0 tie and where x and a bound are both NaN. The
+    loop for bounds that vary, ``min(max(x, lo), hi)`` with x first, gives the bound on a tie and x's
+    NaN, as np.maximum and np.minimum do with x first. The loop for two uniform bounds (both the same
+    for every element: `_uniform_bound`) keeps x on a tie (``x < lo``, ``x > hi``) and gives a NaN
+    bound (a_min's first) whatever x is. float16 has one loop, the first's. Bounds broadcast along
+    some axes only, or arrays in other than C order, make NumPy's iterator pick the loop (buffering,
+    axis order): numtrace then takes the one for bounds that vary (docs/guide/sharp-edges.md)."""
     x, *bounds = node.inputs
     dtype = node.outputs[0].type.dtype
     sides = [b for b in ("a_min", "a_max") if b not in node.attrs.get("omitted", ())]
@@ -252,9 +260,50 @@ def _clip_decompose(g, node):
                 return None
         steps.append((side, v if isinstance(v.type, ScalarType) else _cast(g, node, v, dtype)))
     result = _cast(g, node, x, dtype)
-    for side, v in steps:   # the bound first: on a tie maximum/minimum give the second operand, x
-        result = _create(g, node, "np.maximum" if side == "a_min" else "np.minimum", [v, result])
-    return [_create(g, node, "np.astype", [x], dtype=dtype) if result is x else result]
+    if not steps:
+        return [_create(g, node, "np.astype", [x], dtype=dtype) if result is x else result]
+    shape = node.outputs[0].type.shape
+    if len(steps) == 2 and dtype.kind == "f" and dtype != np.float16 and all(
+            _uniform_bound(v, shape) for _, v in steps):
+        return [_clip_uniform(g, node, result, steps[0][1], steps[1][1])]
+    for side, v in steps:   # x first: on a tie maximum/minimum give the bound, of two NaNs x's
+        result = _create(g, node, "np.maximum" if side == "a_min" else "np.minimum", [result, v])
+    return [result]
+
+
+def _uniform_bound(v, shape) -> bool:
+    """Whether NumPy's clip loop reads bound `v` with stride 0 over a result of `shape`: a scalar, a
+    0-d array, or a one-element array broadcast (an array of the result's rank and size 1 is not)."""
+    if isinstance(v.type, ScalarType):
+        return True
+    own = v.type.shape
+    if not own:
+        return True
+    if any(not isinstance(d, (int, np.integer)) for d in (*own, *shape)):
+        return False
+    return int(np.prod(own)) == 1 and (len(own) < len(shape) or int(np.prod(shape)) > 1)
+
+
+def _clip_uniform(g, node, x, lo, hi):
+    """NumPy's clip loop for uniform float bounds: x below lo gives lo, then above hi gives hi, so a
+    tie keeps x; a NaN bound (lo's first) fills the result. ``minimum(hi, maximum(lo, x))`` is that
+    except where both bounds are NaN (it gives hi): a bound known not NaN needs no more; lo known NaN
+    stands for hi; otherwise (hi may be NaN) ``where(isnan(lo), lo, ...)``."""
+    lo_value = _constant_float(lo)
+    if lo_value is not None and np.isnan(lo_value):
+        hi = lo
+    clipped = _create(g, node, "np.minimum", [hi, _create(g, node, "np.maximum", [lo, x])])
+    hi_value = _constant_float(hi)
+    if lo_value is not None or (hi_value is not None and not np.isnan(hi_value)):
+        return clipped
+    return _create(g, node, "np.where", [_create(g, node, "np.isnan", [lo]), lo, clipped])
+
+
+def _constant_float(v):
+    """The value of a scalar constant `v`, else None."""
+    if isinstance(v.type, ScalarType) and v.node is not None and v.node.op == "prim.Constant":
+        return float(v.node.attrs["value"])
+    return None
 
 
 def _cast(g, node, v, dtype):

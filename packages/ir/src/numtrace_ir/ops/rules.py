@@ -302,5 +302,10 @@ def _bound(v: int | None, d: Any, default: Any, low: int) -> Any:
 
 def positional(fn: Callable) -> Callable:
     """A reference that takes the schema's inputs by name and passes them on positionally, in order
-    (for callables without keyword parameters: ufuncs, operators)."""
-    return lambda **named: fn(*named.values())
+    (for callables without keyword parameters: ufuncs, operators). Its ``__wrapped__`` is `fn`, which
+    the interpreter calls directly (`numtrace_ir.interpreter.reference_call`)."""
+    def call(**named: Any) -> Any:
+        return fn(*named.values())
+
+    call.__wrapped__ = fn   # type: ignore[attr-defined]
+    return call
