@@ -87,7 +87,7 @@ def _exp_writing_an_argument(x):
     g = Graph()
     t = testing.type_of(x)
     xv, zv = g.add_input("x", t), g.add_input("z", t)
-    g.set_outputs(list(g.create_node("np.exp", [xv]).outputs) + list(g.create_node("np.negative", [zv]).outputs))
+    g.set_outputs([g.create_node("np.exp", [xv]).outputs[0], g.create_node("np.negative", [zv]).outputs[0]])
     return _compiled(g, [t, t], updates={1: 1})
 
 
@@ -98,8 +98,9 @@ def _exp_writing_an_argument(x):
 def test_exp_flags_of_mixed_chunks_are_numpys(mix, dtype, n):
     """-inf (no flag), NaN (no flag), a finite x that underflows or overflows, and |x| just at 708,
     together in one chunk of clean values: a call not rerun raises what NumPy raises."""
-    values = {"-inf": -np.inf, "nan": np.nan, "under": -745.14 if dtype == np.float64 else -110.0,
-              "over": 709.79 if dtype == np.float64 else 89.0, "edge": 708.0 if dtype == np.float64 else -87.0}
+    f64 = dtype == np.float64
+    values = {"-inf": -np.inf, "nan": np.nan, "under": -745.14 if f64 else -110.0,
+              "over": 709.79 if f64 else 89.0, "edge": 708.0 if f64 else -87.0}
     x = np.full(n, 0.25, dtype)
     for i, what in enumerate(mix):
         x[(i * 7 + 3) % n] = values[what]
@@ -175,6 +176,6 @@ def test_where_warns_for_its_unselected_branch_as_numpy(dtype, mode):
         exe = _compiled(g, [t, t], mode)
         for state in ({}, {"all": "raise"}):
             with np.errstate(**state):
-                want, want_raised, _ = testing.fp_reports(lambda: np.where(x >= z, np.sqrt(x), z))
-                got, got_raised, _ = testing.fp_reports(lambda: exe(x, z))
+                want, want_raised, _ = testing.fp_reports(lambda x=x, z=z: np.where(x >= z, np.sqrt(x), z))
+                got, got_raised, _ = testing.fp_reports(lambda x=x, z=z, exe=exe: exe(x, z))
             assert (got, got_raised) == (want, want_raised), f"{x} np.errstate({state})"
