@@ -170,11 +170,14 @@ class Reporter:
     def _say_shape_warnings(self) -> None:
         """The shape warnings of the nodes the kernels compute, without running the graph: each such
         node's reference on read-only zeros of its input types (the shapes alone decide them)."""
+        from numtrace_ir.interpreter import at_location, reference_call   # it imports this module
+
         quiet = set(self._quiet)
         nodes = [step.node for k, step in enumerate(self._interpreter.steps) if k not in quiet]
         for node in shape_warnings(nodes):
             if not all(isinstance(v.type, TensorType) for v in node.inputs):
                 continue
             args = [np.broadcast_to(np.zeros((), v.type.dtype), v.type.shape) for v in node.inputs]
+            fn, attrs = reference_call(node)
             with np.errstate(all="ignore"):
-                registry.get(node.op).reference(*args, **node.attrs)
+                at_location(fn, node)(*args, **attrs)
