@@ -203,3 +203,35 @@ def test_seterr_restored_kind_by_kind_is_a_restore(backend):
     for state in ({"divide": "raise"}, {"divide": "warn"}, {"divide": "ignore"}):
         with np.errstate(**state):
             assert _outcome(lambda: traced(x)) == _outcome(lambda: seterr_restored_by_hand(x))
+
+
+# -- result layouts after a view that permutes axes ---------------------------------------------------------
+
+def join_of_transposes(a, b):
+    r = np.concatenate([a.T, b.T])
+    return r, r.reshape(-1)
+
+
+def scan_of_a_transpose(a, b):
+    r = np.cumsum(a.T, axis=0)
+    return r, r.reshape(-1)
+
+
+def sum_of_a_transpose(a, b):
+    r = a.T + b.T
+    return r, r.reshape(-1)
+
+
+@pytest.mark.parametrize("func", [join_of_transposes, scan_of_a_transpose, sum_of_a_transpose],
+                         ids=lambda f: f.__name__)
+def test_a_reshape_of_a_result_of_transposed_c_arguments_is_a_copy_as_numpys(backend, func):
+    """C-ordered arguments, transposed inside: NumPy's join, scan or sum is Fortran-ordered, so its
+    reshape is a copy; a write into the first result after the call leaves the second as it was."""
+    a, b = np.arange(6.0).reshape(2, 3), np.arange(6.0).reshape(2, 3) + 10
+    traced = _trace(func, (a, b), backend)
+    for n in (2, 5):
+        a, b = np.arange(3.0 * n).reshape(n, 3), np.arange(3.0 * n).reshape(n, 3) + 10
+        got, want = traced(a, b), func(a, b)
+        assert np.shares_memory(*got) == np.shares_memory(*want)
+        got[0][0, 0] = want[0][0, 0] = -1.0
+        assert np.array_equal(got[1], want[1])
