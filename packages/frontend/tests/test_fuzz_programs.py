@@ -158,6 +158,21 @@ def _packed(a, residual=False):
     return np.maximum(s @ _PACKED_W + _PACKED_B, 0.0)
 
 
+_IM2COL_W = np.ascontiguousarray(_PACKED_W.T)
+
+
+def _im2col(a):
+    """nn.Conv2d's im2col on a 2-D argument as a (1, 1, n, 4) image: the 2x2 windows stacked and
+    reshaped, times a constant (9, 4) weight with signed zeros (the cpu backend reads B from the
+    windows in place), then a ReLU."""
+    if np.ndim(a) != 2 or np.shape(a)[0] < 2 or np.shape(a)[1] < 2:
+        return a
+    x = a[None, None]
+    oh, ow = x.shape[2] - 1, x.shape[3] - 1
+    cols = np.stack([x[:, :, i:i + oh, j:j + ow] for i in range(2) for j in range(2)], axis=2)
+    return np.maximum(_IM2COL_W @ cols.reshape(-1, 4, oh * ow), 0.0)
+
+
 def _runtime_product(a):
     """A product of two run-time values with enough rows and columns for the cpu backend's packed
     kernels (a's columns repeated 3 times, its rows 16 times, times its transpose: a strided operand),
@@ -318,7 +333,7 @@ STEPS = {
     "small_k": (1, _small_k), "small_k_neg_zero": (1, lambda a: _small_k(a, -0.0)), "gemv": (1, _gemv),
     "gemv_rows": (1, _gemv_rows),
     "packed": (1, _packed), "packed_residual": (1, lambda a: _packed(a, residual=True)),
-    "packed_runtime": (1, _runtime_product),
+    "packed_runtime": (1, _runtime_product), "im2col": (1, _im2col),
     "merge_heads": (1, _merge_heads), "merge_heads_pass": (1, lambda a: _merge_heads(a, product=False)),
     "neg_zero": (1, lambda a: a * -0.0), "clip_tie": (1, lambda a: np.clip(a * -0.0, 0.0, 1.0)),
     "clip_tie_high": (1, lambda a: np.clip(a * 0.0, -1.0, -0.0)),
@@ -349,7 +364,7 @@ STEPS.update({"gemv_team": (1, _gemv_team), "gemv_team_columns": (1, _gemv_team_
               "split_row_sum": (1, _split_row_sum)})
 # Steps only the explicit examples below run, so that adding them leaves the random draws as they were.
 EXAMPLE_ONLY = {"merge_heads", "merge_heads_pass", "causal_softmax", "causal_softmax_nan_row", "gemv_team",
-                "gemv_team_columns", "outer_pass", "layer_norm", "split_row_sum"}
+                "gemv_team_columns", "outer_pass", "layer_norm", "split_row_sum", "im2col"}
 NAMES = sorted(set(STEPS) - EXAMPLE_ONLY)
 
 # The fast-path steps drawn about as often as all the others together.
@@ -408,6 +423,7 @@ FAST_PATHS = {
     "packed-weight product": lambda s: s["packed_matmuls"],
     "packed-weight product with a fused epilogue": lambda s: s["packed_epilogue_ops"],
     "packed product of run-time values": lambda s: s["packed_runtime"],
+    "packed product reading an im2col's windows in place": lambda s: s["packed_gathered_runs"],
     "scan": lambda s: s["scans"],
     "scan in place": lambda s: s["scans_in_place"],
     "constant exponent": lambda s: s["constant_powers"],
@@ -557,6 +573,8 @@ def run_case(steps, backend):
 @example(steps=[("layer_norm", 0, 0)])
 @example(steps=[("split_row_sum", 0, 0)])
 @example(steps=[("neg_zero", 1, 0), ("split_row_sum", 3, 0)])
+@example(steps=[("im2col", 0, 0)])
+@example(steps=[("neg_zero", 1, 0), ("im2col", 3, 0)])
 def test_traced_program_matches_numpy_or_raises_clearly(steps, backend):
     # Every GENERATED_EVERY-th program on the cpu backend compiles its fused passes to C before its
     # first call (numtrace_cpu.compiler's sync mode), so they run on the generated kernels; so do the

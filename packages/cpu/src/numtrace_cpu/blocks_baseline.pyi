@@ -31,6 +31,9 @@ class Gemv:
         bias: int = -1,
         activation: str | None = None,
         fallback: Callable[[list[Any], int], Any] | None = None,
+        windows: tuple[int, ...] = (),
+        stack_axis: int = 0,
+        rshape: tuple[int, ...] = (),
     ) -> None: ...
     def __call__(self, env: list[Any], nthreads: int) -> Any: ...
     @property
@@ -44,6 +47,7 @@ def pack_weights(w: np.ndarray) -> np.ndarray: ...
 
 class PackedMatmul:
     calls_packed: int
+    calls_gathered: int
     def __init__(
         self,
         a: int,
@@ -53,5 +57,8 @@ class PackedMatmul:
         epilogue: Any = (),
         constant: bool = False,
         fallback: Callable[[list[Any], int], Any] | None = None,
+        windows: tuple[int, ...] = (),
+        stack_axis: int = 0,
+        rshape: tuple[int, ...] = (),
     ) -> None: ...
     def __call__(self, env: list[Any], nthreads: int) -> Any: ...

@@ -89,6 +89,7 @@ class Executable(CallRunner):
         runners = [_runner(s, types) for s in run]
         # The GEMV kernels of the steps: stats() counts the team's work by the form each last ran.
         self._gemvs = {id(s): r for s, r in zip(run, runners) if isinstance(r, blocks.Gemv)}
+        self._gathered_runners = [r for s, r in zip(run, runners) if isinstance(s, MatmulStep) and s.gather]
         # NumPy's floating-point warnings and errors: see numtrace_ir.fp_errors.
         self._setup(specs, runners, outputs, sorted(set(per_call)),
                     report or Reporter(lambda: Interpreter(graph)), [isinstance(s, NUMPY_STEPS) for s in run])
@@ -215,6 +216,10 @@ class Executable(CallRunner):
             "packed_constant": sum(isinstance(s, MatmulStep) and s.packed == "constant" for s in self._steps),
             "packed_runtime": sum(isinstance(s, MatmulStep) and s.packed == "runtime" for s in self._steps),
             "packed_epilogue_ops": sum(len(s.epilogue) for s in self._steps if isinstance(s, MatmulStep)),
+            # products reading B from an im2col's windows (products.gathered_operand), and their calls
+            # that did (the others, on a layout the kernels do not take, stacked them with NumPy)
+            "packed_gathered": len(self._gathered_runners),
+            "packed_gathered_runs": sum(r.calls_gathered for r in self._gathered_runners),
             "folded_constants": self._rewrites.get("folded_constants", 0),
             "products_widened": self._rewrites.get("products_widened", 0),
             "constant_powers": sum(constant_exponent(n) is not None for s in fused for n in s.nodes),
@@ -281,6 +286,9 @@ class Executable(CallRunner):
                 lines.extend(_generated_lines(self._generated[id(step)]))
             elif isinstance(step, MatmulStep):
                 a, b = (self._types[v] for v in step.inputs[:2])
+                if step.gather:
+                    b = (f"{step.nodes[1].outputs[0].type} (read from the {step.gather[0]} stacked windows "
+                         f"in place, never stacked)")
                 how = ("GEMV kernel" if step.gemv is not None else "BLAS matmul" if step.packed is None
                        else "packed-weight kernel (weight packed once)" if step.packed == "constant"
                        else "packed-weight kernel (module state, packed per call)" if step.packed == "state"
@@ -524,15 +532,21 @@ def _gemv_team_folds(step: Step, types: dict, gemvs: dict, producers: dict) -> b
 
 
 def _packed_runner(step: MatmulStep, types: dict):
-    """The packed-weight kernel, with NumPy's matmul and epilogue ops in order as its fallback."""
+    """The packed-weight kernel, with NumPy's matmul and epilogue ops in order as its fallback (for a
+    gathered B, NumPy's stack of the windows and its reshape first)."""
     a, b = step.inputs[:2]
     (o,) = step.outputs
-    matmul, add, maximum = np.matmul, np.add, np.maximum
+    matmul, add, maximum, stack = np.matmul, np.add, np.maximum, np.stack
     ops = step.epilogue_values()
+    count, axis, rshape = step.gather or (0, 0, ())
+    windows = step.inputs[1:1 + count]
 
     def run_matmul_epilogue(env, nthreads):
         out = env[o]
-        matmul(env[a], env[b], out=out)
+        if count:
+            matmul(env[a], stack([env[w] for w in windows], axis=axis).reshape(rshape), out=out)
+        else:
+            matmul(env[a], env[b], out=out)
         for name, v in ops:
             if v is not None:
                 add(out, env[v], out=out)
@@ -541,7 +555,7 @@ def _packed_runner(step: MatmulStep, types: dict):
             else:
                 maximum(0, out, out=out)
     return blocks.PackedMatmul(a, b, o, types[o].dtype.type, ops, step.packed == "constant",
-                               blas_threads.one_thread(run_matmul_epilogue))
+                               blas_threads.one_thread(run_matmul_epilogue), tuple(windows), axis, rshape)
 
 
 def _into_runner(step: IntoStep):

@@ -24,7 +24,7 @@ from numtrace_cpu.assemble import build_group
 from numtrace_cpu.classify import folded_reduction, is_matmul, is_setitem, is_small_matmul, is_view, scan_plan
 from numtrace_cpu.fusion import Group, group_nodes
 from numtrace_cpu.into import basic_index_view, into_call, scatter_call
-from numtrace_cpu.products import epilogues, gemv_form, packed_form
+from numtrace_cpu.products import epilogues, gathered_operand, gemv_form, packed_form
 from numtrace_cpu.steps import (
     ConstantStep,
     FallbackStep,
@@ -84,8 +84,22 @@ def _setitem_in_place(nodes: list, outputs: list, group_of: dict, index: dict) -
         index[node.outputs[0]] = index[a]
 
 
+def _gathers(nodes: list, outputs: list, state: frozenset, by_reference: frozenset | set) -> dict:
+    """id(product node) -> (stack node, reshape node) for the products that read their right operand
+    from the stacked windows themselves (products.gathered_operand)."""
+    found = {}
+    for node in nodes:
+        if id(node) in by_reference:
+            continue
+        pair = gathered_operand(node, state, set(outputs))
+        if pair is not None and not any(id(n) in by_reference for n in pair):
+            found[id(node)] = pair
+    return found
+
+
 def _group_with_epilogues(nodes: list, outputs: list, state: frozenset, position: dict,
-                          by_reference: frozenset | set) -> tuple[dict, list]:
+                          by_reference: frozenset | set,
+                          skip: frozenset | set = frozenset()) -> tuple[dict, list]:
     """The products' fused epilogues and the fusion units of the other nodes (those in `by_reference`,
     which a guard needs as NumPy computes them, in neither). A packed product's epilogue may read
     values computed by the program (a residual): it keeps only the ops whose operands are computed by
@@ -94,7 +108,8 @@ def _group_with_epilogues(nodes: list, outputs: list, state: frozenset, position
                    if k not in by_reference and not any(id(n) in by_reference for n in e.nodes)}
     while True:
         absorbed = {id(n): p for p, e in fused_after.items() for n in e.nodes}
-        units = group_nodes([n for n in nodes if id(n) not in absorbed], position, by_reference)
+        units = group_nodes([n for n in nodes if id(n) not in absorbed and id(n) not in skip], position,
+                            by_reference)
         unit_at: dict = {}
         for k, u in enumerate(units):
             for n in (u.nodes if isinstance(u, Group) else (u,)):
@@ -171,7 +186,11 @@ def lower(graph, state: frozenset = frozenset()) -> tuple[list[Step], dict, dict
     state_values = frozenset(graph.inputs[i] for i in state)
     by_reference = guard_reference_nodes(graph)
     # bias/residual/ReLU nodes the GEMV and packed steps apply
-    fused_after, units = _group_with_epilogues(nodes, graph.outputs, state_values, position, by_reference)
+    gathers = _gathers(nodes, graph.outputs, state_values, by_reference)
+    # the stacks and reshapes those products read through: never made
+    skip = {id(n) for pair in gathers.values() for n in pair}
+    fused_after, units = _group_with_epilogues(nodes, graph.outputs, state_values, position, by_reference,
+                                               skip)
     units = _drop_unread(nodes, units, graph.outputs)
     group_of: dict = {}
     for u in units:
@@ -206,7 +225,16 @@ def lower(graph, state: frozenset = frozenset()) -> tuple[list[Step], dict, dict
             operands = epi.operands() if epi else []
             out = index[epi.result if epi else u.outputs[0]]
             nodes_of = [u, *(epi.nodes if epi else ())]
-            if packed is not None:
+            if packed is not None and id(u) in gathers:
+                stack, reshape = gathers[id(u)]
+                ops = tuple(name for name, _ in (epi.ops if epi else ()))
+                windows = [index[v] for v in stack.inputs]
+                axis = int(stack.attrs.get("axis", 0)) % (stack.inputs[0].type.ndim + 1)
+                steps.append(MatmulStep(inputs=[index[u.inputs[0]], *windows] + [index[v] for v in operands],
+                                        outputs=[out], nodes=[stack, reshape, *nodes_of], packed=packed,
+                                        epilogue=ops,
+                                        gather=(len(windows), axis, tuple(reshape.outputs[0].type.shape))))
+            elif packed is not None:
                 ops = tuple(name for name, _ in (epi.ops if epi else ()))
                 steps.append(MatmulStep(inputs=[index[v] for v in u.inputs] + [index[v] for v in operands],
                                         outputs=[out], nodes=nodes_of, packed=packed, epilogue=ops))

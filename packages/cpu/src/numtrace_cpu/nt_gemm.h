@@ -20,6 +20,7 @@
 #define NT_GEMM_H
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "nt_gemv.h"   /* the build's vector types (nt_gv_f32/f64) and nt_op_maximum_* */
@@ -46,6 +47,11 @@ typedef struct {
     /* a unit: row_chunk rows x panel_chunk panels of one product of the stack */
     int ops[NT_GEMM_MAX_OPS], nops;
     int failed;                                  /* a unit could not get its packing scratch */
+    /* B gathered (koff != NULL): B[k, j] = b[koff[k] + joff[j]] (elements), the windows of an im2col
+       read where they lie instead of from a stacked copy, joff given as the runs of each panel (see
+       nt_gemm_pack_gather); bsk and bsj are unused */
+    const ptrdiff_t *koff, *runs, *prun;
+    const int32_t *joff;                         /* joff itself, when every offset fits in 32 bits */
 } nt_gemm_args;
 
 /* The calling thread's packing scratch, at least `bytes` long and 64-byte aligned, or NULL when no
@@ -123,10 +129,52 @@ static ptrdiff_t nt_gemm_pack_t_f32(const float* s, ptrdiff_t sj, ptrdiff_t nc, 
 }
 #define NT_GEMM_PACK_T_f32(s, sj, nc, k0, k1, d) \
     (NT_GEMM_NR_f32 == 32 ? nt_gemm_pack_t_f32(s, sj, nc, k0, k1, d) : (k0))
+
+/* Rows [k0, k1) of a full 32-column panel of a gathered B (see nt_gemm_pack_gather) with two 16-lane
+ * gathers a row: the same values in the same places as the element loop. */
+static void nt_gemm_gather32_f32(const float* b, const ptrdiff_t* koff, const int32_t* jo, ptrdiff_t k0,
+                                 ptrdiff_t k1, float* d) {
+    const __m512i i0 = _mm512_loadu_si512((const void*)jo), i1 = _mm512_loadu_si512((const void*)(jo + 16));
+    ptrdiff_t k;
+    for (k = k0; k < k1; k++, d += 32) {
+        const float* s = b + koff[k];
+        _mm512_storeu_ps(d, _mm512_i32gather_ps(i0, s, 4));
+        _mm512_storeu_ps(d + 16, _mm512_i32gather_ps(i1, s, 4));
+    }
+}
+/* One run of a gathered row: len values `st` apart (st 1 or 2) from src to `to`, 16 at a time with
+ * masked loads (masked-off lanes are never read) and, for st 2, the even lanes picked from two vectors.
+ * Returns 0 (nothing copied) for another step. */
+static inline int nt_gemm_run_f32(float* to, const float* src, ptrdiff_t len, ptrdiff_t st) {
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    if (st != 1 && st != 2) return 0;
+    while (len > 0) {
+        const int n = len < 16 ? (int)len : 16;
+        const __mmask16 m = (__mmask16)((1u << n) - 1);
+        if (st == 1) {
+            _mm512_mask_storeu_ps(to, m, _mm512_maskz_loadu_ps(m, src));
+        } else {
+            const int span = 2 * n - 1;   /* values read: src[0 .. span - 1] */
+            const __mmask16 lo = (__mmask16)(span >= 16 ? 0xFFFFu : (1u << span) - 1);
+            const __mmask16 hi = (__mmask16)(span > 16 ? (1u << (span - 16)) - 1 : 0);
+            const __m512 a = _mm512_maskz_loadu_ps(lo, src), b = _mm512_maskz_loadu_ps(hi, src + 16);
+            _mm512_mask_storeu_ps(to, m, _mm512_permutex2var_ps(a, even, b));
+        }
+        to += n; src += n * st; len -= n;
+    }
+    return 1;
+}
+#define NT_GEMM_RUN_f32(to, src, len, st) (NT_GEMM_NR_f32 == 32 && nt_gemm_run_f32(to, src, len, st))
+#define NT_GEMM_GATHER_f32(b, koff, jo, nc, k0, k1, d) \
+    (NT_GEMM_NR_f32 == 32 && (jo) && (nc) == 32 ? (nt_gemm_gather32_f32(b, koff, jo, k0, k1, d), 1) : 0)
 #else
+#define NT_GEMM_RUN_f32(to, src, len, st) 0
+#define NT_GEMM_GATHER_f32(b, koff, jo, nc, k0, k1, d) 0
 #define NT_GEMM_PACK_T_f32(s, sj, nc, k0, k1, d) (k0)
 #endif
 #define NT_GEMM_PACK_T_f64(s, sj, nc, k0, k1, d) (k0)
+#define NT_GEMM_GATHER_f64(b, koff, jo, nc, k0, k1, d) 0
+#define NT_GEMM_RUN_f64(to, src, len, st) 0
 
 #define NT_GEMM_DEFINE(T, V, SUF)                                                                   \
 enum { NT_GEMM_L_##SUF = (int)(sizeof(V) / sizeof(T)), NT_GEMM_NR_##SUF = 2 * NT_GEMM_L_##SUF };     \
@@ -150,6 +198,45 @@ static void nt_gemm_pack_##SUF(const T* b, ptrdiff_t sk, ptrdiff_t sj, ptrdiff_t
             if (sj == 1) for (c = 0; c < nc; c++) d[c] = s[c];                                     \
             else for (c = 0; c < nc; c++) d[c] = s[c * sj];                                        \
             for (; c < NR; c++) d[c] = 0;                                                          \
+        }                                                                                          \
+    }                                                                                              \
+}                                                                                                  \
+                                                                                                   \
+/* As nt_gemm_pack_##SUF for a gathered B: row k of panel p is read from b + koff[k] as the runs   \
+   runs[prun[p]] .. runs[prun[p + 1] - 1], each (first column in the panel, length, offset, step), \
+   so that a window's stretch is copied as one (AVX-512 float32: 16 at a time, also with step 2); \
+   a panel of many short runs is gathered by its offsets jo instead. The same values land in the  \
+   same places either way. */                                                                      \
+static void nt_gemm_pack_gather_##SUF(const T* b, const nt_gemm_args* g, ptrdiff_t p0, ptrdiff_t p1, \
+                                      ptrdiff_t k0, ptrdiff_t k1, T* dst, ptrdiff_t pstride) {     \
+    const ptrdiff_t NR = NT_GEMM_NR_##SUF, N = g->N;                                               \
+    const ptrdiff_t *koff = g->koff, *runs = g->runs, *prun = g->prun;                             \
+    ptrdiff_t p, k, c, r;                                                                          \
+    for (p = p0; p < p1; p++) {                                                                    \
+        const ptrdiff_t nc = N - p * NR < NR ? N - p * NR : NR;                                    \
+        const int32_t* jo = g->joff ? g->joff + p * NR : NULL;                                     \
+        T* d = dst + (p - p0) * pstride;                                                           \
+        if (jo && 8 * (prun[p + 1] - prun[p]) > NR) {                                              \
+            if (NT_GEMM_GATHER_##SUF(b, koff, jo, nc, k0, k1, d)) continue;                        \
+            for (k = k0; k < k1; k++, d += NR) {                                                   \
+                const T* s = b + koff[k];                                                          \
+                for (c = 0; c < nc; c++) d[c] = s[jo[c]];                                          \
+                for (; c < NR; c++) d[c] = 0;                                                      \
+            }                                                                                      \
+            continue;                                                                              \
+        }                                                                                          \
+        for (k = k0; k < k1; k++, d += NR) {                                                       \
+            const T* s = b + koff[k];                                                              \
+            for (r = prun[p]; r < prun[p + 1]; r++) {                                              \
+                const ptrdiff_t* q = runs + 4 * r;                                                 \
+                const T* src = s + q[2];                                                           \
+                T* to = d + q[0];                                                                  \
+                const ptrdiff_t len = q[1], st = q[3];                                             \
+                if (NT_GEMM_RUN_##SUF(to, src, len, st)) continue;                                 \
+                if (st == 1) for (c = 0; c < len; c++) to[c] = src[c];                             \
+                else for (c = 0; c < len; c++) to[c] = src[c * st];                                \
+            }                                                                                      \
+            for (c = nc; c < NR; c++) d[c] = 0;                                                    \
         }                                                                                          \
     }                                                                                              \
 }                                                                                                  \
@@ -265,7 +352,8 @@ static void nt_gemm_unit_##SUF(const nt_gemm_args* g, int u) {                  
         const T* base;                                                                             \
         ptrdiff_t pstride;                                                                         \
         if (scratch) {                                                                             \
-            nt_gemm_pack_##SUF(b, g->bsk, g->bsj, g->N, p0, p1, k0, k0 + kc, scratch, kc * NR);   \
+            if (g->koff) nt_gemm_pack_gather_##SUF(b, g, p0, p1, k0, k0 + kc, scratch, kc * NR);    \
+            else nt_gemm_pack_##SUF(b, g->bsk, g->bsj, g->N, p0, p1, k0, k0 + kc, scratch, kc * NR); \
             base = scratch; pstride = kc * NR;                                                     \
         } else {                                                                                   \
             base = (const T*)g->packed + (p0 * g->K + k0) * NR; pstride = g->K * NR;               \

@@ -27,6 +27,10 @@ cdef extern from "nt_gemm.h" nogil:
         Py_ssize_t row_chunk, panel_chunk, n_row_chunks, n_panel_chunks
         int ops[4]
         int nops, failed
+        const Py_ssize_t* koff
+        const Py_ssize_t* runs
+        const Py_ssize_t* prun
+        const int32_t* joff
     void nt_gemm_pack_all_f32(const float* b, Py_ssize_t sk, Py_ssize_t sj, Py_ssize_t K, Py_ssize_t N,
                               float* dst)
     void nt_gemm_pack_all_f64(const double* b, Py_ssize_t sk, Py_ssize_t sj, Py_ssize_t K, Py_ssize_t N,
@@ -141,9 +145,17 @@ cdef class PackedMatmul:
     cdef object packed
     cdef object fallback
     cdef readonly int calls_packed
+    cdef tuple windows          # gathered B: the window values, their stack axis, the reshape's shape
+    cdef int stack_axis
+    cdef tuple rshape
+    cdef object gather_key      # what the cached offset tables were made for
+    cdef cnp.ndarray koff, runs, prun, joff32
+    cdef Py_ssize_t gather_base, gather_sb
+    cdef readonly int calls_gathered
 
     def __init__(self, Py_ssize_t a, Py_ssize_t b, Py_ssize_t out, object dtype, object epilogue=(),
-                 bint constant=False, object fallback=None):
+                 bint constant=False, object fallback=None, tuple windows=(), int stack_axis=0,
+                 tuple rshape=()):
         if dtype not in (np.float32, np.float64):
             raise ValueError(f"the packed kernels take float32 and float64, got {dtype}")
         if not callable(fallback):
@@ -170,6 +182,11 @@ cdef class PackedMatmul:
         self.packed = None
         self.fallback = fallback
         self.calls_packed = 0
+        self.windows, self.stack_axis, self.rshape = windows, stack_axis, rshape
+        if windows and (constant or len(rshape) < 2):
+            raise ValueError("a gathered B is packed per call and needs the (..., K, N) shape it is read as")
+        self.gather_key = None
+        self.calls_gathered = 0
 
     def __call__(self, list env, int nthreads):
         cdef nt_gemm_args g
@@ -177,8 +194,10 @@ cdef class PackedMatmul:
         cdef object bo = env[self.bias] if self.bias >= 0 else None
         cdef object ro = env[self.resid] if self.resid >= 0 else None
         cdef cnp.ndarray x, w, y, b, r
-        cdef Py_ssize_t itemsize, nr, npanels, npc, nrc, units, want, per_job, total, done
-        cdef int nb, xnb, nteam, i
+        cdef Py_ssize_t itemsize
+        cdef int nb, xnb, i
+        if self.windows:
+            return self._gathered(env, nthreads)
         if not (type(xo) is np.ndarray and type(wo) is np.ndarray and type(yo) is np.ndarray
                 and (self.bias < 0 or type(bo) is np.ndarray) and (self.resid < 0 or type(ro) is np.ndarray)):
             return self.fallback(env, nthreads)
@@ -214,23 +233,8 @@ cdef class PackedMatmul:
                 or not cnp.PyArray_ISALIGNED(x) or not cnp.PyArray_ISALIGNED(w) or not cnp.PyArray_ISALIGNED(y)
                 or _overlap(y, x) or _overlap(y, w)):
             return self.fallback(env, nthreads)
-        g.bias = NULL
-        g.resid = NULL
-        g.ldr = g.sr = 0
-        if b is not None:
-            if (b.shape[0] != g.N or (g.N > 1 and b.strides[0] != itemsize) or not cnp.PyArray_ISALIGNED(b)
-                    or _overlap(y, b)):
-                return self.fallback(env, nthreads)
-            g.bias = <const char*>cnp.PyArray_DATA(b)
-        if r is not None:
-            for i in range(y.ndim):
-                if r.shape[i] != y.shape[i]:
-                    return self.fallback(env, nthreads)
-            if (not _unit_last(r, itemsize) or not _collapse(r, 0, nb, itemsize, &g.sr)
-                    or not _collapse(r, nb, r.ndim - 1, itemsize, &g.ldr) or not cnp.PyArray_ISALIGNED(r)
-                    or _overlap(y, r)):
-                return self.fallback(env, nthreads)
-            g.resid = <const char*>cnp.PyArray_DATA(r)
+        if not self._epilogue_operands(&g, y, b, r, nb, itemsize):
+            return self.fallback(env, nthreads)
         if self.constant and not nb:
             if self.packed is None:   # under the GIL: one pack even when threads race to the first call
                 self.packed = pack_weights(w)
@@ -246,6 +250,103 @@ cdef class PackedMatmul:
         g.nops = self.nops
         for i in range(self.nops):
             g.ops[i] = self.ops[i]
+        g.koff = g.runs = g.prun = NULL
+        g.joff = NULL
+        self._run(&g, itemsize, nthreads)
+
+    def _gathered(self, list env, int nthreads):
+        """env[a] (M, K) @ B, B the stack of the windows env[windows] along `stack_axis`, reshaped
+        to `rshape` (..., K, N): each window must be a view of the same memory as the first (same
+        shape and strides, its start some whole elements away), and B's reshape must read every
+        product's B[k, j] at koff[k] + joff[j] from the start of its product (see _gather_tables)."""
+        cdef nt_gemm_args g
+        cdef object xo = env[self.a], yo = env[self.out]
+        cdef object bo = env[self.bias] if self.bias >= 0 else None
+        cdef object ro = env[self.resid] if self.resid >= 0 else None
+        cdef cnp.ndarray x, y, b, r, w0, koff, runs, prun, joff32
+        cdef Py_ssize_t itemsize, d, base, sb
+        cdef int nb = len(self.rshape) - 2, i
+        cdef char* p0
+        if not (type(xo) is np.ndarray and type(yo) is np.ndarray
+                and (self.bias < 0 or type(bo) is np.ndarray) and (self.resid < 0 or type(ro) is np.ndarray)):
+            return self.fallback(env, nthreads)
+        x, y, b, r = xo, yo, bo, ro
+        ws = [env[v] for v in self.windows]
+        w0 = ws[0] if type(ws[0]) is np.ndarray else None
+        if (w0 is None or cnp.PyArray_TYPE(x) != self.typenum or cnp.PyArray_TYPE(y) != self.typenum
+                or cnp.PyArray_TYPE(w0) != self.typenum
+                or (b is not None and (cnp.PyArray_TYPE(b) != self.typenum or b.ndim != 1))
+                or (r is not None and (cnp.PyArray_TYPE(r) != self.typenum or r.ndim != y.ndim))):
+            return self.fallback(env, nthreads)
+        itemsize = cnp.PyArray_ITEMSIZE(w0)
+        p0 = <char*>cnp.PyArray_DATA(w0)
+        shape, strides = ws[0].shape, ws[0].strides
+        offsets = []
+        for wo in ws:
+            if (type(wo) is not np.ndarray or cnp.PyArray_TYPE(<cnp.ndarray>wo) != self.typenum
+                    or wo.shape != shape or wo.strides != strides or not cnp.PyArray_ISALIGNED(<cnp.ndarray>wo)
+                    or _overlap(y, <cnp.ndarray>wo)):
+                return self.fallback(env, nthreads)
+            d = <char*>cnp.PyArray_DATA(<cnp.ndarray>wo) - p0
+            if d % itemsize:
+                return self.fallback(env, nthreads)
+            offsets.append(d // itemsize)
+        key = (shape, strides, tuple(offsets))
+        if key != self.gather_key:
+            tables = _gather_tables(shape, [s // itemsize for s in strides], offsets, self.stack_axis,
+                                    self.rshape, [s % itemsize for s in strides])
+            if tables is None:
+                return self.fallback(env, nthreads)
+            self.koff, joff, self.gather_base, self.gather_sb = tables
+            self.runs, self.prun = _panel_runs(joff, _panel_width(self.typenum))
+            self.joff32 = (joff.astype(np.int32) if joff.size and np.abs(joff).max() < 2**31 - 1
+                           else None)
+            self.gather_key = key
+        # this call's tables, held while its kernels read them (a concurrent call with another layout
+        # may replace the cached ones)
+        koff, runs, prun, joff32 = self.koff, self.runs, self.prun, self.joff32
+        base, sb = self.gather_base, self.gather_sb
+        g.K = self.rshape[nb]
+        g.N = self.rshape[nb + 1]
+        g.nbatch = 1
+        for i in range(nb):
+            g.nbatch *= self.rshape[i]
+        if (x.ndim != 2 or x.shape[1] != g.K or y.ndim != nb + 2 or y.shape[nb + 1] != g.N or g.K == 0
+                or g.N == 0 or y.size == 0):
+            return self.fallback(env, nthreads)
+        for i in range(nb):
+            if y.shape[i] != self.rshape[i]:
+                return self.fallback(env, nthreads)
+        g.M = x.shape[0]
+        if (y.shape[nb] != g.M or not _unit_last(x, itemsize) or not _unit_last(y, itemsize)
+                or not _collapse(y, 0, nb, itemsize, &g.sc) or not _collapse(x, 0, 1, itemsize, &g.lda)
+                or not _collapse(y, nb, y.ndim - 1, itemsize, &g.ldc) or (g.M > 1 and g.ldc < g.N)
+                or not cnp.PyArray_ISALIGNED(x) or not cnp.PyArray_ISALIGNED(y) or _overlap(y, x)):
+            return self.fallback(env, nthreads)
+        if not self._epilogue_operands(&g, y, b, r, nb, itemsize):
+            return self.fallback(env, nthreads)
+        g.sa = 0
+        g.sb = sb
+        g.packed = NULL
+        g.b = p0 + base * itemsize
+        g.bsk = g.bsj = 0
+        g.koff = <const Py_ssize_t*>cnp.PyArray_DATA(koff)
+        g.runs = <const Py_ssize_t*>cnp.PyArray_DATA(runs)
+        g.prun = <const Py_ssize_t*>cnp.PyArray_DATA(prun)
+        g.joff = <const int32_t*>cnp.PyArray_DATA(joff32) if joff32 is not None else NULL
+        g.a = <const char*>cnp.PyArray_DATA(x)
+        g.c = <char*>cnp.PyArray_DATA(y)
+        g.nops = self.nops
+        for i in range(self.nops):
+            g.ops[i] = self.ops[i]
+        self.calls_gathered += 1
+        self._run(&g, itemsize, nthreads)
+
+    cdef void _run(self, nt_gemm_args* gp, Py_ssize_t itemsize, int nthreads) except *:
+        """Split the product set up in `gp` (all but its units) over the team and run it."""
+        cdef nt_gemm_args g = gp[0]
+        cdef Py_ssize_t nr, npanels, npc, nrc, units, want, per_job, total, done
+        cdef int nteam
         g.failed = 0
         # Units: chunks of at most 4 column panels (a block of them stays in L2) x row chunks x products
         # of the stack, enough of them to keep every thread busy, at most NT_TEAM_MAX_UNITS per team
@@ -288,3 +389,75 @@ cdef class PackedMatmul:
             g.c += g.nbatch * g.sc * itemsize
             if g.resid != NULL:
                 g.resid += g.nbatch * g.sr * itemsize
+
+    cdef bint _epilogue_operands(self, nt_gemm_args* g, cnp.ndarray y, cnp.ndarray b, cnp.ndarray r, int nb,
+                                 Py_ssize_t itemsize) except -1:
+        """Set the bias and residual of `g` from `b` and `r` (None when the epilogue has none); False
+        when their layout is not one the kernels take."""
+        cdef int i
+        g[0].bias = NULL
+        g[0].resid = NULL
+        g[0].ldr = g[0].sr = 0
+        if b is not None:
+            if (b.shape[0] != g[0].N or (g[0].N > 1 and b.strides[0] != itemsize) or not cnp.PyArray_ISALIGNED(b)
+                    or _overlap(y, b)):
+                return False
+            g[0].bias = <const char*>cnp.PyArray_DATA(b)
+        if r is not None:
+            for i in range(y.ndim):
+                if r.shape[i] != y.shape[i]:
+                    return False
+            if (not _unit_last(r, itemsize) or not _collapse(r, 0, nb, itemsize, &g[0].sr)
+                    or not _collapse(r, nb, r.ndim - 1, itemsize, &g[0].ldr) or not cnp.PyArray_ISALIGNED(r)
+                    or _overlap(y, r)):
+                return False
+            g[0].resid = <const char*>cnp.PyArray_DATA(r)
+        return True
+
+
+def _gather_tables(shape, strides, offsets, int axis, tuple rshape, remainders):
+    # (this file's directives turn off negative indexing: every index below counts from the start)
+    """For windows of `shape` and `strides` (elements) starting `offsets` from the first, stacked along
+    `axis` and reshaped (C order) to `rshape` (..., K, N): (koff, joff, base, sb) with the element
+    [b, k, j] of the reshape at base + b * sb + koff[k] + joff[j] from the first window's start, or
+    None when the reshape does not read it so (or a stride is no whole element)."""
+    if any(remainders):
+        return None
+    per_dim = [np.arange(n, dtype=np.intp) * s for n, s in zip(shape, strides)]
+    per_dim.insert(axis, np.asarray(offsets, dtype=np.intp))
+    where = np.zeros((), np.intp)
+    for k, v in enumerate(per_dim):
+        where = np.add.outer(where, v) if k else v
+    if where.size != int(np.prod(rshape, dtype=np.int64)) or where.size == 0:
+        return None
+    n = len(rshape)
+    lead = where.reshape(-1, rshape[n - 2], rshape[n - 1])
+    corner = lead[:, 0, 0]
+    koff = np.ascontiguousarray(lead[0, :, 0] - corner[0])
+    joff = np.ascontiguousarray(lead[0, 0, :] - corner[0])
+    sb = int(corner[1] - corner[0]) if corner.size > 1 else 0
+    expect = (corner[0] + np.arange(corner.size, dtype=np.intp)[:, None, None] * sb
+              + koff[None, :, None] + joff[None, None, :])
+    if not np.array_equal(expect, lead):
+        return None
+    return koff, joff, int(corner[0]), sb
+
+
+def _panel_runs(joff, Py_ssize_t nr):
+    """The columns of each panel of `nr` as runs of equally spaced offsets: (runs (R, 4): first column
+    in its panel, length, offset joff of the first, step; prun: panel p's runs are prun[p] to
+    prun[p + 1] - 1), what nt_gemm_pack_gather copies."""
+    cdef Py_ssize_t n = len(joff), p, j, start, end, step
+    offs = [int(v) for v in joff]
+    runs, prun = [], [0]
+    for p in range(0, n, nr):
+        j, end = p, min(n, p + nr)
+        while j < end:
+            start = j
+            step = offs[j + 1] - offs[j] if j + 1 < end else 1
+            j += 1
+            while j < end and offs[j] - offs[j - 1] == step:
+                j += 1
+            runs.append((start - p, j - start, offs[start], step))
+        prun.append(len(runs))
+    return np.array(runs, dtype=np.intp).reshape(-1, 4), np.array(prun, dtype=np.intp)

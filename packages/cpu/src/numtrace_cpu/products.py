@@ -28,10 +28,11 @@ import numpy as np
 from numtrace_ir import registry
 from numtrace_ir.types import ScalarType, TensorType
 
-__all__ = ["RUNTIME_MIN_ROWS", "Epilogue", "epilogues", "gemv_form", "packed_form", "weight_source",
-           "widen_mixed_products"]
+__all__ = ["RUNTIME_MIN_ROWS", "Epilogue", "epilogues", "gathered_operand", "gemv_form", "packed_form",
+           "weight_source", "widen_mixed_products"]
 
-_MATMUL, _DOT, _ADD, _MAXIMUM = map(registry.get, ("np.matmul", "np.dot", "np.add", "np.maximum"))
+_MATMUL, _DOT, _ADD, _MAXIMUM, _STACK, _RESHAPE = map(
+    registry.get, ("np.matmul", "np.dot", "np.add", "np.maximum", "np.stack", "np.reshape"))
 GEMV_MAX_M = 8
 """The most rows of x a GEMV step takes (NT_GEMV_MAX_M in nt_gemv.h)."""
 _VIEW_OPS = frozenset(op.name for op in registry.all_ops() if op.as_view is not None)
@@ -148,6 +149,38 @@ def packed_form(node, state: frozenset) -> str | None:
     if source == "runtime" and _rows(a, b) < RUNTIME_MIN_ROWS:
         return None
     return source
+
+
+def gathered_operand(node, state: frozenset, outputs: set) -> tuple | None:
+    """(stack node, reshape node) when `node` is a packed product whose right operand is a C-order
+    reshape of an ``np.stack`` of views of one value (an im2col's shifted windows, ``nn.Conv2d``),
+    each read only by the next: the product then reads B straight from the windows
+    (packed.pxi's ``_gathered``) and the stacked copy is never made. Whether the windows' layout
+    allows it is checked per call (else the stack is made by NumPy)."""
+    if packed_form(node, state) is None or node.op != _MATMUL.name:
+        return None
+    r = node.inputs[1]
+    reshape = r.node
+    if (reshape is None or r is node.inputs[0] or _only_use(r, outputs) is not node
+            or reshape.op not in (_RESHAPE.name, "prim.reshape")
+            or (reshape.op == _RESHAPE.name and reshape.attrs.get("order", "C") != "C")):
+        return None
+    s = reshape.inputs[0]
+    stack = s.node
+    if stack is None or stack.op != _STACK.name or _only_use(s, outputs) is not reshape:
+        return None
+    t = _tensor(s)
+    if t is None or t.dtype != r.type.dtype or stack.attrs.get("dtype") not in (None, t.dtype):
+        return None
+    windows = stack.inputs
+    first = windows[0].node if windows else None
+    base = first.inputs[0] if first is not None and first.inputs else None
+    for w in windows:
+        n = w.node
+        if (n is None or n.op not in _VIEW_OPS or not n.inputs or n.inputs[0] is not base
+                or _tensor(w) is None or w.type != windows[0].type):
+            return None
+    return stack, reshape
 
 
 def _rows(a: TensorType, b: TensorType) -> int:

@@ -55,11 +55,14 @@ class MatmulStep(Step):
     # the values of "bias" and "residual" in `inputs[2:]` (see epilogue_values).
     packed: str | None = None
     epilogue: tuple = ()
+    # B gathered from windows (products.gathered_operand): (their count, the stack's axis, the shape
+    # of the reshape B is); the windows are `inputs[1:1 + count]`, in the stack's order.
+    gather: tuple = ()
 
     def epilogue_values(self) -> list[tuple[str, int | None]]:
         """(op name, value number or None) of each epilogue op. The values are read from `inputs`,
         the value numbers the planner renames (`planner.write_updates_in_place`)."""
-        values = iter(self.inputs[2:])
+        values = iter(self.inputs[1 + (self.gather[0] if self.gather else 1):])
         return [(op, next(values) if op in ("bias", "residual") else None) for op in self.epilogue]
 
 
