@@ -51,6 +51,9 @@ class _Returned(str):
     """A mode ``np.seterr`` returned inside a trace (a str), with the call that returned it and its
     kind: giving it back to ``np.seterr`` is what restores that call."""
 
+    call: _SeterrCall
+    kind: str
+
     def __new__(cls, mode: str, call: _SeterrCall, kind: str) -> _Returned:
         self = super().__new__(cls, mode)
         self.call, self.kind = call, kind
