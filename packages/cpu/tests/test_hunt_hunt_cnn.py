@@ -75,3 +75,27 @@ def test_concurrent_calls_alternating_three_layouts():
         sys.setswitchinterval(old)
     assert not errors
     assert exe.stats()["packed_gathered_runs"] == 1800
+
+
+def test_a_stack_that_casts_its_windows_is_made_with_its_dtype():
+    """np.stack(float64 windows, dtype=np.float32): NumPy rounds the windows to float32 (1e39 -> inf,
+    and inf * 0 -> NaN in the product); reading the float64 windows instead kept them finite."""
+    t64, t32 = np.dtype(np.float64), np.dtype(np.float32)
+    g = Graph()
+    w = g.add_input("w", TensorType(t32, (16, 12)))
+    x = g.add_input("x", TensorType(t64, (4, 40)))
+    windows = [_op(g, "np.getitem", x, index=(slice(None), slice(i, i + 38))) for i in range(3)]
+    s = _op(g, "np.stack", *windows, axis=1, dtype=t32)
+    r = _op(g, "np.reshape", s, shape=(12, 38), order="C")
+    g.set_outputs([_op(g, "np.matmul", w, r)])
+    exe = compile_graph(g, [v.type for v in g.inputs])
+    rng = np.random.default_rng(2)
+    wv = rng.standard_normal((16, 12)).astype(np.float32)
+    wv[:, 3] = 0.0
+    xv = rng.standard_normal((4, 40))
+    xv[1, 5] = 1e39
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = wv @ np.stack([xv[:, i:i + 38] for i in range(3)], axis=1, dtype=np.float32).reshape(12, 38)
+        (got,) = exe(wv, xv)
+    assert np.isnan(want).any()
+    assert_outputs_close(got, want, what="product of a casting stack")
