@@ -105,8 +105,9 @@ def _conv_stack_graph(x_shape, w_shape, kernel, stride, dtype, axis, rshape):
     """W @ np.stack(the kernel's strided windows of x (N, C, H, W), axis).reshape(rshape)."""
     (kh, kw), (sh, sw) = kernel, stride
     oh, ow = (x_shape[2] - kh) // sh + 1, (x_shape[3] - kw) // sw + 1
-    index = [(slice(None), slice(None), slice(i, i + sh * (oh - 1) + 1, sh), slice(j, j + sw * (ow - 1) + 1, sw))
-             for i in range(kh) for j in range(kw)]
+    rows = [slice(i, i + sh * (oh - 1) + 1, sh) for i in range(kh)]
+    cols = [slice(j, j + sw * (ow - 1) + 1, sw) for j in range(kw)]
+    index = [(slice(None), slice(None), r, c) for r in rows for c in cols]
     t = np.dtype(dtype)
     g = Graph()
     w = g.add_input("w", TensorType(t, w_shape))
@@ -176,8 +177,9 @@ def test_windows_at_an_unreadable_page_are_read_within_their_array(dtype):
         return a
 
     rng = np.random.default_rng(4)
-    for n, c, h, w, o, kernel, stride in [(2, 3, 13, 37, 16, (3, 3), (1, 1)), (1, 2, 9, 33, 8, (3, 3), (2, 2)),
-                                          (2, 1, 40, 5, 8, (3, 3), (1, 1)), (3, 2, 11, 18, 12, (2, 3), (3, 2))]:
+    convs = [(2, 3, 13, 37, 16, (3, 3), (1, 1)), (1, 2, 9, 33, 8, (3, 3), (2, 2)),
+             (2, 1, 40, 5, 8, (3, 3), (1, 1)), (3, 2, 11, 18, 12, (2, 3), (3, 2))]
+    for n, c, h, w, o, kernel, stride in convs:
         kk = kernel[0] * kernel[1]
         oh, ow = (h - kernel[0]) // stride[0] + 1, (w - kernel[1]) // stride[1] + 1
         wv = rng.standard_normal((o, c * kk)).astype(dtype)
@@ -190,4 +192,3 @@ def test_windows_at_an_unreadable_page_are_read_within_their_array(dtype):
                 (got,) = exe(wv, arg)
                 assert_outputs_close(got, numpy(wv, arg), what=f"{(n, c, h, w)} next to an unreadable page")
         assert exe.stats()["packed_gathered_runs"] == 6
-    del keep
