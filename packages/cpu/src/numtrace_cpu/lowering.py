@@ -86,10 +86,11 @@ def _setitem_in_place(nodes: list, outputs: list, group_of: dict, index: dict) -
 
 def _gathers(nodes: list, outputs: list, state: frozenset, by_reference: frozenset | set) -> dict:
     """id(product node) -> (stack node, reshape node) for the products that read their right operand
-    from the stacked windows themselves (products.gathered_operand)."""
+    from the stacked windows themselves (products.gathered_operand). A product small enough for the
+    small-K kernel stays one (that kernel reads a made B)."""
     found = {}
     for node in nodes:
-        if id(node) in by_reference:
+        if id(node) in by_reference or is_small_matmul(node):
             continue
         pair = gathered_operand(node, state, set(outputs))
         if pair is not None and not any(id(n) in by_reference for n in pair):
