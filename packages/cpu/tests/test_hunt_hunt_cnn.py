@@ -192,3 +192,25 @@ def test_windows_at_an_unreadable_page_are_read_within_their_array(dtype):
                 (got,) = exe(wv, arg)
                 assert_outputs_close(got, numpy(wv, arg), what=f"{(n, c, h, w)} next to an unreadable page")
         assert exe.stats()["packed_gathered_runs"] == 6
+
+
+def test_windows_that_are_copies_are_stacked_by_numpy():
+    """Windows that are reshapes of strided slices are copies, each in its own allocation: the kernel
+    never addresses one allocation from another's pointer, so NumPy stacks them (same values)."""
+    t = np.dtype(np.float32)
+    g = Graph()
+    w = g.add_input("w", TensorType(t, (16, 3)))
+    x = g.add_input("x", TensorType(t, (4, 40)))
+    windows = [_op(g, "np.reshape", _op(g, "np.getitem", x, index=(slice(None), slice(i, i + 38))),
+                   shape=(-1,), order="C") for i in range(3)]
+    s = _op(g, "np.stack", *windows, axis=0)
+    g.set_outputs([_op(g, "np.matmul", w, _op(g, "np.reshape", s, shape=(3, 152), order="C"))])
+    exe = compile_graph(g, [v.type for v in g.inputs])
+    rng = np.random.default_rng(5)
+    wv = rng.standard_normal((16, 3)).astype(np.float32)
+    for xv in (rng.standard_normal((4, 40)).astype(np.float32),
+               rng.standard_normal((8, 80)).astype(np.float32)[::2, ::2]):
+        (got,) = exe(wv, xv)
+        want = wv @ np.stack([xv[:, i:i + 38].reshape(-1) for i in range(3)]).reshape(3, 152)
+        assert_outputs_close(got, want, what="product of copied windows")
+    assert exe.stats()["packed_gathered_runs"] == 0

@@ -132,6 +132,14 @@ cdef inline void _span(cnp.ndarray a, Py_ssize_t* lo, Py_ssize_t* hi):
     hi[0] = base + high + cnp.PyArray_ITEMSIZE(a)
 
 
+cdef object _memory_owner(cnp.ndarray a):
+    """The array at the end of a's chain of bases: views of one allocation share it."""
+    cdef object o = a
+    while type(o.base) is np.ndarray:
+        o = o.base
+    return o
+
+
 cdef class PackedMatmul:
     """A MatmulStep on the packed-weight kernels as `run(env, nthreads)`: env[a] (..., M, K) @ env[b]
     (K, N) (or a stack of products, (..., M, K) @ (..., K, N)) into env[out], then `epilogue` ((op name, value number or -1), in order: "bias" adds an
@@ -281,11 +289,13 @@ cdef class PackedMatmul:
         itemsize = cnp.PyArray_ITEMSIZE(w0)
         p0 = <char*>cnp.PyArray_DATA(w0)
         shape, strides = ws[0].shape, ws[0].strides
+        owner = _memory_owner(w0)
         offsets = []
         for wo in ws:
+            # windows in other allocations (a view NumPy made as a copy) are never addressed from w0
             if (type(wo) is not np.ndarray or cnp.PyArray_TYPE(<cnp.ndarray>wo) != self.typenum
                     or wo.shape != shape or wo.strides != strides or not cnp.PyArray_ISALIGNED(<cnp.ndarray>wo)
-                    or _overlap(y, <cnp.ndarray>wo)):
+                    or _memory_owner(wo) is not owner or _overlap(y, <cnp.ndarray>wo)):
                 return self.fallback(env, nthreads)
             d = <char*>cnp.PyArray_DATA(<cnp.ndarray>wo) - p0
             if d % itemsize:
