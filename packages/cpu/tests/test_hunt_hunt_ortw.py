@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import subprocess
+import threading
 import sys
 from pathlib import Path
 
@@ -264,3 +265,38 @@ def test_machine_limits_count_the_threads_that_ran(tmp_path, env, measured):
     run = subprocess.run([sys.executable, "-c", _LIMITS_PROBE, str(library)], capture_output=True, text=True,
                          env={**os.environ, **env}, check=True, timeout=120)
     assert run.stdout.split() == measured.split()
+
+
+@pytest.mark.parametrize("spin_us", [0, 100_000])
+def test_two_python_threads_with_products_of_other_shapes(spin_us):
+    """Two Python threads at once, one on packed products of run-time values cut into many panel
+    chunks, the other on GEMVs and products of another shape (the team held by one, a back-off entered
+    by either, then the other shape): every result is the one a lone call gives, bit for bit."""
+    rng = np.random.default_rng(5)
+    cases = []
+    for a_shape, b_shape in (((24, 700), (700, 37 * 16 + 5)), ((1, 900), (900, 333)), ((9, 300), (300, 1001))):
+        a = rng.standard_normal(a_shape).astype(np.float32)
+        b = rng.standard_normal(b_shape).astype(np.float32)
+        exe = _product(a.shape, b.shape, np.float32)
+        cases.append((exe, a, b, exe(a, b)[0].copy()))
+    old, old_spin = get_num_threads(), blocks.team_spin_us()
+    bad: list = []
+
+    def loop(order):
+        for i in range(30):
+            exe, a, b, want = cases[order[i % len(order)]]
+            (got,) = exe(a, b)
+            if not np.array_equal(got, want):
+                bad.append((order, i))
+    try:
+        set_num_threads(2)
+        blocks.set_team_spin_us(spin_us)
+        workers = [threading.Thread(target=loop, args=(order,)) for order in ((0, 1), (2, 1, 0))]
+        for t in workers:
+            t.start()
+        for t in workers:
+            t.join()
+    finally:
+        blocks.set_team_spin_us(old_spin)
+        set_num_threads(old)
+    assert not bad
