@@ -10,8 +10,8 @@ from __future__ import annotations
 import importlib.util
 import os
 import subprocess
-import threading
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -200,7 +200,8 @@ class _Counting(np.ndarray):
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         plain = [x.view(np.ndarray) if isinstance(x, _Counting) else x for x in inputs]
         if "out" in kwargs:
-            kwargs["out"] = tuple(x.view(np.ndarray) if isinstance(x, _Counting) else x for x in kwargs["out"])
+            outs = kwargs["out"]
+            kwargs["out"] = tuple(o.view(np.ndarray) if isinstance(o, _Counting) else o for o in outs)
         out = getattr(ufunc, method)(*plain, **kwargs)
         if ufunc is np.matmul:
             _Counting.flops += 2 * out.size * plain[0].shape[-1]
@@ -274,7 +275,8 @@ def test_two_python_threads_with_products_of_other_shapes(spin_us):
     by either, then the other shape): every result is the one a lone call gives, bit for bit."""
     rng = np.random.default_rng(5)
     cases = []
-    for a_shape, b_shape in (((24, 700), (700, 37 * 16 + 5)), ((1, 900), (900, 333)), ((9, 300), (300, 1001))):
+    shapes = (((24, 700), (700, 37 * 16 + 5)), ((1, 900), (900, 333)), ((9, 300), (300, 1001)))
+    for a_shape, b_shape in shapes:
         a = rng.standard_normal(a_shape).astype(np.float32)
         b = rng.standard_normal(b_shape).astype(np.float32)
         exe = _product(a.shape, b.shape, np.float32)
