@@ -302,3 +302,30 @@ def test_two_python_threads_with_products_of_other_shapes(spin_us):
         blocks.set_team_spin_us(old_spin)
         set_num_threads(old)
     assert not bad
+
+
+@pytest.mark.parametrize("axes", [(0, 1), (1, 0), None, (-1, -2)], ids=str)
+def test_gemv_form_before_the_first_call_is_the_one_it_runs(axes):
+    """stats() before any call predicts the GEMV form from the trace's transposes; an identity
+    np.transpose(w, (0, 1)) swaps nothing, so the prediction matches what the first call ran."""
+    t = np.dtype(np.float32)
+    g = Graph()
+    x = g.add_input("x", TensorType(t, (1, 4096)))
+    w = g.add_input("w", TensorType(t, (4096, 4096)))
+    wt = g.create_node("np.transpose", [w], attrs={} if axes is None else {"axes": axes}).output
+    g.set_outputs([g.create_node("np.matmul", [x, wt]).output])
+    exe = compile_graph(g, [x.type, w.type])
+    old = get_num_threads()
+    try:
+        set_num_threads(2)
+        before = exe.stats()
+        rng = np.random.default_rng(9)
+        a = rng.standard_normal((1, 4096)).astype(np.float32)
+        b = rng.standard_normal((4096, 4096)).astype(np.float32)
+        (got,) = exe(a, b)
+        after = exe.stats()
+    finally:
+        set_num_threads(old)
+    np.testing.assert_allclose(got, a @ np.transpose(b, axes), rtol=1e-4, atol=1e-3)
+    for key in ("gemv_team_columns", "gemv_team_folds"):
+        assert before[key] == after[key], key
