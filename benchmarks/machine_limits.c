@@ -94,25 +94,31 @@ static float fma_chains(long iters, float seed) {
 static volatile float sink;
 
 /* Best float32 FLOP/s (an FMA counts 2) of `threads` pinned threads over `repeats` timings of `iters`
-   rounds each (every thread runs all its rounds; the timing ends when the last one finishes). */
+   rounds each (every thread runs all its rounds; the timing ends when the last one finishes). A timing
+   counts only when OpenMP ran all `threads` (OMP_THREAD_LIMIT or dynamic teams can give fewer);
+   0.0 when none did. */
 double fma_flops(int threads, long iters, int repeats) {
     double best = 0.0;
     int r;
     for (r = 0; r < repeats; r++) {
         double t0 = 0.0, t1;
         float total = 0.0f;
+        int ran = 0;
         #pragma omp parallel num_threads(threads) reduction(+ : total)
         {
             pin(omp_get_thread_num());
             fma_chains(iters / 16, 1.0f);   /* warm: clocks up, the 512-bit units powered */
             #pragma omp barrier
             #pragma omp master
-            t0 = now_s();
+            {
+                ran = omp_get_num_threads();
+                t0 = now_s();
+            }
             total += fma_chains(iters, (float)omp_get_thread_num());
         }
         t1 = now_s();
         sink = total;
-        if (omp_get_max_threads() >= threads || threads == 1) {
+        if (ran == threads) {
             double rate = 2.0 * VLEN * CHAINS * (double)iters * threads / (t1 - t0);
             if (rate > best) best = rate;
         }
@@ -122,7 +128,8 @@ double fma_flops(int threads, long iters, int repeats) {
 
 /* Best bytes/s at which `threads` pinned threads each read their own `bytes / threads` of float32 data,
    `passes` times over, summing it with FMAs (as a GEMV reads its weights): after one pass that brings
-   each share into its core's caches, the reads come from there. */
+   each share into its core's caches, the reads come from there. Like fma_flops, only timings in which
+   all `threads` ran count (0.0 when none did). */
 double read_bytes_per_s(int threads, size_t bytes, int passes, int repeats) {
     double best = 0.0;
     int r;
@@ -131,6 +138,7 @@ double read_bytes_per_s(int threads, size_t bytes, int passes, int repeats) {
     for (r = 0; r < repeats; r++) {
         double t0 = 0.0, t1;
         float total = 0.0f;
+        int ran = 0;
         #pragma omp parallel num_threads(threads) reduction(+ : total)
         {
             size_t n = share / sizeof(float), i;
@@ -145,7 +153,10 @@ double read_bytes_per_s(int threads, size_t bytes, int passes, int repeats) {
                 for (c = 0; c < 8; c++) acc[c] = VADD(acc[c], VLOAD(buf + i + c * VLEN));
             #pragma omp barrier
             #pragma omp master
-            t0 = now_s();
+            {
+                ran = omp_get_num_threads();
+                t0 = now_s();
+            }
             for (p = 0; p < passes; p++) {
                 const vec x = VSET1(1.0f + (float)p * 1e-9f);
                 for (i = 0; i < n; i += 8 * VLEN)
@@ -158,7 +169,7 @@ double read_bytes_per_s(int threads, size_t bytes, int passes, int repeats) {
         }
         t1 = now_s();
         sink = total;
-        {
+        if (ran == threads) {
             double rate = (double)share * threads * passes / (t1 - t0);
             if (rate > best) best = rate;
         }

@@ -387,10 +387,11 @@ def row_limit(row: Row, cells: dict[str, Any], limits: dict[str, Any] | None) ->
     weights-read bound of a row of products; None without one."""
     if isinstance(cells.get("C loop"), float):
         return cells["C loop"], "C loop"
-    if not limits or not row.flops:
+    if not limits or not row.flops or limits["fma_flops"] <= 0:   # 0: OpenMP ran fewer threads than asked
         return None
     fma = row.flops / limits["fma_flops"]
-    read = row.weight_bytes / limits["read"][str(row.weight_bytes)] if row.weight_bytes else 0.0
+    rate = limits["read"].get(str(row.weight_bytes), 0.0) if row.weight_bytes else 0.0
+    read = row.weight_bytes / rate if rate > 0 else 0.0
     return (read, "weights read") if read > fma else (fma, "FMA peak")
 
 
@@ -533,6 +534,9 @@ def print_limits(rows: list[Row], results: dict[str, dict], limits: dict[str, An
     """What the limit column stands on, and where 1.1x ONNX Runtime would need the FMA units nearly
     full (above 95% of the measured peak: out of reach)."""
     peak = limits["fma_flops"]
+    if peak <= 0:
+        print("limits: the FMA peak was not measured (OpenMP ran fewer threads than this process's CPUs)")
+        return
     reads = ", ".join(f"{int(b) / 1e6:.2f} MB at {v / 1e9:.0f} GB/s" for b, v in limits["read"].items())
     print(f"limits, measured in this run (machine_limits.c, best of {LIMIT_TIMINGS} timings, threads "
           "pinned): "

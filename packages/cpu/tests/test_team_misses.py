@@ -15,6 +15,7 @@ from numtrace_cpu.isa import blocks
     (4, 8, True, 400_000, 3_000_000, True),     # a worker preempted inside its unit for a time slice
     (2, 4, True, 2_000, 30_000, False),         # a small job's jitter
     (2, 4, True, 2_000, 60_000, True),          # a small job held up far beyond its own length
+    (2, 4, False, 2_000, 60_000, False),        # a worker woken from sleep: the wake-up is the wait
 ])
 def test_team_miss_rule(mine, nunits, awake, work, wait, missed):
     """A spinning job counts toward a back-off when its workers were starved of cores, not when a

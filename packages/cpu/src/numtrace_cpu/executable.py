@@ -510,12 +510,15 @@ def _gemv_team_rows_shape(step: Step, types: dict, gemvs: dict, producers: dict
 
 def _traced_form(step: MatmulStep, producers: dict) -> str:
     """The GEMV form of a call with C-ordered arguments: "rows" where the matrix's summed axis is its
-    outer one, each transpose view between an argument (or a buffer) and the matrix swapping them."""
+    outer one, each transpose view between an argument (or a buffer) and the matrix that reverses the
+    two axes swapping them (np.transpose(w, (0, 1)) keeps them)."""
     assert step.gemv is not None
     vec_pos, k_axis = step.gemv
     value, flips = step.inputs[1 - vec_pos], 0
     while isinstance(producers.get(value), ViewStep) and producers[value].nodes[0].op == "np.transpose":
-        value, flips = producers[value].inputs[0], flips + 1
+        axes = producers[value].nodes[0].attrs.get("axes")
+        flips += axes is None or tuple(a % 2 for a in axes) == (1, 0)
+        value = producers[value].inputs[0]
     return "rows" if (k_axis == 0) != bool(flips % 2) else "dots"
 
 

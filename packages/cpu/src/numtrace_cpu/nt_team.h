@@ -102,9 +102,11 @@ static atomic_llong nt_team_jobs, nt_team_jobs_shared, nt_team_jobs_spinning, nt
 
 /* Whether a spinning job was a miss (see the back-off above): the caller ran `mine` of `nunits` units,
    working `work_ns` from the post and then waiting `wait_ns` for the workers' units; `all_awake`:
-   every worker was awake when it was posted. */
+   every worker was awake when it was posted. A job that had to wake a worker is never a miss: the
+   wake-up itself is the wait. */
 static inline int nt_team_job_missed(int mine, int nunits, int all_awake, long long work_ns, long long wait_ns) {
-    if (mine >= nunits) return all_awake;
+    if (!all_awake) return 0;
+    if (mine >= nunits) return 1;
     return wait_ns > NT_TEAM_LONG_WAIT_NS && wait_ns > work_ns;
 }
 
