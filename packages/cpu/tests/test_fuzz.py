@@ -114,7 +114,7 @@ def _constant_column_sums():
 
 # Every GENERATED_EVERY-th program, and the examples, compile their passes to C before the first call
 # (numtrace_cpu.compiler's sync mode): the generated kernels are fuzzed too.
-GENERATED_EVERY = 8
+GENERATED_EVERY = 15
 _PROGRAMS = itertools.count(1)
 _COLUMN_SUMS = _constant_column_sums()
 

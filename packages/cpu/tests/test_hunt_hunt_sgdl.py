@@ -66,7 +66,7 @@ def _column_programs(draw):
             node = g.create_node("np.astype", [a], attrs={"dtype": draw(st.sampled_from([F64, F32]))})
         values.append(node.output)
     floats = [v for v in values[1:] if v.type.dtype.kind == "f" and v.type.shape == shape] or [
-        g.create_node("np.multiply", [values[-1], _const(g, 2.0)]).output]
+        g.create_node("np.multiply", [x, _const(g, 2.0)]).output]
     nd = len(shape)
     axis = draw(st.sampled_from([0, 1] if nd == 2 else [0, 1, 2, (0, 1)]))
     outs = []
@@ -116,3 +116,120 @@ def test_generated_column_and_row_block_passes_with_constants(case):
 def test_the_drawn_programs_reach_column_mode_and_row_blocks():
     """Runs after the property test (file order): enough of its programs took both generated paths."""
     assert _REACHED["column"] >= 5 and _REACHED["rows"] >= 3, _REACHED
+
+
+def _scaled_pass(n, dt=F32):
+    """y = where(x > 0, x * 2.0, -0.0) - z * 3 + 0.5: one generated elementwise pass with constants."""
+    g = Graph()
+    x, z = (g.add_input(name, TensorType(dt, (n,))) for name in ("x", "z"))
+
+    def node(op, *args):
+        return g.create_node(op, list(args)).output
+
+    pos = node("np.where", node("np.greater", x, _const(g, 0.0)), node("np.multiply", x, _const(g, 2.0)),
+               _const(g, -0.0))
+    g.set_outputs([node("np.add", node("np.subtract", pos, node("np.multiply", z, _const(g, 3))), _const(g, 0.5))])
+    return g, [x.type, z.type]
+
+
+def _numpy_scaled(x, z):
+    return np.where(x > 0, x * np.float32(2.0), np.float32(-0.0)) - z * np.float32(3) + np.float32(0.5)
+
+
+def _scaled_inputs(n, seed):
+    rng = np.random.default_rng(seed)
+    x, z = rng.standard_normal(n).astype(F32), rng.standard_normal(n).astype(F32)
+    x[::97], z[1::89] = -0.0, np.inf
+    return x, z
+
+
+@pytest.mark.parametrize("n", [(1 << 20) - 1, 1 << 20, (1 << 20) + 1, 2_097_157])
+def test_team_pass_around_the_split_keeps_numpys_bits(team, numpy_quiet, n):
+    """Sizes just below, at and above PARALLEL_MIN_WORK, and an odd size two threads split unevenly,
+    at thread counts changed between calls."""
+    graph, types = _scaled_pass(n)
+    exe = _compiled(graph, types, "sync")
+    x, z = _scaled_inputs(n, n)
+    want = _numpy_scaled(x, z).tobytes()
+    for threads in (2, 1, 3, 2):
+        numtrace_cpu.set_num_threads(threads)
+        (got,) = exe(x, z)
+        assert got.tobytes() == want, f"n={n} on {threads} threads"
+    assert exe.stats()["interpreted_runs"] == 0
+
+
+def test_empty_and_tiny_passes_on_two_threads(team, numpy_quiet):
+    numtrace_cpu.set_num_threads(2)
+    for n in (0, 1, 3):
+        graph, types = _scaled_pass(n)
+        x, z = _scaled_inputs(n, 7)
+        (got,) = _compiled(graph, types, "sync")(x, z)
+        assert got.shape == (n,) and got.tobytes() == _numpy_scaled(x, z).tobytes()
+
+
+def test_team_pass_from_two_python_threads_at_once(team, numpy_quiet):
+    """Two Python threads call one executable together: one holds the team, the other runs its chunks
+    alone (nt_team.h's busy lock); every call gives NumPy's bits."""
+    n = 1_500_001
+    numtrace_cpu.set_num_threads(2)
+    graph, types = _scaled_pass(n)
+    exe = _compiled(graph, types, "sync")
+    errors: list = []
+
+    def calls(seed):
+        for k in range(6):
+            x, z = _scaled_inputs(n, seed * 10 + k)
+            (got,) = exe(x, z)
+            if got.tobytes() != _numpy_scaled(x, z).tobytes():
+                errors.append((seed, k))
+
+    threads = [threading.Thread(target=calls, args=(s,)) for s in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert exe.stats()["generated_runs"] == 12
+
+
+@pytest.mark.parametrize("kind", ["divide", "invalid"])
+def test_team_pass_raises_a_workers_error(team, kind):
+    """A divide by zero or an invalid op in the chunks a worker runs (the pass's second half) raises
+    under np.errstate(all='raise') as NumPy does, and warns under the default."""
+    n = 2_000_003
+    numtrace_cpu.set_num_threads(2)
+    g = Graph()
+    x, y = (g.add_input(name, TensorType(F64, (n,))) for name in ("x", "y"))
+    q = g.create_node("np.divide", [x, y]).output
+    g.set_outputs([g.create_node("np.sqrt", [g.create_node("np.subtract", [q, _const(g, 1.0)]).output]).output])
+    exe = _compiled(g, [x.type, y.type], "sync")
+    a, b = np.full(n, 2.0), np.ones(n)
+    (b if kind == "divide" else a)[n - 3] = 0.0
+    message = "divide by zero" if kind == "divide" else "invalid value"
+    with np.errstate(all="raise"), pytest.raises(FloatingPointError, match=message):
+        exe(a, b)
+    with pytest.warns(RuntimeWarning, match=message):
+        (got,) = exe(a, b)
+    with np.errstate(all="ignore"):
+        assert got.tobytes() == np.sqrt(a / b - 1.0).tobytes()
+    assert exe.stats()["generated_team_runs"] == 2
+
+
+def test_column_pass_with_constants_on_the_team(team, numpy_quiet):
+    """A middle-axis sum of an expression with constants over enough rows for two threads: the team's
+    chunks give one thread's bits, and the constants are the kernel's (not a column index)."""
+    shape = (20_000, 20, 3)
+    g = Graph()
+    x = g.add_input("x", TensorType(F64, shape))
+    e = g.create_node("np.multiply", [_const(g, 2.0), x]).output
+    e = g.create_node("np.add", [e, _const(g, -0.0)]).output
+    g.set_outputs([g.create_node("np.sum", [e], attrs={"axis": 1}).output])
+    xs = np.random.default_rng(3).integers(-8, 9, size=shape) / 4
+    exe = _compiled(g, [testing.type_of(xs)], "sync")
+    got = []
+    for threads in (1, 2):
+        numtrace_cpu.set_num_threads(threads)
+        got.append(exe(xs)[0].tobytes())
+    assert got[0] == got[1] == np.sum(2.0 * xs + -0.0, axis=1).tobytes()   # quarter-integers: exact sums
+    stats = exe.stats()
+    assert stats["generated_column_runs"] == 2 and stats["generated_team_runs"] == 1

@@ -136,14 +136,10 @@ def _team_pass(a):
 
 
 def _const_col_sums(a):
-    """First- and middle-axis sums and means of expressions with several constants (float and int,
-    0, -0.0, inf, a NaN from inf * 0): on the cpu backend's generated kernels, column-mode passes,
-    whose kernels hold each constant in a register of its own."""
-    a = np.atleast_2d(a)
-    e = np.where(a > 0.5, np.inf, a * -0.0) * 0.0 + 3 * a
-    mid = (a[:, None, :] * 2.0 - a[None, :, :] * 0 + 1).mean(axis=1)
-    return np.sum(2.0 * a, axis=0) + np.mean(np.maximum(a, 0) * 0.5 - 1, axis=0, keepdims=True) \
-        + np.sum(e, axis=0) + mid.sum(axis=0)
+    """A first-axis sum of an expression whose first operand is a constant (then an int one): on the
+    cpu backend's generated kernels, a column-mode pass whose kernel holds its first constant in
+    register c0, beside its column index."""
+    return np.sum(2.0 * np.atleast_2d(a) - 3, axis=0)
 
 
 def _gemv_rows(a):
