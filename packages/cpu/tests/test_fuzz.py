@@ -106,7 +106,8 @@ def _constant_column_sums():
         return g.create_node(op, list(args), attrs=attrs).output
 
     e = node("np.add", node("np.multiply", const(2.0), x), node("np.multiply", const(0), y))
-    w = node("np.where", node("np.greater", z, const(0.0)), const(float("inf")), node("np.multiply", z, const(-0.0)))
+    w = node("np.where", node("np.greater", z, const(0.0)), const(float("inf")),
+             node("np.multiply", z, const(-0.0)))
     g.set_outputs([node("np.sum", e, axis=0, keepdims=False),
                    node("np.mean", node("np.multiply", w, const(3)), axis=1, keepdims=True)])
     return g

@@ -90,8 +90,8 @@ def _column_programs(draw):
 _REACHED = {"column": 0, "rows": 0}
 
 
-@settings(max_examples=40, deadline=None, derandomize=True, database=None, phases=[Phase.explicit, Phase.generate],
-          suppress_health_check=list(HealthCheck))
+@settings(max_examples=40, deadline=None, derandomize=True, database=None,
+          phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
 @given(_column_programs())
 def test_generated_column_and_row_block_passes_with_constants(case):
     """Each program's generated kernels against the interpreter (bit for bit) and the reference."""
@@ -128,7 +128,8 @@ def _scaled_pass(n, dt=F32):
 
     pos = node("np.where", node("np.greater", x, _const(g, 0.0)), node("np.multiply", x, _const(g, 2.0)),
                _const(g, -0.0))
-    g.set_outputs([node("np.add", node("np.subtract", pos, node("np.multiply", z, _const(g, 3))), _const(g, 0.5))])
+    diff = node("np.subtract", pos, node("np.multiply", z, _const(g, 3)))
+    g.set_outputs([node("np.add", diff, _const(g, 0.5))])
     return g, [x.type, z.type]
 
 
@@ -201,7 +202,8 @@ def test_team_pass_raises_a_workers_error(team, kind):
     g = Graph()
     x, y = (g.add_input(name, TensorType(F64, (n,))) for name in ("x", "y"))
     q = g.create_node("np.divide", [x, y]).output
-    g.set_outputs([g.create_node("np.sqrt", [g.create_node("np.subtract", [q, _const(g, 1.0)]).output]).output])
+    q = g.create_node("np.subtract", [q, _const(g, 1.0)]).output
+    g.set_outputs([g.create_node("np.sqrt", [q]).output])
     exe = _compiled(g, [x.type, y.type], "sync")
     a, b = np.full(n, 2.0), np.ones(n)
     (b if kind == "divide" else a)[n - 3] = 0.0
