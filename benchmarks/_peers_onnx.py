@@ -62,7 +62,15 @@ class _Builder:
 
 
 def _mlp(row: Any) -> Callable:
-    x, w1, b1, w2, b2, w3, b3 = row.make()
+    return _mlp_session(*row.make())
+
+
+def _mlp_constants(row: Any) -> Callable:
+    """The same model for the row whose NumPy function closes over the weights (its input is x)."""
+    return _mlp_session(*row.make(), *row.numpy_fn.weights)
+
+
+def _mlp_session(x, w1, b1, w2, b2, w3, b3) -> Callable:
     g = _Builder()
     h = g.op("Relu", g.linear("x", w1, b1))
     h = g.op("Relu", g.linear(h, w2, b2))
@@ -120,7 +128,8 @@ def _cnn(row: Any) -> Callable:
     return g.session(x.shape, g.linear(h, model.head.weight.T, model.head.bias))
 
 
-MODELS = {"mlp": _mlp, "encoder": _encoder, "encoder_constants": _encoder_constants,
+MODELS = {"mlp": _mlp, "mlp_constants": _mlp_constants, "encoder": _encoder,
+          "encoder_constants": _encoder_constants,
           "classifier": _classifier, "cnn": _cnn}
 
 

@@ -11,8 +11,11 @@ Each cell is the median time per call (after a warm-up call that compiles: numtr
 too, with ``NUMTRACE_CODEGEN=sync`` unless it is set); every tool's result is
 checked against NumPy's first, and a wrong one is reported instead of timed. A tool that is not
 installed is skipped with a line saying so. The ratios: ``xNumPy`` = NumPy / numtrace, ``vs best`` =
-best peer / numtrace (>1: numtrace is ahead of every peer on that row), ``vs limit`` = C loop /
-numtrace.
+best peer / numtrace (>1: numtrace is ahead of every peer on that row), ``vs limit`` = the row's limit
+/ numtrace and ``peer/lim`` = limit / best peer. The limit is the C loop's time (W1), or for the rows
+of matrix products (W2, W3, the MLP example) what the machine allows, measured in the same run by
+machine_limits.c: the products' FLOPs at the all-core float32 FMA peak ("FMA peak"), or at batch 1
+the weights' bytes at the rate the cores read them from their caches ("weights read").
 
     python benchmarks/peers.py [--quick] [--only w,examples,realistic] [--rows name,...] [--tools numpy,...]
 
@@ -80,6 +83,8 @@ class Row:
     make: Callable[[], tuple]
     kind: str = "function"   # "function", "module" (a numtrace.Module), "inplace" (writes its inputs)
     tag: str = ""            # the key of the torch/ONNX/numexpr/numba/C versions (w1, w1_out, mlp, ...)
+    flops: float = 0.0       # the matrix products' floating-point operations per call (an FMA is 2)
+    weight_bytes: int = 0    # the weights a call reads, for the batch-1 rows' "weights read" limit
 
 
 # -- workloads ------------------------------------------------------------------------------------------
@@ -123,18 +128,37 @@ def _w_rows(quick: bool) -> list[Row]:
         encoder_constant_weights.weights = weights
         return encoder_constant_weights
 
+    def mlp_closed(batch):
+        """W2 with its weights closed over (trace constants to numtrace, packed once), as ONNX Runtime
+        gets them as initializers; the "W2 MLP batch" rows pass them as arguments on every call."""
+        x, *weights = mlp_args(batch)
+
+        def mlp_constant_weights(x):
+            return cw.mlp(x, *weights)
+        mlp_constant_weights.weights = weights
+        return mlp_constant_weights, lambda: (x.copy(),)
+
     def w4_args():
         rng = np.random.default_rng(3)
         return tuple(rng.standard_normal(64, dtype=np.float32) for _ in range(2))
 
+    mlp_macs = 784 * 512 + 512 * 512 + 512 * 10
+    dm, seq, heads = cw.D_MODEL, cw.SEQ, cw.HEADS
+    encoder_macs = seq * dm * (3 * dm + dm + 8 * dm) + 2 * heads * seq * seq * (dm // heads)
+    mlp1, mlp256 = mlp_closed(1), mlp_closed(256)
     return [
         Row(f"W1 fresh output (n={n:.0e})", "w", cw.w1, w1_args, tag="w1"),
         Row(f"W1 into out= (n={n:.0e})", "w", cw.w1, w1_args, kind="out", tag="w1"),
-        Row("W2 MLP batch 1", "w", cw.mlp, lambda: mlp_args(1), tag="mlp"),
-        Row("W2 MLP batch 256", "w", cw.mlp, lambda: mlp_args(256), tag="mlp"),
-        Row("W3 transformer block", "w", cw.encoder, encoder_args, tag="encoder"),
+        Row("W2 MLP batch 1", "w", cw.mlp, lambda: mlp_args(1), tag="mlp", flops=2.0 * mlp_macs,
+            weight_bytes=4 * mlp_macs),
+        Row("W2 MLP batch 256", "w", cw.mlp, lambda: mlp_args(256), tag="mlp", flops=2.0 * 256 * mlp_macs),
+        Row("W2 batch 1, constant weights", "w", mlp1[0], mlp1[1], tag="mlp_constants",
+            flops=2.0 * mlp_macs, weight_bytes=4 * mlp_macs),
+        Row("W2 batch 256, constant weights", "w", mlp256[0], mlp256[1], tag="mlp_constants",
+            flops=2.0 * 256 * mlp_macs),
+        Row("W3 transformer block", "w", cw.encoder, encoder_args, tag="encoder", flops=2.0 * encoder_macs),
         Row("W3 block, constant weights", "w", encoder_closed(), lambda: encoder_args()[:1],
-            tag="encoder_constants"),
+            tag="encoder_constants", flops=2.0 * encoder_macs),
         Row("W4 200 ops on 64 floats", "w", cw.w4, w4_args, tag="w4"),
     ]
 
@@ -152,9 +176,13 @@ def _example_rows(quick: bool) -> list[Row]:
     mlp_batch, cnn_batch = (64, 16) if quick else (512, 64)
     tokens = (4, 24) if quick else (16, 64)
     plates = (4, 64) if quick else (16, 256)
+    classifier = mlp_classifier.Classifier().eval()
+    layers = (classifier.fc1, classifier.fc2, classifier.head)
+    classifier_macs = sum(np.asarray(fc.weight).size for fc in layers)
     return [
-        Row(f"example mlp_classifier (batch {mlp_batch})", "examples", mlp_classifier.Classifier().eval(),
-            lambda: (f32(mlp_batch, 784, uniform=True),), kind="module", tag="classifier"),
+        Row(f"example mlp_classifier (batch {mlp_batch})", "examples", classifier,
+            lambda: (f32(mlp_batch, 784, uniform=True),), kind="module", tag="classifier",
+            flops=2.0 * mlp_batch * classifier_macs),
         Row(f"example transformer_block {tokens}", "examples", transformer_block.EncoderBlock().eval(),
             lambda: (f32(*tokens, 64),), kind="module"),
         Row(f"example cnn (batch {cnn_batch})", "examples", cnn.SmallCNN().eval(),
@@ -300,13 +328,9 @@ def _c_call(row: Row) -> Callable | None:
 
     if row.tag != "w1":
         return None
-    compiler = shlex.split(sysconfig.get_config_var("CC") or "cc")
-    folder = tempfile.mkdtemp(prefix="numtrace-peers-")
-    source, library = os.path.join(folder, "w1.c"), os.path.join(folder, "w1.so")
-    Path(source).write_text(C_W1)
-    subprocess.run([*compiler, "-O3", "-march=native", "-ffast-math", "-fopenmp", "-shared", "-fPIC", source,
-                    "-o", library, "-lm"], check=True, capture_output=True)
-    fn = ctypes.CDLL(library).w1
+    source = Path(tempfile.mkdtemp(prefix="numtrace-peers-")) / "w1.c"
+    source.write_text(C_W1)
+    fn = _compile_c(source, ["-O3", "-ffast-math"]).w1
     fn.restype = None
     fn.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_ssize_t]
     fixed = np.empty_like(row.make()[0]) if row.kind == "out" else None
@@ -316,6 +340,58 @@ def _c_call(row: Row) -> Callable | None:
         fn(a.ctypes.data, b.ctypes.data, c.ctypes.data, d.ctypes.data, out.ctypes.data, a.size)
         return out
     return call
+
+
+# -- the machine's limits ------------------------------------------------------------------------------
+# For the rows whose work is matrix products (W2, W3, the MLP example), the limit is what the machine's
+# FMA units or caches allow, measured in the same run by machine_limits.c (its own process, after the
+# tools): "FMA peak" is the row's product FLOPs at the all-core float32 FMA peak (its other ops are
+# not counted, so the limit is below reach by their share); "weights read" is the weights' bytes at
+# the rate at which all cores read their shares of that many bytes from their caches (batch 1: the
+# products are a pass over the weights). The larger of the two is the row's limit.
+LIMIT_TIMINGS = 60
+
+
+def _compile_c(source: Path, flags: list[str]) -> Any:
+    import ctypes
+
+    compiler = shlex.split(sysconfig.get_config_var("CC") or "cc")
+    folder = tempfile.mkdtemp(prefix="numtrace-peers-")
+    library = os.path.join(folder, source.stem + ".so")
+    subprocess.run([*compiler, *flags, "-march=native", "-fopenmp", "-shared", "-fPIC", str(source), "-o",
+                    library, "-lm"], check=True, capture_output=True)
+    return ctypes.CDLL(library)
+
+
+def measure_limits(rows: list[Row]) -> dict[str, Any]:
+    """The FMA peak of all this process's CPUs and of one (FLOP/s), and per weight size of the rows the
+    rate (bytes/s) at which all CPUs read it from their caches: each the best of LIMIT_TIMINGS."""
+    import ctypes
+
+    lib = _compile_c(HERE / "machine_limits.c", ["-O2"])
+    lib.fma_flops.restype = ctypes.c_double
+    lib.fma_flops.argtypes = [ctypes.c_int, ctypes.c_long, ctypes.c_int]
+    lib.read_bytes_per_s.restype = ctypes.c_double
+    lib.read_bytes_per_s.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_int, ctypes.c_int]
+    threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    sizes = sorted({row.weight_bytes for row in rows if row.weight_bytes})
+    return {"threads": threads, "lanes": lib.vector_lanes(),
+            "fma_flops": lib.fma_flops(threads, 100_000, LIMIT_TIMINGS),
+            "fma_flops_1": lib.fma_flops(1, 100_000, LIMIT_TIMINGS),
+            "read": {str(b): lib.read_bytes_per_s(threads, b, max(4, (1 << 27) // b), LIMIT_TIMINGS)
+                     for b in sizes}}
+
+
+def row_limit(row: Row, cells: dict[str, Any], limits: dict[str, Any] | None) -> tuple[float, str] | None:
+    """(seconds, what bounds it) of the row's limit: the C loop's time where it ran, else the FMA peak or
+    weights-read bound of a row of products; None without one."""
+    if isinstance(cells.get("C loop"), float):
+        return cells["C loop"], "C loop"
+    if not limits or not row.flops:
+        return None
+    fma = row.flops / limits["fma_flops"]
+    read = row.weight_bytes / limits["read"][str(row.weight_bytes)] if row.weight_bytes else 0.0
+    return (read, "weights read") if read > fma else (fma, "FMA peak")
 
 
 CALLS = {"numpy": _numpy_call, "numtrace": _numtrace_call, "torch.compile": _torch_numpy_call,
@@ -395,6 +471,9 @@ def select_rows(groups: list[str], quick: bool, words: list[str]) -> list[Row]:
 
 
 def worker(tool: str, groups: list[str], quick: bool, words: list[str]) -> None:
+    if tool == "limits":
+        print(json.dumps({"limits": measure_limits(select_rows(groups, quick, words))}))
+        return
     missing = _missing(tool)
     if missing is not None:
         print(json.dumps({"skipped": missing}))
@@ -419,11 +498,12 @@ def _ratio(num: Any, den: Any) -> str:
     return f"{'-':>8}"
 
 
-def print_table(rows: list[Row], results: dict[str, dict], tools: list[str]) -> None:
+def print_table(rows: list[Row], results: dict[str, dict], tools: list[str],
+                limits: dict[str, Any] | None = None) -> None:
     shown = [t for t in tools if t in results]
     width = max(len(r.name) for r in rows) + 1
     print(f"{'workload':<{width}}" + "".join(f"{COLUMNS[t]:>10} " for t in shown)
-          + f"{'xNumPy':>8} {'vs best':>8} {'best peer':<20} {'vs limit':>8}")
+          + f"{'xNumPy':>8} {'vs best':>8} {'best peer':<20} {'vs limit':>8} {'peer/lim':>8}  limit")
     geo: list[float] = []
     problems: list[str] = []
     for row in rows:
@@ -431,9 +511,11 @@ def print_table(rows: list[Row], results: dict[str, dict], tools: list[str]) -> 
         ours, base = cells.get("numtrace"), cells.get("numpy")
         peers = {t: v for t, v in cells.items() if t in PEERS and isinstance(v, float)}
         best = min(peers, key=peers.__getitem__) if peers else None
+        limit = row_limit(row, cells, limits)
         line = f"{row.name:<{width}}" + "".join(f"{_cell(cells[t])} " for t in shown)
         line += f"{_ratio(base, ours):>8} {_ratio(peers.get(best), ours):>8} {best or '-':<20} "
-        line += f"{_ratio(cells.get('C loop'), ours):>8}"
+        line += f"{_ratio(limit and limit[0], ours):>8} {_ratio(limit and limit[0], peers.get(best)):>8}  "
+        line += f"{limit[1]} {fmt_seconds(limit[0]).strip()}" if limit else "-"
         print(line)
         if isinstance(base, float) and isinstance(ours, float):
             geo.append(base / ours)
@@ -443,6 +525,32 @@ def print_table(rows: list[Row], results: dict[str, dict], tools: list[str]) -> 
         print(f"geometric mean over {len(geo)} rows: numtrace {mean:.2f}x NumPy")
     for p in problems:
         print(f"  not timed: {p}")
+    if limits:
+        print_limits(rows, results, limits)
+
+
+def print_limits(rows: list[Row], results: dict[str, dict], limits: dict[str, Any]) -> None:
+    """What the limit column stands on, and where 1.1x ONNX Runtime would need the FMA units nearly
+    full (above 95% of the measured peak: out of reach)."""
+    peak = limits["fma_flops"]
+    reads = ", ".join(f"{int(b) / 1e6:.2f} MB at {v / 1e9:.0f} GB/s" for b, v in limits["read"].items())
+    print(f"limits, measured in this run (machine_limits.c, best of {LIMIT_TIMINGS} timings, threads "
+          "pinned): "
+          f"float32 FMA peak {peak / 1e9:.0f} GFLOP/s on {limits['threads']} threads "
+          f"({limits['fma_flops_1'] / 1e9:.0f} on one, {limits['lanes']}-lane FMAs)"
+          + (f"; weights read from the cores' caches: {reads}" if reads else ""))
+    print("  'FMA peak': the row's matrix-product FLOPs at that peak (its other ops not counted); "
+          "'weights read': its weights' bytes at that rate; 'peer/lim': limit / best peer")
+    for row in rows:
+        ort = results.get("onnxruntime", {}).get(row.name)
+        if not row.flops or not isinstance(ort, float):
+            continue
+        need = row.flops / (ort / 1.1)
+        if need / peak > 0.8:
+            print(f"  {row.name}: 1.1x ONNX Runtime ({fmt_seconds(ort).strip()}) is "
+                  f"{fmt_seconds(ort / 1.1).strip()}, {need / 1e9:.0f} GFLOP/s in the products alone: "
+                  f"{need / peak:.0%} of the measured peak"
+                  + (" (out of reach)" if need / peak > 0.95 else ""))
 
 
 def main() -> None:
@@ -491,8 +599,18 @@ def main() -> None:
         timed = sum(isinstance(v, float) for k, v in results[tool].items() if not k.endswith(FIRST))
         print(f"{tool}: {TOOLS[tool]}; {timed} rows in {time.perf_counter() - start:.0f} s")
     rows = select_rows(groups, args.quick, words)
+    limits = None
+    if any(row.flops for row in rows):
+        done = subprocess.run([sys.executable, __file__, "--worker", "limits", "--only", ",".join(groups),
+                               "--rows", args.rows] + (["--quick"] if args.quick else []),
+                              capture_output=True, text=True)
+        try:
+            limits = json.loads(done.stdout.strip().splitlines()[-1])["limits"]
+        except (IndexError, json.JSONDecodeError, KeyError):
+            tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            print(f"limits: not measured (exit {done.returncode}): {tail}")
     print()
-    print_table(rows, results, tools)
+    print_table(rows, results, tools, limits)
     firsts = {t: r.get(rows[0].name + FIRST) for t, r in results.items()} if rows else {}
     if any(isinstance(v, float) for v in firsts.values()):
         print(f"first call of {rows[0].name!r} (compiling included): "

@@ -194,3 +194,30 @@ def test_float_binary_selects_match_numpy_exactly(name, dtype, build):
     np.testing.assert_array_equal(got, want)
     signed = (a != 0) | (b != 0) | (name == "copysign")
     np.testing.assert_array_equal(np.signbit(got[signed]), np.signbit(want[signed]))
+
+
+VMATH = ["exp", "expm1", "exp2", "log", "log1p", "log2", "log10", "sin", "cos", "tanh", "arcsin", "arctan"]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+@pytest.mark.parametrize("name", VMATH)
+def test_flagged_lanes_in_one_part_of_a_chunk_leave_the_others_alone(name, dtype, build):
+    """A chunk whose vector body has no flagged lane leaves its part of the lane flags unwritten: a
+    flagged value in the body of one chunk, then a clean chunk, then a flagged value in the padded
+    tail of the last one. Every element equals its value computed on its own (the kernels do not
+    depend on a lane's place), so a stale flag that sent a clean lane to the C library shows."""
+    specials = np.array([np.nan, -np.inf, np.inf, 1e300, -0.75], dtype)
+    with np.errstate(all="ignore"):
+        alone = _run(name, specials)
+    fill = np.array([0.3], dtype)
+    (clean,) = _run(name, np.repeat(fill, 16))[:1]
+    for k, special in enumerate(specials):
+        x = np.repeat(fill, 256 * 2 + 21)
+        spots = [5, 256 * 2 + 18]
+        x[spots] = special
+        with np.errstate(all="ignore"):
+            got = _run(name, x)
+        want = np.full_like(x, clean)
+        want[spots] = alone[k]
+        np.testing.assert_array_equal(got.view(f"u{x.itemsize}"), want.view(f"u{x.itemsize}"),
+                                      err_msg=f"{name}({special!r}) among {fill[0]!r}")

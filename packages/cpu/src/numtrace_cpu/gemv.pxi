@@ -57,8 +57,9 @@ def set_team_spin_us(us):
     right after each packed product. Default 50 (NUMTRACE_TEAM_SPIN_US at import): a sleeping
     worker takes about 7 us to wake on the 2-core VM, as long as half a 784x512 GEMV. While
     spinning, a worker gives up its core every few microseconds, and after a few jobs in a row that
-    the workers missed (the caller ran every unit while they were awake: they were descheduled)
-    GEMVs and packed products run on the calling thread for 1 to 20 ms (nt_team.h)."""
+    the workers missed (the caller ran every unit while they were awake, or waited for a worker's
+    unit longer than it worked: they were descheduled) GEMVs and packed products run on the calling
+    thread for 1 to 20 ms (nt_team.h)."""
     global nt_team_spin_ns
     if isinstance(us, bool) or not isinstance(us, int) or not 0 <= us <= 10_000_000:
         raise ValueError(f"team spin must be an int from 0 to 10000000 microseconds, got {us!r}")
@@ -69,10 +70,21 @@ def team_counts() -> dict:
     """What the thread team did in this process: `jobs` run on it (GEMVs and packed products),
     `jobs_shared` of them in which a worker ran a unit, `jobs_spinning` of them after which the
     workers spun, GEMVs and packed products meant for the team that ran on the calling thread alone
-    (`solo_runs`: during a back-off, or while another thread held the team), and back-offs entered
-    (`backoffs`)."""
+    (`solo_runs`: during a back-off, or while another thread held the team), spinning jobs the
+    workers missed (`misses`, see team_job_missed), back-offs entered (`backoffs`, one per few
+    misses in a row), and shared spinning jobs whose caller waited more than 50 us for a worker's
+    unit (`long_waits`: misses only when the wait was also longer than the caller's own work)."""
     return {"jobs": nt_team_jobs, "jobs_shared": nt_team_jobs_shared, "jobs_spinning": nt_team_jobs_spinning,
-            "solo_runs": nt_team_solo_runs, "backoffs": nt_team_backoffs}
+            "solo_runs": nt_team_solo_runs, "misses": nt_team_misses_total, "backoffs": nt_team_backoffs,
+            "long_waits": nt_team_long_waits}
+
+
+def team_job_missed(int mine, int nunits, bint all_awake, long long work_ns, long long wait_ns) -> bool:
+    """The team's rule (nt_team.h) for a spinning job that counts toward a back-off: the caller ran
+    `mine` of `nunits` units, working `work_ns` and then waiting `wait_ns` for the workers'; a miss when
+    the workers ran nothing although all were awake (`all_awake`), or when the caller waited longer
+    than it worked (and than a small job's jitter): a worker was preempted inside its unit."""
+    return bool(nt_team_job_missed(mine, nunits, all_awake, work_ns, wait_ns))
 
 
 def _team_spin_from_env():

@@ -76,22 +76,46 @@ enum {
 /* Ordered compares that raise no flag on a NaN, as NumPy's loops raise none: NT_GT(a, b) is a > b,
  * NT_GE a >= b, and so on. C's `<` is a signaling compare (comiss; cmpltps, vcmpps _CMP_LT_OS), and
  * GCC 12 vectorizes even __builtin_isless into signaling predicates (and folds a float select of
- * the operands on their orderedness into the compare itself). So the float operands are first
- * zeroed in their bits where the pair is unordered (a quiet test: ucomis, vcmp _CMP_UNORD_Q), an
- * integer AND the compiler does not fold: the compare then never sees a NaN and raises nothing, and
- * an unordered pair compares false. Integer operands compare as they are. The block loops of the
- * AVX builds use quiet vector predicates instead (nt_qcmp.h). */
-#define NT_QUIET_CMP(SUF, T, U, ABS, INF) \
+ * the operands on their orderedness into the compare itself). So the compare never sees a NaN: the
+ * operands are replaced in their bits, an integer select the compiler does not fold, where a quiet
+ * test (ucomis, vcmp _CMP_UNORD_Q) finds a NaN, and an unordered pair compares false. Integer
+ * operands compare as they are. The block loops of the AVX builds use quiet vector predicates
+ * instead (nt_qcmp.h).
+ * On the AVX builds a > b replaces a NaN a by -inf and a NaN b by +inf, which compare false with
+ * anything; each replacement depends on one operand only, so for a loop-invariant operand (x > 0,
+ * maximum(x, 0), clip) the compiler hoists its half out of the loop. The NaN mask is a quiet
+ * compare on AVX2, and on AVX-512 the sign of INF - |bits| (integer ops: a compare there writes a
+ * mask register, and a loop of two of them per element runs at about half the speed of one).
+ * a >= b (-inf >= -inf holds), and a > b on the baseline build, zero both operands where the pair
+ * is unordered (on the baseline build the replacement changes which of two NaNs a product in a
+ * generated kernel returns). */
+#if defined(__AVX512F__)
+#define NT_QNAN_MASK(a, u, S, ABS, INF) ((__typeof__(u))((S)((INF) - ((u) & (ABS))) >> (8 * sizeof(u) - 1)))
+#elif defined(__AVX2__)
+#define NT_QNAN_MASK(a, u, S, ABS, INF) (-(__typeof__(u))__builtin_isnan(a))
+#endif
+#ifdef NT_QNAN_MASK
+#define NT_QGT(SUF, T, U, S, ABS, INF) \
+    static inline T nt_qnan_##SUF(T a, U other) { \
+        U u; memcpy(&u, &a, sizeof u); \
+        U k = NT_QNAN_MASK(a, u, S, ABS, INF); \
+        u = (u & ~k) | (other & k); memcpy(&a, &u, sizeof u); return a; } \
+    static inline int nt_qgt_##SUF(T a, T b) { return nt_qnan_##SUF(a, INF | ~ABS) > nt_qnan_##SUF(b, INF); }
+#else
+#define NT_QGT(SUF, T, U, S, ABS, INF) \
+    static inline int nt_qgt_##SUF(T a, T b) { \
+        int k = !__builtin_isunordered(a, b); return nt_qz_##SUF(a, k) > nt_qz_##SUF(b, k); }
+#endif
+#define NT_QUIET_CMP(SUF, T, U, S, ABS, INF) \
     static inline int nt_finite_##SUF(T a) { U u; memcpy(&u, &a, sizeof u); return (u & ABS) < INF; } \
     static inline int nt_inf_##SUF(T a) { U u; memcpy(&u, &a, sizeof u); return (u & ABS) == INF; } \
     static inline T nt_qz_##SUF(T a, int keep) { \
         U u; memcpy(&u, &a, sizeof u); u &= -(U)keep; memcpy(&a, &u, sizeof u); return a; } \
-    static inline int nt_qgt_##SUF(T a, T b) { \
-        int k = !__builtin_isunordered(a, b); return nt_qz_##SUF(a, k) > nt_qz_##SUF(b, k); } \
+    NT_QGT(SUF, T, U, S, ABS, INF) \
     static inline int nt_qge_##SUF(T a, T b) { \
         int k = !__builtin_isunordered(a, b); return k & (nt_qz_##SUF(a, k) >= nt_qz_##SUF(b, k)); }
-NT_QUIET_CMP(f32, float, uint32_t, 0x7fffffffu, 0x7f800000u)
-NT_QUIET_CMP(f64, double, uint64_t, 0x7fffffffffffffffull, 0x7ff0000000000000ull)
+NT_QUIET_CMP(f32, float, uint32_t, int32_t, 0x7fffffffu, 0x7f800000u)
+NT_QUIET_CMP(f64, double, uint64_t, int64_t, 0x7fffffffffffffffull, 0x7ff0000000000000ull)
 #define NT_QUIET(a, b, NAME, CMP) _Generic((a) + (b), float: nt_##NAME##_f32((float)(a), (float)(b)), \
     double: nt_##NAME##_f64((double)(a), (double)(b)), default: ((a) CMP (b)))
 #define NT_GT(a, b) NT_QUIET(a, b, qgt, >)

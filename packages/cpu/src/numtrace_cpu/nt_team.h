@@ -13,10 +13,14 @@
  * no spin they sleep at once.
  *
  * Back-off: a spinning job is a miss when the workers ran no unit although every worker was awake
- * (spinning, not asleep on the condition variable) when it was posted, or when the caller had to
- * wait NT_TEAM_LONG_WAIT pauses for a worker's unit (that worker was preempted in the middle of it): the
- * workers were starved of cores (more runnable threads than cores, e.g. OpenBLAS's pool spinning in
- * the same process), not idle. A job whose workers were asleep wakes them and is no miss, so the
+ * (spinning, not asleep on the condition variable) when it was posted, or when the caller, done with
+ * its own units, waited for a worker's unit longer than it had worked (and longer than
+ * NT_TEAM_LONG_WAIT_NS): that worker was preempted in the middle of it, and the job took longer than
+ * the caller alone would have. Either way the workers were starved of cores (more runnable threads
+ * than cores, e.g. OpenBLAS's pool spinning in the same process, or another process), not idle. A
+ * wait shorter than the caller's own work is no miss: a worker that started a little late (woken, or
+ * back from a yield) still took work off the caller, and a fixed bound would count such jobs as
+ * misses whenever units are long (a product's units run for hundreds of microseconds). A job whose workers were asleep wakes them and is no miss, so the
  * first jobs after a pause never count against the team. After NT_TEAM_MISSES misses in a row,
  * spinning jobs run on the calling thread alone for a back-off period, so a loaded machine gets the
  * one-thread behaviour instead of paying for wake-ups and preempted workers; the team is then
@@ -53,9 +57,11 @@
 #define NT_TEAM_MAX 63            /* workers beside the calling thread */
 #define NT_TEAM_MAX_UNITS 256     /* units per job (callers group finer work into these) */
 #define NT_TEAM_MISSES 3          /* spinning jobs in a row the workers miss before the back-off */
-/* Pauses the caller waits for a worker's unit (tens of microseconds, far longer than one unit)
-   beyond which that worker counts as preempted. */
-#define NT_TEAM_LONG_WAIT 1024
+/* Pauses the caller waits for a worker's unit before it gives up its core between checks. */
+#define NT_TEAM_LONG_WAIT 4096
+/* The shortest wait for a worker's unit (ns) that can count as a miss (longer than a small job's
+   jitter; a longer wait is a miss only if it is also longer than the caller's own work). */
+#define NT_TEAM_LONG_WAIT_NS 50000LL
 #define NT_TEAM_SOLO_MIN_NS 1000000LL   /* the first back-off's length */
 #define NT_TEAM_SOLO_NS 20000000LL      /* the longest back-off */
 /* How long the workers spin after a generated pass, GEMV or packed-product job (NUMTRACE_TEAM_SPIN_US,
@@ -89,9 +95,18 @@ typedef struct {
 /* What the team did, for gemv.pxi's team_counts(): jobs run on it, those in which a worker ran a
    unit, those after which the workers spun, jobs asking for a spin that ran on the caller alone (a
    back-off, another thread holding the team, or workers not done with the last job), back-offs
-   entered. */
+   entered, spinning jobs missed, and shared spinning jobs whose caller waited more than
+   NT_TEAM_LONG_WAIT_NS for a worker's unit (a miss only when also longer than its own work). */
 static atomic_llong nt_team_jobs, nt_team_jobs_shared, nt_team_jobs_spinning, nt_team_solo_runs,
-    nt_team_backoffs;
+    nt_team_backoffs, nt_team_misses_total, nt_team_long_waits;
+
+/* Whether a spinning job was a miss (see the back-off above): the caller ran `mine` of `nunits` units,
+   working `work_ns` from the post and then waiting `wait_ns` for the workers' units; `all_awake`:
+   every worker was awake when it was posted. */
+static inline int nt_team_job_missed(int mine, int nunits, int all_awake, long long work_ns, long long wait_ns) {
+    if (mine >= nunits) return all_awake;
+    return wait_ns > NT_TEAM_LONG_WAIT_NS && wait_ns > work_ns;
+}
 
 static nt_team_t nt_team = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
 
@@ -186,6 +201,7 @@ static int nt_team_grow(int want) {
  * they sleep at once, and the back-off does not apply). Returns when all are done. */
 static void nt_team_run_spin(nt_team_fn fn, void *arg, int nunits, int nteam, long long spin_ns) {
     int u, spins, mine, all_awake;
+    long long t_post, t_own;
     if (nteam > NT_TEAM_MAX + 1) nteam = NT_TEAM_MAX + 1;   /* more threads than the team has: it all runs */
     if (nteam > nunits) nteam = nunits;
     if (nteam > 1 && nunits <= NT_TEAM_MAX_UNITS && pthread_mutex_trylock(&nt_team.busy) == 0) {
@@ -218,11 +234,13 @@ static void nt_team_run_spin(nt_team_fn fn, void *arg, int nunits, int nteam, lo
             atomic_fetch_add_explicit(&nt_team.gen, 1, memory_order_release);
             pthread_cond_broadcast(&nt_team.wake);
             pthread_mutex_unlock(&nt_team.sleep_mu);
+            t_post = spin_ns > 0 ? nt_team_now_ns() : 0;
             mine = nt_team_work(0);
+            t_own = spin_ns > 0 ? nt_team_now_ns() : 0;
             /* only units a worker is running are left: wait for them, giving up the core after a
                short spin in case that worker needs it */
             for (spins = 0; atomic_load_explicit(&nt_team.done, memory_order_acquire) < nunits; spins++) {
-                if (spins < 4096) NT_TEAM_PAUSE();
+                if (spins < NT_TEAM_LONG_WAIT) NT_TEAM_PAUSE();
                 else sched_yield();
             }
             nt_fp_put(atomic_load_explicit(&nt_team.fpflags, memory_order_relaxed));
@@ -231,14 +249,22 @@ static void nt_team_run_spin(nt_team_fn fn, void *arg, int nunits, int nteam, lo
             if (spin_ns > 0) {
                 atomic_fetch_add_explicit(&nt_team_jobs_spinning, 1, memory_order_relaxed);
                 nt_team.solo_until = 0;
-                if (mine < nunits && spins < NT_TEAM_LONG_WAIT) {
+                /* the wait is timed only when there was one: a job whose units were all done when
+                   the caller finished its own reads no clock a third time */
+                const long long waited = spins ? nt_team_now_ns() - t_own : 0;
+                if (mine < nunits && waited > NT_TEAM_LONG_WAIT_NS)
+                    atomic_fetch_add_explicit(&nt_team_long_waits, 1, memory_order_relaxed);
+                if (nt_team_job_missed(mine, nunits, all_awake, t_own - t_post, waited)) {
+                    atomic_fetch_add_explicit(&nt_team_misses_total, 1, memory_order_relaxed);
+                    if (++nt_team.misses >= NT_TEAM_MISSES) {
+                        nt_team.misses = 0;
+                        nt_team.solo_until = nt_team_now_ns() + nt_team.solo_ns;
+                        nt_team.solo_ns = nt_team.solo_ns * 2 < NT_TEAM_SOLO_NS ? nt_team.solo_ns * 2 : NT_TEAM_SOLO_NS;
+                        atomic_fetch_add_explicit(&nt_team_backoffs, 1, memory_order_relaxed);
+                    }
+                } else if (mine < nunits) {
                     nt_team.misses = 0;
                     if (nt_team.solo_ns / 2 >= NT_TEAM_SOLO_MIN_NS) nt_team.solo_ns /= 2;
-                } else if ((all_awake || mine < nunits) && ++nt_team.misses >= NT_TEAM_MISSES) {
-                    nt_team.misses = 0;
-                    nt_team.solo_until = nt_team_now_ns() + nt_team.solo_ns;
-                    nt_team.solo_ns = nt_team.solo_ns * 2 < NT_TEAM_SOLO_NS ? nt_team.solo_ns * 2 : NT_TEAM_SOLO_NS;
-                    atomic_fetch_add_explicit(&nt_team_backoffs, 1, memory_order_relaxed);
                 }
             }
             pthread_mutex_unlock(&nt_team.busy);

@@ -127,19 +127,24 @@ static inline double nt_expm1_hilo(double x, double *lo) {
 /* exp on |x| < 708, where the result and 2^k are normal: 2^k is added to the exponent field of
  * y = e^(r + rlo) = 1 + r + (t + rlo), t = r^2 P(r).  1 + r is kept exactly as s + slo, and only
  * the last sum s + (t + rlo + slo) is rounded at y's scale (the rest is far smaller): within 0.7
- * ulp without carrying a hi + lo pair through expm1's kernel.  e^-inf is +0 here, with no flag as
- * libm's: a masked softmax's -inf lanes stay in the vector loop instead of each calling the C
- * library. A finite x <= -708 is the C library's, which raises underflow as NumPy's loop does. */
+ * ulp without carrying a hi + lo pair through expm1's kernel.  nt_vexp_inf also gives e^-inf = +0,
+ * with no flag as libm's: a masked softmax's -inf lanes stay in the vector loop instead of each
+ * calling the C library; its chunk (nt_vchunk_exp_*) runs nt_vexp, without that select, where no
+ * lane is -inf. A finite x <= -708 is the C library's, which raises underflow as NumPy's loop does. */
 static inline int nt_exp_neginf(double x) { return nt_dbits(x) == 0xfff0000000000000ULL; }
 static inline int nt_exp_slow(double x) { return !(NT_ABS_BELOW(x, 708.0) | nt_exp_neginf(x)); }
 static inline double nt_vexp(double x) {
     uint64_t k52; double kd, rlo;
-    const int zero = nt_exp_neginf(x);
-    double r = nt_exp_reduce(nt_fast_pick(x, 0.0, zero), &rlo, &k52, &kd);   /* -inf: no inf - inf */
+    double r = nt_exp_reduce(x, &rlo, &k52, &kd);
     double p = nt_exp_poly(r);
     double s = 1.0 + r, slo = (1.0 - s) + r;   /* 1 + r exactly, as s + slo (|r| < 1) */
     double y = s + (((r * r) * p + rlo) + slo);
-    return zero ? 0.0 : nt_bitsd(nt_dbits(y) + k52);
+    return nt_bitsd(nt_dbits(y) + k52);
+}
+static inline double nt_vexp_inf(double x) {
+    const int zero = nt_exp_neginf(x);
+    double y = nt_vexp(nt_fast_pick(x, 0.0, zero));   /* -inf: no inf - inf */
+    return zero ? 0.0 : y;
 }
 
 /* exp2 on |x| < 1020: x = k + f exactly (|f| <= 1/2), r + rlo = f ln2 (the product's error by FMA). */
@@ -334,14 +339,21 @@ static inline double nt_vatan(double x) {
     return copysign(y, x);
 }
 
-/* The functions with a fast kernel: V(ENUM, libm function, kernel, fast-range predicate). */
+/* The functions with a fast kernel: V(ENUM, libm function, kernel, fast-range predicate, the macro
+ * that defines its chunk function). */
 #define NT_VMATH_FUNCS(V, T, SUF) \
-    V(T, SUF, EXP, exp, nt_vexp, nt_exp_slow) V(T, SUF, EXPM1, expm1, nt_vexpm1, nt_expm1_slow) \
-    V(T, SUF, EXP2, exp2, nt_vexp2, nt_exp2_slow) V(T, SUF, LOG, log, nt_vlog, nt_log_slow) \
-    V(T, SUF, LOG1P, log1p, nt_vlog1p, nt_log1p_slow) V(T, SUF, LOG2, log2, nt_vlog2, nt_log_slow) \
-    V(T, SUF, LOG10, log10, nt_vlog10, nt_log_slow) V(T, SUF, SIN, sin, nt_vsin, nt_trig_slow) \
-    V(T, SUF, COS, cos, nt_vcos, nt_trig_slow) V(T, SUF, TANH, tanh, nt_vtanh, nt_tanh_slow) \
-    V(T, SUF, ARCSIN, asin, nt_vasin, nt_asin_slow) V(T, SUF, ARCTAN, atan, nt_vatan, nt_atan_slow)
+    V(T, SUF, EXP, exp, nt_vexp_inf, nt_exp_slow, NT_VEXP_CHUNK) \
+    V(T, SUF, EXPM1, expm1, nt_vexpm1, nt_expm1_slow, NT_VMATH_CHUNK) \
+    V(T, SUF, EXP2, exp2, nt_vexp2, nt_exp2_slow, NT_VMATH_CHUNK) \
+    V(T, SUF, LOG, log, nt_vlog, nt_log_slow, NT_VMATH_CHUNK) \
+    V(T, SUF, LOG1P, log1p, nt_vlog1p, nt_log1p_slow, NT_VMATH_CHUNK) \
+    V(T, SUF, LOG2, log2, nt_vlog2, nt_log_slow, NT_VMATH_CHUNK) \
+    V(T, SUF, LOG10, log10, nt_vlog10, nt_log_slow, NT_VMATH_CHUNK) \
+    V(T, SUF, SIN, sin, nt_vsin, nt_trig_slow, NT_VMATH_CHUNK) \
+    V(T, SUF, COS, cos, nt_vcos, nt_trig_slow, NT_VMATH_CHUNK) \
+    V(T, SUF, TANH, tanh, nt_vtanh, nt_tanh_slow, NT_VMATH_CHUNK) \
+    V(T, SUF, ARCSIN, asin, nt_vasin, nt_asin_slow, NT_VMATH_CHUNK) \
+    V(T, SUF, ARCTAN, atan, nt_vatan, nt_atan_slow, NT_VMATH_CHUNK)
 
 /* One function's vector loop over m elements (m a multiple of NT_VPAD): d[i] = kernel(a[i]), or a[i]
  * itself where the predicate flags it (bad[i] = 1; d may equal a, so x is kept in d); returns
@@ -368,11 +380,42 @@ __attribute__((noinline)) static int64_t nt_vchunk_##LIBM##_##SUF(T *d, const T 
     return any; \
 }
 
+/* exp's chunk: as NT_VMATH_CHUNK, but its first loop only tests |x| < 708 on every lane, and a chunk
+ * where that holds runs nt_vexp, without the -inf select; otherwise a second test loop finds the
+ * flagged lanes (-inf is not one), and a chunk without any (the -inf lanes of a masked softmax) runs
+ * FAST on every lane. Only a chunk with flagged lanes writes its part of bad. */
+#define NT_VEXP_CHUNK(T, SUF, ENUM, LIBM, FAST, SLOW) \
+__attribute__((noinline)) static int64_t nt_vchunk_##LIBM##_##SUF(T *d, const T *a, Py_ssize_t m, int64_t *bad) { \
+    int64_t big = 0, any = 0; \
+    _Pragma("omp simd reduction(|:big)") \
+    for (Py_ssize_t i = 0; i < m; i++) big |= !NT_ABS_BELOW((double)a[i], 708.0); \
+    if (!big) { \
+        _Pragma("omp simd") \
+        for (Py_ssize_t i = 0; i < m; i++) d[i] = (T)nt_vexp((double)a[i]); \
+        return 0; \
+    } \
+    _Pragma("omp simd reduction(|:any)") \
+    for (Py_ssize_t i = 0; i < m; i++) any |= SLOW((double)a[i]); \
+    if (!any) { \
+        _Pragma("omp simd") \
+        for (Py_ssize_t i = 0; i < m; i++) d[i] = (T)FAST((double)a[i]); \
+        return 0; \
+    } \
+    _Pragma("omp simd") \
+    for (Py_ssize_t i = 0; i < m; i++) { \
+        double x = (double)a[i]; int64_t b = SLOW(x); bad[i] = b; \
+        d[i] = (T)nt_fast_pick(FAST(nt_fast_arg(x, b)), x, b); \
+    } \
+    return any; \
+}
+#define NT_VMATH_MAKE(T, SUF, ENUM, LIBM, FAST, SLOW, CHUNK) CHUNK(T, SUF, ENUM, LIBM, FAST, SLOW)
+
 /* Lanes per vector at most (16 floats on AVX-512): the chunk loop runs on multiples of it. */
 #define NT_VPAD 16
 
 /* A block through a chunk function: NT_VCHUNK elements at a time, the last < NT_VPAD through a
- * padded buffer, then the flagged lanes recomputed with the C library. */
+ * padded buffer, then the flagged lanes recomputed with the C library. A chunk call that returns 0
+ * may leave its part of bad unwritten, so only the parts of calls that returned 1 are read. */
 #define NT_VMATH_DRIVER(T, SUF) \
 static inline void nt_vmath_drive_##SUF(int64_t (*chunk)(T *, const T *, Py_ssize_t, int64_t *), \
                                         double (*libm)(double), T *d, const T *a, Py_ssize_t n) { \
@@ -380,24 +423,22 @@ static inline void nt_vmath_drive_##SUF(int64_t (*chunk)(T *, const T *, Py_ssiz
     T buf[NT_VPAD]; \
     for (Py_ssize_t s = 0; s < n; s += NT_VCHUNK) { \
         Py_ssize_t m = n - s < NT_VCHUNK ? n - s : NT_VCHUNK, full = m - m % NT_VPAD; \
-        int64_t any = full ? chunk(d + s, a + s, full, bad) : 0; \
+        int64_t any = full ? chunk(d + s, a + s, full, bad) : 0, any_tail = 0; \
         if (full < m) { \
             for (Py_ssize_t j = 0; j < NT_VPAD; j++) buf[j] = j < m - full ? a[s + full + j] : (T)0.5; \
-            any |= chunk(buf, buf, NT_VPAD, bad + full); \
+            any_tail = chunk(buf, buf, NT_VPAD, bad + full); \
             for (Py_ssize_t j = 0; j < m - full; j++) d[s + full + j] = buf[j]; \
         } \
-        if (any) { \
-            for (Py_ssize_t i = 0; i < m; i++) \
-                if (bad[i]) d[s + i] = (T)libm((double)d[s + i]); \
-        } \
+        for (Py_ssize_t i = any ? 0 : full; i < (any_tail ? m : full); i++) \
+            if (bad[i]) d[s + i] = (T)libm((double)d[s + i]); \
     } \
 }
-NT_VMATH_FUNCS(NT_VMATH_CHUNK, double, f64)
-NT_VMATH_FUNCS(NT_VMATH_CHUNK, float, f32)
+NT_VMATH_FUNCS(NT_VMATH_MAKE, double, f64)
+NT_VMATH_FUNCS(NT_VMATH_MAKE, float, f32)
 NT_VMATH_DRIVER(double, f64)
 NT_VMATH_DRIVER(float, f32)
 
-#define NT_VMATH_CASE(T, SUF, ENUM, LIBM, FAST, SLOW) \
+#define NT_VMATH_CASE(T, SUF, ENUM, LIBM, FAST, SLOW, CHUNK) \
     case OP_##ENUM: nt_vmath_drive_##SUF(nt_vchunk_##LIBM##_##SUF, LIBM, d, a, n); return 1;
 #define NT_VMATH_CASES(T, SUF) NT_VMATH_FUNCS(NT_VMATH_CASE, T, SUF)
 #else

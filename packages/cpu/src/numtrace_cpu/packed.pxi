@@ -357,9 +357,11 @@ cdef class PackedMatmul:
         g.panel_chunk = max(min(npanels, 4), (npanels + 127) // 128)
         if g.packed == NULL and g.nbatch == 1 and nteam > 1:
             # a weight packed per call: narrower panel chunks first, so that the rows need no split
-            # (each row chunk packs the panels it uses again); still at most 128 chunks, so that a team
-            # job holds at least one unit of every chunk
-            g.panel_chunk = max((npanels + 127) // 128, min(g.panel_chunk, npanels // (2 * nteam)))
+            # (each row chunk packs the panels it uses again), four per thread where there are enough
+            # panels, so that a worker that starts late or is preempted holds up the caller for a
+            # quarter of its share at most; still at most 128 chunks, so that a team job holds at
+            # least one unit of every chunk
+            g.panel_chunk = max((npanels + 127) // 128, min(g.panel_chunk, npanels // (4 * nteam)))
         npc = (npanels + g.panel_chunk - 1) // g.panel_chunk
         g.n_panel_chunks = npc
         per_job = max(1, NT_TEAM_MAX_UNITS // npc)
