@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 from numtrace_ir import registry
+from numtrace_ir.interpreter import at_location
 from numtrace_ir.ops.foreign import resolve_ufunc
 from numtrace_ir.registry import OpDef
 from numtrace_ir.types import TensorType
@@ -76,12 +77,13 @@ def into_call(node):
     if op is _MATMUL and len(ins) == 2 and min(t.ndim for t in ins) >= 1 and out_dt.kind in "biufc":
         return _out_call(np.matmul)
     if op in _OUT_KEYWORD_OPS and out_dt.kind in "biufc":
-        return _keyword_call(op.numpy_targets[0][0], attrs)
+        return _keyword_call(at_location(op.numpy_targets[0][0], node), attrs)
     return None
 
 
 def _keyword_call(fn, attrs):
-    """``fn(*inputs, **attrs, out=out)`` for ops whose attrs are the NumPy function's keywords."""
+    """``fn(*inputs, **attrs, out=out)`` for ops whose attrs are the NumPy function's keywords (`fn`
+    called from the node's line: NumPy's warnings for its caller name the user's line)."""
     kwargs = {k: v for k, v in attrs.items() if k != "omitted"}
 
     def call(*arrays, out):

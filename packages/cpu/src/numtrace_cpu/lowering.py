@@ -17,7 +17,7 @@ from typing import Any
 
 from numtrace_ir.errors import traced_at
 from numtrace_ir.exactness import guard_reference_nodes
-from numtrace_ir.interpreter import reference_call
+from numtrace_ir.interpreter import at_location, reference_call
 from numtrace_ir.registry import UnknownOpError
 
 from numtrace_cpu.assemble import build_group
@@ -86,10 +86,11 @@ def _setitem_in_place(nodes: list, outputs: list, group_of: dict, index: dict) -
 
 def _gathers(nodes: list, outputs: list, state: frozenset, by_reference: frozenset | set) -> dict:
     """id(product node) -> (stack node, reshape node) for the products that read their right operand
-    from the stacked windows themselves (products.gathered_operand)."""
+    from the stacked windows themselves (products.gathered_operand). A product small enough for the
+    small-K kernel stays one (that kernel reads a made B)."""
     found = {}
     for node in nodes:
-        if id(node) in by_reference:
+        if id(node) in by_reference or is_small_matmul(node):
             continue
         pair = gathered_operand(node, state, set(outputs))
         if pair is not None and not any(id(n) in by_reference for n in pair):
@@ -209,7 +210,8 @@ def lower(graph, state: frozenset = frozenset()) -> tuple[list[Step], dict, dict
         elif id(u) in by_reference:
             numpy_fn, numpy_attrs = reference_call(u)
             steps.append(FallbackStep(inputs=[index[v] for v in u.inputs],
-                                      outputs=[index[v] for v in u.outputs], nodes=[u], fn=numpy_fn,
+                                      outputs=[index[v] for v in u.outputs], nodes=[u],
+                                      fn=at_location(numpy_fn, u),
                                       attrs=numpy_attrs, for_guard=True))
         elif is_small_matmul(u) and id(u) not in fused_after:   # a fused epilogue needs the GEMV step
             steps.append(SmallMatmulStep(inputs=[index[v] for v in u.inputs], outputs=[index[u.outputs[0]]],
@@ -259,6 +261,6 @@ def lower(graph, state: frozenset = frozenset()) -> tuple[list[Step], dict, dict
                     raise NotImplementedError(f"cpu backend: node {u.op}{traced_at(u)} has no kernel and the "
                                               f"registry has no reference for it") from None
             steps.append(kind(inputs=[index[v] for v in u.inputs], outputs=[index[v] for v in u.outputs],
-                              nodes=[u], fn=fn, attrs=attrs))
+                              nodes=[u], fn=fn if kind is ViewStep else at_location(fn, u), attrs=attrs))
     _prologues_into_scans(steps, {index[v] for v in graph.outputs}, {n: v.type for v, n in index.items()})
     return steps, index, consts

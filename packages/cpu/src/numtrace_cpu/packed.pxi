@@ -132,6 +132,14 @@ cdef inline void _span(cnp.ndarray a, Py_ssize_t* lo, Py_ssize_t* hi):
     hi[0] = base + high + cnp.PyArray_ITEMSIZE(a)
 
 
+cdef object _memory_owner(cnp.ndarray a):
+    """The array at the end of a's chain of bases: views of one allocation share it."""
+    cdef object o = a
+    while type(o.base) is np.ndarray:
+        o = o.base
+    return o
+
+
 cdef class PackedMatmul:
     """A MatmulStep on the packed-weight kernels as `run(env, nthreads)`: env[a] (..., M, K) @ env[b]
     (K, N) (or a stack of products, (..., M, K) @ (..., K, N)) into env[out], then `epilogue` ((op name, value number or -1), in order: "bias" adds an
@@ -148,9 +156,9 @@ cdef class PackedMatmul:
     cdef tuple windows          # gathered B: the window values, their stack axis, the reshape's shape
     cdef int stack_axis
     cdef tuple rshape
-    cdef object gather_key      # what the cached offset tables were made for
-    cdef cnp.ndarray koff, runs, prun, joff32
-    cdef Py_ssize_t gather_base, gather_sb
+    # the offset tables of the last layout: (key, koff, runs, prun, joff32, base, sb), replaced as one
+    # object so that a concurrent call never reads one layout's key with another's tables
+    cdef object gather
     cdef readonly int calls_gathered
 
     def __init__(self, Py_ssize_t a, Py_ssize_t b, Py_ssize_t out, object dtype, object epilogue=(),
@@ -185,7 +193,7 @@ cdef class PackedMatmul:
         self.windows, self.stack_axis, self.rshape = windows, stack_axis, rshape
         if windows and (constant or len(rshape) < 2):
             raise ValueError("a gathered B is packed per call and needs the (..., K, N) shape it is read as")
-        self.gather_key = None
+        self.gather = None
         self.calls_gathered = 0
 
     def __call__(self, list env, int nthreads):
@@ -281,31 +289,33 @@ cdef class PackedMatmul:
         itemsize = cnp.PyArray_ITEMSIZE(w0)
         p0 = <char*>cnp.PyArray_DATA(w0)
         shape, strides = ws[0].shape, ws[0].strides
+        owner = _memory_owner(w0)
         offsets = []
         for wo in ws:
+            # windows in other allocations (a view NumPy made as a copy) are never addressed from w0
             if (type(wo) is not np.ndarray or cnp.PyArray_TYPE(<cnp.ndarray>wo) != self.typenum
                     or wo.shape != shape or wo.strides != strides or not cnp.PyArray_ISALIGNED(<cnp.ndarray>wo)
-                    or _overlap(y, <cnp.ndarray>wo)):
+                    or _memory_owner(wo) is not owner or _overlap(y, <cnp.ndarray>wo)):
                 return self.fallback(env, nthreads)
             d = <char*>cnp.PyArray_DATA(<cnp.ndarray>wo) - p0
             if d % itemsize:
                 return self.fallback(env, nthreads)
             offsets.append(d // itemsize)
         key = (shape, strides, tuple(offsets))
-        if key != self.gather_key:
+        # this call's tables, held while its kernels read them (a concurrent call with another layout
+        # may replace the cached ones)
+        cached = self.gather
+        if cached is None or cached[0] != key:
             tables = _gather_tables(shape, [s // itemsize for s in strides], offsets, self.stack_axis,
                                     self.rshape, [s % itemsize for s in strides])
             if tables is None:
                 return self.fallback(env, nthreads)
-            self.koff, joff, self.gather_base, self.gather_sb = tables
-            self.runs, self.prun = _panel_runs(joff, _panel_width(self.typenum))
-            self.joff32 = (joff.astype(np.int32) if joff.size and np.abs(joff).max() < 2**31 - 1
-                           else None)
-            self.gather_key = key
-        # this call's tables, held while its kernels read them (a concurrent call with another layout
-        # may replace the cached ones)
-        koff, runs, prun, joff32 = self.koff, self.runs, self.prun, self.joff32
-        base, sb = self.gather_base, self.gather_sb
+            koff, joff, base, sb = tables
+            runs, prun = _panel_runs(joff, _panel_width(self.typenum))
+            joff32 = joff.astype(np.int32) if joff.size and np.abs(joff).max() < 2**31 - 1 else None
+            cached = (key, koff, runs, prun, joff32, base, sb)
+            self.gather = cached
+        _, koff, runs, prun, joff32, base, sb = cached
         g.K = self.rshape[nb]
         g.N = self.rshape[nb + 1]
         g.nbatch = 1

@@ -173,7 +173,9 @@ def gathered_operand(node, state: frozenset, outputs: set) -> tuple | None:
     if t is None or t.dtype != r.type.dtype or stack.attrs.get("dtype") not in (None, t.dtype):
         return None
     windows = stack.inputs
-    first = windows[0].node if windows else None
+    if not windows or _tensor(windows[0]) is None or windows[0].type.dtype != t.dtype:
+        return None   # a stack that casts (its dtype=): the kernels read the windows as they are
+    first = windows[0].node
     base = first.inputs[0] if first is not None and first.inputs else None
     for w in windows:
         n = w.node

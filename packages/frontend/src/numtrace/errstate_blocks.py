@@ -7,9 +7,10 @@ trace must record it. ``np.errstate``'s enter, exit and decorator are wrapped (o
 is imported) to tell the tracer of the current thread which kinds each block names; outside a trace
 they only check that no tracer runs. A block entered before numtrace was imported (a function
 decorated earlier) is seen only through the modes it changed. ``np.seterr`` is wrapped too: the kinds
-it names hold from the call until a later ``np.seterr`` restores what it returned (``old =
-np.seterr(...)`` ... ``np.seterr(**old)``); a trace that ends with one not restored is refused, as a
-call of the trace cannot change the caller's error state as NumPy's would.
+it names hold from the call until a later ``np.seterr`` gives back what it returned (``old =
+np.seterr(...)`` ... ``np.seterr(**old)``: the modes it returns are marked, `_Returned`); a trace that
+ends with one not restored is refused, as a call of the trace cannot change the caller's error state
+as NumPy's would.
 """
 
 from __future__ import annotations
@@ -40,6 +41,25 @@ def _named_kinds(named: dict[str, Any]) -> tuple[str, ...]:
     return tuple(kind for kind in _KINDS if named.get(kind) is not None)
 
 
+class _SeterrCall:
+    """One ``np.seterr`` call of the traced function (its entry in `ErrstateWatch`'s blocks)."""
+
+    __slots__ = ()
+
+
+class _Returned(str):
+    """A mode ``np.seterr`` returned inside a trace (a str), with the call that returned it and its
+    kind: giving it back to ``np.seterr`` is what restores that call."""
+
+    call: _SeterrCall
+    kind: str
+
+    def __new__(cls, mode: str, call: _SeterrCall, kind: str) -> _Returned:
+        self = super().__new__(cls, mode)
+        self.call, self.kind = call, kind
+        return self
+
+
 class ErrstateWatch(fp_errors.ErrstateWatch):
     """`numtrace_ir.fp_errors.ErrstateWatch` that also records the kinds the function's blocks name
     whose mode is the one the caller had at trace time."""
@@ -53,27 +73,36 @@ class ErrstateWatch(fp_errors.ErrstateWatch):
     def entered(self, block: Any) -> None:
         self._blocks.append((block, _named(block)))
 
-    def seterr(self, named: dict[str, Any], old: dict[str, Any]) -> None:
-        """``np.seterr(**named)`` returned `old`: a call giving back what the latest one not yet
-        restored returned restores it (its kinds stop holding), any other holds its kinds from now."""
+    def seterr(self, named: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
+        """``np.seterr(**named)`` returned `old`; gives back `old` with each mode marked as returned by
+        this call (`_Returned`). A call passing back, for every kind the latest call not yet restored
+        set, that call's marked mode of the same kind (and nothing else) restores it: its kinds stop
+        holding. Any other call holds the kinds it sets from now: modes read elsewhere (a dict saved at
+        import) set them whatever the caller's state, and only the call's own result undoes it."""
+        given = {kind: named[kind] if named.get(kind) is not None else named.get("all") for kind in _KINDS}
+        given = {kind: mode for kind, mode in given.items() if mode is not None}
         for k in range(len(self._blocks) - 1, -1, -1):
-            token, _ = self._blocks[k]
-            if isinstance(token, dict):
-                if {kind: named.get(kind, named.get("all")) for kind in token} == token:
+            token, kinds = self._blocks[k]
+            if isinstance(token, _SeterrCall):
+                if set(kinds) <= set(given) and all(
+                        isinstance(mode, _Returned) and mode.call is token and mode.kind == kind
+                        for kind, mode in given.items()):
                     del self._blocks[k]
-                    return
+                    return old
                 break
-        self._blocks.append((dict(old), _named_kinds(named)))
+        call = _SeterrCall()
+        self._blocks.append((call, _named_kinds(named)))
+        return {kind: _Returned(mode, call, kind) for kind, mode in old.items()}
 
     def unrestored(self) -> bool:
         """Whether an ``np.seterr`` of the traced function was not restored."""
-        return any(isinstance(token, dict) for token, _ in self._blocks)
+        return any(isinstance(token, _SeterrCall) for token, _ in self._blocks)
 
     def exited(self, block: Any) -> None:
         """The block's exit restores NumPy's whole state: an ``np.seterr`` inside it holds no more."""
         for k in range(len(self._blocks) - 1, -1, -1):
             if self._blocks[k][0] is block:
-                self._blocks[k:] = [b for b in self._blocks[k + 1:] if not isinstance(b[0], dict)]
+                self._blocks[k:] = [b for b in self._blocks[k + 1:] if not isinstance(b[0], _SeterrCall)]
                 return
 
     def since(self) -> str | None:
@@ -141,7 +170,7 @@ def _watched_seterr(seterr: Callable[..., Any], _tracer: Callable[[], Any]) -> C
         if tracer is not None:
             named = dict(zip(("all", *_KINDS), args))
             named.update(kwargs)
-            tracer.errstate.seterr(named, old)
+            return tracer.errstate.seterr(named, old)
         return old
 
     return watched

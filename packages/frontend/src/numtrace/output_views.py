@@ -276,14 +276,16 @@ def _in_numpys_order(graph: Graph, value: Any, index: dict[Any, int], pos: int
     """A replay step giving result `pos` (graph value `value`, computed) in the memory order NumPy's has
     for the call's inputs, where `_numpys_strides` knows it; else as the backend returned it. (The step
     holds `graph`: its values are read while it lives.)"""
-    # an op asked for another order (``np.copy(x, order="F")``) lays out its result so from C-ordered inputs
-    ordered = any(node.attrs.get("order", "K") not in ("K", "C") for node in graph.nodes)
+    # an op asked for another order (``np.copy(x, order="F")``) lays out its result so from C-ordered
+    # inputs, and so do the ops after a view that permutes axes (``np.concatenate([a.T, b.T])``, ``a.T + 1``)
+    ordered = any(node.attrs.get("order", "K") not in ("K", "C") or node.op in _PERMUTING
+                  for node in graph.nodes)
 
     def step(results: Sequence[Any], inputs: Sequence[Any]) -> Any:
         array = results[pos]
         if array.ndim < 2 or not ordered and all(a.flags.c_contiguous for a in inputs
                                                  if isinstance(a, np.ndarray)):
-            return array   # every elementwise result of C-ordered inputs is C-ordered
+            return array   # every result of C-ordered inputs, their axes in order, is C-ordered
         strides = _numpys_strides(value, inputs, index, {}) if graph is not None else None
         if strides is None or _axis_order(strides, array.shape) == _axis_order(array.strides, array.shape):
             return array
@@ -414,6 +416,10 @@ def _probe(t: TensorType, strides: Sequence[int]) -> np.ndarray:
 # layout (`_stand_in`, no memory).
 _VIEW_ONLY = frozenset({"np.getitem", "np.transpose", "np.swapaxes", "np.moveaxis", "np.expand_dims",
                         "np.squeeze", "np.flip", "np.diagonal", "np.broadcast_to", "prim.broadcast_to"})
+
+
+# View ops whose result's axes can be out of memory order (of a C-ordered operand too).
+_PERMUTING = frozenset({"np.transpose", "np.swapaxes", "np.moveaxis", "np.diagonal"})
 
 
 # Elementwise ops whose result NumPy allocates like its operand (``PyArray_NewLikeArray``, order K), not

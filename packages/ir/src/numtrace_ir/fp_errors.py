@@ -171,10 +171,12 @@ class Reporter:
         """The shape warnings of the nodes the kernels compute, without running the graph: each such
         node's reference on read-only zeros of its input types (the shapes alone decide them)."""
         quiet = set(self._quiet)
-        nodes = [step.node for k, step in enumerate(self._interpreter.steps) if k not in quiet]
-        for node in shape_warnings(nodes):
-            if not all(isinstance(v.type, TensorType) for v in node.inputs):
+        steps = [step for k, step in enumerate(self._interpreter.steps) if k not in quiet]
+        warning = {id(node) for node in shape_warnings([step.node for step in steps])}
+        for step in steps:   # each step's call runs from the user's line: NumPy's warning names it
+            node = step.node
+            if id(node) not in warning or not all(isinstance(v.type, TensorType) for v in node.inputs):
                 continue
             args = [np.broadcast_to(np.zeros((), v.type.dtype), v.type.shape) for v in node.inputs]
             with np.errstate(all="ignore"):
-                registry.get(node.op).reference(*args, **node.attrs)
+                step.fn(*args, **step.attrs)

@@ -24,7 +24,7 @@ from numtrace_ir.fp_errors import node_errstate
 from numtrace_ir.ops import host
 from numtrace_ir.registry import Attr, Input, Inputs
 
-__all__ = ["Interpreter", "reference_call", "write_outputs"]
+__all__ = ["Interpreter", "at_location", "reference_call", "write_outputs"]
 
 
 def _constant(value: Any) -> Any:
@@ -47,7 +47,14 @@ def reference_call(node: Any) -> tuple[Callable, dict]:
     if any(isinstance(p, Inputs) or (isinstance(p, Input) and p.optional) for p in params):
         return op.reference, dict(node.attrs)
     direct = getattr(op.impl, "__wrapped__", None)   # `rules.positional`'s callable (a ufunc)
-    if direct is not None and not any(isinstance(p, Attr) for p in params):
+    forwards = getattr(op.impl, "forwards", None)   # `rules.forwarding`'s (drop, least rank)
+    if direct is not None and forwards is not None:
+        drop, min_rank = forwards
+        rank = getattr(node.inputs[0].type, "shape", ())
+        if len(node.inputs) == 1 and len(rank) >= min_rank:
+            attrs = op.normalize_attrs(dict(node.attrs))
+            return direct, {k: v for k, v in attrs.items() if k not in drop}
+    elif direct is not None and not any(isinstance(p, Attr) for p in params):
         return direct, {}   # NumPy's warnings then come from the caller's frame (`_called_at`)
     names = [p.name for p in params if isinstance(p, Input)]
     impl = op.impl
@@ -87,7 +94,7 @@ def _called_at(loc: str) -> Callable | None:
 def _call(fn: Callable, *args: Any, **kwargs: Any) -> Any: return fn(*args, **kwargs)
 
 
-def _at_location(fn: Callable, node: Any) -> Callable:
+def at_location(fn: Callable, node: Any) -> Callable:
     """`fn` called from the node's source line (`_called_at`), where it has one."""
     call = _called_at(node.loc) if isinstance(node.loc, str) else None
     return fn if call is None or fn is _constant else functools.partial(call, fn)
@@ -128,7 +135,7 @@ class Interpreter:
                 fn, attrs = _view_of(node), {}
             if fn is _constant:
                 inputs = []
-            self.steps.append(_Step(node, _at_location(fn, node), attrs, inputs,
+            self.steps.append(_Step(node, at_location(fn, node), attrs, inputs,
                                     [slot[v] for v in node.outputs]))
         self.output_slots = [slot[v] for v in graph.outputs]
         self.num_slots = len(slot)

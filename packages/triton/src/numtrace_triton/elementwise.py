@@ -67,7 +67,7 @@ def _divide(w, args, attrs, out):
 
 @register(np.negative)
 def _negative(w, args, attrs, out):
-    return w.neg(cast_to(w, args[0], out), out)
+    return w.negative(cast_to(w, args[0], out), out)
 
 
 @register(np.positive, np.conjugate)

@@ -116,6 +116,16 @@ class SourceWriter:
         ``-x`` as ``0 - x``, which is +0.0 for both zeros."""
         return f"{_wrap(x)} * {self.const(-1.0, dtype)}" if np.dtype(dtype).kind == "f" else f"-{_wrap(x)}"
 
+    def negative(self, x: str, dtype: np.dtype) -> str:
+        """NumPy's ``np.negative``: a float's sign bit flipped (a NaN's too, which `neg`'s ``x * -1.0``
+        keeps); `neg` otherwise."""
+        d = np.dtype(dtype)
+        if d.kind != "f":
+            return self.neg(x, d)
+        bits = 8 * d.itemsize
+        sign = self.const(-(1 << (bits - 1)), np.dtype(f"i{d.itemsize}"))
+        return f"({_wrap(x)}.to(tl.int{bits}, bitcast=True) ^ {sign}).to({tl_type(d)}, bitcast=True)"
+
     @staticmethod
     def sqrt(x: str, dtype: np.dtype) -> str:
         """The correctly rounded square root: ``tl.sqrt`` of a float32 is ``sqrt.approx`` on a GPU."""

@@ -368,7 +368,7 @@ register(
         "elementwise",
         [Input("x"), Attr("dtype", convert=rules.to_dtype), Attr("copy", True, rules.to_bool)],
         _astype_rule,
-        lambda x, dtype, copy: np.astype(x, dtype, copy=True),
+        rules.forwarding(np.ndarray.astype, "x", drop=("copy",), method=True),
         numpy_targets=[np.astype, np.ndarray.astype],
         samples=_per_dtype_samples(sampling.DTYPES, [{"dtype": np.dtype(d)} for d in ("f4", "i8", "bool")]),
         doc="`copy` is recorded but the result is always a new array (the IR is functional); "

@@ -140,11 +140,8 @@ def nan_reduction(name: str, fn: Callable, *, dtype_attr: bool = True, ddof: boo
     params.append(Attr("keepdims", False, rules.to_bool))
     params.extend(Unsupported(e, _NO) for e in extra)
 
-    def impl(a, **attrs):
-        return fn(a, **attrs)
-
     return register(OpDef(
-        name, "reduction", params, _reduce_rule(name, fn, ("dtype",), nonempty), impl,
+        name, "reduction", params, _reduce_rule(name, fn, ("dtype",), nonempty), rules.forwarding(fn, "a"),
         numpy_targets=[fn],
         samples=_reduce_samples(name, fn, single_axis=single_axis, warns=warns, nonempty=nonempty, ddof=ddof,
                                 dtype_attr=dtype_attr),

@@ -309,3 +309,21 @@ def positional(fn: Callable) -> Callable:
 
     call.__wrapped__ = fn   # type: ignore[attr-defined]
     return call
+
+
+
+def forwarding(fn: Callable, name: str, drop: tuple[str, ...] = (), method: bool = False) -> Callable:
+    """A reference for a one-input op whose attrs are `fn`'s keywords: ``fn(input, **attrs)``, the
+    input named `name`, the attrs in `drop` left out; for an ndarray `method` the input's own method
+    of that name (a NumPy scalar's too). The interpreter calls `fn` itself from the node's source line
+    (for a `method`, on an input of rank 1 or more, always an ndarray): NumPy's warnings for its caller
+    (``warnings.warn(..., stacklevel=2)`` of ``np.nanmean``, a C method's) then name the user's line,
+    as in the untraced program (`numtrace_ir.interpreter.reference_call`)."""
+    def call(**named: Any) -> Any:
+        x = named.pop(name)
+        attrs = {k: v for k, v in named.items() if k not in drop}
+        return getattr(x, fn.__name__)(**attrs) if method else fn(x, **attrs)
+
+    call.__wrapped__ = fn   # type: ignore[attr-defined]
+    call.forwards = (drop, int(method))   # type: ignore[attr-defined]
+    return call

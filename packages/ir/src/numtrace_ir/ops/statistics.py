@@ -223,9 +223,6 @@ def _median_samples(rng):
 
 
 def _median_op(name: str, fn) -> OpDef:
-    def impl(a, axis, overwrite_input, keepdims):
-        return fn(a, axis, keepdims=keepdims)
-
     return register(
         OpDef(
             name,
@@ -238,7 +235,7 @@ def _median_op(name: str, fn) -> OpDef:
                 Attr("keepdims", False, rules.to_bool),
             ],
             _quantile_rule(name, lambda a, q, method: fn(a), None, nan=fn is np.nanmedian),
-            impl,
+            rules.forwarding(fn, "a", drop=("overwrite_input",)),
             numpy_targets=[fn],
             samples=_q_nan_samples(_median_samples, None) if fn is np.nanmedian else _median_samples,
             binder=_strong_q(defaults_or_host(name)),

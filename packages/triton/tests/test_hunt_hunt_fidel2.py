@@ -1,0 +1,31 @@
+"""Hunt around np.clip on the Triton backend: a clip of ``-x`` keeps the NaN sign NumPy's
+``np.negative`` gives (it flips the sign bit, of a NaN too)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import numtrace as nt
+import pytest
+from numtrace_ir.testing.clip_cases import same_bits
+
+
+def _trace(fn, example):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return nt.trace(fn, example, backend="triton", check_trace=False)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
+@pytest.mark.parametrize("program", ["negative", "clip of negative", "operator"])
+def test_negative_flips_the_sign_of_a_nan(dtype, program):
+    x = np.array([np.nan, -np.nan, 0.0, -0.0, 1.0, -np.inf], dtype)
+    lo, hi = np.array(-0.5, dtype), np.array(0.5, dtype)
+    fn = {"negative": lambda x, lo, hi: np.negative(x),
+          "clip of negative": lambda x, lo, hi: np.clip(np.negative(x), lo, hi),
+          "operator": lambda x, lo, hi: -x * 1 + lo * 0}[program]
+    traced = _trace(fn, (x, lo, hi))
+    with np.errstate(all="ignore"):
+        want = fn(x, lo, hi)
+    assert same_bits(traced(x, lo, hi), want).all()
