@@ -1,12 +1,14 @@
 """Differential fuzzing of the fuser and planner: random graphs of elementwise, reduction and
 movement ops over random shapes and dtypes must give what the registry references give."""
 
+import itertools
 import warnings
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+import pytest
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from numtrace_cpu import compile_graph
+from numtrace_cpu import compile_graph, compiler
 from numtrace_ir import Graph, ShapeError, testing
 from numtrace_ir.types import TensorType
 
@@ -88,9 +90,48 @@ def programs(draw):
 _reference = testing.run_reference
 
 
+def _constant_column_sums():
+    """``np.sum(2.0 * x + 0 * y, axis=0)`` and the mean over the middle axis of ``where(x > 0, inf, x *
+    -0.0) * 3``: generated column-mode passes whose kernels hold several constants (float, int, 0,
+    -0.0, inf) in registers c<r>."""
+    g = Graph()
+    x = g.add_input("x0", TensorType(np.dtype(np.float64), (64, 5)))
+    y = g.add_input("x1", TensorType(np.dtype(np.int32), (64, 5)))
+    z = g.add_input("x2", TensorType(np.dtype(np.float32), (7, 64, 3)))
+
+    def const(value):
+        return g.create_node("prim.Constant", [], attrs={"value": value}).output
+
+    def node(op, *args, **attrs):
+        return g.create_node(op, list(args), attrs=attrs).output
+
+    e = node("np.add", node("np.multiply", const(2.0), x), node("np.multiply", const(0), y))
+    w = node("np.where", node("np.greater", z, const(0.0)), const(float("inf")),
+             node("np.multiply", z, const(-0.0)))
+    g.set_outputs([node("np.sum", e, axis=0, keepdims=False),
+                   node("np.mean", node("np.multiply", w, const(3)), axis=1, keepdims=True)])
+    return g
+
+
+# Every GENERATED_EVERY-th program, and the examples, compile their passes to C before the first call
+# (numtrace_cpu.compiler's sync mode): the generated kernels are fuzzed too.
+GENERATED_EVERY = 15
+_PROGRAMS = itertools.count(1)
+_COLUMN_SUMS = _constant_column_sums()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _cache(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("NUMTRACE_CACHE_DIR", str(tmp_path_factory.mktemp("kernels")))
+        yield
+
+
 @settings(max_examples=150, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(programs(), st.booleans(), st.booleans())
+@example(_COLUMN_SUMS, False, False)
+@example(_COLUMN_SUMS, True, False)
 def test_cpu_equals_reference(g, strided, in_place):
     """`in_place`: the first output is written over an input of its type where there is one (as a
     traced ``x += ...`` is), so a pass may read and write the same memory."""
@@ -108,7 +149,12 @@ def test_cpu_equals_reference(g, strided, in_place):
             expected = _reference(g, inputs)
         except ValueError:   # e.g. max of an empty axis: the cpu backend must raise too
             expected = None
-        exe = compile_graph(g, [v.type for v in g.inputs], updates=updates)
+        generated = next(_PROGRAMS) % GENERATED_EVERY == 0 or g is _COLUMN_SUMS
+        old = compiler.set_mode("sync" if generated else compiler.mode())
+        try:
+            exe = compile_graph(g, [v.type for v in g.inputs], updates=updates)
+        finally:
+            compiler.set_mode(old)
         if expected is None:
             try:
                 exe(*inputs)

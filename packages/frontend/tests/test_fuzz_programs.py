@@ -135,6 +135,13 @@ def _team_pass(a):
     return np.sum(a) * _SPLIT_ROW * 0.5 - _SPLIT_ROW
 
 
+def _const_col_sums(a):
+    """A first-axis sum of an expression whose first operand is a constant (then an int one): on the
+    cpu backend's generated kernels, a column-mode pass whose kernel holds its first constant in
+    register c0, beside its column index."""
+    return np.sum(2.0 * np.atleast_2d(a) - 3, axis=0)
+
+
 def _gemv_rows(a):
     """A few rows of x times a run-time W (from the input, with signed zeros): the GEMV kernels'
     (M, K) @ (K, N) form."""
@@ -367,10 +374,12 @@ FAST_STEPS = [name for name in STEPS if name in (
     "pow_2_neg_zero", "reshape_write", "ravel_write", "T_reshape_write", "set_row", "set_slice", "iadd",
     "set_int_idx", "assign_expr", "sum_mid", "mean_pairs_last", "pair_sums")]
 STEPS.update({"gemv_team": (1, _gemv_team), "gemv_team_columns": (1, _gemv_team_columns),
-              "split_row_sum": (1, _split_row_sum), "team_pass": (1, _team_pass)})
+              "split_row_sum": (1, _split_row_sum), "team_pass": (1, _team_pass),
+              "const_col_sums": (1, _const_col_sums)})
 # Steps only the explicit examples below run, so that adding them leaves the random draws as they were.
 EXAMPLE_ONLY = {"merge_heads", "merge_heads_pass", "causal_softmax", "causal_softmax_nan_row", "gemv_team",
-                "gemv_team_columns", "outer_pass", "layer_norm", "split_row_sum", "im2col", "team_pass"}
+                "gemv_team_columns", "outer_pass", "layer_norm", "split_row_sum", "im2col", "team_pass",
+                "const_col_sums"}
 NAMES = sorted(set(STEPS) - EXAMPLE_ONLY)
 
 # The fast-path steps drawn about as often as all the others together.
@@ -584,6 +593,8 @@ def run_case(steps, backend):
 @example(steps=[("neg_zero", 1, 0), ("im2col", 3, 0)])
 @example(steps=[("team_pass", 0, 0)])
 @example(steps=[("neg_zero", 1, 0), ("team_pass", 3, 0)])
+@example(steps=[("const_col_sums", 0, 0)])
+@example(steps=[("neg_zero", 1, 0), ("const_col_sums", 3, 0)])
 def test_traced_program_matches_numpy_or_raises_clearly(steps, backend):
     # Every GENERATED_EVERY-th program on the cpu backend compiles its fused passes to C before its
     # first call (numtrace_cpu.compiler's sync mode), so they run on the generated kernels; so do the
@@ -607,7 +618,8 @@ GENERATED_EVERY = 8
 # its outputs with streaming stores (conftest.py lowers NUMTRACE_STREAM_MIN_BYTES).
 GENERATED_EXAMPLES = ([("pair_sums", 0, 1)], [("sum_mid", 0, 1), ("mean_pairs_last", 1, 0)],
                       [("outer_pass", 0, 0)], [("split_row_sum", 0, 0)], [("team_pass", 0, 0)],
-                      [("neg_zero", 1, 0), ("team_pass", 3, 0)])
+                      [("neg_zero", 1, 0), ("team_pass", 3, 0)], [("const_col_sums", 0, 0)],
+                      [("neg_zero", 1, 0), ("const_col_sums", 3, 0)])
 _CPU_PROGRAMS = itertools.count(1)
 # Steps whose path depends on the cpu backend's thread count: the team cuts _TEAM_W7's seven row
 # chunks by columns only when they do not divide among the threads and each thread's columns keep
