@@ -32,7 +32,7 @@ def _cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("NUMTRACE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "kernels"))
 
 
-def _compiled(graph, types, mode, updates=None):
+def _compiled(graph, types, mode="off", updates=None):
     old = compiler.set_mode(mode)
     try:
         return compile_graph(graph, types, updates=updates)

@@ -13,26 +13,15 @@ import numtrace_cpu
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from numtrace_cpu import compile_graph, compiler
 from numtrace_ir import Graph, testing
 from numtrace_ir.types import TensorType
+from test_codegen import _cache, _compiled  # noqa: F401  (the kernel cache fixture, autouse)
 
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
 _CONSTS = [2.0, 0.0, -0.0, float("nan"), float("inf"), -float("inf"), 0.5, 3, 0, -1, True, False]
 _BINARY = ["np.add", "np.subtract", "np.multiply", "np.maximum", "np.minimum", "np.divide"]
 
 
-@pytest.fixture(autouse=True)
-def _cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("NUMTRACE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "kernels"))
-
-
-def _compiled(graph, types, mode, updates=None):
-    old = compiler.set_mode(mode)
-    try:
-        return compile_graph(graph, types, updates=updates)
-    finally:
-        compiler.set_mode(old)
 
 
 def _const(g, value):

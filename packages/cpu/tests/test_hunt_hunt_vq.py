@@ -9,22 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from numtrace_cpu import compile_graph, compiler
 from numtrace_ir import Graph, registry, testing
 from numtrace_ir.registry import Sample
-
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("NUMTRACE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "kernels"))
-
-
-def _compiled(graph, types, mode="off", updates=None):
-    old = compiler.set_mode(mode)
-    try:
-        return compile_graph(graph, types, updates)
-    finally:
-        compiler.set_mode(old)
+from test_codegen import _cache, _compiled  # noqa: F401  (the kernel cache fixture, autouse)
 
 
 def _exp(x):
