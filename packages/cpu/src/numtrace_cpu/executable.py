@@ -196,6 +196,7 @@ class Executable(CallRunner):
             # generated runs split over the persistent thread team (blocks.pxi's _run_generated)
             "generated_team_runs": sum(s.kernel.generated_team_runs for s in fused),
             "interpreted_runs": sum(s.kernel.interpreted_runs for s in fused),
+            "interpreted_team_runs": sum(s.kernel.interpreted_team_runs for s in fused),
             "rows_widened_runs": sum(s.kernel.rows_widened_runs for s in fused),
             "streamed_runs": sum(s.kernel.streamed_runs for s in fused),
             "generated_rows_runs": sum(s.kernel.generated_rows_runs for s in fused),
