@@ -382,8 +382,8 @@ FAST_STEPS = [name for name in STEPS if name in (
     "pow_2_neg_zero", "reshape_write", "ravel_write", "T_reshape_write", "set_row", "set_slice", "iadd",
     "set_int_idx", "assign_expr", "sum_mid", "mean_pairs_last", "pair_sums")]
 STEPS.update({"gemv_team": (1, _gemv_team), "gemv_team_columns": (1, _gemv_team_columns),
-              "split_row_sum": (1, _split_row_sum), "team_pass": (1, _team_pass), "team_softmax": (1, _team_softmax),
-              "const_col_sums": (1, _const_col_sums)})
+              "split_row_sum": (1, _split_row_sum), "team_pass": (1, _team_pass),
+              "team_softmax": (1, _team_softmax), "const_col_sums": (1, _const_col_sums)})
 # Steps only the explicit examples below run, so that adding them leaves the random draws as they were.
 EXAMPLE_ONLY = {"merge_heads", "merge_heads_pass", "causal_softmax", "causal_softmax_nan_row", "gemv_team",
                 "gemv_team_columns", "outer_pass", "layer_norm", "split_row_sum", "im2col", "team_pass",
