@@ -150,6 +150,14 @@ def _const_col_sums(a):
     return np.sum(2.0 * np.atleast_2d(a) - 3, axis=0)
 
 
+def _argmin_nan_rows(a):
+    """argmin and argmax along rows holding NaNs and tied signed zeros (NumPy: the first NaN, else the
+    first extreme): on the cpu backend, its row loop."""
+    m = np.atleast_2d(a)
+    r = np.where(m > 0.7, np.nan, -0.0 * m)
+    return np.stack([np.argmin(r, axis=-1), np.argmax(r.astype(np.float32), axis=-1)])
+
+
 def _gemv_rows(a):
     """A few rows of x times a run-time W (from the input, with signed zeros): the GEMV kernels'
     (M, K) @ (K, N) form."""
@@ -296,6 +304,8 @@ STEPS = {
     "mean": (1, np.mean), "max0": (1, lambda a: a.max(axis=0)), "min": (1, np.min),
     "prod_last": (1, lambda a: a.prod(-1)),
     "argmax": (1, np.argmax), "argmin0": (1, lambda a: a.argmin(axis=0)), "std": (1, np.std),
+    "argmin_last": (1, lambda a: np.argmin(a, axis=-1)),
+    "argmax_last_keep": (1, lambda a: np.argmax(a, axis=-1, keepdims=True)),
     "var0": (1, lambda a: a.var(axis=0)), "any": (1, lambda a: (a > 0.5).any(axis=-1)), "all": (1, np.all),
     "cumsum": (1, lambda a: np.cumsum(a, axis=-1)), "count_nonzero": (1, np.count_nonzero),
     # indexing
@@ -383,11 +393,12 @@ FAST_STEPS = [name for name in STEPS if name in (
     "set_int_idx", "assign_expr", "sum_mid", "mean_pairs_last", "pair_sums")]
 STEPS.update({"gemv_team": (1, _gemv_team), "gemv_team_columns": (1, _gemv_team_columns),
               "split_row_sum": (1, _split_row_sum), "team_pass": (1, _team_pass),
-              "team_softmax": (1, _team_softmax), "const_col_sums": (1, _const_col_sums)})
+              "team_softmax": (1, _team_softmax), "const_col_sums": (1, _const_col_sums),
+              "argmin_nan_rows": (1, _argmin_nan_rows)})
 # Steps only the explicit examples below run, so that adding them leaves the random draws as they were.
 EXAMPLE_ONLY = {"merge_heads", "merge_heads_pass", "causal_softmax", "causal_softmax_nan_row", "gemv_team",
                 "gemv_team_columns", "outer_pass", "layer_norm", "split_row_sum", "im2col", "team_pass",
-                "team_softmax", "const_col_sums"}
+                "team_softmax", "const_col_sums", "argmin_nan_rows"}
 NAMES = sorted(set(STEPS) - EXAMPLE_ONLY)
 
 # The fast-path steps drawn about as often as all the others together.
@@ -466,6 +477,7 @@ FAST_PATHS = {
     "full sum split over the thread team": lambda s: s["split_row_runs"],
     "generated pass split over the thread team": lambda s: s["generated_team_runs"],
     "interpreted pass split over the thread team": lambda s: s["interpreted_team_runs"],
+    "argmin/argmax along contiguous rows": lambda s: s["row_arg_runs"],
 }
 # Outcomes of the argument kinds a call may take (see _inputs).
 CALL_PATHS = ("Fortran-ordered argument", "strided argument", "np.longlong argument", "masked array refused",
@@ -605,6 +617,9 @@ def run_case(steps, backend):
 @example(steps=[("team_softmax", 0, 0)])
 @example(steps=[("neg_zero", 1, 0), ("team_softmax", 3, 0)])
 @example(steps=[("const_col_sums", 0, 0)])
+@example(steps=[("argmin_nan_rows", 0, 0)])
+@example(steps=[("neg_zero", 1, 0), ("argmin_nan_rows", 3, 0)])
+@example(steps=[("argmin_last", 0, 0), ("argmax_last_keep", 1, 0)])
 @example(steps=[("neg_zero", 1, 0), ("const_col_sums", 3, 0)])
 def test_traced_program_matches_numpy_or_raises_clearly(steps, backend):
     # Every GENERATED_EVERY-th program on the cpu backend compiles its fused passes to C before its
