@@ -120,6 +120,7 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
     defs: list[str] = []
     exprs: list[str] = []
     vdt: dict[str, int] = {}
+    keeps = False
     for i, (op, dt, dst, a, b, c) in enumerate(instrs):
         cat = _CATEGORY[op]
         srcs = [a] + ([b] if cat in (CAT_BINARY, CAT_BINARY_BOOL, CAT_WHERE) else []) + \
@@ -132,6 +133,10 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
             expr = _convert(args[0], rdt[a], dt)
         elif cat == CAT_WHERE:
             expr = f"({args[2]} ? {args[0]} : {args[1]})"
+            computed = [v for v in args[:2] if v.startswith("v")] if dt in _FLOATS else []
+            if computed:   # both operands computed for every element (nt_gen.h's nt_gen_keep)
+                expr = f"({''.join(f'seen |= nt_gen_bits_{SUFFIX[dt]}({v}), ' for v in computed)}{expr})"
+                keeps = True
         elif name == "copy":
             expr = args[0]
         else:
@@ -200,6 +205,8 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
     w.line("               const nt_gen_loop_fn *loops, const nt_gen_reduce *red) {")
     w.indent += 1
     w.line("(void)fc; (void)ic; (void)loops; (void)red;")
+    if keeps:
+        w.line("uint64_t seen = 0;   /* the bits of np.where's computed operands (nt_gen_keep) */")
     for r, (dt, k, arg) in enumerate(regs):
         if k == _CONST:
             src = f"fc[{arg}]" if dt in _FLOATS else f"ic[{arg}]"
@@ -226,6 +233,8 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
     else:
         _elementwise_units(w, nops, tile)
     w.line("if (red->stream) nt_gen_stream_fence();")
+    if keeps:
+        w.line("nt_gen_keep(seen);")
     w.indent -= 1
     w.line("}")
     return w.text()
