@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from numtrace_cpu.runtime import BLOCK_ELEMENTS, DTYPES, OPS, REDUCTIONS, REG_KINDS, UNIT_ELEMENTS
 
-__all__ = ["ENTRY", "TILE", "folds_in_registers", "generate", "has_rows_path"]
+__all__ = ["ENTRY", "STACK_BYTES", "TILE", "folds_in_registers", "generate", "has_rows_path"]
 
 ENTRY = "nt_kernel"
 """The default name of the kernel function in the generated source."""
@@ -55,6 +55,10 @@ _FLOATS = (_DT["float32"], _DT["float64"])
 # nt_float_unary_f32_exact, and the plain loops elsewhere): inlined.
 _INLINE_FLOAT = frozenset({"sqrt", "reciprocal", "floor", "ceil", "rint", "trunc"})
 _TEMP, _INPUT, _CONST, _OUTPUT = (REG_KINDS[k] for k in ("temp", "input", "const", "output"))
+STACK_BYTES = 1 << 19
+"""Most bytes of tile buffers a kernel keeps on its stack: a pass that needs more (hundreds of
+values spilled between table ops, or of operands) stays on the interpreter, whose registers are on
+the heap, since a thread's stack is 8 MiB (the team's workers) or less (a caller's thread)."""
 assert UNIT_ELEMENTS == 16384, "nt_gen.h's NT_GEN_CHUNK must equal the interpreter's CHUNK"
 assert BLOCK_ELEMENTS == TILE, "a reduction folds the interpreter's blocks: tiles must be as long"
 # Column mode (see _column_units): reductions it folds in registers, most of them per pass, and the
@@ -63,6 +67,7 @@ _MEAN = REDUCTIONS["mean"][0]
 _COLUMN_REDUCTIONS = frozenset((REDUCTIONS["sum"][0], _MEAN))
 _COLUMN_MAX_REDUCTIONS = 4
 _UNROLLED = (1, 2, 3, 4, 8)
+_PAD_ELEMENTS = 64   # nt_gen.h's NT_GEN_PAD: an operand's tile buffer is TILE + NT_GEN_PAD elements
 
 
 def _through_table(op: int, dt: int) -> bool:
@@ -189,6 +194,10 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
 
     in_regs = [r for r in range(len(regs)) if kind[r] == _INPUT]
     out_regs = [r for r in range(len(regs)) if kind[r] == _OUTPUT]
+    stack = (sum(ITEMSIZE[rdt[r]] * (TILE + _PAD_ELEMENTS) for r in in_regs + out_regs)
+             + sum(ITEMSIZE[vdt[v]] * TILE for v in spilled) + 8 * TILE * len(reductions))
+    if stack > STACK_BYTES:
+        return None
     w = _Writer()
     w.line("/* numtrace generated kernel: one fused pass (see numtrace_cpu/codegen.py). */")
     w.line("#include <stddef.h>")
