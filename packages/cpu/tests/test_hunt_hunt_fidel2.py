@@ -64,4 +64,5 @@ def test_a_nan_reduced_alone_is_itself_on_the_backend(dtype, shape, axis, name, 
         compiler.set_mode(old)
     reduce = getattr(np, name[3:])
     want = reduce(np.negative(x) if computed else x, axis=axis)
-    assert got.shape == np.shape(want) and same_bits(got, want).all(), (got.tobytes(), np.asarray(want).tobytes())
+    assert got.shape == np.shape(want), (got.shape, np.shape(want))
+    assert same_bits(got, want).all(), (got.tobytes(), np.asarray(want).tobytes())

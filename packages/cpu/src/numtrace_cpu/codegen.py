@@ -564,7 +564,8 @@ def _column_block(w: _Writer, tile: _Tile, ncol: str) -> None:
     w.indent += 1
     _element(w, tile, "i", "c")
     for j, value in enumerate(tile.folded):
-        w.line(f"part[{j}][c] = part[{j}][c] + (double){value};")
+        # a column's first NaN, as nt_simd.h's nt_colsum (NumPy's rows added in order) keeps it
+        w.line(f"part[{j}][c] = nt_gen_add(part[{j}][c], (double){value});")
     w.indent -= 1
     w.line("}")
     w.indent -= 1
