@@ -22,13 +22,14 @@ def _nans(rng, dtype, shape, share):
 
 
 @pytest.mark.parametrize("share", [0.02, 0.9])
+@pytest.mark.parametrize("ncol", [3, 7, 8])   # unrolled column loops (3, 8) and the general one
 @pytest.mark.parametrize("name", ["np.sum", "np.mean"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
-def test_column_sums_keep_each_columns_first_nan(dtype, name, share):
-    """``x.mean(axis=0)`` of a (300, 7) x beside an elementwise output (so the pass runs in column
+def test_column_sums_keep_each_columns_first_nan(dtype, name, ncol, share):
+    """``x.mean(axis=0)`` of a (300, ncol) x beside an elementwise output (so the pass runs in column
     mode, not folded in place): NumPy adds the rows in order, so a column's sum is its first NaN."""
     rng = np.random.default_rng(7)
-    x = _nans(rng, dtype, (300, 7), share)
+    x = _nans(rng, dtype, (300, ncol), share)
     g = Graph()
     t = testing.type_of(x)
     xv = g.add_input("x", t)

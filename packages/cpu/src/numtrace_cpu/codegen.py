@@ -556,6 +556,7 @@ def _row_block(w: _Writer, tile: _Tile, reductions: list, m: str, fold: bool) ->
 def _column_block(w: _Writer, tile: _Tile, ncol: str) -> None:
     """One block of r rows by `ncol` columns (a literal where the loop over them is unrolled)."""
     nred = len(tile.folded)
+    add = "nt_gen_add" if ncol == "ncol" else "nt_gen_add_first"
     w.line(f"double part[{nred}][{ncol if ncol != 'ncol' else 'NT_GEN_MAXCOLS'}];")
     w.line(f"for (int j = 0; j < {nred}; j++) for (Py_ssize_t c = 0; c < {ncol}; c++) part[j][c] = 0.0;")
     w.line("for (Py_ssize_t i = start; i < start + r; i++) {")
@@ -564,8 +565,9 @@ def _column_block(w: _Writer, tile: _Tile, ncol: str) -> None:
     w.indent += 1
     _element(w, tile, "i", "c")
     for j, value in enumerate(tile.folded):
-        # a column's first NaN, as nt_simd.h's nt_colsum (NumPy's rows added in order) keeps it
-        w.line(f"part[{j}][c] = nt_gen_add(part[{j}][c], (double){value});")
+        # a column's first NaN, as nt_simd.h's nt_colsum (NumPy's rows added in order) keeps it: an
+        # unrolled block's few columns through a pinned add (nt_gen.h), a wide one's loop vectorized
+        w.line(f"part[{j}][c] = {add}(part[{j}][c], (double){value});")
     w.indent -= 1
     w.line("}")
     w.indent -= 1

@@ -66,6 +66,18 @@ static inline double nt_gen_add(double a, double b) {
 
 #ifdef NT_GEN_KERNEL
 #include <string.h>
+/* a + b as one scalar add with a as its first source, so of two NaN operands a's is kept: the first
+ * NaN of a column a generated column block sums row by row (NumPy's, which adds each row to the sum
+ * so far; nt_simd.h's nt_colsum keeps it with a test). The compiler may swap the operands of `+`,
+ * and nt_gen_add's test lengthens the chain of dependent adds (half the speed on narrow columns). */
+static inline double nt_gen_add_first(double a, double b) {
+#if defined(__AVX__)
+    __asm__("vaddsd %2, %1, %0" : "=x"(a) : "x"(a), "x"(b));
+#else
+    __asm__("addsd %1, %0" : "+x"(a) : "x"(b));
+#endif
+    return a;
+}
 /* np.where(c, a, b) computes a and b for every element, as NumPy does, and so raises their flags:
  * GCC computes an operand of a C select (c ? a : b) only where it is selected (a branch around a
  * scalar op, a masked vector op), which loses the 'invalid' of np.where(x >= 0, np.sqrt(x), 0) at a
