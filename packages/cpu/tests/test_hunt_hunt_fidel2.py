@@ -10,6 +10,8 @@ import pytest
 from numtrace_cpu import compile_graph, compiler
 from numtrace_ir import Graph, testing
 from numtrace_ir.testing.clip_cases import same_bits
+from test_codegen import _cache  # noqa: F401  (the kernel cache fixture, autouse)
+from test_hunt_hunt_vq import _nan
 
 
 def _trace(fn, example):
@@ -33,12 +35,6 @@ def test_a_reduced_nan_keeps_its_sign(reduce, shape):
         assert same_bits(got, want).all()
 
 
-def _nan_bits(dtype, sign):
-    u = np.dtype(f"u{np.dtype(dtype).itemsize}")
-    quiet = 0x7FF8000000000123 if u.itemsize == 8 else 0x7FC00123
-    return np.array([quiet | (sign << (8 * u.itemsize - 1))], u).view(dtype)[0]
-
-
 @pytest.mark.parametrize("mode", ["off", "sync"])
 @pytest.mark.parametrize("computed", [False, True], ids=["input", "computed"])
 @pytest.mark.parametrize("name", ["np.max", "np.min"])
@@ -49,7 +45,7 @@ def test_a_nan_reduced_alone_is_itself_on_the_backend(dtype, shape, axis, name, 
     """Each reduced row holds one element (a NaN of either sign with a payload, or a number): NumPy
     gives the element itself, bits and all, and so does the backend, on an input and on a value the
     pass computes (np.negative flips the NaN's sign), on the interpreter and in generated kernels."""
-    values = [_nan_bits(dtype, 1), _nan_bits(dtype, 0), dtype(-2.5), dtype(3.0)]
+    values = [_nan(dtype, 1, 0x123), _nan(dtype, 0, 0x123), dtype(-2.5), dtype(3.0)]
     x = np.resize(np.array(values, dtype), int(np.prod(shape))).reshape(shape)
     g = Graph()
     t = testing.type_of(x)
