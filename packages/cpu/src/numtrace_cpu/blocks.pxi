@@ -571,6 +571,8 @@ cdef void _fold_columns_extreme(const Reduction* rd, Acc* accs, const char* x, P
         for c in range(ncol):
             accs[c].iext = bm[c]
     for c in range(ncol):
+        if r == 1 and accs[c].count == 0 and nan[c] and (rd.dt == DT_F32 or rd.dt == DT_F64):
+            accs[c].fext = _lone_nan(x, c, rd.dt)
         accs[c].nan |= nan[c]
         accs[c].count += r
 
@@ -670,7 +672,15 @@ cdef double _fold_sharing(const Reduction* rd, Acc* acc, const char* x, Py_ssize
         elif dt == DT_I32: acc.iext = nt_min_i32(<const int32_t*>x, n, <int32_t>acc.iext, &acc.nan)
         elif dt == DT_I64: acc.iext = nt_min_i64(<const int64_t*>x, n, acc.iext, &acc.nan)
         else: acc.iext = nt_min_u8(<const u8*>x, n, <u8>acc.iext, &acc.nan)
+    if n == 1 and acc.count == 0 and acc.nan and (dt == DT_F32 or dt == DT_F64):
+        acc.fext = _lone_nan(x, 0, dt)
     acc.count += n
+
+cdef inline double _lone_nan(const char* x, Py_ssize_t i, int dt) noexcept nogil:
+    """Element i of a float block, kept as a max/min's running extreme where it is a NaN that is its
+    row's only element: NumPy's max/min of one element is the element, sign and payload included,
+    where a row with more elements and a NaN gives the default NaN (`_acc_store`)."""
+    return (<const float*>x)[i] if dt == DT_F32 else (<const double*>x)[i]
 
 cdef void _acc_init(const Reduction* rd, Acc* acc) noexcept nogil:
     memset(acc, 0, sizeof(Acc))
@@ -686,7 +696,7 @@ cdef void _acc_store(const Reduction* rd, const Acc* acc, char* out) noexcept no
     cdef int dt = rd.dt
     if rd.op == R_MAX or rd.op == R_MIN:
         if dt == DT_F32 or dt == DT_F64:
-            v = NAN if acc.nan else acc.fext
+            v = (acc.fext if acc.count == 1 else NAN) if acc.nan else acc.fext   # see _lone_nan
         else:
             if dt == DT_I32: (<int32_t*>out)[0] = <int32_t>acc.iext
             elif dt == DT_I64: (<int64_t*>out)[0] = acc.iext
