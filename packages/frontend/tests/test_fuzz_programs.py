@@ -643,7 +643,8 @@ _CPU_PROGRAMS = itertools.count(1)
 # two vectors (2 to 6 or 8 threads), each thread folds its own row chunks' partials only on more than
 # one thread, and a full sum's row is shared only by a team of two or more. Their programs run at this
 # count, whatever the machine's cores.
-TEAM_STEPS_THREADS = {"gemv_team": 2, "gemv_team_columns": 2, "gemv_peeled": 2, "split_row_sum": 2, "team_pass": 2}
+TEAM_STEPS_THREADS = {"gemv_team": 2, "gemv_team_columns": 2, "gemv_peeled": 2, "split_row_sum": 2,
+                      "team_pass": 2}
 
 
 @contextlib.contextmanager
