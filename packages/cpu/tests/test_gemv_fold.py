@@ -14,6 +14,7 @@ import threading
 import numpy as np
 import pytest
 from numtrace_cpu import compile_graph, set_num_threads
+from numtrace_cpu.executable import _cache_aligned
 from numtrace_cpu.isa import blocks
 from numtrace_ir import Graph
 from numtrace_ir.types import TensorType
@@ -193,9 +194,10 @@ def test_unaligned_weight_rows_peel_their_first_columns_with_the_same_bits(team,
     assert np.all(np.isnan(want) | (np.abs(want - expected) <= bound))
 
 
-def test_large_array_constants_are_cache_line_aligned():
-    """A weight constant NumPy placed 16 bytes past a cache line is copied once to a 64-byte boundary,
-    so its GEMV reads whole lines and peels nothing; its values are the constant's."""
+def test_gemv_weight_constants_are_cache_line_aligned():
+    """A GEMV's weight constant NumPy placed 16 bytes past a cache line is copied once to a 64-byte
+    boundary, so the GEMV reads whole lines and peels nothing; its values are the constant's. Other
+    constants are not copied."""
     g = Graph()
     x = g.add_input("x", TensorType(np.dtype(np.float32), (1, 200)))
     raw = np.zeros(200 * 48 + 16, np.float32)
@@ -213,3 +215,23 @@ def test_large_array_constants_are_cache_line_aligned():
     np.testing.assert_array_equal(held[0], w)
     assert exe.stats()["gemv_peeled"] == 0
     assert exe.stats()["gemv"] == 1
+    # a constant no GEMV reads as its weights stays the graph's array
+    g2 = Graph()
+    y = g2.add_input("y", TensorType(np.dtype(np.float32), (200, 48)))
+    c2 = g2.create_node("prim.Constant", [], attrs={"value": w}).output
+    g2.set_outputs([g2.create_node("np.add", [y, c2]).output])
+    exe2 = compile_graph(g2, [y.type])
+    assert _template_holds_graph_constant(exe2)
+    # the copy itself (the graph's constant may be a copy of w at any alignment)
+    copied = _cache_aligned(w)
+    assert copied is not w and copied.ctypes.data % 64 == 0 and not copied.flags.writeable
+    np.testing.assert_array_equal(copied, w)
+    strided = w[:, :8]
+    assert _cache_aligned(copied) is copied and _cache_aligned(strided) is strided
+
+
+def _template_holds_graph_constant(exe):
+    """Whether the executable holds its graph's (200, 48) constant array itself, not a copy."""
+    graph_arrays = [n.attrs["value"] for n in exe.graph.nodes if n.op == "prim.Constant"
+                    and isinstance(n.attrs["value"], np.ndarray) and n.attrs["value"].shape == (200, 48)]
+    return any(v is c for v in exe._template for c in graph_arrays)
