@@ -63,7 +63,7 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, default=30)
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--quick", action="store_true", help="a smoke run: 5 blocks of 20 calls")
-    parser.add_argument("--constant-weights", action="store_true", help="numtrace: weights as trace constants")
+    parser.add_argument("--constant-weights", action="store_true", help="numtrace: weights as constants")
     parser.add_argument("--thread-time", action="store_true",
                         help="numtrace on one thread, timed in the calling thread's CPU time")
     args = parser.parse_args()
