@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import tempfile
 import threading
 
@@ -28,6 +29,33 @@ def enabled() -> tuple[bool, str]:
     except ImportError as exc:  # a Triton without its CUDA backend cannot compile for a GPU
         return False, f"Triton has no CUDA backend here ({exc})"
     return True, ""
+
+
+_PTX_ATOMIC = re.compile(r"\b(red|atom)((?:\.\w+)+)")
+_SASS_ATOMIC = re.compile(r"\b(REDG?|ATOMG?)\.")
+
+
+def ptx_atomics(ptx: str) -> list[tuple[str, frozenset[str]]]:
+    """Each ``red``/``atom`` instruction of ``ptx``: its opcode and its qualifiers as a set, since PTX
+    spellings differ in their order (Triton writes ``atom.global.gpu.relaxed.add.f32``)."""
+    return [(m[1], frozenset(m[2].lstrip(".").split("."))) for m in _PTX_ATOMIC.finditer(ptx)]
+
+
+def assert_relaxed_reductions(result: dict, *ops: str) -> None:
+    """`compile_for_gpu(..., sass=True)`'s ``result`` updates global memory only by relaxed, GPU-scoped
+    atomics, among them one of each of ``ops`` (``"max.s32"``), and each runs as a fire-and-forget
+    reduction: SASS ``RED``, never an ``ATOM`` that waits for the old value. Triton 3.6 writes the PTX of
+    an atomic whose value is unused as ``atom`` (Triton 3.9 as ``red``), and ``ptxas`` makes it a ``RED``,
+    so the machine code is what is checked."""
+    found = ptx_atomics(result["ptx"])
+    assert found, result["ptx"][-2000:]
+    for opcode, quals in found:
+        assert {"global", "gpu", "relaxed"} <= quals, (opcode, sorted(quals))
+        assert not quals & {"acquire", "release", "acq_rel", "sys", "cta"}, (opcode, sorted(quals))
+    for op in ops:
+        assert any(set(op.split(".")) <= quals for _, quals in found), (op, found)
+    sass = {m[1] for m in _SASS_ATOMIC.finditer(result["sass"])}
+    assert sass and sass <= {"RED", "REDG"}, sass
 
 
 class GpuCompileCheck:

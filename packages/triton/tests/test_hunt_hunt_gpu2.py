@@ -7,7 +7,7 @@ import re
 
 import numpy as np
 import pytest
-from gpu_compile_check import enabled
+from gpu_compile_check import assert_relaxed_reductions, enabled, ptx_atomics
 from numtrace_ir import registry
 from numtrace_ir.graph import Graph
 from numtrace_ir.testing import type_of
@@ -235,15 +235,15 @@ def test_claims_are_filled_claimed_and_read_in_three_ordered_kernels(shape):
 
 @needs_compiler
 def test_scatter_claims_are_reductions_without_a_returned_value():
-    """On sm_90 each claim is one relaxed ``red`` (no ``atom`` that waits for the old value), for a 1-d
-    and a 2-d scatter."""
+    """On sm_90 each claim is one relaxed reduction (SASS ``RED``, no ``ATOM`` that waits for the old
+    value), for a 1-d and a 2-d scatter."""
     for shape in ((100,), (100, 3)):
         a, i = np.zeros(shape, np.float32), np.zeros(40, np.int64)
         v = np.zeros((40,) + shape[1:], np.float32)
         g = _graph(lambda g, a, i, v: [_setitem(g, a, i, v)], [a, i, v])
         kernels = generate(g, [type_of(x) for x in (a, i, v)], Tuning.gpu()).kernels
-        ptx = "\n".join(r["ptx"] for r in compile_for_gpu(kernels, arch=90, ptx=True))
-        assert "red.global.gpu.relaxed.max.s32" in ptx and "atom." not in ptx
+        claims, = (r for r in compile_for_gpu(kernels, arch=90, sass=True) if ptx_atomics(r["ptx"]))
+        assert_relaxed_reductions(claims, "max.s32")
 
 
 def test_scatter_with_a_boolean_mask_over_calls():

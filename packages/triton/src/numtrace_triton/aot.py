@@ -27,18 +27,23 @@ __all__ = ["compile_for_gpu", "compile_specs_for_gpu", "compiler_process", "kern
 
 
 def compile_for_gpu(kernels: Sequence[GeneratedKernel], arch: int = 90, timeout: float = 600,
-                    ptx: bool = False) -> list[dict]:
+                    ptx: bool = False, sass: bool = False) -> list[dict]:
     """Compile each kernel for CUDA ``arch``; one ``{"name", "ok", "stages" | "error"}`` per kernel.
-    ``ptx=True`` stops after PTX (no ``ptxas``) and adds each kernel's PTX text as ``"ptx"``."""
-    return compile_specs_for_gpu([kernel_spec(k) for k in kernels], arch, timeout, ptx)
+    ``ptx=True`` stops after PTX (no ``ptxas``) and adds each kernel's PTX text as ``"ptx"``;
+    ``sass=True`` goes on to the cubin and adds its PTX and its machine code (``cuobjdump -sass``) as
+    ``"sass"``: what runs, where ``ptxas`` has rewritten PTX instructions."""
+    return compile_specs_for_gpu([kernel_spec(k) for k in kernels], arch, timeout, ptx, sass)
 
 
-def compile_specs_for_gpu(specs: list[dict], arch: int = 90, timeout: float = 600, ptx: bool = False
-                          ) -> list[dict]:
+def compile_specs_for_gpu(specs: list[dict], arch: int = 90, timeout: float = 600, ptx: bool = False,
+                          sass: bool = False) -> list[dict]:
     """`compile_for_gpu` of `kernel_spec` dicts (``num_stages`` optional: one autotune config each)."""
-    env = _compiler_env(cubin=not ptx)
+    stop_at_ptx = ptx and not sass
+    flags = (["--ptx"] if stop_at_ptx else []) + (["--return-ptx"] if ptx or sass else []) \
+        + (["--return-sass"] if sass else [])
+    env = _compiler_env(cubin=not stop_at_ptx)
     proc = subprocess.run(
-        [sys.executable, "-m", "numtrace_triton.aot", str(arch)] + (["--ptx", "--return-ptx"] if ptx else []),
+        [sys.executable, "-m", "numtrace_triton.aot", str(arch)] + flags,
         input=json.dumps(specs),
         capture_output=True,
         text=True,
@@ -112,6 +117,8 @@ def _compile_one(spec: dict, arch: int) -> dict:
     result = {"name": spec["name"], "ok": True, "stages": list(compiled.asm.keys())}
     if "--return-ptx" in sys.argv:
         result["ptx"] = compiled.asm["ptx"]
+    if "--return-sass" in sys.argv:
+        result["sass"] = compiled.asm["sass"]   # Triton runs the cuobjdump it ships
     return result
 
 
