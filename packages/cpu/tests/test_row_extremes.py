@@ -33,11 +33,12 @@ def _float_rows(dtype, n: int, mx: bool, rng) -> np.ndarray:
 
 
 def _int_rows(dtype, n: int, mx: bool, rng) -> np.ndarray:
+    """Rows of n integers, the first n with the type's limit on the answer's side at position i % n,
+    the next n with the other limit there."""
     info = np.iinfo(dtype)
     x = rng.integers(-1000, 1000, size=(3 * n, n)).astype(dtype)
-    for i in range(3 * n):
-        x[i, i % n] = (info.max if mx else info.min) if i < n else ((info.min if mx else info.max) if i < 2 * n
-                                                                   else x[i, i % n])
+    for i in range(2 * n):
+        x[i, i % n] = info.max if mx == (i < n) else info.min
     return x
 
 
@@ -102,7 +103,10 @@ def test_integer_and_bool_rows_are_numpys(dtype):
     rng = np.random.default_rng(1)
     for n in LENGTHS:
         for name, mx in (("np.max", True), ("np.min", False)):
-            x = rng.integers(0, 2, size=(2 * n, n)).astype(bool) if dtype is np.bool_ else _int_rows(dtype, n, mx, rng)
+            if dtype is np.bool_:
+                x = rng.integers(0, 2, size=(2 * n, n)).astype(bool)
+            else:
+                x = _int_rows(dtype, n, mx, rng)
             for layout, y in _layouts(x).items():
                 _check(name, y, f"{np.dtype(dtype)} n={n} {layout}")
 
