@@ -135,11 +135,27 @@ def _team_pass(a):
     return np.sum(a) * _SPLIT_ROW * 0.5 - _SPLIT_ROW
 
 
+def _team_softmax(a):
+    """A softmax over 512 rows of 128 (an attention block's scores): passes of less work than the
+    interpreter's OpenMP threshold that the cpu backend's generated kernels share with the thread team."""
+    s = np.reshape(_SPLIT_ROW[:65536], (512, 128)) * (np.sum(a) * 8.0)
+    p = np.exp(s - np.max(s, axis=-1, keepdims=True))
+    return p / np.sum(p, axis=-1, keepdims=True)
+
+
 def _const_col_sums(a):
     """A first-axis sum of an expression whose first operand is a constant (then an int one): on the
     cpu backend's generated kernels, a column-mode pass whose kernel holds its first constant in
     register c0, beside its column index."""
     return np.sum(2.0 * np.atleast_2d(a) - 3, axis=0)
+
+
+def _argmin_nan_rows(a):
+    """argmin and argmax along rows holding NaNs and tied signed zeros (NumPy: the first NaN, else the
+    first extreme): on the cpu backend, its row loop."""
+    m = np.atleast_2d(a)
+    r = np.where(m > 0.7, np.nan, -0.0 * m)
+    return np.stack([np.argmin(r, axis=-1), np.argmax(r.astype(np.float32), axis=-1)])
 
 
 def _gemv_rows(a):
@@ -296,6 +312,8 @@ STEPS = {
     "mean": (1, np.mean), "max0": (1, lambda a: a.max(axis=0)), "min": (1, np.min),
     "prod_last": (1, lambda a: a.prod(-1)),
     "argmax": (1, np.argmax), "argmin0": (1, lambda a: a.argmin(axis=0)), "std": (1, np.std),
+    "argmin_last": (1, lambda a: np.argmin(a, axis=-1)),
+    "argmax_last_keep": (1, lambda a: np.argmax(a, axis=-1, keepdims=True)),
     "var0": (1, lambda a: a.var(axis=0)), "any": (1, lambda a: (a > 0.5).any(axis=-1)), "all": (1, np.all),
     "cumsum": (1, lambda a: np.cumsum(a, axis=-1)), "count_nonzero": (1, np.count_nonzero),
     # indexing
@@ -384,11 +402,12 @@ FAST_STEPS = [name for name in STEPS if name in (
     "set_int_idx", "assign_expr", "sum_mid", "mean_pairs_last", "pair_sums")]
 STEPS.update({"gemv_team": (1, _gemv_team), "gemv_team_columns": (1, _gemv_team_columns),
               "split_row_sum": (1, _split_row_sum), "team_pass": (1, _team_pass),
-              "const_col_sums": (1, _const_col_sums)})
+              "team_softmax": (1, _team_softmax), "const_col_sums": (1, _const_col_sums),
+              "argmin_nan_rows": (1, _argmin_nan_rows)})
 # Steps only the explicit examples below run, so that adding them leaves the random draws as they were.
 EXAMPLE_ONLY = {"merge_heads", "merge_heads_pass", "causal_softmax", "causal_softmax_nan_row", "gemv_team",
                 "gemv_team_columns", "outer_pass", "layer_norm", "split_row_sum", "im2col", "team_pass",
-                "const_col_sums", "row_extremes"}
+                "team_softmax", "const_col_sums", "argmin_nan_rows", "row_extremes"}
 NAMES = sorted(set(STEPS) - EXAMPLE_ONLY)
 
 # The fast-path steps drawn about as often as all the others together.
@@ -467,6 +486,8 @@ FAST_PATHS = {
     "full sum split over the thread team": lambda s: s["split_row_runs"],
     "max/min of short rows folded in blocks": lambda s: s["extreme_rows_runs"],
     "generated pass split over the thread team": lambda s: s["generated_team_runs"],
+    "interpreted pass split over the thread team": lambda s: s["interpreted_team_runs"],
+    "argmin/argmax along contiguous rows": lambda s: s["row_arg_runs"],
 }
 # Outcomes of the argument kinds a call may take (see _inputs).
 CALL_PATHS = ("Fortran-ordered argument", "strided argument", "np.longlong argument", "masked array refused",
@@ -603,7 +624,12 @@ def run_case(steps, backend):
 @example(steps=[("neg_zero", 1, 0), ("im2col", 3, 0)])
 @example(steps=[("team_pass", 0, 0)])
 @example(steps=[("neg_zero", 1, 0), ("team_pass", 3, 0)])
+@example(steps=[("team_softmax", 0, 0)])
+@example(steps=[("neg_zero", 1, 0), ("team_softmax", 3, 0)])
 @example(steps=[("const_col_sums", 0, 0)])
+@example(steps=[("argmin_nan_rows", 0, 0)])
+@example(steps=[("neg_zero", 1, 0), ("argmin_nan_rows", 3, 0)])
+@example(steps=[("argmin_last", 0, 0), ("argmax_last_keep", 1, 0)])
 @example(steps=[("neg_zero", 1, 0), ("const_col_sums", 3, 0)])
 @example(steps=[("row_extremes", 0, 0)])
 @example(steps=[("neg_zero", 1, 0), ("row_extremes", 3, 0)])
@@ -630,7 +656,8 @@ GENERATED_EVERY = 8
 # its outputs with streaming stores (conftest.py lowers NUMTRACE_STREAM_MIN_BYTES).
 GENERATED_EXAMPLES = ([("pair_sums", 0, 1)], [("sum_mid", 0, 1), ("mean_pairs_last", 1, 0)],
                       [("outer_pass", 0, 0)], [("split_row_sum", 0, 0)], [("team_pass", 0, 0)],
-                      [("neg_zero", 1, 0), ("team_pass", 3, 0)], [("const_col_sums", 0, 0)],
+                      [("neg_zero", 1, 0), ("team_pass", 3, 0)], [("team_softmax", 0, 0)],
+                      [("neg_zero", 1, 0), ("team_softmax", 3, 0)], [("const_col_sums", 0, 0)],
                       [("neg_zero", 1, 0), ("const_col_sums", 3, 0)])
 _CPU_PROGRAMS = itertools.count(1)
 # Steps whose path depends on the cpu backend's thread count: the team cuts _TEAM_W7's seven row
@@ -638,7 +665,8 @@ _CPU_PROGRAMS = itertools.count(1)
 # two vectors (2 to 6 or 8 threads), each thread folds its own row chunks' partials only on more than
 # one thread, and a full sum's row is shared only by a team of two or more. Their programs run at this
 # count, whatever the machine's cores.
-TEAM_STEPS_THREADS = {"gemv_team": 2, "gemv_team_columns": 2, "split_row_sum": 2, "team_pass": 2}
+TEAM_STEPS_THREADS = {"gemv_team": 2, "gemv_team_columns": 2, "split_row_sum": 2, "team_pass": 2,
+                      "team_softmax": 2}
 
 
 @contextlib.contextmanager

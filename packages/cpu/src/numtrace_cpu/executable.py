@@ -23,6 +23,7 @@ from numtrace_ir.types import ScalarType, TensorType
 
 from numtrace_cpu import blas_threads, compiler, threads
 from numtrace_cpu.classify import constant_exponent, fallback_reason
+from numtrace_cpu.into import RowArg
 from numtrace_cpu.isa import ISA, blocks
 from numtrace_cpu.joins import JoinRestStep
 from numtrace_cpu.planner import BufferPlan
@@ -196,6 +197,7 @@ class Executable(CallRunner):
             # generated runs split over the persistent thread team (blocks.pxi's _run_generated)
             "generated_team_runs": sum(s.kernel.generated_team_runs for s in fused),
             "interpreted_runs": sum(s.kernel.interpreted_runs for s in fused),
+            "interpreted_team_runs": sum(s.kernel.interpreted_team_runs for s in fused),
             "rows_widened_runs": sum(s.kernel.rows_widened_runs for s in fused),
             "streamed_runs": sum(s.kernel.streamed_runs for s in fused),
             "generated_rows_runs": sum(s.kernel.generated_rows_runs for s in fused),
@@ -233,6 +235,9 @@ class Executable(CallRunner):
             "scans": sum(isinstance(s, ScanStep) for s in self._steps),
             "scans_in_place": sum(isinstance(s, ScanStep) and s.inputs == s.outputs for s in self._steps),
             "small_matmuls": sum(isinstance(s, SmallMatmulStep) for s in self._steps),
+            # argmin/argmax calls answered by the row loop (into.RowArg) instead of NumPy's
+            "row_arg_runs": sum(s.fn.runs for s in self._steps if isinstance(s, IntoStep)
+                                and isinstance(s.fn, RowArg)),
             "fallbacks": len(fallbacks),
             "fallback_ops": sorted(set(fallbacks)),
             "for_guards": sum(isinstance(s, FallbackStep) and s.for_guard for s in self._steps),
@@ -330,7 +335,9 @@ class Executable(CallRunner):
                 lines.append(f"  step {k}: the parts not written in place copied into "
                              f"{name(step.outputs[0])}: " + ", ".join(name(v) for v in step.inputs))
             elif isinstance(step, IntoStep):
-                lines.append(f"  step {k}: NumPy's loop writing into the planned buffer")
+                what = ("row loop (NumPy's on an input not contiguous)" if isinstance(step.fn, RowArg)
+                        else "NumPy's loop")
+                lines.append(f"  step {k}: {what} writing into the planned buffer")
                 lines.append(f"      {node_line(step.nodes[0])}")
             elif isinstance(step, SetitemStep):
                 what = "NumPy's scatter" if step.scatter is not None else "assignment"
