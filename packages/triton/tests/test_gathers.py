@@ -282,6 +282,28 @@ def test_add_at_of_repeated_indices_keeps_subnormals(dtype, gpu_float_atomics):
     assert got[4].tolist() == [100 * tiny] * 4
 
 
+@INTERPRETER_ONLY
+def test_float32_add_at_swaps_only_where_a_small_value_changes_the_element(monkeypatch):
+    """Ordinary values take the atomic add and zeros (``x + 0.0`` is ``x``) change nothing: neither runs
+    the compare-and-swap loop, whose rounds contend on repeated indices. Subnormals into zeros do."""
+    from triton.runtime import interpreter
+
+    swaps = []
+    cas = interpreter.InterpreterBuilder.create_atomic_cas
+    monkeypatch.setattr(interpreter.InterpreterBuilder, "create_atomic_cas",
+                        lambda self, *args: swaps.append(1) or cas(self, *args))
+    a, idx = RNG.standard_normal(8).astype(np.float32), RNG.integers(0, 8, 500)
+    for v in (RNG.standard_normal(500), np.zeros(500), np.full(500, -0.0), np.full(500, 1e-40)):
+        swaps.clear()
+        _, got, expected = _at([a, idx, v.astype(np.float32)], "numpy.add")
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+        assert not swaps
+    swaps.clear()
+    _, got, expected = _at([np.zeros(8, np.float32), idx, np.full(500, 1e-40, np.float32)], "numpy.add")
+    np.testing.assert_array_equal(got, expected)
+    assert swaps
+
+
 @pytest.mark.parametrize(("ufunc", "dtype"), [("numpy.maximum", "float64"), ("numpy.multiply", "int64"),
                                               ("numpy.add", "int8"), ("numpy.add", "float16")])
 def test_ufunc_at_without_an_atomic_is_a_host_step(ufunc, dtype):

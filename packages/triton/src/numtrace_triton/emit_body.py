@@ -300,24 +300,28 @@ class BodyEmitter:
         at least 2**-124 apart, so a subnormal in memory (below 2**-126) is under half that gap and
         value plus it rounds to value, as value plus zero does; and an exact sum below 2**-126 would need
         the operand in memory within 2**-101 of ``-value``, a multiple of 2**-124 as value is, so the sum
-        is 0 or at least 2**-124. Those lanes take the atomic add; the others (zeros, subnormals, tiny
-        normals, NaN) a compare-and-swap loop on the int32 bits, adding in float32 arithmetic that keeps
-        subnormals. The loop runs until every lane of the block has swapped: ``tl.atomic_cas`` has no
-        mask, so a lane that adds nothing swaps its target's bits for themselves (a lane without a
-        target: element 0's, which exists wherever a lane has a target), which changes nothing."""
+        is 0 or at least 2**-124. Those lanes take the atomic add. The others (zeros, subnormals, tiny
+        normals, NaN) read the element atomically and add in float32 arithmetic that keeps subnormals;
+        an add that leaves the bits read is done (it takes effect at that read: ``x + 0.0``), the rest
+        swap the sum's int32 bits in by a compare-and-swap loop. The loop runs until every lane of the
+        block is done: ``tl.atomic_cas`` has no mask, so a done lane swaps some bits for themselves (at
+        element 0 for a lane without a target, which exists wherever a lane has one): no change."""
         w = self.w
         added = w.let(f"{ok} & (tl.abs({value}) >= {w.const(2.0**-100, np.dtype(np.float32))})")
         w.emit(f"tl.atomic_add({base} + {offset}, {value}, mask={added}, sem=\"relaxed\")")
         bits = w.let(f"{base}.to(tl.pointer_type(tl.int32)) + tl.where({ok}, {offset}, 0)")
         pending = w.let(f"tl.broadcast_to({ok} & ({added} == 0), {bits}.shape)")
-        old = w.let(f"tl.load({bits}, mask={pending}, other=0)")
+        old = w.let(f"tl.atomic_or({bits}, {pending}.to(tl.int32) * 0, mask={pending}, sem=\"relaxed\")")
+        total = f"({old}.to(tl.float32, bitcast=True) + {value}).to(tl.int32, bitcast=True)"
+        new = w.let(total)
+        w.emit(f"{pending} = {pending} & ({new} != {old})")
         w.emit(f"while tl.max({pending}.to(tl.int32), 0) != 0:")
         w.indent += 1
-        total = f"({old}.to(tl.float32, bitcast=True) + {value}).to(tl.int32, bitcast=True)"
-        new = w.let(f"tl.where({pending}, {total}, {old})")
-        seen = w.let(f"tl.atomic_cas({bits}, {old}, {new}, sem=\"relaxed\")")
+        seen = w.let(f"tl.atomic_cas({bits}, {old}, tl.where({pending}, {new}, {old}), sem=\"relaxed\")")
         w.emit(f"{pending} = {pending} & ({seen} != {old})")
         w.emit(f"{old} = {seen}")
+        w.emit(f"{new} = {total}")
+        w.emit(f"{pending} = {pending} & ({new} != {old})")
         w.indent -= 1
 
     def bind(self, key: int, name: str, level: str, dtype: np.dtype) -> None:
