@@ -163,6 +163,58 @@ def test_argmin_argmax_equal_numpy(shape, dtype, op, data, strided):
     _check(g, [_values(np.random.default_rng(2), shape, dtype)], strided=strided)
 
 
+# Row values where ties, signed zeros, infinities and NaNs are common: NumPy's argmin/argmax answer the
+# first extreme (-0.0 == 0.0) or the first NaN.
+_TIES = np.array([-np.inf, -1.0, -0.0, 0.0, 1.0, np.inf, np.nan])
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shape", [(5, 1), (9, 8), (3, 4, 7), (40_000, 8), (1, 300_001)])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("op", ["np.argmin", "np.argmax"])
+def test_argmin_argmax_along_rows_take_the_row_loop(op, dtype, shape, threads):
+    """argmin/argmax over the last axis of a contiguous float array run numtrace's row loop
+    (stats()["row_arg_runs"]), split over the thread team when large, with NumPy's indices; a
+    strided input runs NumPy's loop."""
+    import numtrace_cpu
+
+    rng = np.random.default_rng(4)
+    x = _TIES[rng.integers(0, len(_TIES), shape)].astype(dtype)
+    rows = x.reshape(-1, shape[-1])
+    rows[0] = np.nan   # a row all NaN
+    if len(rows) > 2:
+        rows[-1] = 1.0   # a row with no NaN, all tied
+    for keepdims in (False, True):
+        g = Graph()
+        v = g.add_input("x", TensorType(np.dtype(dtype), shape))
+        g.set_outputs([_op(g, op, v, axis=-1, keepdims=keepdims)])
+        old = numtrace_cpu.get_num_threads()
+        numtrace_cpu.set_num_threads(threads)
+        try:
+            exe = _check(g, [x])
+            assert exe.stats()["row_arg_runs"] == 2
+            assert "row loop" in exe.explain()
+            assert _check(g, [x], strided=True).stats()["row_arg_runs"] == 0
+        finally:
+            numtrace_cpu.set_num_threads(old)
+
+
+def test_row_arg_extreme_refuses_what_it_does_not_take():
+    """The row loop writes nothing and answers False for operands it does not take (the caller then
+    runs NumPy): other dtypes, non-contiguous or swapped inputs, outputs of another size or dtype."""
+    from numtrace_cpu.isa import blocks
+
+    x = np.arange(12.0).reshape(3, 4)
+    out = np.full(3, -7, np.intp)
+    for a, o in ((x.astype(np.int64), out), (x[:, ::2], out), (x.astype(">f8"), out), (x, out[:2]),
+                 (x, out.astype(np.int32)), (np.zeros((3, 0)), out), (np.float64(1.0), out),
+                 (x, np.full(6, -7, np.intp)[::2])):
+        assert blocks.row_arg_extreme(a, o, False, 1) is False
+    assert (out == -7).all()
+    assert blocks.row_arg_extreme(x, out, True, 1) is True
+    assert (out == 3).all()
+
+
 @SETTINGS
 @given(shapes, st.sampled_from(DTYPES), st.sampled_from(DTYPES),
        st.sampled_from(["np.stack", "np.concatenate"]), st.data(), st.booleans())

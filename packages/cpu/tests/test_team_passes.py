@@ -98,3 +98,45 @@ def test_team_pass_reports_a_workers_overflow(team):
     g[1] = m[1] = np.float32(3e38)
     with pytest.warns(RuntimeWarning, match="overflow"):
         exe(w, g, m)
+
+
+def _softmax_rows(s):
+    """A transformer's attention softmax: three passes over (4, 128, 128) (two of them reductions over
+    short rows, which the interpreter's blocks run), each of less work than PARALLEL_MIN_WORK but
+    enough for the spinning team."""
+    s = s * 0.125
+    p = np.exp(s - np.max(s, axis=-1, keepdims=True))
+    return p / np.sum(p, axis=-1, keepdims=True)
+
+
+def _team_runs(traced):
+    stats = traced.stats()["signatures"].values()
+    return sum(v["generated_team_runs"] + v["interpreted_team_runs"] for v in stats)
+
+
+def test_softmax_passes_share_the_team_bit_for_bit(team, numpy_quiet):
+    nt = pytest.importorskip("numtrace")
+    rng = np.random.default_rng(4)
+    s = rng.standard_normal((4, 128, 128)).astype(F32) * 30
+    s[0, 3, 7], s[1, 5] = np.nan, -np.inf
+    s[2, 9, :4] = [np.inf, -0.0, 0.0, -np.inf]
+    traced = {}
+    for mode in ("sync", "off"):
+        old = compiler.set_mode(mode)
+        try:
+            traced[mode] = nt.trace(_softmax_rows, (s,), backend="cpu", check_trace=False)
+            traced[mode](s)   # compiled on the first call, in this mode
+        finally:
+            compiler.set_mode(old)
+    got = {}
+    for threads in (1, 2):
+        numtrace_cpu.set_num_threads(threads)
+        before = _team_runs(traced["sync"])
+        got[threads] = traced["sync"](s)
+        runs = _team_runs(traced["sync"]) - before
+        assert runs == (3 if threads == 2 else 0), f"{runs} team runs on {threads} threads"
+    assert got[1].tobytes() == got[2].tobytes()
+    assert got[2].tobytes() == traced["off"](s).tobytes()
+    want = _softmax_rows(s)
+    np.testing.assert_array_equal(np.isnan(got[2]), np.isnan(want))
+    np.testing.assert_allclose(got[2], want, rtol=1e-5, atol=1e-7)

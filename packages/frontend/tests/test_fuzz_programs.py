@@ -118,6 +118,18 @@ def _gemv_team_columns(a):
     return np.maximum(np.sum(a) * np.linspace(-1.0, 1.0, 448) @ _TEAM_W7 + _TEAM_B, 0.0)
 
 
+# 136 float64 columns: rows 17 cache lines apart.
+_TEAM_WP = np.concatenate([_TEAM_W, _TEAM_W[:, :6] * -2.0], axis=1)
+
+
+def _gemv_peeled(a):
+    """A GEMV whose weights are a column slice of a computed (256, 136) matrix: its rows start 8 bytes
+    past the buffer's (at least 16-byte-aligned) start, never on a 64-byte boundary, so the cpu
+    backend computes their first columns apart to align its loads of the others."""
+    w = np.sum(a) * _TEAM_WP
+    return np.maximum(np.linspace(-1.0, 1.0, 256) @ w[:, 1:] + _TEAM_WP[7, 1:], 0.0)
+
+
 # A full float sum/mean long enough for the cpu backend to share its one row over two threads in
 # rows of a block (300,001 elements: a part block at the end), a NaN and -0.0 terms among them.
 _SPLIT_ROW = np.where(np.arange(300_001) % 1001, np.linspace(-1.0, 1.0, 300_001), -0.0)
@@ -135,11 +147,27 @@ def _team_pass(a):
     return np.sum(a) * _SPLIT_ROW * 0.5 - _SPLIT_ROW
 
 
+def _team_softmax(a):
+    """A softmax over 512 rows of 128 (an attention block's scores): passes of less work than the
+    interpreter's OpenMP threshold that the cpu backend's generated kernels share with the thread team."""
+    s = np.reshape(_SPLIT_ROW[:65536], (512, 128)) * (np.sum(a) * 8.0)
+    p = np.exp(s - np.max(s, axis=-1, keepdims=True))
+    return p / np.sum(p, axis=-1, keepdims=True)
+
+
 def _const_col_sums(a):
     """A first-axis sum of an expression whose first operand is a constant (then an int one): on the
     cpu backend's generated kernels, a column-mode pass whose kernel holds its first constant in
     register c0, beside its column index."""
     return np.sum(2.0 * np.atleast_2d(a) - 3, axis=0)
+
+
+def _argmin_nan_rows(a):
+    """argmin and argmax along rows holding NaNs and tied signed zeros (NumPy: the first NaN, else the
+    first extreme): on the cpu backend, its row loop."""
+    m = np.atleast_2d(a)
+    r = np.where(m > 0.7, np.nan, -0.0 * m)
+    return np.stack([np.argmin(r, axis=-1), np.argmax(r.astype(np.float32), axis=-1)])
 
 
 def _gemv_rows(a):
@@ -288,6 +316,8 @@ STEPS = {
     "mean": (1, np.mean), "max0": (1, lambda a: a.max(axis=0)), "min": (1, np.min),
     "prod_last": (1, lambda a: a.prod(-1)),
     "argmax": (1, np.argmax), "argmin0": (1, lambda a: a.argmin(axis=0)), "std": (1, np.std),
+    "argmin_last": (1, lambda a: np.argmin(a, axis=-1)),
+    "argmax_last_keep": (1, lambda a: np.argmax(a, axis=-1, keepdims=True)),
     "var0": (1, lambda a: a.var(axis=0)), "any": (1, lambda a: (a > 0.5).any(axis=-1)), "all": (1, np.all),
     "cumsum": (1, lambda a: np.cumsum(a, axis=-1)), "count_nonzero": (1, np.count_nonzero),
     # indexing
@@ -374,12 +404,14 @@ FAST_STEPS = [name for name in STEPS if name in (
     "pow_2_neg_zero", "reshape_write", "ravel_write", "T_reshape_write", "set_row", "set_slice", "iadd",
     "set_int_idx", "assign_expr", "sum_mid", "mean_pairs_last", "pair_sums")]
 STEPS.update({"gemv_team": (1, _gemv_team), "gemv_team_columns": (1, _gemv_team_columns),
+              "gemv_peeled": (1, _gemv_peeled),
               "split_row_sum": (1, _split_row_sum), "team_pass": (1, _team_pass),
-              "const_col_sums": (1, _const_col_sums)})
+              "team_softmax": (1, _team_softmax), "const_col_sums": (1, _const_col_sums),
+              "argmin_nan_rows": (1, _argmin_nan_rows)})
 # Steps only the explicit examples below run, so that adding them leaves the random draws as they were.
 EXAMPLE_ONLY = {"merge_heads", "merge_heads_pass", "causal_softmax", "causal_softmax_nan_row", "gemv_team",
                 "gemv_team_columns", "outer_pass", "layer_norm", "split_row_sum", "im2col", "team_pass",
-                "const_col_sums"}
+                "team_softmax", "const_col_sums", "argmin_nan_rows", "gemv_peeled"}
 NAMES = sorted(set(STEPS) - EXAMPLE_ONLY)
 
 # The fast-path steps drawn about as often as all the others together.
@@ -424,6 +456,7 @@ def _inputs(n, seed, kind="plain"):
 
 
 
+GEMV_PEELED = "GEMV with unaligned weight rows, first columns apart"
 # Per path of the cpu backend, a counter of stats() that says it ran, and the programs it ran in (their
 # values compared with NumPy's); test_fuzz_reached_every_fast_path checks the counts.
 FAST_PATHS = {
@@ -435,6 +468,7 @@ FAST_PATHS = {
     "GEMV split over the thread team": lambda s: s["gemv_team"],
     "GEMV team pieces cut by columns": lambda s: s["gemv_team_columns"],
     "GEMV team folding its own partials": lambda s: s["gemv_team_folds"],
+    GEMV_PEELED: lambda s: s["gemv_peeled"],
     "packed-weight product": lambda s: s["packed_matmuls"],
     "packed-weight product with a fused epilogue": lambda s: s["packed_epilogue_ops"],
     "packed product of run-time values": lambda s: s["packed_runtime"],
@@ -457,6 +491,8 @@ FAST_PATHS = {
     "var sharing a mean's block sums": lambda s: s["shared_sum_runs"],
     "full sum split over the thread team": lambda s: s["split_row_runs"],
     "generated pass split over the thread team": lambda s: s["generated_team_runs"],
+    "interpreted pass split over the thread team": lambda s: s["interpreted_team_runs"],
+    "argmin/argmax along contiguous rows": lambda s: s["row_arg_runs"],
 }
 # Outcomes of the argument kinds a call may take (see _inputs).
 CALL_PATHS = ("Fortran-ordered argument", "strided argument", "np.longlong argument", "masked array refused",
@@ -573,6 +609,8 @@ def run_case(steps, backend):
 @example(steps=[("packed", 0, 0)])
 @example(steps=[("gemv_team", 0, 0)])
 @example(steps=[("gemv_team_columns", 0, 0)])
+@example(steps=[("gemv_peeled", 0, 0)])
+@example(steps=[("neg_zero", 1, 0), ("gemv_peeled", 3, 0)])
 @example(steps=[("neg_zero", 1, 0), ("gemv_team_columns", 3, 0)])
 @example(steps=[("neg_zero", 1, 0), ("gemv_team", 3, 0)])
 @example(steps=[("packed_residual", 1, 0), ("packed", 0, 0)])
@@ -593,7 +631,12 @@ def run_case(steps, backend):
 @example(steps=[("neg_zero", 1, 0), ("im2col", 3, 0)])
 @example(steps=[("team_pass", 0, 0)])
 @example(steps=[("neg_zero", 1, 0), ("team_pass", 3, 0)])
+@example(steps=[("team_softmax", 0, 0)])
+@example(steps=[("neg_zero", 1, 0), ("team_softmax", 3, 0)])
 @example(steps=[("const_col_sums", 0, 0)])
+@example(steps=[("argmin_nan_rows", 0, 0)])
+@example(steps=[("neg_zero", 1, 0), ("argmin_nan_rows", 3, 0)])
+@example(steps=[("argmin_last", 0, 0), ("argmax_last_keep", 1, 0)])
 @example(steps=[("neg_zero", 1, 0), ("const_col_sums", 3, 0)])
 def test_traced_program_matches_numpy_or_raises_clearly(steps, backend):
     # Every GENERATED_EVERY-th program on the cpu backend compiles its fused passes to C before its
@@ -618,7 +661,8 @@ GENERATED_EVERY = 8
 # its outputs with streaming stores (conftest.py lowers NUMTRACE_STREAM_MIN_BYTES).
 GENERATED_EXAMPLES = ([("pair_sums", 0, 1)], [("sum_mid", 0, 1), ("mean_pairs_last", 1, 0)],
                       [("outer_pass", 0, 0)], [("split_row_sum", 0, 0)], [("team_pass", 0, 0)],
-                      [("neg_zero", 1, 0), ("team_pass", 3, 0)], [("const_col_sums", 0, 0)],
+                      [("neg_zero", 1, 0), ("team_pass", 3, 0)], [("team_softmax", 0, 0)],
+                      [("neg_zero", 1, 0), ("team_softmax", 3, 0)], [("const_col_sums", 0, 0)],
                       [("neg_zero", 1, 0), ("const_col_sums", 3, 0)])
 _CPU_PROGRAMS = itertools.count(1)
 # Steps whose path depends on the cpu backend's thread count: the team cuts _TEAM_W7's seven row
@@ -626,7 +670,8 @@ _CPU_PROGRAMS = itertools.count(1)
 # two vectors (2 to 6 or 8 threads), each thread folds its own row chunks' partials only on more than
 # one thread, and a full sum's row is shared only by a team of two or more. Their programs run at this
 # count, whatever the machine's cores.
-TEAM_STEPS_THREADS = {"gemv_team": 2, "gemv_team_columns": 2, "split_row_sum": 2, "team_pass": 2}
+TEAM_STEPS_THREADS = {"gemv_team": 2, "gemv_team_columns": 2, "gemv_peeled": 2, "split_row_sum": 2,
+                      "team_pass": 2, "team_softmax": 2}
 
 
 @contextlib.contextmanager
@@ -736,6 +781,10 @@ def test_fuzz_reached_every_fast_path(capsys):
     if not any(PATH_PROGRAMS.values()):
         pytest.skip("the fuzz test did not run in this session")
     paths = [p for p in PATH_PROGRAMS if p not in CPU_ONLY or "cpu" in nt.available_backends()]
+    if "cpu" in nt.available_backends():
+        from numtrace_cpu.isa import blocks
+        if not blocks.GEMV_PEELS:   # a build without AVX-512 reads unaligned weights as they are
+            paths.remove(GEMV_PEELED)
     with capsys.disabled():
         print(f"\nprograms per path ({EXAMPLES} programs per backend):")
         for path in paths:

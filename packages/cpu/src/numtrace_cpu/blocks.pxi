@@ -54,6 +54,8 @@ cdef extern from "nt_team.h" nogil:
     void nt_team_run_spin(nt_team_fn fn, void* arg, int nunits, int nteam, long long spin_ns)
     void nt_team_wait_turn(const int* turn, int u)
     void nt_team_pass_turn(int* turn, int next)
+    int nt_team_slot_take(int* busy, int n)
+    void nt_team_slot_put(int* busy, int slot)
 
 cdef extern from "nt_team.h":
     long long nt_team_spin_ns
@@ -569,6 +571,8 @@ cdef void _fold_columns_extreme(const Reduction* rd, Acc* accs, const char* x, P
         for c in range(ncol):
             accs[c].iext = bm[c]
     for c in range(ncol):
+        if r == 1 and accs[c].count == 0 and nan[c] and (rd.dt == DT_F32 or rd.dt == DT_F64):
+            accs[c].fext = _lone_nan(x, c, rd.dt)
         accs[c].nan |= nan[c]
         accs[c].count += r
 
@@ -668,7 +672,15 @@ cdef double _fold_sharing(const Reduction* rd, Acc* acc, const char* x, Py_ssize
         elif dt == DT_I32: acc.iext = nt_min_i32(<const int32_t*>x, n, <int32_t>acc.iext, &acc.nan)
         elif dt == DT_I64: acc.iext = nt_min_i64(<const int64_t*>x, n, acc.iext, &acc.nan)
         else: acc.iext = nt_min_u8(<const u8*>x, n, <u8>acc.iext, &acc.nan)
+    if n == 1 and acc.count == 0 and acc.nan and (dt == DT_F32 or dt == DT_F64):
+        acc.fext = _lone_nan(x, 0, dt)
     acc.count += n
+
+cdef inline double _lone_nan(const char* x, Py_ssize_t i, int dt) noexcept nogil:
+    """Element i of a float block, kept as a max/min's running extreme where it is a NaN that is its
+    row's only element: NumPy's max/min of one element is the element, sign and payload included,
+    where a row with more elements and a NaN gives the default NaN (`_acc_store`)."""
+    return (<const float*>x)[i] if dt == DT_F32 else (<const double*>x)[i]
 
 cdef void _acc_init(const Reduction* rd, Acc* acc) noexcept nogil:
     memset(acc, 0, sizeof(Acc))
@@ -684,7 +696,7 @@ cdef void _acc_store(const Reduction* rd, const Acc* acc, char* out) noexcept no
     cdef int dt = rd.dt
     if rd.op == R_MAX or rd.op == R_MIN:
         if dt == DT_F32 or dt == DT_F64:
-            v = NAN if acc.nan else acc.fext
+            v = (acc.fext if acc.count == 1 else NAN) if acc.nan else acc.fext   # see _lone_nan
         else:
             if dt == DT_I32: (<int32_t*>out)[0] = <int32_t>acc.iext
             elif dt == DT_I64: (<int64_t*>out)[0] = acc.iext
@@ -817,22 +829,48 @@ cdef void _unit(const Ctx* cx, Py_ssize_t u, char* scratch) noexcept nogil:
         _elementwise_unit(cx, u, scratch)
 
 
+ctypedef struct PassJob:
+    const Ctx* cx
+    char* scratch              # one block of registers per thread of the team
+    int* busy                  # busy[k]: block k is some thread's
+    int nslots
+    Py_ssize_t units, chunk
+
+
+cdef void _pass_team_unit(void* arg, int c) noexcept nogil:
+    """Team unit c of an interpreted pass: its units [c * chunk, (c + 1) * chunk), on a block of
+    registers no other thread holds meanwhile."""
+    cdef const PassJob* j = <const PassJob*>arg
+    cdef int slot = nt_team_slot_take(j.busy, j.nslots)
+    cdef char* scratch = j.scratch + slot * j.cx.scratch_regs
+    cdef Py_ssize_t u, u1 = (c + 1) * j.chunk
+    for u in range(c * j.chunk, j.units if u1 > j.units else u1):
+        _unit(j.cx, u, scratch)
+    nt_team_slot_put(j.busy, slot)
+
+
 cdef void _run_pass(const Ctx* cx, char* scratch, int nteam, Py_ssize_t units, Py_ssize_t chunk) noexcept nogil:
-    cdef int k, fp = 0
+    """A pass's units on the interpreter's block loops; on more than one thread, chunks of `chunk`
+    units on the thread team (nt_team.h), as generated passes run (see _run_generated), each thread
+    on its own block of registers in `scratch`. Which thread runs a unit never changes the result."""
+    cdef int k
     cdef Py_ssize_t u
+    cdef PassJob job
+    cdef int busy[64]
     for k in range(nteam):
         _fill_consts(cx, scratch + k * cx.scratch_regs)
     if nteam == 1:
         for u in range(units):
             _unit(cx, u, scratch)
-    else:
-        # Dynamic chunks: on a busy machine a descheduled thread's share is taken over by the others
-        # instead of stalling the whole pass at the closing barrier. Each thread's floating-point
-        # flags go to this thread (see nt_fpflags.h).
-        for u in prange(units, num_threads=nteam, schedule="dynamic", chunksize=chunk):
-            _unit(cx, u, scratch + threadid() * cx.scratch_regs)
-            fp |= nt_fp_take()
-        nt_fp_put(fp)
+        return
+    if nteam > 64:
+        nteam = 64
+    if chunk * NT_TEAM_MAX_UNITS < units:   # the team runs at most NT_TEAM_MAX_UNITS per job
+        chunk = (units + NT_TEAM_MAX_UNITS - 1) // NT_TEAM_MAX_UNITS
+    for k in range(nteam):
+        busy[k] = 0
+    job.cx, job.scratch, job.busy, job.nslots, job.units, job.chunk = cx, scratch, busy, nteam, units, chunk
+    nt_team_run_spin(_pass_team_unit, &job, <int>((units + chunk - 1) // chunk), nteam, nt_team_spin_ns)
 
 
 RUN_PASS = PyCapsule_New(<void*>_run_pass, b"numtrace_cpu.run_pass", NULL)

@@ -23,6 +23,7 @@ from numtrace_ir.types import ScalarType, TensorType
 
 from numtrace_cpu import blas_threads, compiler, threads
 from numtrace_cpu.classify import constant_exponent, fallback_reason
+from numtrace_cpu.into import RowArg
 from numtrace_cpu.isa import ISA, blocks
 from numtrace_cpu.joins import JoinRestStep
 from numtrace_cpu.planner import BufferPlan
@@ -67,8 +68,11 @@ class Executable(CallRunner):
         self._plan = plan
         # Value numbers, not a count: an in-place setitem's result shares the number of its array.
         self._template: list[Any] = [None] * (max(types, default=-1) + 1)
+        # The weights of GEMV steps that are constants, copied once to a cache line (_cache_aligned).
+        gemv_weights = {s.inputs[1] if s.gemv[0] == 0 else s.inputs[0] for s in steps
+                        if isinstance(s, MatmulStep) and s.gemv is not None}
         for v, value in constants.items():
-            self._template[v] = value
+            self._template[v] = _cache_aligned(value) if v in gemv_weights else value
         self._outputs = [(v, types[v], _output_mode(types[v], copy, j in plan.in_place_outputs))
                          for j, (v, copy) in enumerate(zip(plan.output_values, plan.copied_outputs))]
         self._arenas_made = 0
@@ -196,6 +200,7 @@ class Executable(CallRunner):
             # generated runs split over the persistent thread team (blocks.pxi's _run_generated)
             "generated_team_runs": sum(s.kernel.generated_team_runs for s in fused),
             "interpreted_runs": sum(s.kernel.interpreted_runs for s in fused),
+            "interpreted_team_runs": sum(s.kernel.interpreted_team_runs for s in fused),
             "rows_widened_runs": sum(s.kernel.rows_widened_runs for s in fused),
             "streamed_runs": sum(s.kernel.streamed_runs for s in fused),
             "generated_rows_runs": sum(s.kernel.generated_rows_runs for s in fused),
@@ -214,6 +219,8 @@ class Executable(CallRunner):
                                      for s in self._steps),
             "gemv_team_folds": sum(_gemv_team_folds(s, self._types, self._gemvs, producers)
                                    for s in self._steps),
+            # GEMVs whose last call read W's first columns apart to align its other loads (gemv.pxi)
+            "gemv_peeled": sum(r.last_peeled for r in self._gemvs.values()),
             "packed_matmuls": sum(isinstance(s, MatmulStep) and s.packed is not None for s in self._steps),
             "packed_constant": sum(isinstance(s, MatmulStep) and s.packed == "constant" for s in self._steps),
             "packed_runtime": sum(isinstance(s, MatmulStep) and s.packed == "runtime" for s in self._steps),
@@ -232,6 +239,9 @@ class Executable(CallRunner):
             "scans": sum(isinstance(s, ScanStep) for s in self._steps),
             "scans_in_place": sum(isinstance(s, ScanStep) and s.inputs == s.outputs for s in self._steps),
             "small_matmuls": sum(isinstance(s, SmallMatmulStep) for s in self._steps),
+            # argmin/argmax calls answered by the row loop (into.RowArg) instead of NumPy's
+            "row_arg_runs": sum(s.fn.runs for s in self._steps if isinstance(s, IntoStep)
+                                and isinstance(s.fn, RowArg)),
             "fallbacks": len(fallbacks),
             "fallback_ops": sorted(set(fallbacks)),
             "for_guards": sum(isinstance(s, FallbackStep) and s.for_guard for s in self._steps),
@@ -329,7 +339,9 @@ class Executable(CallRunner):
                 lines.append(f"  step {k}: the parts not written in place copied into "
                              f"{name(step.outputs[0])}: " + ", ".join(name(v) for v in step.inputs))
             elif isinstance(step, IntoStep):
-                lines.append(f"  step {k}: NumPy's loop writing into the planned buffer")
+                what = ("row loop (NumPy's on an input not contiguous)" if isinstance(step.fn, RowArg)
+                        else "NumPy's loop")
+                lines.append(f"  step {k}: {what} writing into the planned buffer")
                 lines.append(f"      {node_line(step.nodes[0])}")
             elif isinstance(step, SetitemStep):
                 what = "NumPy's scatter" if step.scatter is not None else "assignment"
@@ -433,6 +445,21 @@ def _numbering(graph) -> dict:
 
 def _where(step: Step) -> str:
     return while_executing(step.nodes[-1])
+
+
+def _cache_aligned(value: Any) -> Any:
+    """A C-ordered numeric array of a page or more, copied to a 64-byte boundary (NumPy aligns to 16
+    bytes), so that a GEMV reads its rows as whole cache lines (gemv.pxi); any other value as it is.
+    Only a GEMV's weights are copied: the graph keeps its own copy of every constant."""
+    if (not isinstance(value, np.ndarray) or value.nbytes < 4096 or value.dtype.kind not in "biufc"
+            or not value.flags.c_contiguous or value.ctypes.data % 64 == 0):
+        return value
+    raw = np.empty(value.nbytes + 64, np.uint8)
+    start = -raw.ctypes.data % 64
+    out = raw[start:start + value.nbytes].view(value.dtype).reshape(value.shape)
+    out[...] = value
+    out.flags.writeable = value.flags.writeable
+    return out
 
 
 def _runner(step: Step, types: dict):

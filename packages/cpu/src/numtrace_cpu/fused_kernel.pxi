@@ -7,9 +7,16 @@ iteration shape, outputs writable and exactly shaped) before any pointer is form
 dims, picks the pass geometry (rows, columns, work units, threads) and hands the pass to one ISA
 build of the block loops (blocks.pxi), with the GIL released (unless the pass is small: see
 NOGIL_MIN_WORK); that build only visits indices inside the validated shape."""
-# OpenMP team (see OMP_WAIT_POLICY in numtrace_cpu/__init__.py) costs tens of microseconds on a
-# busy machine, about what a single thread needs for this much work.
+# Work from which a full sum's one row is split (see _splits_row) and a column pass folding its inputs in
+# place is cut for more than one thread.
 cdef Py_ssize_t PARALLEL_MIN_WORK = 1 << 20
+
+# Work from which a pass is shared by the thread team of nt_team.h: its workers spin after each job
+# (NUMTRACE_TEAM_SPIN_US), so a job posted between two matrix products or passes costs about a
+# microsecond, and a worker that is asleep or starved of a core only joins late (the caller claims
+# every unit it has not started; a team that keeps missing backs off to the calling thread). Below
+# this, a pass's work is a few microseconds, about what the job costs.
+cdef Py_ssize_t TEAM_MIN_WORK = 1 << 17
 
 # Work below which a pass keeps the GIL: giving it up and taking it back costs about 0.1 us, a
 # sizeable part of a small call, and other Python threads wait no longer than such a pass runs.
@@ -117,6 +124,7 @@ cdef class FusedKernel:
     cdef bint generated_rows       # the generated kernel runs short rows in blocks of rows
     cdef readonly Py_ssize_t generated_runs, interpreted_runs
     cdef readonly Py_ssize_t generated_team_runs   # generated runs split over the thread team (nt_team.h)
+    cdef readonly Py_ssize_t interpreted_team_runs   # interpreted runs split over the thread team
     cdef readonly Py_ssize_t generated_column_runs   # generated runs in column mode (middle-axis reductions)
     cdef readonly Py_ssize_t generated_row_block_runs   # generated runs reducing short rows in blocks of them
     cdef readonly Py_ssize_t rows_widened_runs   # passes whose short rows were walked along a longer dim
@@ -396,11 +404,9 @@ cdef class FusedKernel:
             cx.acc_offset = self.nregs * cx.reg_stride + 64
             cx.scratch_regs = cx.acc_offset + (self.nred * cx.cols * sizeof(Acc) if cx.cols else 0)
             units = _count_units(&cx)
-            nteam = nthreads if (nthreads > 1 and units > 1 and self.work >= PARALLEL_MIN_WORK) else 1
             if units == 0:
                 return 0
-            if nteam > units:
-                nteam = <int>units
+            nteam = _team_threads(self.work, units, nthreads)
             chunk = max(1, units // (8 * nteam))
             if (self.generated != NULL and self.generated_folds and not cx.fold_in_place
                     and (cx.cols or (cx.rows > 1 and self.nred and cx.shape[cx.nd - 1] < GENERATED_ROW_BLOCK_MAX))):
@@ -429,9 +435,7 @@ cdef class FusedKernel:
                     # (not its row blocks).
                     cx.rows = 1
                     units = _count_kept_units(&cx) if self.nred else _count_rows_units(&cx)
-                nteam = nthreads if (nthreads > 1 and units > 1 and self.work >= PARALLEL_MIN_WORK) else 1
-                if nteam > units:
-                    nteam = <int>units
+                nteam = _team_threads(self.work, units, nthreads)
                 chunk = max(1, units // (8 * nteam))
                 self.generated_runs += 1
                 if nteam > 1:
@@ -444,6 +448,8 @@ cdef class FusedKernel:
                         self.run_generated(self.generated, &cx, nteam, units, chunk)
                 return 0
             self.interpreted_runs += 1
+            if nteam > 1:
+                self.interpreted_team_runs += 1
             if self.shares_sums and not cx.cols and cx.rows <= 1:
                 self.shared_sum_runs += 1   # _reduction_row folds the shared block sums once
             # The kernel keeps one scratch block between calls (taken and put back under the GIL,
@@ -723,6 +729,14 @@ cdef Py_ssize_t _columns_per_block(const Ctx* cx) noexcept nogil:
         if sr != 0 and (sk if sk >= 0 else -sk) >= (sr if sr >= 0 else -sr):
             return 0
     return cx.shape[kept] if cx.shape[kept] < MAXCOLS else MAXCOLS
+
+
+cdef inline int _team_threads(Py_ssize_t work, Py_ssize_t units, int nthreads) noexcept nogil:
+    """Threads of the team (nt_team.h) that run a pass of `work` in `units`."""
+    if nthreads < 2 or units < 2 or work < TEAM_MIN_WORK:
+        return 1
+    return <int>units if units < nthreads else nthreads
+
 
 cdef Py_ssize_t _in_place_columns(Py_ssize_t width, int nthreads) noexcept nogil:
     """Columns per unit of a column-mode pass that folds its inputs in place: as few units as

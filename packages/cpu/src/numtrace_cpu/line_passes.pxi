@@ -347,3 +347,108 @@ def small_k_matmul(a, b, out, int nthreads):
     else:
         with nogil:
             _small_k_rows(wf, K, m, pa, sk, po, sj, nd, shape, la, lo, 0, rows)
+
+
+# -- argmin/argmax along contiguous rows (into.RowArg) --------------------------------------------
+
+cdef extern from "math.h" nogil:
+    # C99's quiet comparisons: false on a NaN operand without raising invalid (NumPy's argmin and
+    # argmax raise no floating-point error).
+    bint c_isless "isless"(double a, double b)
+    bint c_isgreater "isgreater"(double a, double b)
+
+cdef Py_ssize_t _row_arg(const real* p, Py_ssize_t k, bint want_max) noexcept nogil:
+    """NumPy's argmin (argmax with `want_max`) of one row: the first index of its first NaN if it
+    has one, else the first index of its minimum (maximum; ±0 compare equal). The scan keeps the
+    running extreme without branches; a row with a NaN is walked again for its first NaN."""
+    cdef real m = p[0]
+    cdef real v
+    cdef Py_ssize_t idx = 0, j
+    cdef bint nan = m != m, better
+    if want_max:
+        for j in range(1, k):
+            v = p[j]
+            nan |= v != v
+            better = c_isgreater(v, m)
+            idx = j if better else idx
+            m = v if better else m
+    else:
+        for j in range(1, k):
+            v = p[j]
+            nan |= v != v
+            better = c_isless(v, m)
+            idx = j if better else idx
+            m = v if better else m
+    if nan:
+        for j in range(k):
+            if p[j] != p[j]:
+                return j
+    return idx
+
+
+cdef void _row_args(const real* p, Py_ssize_t k, Py_ssize_t* out, Py_ssize_t r0, Py_ssize_t r1,
+                    bint want_max) noexcept nogil:
+    cdef Py_ssize_t r
+    for r in range(r0, r1):
+        out[r] = _row_arg(p + r * k, k, want_max)
+
+
+ctypedef struct RowArgJob:
+    const char* x
+    Py_ssize_t* out
+    Py_ssize_t k, rows, chunk
+    bint want_max, f64
+
+
+cdef void _row_arg_unit(void* arg, int c) noexcept nogil:
+    """Team unit c of row_arg_extreme: rows [c * chunk, (c + 1) * chunk)."""
+    cdef const RowArgJob* j = <const RowArgJob*>arg
+    cdef Py_ssize_t r0 = c * j.chunk, r1 = min((c + 1) * j.chunk, j.rows)
+    if j.f64:
+        _row_args(<const double*>j.x, j.k, j.out, r0, r1, j.want_max)
+    else:
+        _row_args(<const float*>j.x, j.k, j.out, r0, r1, j.want_max)
+
+
+# Elements below which row_arg_extreme stays on the calling thread (waking the team costs more).
+cdef Py_ssize_t _ROW_ARG_PARALLEL_MIN = 1 << 18
+
+
+def row_arg_extreme(a, out, bint want_max, int nthreads) -> bool:
+    """``out[...] = argmax(a, axis=-1)`` (`want_max`) or ``argmin`` for an aligned C-contiguous native
+    float64/float32 `a` with non-empty rows and a C-contiguous intp `out` of one element per row
+    (keepdims or not), with NumPy's answer; large ones split their rows over the thread team
+    (nt_team.h), as generated passes do. False, with nothing written, for any other operands (the
+    caller runs NumPy)."""
+    cdef cnp.ndarray x, o
+    cdef RowArgJob job
+    cdef Py_ssize_t k, rows
+    cdef int t, nchunks
+    if not (cnp.PyArray_Check(a) and cnp.PyArray_Check(out)):
+        return False
+    x, o = <cnp.ndarray>a, <cnp.ndarray>out
+    t = cnp.PyArray_TYPE(x)
+    if (t not in (cnp.NPY_DOUBLE, cnp.NPY_FLOAT) or cnp.PyArray_NDIM(x) == 0
+            or cnp.PyArray_TYPE(o) != cnp.NPY_INTP
+            or not (cnp.PyArray_IS_C_CONTIGUOUS(x) and cnp.PyArray_ISALIGNED(x) and cnp.PyArray_ISNOTSWAPPED(x)
+                    and cnp.PyArray_IS_C_CONTIGUOUS(o) and cnp.PyArray_ISALIGNED(o)
+                    and cnp.PyArray_ISNOTSWAPPED(o) and cnp.PyArray_ISWRITEABLE(o))):
+        return False
+    k = cnp.PyArray_DIMS(x)[cnp.PyArray_NDIM(x) - 1]
+    if k == 0:
+        return False
+    rows = cnp.PyArray_SIZE(x) // k
+    if cnp.PyArray_SIZE(o) != rows:
+        return False
+    job.x, job.out, job.k, job.rows = <const char*>cnp.PyArray_DATA(x), <Py_ssize_t*>cnp.PyArray_DATA(o), k, rows
+    job.want_max, job.f64 = want_max, t == cnp.NPY_DOUBLE
+    with nogil:
+        if nthreads < 2 or rows < 2 or rows * k < _ROW_ARG_PARALLEL_MIN:
+            job.chunk = rows
+            _row_arg_unit(&job, 0)
+        else:
+            nchunks = min(4 * nthreads, NT_TEAM_MAX_UNITS)
+            job.chunk = (rows + nchunks - 1) // nchunks
+            nchunks = <int>((rows + job.chunk - 1) // job.chunk)
+            nt_team_run_spin(_row_arg_unit, &job, nchunks, nthreads, nt_team_spin_ns)
+    return True

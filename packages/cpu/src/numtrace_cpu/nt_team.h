@@ -295,4 +295,23 @@ static inline void nt_team_pass_turn(int* turn, int next) {
     __atomic_store_n(turn, next, __ATOMIC_RELEASE);
 }
 
+/* A block of per-thread scratch of `n` (busy[k]: block k is taken) for the unit this thread is about to
+   run, given back with nt_team_slot_put: a job of nteam threads has at most nteam units running at once,
+   so with n >= nteam one is always free. */
+static inline int nt_team_slot_take(int* busy, int n) {
+    for (;;) {
+        for (int k = 0; k < n; k++) {
+            int expected = 0;
+            if (__atomic_load_n(&busy[k], __ATOMIC_RELAXED) == 0
+                    && __atomic_compare_exchange_n(&busy[k], &expected, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+                return k;
+        }
+        NT_TEAM_PAUSE();
+    }
+}
+
+static inline void nt_team_slot_put(int* busy, int slot) {
+    __atomic_store_n(&busy[slot], 0, __ATOMIC_RELEASE);
+}
+
 #endif
