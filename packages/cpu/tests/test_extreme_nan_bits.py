@@ -54,8 +54,9 @@ def _check(name: str, x: np.ndarray, axis, what: str, modes=("off",), nan_bits: 
                     same = np.asarray(want).view(bits) == np.asarray(got).view(bits)
                     if not nan_bits:
                         same |= np.isnan(want) & np.isnan(got)
-                    assert same.all(), (f"{name} {what} axis={axis} negate={negate} {mode} {threads} threads: "
-                                        f"{np.asarray(want).view(bits)[~same][:4]} != {np.asarray(got).view(bits)[~same][:4]}")
+                    w, o = np.asarray(want).view(bits)[~same][:4], np.asarray(got).view(bits)[~same][:4]
+                    where = f"{name} {what} axis={axis} negate={negate} {mode} {threads} threads"
+                    assert same.all(), f"{where}: {w} != {o}"
     finally:
         numtrace_cpu.set_num_threads(old)
 
@@ -63,7 +64,8 @@ def _check(name: str, x: np.ndarray, axis, what: str, modes=("off",), nan_bits: 
 def _positions(n: int, rng) -> list[np.ndarray]:
     """NaN position sets in a row of n: each single position (every one for short rows), and a few
     random sets of two to four."""
-    single = range(n) if n <= 40 else sorted({0, 1, n // 2, n - 9, n - 5, n - 2, n - 1} | set(rng.integers(n, size=6)))
+    ends = {0, 1, n // 2, n - 9, n - 5, n - 2, n - 1}
+    single = range(n) if n <= 40 else sorted(ends | set(rng.integers(n, size=6)))
     many = [rng.choice(n, min(n, int(rng.integers(2, 5))), replace=False) for _ in range(4)] if n > 1 else []
     return [np.array([p]) for p in single] + many
 
