@@ -1,0 +1,129 @@
+"""Probes of float32 ``add.at``/``subtract.at`` on the Triton backend (`BodyEmitter._add_float32`):
+signed zeros, NaN/inf, values and targets around 2**-100 and the smallest normal, under a GPU's flushing
+atomic add (`gpu_float_atomics`) and without it, compared bit for bit with NumPy where one add per
+element makes the order irrelevant."""
+
+import numpy as np
+import pytest
+from test_gathers import _at, gpu_float_atomics  # noqa: F401  (a fixture)
+
+F32 = np.float32
+TINY = float(np.finfo(F32).tiny)
+SUB = float(np.finfo(F32).smallest_subnormal)
+
+
+def _bits_equal(got, expected):
+    """Equal bit for bit, NaN payloads aside."""
+    nan = np.isnan(expected)
+    np.testing.assert_array_equal(np.isnan(got), nan)
+    np.testing.assert_array_equal(got[~nan].view(np.int32), expected[~nan].view(np.int32))
+
+
+def _one_each(a, v, ufunc):
+    a, v = np.array(a, F32), np.array(v, F32)
+    idx = np.arange(len(a))[::-1].copy()
+    with np.errstate(all="ignore"):  # inf - inf: NumPy's warning is the frontend's concern
+        exe, got, expected = _at([a, idx, v[::-1].copy()], ufunc)
+    assert "host step" not in exe.explain()
+    _bits_equal(got, expected)
+
+
+@pytest.mark.parametrize("flush", [False, True])
+@pytest.mark.parametrize("ufunc", ["numpy.add", "numpy.subtract"])
+def test_signed_zeros_nan_inf(ufunc, flush, request):
+    if flush:
+        request.getfixturevalue("gpu_float_atomics")
+    z = [-0.0, 0.0]
+    a = [x for x in z for _ in z] + [np.nan, np.inf, -np.inf, 1.0, 0.0, 1e-40, -np.inf, np.inf, 1e-40, -0.0]
+    v = [y for _ in z for y in z] + [1.0, -np.inf, np.inf, np.nan, np.nan, np.inf, -1e-40, 1e-40, np.nan,
+                                     -1e-40]
+    _one_each(a, v, ufunc)
+
+
+def _around(x):
+    x = F32(x)
+    return [x, np.nextafter(x, F32(0)), np.nextafter(x, F32(np.inf)), -x]
+
+
+@pytest.mark.parametrize("flush", [False, True])
+@pytest.mark.parametrize("ufunc", ["numpy.add", "numpy.subtract"])
+def test_values_and_targets_near_the_thresholds(ufunc, flush, request):
+    """Every pair of a target and a value among floats near 0, the smallest subnormal and normal,
+    2**-100 and 1, one add per element."""
+    if flush:
+        request.getfixturevalue("gpu_float_atomics")
+    pts = sorted({float(p) for x in (SUB, 3 * SUB, TINY, 2 * TINY, 2.0**-124, 2.0**-110, 2.0**-100, 2.0**-101, 2.0**-99, 1.0)
+                  for p in _around(x)} | {0.0, -0.0})
+    pts += [-2.0**-100 + 2.0**-124, 2.0**-100 - 2.0**-124, -TINY + SUB, TINY - SUB]
+    a, v = np.meshgrid(np.array(pts, F32), np.array(pts, F32))
+    _one_each(a.ravel(), v.ravel(), ufunc)
+
+
+@pytest.mark.parametrize("flush", [False, True])
+def test_random_bit_patterns(flush, request):
+    """Targets and values drawn from every float32 bit pattern's exponent range, one add per element."""
+    if flush:
+        request.getfixturevalue("gpu_float_atomics")
+    rng = np.random.default_rng(11)
+    n = 3000
+    exp = rng.integers(0, 256, (2, n)).astype(np.uint32)
+    exp[:, rng.random(n) < 0.5] = rng.integers(0, 30, (2, 1)).astype(np.uint32)  # tiny ones often
+    bits = (rng.integers(0, 2, (2, n)).astype(np.uint32) << 31) | (exp << 23) | rng.integers(
+        0, 1 << 23, (2, n)).astype(np.uint32)
+    a, v = bits.view(F32)
+    _one_each(a, v, "numpy.add")
+
+
+@pytest.mark.parametrize("flush", [False, True])
+@pytest.mark.parametrize("ufunc", ["numpy.add", "numpy.subtract"])
+def test_rows_negative_indices_and_a_broadcast_scalar(ufunc, flush, request):
+    """Row indices (negative ones among them) into a 2-d target, subnormal values: exact in any order."""
+    if flush:
+        request.getfixturevalue("gpu_float_atomics")
+    rng = np.random.default_rng(3)
+    a = (rng.integers(-3, 4, (5, 3)) * SUB).astype(F32)
+    idx = rng.integers(-5, 5, 40)
+    v = (rng.integers(-20, 21, (40, 3)) * SUB).astype(F32)
+    for args in ([a, idx, v], [a, idx, np.array(-0.0, F32)], [a, idx, np.array(7 * SUB, F32)],
+                 [a, np.array(-1), v[0]], [a.T.copy(), idx[:3], v[:3].T.copy()]):
+        index = ("input",) if args[0] is a else (slice(None), "input")
+        exe, got, expected = _at(args, ufunc, index)
+        assert "host step" not in exe.explain()
+        _bits_equal(got, expected)
+
+
+@pytest.mark.parametrize("flush", [False, True])
+def test_mixed_sizes_into_few_elements(flush, request):
+    """Normal, tiny and subnormal values, NaN-free, into 3 elements: NumPy's sum within the tolerance."""
+    if flush:
+        request.getfixturevalue("gpu_float_atomics")
+    rng = np.random.default_rng(4)
+    v = (rng.standard_normal(600) * 2.0 ** rng.integers(-140, 2, 600)).astype(F32)
+    idx = rng.integers(0, 3, 600)
+    for a in (np.zeros(3, F32), np.array([SUB, -TINY, 1e-40], F32)):
+        _, got, expected = _at([a, idx, v], "numpy.add")
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("flush", [False, True])
+@pytest.mark.parametrize(("a", "idx", "v"), [
+    ([], [], []), ([1e-40], [], []), ([1e-40], [0, 0, -1], [1e-40, -0.0, 2.0]), ([-0.0], [0], [-0.0]),
+    ([5.0, 1e-40], [1], [SUB]), ([np.nan], [0, 0], [SUB, 1.0])])
+def test_empty_and_size_one_targets(a, idx, v, flush, request):
+    if flush:
+        request.getfixturevalue("gpu_float_atomics")
+    args = [np.array(a, F32), np.array(idx, np.int64), np.array(v, F32)]
+    for ufunc in ("numpy.add", "numpy.subtract"):
+        exe, got, expected = _at(args, ufunc)
+        assert "host step" not in exe.explain()
+        _bits_equal(got, expected)
+
+
+@pytest.mark.parametrize("idx", [[0, 3], [-4], [1, 2**40], [-(2**62)]])
+def test_an_index_out_of_range_raises(idx):
+    a, v = np.zeros(3, F32), np.full(len(idx), 1e-40, F32)
+    idx = np.array(idx, np.int64)
+    with pytest.raises(IndexError):
+        np.add.at(a.copy(), idx, v)
+    with pytest.raises(IndexError):
+        _at([a, idx, v], "numpy.add")
