@@ -119,11 +119,33 @@ def test_empty_and_size_one_targets(a, idx, v, flush, request):
         _bits_equal(got, expected)
 
 
-@pytest.mark.parametrize("idx", [[0, 3], [-4], [1, 2**40], [-(2**62)]])
-def test_an_index_out_of_range_raises(idx):
-    a, v = np.zeros(3, F32), np.full(len(idx), 1e-40, F32)
+@pytest.mark.parametrize(("n", "idx"), [(3, [0, 3]), (3, [-4]), (3, [1, 2**40]), (3, [-(2**62)]), (0, [0]),
+                                        (1, [0, -2])])
+def test_an_index_out_of_range_raises(n, idx):
+    a, v = np.zeros(n, F32), np.full(len(idx), 1e-40, F32)
     idx = np.array(idx, np.int64)
     with pytest.raises(IndexError):
         np.add.at(a.copy(), idx, v)
     with pytest.raises(IndexError):
         _at([a, idx, v], "numpy.add")
+
+
+@pytest.mark.parametrize("flush", [False, True])
+def test_a_2d_index_and_zero_width_rows(flush, request):
+    if flush:
+        request.getfixturevalue("gpu_float_atomics")
+    rng = np.random.default_rng(6)
+    a = (rng.integers(-3, 4, 6) * SUB).astype(F32)
+    idx = rng.integers(-6, 6, (4, 5))
+    for args in ([a, idx, (rng.integers(-9, 9, (4, 5)) * SUB).astype(F32)],
+                 [np.zeros((4, 0), F32), np.array([1, -1]), np.zeros((2, 0), F32)]):
+        for ufunc in ("numpy.add", "numpy.subtract"):
+            exe, got, expected = _at(args, ufunc)
+            assert args[0].size == 0 or "host step" not in exe.explain()
+            _bits_equal(got, expected)
+    # NumPy 2.4's add.at reads garbage for a value broadcast along a 2-d index's rows: compared with the
+    # value broadcast beforehand.
+    v = (rng.integers(-9, 9, 5) * SUB).astype(F32)
+    _, got, _ = _at([a, idx, v], "numpy.add")
+    _, _, expected = _at([a, idx, np.broadcast_to(v, idx.shape).copy()], "numpy.add")
+    _bits_equal(got, expected)
