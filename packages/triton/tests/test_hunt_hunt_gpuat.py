@@ -5,6 +5,8 @@ element makes the order irrelevant."""
 
 import numpy as np
 import pytest
+from gpu_compile_check import assert_relaxed_atomics, sass_flushing
+from gpu_compile_check import enabled as gpu_compile_enabled
 from test_gathers import _at, gpu_float_atomics  # noqa: F401  (a fixture)
 
 F32 = np.float32
@@ -149,3 +151,46 @@ def test_a_2d_index_and_zero_width_rows(flush, request):
     _, got, _ = _at([a, idx, v], "numpy.add")
     _, _, expected = _at([a, idx, np.broadcast_to(v, idx.shape).copy()], "numpy.add")
     _bits_equal(got, expected)
+
+
+_VARIANTS = {  # (a, index array, value), ufunc, index, the value squared in the kernel first
+    "subtract_scalar": ((("float32", (1000,)), ("int64", (300,)), ("float32", ())), "numpy.subtract",
+                        ("input",), False),
+    "float16_value": ((("float32", (1000,)), ("int64", (300,)), ("float16", (300,))), "numpy.add",
+                      ("input",), False),
+    "bool_value": ((("float32", (1000,)), ("int32", (300,)), ("bool", (300,))), "numpy.add", ("input",), False),
+    "rows": ((("float32", (100, 7)), ("int64", (30,)), ("float32", (30, 7))), "numpy.add", ("input",), False),
+    "columns": ((("float32", (7, 100)), ("int64", (30,)), ("float32", (7, 30))), "numpy.subtract",
+                (slice(None), "input"), False),
+    "fused_value": ((("float32", (1000,)), ("int64", (300,)), ("float32", (300,))), "numpy.add", ("input",),
+                    True),
+}
+
+
+@pytest.mark.skipif(not gpu_compile_enabled()[0], reason=f"no compile for a GPU here: {gpu_compile_enabled()[1]}")
+@pytest.mark.parametrize("variant", sorted(_VARIANTS))
+def test_every_float32_add_at_variant_flushes_only_in_its_atomic_add(variant):
+    """Whatever feeds the value (a scalar, a conversion, row or column indices, a fused multiply), the
+    sm_90 machine code flushes subnormals only in the float32 atomic add, and its atomics are relaxed,
+    GPU-scoped: the atomic add, the atomic read (``OR``) and the compare-and-swap."""
+    from numtrace_ir import registry
+    from numtrace_ir.graph import Graph
+    from numtrace_ir.types import TensorType
+    from numtrace_triton import Tuning, generate
+    from numtrace_triton.aot import compile_for_gpu
+
+    shapes, ufunc, index, square = _VARIANTS[variant]
+    types = [TensorType(d, s) for d, s in shapes]
+    g = Graph()
+    xs = [g.add_input(f"x{i}", t) for i, t in enumerate(types)]
+    if square:
+        xs[2] = g.create_node("np.multiply", [xs[2], xs[2]],
+                              attrs=registry.get("np.multiply").normalize_attrs({})).output
+    g.set_outputs([g.create_node("np.ufunc.at", xs, attrs=registry.get("np.ufunc.at").normalize_attrs(
+        {"ufunc": ufunc, "index": index})).output])
+    results = compile_for_gpu(generate(g, types, Tuning.gpu()).kernels, arch=90, ptx=True, sass=True)
+    atomic, = (r for r in results if r["name"].endswith("scatter_atomic"))
+    sass = assert_relaxed_atomics(atomic, "add.f32", "cas.b32", "or.b32")
+    assert {".".join(s.split(".")[:3]) for s in sass} == {"REDG.E.ADD", "ATOMG.E.CAS", "ATOMG.E.OR"}, sass
+    assert {s for s in sass_flushing(atomic["sass"]) if not s.startswith("REDG.E.ADD.F32.")} == set(), \
+        sass_flushing(atomic["sass"])
