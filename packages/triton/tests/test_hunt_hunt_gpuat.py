@@ -7,6 +7,12 @@ import numpy as np
 import pytest
 from gpu_compile_check import assert_relaxed_atomics, sass_flushing
 from gpu_compile_check import enabled as gpu_compile_enabled
+from numtrace_ir import registry
+from numtrace_ir.graph import Graph
+from numtrace_ir.testing import type_of
+from numtrace_ir.types import TensorType
+from numtrace_triton import Backend, Tuning, generate
+from numtrace_triton.aot import compile_for_gpu
 from test_gathers import _at, gpu_float_atomics  # noqa: F401  (a fixture)
 
 F32 = np.float32
@@ -173,12 +179,6 @@ def test_every_float32_add_at_variant_flushes_only_in_its_atomic_add(variant):
     """Whatever feeds the value (a scalar, a conversion, row or column indices, a fused multiply), the
     sm_90 machine code flushes subnormals only in the float32 atomic add, and its atomics are relaxed,
     GPU-scoped: the atomic add, the atomic read (``OR``) and the compare-and-swap."""
-    from numtrace_ir import registry
-    from numtrace_ir.graph import Graph
-    from numtrace_ir.types import TensorType
-    from numtrace_triton import Tuning, generate
-    from numtrace_triton.aot import compile_for_gpu
-
     shapes, ufunc, index, square = _VARIANTS[variant]
     types = [TensorType(d, s) for d, s in shapes]
     g = Graph()
@@ -194,3 +194,37 @@ def test_every_float32_add_at_variant_flushes_only_in_its_atomic_add(variant):
     assert {".".join(s.split(".")[:3]) for s in sass} == {"REDG.E.ADD", "ATOMG.E.CAS", "ATOMG.E.OR"}, sass
     assert {s for s in sass_flushing(atomic["sass"]) if not s.startswith("REDG.E.ADD.F32.")} == set(), \
         sass_flushing(atomic["sass"])
+
+
+@pytest.mark.parametrize("flush", [False, True])
+def test_many_blocks_chained_and_consumed(flush, request):
+    """Thousands of subnormal values (several blocks) into 7 elements, twice in a row on the same array,
+    the result then doubled in the same trace, called twice with new values: exact, as NumPy's."""
+    if flush:
+        request.getfixturevalue("gpu_float_atomics")
+    rng = np.random.default_rng(8)
+    n = 5000
+
+    def args():
+        return [(rng.integers(-3, 4, 7) * SUB).astype(F32), rng.integers(-7, 7, n),
+                (rng.integers(-40, 41, n) * SUB).astype(F32), rng.integers(0, 7, 9), np.float32(-3 * SUB)]
+
+    first = args()
+    g = Graph()
+    a, i, v, j, w = (g.add_input(f"x{k}", type_of(x)) for k, x in enumerate(first))
+    at = registry.get("np.ufunc.at")
+    once = g.create_node("np.ufunc.at", [a, i, v], attrs=at.normalize_attrs(
+        {"ufunc": "numpy.add", "index": ("input",)})).output
+    twice = g.create_node("np.ufunc.at", [once, j, w], attrs=at.normalize_attrs(
+        {"ufunc": "numpy.subtract", "index": ("input",)})).output
+    doubled = g.create_node("np.add", [twice, twice], attrs=registry.get("np.add").normalize_attrs({})).output
+    g.set_outputs([doubled])
+    exe = Backend().compile(g, [type_of(x) for x in first])
+    assert "host step" not in exe.explain()
+    for xs in (first, args()):
+        expected = xs[0].copy()
+        np.add.at(expected, xs[1], xs[2])
+        np.subtract.at(expected, xs[3], xs[4])
+        (got,) = exe(*xs)
+        _bits_equal(got, expected + expected)
+        assert np.count_nonzero(expected) > 3
