@@ -46,6 +46,8 @@ def test_signed_zeros_nan_inf(ufunc, flush, request):
     v = [y for _ in z for y in z] + [1.0, -np.inf, np.inf, np.nan, np.nan, np.inf, -1e-40, 1e-40, np.nan,
                                      -1e-40]
     _one_each(a, v, ufunc)
+    snan, neg_nan = np.array([0x7F800001, -0x400000], np.int32).view(F32)  # signalling NaN, -NaN
+    _one_each([snan, 0.0, neg_nan, 1e-40, snan], [1e-40, snan, -0.0, neg_nan, 1.0], ufunc)
 
 
 def _around(x):
