@@ -62,8 +62,8 @@ def test_values_and_targets_near_the_thresholds(ufunc, flush, request):
     2**-100 and 1, one add per element."""
     if flush:
         request.getfixturevalue("gpu_float_atomics")
-    pts = sorted({float(p) for x in (SUB, 3 * SUB, TINY, 2 * TINY, 2.0**-124, 2.0**-110, 2.0**-100, 2.0**-101, 2.0**-99, 1.0)
-                  for p in _around(x)} | {0.0, -0.0})
+    near = (SUB, 3 * SUB, TINY, 2 * TINY, 2.0**-124, 2.0**-110, 2.0**-101, 2.0**-100, 2.0**-99, 1.0)
+    pts = sorted({float(p) for x in near for p in _around(x)} | {0.0, -0.0})
     pts += [-2.0**-100 + 2.0**-124, 2.0**-100 - 2.0**-124, -TINY + SUB, TINY - SUB]
     a, v = np.meshgrid(np.array(pts, F32), np.array(pts, F32))
     _one_each(a.ravel(), v.ravel(), ufunc)
@@ -166,7 +166,8 @@ _VARIANTS = {  # (a, index array, value), ufunc, index, the value squared in the
                         ("input",), False),
     "float16_value": ((("float32", (1000,)), ("int64", (300,)), ("float16", (300,))), "numpy.add",
                       ("input",), False),
-    "bool_value": ((("float32", (1000,)), ("int32", (300,)), ("bool", (300,))), "numpy.add", ("input",), False),
+    "bool_value": ((("float32", (1000,)), ("int32", (300,)), ("bool", (300,))), "numpy.add", ("input",),
+                   False),
     "rows": ((("float32", (100, 7)), ("int64", (30,)), ("float32", (30, 7))), "numpy.add", ("input",), False),
     "columns": ((("float32", (7, 100)), ("int64", (30,)), ("float32", (7, 30))), "numpy.subtract",
                 (slice(None), "input"), False),
@@ -175,7 +176,8 @@ _VARIANTS = {  # (a, index array, value), ufunc, index, the value squared in the
 }
 
 
-@pytest.mark.skipif(not gpu_compile_enabled()[0], reason=f"no compile for a GPU here: {gpu_compile_enabled()[1]}")
+@pytest.mark.skipif(not gpu_compile_enabled()[0],
+                    reason=f"no compile for a GPU here: {gpu_compile_enabled()[1]}")
 @pytest.mark.parametrize("variant", sorted(_VARIANTS))
 def test_every_float32_add_at_variant_flushes_only_in_its_atomic_add(variant):
     """Whatever feeds the value (a scalar, a conversion, row or column indices, a fused multiply), the
