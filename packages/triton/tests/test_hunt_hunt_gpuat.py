@@ -129,6 +129,19 @@ def test_empty_and_size_one_targets(a, idx, v, flush, request):
         _bits_equal(got, expected)
 
 
+@pytest.mark.parametrize("flush", [False, True])
+def test_a_0d_index_and_value(flush, request):
+    if flush:
+        request.getfixturevalue("gpu_float_atomics")
+    for a, i, v in (([1e-40, -0.0, 3.0], -2, -0.0), ([1e-40, -0.0], 0, 2e-40), ([1e-40], 0, 1.0),
+                    ([-0.0], -1, -0.0)):
+        for ufunc in ("numpy.add", "numpy.subtract"):
+            args = [np.array(a, F32), np.array(i), np.array(v, F32)]
+            exe, got, expected = _at(args, ufunc)
+            assert "host step" not in exe.explain()
+            _bits_equal(got, expected)
+
+
 @pytest.mark.parametrize(("n", "idx"), [(3, [0, 3]), (3, [-4]), (3, [1, 2**40]), (3, [-(2**62)]), (0, [0]),
                                         (1, [0, -2])])
 def test_an_index_out_of_range_raises(n, idx):
