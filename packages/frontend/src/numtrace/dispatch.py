@@ -90,7 +90,7 @@ def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
         result = _select(where, result, out)
     if out is None:
         return result
-    _numpy_takes_out(eager, given, out, where, result)
+    _numpy_takes_out(eager, given, out, result)
     # argmin/argmax write their indices back into an out= NumPy accepted with an unsafe cast.
     casting = "unsafe" if func in _INDEX_OUT else "same_kind"
     return write_out(numpy_name(func, method), out, result, casting)
@@ -99,11 +99,11 @@ def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
 _INDEX_OUT = (np.argmin, np.argmax, np.ndarray.argmin, np.ndarray.argmax)
 
 
-def _numpy_takes_out(eager: Any, given: tuple, out: tuple, where: Any, result: Any) -> None:
-    """Raise NumPy's own error where NumPy refuses these out= arrays for the call (given as
-    (args, kwargs) without out=): a reduction's out of another shape, a float out for argmin. The
-    functionalized write would broadcast or cast into them. Checked by running the call into scratch
-    arrays like them, only where an out differs from its result in shape or dtype."""
+def _numpy_takes_out(eager: Any, given: tuple, out: tuple, result: Any) -> None:
+    """Raise NumPy's own error where NumPy refuses these out= arrays for the call (`given`: its
+    args and kwargs, where= included, without out=): a reduction's out of another shape, a float out
+    for argmin. The functionalized write would broadcast or cast into them. Checked by running the
+    call into scratch arrays like them, only where an out differs from its result in shape or dtype."""
     results = result if isinstance(result, tuple) else (result,)
     if not all(is_traced_array(o) and not o._scalar for o in out) or len(out) != len(results):
         return   # write_out names the problem
@@ -112,9 +112,8 @@ def _numpy_takes_out(eager: Any, given: tuple, out: tuple, where: Any, result: A
         return
     scratch = tuple(np.empty_like(o._concrete) for o in out)
     args, kwargs = given
-    extra = {} if where is True else {"where": unwrap(where)}
     with np.errstate(all="ignore"):   # the eager run above already reported the values' warnings
-        eager(*unwrap(args), **unwrap(kwargs), **extra,
+        eager(*unwrap(args), **unwrap(kwargs),
               out=scratch if isinstance(eager, np.ufunc) or len(scratch) > 1 else scratch[0])
 
 
