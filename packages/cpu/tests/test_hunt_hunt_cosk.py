@@ -209,3 +209,19 @@ def test_argmin_out_dtype_follows_numpy(out_dtype, method):
     for g, w in zip(got[1], want[1]):
         _assert_same(g, w)
     np.testing.assert_array_equal(got[2][1], want[2][1], strict=True)
+
+
+@pytest.mark.parametrize("f, out", [
+    (lambda x, o: np.add(x, 1.0, out=o, where=x > 0), np.zeros((6, 9))),
+    (lambda x, o: np.maximum.reduce(x, axis=0, out=o), np.zeros(9)),
+    (lambda x, o: np.argmax(x, out=o), np.zeros((), np.int16)),
+    (lambda x, o: np.argmin(x, axis=-1, keepdims=True, out=o), np.zeros((6, 1), np.uint8)),
+])
+def test_out_numpy_takes_holds_numpy_values(f, out):
+    """An out= of another dtype than the result that NumPy takes (checked against NumPy, where= among
+    the call's keywords) holds NumPy's values."""
+    x = np.random.default_rng(18).standard_normal((6, 9)).astype(np.float32)
+    (status, want, (_, want_out)), (got_status, got, (_, got_out)) = _outcome(f, x, out), _traced_outcome(f, x, out)
+    assert status == got_status == "ok"
+    _assert_same(got, want)
+    np.testing.assert_array_equal(got_out, want_out, strict=True)
