@@ -75,7 +75,7 @@ def test_row_loop_team_split_boundaries(dtype, two_threads):
         x = values[rng.integers(0, len(values), shape)]
         x[rng.random(shape) < 0.5] = 0.0   # long runs of tied zeros
         for op in OPS:
-            f = lambda a, op=op: (op(a, axis=-1), a.argmin(axis=-1, keepdims=True))  # noqa: E731
+            f = lambda a, op=op: (op(a, axis=-1), a.argmin(axis=-1, keepdims=True))
             traced = nt.trace(f, (x,), check_trace=False)
             for got, want in zip(traced(x), f(x)):
                 _assert_same(got, want)
@@ -221,7 +221,8 @@ def test_out_numpy_takes_holds_numpy_values(f, out):
     """An out= of another dtype than the result that NumPy takes (checked against NumPy, where= among
     the call's keywords) holds NumPy's values."""
     x = np.random.default_rng(18).standard_normal((6, 9)).astype(np.float32)
-    (status, want, (_, want_out)), (got_status, got, (_, got_out)) = _outcome(f, x, out), _traced_outcome(f, x, out)
+    status, want, (_, want_out) = _outcome(f, x, out)
+    got_status, got, (_, got_out) = _traced_outcome(f, x, out)
     assert status == got_status == "ok"
     _assert_same(got, want)
     np.testing.assert_array_equal(got_out, want_out, strict=True)

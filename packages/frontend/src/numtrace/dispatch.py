@@ -10,7 +10,7 @@ the op is recorded out of place and the ``out`` arrays are rebound to the result
 from __future__ import annotations
 
 import operator
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from numtrace_ir import registry
@@ -51,9 +51,9 @@ def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
     out = kwargs.pop("out", None)
     if out is not None and not isinstance(out, tuple):
         out = (out,)
-    given = (args, dict(kwargs))
     if out is not None and all(o is None for o in out):
         out = None
+    given = (args, dict(kwargs)) if out is not None else None   # the call as NumPy gets it
     # A ufunc call's where= is a select against out=; reductions' where= is left to the op's schema.
     where = kwargs.pop("where", True) if isinstance(func, np.ufunc) and method == "__call__" else True
     if where is not True and out is None:
@@ -92,14 +92,14 @@ def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
         return result
     _numpy_takes_out(eager, given, out, result)
     # argmin/argmax write their indices back into an out= NumPy accepted with an unsafe cast.
-    casting = "unsafe" if func in _INDEX_OUT else "same_kind"
-    return write_out(numpy_name(func, method), out, result, casting)
+    index_out = any(func is f for f in _INDEX_OUT)
+    return write_out(numpy_name(func, method), out, result, "unsafe" if index_out else "same_kind")
 
 
 _INDEX_OUT = (np.argmin, np.argmax, np.ndarray.argmin, np.ndarray.argmax)
 
 
-def _numpy_takes_out(eager: Any, given: tuple, out: tuple, result: Any) -> None:
+def _numpy_takes_out(eager: Any, given: Any, out: tuple, result: Any) -> None:
     """Raise NumPy's own error where NumPy refuses these out= arrays for the call (`given`: its
     args and kwargs, where= included, without out=): a reduction's out of another shape, a float out
     for argmin. The functionalized write would broadcast or cast into them. Checked by running the
@@ -191,7 +191,8 @@ def _select(where: Any, result: Any, out: tuple) -> Any:
     return selected if isinstance(result, tuple) else selected[0]
 
 
-def write_out(what: str, out: tuple, result: Any, casting: str = "same_kind") -> Any:
+def write_out(what: str, out: tuple, result: Any,
+              casting: Literal["same_kind", "unsafe"] = "same_kind") -> Any:
     """Functionalized ``out=``: each out array is rebound to its result (cast as NumPy would, under
     `casting`)."""
     results = result if isinstance(result, tuple) else (result,)

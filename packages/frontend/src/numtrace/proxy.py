@@ -19,7 +19,7 @@ import os
 import sys
 import weakref
 from types import FrameType
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from numtrace_ir import registry
@@ -113,7 +113,7 @@ class TracedArray(TracedValue):
         raise TypeError(f"{where} must be a static value, but a traced array was given; numtrace "
                         "records this argument as a constant of the graph")
 
-    def _assign(self, new: Any, what: str, casting: str = "same_kind") -> None:
+    def _assign(self, new: Any, what: str, casting: Literal["same_kind", "unsafe"] = "same_kind") -> None:
         """Make ``new`` the whole content of this array, as ``self[...] = new`` does (cast, broadcast)."""
         tracer = active_tracer(what)
         np.copyto(self._concrete, unwrap(new), casting=casting)  # NumPy's errors, NumPy's casts
