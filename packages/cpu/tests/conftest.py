@@ -29,6 +29,15 @@ def numpy_quiet():
         yield
 
 
+@pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
+def threads(request):
+    """The test at 1 and at 2 threads (the value), thread count restored after it."""
+    old = get_num_threads()
+    set_num_threads(request.param)
+    yield request.param
+    set_num_threads(old)
+
+
 @pytest.fixture
 def team():
     """The team on (spinning), thread count restored after the test."""

@@ -7,7 +7,7 @@ stack instead)."""
 
 import numpy as np
 import pytest
-from numtrace_cpu import compile_graph, get_num_threads, set_num_threads
+from numtrace_cpu import compile_graph
 from numtrace_ir import Graph
 from numtrace_ir.types import TensorType
 
@@ -17,14 +17,6 @@ pytestmark = pytest.mark.usefixtures("numpy_quiet")   # special values on purpos
 CONVS = [(64, 1, 30, 30, 8, (3, 3), (1, 1)), (3, 8, 28, 28, 16, (3, 3), (2, 2)),
          (1, 2, 7, 9, 9, (3, 3), (1, 1)), (5, 3, 11, 6, 10, (2, 3), (2, 1)), (2, 4, 5, 5, 33, (1, 1), (1, 1)),
          (1, 1, 3, 40, 8, (3, 1), (1, 3))]
-
-
-@pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
-def threads(request):
-    old = get_num_threads()
-    set_num_threads(request.param)
-    yield request.param
-    set_num_threads(old)
 
 
 def _op(g, name, *inputs, **attrs):

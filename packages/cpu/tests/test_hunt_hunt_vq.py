@@ -138,31 +138,37 @@ def test_integer_operands_with_nan_bits_compare_as_integers(dtype, mode):
         assert a.dtype == w.dtype
 
 
-def _where_sqrt(x):
-    """np.where(x >= z, np.sqrt(x), z) with z zeros: NumPy computes sqrt of every element."""
+_WHERES = {"sqrt": ("np.sqrt", "np.greater_equal", lambda x, z: np.where(x >= z, np.sqrt(x), z)),
+           "reciprocal": ("np.reciprocal", "np.greater", lambda x, z: np.where(x > z, np.reciprocal(x), z))}
+
+
+def _where(x, branch):
+    """np.where(x >= z, np.sqrt(x), z) (or x > z, np.reciprocal(x)) with z zeros: NumPy computes the
+    branch of every element, the ones np.where does not select included."""
+    op, cmp, _ = _WHERES[branch]
     g = Graph()
     t = testing.type_of(x)
     xv, zv = g.add_input("x", t), g.add_input("z", t)
-    root = g.create_node("np.sqrt", [xv]).outputs[0]
-    mask = g.create_node("np.greater_equal", [xv, zv]).outputs[0]
-    g.set_outputs(g.create_node("np.where", [mask, root, zv]).outputs)
+    computed = g.create_node(op, [xv]).outputs[0]
+    mask = g.create_node(cmp, [xv, zv]).outputs[0]
+    g.set_outputs(g.create_node("np.where", [mask, computed, zv]).outputs)
     return g, t
 
 
-@pytest.mark.parametrize("mode", ["off", pytest.param("sync", marks=pytest.mark.xfail(strict=True, reason=(
-    "generated kernels evaluate np.where's branches lazily (a C select the compiler turns into a "
-    "branch or a masked vector op): the unselected np.sqrt of a negative raises no invalid, so "
-    "np.where(x >= 0, np.sqrt(x), 0) gives no 'invalid value encountered in sqrt' warning (and no "
-    "FloatingPointError under np.errstate(all='raise')) where NumPy's eager sqrt warns; the same for "
-    "a divide by zero or an underflow in the unselected branch")))])
+@pytest.mark.parametrize("mode", ["off", "sync"])
+@pytest.mark.parametrize("branch", sorted(_WHERES))
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
-def test_where_warns_for_its_unselected_branch_as_numpy(dtype, mode):
-    for x in (np.array([-1.0], dtype), np.array([2.0, 0.5, -1.0], dtype)):   # the kernel's scalar loop
+def test_where_warns_for_its_unselected_branch_as_numpy(dtype, branch, mode):
+    """The flags of the element np.where does not select ('invalid' of sqrt(-1), 'divide by zero' of
+    1/0) are reported as NumPy reports them, in the kernel's scalar loop and its vector body."""
+    numpy_where = _WHERES[branch][2]
+    for x in (np.array([-1.0], dtype), np.array([2.0, 0.5, -1.0, 0.0], dtype),
+              np.r_[np.ones(37), -1.0, 0.0, np.ones(90)].astype(dtype)):
         z = np.zeros_like(x)
-        g, t = _where_sqrt(x)
+        g, t = _where(x, branch)
         exe = _compiled(g, [t, t], mode)
         for state in ({}, {"all": "raise"}):
             with np.errstate(**state):
-                want, want_raised, _ = testing.fp_reports(lambda x=x, z=z: np.where(x >= z, np.sqrt(x), z))
+                want, want_raised, _ = testing.fp_reports(lambda x=x, z=z: numpy_where(x, z))
                 got, got_raised, _ = testing.fp_reports(lambda x=x, z=z, exe=exe: exe(x, z))
             assert (got, got_raised) == (want, want_raised), f"{x} np.errstate({state})"

@@ -25,14 +25,6 @@ EPILOGUES = [(), ("bias",), ("bias", "relu"), ("bias", "residual"), ("residual",
              ("bias", "residual", "relu")]
 
 
-@pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
-def threads(request):
-    old = get_num_threads()
-    set_num_threads(request.param)
-    yield request.param
-    set_num_threads(old)
-
-
 def _op(g, name, *inputs, **attrs):
     return g.create_node(name, list(inputs), attrs=attrs).output
 

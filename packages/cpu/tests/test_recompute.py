@@ -6,24 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from numtrace_cpu import compile_graph, compiler
+from numtrace_cpu import compile_graph
 from numtrace_ir import Graph, testing
 from numtrace_ir.types import TensorType
+from test_codegen import _cache, _compiled  # noqa: F401  (the kernel cache fixture, autouse)
 
 ALL = slice(None)
-
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("NUMTRACE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "kernels"))
-
-
-def _compiled(graph, types, mode):
-    old = compiler.set_mode(mode)
-    try:
-        return compile_graph(graph, types)
-    finally:
-        compiler.set_mode(old)
 
 
 def _nbody(n, dtype, costly=False, diff_out=False):

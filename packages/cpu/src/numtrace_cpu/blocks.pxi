@@ -106,6 +106,16 @@ cdef extern from "nt_simd.h" nogil:
     int32_t nt_min_i32(const int32_t* a, Py_ssize_t n, int32_t acc, int* nan)
     int64_t nt_min_i64(const int64_t* a, Py_ssize_t n, int64_t acc, int* nan)
     unsigned char nt_min_u8(const unsigned char* a, Py_ssize_t n, unsigned char acc, int* nan)
+    void nt_rowmax_f32(const float* a, Py_ssize_t n, Py_ssize_t rows, char* out, Py_ssize_t so, float init)
+    void nt_rowmax_f64(const double* a, Py_ssize_t n, Py_ssize_t rows, char* out, Py_ssize_t so, double init)
+    void nt_rowmax_i32(const int32_t* a, Py_ssize_t n, Py_ssize_t rows, char* out, Py_ssize_t so, int32_t init)
+    void nt_rowmax_i64(const int64_t* a, Py_ssize_t n, Py_ssize_t rows, char* out, Py_ssize_t so, int64_t init)
+    void nt_rowmax_u8(const unsigned char* a, Py_ssize_t n, Py_ssize_t rows, char* out, Py_ssize_t so, unsigned char init)
+    void nt_rowmin_f32(const float* a, Py_ssize_t n, Py_ssize_t rows, char* out, Py_ssize_t so, float init)
+    void nt_rowmin_f64(const double* a, Py_ssize_t n, Py_ssize_t rows, char* out, Py_ssize_t so, double init)
+    void nt_rowmin_i32(const int32_t* a, Py_ssize_t n, Py_ssize_t rows, char* out, Py_ssize_t so, int32_t init)
+    void nt_rowmin_i64(const int64_t* a, Py_ssize_t n, Py_ssize_t rows, char* out, Py_ssize_t so, int64_t init)
+    void nt_rowmin_u8(const unsigned char* a, Py_ssize_t n, Py_ssize_t rows, char* out, Py_ssize_t so, unsigned char init)
     void nt_colmax_f32(const float* x, Py_ssize_t ncol, Py_ssize_t rs, Py_ssize_t r, float* m, int* nan)
     void nt_colmax_f64(const double* x, Py_ssize_t ncol, Py_ssize_t rs, Py_ssize_t r, double* m, int* nan)
     void nt_colmax_i32(const int32_t* x, Py_ssize_t ncol, Py_ssize_t rs, Py_ssize_t r, int32_t* m, int* nan)
@@ -571,6 +581,8 @@ cdef void _fold_columns_extreme(const Reduction* rd, Acc* accs, const char* x, P
         for c in range(ncol):
             accs[c].iext = bm[c]
     for c in range(ncol):
+        if r == 1 and accs[c].count == 0 and nan[c] and (rd.dt == DT_F32 or rd.dt == DT_F64):
+            accs[c].fext = _lone_nan(x, c, rd.dt)
         accs[c].nan |= nan[c]
         accs[c].count += r
 
@@ -612,10 +624,33 @@ cdef void _fold_rows(const Ctx* cx, char** regs, char** ptrs, Py_ssize_t n, Py_s
                 else:
                     (<double*>out)[0] = s
             continue
+        if rd.op == R_MAX or rd.op == R_MIN:
+            _extreme_rows(rd, regs[rd.src], n, rows, ptrs[rd.out], so)
+            continue
         for i in range(rows):
             _acc_init(rd, &acc)
             _fold(rd, &acc, regs[rd.src] + i * n * isz, n)
             _acc_store(rd, &acc, ptrs[rd.out] + i * so)
+
+cdef void _extreme_rows(const Reduction* rd, const char* x, Py_ssize_t n, Py_ssize_t rows, char* out,
+                        Py_ssize_t so) noexcept nogil:
+    """_acc_init, _fold and _acc_store of a max/min on each of `rows` rows of n elements, in one C
+    loop (the same block extreme from the same start, the same NaN)."""
+    cdef Acc acc
+    cdef int dt = rd.dt
+    _acc_init(rd, &acc)
+    if rd.op == R_MAX:
+        if dt == DT_F32: nt_rowmax_f32(<const float*>x, n, rows, out, so, <float>acc.fext)
+        elif dt == DT_F64: nt_rowmax_f64(<const double*>x, n, rows, out, so, acc.fext)
+        elif dt == DT_I32: nt_rowmax_i32(<const int32_t*>x, n, rows, out, so, <int32_t>acc.iext)
+        elif dt == DT_I64: nt_rowmax_i64(<const int64_t*>x, n, rows, out, so, acc.iext)
+        else: nt_rowmax_u8(<const u8*>x, n, rows, out, so, <u8>acc.iext)
+    else:
+        if dt == DT_F32: nt_rowmin_f32(<const float*>x, n, rows, out, so, <float>acc.fext)
+        elif dt == DT_F64: nt_rowmin_f64(<const double*>x, n, rows, out, so, acc.fext)
+        elif dt == DT_I32: nt_rowmin_i32(<const int32_t*>x, n, rows, out, so, <int32_t>acc.iext)
+        elif dt == DT_I64: nt_rowmin_i64(<const int64_t*>x, n, rows, out, so, acc.iext)
+        else: nt_rowmin_u8(<const u8*>x, n, rows, out, so, <u8>acc.iext)
 
 cdef void _init_const_regs(const Ctx* cx, char** regs, char* scratch) noexcept nogil:
     cdef int r
@@ -670,7 +705,15 @@ cdef double _fold_sharing(const Reduction* rd, Acc* acc, const char* x, Py_ssize
         elif dt == DT_I32: acc.iext = nt_min_i32(<const int32_t*>x, n, <int32_t>acc.iext, &acc.nan)
         elif dt == DT_I64: acc.iext = nt_min_i64(<const int64_t*>x, n, acc.iext, &acc.nan)
         else: acc.iext = nt_min_u8(<const u8*>x, n, <u8>acc.iext, &acc.nan)
+    if n == 1 and acc.count == 0 and acc.nan and (dt == DT_F32 or dt == DT_F64):
+        acc.fext = _lone_nan(x, 0, dt)
     acc.count += n
+
+cdef inline double _lone_nan(const char* x, Py_ssize_t i, int dt) noexcept nogil:
+    """Element i of a float block, kept as a max/min's running extreme where it is a NaN that is its
+    row's only element: NumPy's max/min of one element is the element, sign and payload included,
+    where a row with more elements and a NaN gives the default NaN (`_acc_store`)."""
+    return (<const float*>x)[i] if dt == DT_F32 else (<const double*>x)[i]
 
 cdef void _acc_init(const Reduction* rd, Acc* acc) noexcept nogil:
     memset(acc, 0, sizeof(Acc))
@@ -686,7 +729,7 @@ cdef void _acc_store(const Reduction* rd, const Acc* acc, char* out) noexcept no
     cdef int dt = rd.dt
     if rd.op == R_MAX or rd.op == R_MIN:
         if dt == DT_F32 or dt == DT_F64:
-            v = NAN if acc.nan else acc.fext
+            v = (acc.fext if acc.count == 1 else NAN) if acc.nan else acc.fext   # see _lone_nan
         else:
             if dt == DT_I32: (<int32_t*>out)[0] = <int32_t>acc.iext
             elif dt == DT_I64: (<int64_t*>out)[0] = acc.iext

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from numtrace_cpu.runtime import BLOCK_ELEMENTS, DTYPES, OPS, REDUCTIONS, REG_KINDS, UNIT_ELEMENTS
 
-__all__ = ["ENTRY", "TILE", "folds_in_registers", "generate", "has_rows_path"]
+__all__ = ["ENTRY", "STACK_BYTES", "TILE", "folds_in_registers", "generate", "has_rows_path"]
 
 ENTRY = "nt_kernel"
 """The default name of the kernel function in the generated source."""
@@ -55,6 +55,10 @@ _FLOATS = (_DT["float32"], _DT["float64"])
 # nt_float_unary_f32_exact, and the plain loops elsewhere): inlined.
 _INLINE_FLOAT = frozenset({"sqrt", "reciprocal", "floor", "ceil", "rint", "trunc"})
 _TEMP, _INPUT, _CONST, _OUTPUT = (REG_KINDS[k] for k in ("temp", "input", "const", "output"))
+STACK_BYTES = 1 << 19
+"""Most bytes of tile buffers a kernel keeps on its stack: a pass that needs more (hundreds of
+values spilled between table ops, or of operands) stays on the interpreter, whose registers are on
+the heap, since a thread's stack is 8 MiB (the team's workers) or less (a caller's thread)."""
 assert UNIT_ELEMENTS == 16384, "nt_gen.h's NT_GEN_CHUNK must equal the interpreter's CHUNK"
 assert BLOCK_ELEMENTS == TILE, "a reduction folds the interpreter's blocks: tiles must be as long"
 # Column mode (see _column_units): reductions it folds in registers, most of them per pass, and the
@@ -63,6 +67,7 @@ _MEAN = REDUCTIONS["mean"][0]
 _COLUMN_REDUCTIONS = frozenset((REDUCTIONS["sum"][0], _MEAN))
 _COLUMN_MAX_REDUCTIONS = 4
 _UNROLLED = (1, 2, 3, 4, 8)
+_PAD_ELEMENTS = 64   # nt_gen.h's NT_GEN_PAD: an operand's tile buffer is TILE + NT_GEN_PAD elements
 
 
 def _through_table(op: int, dt: int) -> bool:
@@ -120,6 +125,7 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
     defs: list[str] = []
     exprs: list[str] = []
     vdt: dict[str, int] = {}
+    keeps = False
     for i, (op, dt, dst, a, b, c) in enumerate(instrs):
         cat = _CATEGORY[op]
         srcs = [a] + ([b] if cat in (CAT_BINARY, CAT_BINARY_BOOL, CAT_WHERE) else []) + \
@@ -132,6 +138,10 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
             expr = _convert(args[0], rdt[a], dt)
         elif cat == CAT_WHERE:
             expr = f"({args[2]} ? {args[0]} : {args[1]})"
+            computed = [v for v in args[:2] if v.startswith("v")] if dt in _FLOATS else []
+            if computed:   # both operands computed for every element (nt_gen.h's nt_gen_keep)
+                expr = f"({''.join(f'seen |= nt_gen_bits_{SUFFIX[dt]}({v}), ' for v in computed)}{expr})"
+                keeps = True
         elif name == "copy":
             expr = args[0]
         else:
@@ -184,6 +194,10 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
 
     in_regs = [r for r in range(len(regs)) if kind[r] == _INPUT]
     out_regs = [r for r in range(len(regs)) if kind[r] == _OUTPUT]
+    stack = (sum(ITEMSIZE[rdt[r]] * (TILE + _PAD_ELEMENTS) for r in in_regs + out_regs)
+             + sum(ITEMSIZE[vdt[v]] * TILE for v in spilled) + 8 * TILE * len(reductions))
+    if stack > STACK_BYTES:
+        return None
     w = _Writer()
     w.line("/* numtrace generated kernel: one fused pass (see numtrace_cpu/codegen.py). */")
     w.line("#include <stddef.h>")
@@ -200,6 +214,8 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
     w.line("               const nt_gen_loop_fn *loops, const nt_gen_reduce *red) {")
     w.indent += 1
     w.line("(void)fc; (void)ic; (void)loops; (void)red;")
+    if keeps:
+        w.line("uint64_t seen = 0;   /* the bits of np.where's computed operands (nt_gen_keep) */")
     for r, (dt, k, arg) in enumerate(regs):
         if k == _CONST:
             src = f"fc[{arg}]" if dt in _FLOATS else f"ic[{arg}]"
@@ -226,6 +242,8 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
     else:
         _elementwise_units(w, nops, tile)
     w.line("if (red->stream) nt_gen_stream_fence();")
+    if keeps:
+        w.line("nt_gen_keep(seen);")
     w.indent -= 1
     w.line("}")
     return w.text()
@@ -538,6 +556,7 @@ def _row_block(w: _Writer, tile: _Tile, reductions: list, m: str, fold: bool) ->
 def _column_block(w: _Writer, tile: _Tile, ncol: str) -> None:
     """One block of r rows by `ncol` columns (a literal where the loop over them is unrolled)."""
     nred = len(tile.folded)
+    add = "nt_gen_add" if ncol == "ncol" else "nt_gen_add_first"
     w.line(f"double part[{nred}][{ncol if ncol != 'ncol' else 'NT_GEN_MAXCOLS'}];")
     w.line(f"for (int j = 0; j < {nred}; j++) for (Py_ssize_t c = 0; c < {ncol}; c++) part[j][c] = 0.0;")
     w.line("for (Py_ssize_t i = start; i < start + r; i++) {")
@@ -546,7 +565,9 @@ def _column_block(w: _Writer, tile: _Tile, ncol: str) -> None:
     w.indent += 1
     _element(w, tile, "i", "c")
     for j, value in enumerate(tile.folded):
-        w.line(f"part[{j}][c] = part[{j}][c] + (double){value};")
+        # a column's first NaN, as nt_simd.h's nt_colsum (NumPy's rows added in order) keeps it: an
+        # unrolled block's few columns through a pinned add (nt_gen.h), a wide one's loop vectorized
+        w.line(f"part[{j}][c] = {add}(part[{j}][c], (double){value});")
     w.indent -= 1
     w.line("}")
     w.indent -= 1

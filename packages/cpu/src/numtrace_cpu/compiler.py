@@ -176,8 +176,11 @@ def _command() -> list[str] | None:
                                  "the interpreter (NUMTRACE_CODEGEN=0 turns generation off)")
             _toolchain = ([], "")
         else:
+            # -fno-builtin-hypot: GCC folds hypot(-x, y) into hypot(x, y), and so returns a NaN x
+            # with its sign flipped where the interpreter's loop (and NumPy) return -x's.
             flags = ["-O3", "-std=gnu11", "-fPIC", "-shared", "-fwrapv", "-ffp-contract=off",
-                     "-fno-math-errno", "-fno-trapping-math", *_arch_flags(), f"-I{_HERE}"]
+                     "-fno-math-errno", "-fno-trapping-math", "-fno-builtin-hypot", *_arch_flags(),
+                     f"-I{_HERE}"]
             _toolchain = (cc + flags, version)
     return _toolchain[0] or None
 

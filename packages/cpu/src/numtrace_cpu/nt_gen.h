@@ -66,6 +66,26 @@ static inline double nt_gen_add(double a, double b) {
 
 #ifdef NT_GEN_KERNEL
 #include <string.h>
+/* a + b as one scalar add with a as its first source, so of two NaN operands a's is kept: the first
+ * NaN of a column a generated column block sums row by row (NumPy's, which adds each row to the sum
+ * so far; nt_simd.h's nt_colsum keeps it with a test). The compiler may swap the operands of `+`,
+ * and nt_gen_add's test lengthens the chain of dependent adds (half the speed on narrow columns). */
+static inline double nt_gen_add_first(double a, double b) {
+#if defined(__AVX__)
+    __asm__("vaddsd %2, %1, %0" : "=x"(a) : "x"(a), "x"(b));
+#else
+    __asm__("addsd %1, %0" : "+x"(a) : "x"(b));
+#endif
+    return a;
+}
+/* np.where(c, a, b) computes a and b for every element, as NumPy does, and so raises their flags:
+ * GCC computes an operand of a C select (c ? a : b) only where it is selected (a branch around a
+ * scalar op, a masked vector op), which loses the 'invalid' of np.where(x >= 0, np.sqrt(x), 0) at a
+ * negative x. So a kernel ORs the bits of each computed operand of a float np.where into one value
+ * (`seen`, a reduction that vectorizes) that it stores to a volatile at its end. */
+static inline uint64_t nt_gen_bits_f64(double a) { uint64_t u; memcpy(&u, &a, sizeof u); return u; }
+static inline uint64_t nt_gen_bits_f32(float a) { uint32_t u; memcpy(&u, &a, sizeof u); return u; }
+static inline void nt_gen_keep(uint64_t seen) { volatile uint64_t kept = seen; (void)kept; }
 /* n elements of `isz` bytes from src (byte stride st) into the tile dst, and back: the operands a
  * tile cannot read or write in place (strided, broadcast along the innermost dim, unaligned).
  * Shared by every kernel of a file, so each kernel compiles only its own loops. */
