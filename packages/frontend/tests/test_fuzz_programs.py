@@ -287,6 +287,14 @@ def _layer_norm(a):
     return (a - mu) / np.sqrt(np.var(a, axis=-1, keepdims=True) + 1e-5) + np.std(a, axis=-1, keepdims=True)
 
 
+def _row_extremes(a):
+    """max/min over the short rows of the argument itself and of an expression with NaN lanes: on the
+    cpu backend's interpreter, each block of rows folded in one loop."""
+    a = np.atleast_2d(a)
+    b = np.where(a > 0.8, np.nan, a - 0.5)
+    return np.stack([a.max(axis=-1), a.min(axis=-1), b.max(axis=-1), b.min(axis=-1)])
+
+
 def _through_reshape(a, view):
     if np.ndim(a) == 0:
         return a
@@ -391,6 +399,7 @@ STEPS = {
     "causal_softmax": (1, _causal_softmax), "causal_softmax_nan_row": (1, lambda a: _causal_softmax(a, k=0)),
     "outer_pass": (1, lambda a: np.ravel(a)[:, None] * 0.5 - np.ravel(a)[None, :]),
     "layer_norm": (1, _layer_norm),
+    "row_extremes": (1, _row_extremes),
     "reshape_write": (1, lambda a: _through_reshape(a, lambda v: v.reshape(-1))),
     "ravel_write": (1, lambda a: _through_reshape(a, np.ravel)),
     "T_reshape_write": (1, lambda a: _through_reshape(a, lambda v: v.T.reshape(-1))),
@@ -411,7 +420,7 @@ STEPS.update({"gemv_team": (1, _gemv_team), "gemv_team_columns": (1, _gemv_team_
 # Steps only the explicit examples below run, so that adding them leaves the random draws as they were.
 EXAMPLE_ONLY = {"merge_heads", "merge_heads_pass", "causal_softmax", "causal_softmax_nan_row", "gemv_team",
                 "gemv_team_columns", "outer_pass", "layer_norm", "split_row_sum", "im2col", "team_pass",
-                "team_softmax", "const_col_sums", "argmin_nan_rows", "gemv_peeled"}
+                "team_softmax", "const_col_sums", "argmin_nan_rows", "gemv_peeled", "row_extremes"}
 NAMES = sorted(set(STEPS) - EXAMPLE_ONLY)
 
 # The fast-path steps drawn about as often as all the others together.
@@ -490,6 +499,7 @@ FAST_PATHS = {
     "copying reshape computed in place": lambda s: s["reshapes_in_place"],
     "var sharing a mean's block sums": lambda s: s["shared_sum_runs"],
     "full sum split over the thread team": lambda s: s["split_row_runs"],
+    "max/min of short rows folded in blocks": lambda s: s["extreme_rows_runs"],
     "generated pass split over the thread team": lambda s: s["generated_team_runs"],
     "interpreted pass split over the thread team": lambda s: s["interpreted_team_runs"],
     "argmin/argmax along contiguous rows": lambda s: s["row_arg_runs"],
@@ -638,6 +648,8 @@ def run_case(steps, backend):
 @example(steps=[("neg_zero", 1, 0), ("argmin_nan_rows", 3, 0)])
 @example(steps=[("argmin_last", 0, 0), ("argmax_last_keep", 1, 0)])
 @example(steps=[("neg_zero", 1, 0), ("const_col_sums", 3, 0)])
+@example(steps=[("row_extremes", 0, 0)])
+@example(steps=[("neg_zero", 1, 0), ("row_extremes", 3, 0)])
 def test_traced_program_matches_numpy_or_raises_clearly(steps, backend):
     # Every GENERATED_EVERY-th program on the cpu backend compiles its fused passes to C before its
     # first call (numtrace_cpu.compiler's sync mode), so they run on the generated kernels; so do the

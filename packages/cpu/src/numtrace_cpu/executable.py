@@ -207,6 +207,7 @@ class Executable(CallRunner):
             "generated_rows_runs": sum(s.kernel.generated_rows_runs for s in fused),
             "shared_sum_runs": sum(s.kernel.shared_sum_runs for s in fused),
             "split_row_runs": sum(s.kernel.split_row_runs for s in fused),
+            "extreme_rows_runs": sum(s.kernel.extreme_rows_runs for s in fused),
             "matmuls": sum(isinstance(s, MatmulStep) for s in self._steps),
             "gemv": sum(isinstance(s, MatmulStep) and s.gemv is not None for s in self._steps),
             "gemv_rows_of_x": sum(isinstance(s, MatmulStep) and s.gemv is not None and s.gemv[0] == 0
