@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import threading
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -448,18 +449,29 @@ def _where(step: Step) -> str:
     return while_executing(step.nodes[-1])
 
 
+# The aligned copies of constants, by the id of the constant (which is alive while listed): one
+# copy for all the executables of a graph (one per input signature), dropped with the constant.
+_ALIGNED: dict[int, np.ndarray] = {}
+
+
 def _cache_aligned(value: Any) -> Any:
     """A C-ordered numeric array of a page or more, copied to a 64-byte boundary (NumPy aligns to 16
     bytes), so that a GEMV reads its rows as whole cache lines (gemv.pxi); any other value as it is.
-    Only a GEMV's weights are copied: the graph keeps its own copy of every constant."""
+    Only a GEMV's weights are copied: the graph keeps its own copy of every constant, and the
+    executables of its signatures share one aligned copy of it (_ALIGNED)."""
     if (not isinstance(value, np.ndarray) or value.nbytes < 4096 or value.dtype.kind not in "biufc"
             or not value.flags.c_contiguous or value.ctypes.data % 64 == 0):
         return value
+    held = _ALIGNED.get(id(value))
+    if held is not None:
+        return held
     raw = np.empty(value.nbytes + 64, np.uint8)
     start = -raw.ctypes.data % 64
     out = raw[start:start + value.nbytes].view(value.dtype).reshape(value.shape)
     out[...] = value
     out.flags.writeable = value.flags.writeable
+    _ALIGNED[id(value)] = out
+    weakref.finalize(value, _ALIGNED.pop, id(value), None)
     return out
 
 
