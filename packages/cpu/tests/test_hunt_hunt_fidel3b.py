@@ -1,0 +1,78 @@
+"""A traced call warns as NumPy does where the generated kernels (and the interpreter) would compute an
+operand only where it is selected: np.where of a bool or int result computed from floats, heaviside's
+value at 0, and a float cast to an int it does not fit (NumPy's cast raises 'invalid')."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from test_codegen import _cache  # noqa: F401  (the kernel cache fixture, autouse)
+
+MODES = ["off", "sync"]
+
+
+def _warned(fn, *args):
+    """fn(*args) and the sorted messages of the RuntimeWarnings it gave."""
+    with warnings.catch_warnings(record=True) as caught, np.errstate(all="warn"):
+        warnings.simplefilter("always")
+        out = fn(*args)
+    return out, sorted({str(w.message) for w in caught})
+
+
+def _check(fn, example, *args):
+    """The traced fn (cpu backend, generated kernels per the mode) warns and returns as NumPy does."""
+    nt = pytest.importorskip("numtrace")   # the frontend traces the program (tests_cpu runs without it)
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        traced = nt.trace(fn, example, backend="cpu", check_trace=False)
+    for _ in range(2):
+        want, want_msgs = _warned(fn, *args)
+        got, got_msgs = _warned(traced, *args)
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+        assert got_msgs == want_msgs
+        with np.errstate(all="raise"), pytest.raises(FloatingPointError):
+            traced(*args)
+
+
+@pytest.fixture(params=MODES)
+def mode(request):
+    from numtrace_cpu import compiler
+    old = compiler.set_mode(request.param)
+    yield request.param
+    compiler.set_mode(old)
+
+
+def _x(n):
+    return np.random.default_rng(5).standard_normal(n) * 3
+
+
+@pytest.mark.parametrize("n", [7, 1000])
+def test_where_of_a_bool_computed_from_floats_warns(mode, n):
+    """np.where(x > 0, np.sqrt(x) > 1, False): NumPy takes sqrt of every x, and warns 'invalid'."""
+    x = _x(n)
+    _check(lambda x: np.where(x > 0, np.sqrt(x) > 1, False), (np.abs(x),), x)
+
+
+@pytest.mark.parametrize("n", [7, 1000])
+def test_where_of_an_int_computed_from_floats_warns(mode, n):
+    x = _x(n)
+    _check(lambda x: np.where(x > 0, (np.sqrt(x) > 1).astype(np.int64), 7), (np.abs(x),), x)
+
+
+@pytest.mark.parametrize("n", [7, 1000])
+def test_heaviside_of_a_computed_value_warns(mode, n):
+    """np.heaviside(x, np.sqrt(y)) uses its second operand only where x == 0; NumPy computes it all."""
+    x = _x(n)
+    _check(lambda x, y: np.heaviside(x, np.sqrt(y)), (np.abs(x), np.abs(x)), x, x)
+
+
+@pytest.mark.parametrize("n", [7, 1000])
+@pytest.mark.parametrize("src", [np.float64, np.float32], ids=["f64", "f32"])
+@pytest.mark.parametrize("dst", [np.int64, np.int32], ids=["i64", "i32"])
+def test_a_float_cast_to_an_int_it_does_not_fit_warns(mode, n, src, dst):
+    """(x * 2).astype(int64) of 1e19: NumPy gives the integer minimum and warns 'invalid value
+    encountered in cast'."""
+    x = (_x(n) * 1e19).astype(src)
+    _check(lambda x: (x * 2).astype(dst), (np.ones(n, src),), x)
