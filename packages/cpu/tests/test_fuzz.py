@@ -113,11 +113,31 @@ def _constant_column_sums():
     return g
 
 
+def _short_row_extremes():
+    """max/min over the last axis of short rows (float64, float32 with NaN lanes from a comparison,
+    int32, bool): the interpreter folds each block of rows in one loop (stats' extreme_rows_runs)."""
+    g = Graph()
+    x = g.add_input("x0", TensorType(np.dtype(np.float64), (64, 7)))
+    y = g.add_input("x1", TensorType(np.dtype(np.float32), (33, 3)))
+    z = g.add_input("x2", TensorType(np.dtype(np.int32), (64, 5)))
+
+    def node(op, *args, **attrs):
+        return g.create_node(op, list(args), attrs=attrs).output
+
+    nan = g.create_node("prim.Constant", [], attrs={"value": float("nan")}).output
+    y_nan = node("np.where", node("np.greater", y, node("np.negative", y)), nan, y)
+    g.set_outputs([node("np.max", x, axis=-1, keepdims=False), node("np.min", y_nan, axis=1, keepdims=True),
+                   node("np.max", z, axis=-1, keepdims=False),
+                   node("np.min", node("np.less", x, node("np.negative", x)), axis=-1, keepdims=False)])
+    return g
+
+
 # Every GENERATED_EVERY-th program, and the examples, compile their passes to C before the first call
 # (numtrace_cpu.compiler's sync mode): the generated kernels are fuzzed too.
 GENERATED_EVERY = 15
 _PROGRAMS = itertools.count(1)
 _COLUMN_SUMS = _constant_column_sums()
+_ROW_EXTREMES = _short_row_extremes()
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -132,6 +152,8 @@ def _cache(tmp_path_factory):
 @given(programs(), st.booleans(), st.booleans())
 @example(_COLUMN_SUMS, False, False)
 @example(_COLUMN_SUMS, True, False)
+@example(_ROW_EXTREMES, False, False)
+@example(_ROW_EXTREMES, True, False)
 def test_cpu_equals_reference(g, strided, in_place):
     """`in_place`: the first output is written over an input of its type where there is one (as a
     traced ``x += ...`` is), so a pass may read and write the same memory."""
@@ -169,3 +191,5 @@ def test_cpu_equals_reference(g, strided, in_place):
                         if isinstance(v.type, TensorType)) else None
     testing.assert_outputs_close(got, expected, what=str(g), computed_in=lowest)
     testing.assert_outputs_close(got_again, expected, what="second call", computed_in=lowest)
+    if g is _ROW_EXTREMES:
+        assert exe.stats()["extreme_rows_runs"] > 0, "the short rows' max/min were not folded in blocks"

@@ -14,6 +14,7 @@ import threading
 import numpy as np
 import pytest
 from numtrace_cpu import compile_graph, set_num_threads
+from numtrace_cpu.executable import _cache_aligned
 from numtrace_cpu.isa import blocks
 from numtrace_ir import Graph
 from numtrace_ir.types import TensorType
@@ -146,3 +147,91 @@ def test_folds_under_load_neither_deadlock_nor_change_bits(team):
             proc.stdout.close()
     assert bad == []
     assert blocks.team_counts()["jobs"] > jobs   # some calls ran on the team, not all backed off
+
+
+def _rows_at(w, offset):
+    """w's values in a matrix whose rows start `offset` bytes past a 64-byte boundary and lie a
+    multiple of 64 bytes apart (a column slice of a wider C-ordered array)."""
+    k, n = w.shape
+    per_line = 64 // w.itemsize
+    ldw = (n + per_line) // per_line * per_line + per_line
+    raw = np.zeros(k * ldw + 2 * per_line, w.dtype)
+    start = next(s for s in range(per_line) if (raw.ctypes.data + s * w.itemsize) % 64 == offset)
+    out = raw[start:start + k * ldw].reshape(k, ldw)[:, :n]
+    out[...] = w
+    assert out.ctypes.data % 64 == offset and out.strides == (ldw * w.itemsize, w.itemsize)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m", [0, 3])
+@pytest.mark.parametrize("k,n", [(784, 512), (448, 130), (200, 20), (128, 7)])
+def test_unaligned_weight_rows_peel_their_first_columns_with_the_same_bits(team, dtype, m, k, n):
+    """Weights whose rows start past a 64-byte boundary (the MLP's 784x512 argument is 16 bytes off)
+    have the columns before the boundary computed apart and the column pieces moved by as many: the
+    bits of aligned weights at 1 to 3 threads, a NaN and signed zeros among the peeled columns. A
+    matrix with no more columns than the peel, or a build without AVX-512, reads as it is."""
+    exe = _layer(m, k, n, dtype)
+    x, w, b = _args(m, k, n, dtype, k + n)
+    w[5, 1] = np.nan
+    aligned = _rows_at(w, 0)
+    set_num_threads(1)
+    want = exe(x, aligned, b)[0]
+    assert exe.stats()["gemv_peeled"] == 0
+    itemsize = np.dtype(dtype).itemsize
+    for offset in (itemsize, 16, 64 - itemsize):
+        unaligned = _rows_at(w, offset)
+        peels = blocks.GEMV_PEELS and (64 - offset) // itemsize < n
+        for nthreads in (1, 2, 3):
+            set_num_threads(nthreads)
+            for _ in range(2):   # both orders of computing the chunks
+                np.testing.assert_array_equal(exe(x, unaligned, b)[0], want)
+            assert exe.stats()["gemv_peeled"] == (1 if peels else 0)
+    np.testing.assert_array_equal(exe(x, np.ascontiguousarray(w), b)[0], want)
+    expected = np.maximum(x @ w + b, 0)
+    bound = (2e-6 if dtype == np.float32 else 1e-14) * (np.abs(x) @ np.abs(w) + np.abs(b))
+    assert np.array_equal(np.isnan(want), np.isnan(expected))
+    assert np.all(np.isnan(want) | (np.abs(want - expected) <= bound))
+
+
+def test_gemv_weight_constants_are_cache_line_aligned():
+    """A GEMV's weight constant NumPy placed 16 bytes past a cache line is copied once to a 64-byte
+    boundary, so the GEMV reads whole lines and peels nothing; its values are the constant's. Other
+    constants are not copied."""
+    g = Graph()
+    x = g.add_input("x", TensorType(np.dtype(np.float32), (1, 200)))
+    raw = np.zeros(200 * 48 + 16, np.float32)
+    start = next(s for s in range(16) if (raw.ctypes.data + 4 * s) % 64 == 16)
+    w = raw[start:start + 200 * 48].reshape(200, 48)
+    w[...] = np.random.default_rng(0).standard_normal((200, 48))
+    w.flags.writeable = False
+    c = g.create_node("prim.Constant", [], attrs={"value": w}).output
+    g.set_outputs([g.create_node("np.matmul", [x, c]).output])
+    exe = compile_graph(g, [x.type])
+    xv = np.linspace(-1.0, 1.0, 200, dtype=np.float32)[None]
+    np.testing.assert_allclose(exe(xv)[0], xv @ w, rtol=1e-5, atol=1e-5)
+    held = [v for v in exe._template if isinstance(v, np.ndarray) and v.shape == (200, 48)]
+    assert len(held) == 1 and held[0].ctypes.data % 64 == 0 and not held[0].flags.writeable
+    np.testing.assert_array_equal(held[0], w)
+    assert exe.stats()["gemv_peeled"] == 0
+    assert exe.stats()["gemv"] == 1
+    # a constant no GEMV reads as its weights stays the graph's array
+    g2 = Graph()
+    y = g2.add_input("y", TensorType(np.dtype(np.float32), (200, 48)))
+    c2 = g2.create_node("prim.Constant", [], attrs={"value": w}).output
+    g2.set_outputs([g2.create_node("np.add", [y, c2]).output])
+    exe2 = compile_graph(g2, [y.type])
+    assert _template_holds_graph_constant(exe2)
+    # the copy itself (the graph's constant may be a copy of w at any alignment)
+    copied = _cache_aligned(w)
+    assert copied is not w and copied.ctypes.data % 64 == 0 and not copied.flags.writeable
+    np.testing.assert_array_equal(copied, w)
+    strided = w[:, :8]
+    assert _cache_aligned(copied) is copied and _cache_aligned(strided) is strided
+
+
+def _template_holds_graph_constant(exe):
+    """Whether the executable holds its graph's (200, 48) constant array itself, not a copy."""
+    graph_arrays = [n.attrs["value"] for n in exe.graph.nodes if n.op == "prim.Constant"
+                    and isinstance(n.attrs["value"], np.ndarray) and n.attrs["value"].shape == (200, 48)]
+    return any(v is c for v in exe._template for c in graph_arrays)

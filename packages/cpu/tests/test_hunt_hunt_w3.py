@@ -3,11 +3,16 @@ transposes: the cases the change's own tests leave out. Sharing: a sum (not a me
 several var/std with different ddof (ddof > n included) reading one sum, a var folded before the mean
 (which shares nothing), rows of 1 and 2 elements and long rows (threaded), NaN, inf and -0.0 in one
 block only. Transposed B: every N and K about the 16-row blocks and 32-column panels, and the
-strided and reversed views of it, bit for bit the contiguous B's."""
+strided and reversed views of it, bit for bit the contiguous B's. Interpreted passes on the thread
+team (from TEAM_MIN_WORK): odd shapes about it in every layout and thread count (more than the
+team's scratch blocks included), a worker's overflow under errstate raise and warn, Python threads
+calling at once while the thread count changes, in-place updates of the arguments."""
+
+import threading
 
 import numpy as np
 import pytest
-from numtrace_cpu import compile_graph
+from numtrace_cpu import compile_graph, set_num_threads
 from numtrace_ir.types import TensorType
 from test_fast_paths import _compile, _op
 from test_packed import _graph
@@ -145,3 +150,182 @@ def test_transposed_b_deep_and_constant(kn, threads):
         (const_c,) = compile_graph(_graph(x.shape, contiguous, np.float32, constant=True), t)(x)
     assert const_t.tobytes() == const_c.tobytes()
     np.testing.assert_allclose(const_t, x @ bt.T, rtol=1e-4, atol=1e-4 * k)
+
+
+# Interpreted passes on the spinning thread team (blocks.pxi's _run_pass, from TEAM_MIN_WORK = 1 << 17
+# work): what the change's own test (one softmax shape, C order, one program per process thread) leaves
+# out. Each thread takes a free block of scratch registers; the floating-point flags of every unit go
+# to the call that posted the job.
+
+_TEAM_SHAPES = [(1023, 129), (129, 1023), (8191, 17), (1, 140001), (255, 511)]   # work about 1 << 17
+
+
+def _team_programs():
+    def layer_norm(x):
+        m = np.mean(x, axis=-1, keepdims=True)
+        return (x - m) / np.sqrt(np.var(x, axis=-1, keepdims=True) + 1e-5) * 1.5 + 0.25
+
+    def columns(x):
+        return np.sum(x * x, axis=0), np.max(x, axis=0), np.mean(x, axis=0)
+
+    def where_casts(x):
+        y = np.where(x > 0, x * 2.0, -x)
+        return y.astype(np.int32) + 1, np.abs(y).astype(np.float64) * 0.5, np.any(y > 5, axis=-1)
+
+    def scans(x):
+        return np.cumsum(x * 2, axis=-1), np.argmax(x + 1, axis=-1)
+
+    return [layer_norm, columns, where_casts, scans]
+
+
+def _team_input(shape, dtype, seed=1):
+    x = (np.random.default_rng(seed).standard_normal(shape) * 3).astype(dtype)
+    flat = x.reshape(-1)
+    flat[-1], flat[-7], flat[flat.size // 2], flat[-3] = np.nan, -0.0, np.inf, -np.inf
+    return x
+
+
+def _layouts_of(x):
+    return {"C": x, "F": np.asfortranarray(x), "strided": np.repeat(x, 2, axis=-1)[..., ::2]}
+
+
+def _bits(result):
+    return [a.dtype.str + a.tobytes().hex() for a in (result if isinstance(result, tuple) else (result,))]
+
+
+def _team_runs_of(traced):
+    return sum(v["interpreted_team_runs"] for v in traced.stats()["signatures"].values())
+
+
+@pytest.mark.parametrize("prog", _team_programs(), ids=lambda f: f.__name__)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_interpreted_team_passes_keep_one_threads_bits(team, prog, dtype):
+    """Rows, columns, casts, selects and scans at about TEAM_MIN_WORK, odd shapes, NaN/inf/-0.0, in C,
+    Fortran and strided layouts: 2, 3 and 100 threads (more than the team's 64 scratch blocks) give
+    one thread's bits for each layout, and NumPy's values."""
+    nt = pytest.importorskip("numtrace")
+    for shape in _TEAM_SHAPES:
+        x = _team_input(shape, dtype)
+        traced = nt.trace(prog, (x,), backend="cpu", check_trace=False)
+        for layout, xx in _layouts_of(x).items():
+            got = {}
+            for threads in (1, 2, 3, 100):
+                set_num_threads(threads)
+                got[threads] = _bits(traced(xx))
+            assert got[2] == got[1] and got[3] == got[1] and got[100] == got[1], (shape, layout)
+        set_num_threads(1)
+        for g, w in zip(_as_tuple(traced(x)), _as_tuple(prog(x))):
+            assert g.dtype == w.dtype and g.shape == w.shape
+            np.testing.assert_allclose(g, w, rtol=2e-5 if dtype == np.float32 else 1e-11, atol=1e-5)
+    assert _team_runs_of(traced) > 0
+
+
+def _as_tuple(r):
+    return r if isinstance(r, tuple) else (r,)
+
+
+def _overflowing_row_sum(x):
+    return np.sum(x * x, axis=-1) + 1.0
+
+
+@pytest.mark.parametrize("shape", [(1023, 129), (8191, 17), (129, 1025)], ids=str)
+def test_a_workers_flag_reaches_the_caller_of_an_interpreted_team_pass(team, shape):
+    """An overflow in one element (first, middle or last unit: the caller's or a worker's chunk)
+    raises under np.errstate(over="raise") and warns once otherwise, on every thread count."""
+    nt = pytest.importorskip("numtrace")
+    x0 = np.random.default_rng(0).random(shape).astype(np.float32) + 0.5
+    traced = nt.trace(_overflowing_row_sum, (x0,), backend="cpu", check_trace=False)
+    for pos in (0, x0.size // 2 + 3, x0.size - 1):
+        x = x0.copy()
+        x.reshape(-1)[pos] = np.float32(3e30)
+        for threads in (1, 2, 3):
+            set_num_threads(threads)
+            with np.errstate(over="raise"), pytest.raises(FloatingPointError, match="overflow"):
+                traced(x)
+            with np.errstate(over="warn"), pytest.warns(RuntimeWarning, match="overflow") as caught:
+                traced(x)
+            assert len(caught) == 1, (pos, threads)
+            with np.errstate(all="raise"):
+                traced(x0)   # no flag left over from the call before
+    assert _team_runs_of(traced) > 0
+
+
+def test_concurrent_calls_keep_their_own_flags_and_bits(team):
+    """Four Python threads call four traced functions whose passes share the team (or run alone while
+    another call holds it), one thread count changed meanwhile: each call gets its own bits, and an
+    overflow raised in one call under np.errstate (per thread) never reaches another."""
+    nt = pytest.importorskip("numtrace")
+    progs = _team_programs()[:2] + [_overflowing_row_sum]
+    rng = np.random.default_rng(5)
+    cases = []
+    set_num_threads(1)
+    for prog in progs:
+        x = rng.standard_normal((1024, 129)).astype(np.float32)
+        traced = nt.trace(prog, (x,), backend="cpu", check_trace=False)
+        cases.append((traced, x, _bits(traced(x))))
+    hot = cases[-1][1].copy()
+    hot[-1, -1] = np.float32(3e30)
+    errors, stop = [], threading.Event()
+
+    def caller(seed):
+        r = np.random.default_rng(seed)
+        for _ in range(40):
+            k = int(r.integers(len(cases)))
+            traced, x, want = cases[k]
+            try:
+                with np.errstate(over="raise"):
+                    if k == len(cases) - 1 and r.random() < 0.5:
+                        traced(hot)
+                        errors.append("overflow lost")
+                        continue
+                    got = traced(x)
+            except FloatingPointError:
+                if k != len(cases) - 1:
+                    errors.append(f"spurious overflow in {k}")
+                continue
+            if _bits(got) != want:
+                errors.append(f"bits of {k}")
+
+    def toggle():
+        r = np.random.default_rng(9)
+        while not stop.is_set():
+            set_num_threads(int(r.integers(1, 4)))
+
+    toggler = threading.Thread(target=toggle)
+    callers = [threading.Thread(target=caller, args=(s,)) for s in range(4)]
+    toggler.start()
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join()
+    stop.set()
+    toggler.join()
+    assert not errors, errors[:5]
+
+
+def _updates(a, b):
+    a -= np.max(a, axis=-1, keepdims=True)
+    b /= np.sum(np.abs(b), axis=0)
+    np.multiply(a, b, out=b)
+    return a, b
+
+
+def test_in_place_updates_of_arguments_on_the_team(team):
+    """Row and column reductions written back into the caller's arrays (-=, /=, out=) about
+    TEAM_MIN_WORK, in C and Fortran order, on 1 to 3 threads: NumPy's arrays, the outputs the
+    arguments themselves."""
+    nt = pytest.importorskip("numtrace")
+    rng = np.random.default_rng(7)
+    ex = [rng.standard_normal((1023, 129)) for _ in range(2)]
+    traced = nt.trace(_updates, tuple(a.copy() for a in ex), backend="cpu", check_trace=False)
+    for threads in (1, 2, 3):
+        set_num_threads(threads)
+        for order in "CF":
+            args = [np.array(rng.standard_normal((1023, 129)), order=order) for _ in range(2)]
+            want = [a.copy(order="K") for a in args]
+            _updates(*want)
+            got = traced(*args)
+            assert got[0] is args[0] and got[1] is args[1]
+            for a, w in zip(args, want):
+                np.testing.assert_allclose(a, w, rtol=1e-12, atol=1e-12)
+    assert _team_runs_of(traced) > 0

@@ -118,6 +118,18 @@ def _gemv_team_columns(a):
     return np.maximum(np.sum(a) * np.linspace(-1.0, 1.0, 448) @ _TEAM_W7 + _TEAM_B, 0.0)
 
 
+# 136 float64 columns: rows 17 cache lines apart.
+_TEAM_WP = np.concatenate([_TEAM_W, _TEAM_W[:, :6] * -2.0], axis=1)
+
+
+def _gemv_peeled(a):
+    """A GEMV whose weights are a column slice of a computed (256, 136) matrix: its rows start 8 bytes
+    past the buffer's (at least 16-byte-aligned) start, never on a 64-byte boundary, so the cpu
+    backend computes their first columns apart to align its loads of the others."""
+    w = np.sum(a) * _TEAM_WP
+    return np.maximum(np.linspace(-1.0, 1.0, 256) @ w[:, 1:] + _TEAM_WP[7, 1:], 0.0)
+
+
 # A full float sum/mean long enough for the cpu backend to share its one row over two threads in
 # rows of a block (300,001 elements: a part block at the end), a NaN and -0.0 terms among them.
 _SPLIT_ROW = np.where(np.arange(300_001) % 1001, np.linspace(-1.0, 1.0, 300_001), -0.0)
@@ -275,6 +287,14 @@ def _layer_norm(a):
     return (a - mu) / np.sqrt(np.var(a, axis=-1, keepdims=True) + 1e-5) + np.std(a, axis=-1, keepdims=True)
 
 
+def _row_extremes(a):
+    """max/min over the short rows of the argument itself and of an expression with NaN lanes: on the
+    cpu backend's interpreter, each block of rows folded in one loop."""
+    a = np.atleast_2d(a)
+    b = np.where(a > 0.8, np.nan, a - 0.5)
+    return np.stack([a.max(axis=-1), a.min(axis=-1), b.max(axis=-1), b.min(axis=-1)])
+
+
 def _through_reshape(a, view):
     if np.ndim(a) == 0:
         return a
@@ -379,6 +399,7 @@ STEPS = {
     "causal_softmax": (1, _causal_softmax), "causal_softmax_nan_row": (1, lambda a: _causal_softmax(a, k=0)),
     "outer_pass": (1, lambda a: np.ravel(a)[:, None] * 0.5 - np.ravel(a)[None, :]),
     "layer_norm": (1, _layer_norm),
+    "row_extremes": (1, _row_extremes),
     "reshape_write": (1, lambda a: _through_reshape(a, lambda v: v.reshape(-1))),
     "ravel_write": (1, lambda a: _through_reshape(a, np.ravel)),
     "T_reshape_write": (1, lambda a: _through_reshape(a, lambda v: v.T.reshape(-1))),
@@ -392,13 +413,14 @@ FAST_STEPS = [name for name in STEPS if name in (
     "pow_2_neg_zero", "reshape_write", "ravel_write", "T_reshape_write", "set_row", "set_slice", "iadd",
     "set_int_idx", "assign_expr", "sum_mid", "mean_pairs_last", "pair_sums")]
 STEPS.update({"gemv_team": (1, _gemv_team), "gemv_team_columns": (1, _gemv_team_columns),
+              "gemv_peeled": (1, _gemv_peeled),
               "split_row_sum": (1, _split_row_sum), "team_pass": (1, _team_pass),
               "team_softmax": (1, _team_softmax), "const_col_sums": (1, _const_col_sums),
               "argmin_nan_rows": (1, _argmin_nan_rows)})
 # Steps only the explicit examples below run, so that adding them leaves the random draws as they were.
 EXAMPLE_ONLY = {"merge_heads", "merge_heads_pass", "causal_softmax", "causal_softmax_nan_row", "gemv_team",
                 "gemv_team_columns", "outer_pass", "layer_norm", "split_row_sum", "im2col", "team_pass",
-                "team_softmax", "const_col_sums", "argmin_nan_rows"}
+                "team_softmax", "const_col_sums", "argmin_nan_rows", "gemv_peeled", "row_extremes"}
 NAMES = sorted(set(STEPS) - EXAMPLE_ONLY)
 
 # The fast-path steps drawn about as often as all the others together.
@@ -443,6 +465,7 @@ def _inputs(n, seed, kind="plain"):
 
 
 
+GEMV_PEELED = "GEMV with unaligned weight rows, first columns apart"
 # Per path of the cpu backend, a counter of stats() that says it ran, and the programs it ran in (their
 # values compared with NumPy's); test_fuzz_reached_every_fast_path checks the counts.
 FAST_PATHS = {
@@ -454,6 +477,7 @@ FAST_PATHS = {
     "GEMV split over the thread team": lambda s: s["gemv_team"],
     "GEMV team pieces cut by columns": lambda s: s["gemv_team_columns"],
     "GEMV team folding its own partials": lambda s: s["gemv_team_folds"],
+    GEMV_PEELED: lambda s: s["gemv_peeled"],
     "packed-weight product": lambda s: s["packed_matmuls"],
     "packed-weight product with a fused epilogue": lambda s: s["packed_epilogue_ops"],
     "packed product of run-time values": lambda s: s["packed_runtime"],
@@ -475,6 +499,7 @@ FAST_PATHS = {
     "copying reshape computed in place": lambda s: s["reshapes_in_place"],
     "var sharing a mean's block sums": lambda s: s["shared_sum_runs"],
     "full sum split over the thread team": lambda s: s["split_row_runs"],
+    "max/min of short rows folded in blocks": lambda s: s["extreme_rows_runs"],
     "generated pass split over the thread team": lambda s: s["generated_team_runs"],
     "interpreted pass split over the thread team": lambda s: s["interpreted_team_runs"],
     "argmin/argmax along contiguous rows": lambda s: s["row_arg_runs"],
@@ -594,6 +619,8 @@ def run_case(steps, backend):
 @example(steps=[("packed", 0, 0)])
 @example(steps=[("gemv_team", 0, 0)])
 @example(steps=[("gemv_team_columns", 0, 0)])
+@example(steps=[("gemv_peeled", 0, 0)])
+@example(steps=[("neg_zero", 1, 0), ("gemv_peeled", 3, 0)])
 @example(steps=[("neg_zero", 1, 0), ("gemv_team_columns", 3, 0)])
 @example(steps=[("neg_zero", 1, 0), ("gemv_team", 3, 0)])
 @example(steps=[("packed_residual", 1, 0), ("packed", 0, 0)])
@@ -621,6 +648,8 @@ def run_case(steps, backend):
 @example(steps=[("neg_zero", 1, 0), ("argmin_nan_rows", 3, 0)])
 @example(steps=[("argmin_last", 0, 0), ("argmax_last_keep", 1, 0)])
 @example(steps=[("neg_zero", 1, 0), ("const_col_sums", 3, 0)])
+@example(steps=[("row_extremes", 0, 0)])
+@example(steps=[("neg_zero", 1, 0), ("row_extremes", 3, 0)])
 def test_traced_program_matches_numpy_or_raises_clearly(steps, backend):
     # Every GENERATED_EVERY-th program on the cpu backend compiles its fused passes to C before its
     # first call (numtrace_cpu.compiler's sync mode), so they run on the generated kernels; so do the
@@ -653,8 +682,8 @@ _CPU_PROGRAMS = itertools.count(1)
 # two vectors (2 to 6 or 8 threads), each thread folds its own row chunks' partials only on more than
 # one thread, and a full sum's row is shared only by a team of two or more. Their programs run at this
 # count, whatever the machine's cores.
-TEAM_STEPS_THREADS = {"gemv_team": 2, "gemv_team_columns": 2, "split_row_sum": 2, "team_pass": 2,
-                      "team_softmax": 2}
+TEAM_STEPS_THREADS = {"gemv_team": 2, "gemv_team_columns": 2, "gemv_peeled": 2, "split_row_sum": 2,
+                      "team_pass": 2, "team_softmax": 2}
 
 
 @contextlib.contextmanager
@@ -764,6 +793,10 @@ def test_fuzz_reached_every_fast_path(capsys):
     if not any(PATH_PROGRAMS.values()):
         pytest.skip("the fuzz test did not run in this session")
     paths = [p for p in PATH_PROGRAMS if p not in CPU_ONLY or "cpu" in nt.available_backends()]
+    if "cpu" in nt.available_backends():
+        from numtrace_cpu.isa import blocks
+        if not blocks.GEMV_PEELS:   # a build without AVX-512 reads unaligned weights as they are
+            paths.remove(GEMV_PEELED)
     with capsys.disabled():
         print(f"\nprograms per path ({EXAMPLES} programs per backend):")
         for path in paths:

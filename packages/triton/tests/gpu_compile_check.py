@@ -32,7 +32,8 @@ def enabled() -> tuple[bool, str]:
 
 
 _PTX_ATOMIC = re.compile(r"\b(red|atom)((?:\.\w+)+)")
-_SASS_ATOMIC = re.compile(r"\b(REDG?|ATOMG?)\.")
+_SASS_ATOMIC = re.compile(r"\b((?:REDG?|ATOMG?)(?:\.\w+)+)")
+_SASS_FLUSHING = re.compile(r"\b[A-Z][A-Z0-9]*(?:\.\w+)*\.FTZ\b(?:\.\w+)*")
 
 
 def ptx_atomics(ptx: str) -> list[tuple[str, frozenset[str]]]:
@@ -41,12 +42,21 @@ def ptx_atomics(ptx: str) -> list[tuple[str, frozenset[str]]]:
     return [(m[1], frozenset(m[2].lstrip(".").split("."))) for m in _PTX_ATOMIC.finditer(ptx)]
 
 
-def assert_relaxed_reductions(result: dict, *ops: str) -> None:
+def sass_atomics(sass: str) -> set[str]:
+    """The distinct atomic instructions of machine code ``sass`` with their qualifiers
+    (``REDG.E.ADD.F32.FTZ.RN.STRONG.GPU``, ``ATOMG.E.CAS.STRONG.GPU``)."""
+    return {m[1] for m in _SASS_ATOMIC.finditer(sass)}
+
+
+def sass_flushing(sass: str) -> set[str]:
+    """The distinct instructions of ``sass`` that flush subnormal operands and results to zero (``.FTZ``)."""
+    return set(_SASS_FLUSHING.findall(sass))
+
+
+def assert_relaxed_atomics(result: dict, *ops: str) -> set[str]:
     """`compile_for_gpu(..., sass=True)`'s ``result`` updates global memory only by relaxed, GPU-scoped
-    atomics, among them one of each of ``ops`` (``"max.s32"``), and each runs as a fire-and-forget
-    reduction: SASS ``RED``, never an ``ATOM`` that waits for the old value. Triton 3.6 writes the PTX of
-    an atomic whose value is unused as ``atom`` (Triton 3.9 as ``red``), and ``ptxas`` makes it a ``RED``,
-    so the machine code is what is checked."""
+    atomics, among them one of each of ``ops`` (``"max.s32"``); returns its `sass_atomics`, what runs:
+    ``ptxas`` rewrites some PTX atomics (an ``atom`` whose value is unused becomes a ``RED``)."""
     found = ptx_atomics(result["ptx"])
     assert found, result["ptx"][-2000:]
     for opcode, quals in found:
@@ -54,8 +64,18 @@ def assert_relaxed_reductions(result: dict, *ops: str) -> None:
         assert not quals & {"acquire", "release", "acq_rel", "sys", "cta"}, (opcode, sorted(quals))
     for op in ops:
         assert any(set(op.split(".")) <= quals for _, quals in found), (op, found)
-    sass = {m[1] for m in _SASS_ATOMIC.finditer(result["sass"])}
-    assert sass and sass <= {"RED", "REDG"}, sass
+    sass = sass_atomics(result["sass"])
+    assert sass, result["sass"][-2000:]
+    return sass
+
+
+def assert_relaxed_reductions(result: dict, *ops: str) -> None:
+    """`assert_relaxed_atomics`, and each atomic runs as a fire-and-forget reduction: SASS ``RED``, never
+    an ``ATOM`` that waits for the old value. Triton 3.6 writes the PTX of an atomic whose value is
+    unused as ``atom`` (Triton 3.9 as ``red``), and ``ptxas`` makes it a ``RED``, so the machine code is
+    what is checked."""
+    sass = assert_relaxed_atomics(result, *ops)
+    assert {s.split(".")[0] for s in sass} <= {"RED", "REDG"}, sass
 
 
 class GpuCompileCheck:

@@ -2,10 +2,12 @@
 index form NumPy takes (negative, unsigned, any rank, any axis, strided sources), and an index out of
 range raises NumPy's IndexError instead of reading past the array."""
 
+import ctypes
+
 import numpy as np
 import pytest
-from conftest import INTERPRETER_ONLY
-from gpu_compile_check import assert_relaxed_reductions
+from conftest import INTERPRETER_ONLY, ON_GPU
+from gpu_compile_check import assert_relaxed_atomics, assert_relaxed_reductions, sass_flushing
 from gpu_compile_check import enabled as gpu_compile_enabled
 from numtrace_ir import registry
 from numtrace_ir.graph import Graph
@@ -15,6 +17,8 @@ from numtrace_triton import Backend, Tuning, generate
 from numtrace_triton.aot import compile_for_gpu
 
 RNG = np.random.default_rng(5)
+GPU_COMPILE = pytest.mark.skipif(not gpu_compile_enabled()[0],
+                                 reason=f"no compile for a GPU here: {gpu_compile_enabled()[1]}")
 
 
 def _compile(op, arrays, **attrs):
@@ -141,23 +145,46 @@ def test_a_scatter_uploads_only_its_inputs_and_flag_per_call(monkeypatch):
         assert sum(uploaded) <= a.nbytes + idx.nbytes + value.nbytes + 4, uploaded
 
 
-@pytest.mark.skipif(not gpu_compile_enabled()[0],
-                    reason=f"no compile for a GPU here: {gpu_compile_enabled()[1]}")
-def test_scatter_atomics_are_relaxed_reductions_on_a_gpu():
-    """The kernel boundaries order a scatter's fill, claims and writes, so its atomics need no
-    acquire/release: each is a fire-and-forget ``red``, not an ordered ``atom`` waiting for its old value."""
-    a, idx, v = TensorType("float32", (1000,)), TensorType("int64", (300,)), TensorType("float32", (300,))
+def _compile_scatters_for_gpu(dtype, ufunc, setitem=False):
+    """The sm_90 compile of ``ufunc.at(a, idx, v)`` (and ``a[idx] = v``), by kernel name."""
+    a, idx, v = TensorType(dtype, (1000,)), TensorType("int64", (300,)), TensorType(dtype, (300,))
     g = Graph()
     va, vi, vv = (g.add_input(n, t) for n, t in (("a", a), ("i", idx), ("v", v)))
     at = g.create_node("np.ufunc.at", [va, vi, vv], attrs=registry.get("np.ufunc.at").normalize_attrs(
-        {"ufunc": "numpy.add", "index": ("input",)})).output
-    g.set_outputs([g.create_node("np.setitem", [va, vi, vv], attrs={"index": ("input",)}).output, at])
+        {"ufunc": ufunc, "index": ("input",)})).output
+    outputs = [at]
+    if setitem:
+        outputs.insert(0, g.create_node("np.setitem", [va, vi, vv], attrs={"index": ("input",)}).output)
+    g.set_outputs(outputs)
     kernels = generate(g, [a, idx, v], Tuning.gpu()).kernels
-    results = {r["name"]: r for r in compile_for_gpu(kernels, arch=90, sass=True)}
-    claims, = (r for name, r in results.items() if name.endswith("scatter_claim"))
-    adds, = (r for name, r in results.items() if name.endswith("scatter_atomic"))
-    assert_relaxed_reductions(claims, "max.s32")
-    assert_relaxed_reductions(adds, "add.f32")
+    return {r["name"].rsplit("_", 1)[-1]: r for r in compile_for_gpu(kernels, arch=90, sass=True)}
+
+
+@GPU_COMPILE
+def test_scatter_atomics_are_relaxed_reductions_on_a_gpu():
+    """The kernel boundaries order a scatter's fill, claims and writes, so its atomics need no
+    acquire/release: each is a fire-and-forget ``red``, not an ordered ``atom`` waiting for its old value
+    (but for float32 add.at's compare-and-swap, `test_float_add_at_keeps_subnormals_on_a_gpu`)."""
+    results = _compile_scatters_for_gpu("float32", "numpy.add", setitem=True)
+    assert_relaxed_reductions(results["claim"], "max.s32")
+    assert_relaxed_atomics(results["atomic"], "add.f32", "cas.b32")
+
+
+@GPU_COMPILE
+@pytest.mark.parametrize("ufunc", ["numpy.add", "numpy.subtract"])
+def test_float_add_at_keeps_subnormals_on_a_gpu(ufunc):
+    """A GPU's float32 atomic add flushes subnormals to zero (SASS ``RED.E.ADD.F32.FTZ.RN``): it adds
+    only values it adds exactly (`test_float32_add_at_keeps_subnormals`), the others are swapped in by
+    a compare-and-swap loop whose addition keeps subnormals (no other instruction flushes). float64's
+    atomic add keeps them (``RED.E.ADD.F64.RN``)."""
+    f32 = _compile_scatters_for_gpu("float32", ufunc)["atomic"]
+    sass = assert_relaxed_atomics(f32, "add.f32", "cas.b32")
+    assert {s.split(".")[0] for s in sass} == {"REDG", "ATOMG"} and any(".CAS" in s for s in sass), sass
+    assert all(s.startswith("RED") and ".ADD.F32." in s for s in sass_flushing(f32["sass"])), \
+        sass_flushing(f32["sass"])
+    f64 = _compile_scatters_for_gpu("float64", ufunc)["atomic"]
+    assert_relaxed_reductions(f64, "add.f64")
+    assert not sass_flushing(f64["sass"]), sass_flushing(f64["sass"])
 
 
 def _at(arrays, ufunc, index=("input",)):
@@ -189,8 +216,96 @@ def test_float_add_at_by_atomics_is_within_the_summation_tolerance(dtype):
     np.testing.assert_allclose(got, expected, rtol=1e-5 if dtype == "float32" else 1e-12, atol=1e-6)
 
 
+@pytest.fixture
+def gpu_float_atomics(monkeypatch):
+    """The interpreter's float32 atomic add made a GPU's (``red.add.f32``): subnormal operands and
+    results flushed to zero of their sign. On a GPU the hardware does it."""
+    if ON_GPU:
+        return
+    from triton._C.libtriton import ir
+    from triton.runtime import interpreter
+
+    add = interpreter.InterpreterBuilder.create_atomic_rmw
+
+    def flush(x):
+        return np.copysign(np.float32(0), x) if 0 < abs(x) < np.finfo(np.float32).tiny else x
+
+    def flushing_add(self, op, ptr, val, mask, sem, scope):
+        if op != ir.ATOMIC_OP.FADD or val.data.dtype != np.float32:
+            return add(self, op, ptr, val, mask, sem, scope)
+        old = np.zeros_like(val.data)
+        for i in np.flatnonzero(np.broadcast_to(mask.data, ptr.data.shape)):
+            cell = ctypes.c_float.from_address(int(ptr.data.flat[i]))
+            old.flat[i] = cell.value
+            cell.value = flush(flush(old.flat[i]) + flush(val.data.flat[i]))
+        return interpreter.TensorHandle(old, val.dtype.scalar)
+
+    monkeypatch.setattr(interpreter.InterpreterBuilder, "create_atomic_rmw", flushing_add)
+
+
+SUB = float(np.finfo(np.float32).smallest_subnormal)
+
+
+@pytest.mark.parametrize("ufunc", ["numpy.add", "numpy.subtract"])
+@pytest.mark.parametrize(("a", "v"), [
+    ([0.0, 1e-39, 1e-38, -0.0, 1.2e-38, 3.0, 1e-39], [1e-40, -9e-40, -9.99e-39, 0.0, -1.1e-38, 1e-40, 0.0]),
+    ([5e-39, -0.0, 0.0, 2.0**-100, -2.0**-100], [2.0**-100, 0.0, -0.0, -2.0**-100 + 2.0**-123, SUB]),
+])
+def test_float32_add_at_keeps_subnormals(ufunc, a, v, gpu_float_atomics):
+    """NumPy's float32 addition keeps subnormal operands and results (1e-40 + 0 is 1e-40, not 0), bit
+    for bit, as a GPU's float32 atomic add does not (`gpu_float_atomics`)."""
+    a, v = np.array(a, np.float32), np.array(v, np.float32)
+    exe, got, expected = _at([a, np.arange(len(a))[::-1].copy(), v[::-1].copy()], ufunc)
+    assert "host step" not in exe.explain()
+    np.testing.assert_array_equal(got.view(np.int32), expected.view(np.int32))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_add_at_of_repeated_indices_keeps_subnormals(dtype, gpu_float_atomics):
+    """Subnormal values added many times into a few elements (sums of subnormals are exact, in any
+    order), beside normal ones (within the summation tolerance); and one subnormal value broadcast
+    over rows named by a 0-d index."""
+    tiny = float(np.finfo(dtype).smallest_subnormal)
+    a = (RNG.integers(-3, 4, 5) * tiny).astype(dtype)
+    idx = RNG.integers(-5, 5, 300)
+    v = (RNG.integers(-50, 51, 300) * tiny).astype(dtype)
+    for ufunc in ("numpy.add", "numpy.subtract"):
+        _, got, expected = _at([a, idx, v], ufunc)
+        np.testing.assert_array_equal(got, expected)
+        assert np.all(expected != 0)  # the flushing atomic would leave zeros
+    v[::3] = RNG.standard_normal(100)
+    _, got, expected = _at([a, idx, v], "numpy.add")
+    np.testing.assert_allclose(got, expected, rtol=1e-5 if dtype == "float32" else 1e-12, atol=1e-6)
+    rows = np.zeros((6, 4), dtype)
+    _, got, expected = _at([rows, np.array(-2), np.array(100 * tiny, dtype)], "numpy.add")
+    np.testing.assert_array_equal(got, expected)
+    assert got[4].tolist() == [100 * tiny] * 4
+
+
+@INTERPRETER_ONLY
+def test_float32_add_at_swaps_only_where_a_small_value_changes_the_element(monkeypatch):
+    """Ordinary values take the atomic add and zeros (``x + 0.0`` is ``x``) change nothing: neither runs
+    the compare-and-swap loop, whose rounds contend on repeated indices. Subnormals into zeros do."""
+    from triton.runtime import interpreter
+
+    swaps = []
+    cas = interpreter.InterpreterBuilder.create_atomic_cas
+    monkeypatch.setattr(interpreter.InterpreterBuilder, "create_atomic_cas",
+                        lambda self, *args: swaps.append(1) or cas(self, *args))
+    a, idx = RNG.standard_normal(8).astype(np.float32), RNG.integers(0, 8, 500)
+    for v in (RNG.standard_normal(500), np.zeros(500), np.full(500, -0.0), np.full(500, 1e-40)):
+        swaps.clear()
+        _, got, expected = _at([a, idx, v.astype(np.float32)], "numpy.add")
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+        assert not swaps
+    swaps.clear()
+    _, got, expected = _at([np.zeros(8, np.float32), idx, np.full(500, 1e-40, np.float32)], "numpy.add")
+    np.testing.assert_array_equal(got, expected)
+    assert swaps
+
+
 @pytest.mark.parametrize(("ufunc", "dtype"), [("numpy.maximum", "float64"), ("numpy.multiply", "int64"),
-                                              ("numpy.add", "int8")])
+                                              ("numpy.add", "int8"), ("numpy.add", "float16")])
 def test_ufunc_at_without_an_atomic_is_a_host_step(ufunc, dtype):
     a = np.array([1, 2, 3], dtype)
     v = np.array([-np.inf, 5, 7] if dtype == "float64" else [4, 5, 7], dtype)

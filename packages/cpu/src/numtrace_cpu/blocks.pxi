@@ -109,6 +109,16 @@ cdef extern from "nt_simd.h" nogil:
     int32_t nt_min_i32(const int32_t* a, Py_ssize_t n, int32_t acc, int* nan)
     int64_t nt_min_i64(const int64_t* a, Py_ssize_t n, int64_t acc, int* nan)
     unsigned char nt_min_u8(const unsigned char* a, Py_ssize_t n, unsigned char acc, int* nan)
+    void nt_rowmax_f32(const float* a, Py_ssize_t n, Py_ssize_t rows, char* out, Py_ssize_t so, float init)
+    void nt_rowmax_f64(const double* a, Py_ssize_t n, Py_ssize_t rows, char* out, Py_ssize_t so, double init)
+    void nt_rowmax_i32(const int32_t* a, Py_ssize_t n, Py_ssize_t rows, char* out, Py_ssize_t so, int32_t init)
+    void nt_rowmax_i64(const int64_t* a, Py_ssize_t n, Py_ssize_t rows, char* out, Py_ssize_t so, int64_t init)
+    void nt_rowmax_u8(const unsigned char* a, Py_ssize_t n, Py_ssize_t rows, char* out, Py_ssize_t so, unsigned char init)
+    void nt_rowmin_f32(const float* a, Py_ssize_t n, Py_ssize_t rows, char* out, Py_ssize_t so, float init)
+    void nt_rowmin_f64(const double* a, Py_ssize_t n, Py_ssize_t rows, char* out, Py_ssize_t so, double init)
+    void nt_rowmin_i32(const int32_t* a, Py_ssize_t n, Py_ssize_t rows, char* out, Py_ssize_t so, int32_t init)
+    void nt_rowmin_i64(const int64_t* a, Py_ssize_t n, Py_ssize_t rows, char* out, Py_ssize_t so, int64_t init)
+    void nt_rowmin_u8(const unsigned char* a, Py_ssize_t n, Py_ssize_t rows, char* out, Py_ssize_t so, unsigned char init)
     void nt_colmax_f32(const float* x, Py_ssize_t ncol, Py_ssize_t rs, Py_ssize_t r, float* m, int* nan)
     void nt_colmax_f64(const double* x, Py_ssize_t ncol, Py_ssize_t rs, Py_ssize_t r, double* m, int* nan)
     void nt_colmax_i32(const int32_t* x, Py_ssize_t ncol, Py_ssize_t rs, Py_ssize_t r, int32_t* m, int* nan)
@@ -624,10 +634,33 @@ cdef void _fold_rows(const Ctx* cx, char** regs, char** ptrs, Py_ssize_t n, Py_s
                 else:
                     (<double*>out)[0] = s
             continue
+        if rd.op == R_MAX or rd.op == R_MIN:
+            _extreme_rows(rd, regs[rd.src], n, rows, ptrs[rd.out], so)
+            continue
         for i in range(rows):
             _acc_init(rd, &acc)
             _fold(rd, &acc, regs[rd.src] + i * n * isz, n)
             _acc_store(rd, &acc, ptrs[rd.out] + i * so)
+
+cdef void _extreme_rows(const Reduction* rd, const char* x, Py_ssize_t n, Py_ssize_t rows, char* out,
+                        Py_ssize_t so) noexcept nogil:
+    """_acc_init, _fold and _acc_store of a max/min on each of `rows` rows of n elements, in one C
+    loop (the same block extreme from the same start, the same NaN)."""
+    cdef Acc acc
+    cdef int dt = rd.dt
+    _acc_init(rd, &acc)
+    if rd.op == R_MAX:
+        if dt == DT_F32: nt_rowmax_f32(<const float*>x, n, rows, out, so, <float>acc.fext)
+        elif dt == DT_F64: nt_rowmax_f64(<const double*>x, n, rows, out, so, acc.fext)
+        elif dt == DT_I32: nt_rowmax_i32(<const int32_t*>x, n, rows, out, so, <int32_t>acc.iext)
+        elif dt == DT_I64: nt_rowmax_i64(<const int64_t*>x, n, rows, out, so, acc.iext)
+        else: nt_rowmax_u8(<const u8*>x, n, rows, out, so, <u8>acc.iext)
+    else:
+        if dt == DT_F32: nt_rowmin_f32(<const float*>x, n, rows, out, so, <float>acc.fext)
+        elif dt == DT_F64: nt_rowmin_f64(<const double*>x, n, rows, out, so, acc.fext)
+        elif dt == DT_I32: nt_rowmin_i32(<const int32_t*>x, n, rows, out, so, <int32_t>acc.iext)
+        elif dt == DT_I64: nt_rowmin_i64(<const int64_t*>x, n, rows, out, so, acc.iext)
+        else: nt_rowmin_u8(<const u8*>x, n, rows, out, so, <u8>acc.iext)
 
 cdef void _init_const_regs(const Ctx* cx, char** regs, char* scratch) noexcept nogil:
     cdef int r

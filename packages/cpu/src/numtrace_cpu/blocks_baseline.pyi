@@ -10,6 +10,7 @@ RUN_PASS: object
 RUN_GENERATED: object
 GEMV_PARALLEL_MIN: int
 GEMV_MAX_M: int
+GEMV_PEELS: bool
 GEMV_ACTIVATIONS: dict[str | None, int]
 
 def scan(a: np.ndarray, out: np.ndarray, axis: int, op: int, nthreads: int) -> None: ...
@@ -40,6 +41,8 @@ class Gemv:
     def __call__(self, env: list[Any], nthreads: int) -> Any: ...
     @property
     def last_form(self) -> str | None: ...
+    @property
+    def last_peeled(self) -> bool: ...
 
 EPILOGUE_OPS: dict[str, int]
 GEMM_MICRO_TILE: tuple[int, int, int]

@@ -68,8 +68,11 @@ class Executable(CallRunner):
         self._plan = plan
         # Value numbers, not a count: an in-place setitem's result shares the number of its array.
         self._template: list[Any] = [None] * (max(types, default=-1) + 1)
+        # The weights of GEMV steps that are constants, copied once to a cache line (_cache_aligned).
+        gemv_weights = {s.inputs[1] if s.gemv[0] == 0 else s.inputs[0] for s in steps
+                        if isinstance(s, MatmulStep) and s.gemv is not None}
         for v, value in constants.items():
-            self._template[v] = value
+            self._template[v] = _cache_aligned(value) if v in gemv_weights else value
         self._outputs = [(v, types[v], _output_mode(types[v], copy, j in plan.in_place_outputs))
                          for j, (v, copy) in enumerate(zip(plan.output_values, plan.copied_outputs))]
         self._arenas_made = 0
@@ -203,6 +206,7 @@ class Executable(CallRunner):
             "generated_rows_runs": sum(s.kernel.generated_rows_runs for s in fused),
             "shared_sum_runs": sum(s.kernel.shared_sum_runs for s in fused),
             "split_row_runs": sum(s.kernel.split_row_runs for s in fused),
+            "extreme_rows_runs": sum(s.kernel.extreme_rows_runs for s in fused),
             "matmuls": sum(isinstance(s, MatmulStep) for s in self._steps),
             "gemv": sum(isinstance(s, MatmulStep) and s.gemv is not None for s in self._steps),
             "gemv_rows_of_x": sum(isinstance(s, MatmulStep) and s.gemv is not None and s.gemv[0] == 0
@@ -216,6 +220,8 @@ class Executable(CallRunner):
                                      for s in self._steps),
             "gemv_team_folds": sum(_gemv_team_folds(s, self._types, self._gemvs, producers)
                                    for s in self._steps),
+            # GEMVs whose last call read W's first columns apart to align its other loads (gemv.pxi)
+            "gemv_peeled": sum(r.last_peeled for r in self._gemvs.values()),
             "packed_matmuls": sum(isinstance(s, MatmulStep) and s.packed is not None for s in self._steps),
             "packed_constant": sum(isinstance(s, MatmulStep) and s.packed == "constant" for s in self._steps),
             "packed_runtime": sum(isinstance(s, MatmulStep) and s.packed == "runtime" for s in self._steps),
@@ -440,6 +446,21 @@ def _numbering(graph) -> dict:
 
 def _where(step: Step) -> str:
     return while_executing(step.nodes[-1])
+
+
+def _cache_aligned(value: Any) -> Any:
+    """A C-ordered numeric array of a page or more, copied to a 64-byte boundary (NumPy aligns to 16
+    bytes), so that a GEMV reads its rows as whole cache lines (gemv.pxi); any other value as it is.
+    Only a GEMV's weights are copied: the graph keeps its own copy of every constant."""
+    if (not isinstance(value, np.ndarray) or value.nbytes < 4096 or value.dtype.kind not in "biufc"
+            or not value.flags.c_contiguous or value.ctypes.data % 64 == 0):
+        return value
+    raw = np.empty(value.nbytes + 64, np.uint8)
+    start = -raw.ctypes.data % 64
+    out = raw[start:start + value.nbytes].view(value.dtype).reshape(value.shape)
+    out[...] = value
+    out.flags.writeable = value.flags.writeable
+    return out
 
 
 def _runner(step: Step, types: dict):

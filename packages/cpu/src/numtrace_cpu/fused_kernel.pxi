@@ -133,6 +133,8 @@ cdef class FusedKernel:
     cdef readonly Py_ssize_t shared_sum_runs     # interpreted reduction rows whose var/std took a sum's block sums
     cdef readonly Py_ssize_t split_row_runs      # full reductions whose one row ran as rows of a block (see _run_split_row)
     cdef bint shares_sums                        # some reduction's shares_sum is set
+    cdef readonly Py_ssize_t extreme_rows_runs   # interpreted runs folding a max/min of blocks of short rows (_extreme_rows)
+    cdef bint has_extremes                       # some reduction is a max or min
     cdef Py_ssize_t out_item_bytes               # bytes of one element of every output (not reduced) together
     cdef readonly tuple program    # the constructor's arguments but `blocks`, for numtrace_cpu.codegen
     cdef readonly tuple iteration_shape
@@ -273,6 +275,8 @@ cdef class FusedKernel:
             if self.op_role[out] != ROLE_REDUCED or self.op_dt[out] != rd.dt:
                 raise ValueError(f"reduction {i}: operand {out} is not a reduced output of its dtype")
             rd.shares_sum = -1
+            if op == R_MAX or op == R_MIN:
+                self.has_extremes = True
             if (op == R_VAR or op == R_STD) and (rd.dt == DT_F32 or rd.dt == DT_F64):
                 for j in range(i):
                     if self.reds[j].src == src and (self.reds[j].op == R_SUM or self.reds[j].op == R_MEAN):
@@ -452,6 +456,8 @@ cdef class FusedKernel:
                 self.interpreted_team_runs += 1
             if self.shares_sums and not cx.cols and cx.rows <= 1:
                 self.shared_sum_runs += 1   # _reduction_row folds the shared block sums once
+            if self.has_extremes and not cx.cols and cx.rows > 1:
+                self.extreme_rows_runs += 1   # _fold_rows' max/min go through _extreme_rows
             # The kernel keeps one scratch block between calls (taken and put back under the GIL,
             # so a concurrent call allocates its own): a fresh one per call cost malloc/free time.
             need = nteam * cx.scratch_regs

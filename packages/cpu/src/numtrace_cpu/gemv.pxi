@@ -20,10 +20,14 @@ import numpy as np
 cnp.import_array()
 
 cdef extern from "nt_gemv.h" nogil:
-    int NT_ACT_NONE, NT_ACT_RELU, NT_ACT_RELU_ZERO_FIRST, NT_GEMV_CHUNK, NT_GEMV_MAX_M
+    int NT_ACT_NONE, NT_ACT_RELU, NT_ACT_RELU_ZERO_FIRST, NT_GEMV_CHUNK, NT_GEMV_MAX_M, NT_GV_TAIL
     void nt_gemv_rows_f32(const float* x, const float* w, Py_ssize_t ldw, Py_ssize_t K, Py_ssize_t n, float* y)
     void nt_gemv_rows_f64(const double* x, const double* w, Py_ssize_t ldw, Py_ssize_t K, Py_ssize_t n,
                           double* y)
+    void nt_gemv_rows_lead_f32(const float* x, const float* w, Py_ssize_t ldw, Py_ssize_t K, Py_ssize_t head,
+                               Py_ssize_t n, float* y)
+    void nt_gemv_rows_lead_f64(const double* x, const double* w, Py_ssize_t ldw, Py_ssize_t K, Py_ssize_t head,
+                               Py_ssize_t n, double* y)
     void nt_gemv_rows_m_f32(const float* x, Py_ssize_t ldx, Py_ssize_t M, const float* w, Py_ssize_t ldw,
                             Py_ssize_t K, Py_ssize_t n, float* y, Py_ssize_t ldy)
     void nt_gemv_rows_m_f64(const double* x, Py_ssize_t ldx, Py_ssize_t M, const double* w, Py_ssize_t ldw,
@@ -106,6 +110,10 @@ _team_spin_from_env()
 GEMV_PARALLEL_MIN = 1 << 15
 cdef Py_ssize_t _gemv_parallel_min = GEMV_PARALLEL_MIN
 
+GEMV_PEELS = bool(NT_GV_TAIL)
+"""Whether this build reads the first columns of weights whose rows start past a 64-byte boundary
+apart (an AVX-512 build: masked vectors, see nt_gemv.h)."""
+
 GEMV_MAX_M = NT_GEMV_MAX_M
 """The most rows of x a product of the rows form takes in one pass over the weights."""
 
@@ -120,7 +128,11 @@ cdef struct GemvArgs:
     char* y
     char* parts       # rows form: the chunks' partial sums, M rows of n each (y itself for one chunk)
     Py_ssize_t ldw, K, n, itemsize, nchunks
-    Py_ssize_t M, ldx, ldy, ldp   # vectors; elements between rows of x, of y, of a chunk's partials
+    Py_ssize_t M, ldx, ldy, ldp   # vectors; elements between rows of x, of y, of the partials
+    # rows form: the columns before W's first 64-byte-aligned one (0 when its rows start aligned, or
+    # do not all start at the same offset): they are a piece of their own, and the other pieces'
+    # bounds move by as many, so every vector load of W and of the partials is aligned
+    Py_ssize_t head
     Py_ssize_t per_unit  # pieces (rows form) or outputs (dot form) per unit of the team
     Py_ssize_t ncols, colw   # rows form: each row chunk is cut into ncols pieces of colw columns
     int rows, act, f64
@@ -130,13 +142,28 @@ cdef struct GemvArgs:
 
 
 cdef void _gemv_rows_piece(const GemvArgs* g, Py_ssize_t c, Py_ssize_t j0, Py_ssize_t j1) noexcept nogil:
-    """Partial sums of columns [j0, j1) of row chunk c of the rows form. Every column is its own
-    k-order sum and j0 is a multiple of the vector width, so how the columns are cut changes no
-    bits."""
+    """Partial sums of columns [j0, j1) of row chunk c of the rows form, the head columns apart.
+    Every column is its own k-order sum, so how the columns are cut changes no bits."""
+    cdef Py_ssize_t k0 = c * NT_GEMV_CHUNK, kc = min(<Py_ssize_t>NT_GEMV_CHUNK, g.K - k0)
+    if j0 < g.head < j1 and g.M == 1:   # the head beside the other columns, in one pass
+        if g.f64:
+            nt_gemv_rows_lead_f64(<const double*>g.x + k0, <const double*>g.w + k0 * g.ldw + j0, g.ldw, kc,
+                                  g.head - j0, j1 - j0, <double*>g.parts + c * g.ldp + j0)
+        else:
+            nt_gemv_rows_lead_f32(<const float*>g.x + k0, <const float*>g.w + k0 * g.ldw + j0, g.ldw, kc,
+                                  g.head - j0, j1 - j0, <float*>g.parts + c * g.ldp + j0)
+        return
+    if j0 < g.head < j1:
+        _gemv_rows_cols(g, c, j0, g.head)
+        j0 = g.head
+    _gemv_rows_cols(g, c, j0, j1)
+
+
+cdef void _gemv_rows_cols(const GemvArgs* g, Py_ssize_t c, Py_ssize_t j0, Py_ssize_t j1) noexcept nogil:
     cdef Py_ssize_t k0 = c * NT_GEMV_CHUNK, kc = min(<Py_ssize_t>NT_GEMV_CHUNK, g.K - k0), n = j1 - j0
     cdef const char* x = g.x + k0 * g.itemsize
     cdef const char* w = g.w + (k0 * g.ldw + j0) * g.itemsize
-    cdef char* part = g.parts + (c * g.M * g.n + j0) * g.itemsize
+    cdef char* part = g.parts + (c * g.M * g.ldp + j0) * g.itemsize
     if g.M > 1 and g.f64:
         nt_gemv_rows_m_f64(<const double*>x, g.ldx, g.M, <const double*>w, g.ldw, kc, n, <double*>part, g.ldp)
     elif g.M > 1:
@@ -167,9 +194,15 @@ cdef void _gemv_dots_range(const GemvArgs* g, Py_ssize_t j0, Py_ssize_t j1) noex
                              <float*>y)
 
 
+cdef inline Py_ssize_t _gemv_col_bound(const GemvArgs* g, Py_ssize_t q) noexcept nogil:
+    """Where column range q of the rows form starts (q = ncols: the end): q column widths past the
+    head, so that a range starts at an aligned column of W."""
+    return 0 if q == 0 else min(g.n, q * g.colw + g.head)
+
+
 cdef inline void _gemv_rows_unit_piece(const GemvArgs* g, Py_ssize_t f) noexcept nogil:
     cdef Py_ssize_t q = f % g.ncols
-    _gemv_rows_piece(g, f // g.ncols, q * g.colw, min(g.n, (q + 1) * g.colw))
+    _gemv_rows_piece(g, f // g.ncols, _gemv_col_bound(g, q), _gemv_col_bound(g, q + 1))
 
 
 cdef void _gemv_rows_unit(void* arg, int u) noexcept nogil:
@@ -182,11 +215,11 @@ cdef void _gemv_rows_unit(void* arg, int u) noexcept nogil:
 cdef void _gemv_fold_piece(const GemvArgs* g, Py_ssize_t f) noexcept nogil:
     """Piece f's partials added to y (copied for row chunk 0): one step of _gemv_run's finish."""
     cdef Py_ssize_t c = f // g.ncols, q = f % g.ncols, m
-    cdef Py_ssize_t j0 = q * g.colw, j1 = min(g.n, (q + 1) * g.colw)
+    cdef Py_ssize_t j0 = _gemv_col_bound(g, q), j1 = _gemv_col_bound(g, q + 1)
     cdef char* part
     cdef char* y
     for m in range(g.M):
-        part = g.parts + ((c * g.M + m) * g.n + j0) * g.itemsize
+        part = g.parts + ((c * g.M + m) * g.ldp + j0) * g.itemsize
         y = g.y + (m * g.ldy + j0) * g.itemsize
         if g.f64:
             nt_gemv_fold_f64(<double*>y, <const double*>part, j1 - j0, c == 0)
@@ -275,10 +308,10 @@ cdef void _gemv_run(GemvArgs* g, int nthreads) noexcept nogil:
     for m in range(g.M):
         if g.f64:
             nt_gemv_finish_f64(<double*>g.y + m * g.ldy, <const double*>g.parts + m * g.ldp, g.nchunks,
-                               g.M * g.n, g.n, <const double*>g.b, g.act)
+                               g.M * g.ldp, g.n, <const double*>g.b, g.act)
         else:
             nt_gemv_finish_f32(<float*>g.y + m * g.ldy, <const float*>g.parts + m * g.ldp, g.nchunks,
-                               g.M * g.n, g.n, <const float*>g.b, g.act)
+                               g.M * g.ldp, g.n, <const float*>g.b, g.act)
 
 
 cdef inline bint _gemv_unit_stride(cnp.ndarray a, int axis, Py_ssize_t itemsize):
@@ -295,6 +328,7 @@ cdef class Gemv:
     cdef int k_axis, act, typenum
     cdef unsigned calls   # the fold form's direction alternates with each call (_gemv_fold_unit)
     cdef int form   # the last call's: -1 none yet, 0 dots, 1 rows, 2 NumPy (see last_form)
+    cdef bint peeled   # the last call's: W's first columns peeled off to align its loads (GemvArgs.head)
     cdef object fallback
 
     def __init__(self, Py_ssize_t vec, Py_ssize_t mat, Py_ssize_t out, int k_axis, object dtype,
@@ -321,6 +355,13 @@ cdef class Gemv:
         matrix's layout at the call decides, not the one traced (stats())."""
         return (None, "dots", "rows", "numpy")[self.form + 1]
 
+    @property
+    def last_peeled(self):
+        """Whether the last call read W's first columns apart, so that its other loads of W were
+        64-byte aligned: a rows-form matrix of more than one row chunk whose rows start at one
+        unaligned offset (a NumPy array is 16-byte aligned, a view may be less) (stats())."""
+        return bool(self.peeled)
+
     def __call__(self, list env, int nthreads):
         cdef GemvArgs g
         cdef object xo = env[self.vec], wo = env[self.mat], yo = env[self.out]
@@ -328,7 +369,7 @@ cdef class Gemv:
         cdef cnp.ndarray x, w, y, b
         cdef Py_ssize_t itemsize, sk, sj
         cdef bint rows_ok
-        self.form = 2
+        self.form, self.peeled = 2, False
         if not (type(xo) is np.ndarray and type(wo) is np.ndarray and type(yo) is np.ndarray
                 and (bo is None or type(bo) is np.ndarray)):
             return self.fallback(env, nthreads)
@@ -377,15 +418,27 @@ cdef class Gemv:
         g.nchunks = (g.K + NT_GEMV_CHUNK - 1) // NT_GEMV_CHUNK if g.rows else 0
         g.reverse = self.calls & 1
         self.calls += 1
-        g.parts, g.ldp = g.y, g.ldy
+        g.parts, g.ldp, g.head = g.y, g.ldy, 0
+        cdef char* parts_mem = NULL
+        cdef Py_ssize_t offset = 0
         if g.nchunks > 1:
-            g.ldp = g.n
-            g.parts = <char*>PyMem_Malloc(g.nchunks * g.M * g.n * itemsize)
-            if g.parts == NULL:
+            # The partials get W's offset within 64 bytes and rows a multiple of 64 bytes apart, so a
+            # column that starts a vector of W starts one of the partials too; a weight matrix whose
+            # rows all start at one offset past a 64-byte boundary has its first columns peeled off
+            # (GemvArgs.head): a vector load across two cache lines costs two.
+            if NT_GV_TAIL and g.ldw * itemsize % 64 == 0:
+                offset = <Py_ssize_t>(<size_t>g.w % 64)
+                g.head = (64 - offset) // itemsize if offset else 0
+                if g.head >= g.n:
+                    g.head, offset = 0, 0
+            g.ldp = (g.n + 64 // itemsize - 1) // (64 // itemsize) * (64 // itemsize)
+            parts_mem = <char*>PyMem_Malloc(g.nchunks * g.M * g.ldp * itemsize + 128)
+            if parts_mem == NULL:
                 raise MemoryError()
+            g.parts = parts_mem + (offset - <Py_ssize_t>(<size_t>parts_mem % 64) + 64) % 64
+        self.peeled = g.head > 0
         try:
             with nogil:
                 _gemv_run(&g, max(1, nthreads))
         finally:
-            if g.parts != g.y:
-                PyMem_Free(g.parts)
+            PyMem_Free(parts_mem)

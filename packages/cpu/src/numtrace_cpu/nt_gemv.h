@@ -30,6 +30,55 @@
 typedef float nt_gv_f32 __attribute__((vector_size(NT_GV_BYTES), aligned(4), may_alias));
 typedef double nt_gv_f64 __attribute__((vector_size(NT_GV_BYTES), aligned(8), may_alias));
 
+/* The last n % L columns of the rows form (fewer than a vector: all of a 10-wide output layer) in one
+   masked vector kept in a register over the K rows, where AVX-512 masks its multiply-adds (no flag
+   from a lane it does not use); elsewhere each column through memory, four rows at a time. Either
+   way each column is the same k-order chain of multiply-adds from +0 (the build contracts them,
+   -ffp-contract=fast), so the same bits. */
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#define NT_GV_TAIL 1
+static inline void nt_gemv_tail_f32(const float* x, const float* w, ptrdiff_t ldw, ptrdiff_t K, ptrdiff_t t,
+                                    float* y) {
+    const __mmask16 m = (__mmask16)((1u << t) - 1);
+    __m512 a = _mm512_setzero_ps();
+    for (ptrdiff_t k = 0; k < K; k++)
+        a = _mm512_mask3_fmadd_ps(_mm512_set1_ps(x[k]), _mm512_maskz_loadu_ps(m, w + k * ldw), a, m);
+    _mm512_mask_storeu_ps(y, m, a);
+}
+static inline void nt_gemv_tail_f64(const double* x, const double* w, ptrdiff_t ldw, ptrdiff_t K, ptrdiff_t t,
+                                    double* y) {
+    const __mmask8 m = (__mmask8)((1u << t) - 1);
+    __m512d a = _mm512_setzero_pd();
+    for (ptrdiff_t k = 0; k < K; k++)
+        a = _mm512_mask3_fmadd_pd(_mm512_set1_pd(x[k]), _mm512_maskz_loadu_pd(m, w + k * ldw), a, m);
+    _mm512_mask_storeu_pd(y, m, a);
+}
+/* The first t columns of `r` rows of W added to y (memory, as the rows form's vectors are): the
+   masked vector that nt_gemv_rows_lead keeps beside the aligned ones. */
+static inline void nt_gemv_lead_f32(const float* x, int r, const float* w, ptrdiff_t ldw, float* y, ptrdiff_t t) {
+    const __mmask16 m = (__mmask16)((1u << t) - 1);
+    __m512 a = _mm512_maskz_loadu_ps(m, y);
+    for (int i = 0; i < r; i++)
+        a = _mm512_mask3_fmadd_ps(_mm512_set1_ps(x[i]), _mm512_maskz_loadu_ps(m, w + i * ldw), a, m);
+    _mm512_mask_storeu_ps(y, m, a);
+}
+static inline void nt_gemv_lead_f64(const double* x, int r, const double* w, ptrdiff_t ldw, double* y,
+                                    ptrdiff_t t) {
+    const __mmask8 m = (__mmask8)((1u << t) - 1);
+    __m512d a = _mm512_maskz_loadu_pd(m, y);
+    for (int i = 0; i < r; i++)
+        a = _mm512_mask3_fmadd_pd(_mm512_set1_pd(x[i]), _mm512_maskz_loadu_pd(m, w + i * ldw), a, m);
+    _mm512_mask_storeu_pd(y, m, a);
+}
+#else
+#define NT_GV_TAIL 0
+#define nt_gemv_tail_f32(x, w, ldw, K, t, y) ((void)0)
+#define nt_gemv_tail_f64(x, w, ldw, K, t, y) ((void)0)
+#define nt_gemv_lead_f32(x, r, w, ldw, y, t) ((void)0)
+#define nt_gemv_lead_f64(x, r, w, ldw, y, t) ((void)0)
+#endif
+
 /* Epilogue activations: none; max(h, 0) and max(0, h), np.maximum's rule (nt_opcodes.h's
    nt_op_maximum_*: NaN propagates, the second operand wins ties, which decides the sign of a zero). */
 enum { NT_ACT_NONE = 0, NT_ACT_RELU = 1, NT_ACT_RELU_ZERO_FIRST = 2 };
@@ -52,16 +101,22 @@ static void nt_gemv_epilogue_##SUF(T* y, const T* b, ptrdiff_t n, int act) {    
     if (act) for (j = 0; j < n; j++) y[j] = nt_gv_act_##SUF(y[j], act);                            \
 }                                                                                                  \
                                                                                                    \
-/* Rows form: y[j] = sum over K rows of x[k] * w[k*ldw + j], j in [0, n) (one chunk's partials). */ \
-static void nt_gemv_rows_##SUF(const T* x, const T* w, ptrdiff_t ldw, ptrdiff_t K, ptrdiff_t n,    \
-                               T* y) {                                                            \
+/* Rows form: y[j] = sum over K rows of x[k] * w[k*ldw + j], j in [0, n) (one chunk's partials); \
+   the first `head` columns (fewer than a vector, NT_GV_TAIL builds) as one masked vector beside the \
+   others, which then start `head` columns on. */                                                 \
+static inline __attribute__((always_inline)) void nt_gemv_rows_body_##SUF(                         \
+        const T* x, const T* wall, ptrdiff_t ldw, ptrdiff_t K, ptrdiff_t nall, T* yall, ptrdiff_t head) { \
     const ptrdiff_t L = (ptrdiff_t)(sizeof(V) / sizeof(T));                                        \
-    const ptrdiff_t nv = n - n % L, n4 = n - n % (4 * L);                                          \
+    const T* w = wall + head;                                                                      \
+    T* y = yall + head;                                                                            \
+    const ptrdiff_t n = nall - head;                                                               \
+    const ptrdiff_t nv = n - n % L, n4 = n - n % (4 * L), ns = NT_GV_TAIL ? nv : n;                 \
     ptrdiff_t k = 0, j;                                                                            \
-    memset(y, 0, (size_t)n * sizeof(T));                                                           \
+    memset(yall, 0, (size_t)nall * sizeof(T));                                                     \
     for (; k + 4 <= K; k += 4) {                                                                   \
         const T x0 = x[k], x1 = x[k + 1], x2 = x[k + 2], x3 = x[k + 3];                            \
         const T *w0 = w + k * ldw, *w1 = w0 + ldw, *w2 = w1 + ldw, *w3 = w2 + ldw;                 \
+        if (head) nt_gemv_lead_##SUF(x + k, 4, wall + k * ldw, ldw, yall, head);                   \
         for (j = 0; j < n4; j += 4 * L) {                                                          \
             V a0 = *(const V*)(y + j), a1 = *(const V*)(y + j + L);                                \
             V a2 = *(const V*)(y + j + 2 * L), a3 = *(const V*)(y + j + 3 * L);                    \
@@ -82,7 +137,7 @@ static void nt_gemv_rows_##SUF(const T* x, const T* w, ptrdiff_t ldw, ptrdiff_t 
             a += x2 * *(const V*)(w2 + j); a += x3 * *(const V*)(w3 + j);                          \
             *(V*)(y + j) = a;                                                                      \
         }                                                                                          \
-        for (; j < n; j++) {                                                                       \
+        for (; j < ns; j++) {                                                                      \
             T a = y[j];                                                                            \
             a += x0 * w0[j]; a += x1 * w1[j]; a += x2 * w2[j]; a += x3 * w3[j];                    \
             y[j] = a;                                                                              \
@@ -91,9 +146,29 @@ static void nt_gemv_rows_##SUF(const T* x, const T* w, ptrdiff_t ldw, ptrdiff_t 
     for (; k < K; k++) {                                                                           \
         const T x0 = x[k];                                                                         \
         const T* w0 = w + k * ldw;                                                                 \
+        if (head) nt_gemv_lead_##SUF(x + k, 1, wall + k * ldw, ldw, yall, head);                   \
         for (j = 0; j < nv; j += L) *(V*)(y + j) += x0 * *(const V*)(w0 + j);                      \
-        for (; j < n; j++) y[j] += x0 * w0[j];                                                     \
+        for (; j < ns; j++) y[j] += x0 * w0[j];                                                    \
     }                                                                                              \
+    if (ns < n) nt_gemv_tail_##SUF(x, w + ns, ldw, K, n - ns, y + ns);                             \
+}                                                                                                  \
+                                                                                                   \
+static void nt_gemv_rows_##SUF(const T* x, const T* w, ptrdiff_t ldw, ptrdiff_t K, ptrdiff_t n,    \
+                               T* y) {                                                            \
+    nt_gemv_rows_body_##SUF(x, w, ldw, K, n, y, 0);                                                \
+}                                                                                                  \
+                                                                                                   \
+/* nt_gemv_rows with the first `head` columns (0 < head < min(n, L)) beside the others: where W's rows \
+   start `head` columns before a 64-byte boundary, every other load of W (and of y, laid out alike) \
+   is aligned. Without NT_GV_TAIL, the two column ranges one after the other. The same bits. */     \
+static void nt_gemv_rows_lead_##SUF(const T* x, const T* w, ptrdiff_t ldw, ptrdiff_t K, ptrdiff_t head, \
+                                    ptrdiff_t n, T* y) {                                          \
+    if (!NT_GV_TAIL) {                                                                             \
+        nt_gemv_rows_##SUF(x, w, ldw, K, head, y);                                                 \
+        nt_gemv_rows_##SUF(x, w + head, ldw, K, n - head, y + head);                               \
+        return;                                                                                    \
+    }                                                                                              \
+    nt_gemv_rows_body_##SUF(x, w, ldw, K, n, y, head);                                             \
 }                                                                                                  \
                                                                                                    \
 /* Rows form for M vectors (x rows ldx apart, partials ldy apart), one vector of outputs at a     \

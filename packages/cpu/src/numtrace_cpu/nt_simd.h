@@ -10,6 +10,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 #include "nt_opcodes.h"
 #include "nt_qcmp.h"
 
@@ -275,12 +276,26 @@ NT_EXTREME(nt_min_u8, uint8_t, NT_LT, NT_MIN_PRAGMA)
  * above keeps one, and its NaN flag costs a second dependency chain per element: half NumPy's speed
  * on a block that sits in cache).  VEXT(v, m) is `v CMP m ? v : m` lane by lane, the comparison of
  * NT_EXTREME. vmaxpd raises invalid on a NaN operand, so each group of vectors is tested with a
- * quiet unordered compare first, and a NaN ends the block (the result is NaN whatever else it holds). */
+ * quiet unordered compare first, and a NaN ends the block (the result is NaN whatever else it holds).
+ * The lanes, then the elements after the last group (all of a short row), go one at a time through
+ * NT_QSTEP_*: the same instruction on one lane, on an element that a quiet unordered compare found
+ * NaN replaced by IDENT (-inf for max, +inf for min), so the running extreme, never a NaN, waits on
+ * one max/min per element (NT_GT's bit selects on it cost several times that: a row of ten
+ * elements is all this loop). */
 #if defined(__AVX2__)
 #include <immintrin.h>
-#define NT_EXTREME_V(NAME, T, V, W, LOAD, SET1, STORE, VEXT, UNORD, OR, TESTZ, CMP) \
+/* m = EXT1(x or IDENT where x is NaN, m), the NaN lane or-ed into u (all __m128d / __m128). */
+#define NT_QSTEP_F64(m, u, x, EXT1, IDENT) do { \
+    __m128d v_ = _mm_set_sd(x), k_ = _mm_cmpunord_sd(v_, v_); u = _mm_or_pd(u, k_); \
+    m = EXT1(_mm_blendv_pd(v_, _mm_set_sd(IDENT), k_), m); } while (0)
+#define NT_QSTEP_F32(m, u, x, EXT1, IDENT) do { \
+    __m128 v_ = _mm_set_ss(x), k_ = _mm_cmpunord_ss(v_, v_); u = _mm_or_ps(u, k_); \
+    m = EXT1(_mm_blendv_ps(v_, _mm_set_ss(IDENT), k_), m); } while (0)
+#define NT_EXTREME_V(NAME, T, V, W, LOAD, SET1, STORE, VEXT, UNORD, OR, TESTZ, V1, ZERO1, SET1_1, \
+                     STEP, EXT1, IDENT, MASK1, CVT1) \
 static inline T NAME(const T *a, Py_ssize_t n, T acc, int *nan) { \
-    Py_ssize_t i = 0; int bad = 0; \
+    Py_ssize_t i = 0; \
+    V1 m = SET1_1(acc), u1 = ZERO1(); \
     if (n >= 4 * W) { \
         V m0 = SET1(acc), m1 = m0, m2 = m0, m3 = m0; \
         for (; i + 4 * W <= n; i += 4 * W) { \
@@ -291,27 +306,55 @@ static inline T NAME(const T *a, Py_ssize_t n, T acc, int *nan) { \
         } \
         T lanes[W]; \
         STORE(lanes, VEXT(VEXT(m0, m1), VEXT(m2, m3))); \
-        for (int j = 0; j < W; j++) acc = CMP(lanes[j], acc) ? lanes[j] : acc; \
+        for (int j = 0; j < W; j++) STEP(m, u1, lanes[j], EXT1, IDENT); \
     } \
-    for (; i < n; i++) { T v = a[i]; bad |= (v != v); acc = CMP(v, acc) ? v : acc; } \
-    *nan |= bad; return acc; \
+    for (; i < n; i++) STEP(m, u1, a[i], EXT1, IDENT); \
+    *nan |= MASK1(u1) & 1; return CVT1(m); \
 }
 #define NT_UNORD_PD(a, b) _mm256_cmp_pd(a, b, _CMP_UNORD_Q)
 #define NT_UNORD_PS(a, b) _mm256_cmp_ps(a, b, _CMP_UNORD_Q)
 NT_EXTREME_V(nt_max_f64, double, __m256d, 4, _mm256_loadu_pd, _mm256_set1_pd, _mm256_storeu_pd, _mm256_max_pd,
-             NT_UNORD_PD, _mm256_or_pd, _mm256_testz_pd, NT_GT)
+             NT_UNORD_PD, _mm256_or_pd, _mm256_testz_pd, __m128d, _mm_setzero_pd, _mm_set_sd,
+             NT_QSTEP_F64, _mm_max_sd, -INFINITY, _mm_movemask_pd, _mm_cvtsd_f64)
 NT_EXTREME_V(nt_min_f64, double, __m256d, 4, _mm256_loadu_pd, _mm256_set1_pd, _mm256_storeu_pd, _mm256_min_pd,
-             NT_UNORD_PD, _mm256_or_pd, _mm256_testz_pd, NT_LT)
+             NT_UNORD_PD, _mm256_or_pd, _mm256_testz_pd, __m128d, _mm_setzero_pd, _mm_set_sd,
+             NT_QSTEP_F64, _mm_min_sd, INFINITY, _mm_movemask_pd, _mm_cvtsd_f64)
 NT_EXTREME_V(nt_max_f32, float, __m256, 8, _mm256_loadu_ps, _mm256_set1_ps, _mm256_storeu_ps, _mm256_max_ps,
-             NT_UNORD_PS, _mm256_or_ps, _mm256_testz_ps, NT_GT)
+             NT_UNORD_PS, _mm256_or_ps, _mm256_testz_ps, __m128, _mm_setzero_ps, _mm_set_ss,
+             NT_QSTEP_F32, _mm_max_ss, -INFINITY, _mm_movemask_ps, _mm_cvtss_f32)
 NT_EXTREME_V(nt_min_f32, float, __m256, 8, _mm256_loadu_ps, _mm256_set1_ps, _mm256_storeu_ps, _mm256_min_ps,
-             NT_UNORD_PS, _mm256_or_ps, _mm256_testz_ps, NT_LT)
+             NT_UNORD_PS, _mm256_or_ps, _mm256_testz_ps, __m128, _mm_setzero_ps, _mm_set_ss,
+             NT_QSTEP_F32, _mm_min_ss, INFINITY, _mm_movemask_ps, _mm_cvtss_f32)
 #else
 NT_EXTREME(nt_max_f32, float, NT_GT, NT_MAX_PRAGMA)
 NT_EXTREME(nt_max_f64, double, NT_GT, NT_MAX_PRAGMA)
 NT_EXTREME(nt_min_f32, float, NT_LT, NT_MIN_PRAGMA)
 NT_EXTREME(nt_min_f64, double, NT_LT, NT_MIN_PRAGMA)
 #endif
+
+/* Max/min of each of `rows` rows of n elements (row i at a + i * n) into the element at out + i * so
+ * bytes: the block extreme above from `init` (_acc_init's), NaN where the row holds one (_acc_store's
+ * default NaN), in one loop without a call per row (a row of ten elements costs about as much as
+ * the call). */
+#define NT_ROWS_EXTREME(NAME, EXT, T, RESULT) \
+static inline void NAME(const T *a, Py_ssize_t n, Py_ssize_t rows, char *out, Py_ssize_t so, T init) { \
+    for (Py_ssize_t i = 0; i < rows; i++) { \
+        int nan = 0; T m = EXT(a + i * n, n, init, &nan); \
+        m = RESULT(m, nan, T); memcpy(out + i * so, &m, sizeof m); \
+    } \
+}
+#define NT_OR_NAN(m, nan, T) ((nan) ? (T)NAN : (m))
+#define NT_AS_IS(m, nan, T) (m)
+NT_ROWS_EXTREME(nt_rowmax_f32, nt_max_f32, float, NT_OR_NAN)
+NT_ROWS_EXTREME(nt_rowmax_f64, nt_max_f64, double, NT_OR_NAN)
+NT_ROWS_EXTREME(nt_rowmax_i32, nt_max_i32, int32_t, NT_AS_IS)
+NT_ROWS_EXTREME(nt_rowmax_i64, nt_max_i64, int64_t, NT_AS_IS)
+NT_ROWS_EXTREME(nt_rowmax_u8, nt_max_u8, uint8_t, NT_AS_IS)
+NT_ROWS_EXTREME(nt_rowmin_f32, nt_min_f32, float, NT_OR_NAN)
+NT_ROWS_EXTREME(nt_rowmin_f64, nt_min_f64, double, NT_OR_NAN)
+NT_ROWS_EXTREME(nt_rowmin_i32, nt_min_i32, int32_t, NT_AS_IS)
+NT_ROWS_EXTREME(nt_rowmin_i64, nt_min_i64, int64_t, NT_AS_IS)
+NT_ROWS_EXTREME(nt_rowmin_u8, nt_min_u8, uint8_t, NT_AS_IS)
 
 /* Column reductions of r rows by ncol columns, row i starting rs elements after row i-1 (a block
  * in a register, rs == ncol, or the operand itself, folded in place): the block is swept four rows

@@ -10,7 +10,7 @@ the op is recorded out of place and the ``out`` arrays are rebound to the result
 from __future__ import annotations
 
 import operator
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from numtrace_ir import registry
@@ -53,6 +53,7 @@ def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
         out = (out,)
     if out is not None and all(o is None for o in out):
         out = None
+    given = (args, dict(kwargs)) if out is not None else None   # the call as NumPy gets it
     # A ufunc call's where= is a select against out=; reductions' where= is left to the op's schema.
     where = kwargs.pop("where", True) if isinstance(func, np.ufunc) and method == "__call__" else True
     if where is not True and out is None:
@@ -89,7 +90,31 @@ def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
         result = _select(where, result, out)
     if out is None:
         return result
-    return write_out(numpy_name(func, method), out, result)
+    _numpy_takes_out(eager, given, out, result)
+    # argmin/argmax write their indices back into an out= NumPy accepted with an unsafe cast.
+    index_out = any(func is f for f in _INDEX_OUT)
+    return write_out(numpy_name(func, method), out, result, "unsafe" if index_out else "same_kind")
+
+
+_INDEX_OUT = (np.argmin, np.argmax, np.ndarray.argmin, np.ndarray.argmax)
+
+
+def _numpy_takes_out(eager: Any, given: Any, out: tuple, result: Any) -> None:
+    """Raise NumPy's own error where NumPy refuses these out= arrays for the call (`given`: its
+    args and kwargs, where= included, without out=): a reduction's out of another shape, a float out
+    for argmin. The functionalized write would broadcast or cast into them. Checked by running the
+    call into scratch arrays like them, only where an out differs from its result in shape or dtype."""
+    results = result if isinstance(result, tuple) else (result,)
+    if not all(is_traced_array(o) and not o._scalar for o in out) or len(out) != len(results):
+        return   # write_out names the problem
+    if all(np.shape(c) == o._concrete.shape and np.result_type(c) == o._concrete.dtype
+           for c, o in zip(unwrap(results), out)):
+        return
+    scratch = tuple(np.empty_like(o._concrete) for o in out)
+    args, kwargs = given
+    with np.errstate(all="ignore"):   # the eager run above already reported the values' warnings
+        eager(*unwrap(args), **unwrap(kwargs),
+              out=scratch if isinstance(eager, np.ufunc) or len(scratch) > 1 else scratch[0])
 
 
 def _write_first(tracer: Tracer, op: Any, func: Any, method: str, args: tuple, kwargs: dict) -> None:
@@ -166,8 +191,10 @@ def _select(where: Any, result: Any, out: tuple) -> Any:
     return selected if isinstance(result, tuple) else selected[0]
 
 
-def write_out(what: str, out: tuple, result: Any) -> Any:
-    """Functionalized ``out=``: each out array is rebound to its result (cast as NumPy would)."""
+def write_out(what: str, out: tuple, result: Any,
+              casting: Literal["same_kind", "unsafe"] = "same_kind") -> Any:
+    """Functionalized ``out=``: each out array is rebound to its result (cast as NumPy would, under
+    `casting`)."""
     results = result if isinstance(result, tuple) else (result,)
     if len(out) != len(results):
         raise ValueError(f"{what}: out= has {len(out)} arrays for {len(results)} results")
@@ -177,7 +204,7 @@ def write_out(what: str, out: tuple, result: Any) -> Any:
                             f"got {type(target).__name__}; writing into it would escape the trace")
         if target._scalar:
             raise TypeError(f"{what}: out= must be an array, got a NumPy scalar (immutable) from traced code")
-        target._assign(value, f"{what} with out=")
+        target._assign(value, f"{what} with out=", casting)
     return out if isinstance(result, tuple) else out[0]
 
 

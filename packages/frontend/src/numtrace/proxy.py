@@ -19,7 +19,7 @@ import os
 import sys
 import weakref
 from types import FrameType
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from numtrace_ir import registry
@@ -113,10 +113,10 @@ class TracedArray(TracedValue):
         raise TypeError(f"{where} must be a static value, but a traced array was given; numtrace "
                         "records this argument as a constant of the graph")
 
-    def _assign(self, new: Any, what: str) -> None:
+    def _assign(self, new: Any, what: str, casting: Literal["same_kind", "unsafe"] = "same_kind") -> None:
         """Make ``new`` the whole content of this array, as ``self[...] = new`` does (cast, broadcast)."""
         tracer = active_tracer(what)
-        np.copyto(self._concrete, unwrap(new), casting="same_kind")  # NumPy's errors, NumPy's casts
+        np.copyto(self._concrete, unwrap(new), casting=casting)  # NumPy's errors, NumPy's casts
         if not isinstance(new, TracedArray):
             new = dispatch.freeze(tracer, np.asarray(unwrap(new)).astype(self._concrete.dtype))
         if new._concrete.dtype != self._concrete.dtype:

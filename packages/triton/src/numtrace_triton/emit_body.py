@@ -283,12 +283,46 @@ class BodyEmitter:
         value = w.let(w.astype(value, value_dtype, target.dtype))
         if attrs["negate"]:
             value = w.let(w.neg(value, target.dtype))
-        addr = self.space.address(target, item.level)
-        pointer = f"{self.params[target.buffer]} + {addr} + {iv} * {attrs['stride']}"
-        w.emit(f"tl.atomic_{attrs['atomic']}({pointer}, {value}, mask={ok}, sem=\"relaxed\")")
+        base = self.params[target.buffer]
+        offset = f"{self.space.address(target, item.level)} + {iv} * {attrs['stride']}"
+        if attrs["atomic"] == "add" and np.dtype(target.dtype) == np.float32:
+            self._add_float32(base, offset, value, ok)
+        else:
+            w.emit(f"tl.atomic_{attrs['atomic']}({base} + {offset}, {value}, mask={ok}, sem=\"relaxed\")")
         self._raise_flag(attrs["flag"], mask, bad)
         self.bind(item.key, iv, item.level, np.dtype(np.int64))
         return iv
+
+    def _add_float32(self, base: str, offset: str, value: str, ok: str) -> None:
+        """``base[offset] += value`` where ``ok``, atomically, with NumPy's IEEE float32 addition. A GPU's
+        float32 atomic add (``red.add.f32``) flushes subnormal operands and results to zero, which
+        changes no sum where ``|value| >= 2**-100``: such a value is normal, and the floats beside it are
+        at least 2**-124 apart, so a subnormal in memory (below 2**-126) is under half that gap and
+        value plus it rounds to value, as value plus zero does; and an exact sum below 2**-126 would need
+        the operand in memory within 2**-101 of ``-value``, a multiple of 2**-124 as value is, so the sum
+        is 0 or at least 2**-124. Those lanes take the atomic add. The others (zeros, subnormals, tiny
+        normals, NaN) read the element atomically and add in float32 arithmetic that keeps subnormals;
+        an add that leaves the bits read is done (it takes effect at that read: ``x + 0.0``), the rest
+        swap the sum's int32 bits in by a compare-and-swap loop. The loop runs until every lane of the
+        block is done: ``tl.atomic_cas`` has no mask, so a done lane swaps some bits for themselves (at
+        element 0 for a lane without a target, which exists wherever a lane has one): no change."""
+        w = self.w
+        added = w.let(f"{ok} & (tl.abs({value}) >= {w.const(2.0**-100, np.dtype(np.float32))})")
+        w.emit(f"tl.atomic_add({base} + {offset}, {value}, mask={added}, sem=\"relaxed\")")
+        bits = w.let(f"{base}.to(tl.pointer_type(tl.int32)) + tl.where({ok}, {offset}, 0)")
+        pending = w.let(f"tl.broadcast_to({ok} & ({added} == 0), {bits}.shape)")
+        old = w.let(f"tl.atomic_or({bits}, {pending}.to(tl.int32) * 0, mask={pending}, sem=\"relaxed\")")
+        total = f"({old}.to(tl.float32, bitcast=True) + {value}).to(tl.int32, bitcast=True)"
+        new = w.let(total)
+        w.emit(f"{pending} = {pending} & ({new} != {old})")
+        w.emit(f"while tl.max({pending}.to(tl.int32), 0) != 0:")
+        w.indent += 1
+        seen = w.let(f"tl.atomic_cas({bits}, {old}, tl.where({pending}, {new}, {old}), sem=\"relaxed\")")
+        w.emit(f"{pending} = {pending} & ({seen} != {old})")
+        w.emit(f"{old} = {seen}")
+        w.emit(f"{new} = {total}")
+        w.emit(f"{pending} = {pending} & ({new} != {old})")
+        w.indent -= 1
 
     def bind(self, key: int, name: str, level: str, dtype: np.dtype) -> None:
         self.names[key] = (name, level)

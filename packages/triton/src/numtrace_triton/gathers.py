@@ -19,9 +19,11 @@ the fill, the claims and the writes, and no lane reads what another claims withi
 
 ``ufunc.at`` (`np.ufunc.at`) with one integer array index among full slices: ``a`` is copied, then one
 pointwise kernel applies ``tl.atomic_add`` (``add``; ``subtract`` adds the negated value) or
-``tl.atomic_max``/``tl.atomic_min`` (``maximum``/``minimum`` of integers) per index element. Integer
-results are NumPy's exactly; float sums of repeated indices are added in the order the lanes run, not
-in index order as NumPy adds them, so they equal NumPy's within the summation tolerance. Float maximum
+``tl.atomic_max``/``tl.atomic_min`` (``maximum``/``minimum`` of integers) per index element (a float32
+add: by a compare-and-swap loop where a GPU's atomic add would flush a subnormal, see
+`emit_body.BodyEmitter._add_float32`). Integer results are NumPy's exactly; float sums of repeated
+indices are added in the order the lanes run, not in index order as NumPy adds them, so they equal
+NumPy's within the summation tolerance. Float maximum
 and minimum (NumPy propagates NaN, which the atomics do not), other ufuncs, other keys and mixed-dtype
 operands run as a host step.
 """
