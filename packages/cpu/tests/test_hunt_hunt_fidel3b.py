@@ -109,9 +109,12 @@ _ROWS_CHILD = textwrap.dedent("""
 """)
 
 
-@pytest.mark.xfail(strict=True, reason="baseline build: a generated kernel's float32 row sum "
-                   "(x.sum(axis=1) of (6, 3) rows holding two NaNs, beside an elementwise output) keeps the second NaN where "
-                   "NumPy and the interpreter keep the first; the AVX2/AVX-512 builds agree")
+_BASELINE_ROWS = ("baseline build: a generated kernel's float32 row sum (x.sum(axis=1) of (6, 3) rows "
+                  "holding two NaNs, beside an elementwise output) keeps the second NaN where NumPy and the "
+                  "interpreter keep the first; the AVX2 and AVX-512 builds agree")
+
+
+@pytest.mark.xfail(strict=True, reason=_BASELINE_ROWS)
 def test_baseline_row_sums_keep_each_rows_first_nan(tmp_path):
     env = dict(os.environ, NUMTRACE_CACHE_DIR=str(tmp_path), NUMTRACE_CPU_ISA="baseline")
     done = subprocess.run([sys.executable, "-c", _ROWS_CHILD], capture_output=True, text=True, env=env,
@@ -122,9 +125,12 @@ def test_baseline_row_sums_keep_each_rows_first_nan(tmp_path):
     assert generated == numpy
 
 
-@pytest.mark.xfail(strict=True, reason="np.nanmax(-x) of a 0-d x: NumPy's -x is a NumPy scalar, so "
-                   "nanmax takes its non-ndarray path and writes np.nan (+, no payload) over an all-NaN result; the trace "
-                   "keeps -x a 0-d array and returns the NaN itself (sign and payload)")
+_SCALAR_NANMAX = ("np.nanmax(-x) of a 0-d x: NumPy's -x is a NumPy scalar, so nanmax takes its "
+                  "non-ndarray path and writes np.nan (+, no payload) over an all-NaN result; the trace keeps "
+                  "-x a 0-d array and returns the NaN itself (sign and payload)")
+
+
+@pytest.mark.xfail(strict=True, reason=_SCALAR_NANMAX)
 @pytest.mark.parametrize("name", ["nanmax", "nanmin"])
 def test_nanmax_of_a_computed_0d_nan_is_numpys_nan(name):
     nt = pytest.importorskip("numtrace")
