@@ -126,8 +126,8 @@ def test_baseline_row_sums_keep_each_rows_first_nan(tmp_path):
 
 
 _SCALAR_NANMAX = ("np.nanmax(-x) of a 0-d x: NumPy's -x is a NumPy scalar, so nanmax takes its "
-                  "non-ndarray path and writes np.nan (+, no payload) over an all-NaN result; the trace keeps "
-                  "-x a 0-d array and returns the NaN itself (sign and payload)")
+                  "non-ndarray path and writes np.nan (+, no payload) over an all-NaN result; the trace "
+                  "keeps -x a 0-d array and returns the NaN itself (sign and payload)")
 
 
 @pytest.mark.xfail(strict=True, reason=_SCALAR_NANMAX)
