@@ -49,16 +49,18 @@ def _layouts(x: np.ndarray) -> dict[str, np.ndarray]:
             "fortran": np.asfortranarray(x)}
 
 
-def _same(want, got) -> np.ndarray:
-    """Bit for bit, but a NaN's own bits (NumPy returns its loop's NaN, the cpu backend the default NaN:
-    see test_hunt_hunt_quiet.check_reductions)."""
+def _same(want, got, nan_bits: bool = True) -> np.ndarray:
+    """Bit for bit, a NaN's sign and payload included where `nan_bits`. NumPy's NaN depends on its
+    loop: a contiguous row's is fixed (blocks.pxi's _nan_result), a strided one's is its first NaN,
+    which the cpu backend does not follow (it gives the contiguous row's)."""
     want, got = np.asarray(want), np.asarray(got)
     assert (want.dtype, want.shape) == (got.dtype, got.shape)
     if want.dtype.kind != "f":
         return want == got
     bits = f"u{want.dtype.itemsize}"
-    nan = np.isnan(want)
-    return np.where(nan, np.isnan(got), want.view(bits) == got.view(bits))
+    if not nan_bits:
+        return np.where(np.isnan(want), np.isnan(got), want.view(bits) == got.view(bits))
+    return want.view(bits) == got.view(bits)
 
 
 def _graph(name: str, x: np.ndarray, negate: bool) -> Graph:
@@ -72,7 +74,7 @@ def _graph(name: str, x: np.ndarray, negate: bool) -> Graph:
     return g
 
 
-def _check(name: str, x: np.ndarray, what: str, mode: str = "off") -> None:
+def _check(name: str, x: np.ndarray, what: str, mode: str = "off", nan_bits: bool = True) -> None:
     """name over x's rows, read directly and computed as the negation of -x (NumPy's rows either way)."""
     ref = registry.get(name).reference
     for negate in (False, True)[:1 + (x.dtype != bool)]:
@@ -83,7 +85,7 @@ def _check(name: str, x: np.ndarray, what: str, mode: str = "off") -> None:
             with np.errstate(all="raise"):
                 want = ref(-arg if negate else arg, axis=-1, keepdims=True)
                 (got,) = exe(arg)
-        same = _same(want, got)
+        same = _same(want, got, nan_bits)
         assert same.all(), f"{name} {what} negate={negate}: rows {np.flatnonzero(~same.ravel())[:6]}"
 
 
@@ -95,7 +97,7 @@ def test_float_rows_are_numpys(dtype, mode):
         for name, mx in (("np.max", True), ("np.min", False)):
             x = _float_rows(dtype, n, mx, rng)
             for layout, y in _layouts(x).items():
-                _check(name, y, f"{np.dtype(dtype)} n={n} {layout}", mode)
+                _check(name, y, f"{np.dtype(dtype)} n={n} {layout}", mode, layout == "contiguous")
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.bool_])

@@ -32,6 +32,21 @@ cimport numpy as cnp
 
 cnp.import_array()
 
+def _numpy_minmax_vector_bytes() -> int:
+    """Bytes per vector of the loop NumPy dispatches np.maximum's reduction to on this CPU (its
+    NPY_DISABLE_CPU_FEATURES included): which of a row's NaNs a max/min returns depends on it
+    (`_nan_result`)."""
+    try:
+        from numpy.lib.introspect import opt_func_info
+        target = opt_func_info(func_name="^maximum$", signature="^ddd$")["maximum"]["ddd"]["current"]
+    except (ImportError, KeyError):
+        from numpy._core._multiarray_umath import __cpu_features__ as features
+        target = "X86_V4" if features.get("AVX512_SKX") else ("X86_V3" if features.get("AVX2") else "")
+    return {"X86_V4": 64, "AVX512_SKX": 64, "X86_V3": 32, "AVX2": 32}.get(target, 16)
+
+cdef Py_ssize_t NPY_MINMAX_VECTOR_BYTES = _numpy_minmax_vector_bytes()
+
+
 cdef extern from "nt_loops.h" nogil:
     # The opcodes' loops, expanded from nt_opcodes.h's table (see there and nt_loops.h).
     void nt_run_loop(int op, int dt, char* d, const char* a, const char* b, Py_ssize_t n)
@@ -591,8 +606,9 @@ cdef void _fold_columns_extreme(const Reduction* rd, Acc* accs, const char* x, P
         for c in range(ncol):
             accs[c].iext = bm[c]
     for c in range(ncol):
-        if r == 1 and accs[c].count == 0 and nan[c] and (rd.dt == DT_F32 or rd.dt == DT_F64):
-            accs[c].fext = _lone_nan(x, c, rd.dt)
+        if nan[c] and not accs[c].nan and (rd.dt == DT_F32 or rd.dt == DT_F64):
+            _note_nan(&accs[c], x + c * nt_itemsize[rd.dt], rs, r, rd.dt)
+            accs[c].nan_kept = 1
         accs[c].nan |= nan[c]
         accs[c].count += r
 
@@ -661,6 +677,27 @@ cdef void _extreme_rows(const Reduction* rd, const char* x, Py_ssize_t n, Py_ssi
         elif dt == DT_I32: nt_rowmin_i32(<const int32_t*>x, n, rows, out, so, <int32_t>acc.iext)
         elif dt == DT_I64: nt_rowmin_i64(<const int64_t*>x, n, rows, out, so, acc.iext)
         else: nt_rowmin_u8(<const u8*>x, n, rows, out, so, <u8>acc.iext)
+    if dt == DT_F32 or dt == DT_F64:
+        _rows_nan_results(x, n, rows, out, so, dt)
+
+cdef void _rows_nan_results(const char* x, Py_ssize_t n, Py_ssize_t rows, char* out, Py_ssize_t so,
+                            int dt) noexcept nogil:
+    """Each NaN result of `_extreme_rows` (row i at x + i * n elements) replaced by NumPy's NaN for
+    that row (`_nan_result`); a check per row where no row holds a NaN."""
+    cdef Acc acc
+    cdef Py_ssize_t i, isz = nt_itemsize[dt]
+    cdef double v
+    for i in range(rows):
+        v = (<float*>(out + i * so))[0] if dt == DT_F32 else (<double*>(out + i * so))[0]
+        if v == v:
+            continue
+        acc.count, acc.nan_kept = 0, 0
+        _note_nan(&acc, x + i * n * isz, 1, n, dt)
+        v = _nan_result(&acc, n, NPY_MINMAX_VECTOR_BYTES // isz)
+        if dt == DT_F32:
+            (<float*>(out + i * so))[0] = <float>v
+        else:
+            (<double*>(out + i * so))[0] = v
 
 cdef void _init_const_regs(const Ctx* cx, char** regs, char* scratch) noexcept nogil:
     cdef int r
@@ -703,7 +740,15 @@ cdef double _fold_sharing(const Reduction* rd, Acc* acc, const char* x, Py_ssize
         acc.m2 += (nt_m2_f32(<const float*>x, n, bmean) if dt == DT_F32
                    else nt_m2_f64(<const double*>x, n, bmean)) + delta * delta * acc.count * n / tot
         acc.mean += delta * n / tot
-    elif rd.op == R_MAX:
+    elif rd.op == R_MAX or rd.op == R_MIN:
+        _fold_extreme(rd, acc, x, n)
+        return bs
+    acc.count += n
+
+cdef void _fold_extreme(const Reduction* rd, Acc* acc, const char* x, Py_ssize_t n) noexcept nogil:
+    """`_fold` of a max/min; the block that shows a float row's first NaN records it (`_note_nan`)."""
+    cdef int dt = rd.dt, had_nan = acc.nan
+    if rd.op == R_MAX:
         if dt == DT_F32: acc.fext = nt_max_f32(<const float*>x, n, <float>acc.fext, &acc.nan)
         elif dt == DT_F64: acc.fext = nt_max_f64(<const double*>x, n, acc.fext, &acc.nan)
         elif dt == DT_I32: acc.iext = nt_max_i32(<const int32_t*>x, n, <int32_t>acc.iext, &acc.nan)
@@ -715,15 +760,30 @@ cdef double _fold_sharing(const Reduction* rd, Acc* acc, const char* x, Py_ssize
         elif dt == DT_I32: acc.iext = nt_min_i32(<const int32_t*>x, n, <int32_t>acc.iext, &acc.nan)
         elif dt == DT_I64: acc.iext = nt_min_i64(<const int64_t*>x, n, acc.iext, &acc.nan)
         else: acc.iext = nt_min_u8(<const u8*>x, n, <u8>acc.iext, &acc.nan)
-    if n == 1 and acc.count == 0 and acc.nan and (dt == DT_F32 or dt == DT_F64):
-        acc.fext = _lone_nan(x, 0, dt)
+    if acc.nan and not had_nan and (dt == DT_F32 or dt == DT_F64):
+        _note_nan(acc, x, 1, n, dt)
     acc.count += n
 
-cdef inline double _lone_nan(const char* x, Py_ssize_t i, int dt) noexcept nogil:
-    """Element i of a float block, kept as a max/min's running extreme where it is a NaN that is its
-    row's only element: NumPy's max/min of one element is the element, sign and payload included,
-    where a row with more elements and a NaN gives the default NaN (`_acc_store`)."""
-    return (<const float*>x)[i] if dt == DT_F32 else (<const double*>x)[i]
+cdef void _note_nan(Acc* acc, const char* x, Py_ssize_t stride, Py_ssize_t n, int dt) noexcept nogil:
+    """Record in acc the first NaN of the n float elements `stride` apart at x, which the caller
+    knows holds one, and its position in the row (acc.count elements come before x)."""
+    cdef Py_ssize_t i
+    cdef double v
+    for i in range(n):
+        v = (<const float*>x)[i * stride] if dt == DT_F32 else (<const double*>x)[i * stride]
+        if v != v:
+            acc.nanv, acc.nanpos = v, acc.count + i
+            return
+
+cdef inline double _nan_result(const Acc* acc, Py_ssize_t count, Py_ssize_t lanes) noexcept nogil:
+    """A float max/min's result over `count` elements that hold a NaN, as NumPy's loops give it. A
+    column (acc.nan_kept) and a row of one element give the first NaN itself, sign and payload
+    included. NumPy reduces a longer row as element 0 and then vectors of `lanes` elements into one
+    accumulator, whose NaN is the default one (+NaN), then the remaining elements one at a time,
+    which keep the first NaN they meet: the first NaN itself where it lies in that tail, else +NaN."""
+    if acc.nan_kept or count == 1 or acc.nanpos >= 1 + (count - 1) // lanes * lanes:
+        return acc.nanv
+    return NAN
 
 cdef void _acc_init(const Reduction* rd, Acc* acc) noexcept nogil:
     memset(acc, 0, sizeof(Acc))
@@ -739,7 +799,7 @@ cdef void _acc_store(const Reduction* rd, const Acc* acc, char* out) noexcept no
     cdef int dt = rd.dt
     if rd.op == R_MAX or rd.op == R_MIN:
         if dt == DT_F32 or dt == DT_F64:
-            v = (acc.fext if acc.count == 1 else NAN) if acc.nan else acc.fext   # see _lone_nan
+            v = _nan_result(acc, acc.count, NPY_MINMAX_VECTOR_BYTES // nt_itemsize[dt]) if acc.nan else acc.fext
         else:
             if dt == DT_I32: (<int32_t*>out)[0] = <int32_t>acc.iext
             elif dt == DT_I64: (<int64_t*>out)[0] = acc.iext
@@ -766,8 +826,15 @@ cdef void _acc_store(const Reduction* rd, const Acc* acc, char* out) noexcept no
 cdef inline void _store(const Ctx* cx, int j, const Acc* acc, char* out) noexcept nogil:
     """Reduction j's result of one row, or its raw sum where the row is a part (cx.raw_sums: see
     FusedKernel._run_split_row)."""
+    cdef Acc runs
     if cx.raw_sums:
         (<double*>out)[0] = acc.s
+    elif acc.nan and not cx.cols and cx.nd - cx.nkept > 1:
+        # A row of several runs (an (n, m, k) x reduced over axes 0 and 2): NumPy folds it run by
+        # run, and which NaN it keeps then is not _nan_result's; this gives the default NaN.
+        runs = acc[0]
+        runs.nan_kept, runs.nanpos = 0, 0
+        _acc_store(&cx.reds[j], &runs, out)
     else:
         _acc_store(&cx.reds[j], acc, out)
 

@@ -77,6 +77,11 @@ cdef struct Acc:
     int64_t iacc, iext
     Py_ssize_t count
     int nan
+    # A float max/min's first NaN (see blocks.pxi's _nan_result): its bits, its position in the row,
+    # and whether it is stored wherever it lies (a column, which NumPy folds element by element).
+    double nanv
+    Py_ssize_t nanpos
+    int nan_kept
 
 cdef struct Ctx:
     # Everything a pass needs, built per call by FusedKernel._run; read-only while threads run.
