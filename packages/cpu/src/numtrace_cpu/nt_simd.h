@@ -334,17 +334,17 @@ NT_EXTREME(nt_min_f64, double, NT_LT, NT_MIN_PRAGMA)
 
 /* Max/min of each of `rows` rows of n elements (row i at a + i * n) into the element at out + i * so
  * bytes: the block extreme above from `init` (_acc_init's), NaN where the row holds one (_acc_store's
- * default NaN, or a row's only element itself, as blocks.pxi's _lone_nan), in one loop without a
- * call per row (a row of ten elements costs about as much as the call). */
+ * default NaN), in one loop without a call per row (a row of ten elements costs about as much as
+ * the call). */
 #define NT_ROWS_EXTREME(NAME, EXT, T, RESULT) \
 static inline void NAME(const T *a, Py_ssize_t n, Py_ssize_t rows, char *out, Py_ssize_t so, T init) { \
     for (Py_ssize_t i = 0; i < rows; i++) { \
         int nan = 0; T m = EXT(a + i * n, n, init, &nan); \
-        m = RESULT(m, nan, T, a[i * n], n); memcpy(out + i * so, &m, sizeof m); \
+        m = RESULT(m, nan, T); memcpy(out + i * so, &m, sizeof m); \
     } \
 }
-#define NT_OR_NAN(m, nan, T, first, n) ((nan) ? ((n) == 1 ? (first) : (T)NAN) : (m))
-#define NT_AS_IS(m, nan, T, first, n) (m)
+#define NT_OR_NAN(m, nan, T) ((nan) ? (T)NAN : (m))
+#define NT_AS_IS(m, nan, T) (m)
 NT_ROWS_EXTREME(nt_rowmax_f32, nt_max_f32, float, NT_OR_NAN)
 NT_ROWS_EXTREME(nt_rowmax_f64, nt_max_f64, double, NT_OR_NAN)
 NT_ROWS_EXTREME(nt_rowmax_i32, nt_max_i32, int32_t, NT_AS_IS)
