@@ -96,6 +96,9 @@ cdef extern from "nt_gen.h" nogil:
                                const nt_gen_loop_fn* loops, const nt_gen_reduce* red)
     const nt_gen_loop_fn* nt_gen_loop_table()
     double nt_gen_add(double a, double b)
+    bint NT_GEN_F_OUT_I32(double x)
+    bint NT_GEN_F_OUT_I64(double x)
+    void nt_gen_raise_invalid()
     enum: NT_GEN_ACC_BYTES
     enum: NT_GEN_MAXCOLS
 
@@ -193,8 +196,15 @@ cdef inline num _convert(num2 x, num* kind) noexcept nogil:
 
 cdef void _cast_to(num* d, const num2* a, Py_ssize_t n) noexcept nogil:
     cdef Py_ssize_t i
+    cdef int out = 0
     for i in range(n):
         d[i] = _convert(a[i], d)
+    if (num is int32_t or num is int64_t) and (num2 is float or num2 is double):
+        # NumPy's cast of a float out of the int's range raises 'invalid'; _convert's select does not
+        for i in range(n):
+            out |= NT_GEN_F_OUT_I32(a[i]) if num is int32_t else NT_GEN_F_OUT_I64(a[i])
+        if out:
+            nt_gen_raise_invalid()
 
 cdef void _cast_from(int dst_dt, char* d, const num2* a, Py_ssize_t n) noexcept nogil:
     if dst_dt == DT_BOOL:

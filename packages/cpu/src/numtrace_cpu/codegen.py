@@ -70,6 +70,17 @@ _UNROLLED = (1, 2, 3, 4, 8)
 _PAD_ELEMENTS = 64   # nt_gen.h's NT_GEN_PAD: an operand's tile buffer is TILE + NT_GEN_PAD elements
 
 
+# Ops whose C expression uses these operands (by position) only for some elements, so GCC computes
+# them only there: np.where's two values, heaviside's value at 0, left_shift's value under a short
+# shift. NumPy computes every operand for every element, and so raises its FP flags.
+_SELECTED = {"where": (0, 1), "heaviside": (1,), "left_shift": (0,)}
+
+
+def _bits(v: str, dt: int) -> str:
+    """C for value v's bits as a uint64_t, to OR into nt_gen_keep's `seen`."""
+    return f"nt_gen_bits_{SUFFIX[dt]}({v})" if dt in _FLOATS else f"(uint64_t)({v})"
+
+
 def _through_table(op: int, dt: int) -> bool:
     name = _BY_CODE[op]
     return (_CATEGORY[op] == CAT_UNARY and OPS[name][2] == _FLOATS and name not in _INLINE_FLOAT
@@ -80,10 +91,9 @@ def _convert(expr: str, src: int, dst: int) -> str:
     """expr (of dtype code src) cast to dtype code dst as NumPy casts (blocks.pxi's _convert)."""
     if dst == _DT["bool"]:
         return f"NT_GEN_TO_BOOL({expr})"
-    if src in _FLOATS and dst == _DT["int32"]:
-        return f"NT_GEN_F_TO_I32({expr})"
-    if src in _FLOATS and dst == _DT["int64"]:
-        return f"NT_GEN_F_TO_I64({expr})"
+    if src in _FLOATS and dst in (_DT["int32"], _DT["int64"]):
+        bits = 32 if dst == _DT["int32"] else 64   # out of range: 'invalid' at the kernel's end
+        return f"(out_of_range |= NT_GEN_F_OUT_I{bits}({expr}), NT_GEN_F_TO_I{bits}({expr}))"
     return f"({CTYPE[dst]})({expr})"
 
 
@@ -125,6 +135,7 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
     defs: list[str] = []
     exprs: list[str] = []
     vdt: dict[str, int] = {}
+    floaty: set[str] = set()   # values computed by a float op, or from one: they may raise FP flags
     keeps = False
     for i, (op, dt, dst, a, b, c) in enumerate(instrs):
         cat = _CATEGORY[op]
@@ -138,20 +149,23 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
             expr = _convert(args[0], rdt[a], dt)
         elif cat == CAT_WHERE:
             expr = f"({args[2]} ? {args[0]} : {args[1]})"
-            computed = [v for v in args[:2] if v.startswith("v")] if dt in _FLOATS else []
-            if computed:   # both operands computed for every element (nt_gen.h's nt_gen_keep)
-                expr = f"({''.join(f'seen |= nt_gen_bits_{SUFFIX[dt]}({v}), ' for v in computed)}{expr})"
-                keeps = True
         elif name == "copy":
             expr = args[0]
         else:
             expr = f"nt_op_{name}_{SUFFIX[dt]}({', '.join(args)})"
+        kept = [args[k] for k in _SELECTED.get(name, ()) if args[k] in floaty]
+        if kept:   # computed for every element, as NumPy computes them (nt_gen.h's nt_gen_keep)
+            expr = f"({''.join(f'seen |= {_bits(u, vdt[u])}, ' for u in kept)}{expr})"
+            keeps = True
         v = f"v{i}"
+        if dt in _FLOATS or rdt[dst] in _FLOATS or any(rdt[s] in _FLOATS or cur[s] in floaty for s in srcs):
+            floaty.add(v)
         uses.append(args)
         defs.append(v)
         exprs.append(expr)
         vdt[v] = rdt[dst]
         cur[dst] = v
+    casts = any("out_of_range" in e for e in exprs)
     outputs = {r: cur[r] for r in range(len(regs)) if kind[r] == _OUTPUT and r in cur}
     if len(outputs) != kind.count(_OUTPUT) or any(not v.startswith("v") for v in outputs.values()):
         return None   # an output register no instruction writes
@@ -216,6 +230,8 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
     w.line("(void)fc; (void)ic; (void)loops; (void)red;")
     if keeps:
         w.line("uint64_t seen = 0;   /* the bits of np.where's computed operands (nt_gen_keep) */")
+    if casts:
+        w.line("int out_of_range = 0;   /* a float cast to an int it does not fit (NT_GEN_F_OUT_I64) */")
     for r, (dt, k, arg) in enumerate(regs):
         if k == _CONST:
             src = f"fc[{arg}]" if dt in _FLOATS else f"ic[{arg}]"
@@ -244,6 +260,8 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
     w.line("if (red->stream) nt_gen_stream_fence();")
     if keeps:
         w.line("nt_gen_keep(seen);")
+    if casts:
+        w.line("if (out_of_range) nt_gen_raise_invalid();")
     w.indent -= 1
     w.line("}")
     return w.text()

@@ -56,6 +56,12 @@ typedef void (*nt_gen_fn)(char *const *data, const Py_ssize_t *strides, const Py
 #define NT_GEN_TO_BOOL(x) ((unsigned char)((x) != 0))
 #define NT_GEN_F_TO_I32(x) (((x) >= -2147483648.0) & ((x) < 2147483648.0) ? (int32_t)(x) : INT32_MIN)
 #define NT_GEN_F_TO_I64(x) (((x) >= -9223372036854775808.0) & ((x) < 9223372036854775808.0) ? (int64_t)(x) : INT64_MIN)
+/* Whether x lies outside what those casts convert (an out-of-range value; a NaN's compare raises
+ * 'invalid' itself). NumPy's cast of one raises 'invalid' (x86's truncating convert does), which the
+ * casts above skip: a pass ORs these into a value and raises it with nt_gen_raise_invalid. */
+#define NT_GEN_F_OUT_I32(x) (((x) < -2147483648.0) | ((x) >= 2147483648.0))
+#define NT_GEN_F_OUT_I64(x) (((x) < -9223372036854775808.0) | ((x) >= 9223372036854775808.0))
+static inline void nt_gen_raise_invalid(void) { volatile double z = 0.0; z = z / z; }
 
 /* a + b, or a itself where a is NaN: x86 gives the first operand's NaN where both are NaN, and the
  * compiler may swap a commutative add's operands, so a column's block totals (blocks.pxi's
@@ -81,8 +87,9 @@ static inline double nt_gen_add_first(double a, double b) {
 /* np.where(c, a, b) computes a and b for every element, as NumPy does, and so raises their flags:
  * GCC computes an operand of a C select (c ? a : b) only where it is selected (a branch around a
  * scalar op, a masked vector op), which loses the 'invalid' of np.where(x >= 0, np.sqrt(x), 0) at a
- * negative x. So a kernel ORs the bits of each computed operand of a float np.where into one value
- * (`seen`, a reduction that vectorizes) that it stores to a volatile at its end. */
+ * negative x. So a kernel ORs the bits of each such operand computed from floats (of np.where, of
+ * any dtype, heaviside and left_shift: codegen's _SELECTED) into one value (`seen`, a reduction
+ * that vectorizes) that it stores to a volatile at its end. */
 static inline uint64_t nt_gen_bits_f64(double a) { uint64_t u; memcpy(&u, &a, sizeof u); return u; }
 static inline uint64_t nt_gen_bits_f32(float a) { uint32_t u; memcpy(&u, &a, sizeof u); return u; }
 static inline void nt_gen_keep(uint64_t seen) { volatile uint64_t kept = seen; (void)kept; }
