@@ -683,10 +683,14 @@ cdef void _extreme_rows(const Reduction* rd, const char* x, Py_ssize_t n, Py_ssi
 cdef void _rows_nan_results(const char* x, Py_ssize_t n, Py_ssize_t rows, char* out, Py_ssize_t so,
                             int dt) noexcept nogil:
     """Each NaN result of `_extreme_rows` (row i at x + i * n elements) replaced by NumPy's NaN for
-    that row (`_nan_result`); a check per row where no row holds a NaN."""
+    that row (`_nan_result`); a check per row where no row holds a NaN. Rows of one element are
+    left as the C loop stored them: the element itself, whose bits (a float32 signaling NaN's
+    too) a pass through a double would change."""
     cdef Acc acc
     cdef Py_ssize_t i, isz = nt_itemsize[dt]
     cdef double v
+    if n == 1:
+        return
     for i in range(rows):
         v = (<float*>(out + i * so))[0] if dt == DT_F32 else (<double*>(out + i * so))[0]
         if v == v:
