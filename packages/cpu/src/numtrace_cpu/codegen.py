@@ -76,9 +76,15 @@ _PAD_ELEMENTS = 64   # nt_gen.h's NT_GEN_PAD: an operand's tile buffer is TILE +
 _SELECTED = {"where": (0, 1), "heaviside": (1,), "left_shift": (0,)}
 
 
-def _bits(v: str, dt: int) -> str:
-    """C for value v's bits as a uint64_t, to OR into nt_gen_keep's `seen`."""
-    return f"nt_gen_bits_{SUFFIX[dt]}({v})" if dt in _FLOATS else f"(uint64_t)({v})"
+def _keep(w: _Writer, tile: _Tile, body, into: str = "seen") -> None:
+    """One statement, after a loop body's values, ORing the bits of the operands its instructions
+    select from into nt_gen_keep's `seen`: a comma expression inside each select (or one `seen |=`
+    per operand) is a reduction GCC 12 does not vectorize, and clip_where_fill ran 8x slower."""
+    values = list(dict.fromkeys(u for i in body for u in tile.kept[i]))
+    if values:
+        bits = [f"nt_gen_bits_{SUFFIX[tile.vdt[v]]}({v})" if tile.vdt[v] in _FLOATS else f"(uint64_t)({v})"
+                for v in values]
+        w.line(f"{into} |= {' | '.join(bits)};")
 
 
 def _through_table(op: int, dt: int) -> bool:
@@ -136,7 +142,7 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
     exprs: list[str] = []
     vdt: dict[str, int] = {}
     floaty: set[str] = set()   # values computed by a float op, or from one: they may raise FP flags
-    keeps = False
+    kept: list[list[str]] = []   # per instruction, the operands it selects from that nt_gen_keep keeps
     for i, (op, dt, dst, a, b, c) in enumerate(instrs):
         cat = _CATEGORY[op]
         srcs = [a] + ([b] if cat in (CAT_BINARY, CAT_BINARY_BOOL, CAT_WHERE) else []) + \
@@ -153,10 +159,8 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
             expr = args[0]
         else:
             expr = f"nt_op_{name}_{SUFFIX[dt]}({', '.join(args)})"
-        kept = [args[k] for k in _SELECTED.get(name, ()) if args[k] in floaty]
-        if kept:   # computed for every element, as NumPy computes them (nt_gen.h's nt_gen_keep)
-            expr = f"({''.join(f'seen |= {_bits(u, vdt[u])}, ' for u in kept)}{expr})"
-            keeps = True
+        # operands computed for every element, as NumPy computes them (nt_gen.h's nt_gen_keep)
+        kept.append([args[k] for k in _SELECTED.get(name, ()) if args[k] in floaty])
         v = f"v{i}"
         if dt in _FLOATS or rdt[dst] in _FLOATS or any(rdt[s] in _FLOATS or cur[s] in floaty for s in srcs):
             floaty.add(v)
@@ -228,6 +232,7 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
     w.line("               const nt_gen_loop_fn *loops, const nt_gen_reduce *red) {")
     w.indent += 1
     w.line("(void)fc; (void)ic; (void)loops; (void)red;")
+    keeps = any(kept)
     if keeps:
         w.line("uint64_t seen = 0;   /* the bits of np.where's computed operands (nt_gen_keep) */")
     if casts:
@@ -245,7 +250,7 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
     for r in out_regs:
         w.line(f"const int st{r} = (int)((red->stream >> {regs[r][2]}) & 1);   /* streaming stores */")
     tile = _Tile(regs, rdt, in_regs, out_regs, segments, instrs, uses, defs, exprs, vdt, seg_of, spilled,
-                 outputs, folded)
+                 outputs, folded, kept)
     if reductions and folds_in_registers(program):
         _branches(w, ("red->cols", lambda: _column_units(w, nops, reductions, tile)),
                   ("red->rows > 1", lambda: _row_block_units(w, nops, reductions, tile)),
@@ -320,6 +325,7 @@ class _Tile:
     spilled: set[str]
     outputs: dict[int, str]
     folded: list[str]
+    kept: list[list[str]]
 
 
 def _offsets(w: _Writer, nops: int, index: str, first: str, stop: str, ptr: str) -> None:
@@ -523,9 +529,9 @@ def _strided_bases(w: _Writer, nops: int) -> None:
                f"sc{k} = strides[{k} * NT_GEN_MAXD + nd - 1];")
 
 
-def _element(w: _Writer, tile: _Tile, row: str, col: str) -> None:
+def _element(w: _Writer, tile: _Tile, row: str, col: str, keep: str = "seen") -> None:
     """The program at element (row, col) of dims (nd-2, nd-1): inputs loaded, values computed,
-    outputs stored."""
+    outputs stored, selected operands kept into `keep`."""
     regs, rdt = tile.regs, tile.rdt
     needed = {u for i in range(len(tile.instrs)) for u in tile.uses[i]} | set(tile.outputs.values()) \
         | set(tile.folded)
@@ -535,6 +541,7 @@ def _element(w: _Writer, tile: _Tile, row: str, col: str) -> None:
             w.line(f"const {T} in{r} = *(const {T} *)(b{arg} + {row} * sr{arg} + {col} * sc{arg});")
     for i in range(len(tile.instrs)):
         w.line(f"const {_local(tile.vdt[tile.defs[i]])} {tile.defs[i]} = {tile.exprs[i]};")
+    _keep(w, tile, range(len(tile.instrs)), keep)
     for r in tile.out_regs:
         arg, T = regs[r][2], CTYPE[rdt[r]]
         w.line(f"*({T} *)(b{arg} + {row} * sr{arg} + {col} * sc{arg}) = {tile.outputs[r]};")
@@ -654,6 +661,7 @@ def _segments(w: _Writer, tile: _Tile) -> None:
             w.line(f"const {_local(tile.vdt[defs[i]])} {defs[i]} = {tile.exprs[i]};")
             if defs[i] in tile.spilled:
                 w.line(f"t{defs[i]}[i] = {defs[i]};")
+        _keep(w, tile, body)
         if stores:
             for r in tile.out_regs:
                 w.line(f"out{r}p[i] = {tile.outputs[r]};")

@@ -89,7 +89,8 @@ static inline double nt_gen_add_first(double a, double b) {
  * scalar op, a masked vector op), which loses the 'invalid' of np.where(x >= 0, np.sqrt(x), 0) at a
  * negative x. So a kernel ORs the bits of each such operand computed from floats (of np.where, of
  * any dtype, heaviside and left_shift: codegen's _SELECTED) into one value (`seen`, a reduction
- * that vectorizes) that it stores to a volatile at its end. */
+ * that vectorizes where one statement at the end of a loop body ORs them all: codegen's _keep) that
+ * it stores to a volatile at its end. */
 static inline uint64_t nt_gen_bits_f64(double a) { uint64_t u; memcpy(&u, &a, sizeof u); return u; }
 static inline uint64_t nt_gen_bits_f32(float a) { uint32_t u; memcpy(&u, &a, sizeof u); return u; }
 static inline void nt_gen_keep(uint64_t seen) { volatile uint64_t kept = seen; (void)kept; }
