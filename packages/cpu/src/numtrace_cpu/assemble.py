@@ -75,8 +75,7 @@ class _Program:
         key = (v, dtype)
         if key not in self.reg_of:
             if v in self.consts and np.ndim(self.consts[v]) == 0:
-                self.const_values.append(np.asarray(self.consts[v]).astype(dtype).item())
-                self.reg_of[key] = self.reg(dtype, "const", len(self.const_values) - 1)
+                self.reg_of[key] = self.literal(self.consts[v], dtype)
             else:
                 src = self.natural(v)
                 if _CODE_DTYPE[self.regs[src][0]] == dtype:
@@ -139,8 +138,11 @@ class _Program:
             self.emit("cast", compute, dst, cur)
 
     def literal(self, value, dtype: np.dtype) -> int:
-        """A constant register holding `value` as `dtype`."""
-        self.const_values.append(np.asarray(value).astype(dtype).item())
+        """A constant register holding `value` as `dtype`. The cast's floating-point flags are not
+        reported: a compile runs once per input signature, under whatever np.errstate its first call
+        has (x * 1e-50 of a float32 x would raise FloatingPointError on that call only)."""
+        with np.errstate(all="ignore"):
+            self.const_values.append(np.asarray(value).astype(dtype).item())
         return self.reg(dtype, "const", len(self.const_values) - 1)
 
     def reduction(self, node) -> None:

@@ -1,0 +1,39 @@
+"""A ufunc's where= argument computes the op only where the mask holds: np.divide(n, d, out=z,
+where=d != 0) divides no element by zero and warns nothing. The trace records it as np.where(mask,
+op(...), out), whose op runs on every element (np.where's own operands are computed everywhere, as
+NumPy computes them), so the masked-out elements' flags are reported."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import numtrace as nt
+import pytest
+from numtrace_ir import testing
+
+_MASKED_UFUNC = ("a ufunc's where= is recorded as np.where(mask, op(args), out): the op runs on the "
+                 "masked-out elements too, so divide by zero / invalid are warned (FloatingPointError "
+                 "under errstate(raise)) where NumPy, which skips those elements, reports nothing")
+
+_PROGRAMS = {
+    "divide": lambda n, d: np.divide(n, d, out=np.zeros_like(n), where=d != 0),
+    "sqrt": lambda n, d: np.sqrt(n, out=np.zeros_like(n), where=n >= 0),
+    "log": lambda n, d: np.log(n, out=np.full_like(n, -1.0), where=n > 0),
+}
+
+
+@pytest.mark.xfail(strict=True, reason=_MASKED_UFUNC)
+@pytest.mark.parametrize("name", sorted(_PROGRAMS))
+def test_a_ufuncs_where_argument_warns_only_for_selected_elements(name, backend):
+    fn = _PROGRAMS[name]
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        traced = nt.trace(fn, (np.ones(8), np.ones(8)), backend=backend, check_trace=False)
+    n, d = np.array([1.0, -2.0, 0.0, 3.0, 4.0]), np.array([0.0, 1.0, 2.0, 0.0, 5.0])
+    for state in ({"all": "warn"}, {"all": "raise"}):
+        with np.errstate(**state):
+            want = testing.fp_reports(lambda: fn(n, d))
+            got = testing.fp_reports(lambda: traced(n, d))
+        assert got[:2] == want[:2], f"np.errstate({state})"
+        np.testing.assert_array_equal(got[2], want[2])
