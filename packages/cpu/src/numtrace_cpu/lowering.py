@@ -86,7 +86,8 @@ def _setitem_in_place(nodes: list, outputs: list, group_of: dict, index: dict) -
             continue
         a = node.inputs[0]
         src = a.node
-        if (src is None or src.op == "prim.Constant" or is_view(src) or uses.get(a) != 1
+        if (src is None or src.op == "prim.Constant" or is_view(src) or sections_view(src) is not None
+                or uses.get(a) != 1
                 or not a.type.is_concrete or a.type != node.outputs[0].type):
             continue
         index[node.outputs[0]] = index[a]
