@@ -440,8 +440,8 @@ STEPS.update({"gemv_team": (1, _gemv_team), "gemv_team_columns": (1, _gemv_team_
               "team_softmax": (1, _team_softmax), "const_col_sums": (1, _const_col_sums),
               "argmin_nan_rows": (1, _argmin_nan_rows)})
 # Steps only the explicit examples below run, so that adding them leaves the random draws as they were.
-EXAMPLE_ONLY = {"merge_heads", "merge_heads_pass", "merge_heads_shape", "split_sections", "split_sections_rest",
-                "causal_softmax", "causal_softmax_nan_row", "gemv_team",
+EXAMPLE_ONLY = {"merge_heads", "merge_heads_pass", "merge_heads_shape", "split_sections",
+                "split_sections_rest", "causal_softmax", "causal_softmax_nan_row", "gemv_team",
                 "gemv_team_columns", "outer_pass", "layer_norm", "split_row_sum", "im2col", "team_pass",
                 "team_softmax", "const_col_sums", "argmin_nan_rows", "gemv_peeled", "row_extremes"}
 NAMES = sorted(set(STEPS) - EXAMPLE_ONLY)

@@ -767,7 +767,8 @@ def _view_fits(step: ViewStep, types: dict) -> bool:
     input's type: a movement op's result type depends only on the input's dtype and shape, so one
     probe (a broadcast scalar, no memory) settles it at build time and the runner needs no check."""
     t_in, t_outs = types[step.inputs[0]], [types[v] for v in step.outputs]
-    if not (isinstance(t_in, TensorType) and t_in.is_concrete and all(isinstance(t, TensorType) for t in t_outs)):
+    if not (isinstance(t_in, TensorType) and t_in.is_concrete
+            and all(isinstance(t, TensorType) for t in t_outs)):
         return False
     try:
         r = step.fn(np.broadcast_to(np.zeros((), t_in.dtype), t_in.shape), **step.attrs)
