@@ -210,3 +210,23 @@ def test_deciding_the_rewrite_allocates_nothing_of_the_values_size():
         tracemalloc.stop()
     assert exe.stats()["reshapes_in_place"] == 1
     assert peak < 80 << 20, peak
+
+
+@pytest.mark.parametrize("consumer", ["pass", "two_passes", "returned_view", "join", "setitem"])
+@pytest.mark.parametrize("producer", sorted(PRODUCERS))
+def test_prim_reshape_of_a_transposed_result_is_written_in_place(producer, consumer):
+    """``t.reshape(n, -1)`` with sizes read from a shape records prim.reshape (attention's merge of
+    its heads in a module): once its sizes are known it is rewritten as np.reshape's copy is."""
+    xs, ws, exact = PRODUCERS[producer]
+    rng = np.random.default_rng(len(producer) * 7 + len(consumer))
+    x, w = _values(rng, xs, np.dtype(np.float64)), _values(rng, ws, np.dtype(np.float64))
+
+    g = Graph()
+    a, b = (g.add_input(f"x{i}", testing.type_of(v)) for i, v in enumerate((x, w)))
+    h = _producer(g, producer, a, b)
+    t = _op(g, "np.transpose", h, axes=(1, 0, 2) if len(h.type.shape) == 3 else (1, 0, 2, 3))
+    r = _op(g, "prim.reshape", t, shape=(t.type.shape[0], -1))
+    g.set_outputs(_consume(g, consumer, r))
+    exe, got, expected = _run(g, [x, w], 1)
+    _check(got, expected, exact)
+    assert exe.stats()["reshapes_in_place"] == 1, exe.explain()

@@ -253,6 +253,25 @@ def _merge_heads(a, product=True):
     return np.reshape(np.transpose(h, (1, 0, 2)), (len(a), -1)) - 1.0
 
 
+def _merge_heads_shape(a):
+    """`_merge_heads` reshaped to sizes read from ``a.shape`` (a prim.reshape), as attention's
+    ``.reshape(batch, length, d)`` does."""
+    if np.ndim(a) != 2 or np.shape(a)[-1] != 4:
+        return a
+    h = (a[None] * np.array([1.0, -0.0])[:, None, None]) @ _HEADS_W
+    return np.transpose(h, (1, 0, 2)).reshape(a.shape[0], -1) - 1.0
+
+
+def _split_sections(a):
+    """A product's result split into three sections along its last axis (views of it: no copies), read
+    by a product and a pass; one section is returned, so the caller gets a copy of it."""
+    if np.ndim(a) != 2 or np.shape(a)[-1] != 4:
+        return a
+    q, k, v = np.split((a - 0.5) @ _HEADS_W.reshape(4, 6), 3, axis=-1)
+    first, rest = np.array_split(v, [1], axis=0)
+    return (q @ k.T) @ v + np.exp(-np.abs(k)), first.sum() + rest
+
+
 def _assign_expr(a, b):
     """Row sums and means of a broadcast difference whose middle dim (2) is shorter than its first (the
     cpu backend's blocks of short rows then walk the first dim; -0.0 sums as NumPy's), then
@@ -385,7 +404,10 @@ STEPS = {
     "gemv_rows": (1, _gemv_rows),
     "packed": (1, _packed), "packed_residual": (1, lambda a: _packed(a, residual=True)),
     "packed_runtime": (1, _runtime_product), "im2col": (1, _im2col),
-    "merge_heads": (1, _merge_heads), "merge_heads_pass": (1, lambda a: _merge_heads(a, product=False)),
+    "merge_heads": (1, _merge_heads), "merge_heads_shape": (1, _merge_heads_shape),
+    "split_sections": (1, lambda a: _split_sections(a)[0]),
+    "split_sections_rest": (1, lambda a: _split_sections(a)[1]),
+    "merge_heads_pass": (1, lambda a: _merge_heads(a, product=False)),
     "neg_zero": (1, lambda a: a * -0.0), "clip_tie": (1, lambda a: np.clip(a * -0.0, 0.0, 1.0)),
     "clip_tie_high": (1, lambda a: np.clip(a * 0.0, -1.0, -0.0)),
     "max_tie": (1, lambda a: np.maximum(a * -0.0, 0.0)), "min_tie": (1, lambda a: np.minimum(0.0, a * -0.0)),
@@ -418,7 +440,8 @@ STEPS.update({"gemv_team": (1, _gemv_team), "gemv_team_columns": (1, _gemv_team_
               "team_softmax": (1, _team_softmax), "const_col_sums": (1, _const_col_sums),
               "argmin_nan_rows": (1, _argmin_nan_rows)})
 # Steps only the explicit examples below run, so that adding them leaves the random draws as they were.
-EXAMPLE_ONLY = {"merge_heads", "merge_heads_pass", "causal_softmax", "causal_softmax_nan_row", "gemv_team",
+EXAMPLE_ONLY = {"merge_heads", "merge_heads_pass", "merge_heads_shape", "split_sections",
+                "split_sections_rest", "causal_softmax", "causal_softmax_nan_row", "gemv_team",
                 "gemv_team_columns", "outer_pass", "layer_norm", "split_row_sum", "im2col", "team_pass",
                 "team_softmax", "const_col_sums", "argmin_nan_rows", "gemv_peeled", "row_extremes"}
 NAMES = sorted(set(STEPS) - EXAMPLE_ONLY)
@@ -497,6 +520,7 @@ FAST_PATHS = {
     "constant folded": lambda s: s["folded_constants"],
     "mixed float product widened": lambda s: s["products_widened"],
     "copying reshape computed in place": lambda s: s["reshapes_in_place"],
+    "split sections kept as views": lambda s: s["sections_as_views"],
     "var sharing a mean's block sums": lambda s: s["shared_sum_runs"],
     "full sum split over the thread team": lambda s: s["split_row_runs"],
     "max/min of short rows folded in blocks": lambda s: s["extreme_rows_runs"],
@@ -627,6 +651,10 @@ def run_case(steps, backend):
 @example(steps=[("assign_expr", 0, 1)])
 @example(steps=[("assign_expr", 1, 0)])
 @example(steps=[("merge_heads", 0, 0)])
+@example(steps=[("merge_heads_shape", 0, 0)])
+@example(steps=[("neg_zero", 1, 0), ("merge_heads_shape", 3, 0)])
+@example(steps=[("split_sections", 0, 0)])
+@example(steps=[("neg_zero", 1, 0), ("split_sections_rest", 3, 0)])
 @example(steps=[("merge_heads_pass", 1, 0), ("add", 3, 3)])
 @example(steps=[("gemv_rows", 0, 0)])
 @example(steps=[("pair_sums", 0, 1)])

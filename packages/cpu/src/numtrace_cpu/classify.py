@@ -378,3 +378,18 @@ def is_view(node) -> bool:
     out = node.outputs
     return (opdef_of(node) in _VIEW_OPS and len(out) == 1 and isinstance(out[0].type, TensorType)
             and out[0].type.is_concrete)
+
+
+def sections_view(node):
+    """``fn(a)`` giving NumPy's views of the sections a node splits its one input into (``np.split``,
+    ``np.array_split`` with two or more outputs, each of a known shape), else None. The node's reference
+    copies each section; these views share the input's memory, as NumPy's own results do."""
+    op, out = opdef_of(node), node.outputs
+    if (op not in _VIEW_OPS or len(out) < 2 or len(node.inputs) != 1
+            or not all(isinstance(v.type, TensorType) and v.type.is_concrete for v in out)):
+        return None
+    as_view, attrs = op.as_view, op.normalize_attrs(dict(node.attrs))
+
+    def sections(a):
+        return as_view(a, None, attrs, [])
+    return sections

@@ -117,9 +117,11 @@ class Executable(CallRunner):
                 continue
             src = env[step.inputs[0]]
             r = step.fn(src, **step.attrs)
-            if r.size and np.shares_memory(r, src):
-                env[step.outputs[0]] = r
-                bound.add(step.outputs[0])
+            parts = r if len(step.outputs) > 1 else (r,)
+            if all(p.size and np.shares_memory(p, src) for p in parts):
+                for v, p in zip(step.outputs, parts):
+                    env[v] = p
+                bound.update(step.outputs)
                 found.append(step)
         self._arenas_made = 0   # the probe is not an arena any call used
         return found
@@ -167,7 +169,9 @@ class Executable(CallRunner):
             nbytes = int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize
             env[v] = buffers[slot][:nbytes].view(t.dtype).reshape(t.shape)
         for step in self._arena_views:
-            env[step.outputs[0]] = step.fn(env[step.inputs[0]], **step.attrs)
+            r = step.fn(env[step.inputs[0]], **step.attrs)
+            for v, p in zip(step.outputs, r if len(step.outputs) > 1 else (r,)):
+                env[v] = p
         with self._lock:
             self._arenas_made += 1
         return env
@@ -235,6 +239,8 @@ class Executable(CallRunner):
             "products_widened": self._rewrites.get("products_widened", 0),
             "constant_powers": sum(constant_exponent(n) is not None for s in fused for n in s.nodes),
             "views": sum(isinstance(s, ViewStep) for s in self._steps),
+            # np.split/np.array_split kept as views of their input's sections (classify.sections_view)
+            "sections_as_views": sum(isinstance(s, ViewStep) and len(s.outputs) > 1 for s in self._steps),
             "parts_in_place": sum(isinstance(s, PartViewStep) for s in self._steps),
             "assigned_in_place": sum(isinstance(s, AssignedViewStep) for s in self._steps),
             "reshapes_in_place": sum(isinstance(s, LayoutViewStep) for s in self._steps),
@@ -708,6 +714,8 @@ def _fused_runner(step: FusedStep) -> FusedCall:
 
 
 def _view_runner(step: ViewStep, types: dict):
+    if len(step.outputs) > 1:
+        return _sections_runner(step, types)
     fn, attrs, ins, (out,) = step.fn, step.attrs, step.inputs, step.outputs
     t = types[out]
     if len(ins) == 1 and not attrs and _view_fits(step, types):
@@ -731,18 +739,45 @@ def _view_runner(step: ViewStep, types: dict):
     return run_view
 
 
+def _sections_runner(step: ViewStep, types: dict):
+    """A view step with several outputs (classify.sections_view): each output is its view."""
+    fn, (a,), outs = step.fn, step.inputs, step.outputs
+    if _view_fits(step, types):
+        def run_sections(env, nthreads):   # the views' types follow from the input's: nothing to check
+            for v, r in zip(outs, fn(env[a])):
+                env[v] = r
+        return run_sections
+    expected = [types[v] for v in outs]
+
+    def run_checked_sections(env, nthreads):
+        try:
+            parts = fn(env[a])
+        except Exception as exc:
+            raise execution_error(step.nodes[-1], exc) from exc
+        for v, t, r in zip(outs, expected, parts, strict=True):
+            if type(r) is not np.ndarray or r.dtype != t.dtype or r.shape != t.shape:
+                raise RuntimeError(f"{_where(step)}: the reference returned {np.asarray(r).dtype}"
+                                   f"{list(np.shape(r))}, the op's rule says {t}")
+            env[v] = r
+    return run_checked_sections
+
+
 def _view_fits(step: ViewStep, types: dict) -> bool:
     """Whether the view step of one input gives an ndarray of its output's type for any array of its
     input's type: a movement op's result type depends only on the input's dtype and shape, so one
     probe (a broadcast scalar, no memory) settles it at build time and the runner needs no check."""
-    t_in, t_out = types[step.inputs[0]], types[step.outputs[0]]
-    if not (isinstance(t_in, TensorType) and t_in.is_concrete and isinstance(t_out, TensorType)):
+    t_in, t_outs = types[step.inputs[0]], [types[v] for v in step.outputs]
+    if not (isinstance(t_in, TensorType) and t_in.is_concrete
+            and all(isinstance(t, TensorType) for t in t_outs)):
         return False
     try:
         r = step.fn(np.broadcast_to(np.zeros((), t_in.dtype), t_in.shape), **step.attrs)
     except Exception:
         return False
-    return type(r) is np.ndarray and r.dtype == t_out.dtype and r.shape == tuple(t_out.shape)
+    parts = r if len(t_outs) > 1 else (r,)
+    return (type(parts) is tuple and len(parts) == len(t_outs)
+            and all(type(p) is np.ndarray and p.dtype == t.dtype and p.shape == tuple(t.shape)
+                    for p, t in zip(parts, t_outs)))
 
 
 def _in_errstate(fn, nodes):

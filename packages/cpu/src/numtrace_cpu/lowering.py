@@ -21,7 +21,15 @@ from numtrace_ir.interpreter import at_location, reference_call
 from numtrace_ir.registry import UnknownOpError
 
 from numtrace_cpu.assemble import build_group
-from numtrace_cpu.classify import folded_reduction, is_matmul, is_setitem, is_small_matmul, is_view, scan_plan
+from numtrace_cpu.classify import (
+    folded_reduction,
+    is_matmul,
+    is_setitem,
+    is_small_matmul,
+    is_view,
+    scan_plan,
+    sections_view,
+)
 from numtrace_cpu.fusion import Group, group_nodes
 from numtrace_cpu.into import basic_index_view, into_call, scatter_call
 from numtrace_cpu.products import epilogues, gathered_operand, gemv_form, packed_form
@@ -78,7 +86,8 @@ def _setitem_in_place(nodes: list, outputs: list, group_of: dict, index: dict) -
             continue
         a = node.inputs[0]
         src = a.node
-        if (src is None or src.op == "prim.Constant" or is_view(src) or uses.get(a) != 1
+        if (src is None or src.op == "prim.Constant" or is_view(src) or sections_view(src) is not None
+                or uses.get(a) != 1
                 or not a.type.is_concrete or a.type != node.outputs[0].type):
             continue
         index[node.outputs[0]] = index[a]
@@ -254,6 +263,8 @@ def lower(graph, state: frozenset = frozenset()) -> tuple[list[Step], dict, dict
             kind = ViewStep if is_view(u) else FallbackStep
             fn = basic_index_view(u)
             attrs: dict[str, Any] = {}
+            if fn is None and (fn := sections_view(u)) is not None:
+                kind = ViewStep
             if fn is None:
                 try:
                     fn, attrs = reference_call(u)

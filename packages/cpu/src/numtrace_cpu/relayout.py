@@ -19,7 +19,10 @@ from numtrace_cpu.steps import FusedStep, LayoutViewStep, MatmulStep, Step, View
 
 __all__ = ["write_reshapes_in_place"]
 
-_TRANSPOSE, _RESHAPE = (registry.get(name).name for name in ("np.transpose", "np.reshape"))
+_TRANSPOSE = registry.get("np.transpose").name
+# ``a.reshape(b, n, d)`` with sizes read from ``x.shape`` records prim.reshape; with its sizes
+# known at compile (no scalar inputs left) it reshapes as np.reshape does.
+_RESHAPES = frozenset(registry.get(name).name for name in ("np.reshape", "prim.reshape"))
 
 
 def write_reshapes_in_place(steps: list[Step], types: dict, outputs: list[int]) -> list[Step]:
@@ -34,11 +37,11 @@ def write_reshapes_in_place(steps: list[Step], types: dict, outputs: list[int]) 
     before: dict[int, Step] = {}
     dropped: set = set()
     for k, step in enumerate(steps):
-        if not _movement(step, _RESHAPE):
+        if not _movement(step, _RESHAPES):
             continue
         (t,), (r,) = step.inputs, step.outputs
         j = producer.get(t)
-        if j is None or not _movement(steps[j], _TRANSPOSE) or readers.get(t) != [k]:
+        if j is None or not _movement(steps[j], {_TRANSPOSE}) or readers.get(t) != [k]:
             continue
         (h,) = steps[j].inputs
         p = producer.get(h)
@@ -54,8 +57,8 @@ def write_reshapes_in_place(steps: list[Step], types: dict, outputs: list[int]) 
     return splice(steps, before, dropped)
 
 
-def _movement(step: Step, op: str) -> bool:
-    return (type(step) is ViewStep and len(step.nodes) == 1 and step.nodes[0].op == op
+def _movement(step: Step, ops: frozenset | set) -> bool:
+    return (type(step) is ViewStep and len(step.nodes) == 1 and step.nodes[0].op in ops
             and len(step.inputs) == 1 and len(step.outputs) == 1)
 
 
