@@ -108,3 +108,9 @@ def test_float32_var_into_float64_out(name, backend, rng):
     def fn(x, o):
         return getattr(np, name)(x, axis=1, out=o)
     _check(fn, lambda n: (_rows32(rng, n), np.zeros(4)), (300,), backend)
+
+
+def test_float32_sum_with_a_positional_none_dtype_into_float64_out(backend, rng):
+    def fn(x, o):
+        return np.sum(x, 1, None, out=o)
+    _check(fn, lambda n: (_rows32(rng, n), np.zeros(4)), (300, 5), backend)

@@ -71,7 +71,7 @@ def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
         result = unregistered_call(tracer, func, method, args, kwargs, numpy_name(func, method))
     else:
         if out is not None:
-            kwargs = _out_loop_dtype(op, eager, args, kwargs, out)
+            args, kwargs = _out_loop_dtype(op, eager, args, kwargs, out)
         concrete = run_at_user_line(_short_name(func, method), eager, *unwrap(args), **unwrap(kwargs))
         args, kwargs = memory_order(tracer, func, args, kwargs)
         result = _dynamic_shape(tracer, func, args, kwargs, concrete)
@@ -123,26 +123,28 @@ def _numpy_takes_out(eager: Any, given: Any, out: tuple, result: Any) -> None:
 _OUT_LOOP = frozenset({"sum", "prod", "mean", "cumsum", "cumprod"})
 
 
-def _out_loop_dtype(op: Any, eager: Any, args: tuple, kwargs: dict, out: tuple) -> dict:
-    """`kwargs` with ``dtype=`` set to the loop NumPy runs a sum, product, mean or scan in when it writes
-    into `out` without a dtype: NumPy promotes the out array's dtype with the input's, so that
-    ``np.sum(x32, out=x64)`` sums in float64 where the call without out= sums in float32. A mean of
-    integers or float16 keeps its own float64/float32 loop."""
-    if op.reduction not in _OUT_LOOP or kwargs.get("dtype") is not None or len(args) > 2 or len(out) != 1 \
-            or not is_traced_array(out[0]):
-        return kwargs
+def _out_loop_dtype(op: Any, eager: Any, args: tuple, kwargs: dict, out: tuple) -> tuple[tuple, dict]:
+    """`args` and `kwargs` with the dtype set to the loop NumPy runs a sum, product, mean or scan in
+    when it writes into `out` without a dtype: NumPy promotes the out array's dtype with the input's,
+    so that ``np.sum(x32, out=x64)`` sums in float64 where the call without out= sums in float32. A
+    mean of integers or float16 keeps its own float64/float32 loop."""
+    positional = len(args) > 2   # (a, axis, dtype, ...) in every form: np.sum, ndarray.sum, ufunc.reduce
+    given = args[2] if positional else kwargs.get("dtype")
     a = args[0] if args else kwargs.get("a", kwargs.get("array"))
-    if a is None:
-        return kwargs
+    if op.reduction not in _OUT_LOOP or given is not None or a is None or len(out) != 1 \
+            or not is_traced_array(out[0]):
+        return args, kwargs
     a_dtype = np.asarray(unwrap(a)).dtype
     if op.reduction == "mean" and (a_dtype.kind not in "fc" or a_dtype == np.float16):
-        return kwargs
+        return args, kwargs
     loop = np.result_type(a_dtype, out[0]._concrete.dtype)
     with np.errstate(all="ignore"):
         default = np.asarray(eager(np.ones((1,), a_dtype))).dtype
     if loop.kind not in "fc" or loop == default:
-        return kwargs
-    return {**kwargs, "dtype": loop}
+        return args, kwargs
+    if positional:
+        return (*args[:2], loop, *args[3:]), kwargs
+    return args, {**kwargs, "dtype": loop}
 
 
 def _write_first(tracer: Tracer, op: Any, func: Any, method: str, args: tuple, kwargs: dict) -> None:
