@@ -114,3 +114,41 @@ def test_float32_sum_with_a_positional_none_dtype_into_float64_out(backend, rng)
     def fn(x, o):
         return np.sum(x, 1, None, out=o)
     _check(fn, lambda n: (_rows32(rng, n), np.zeros(4)), (300, 5), backend)
+
+
+POSITIONAL = {
+    "sum": lambda x, o: np.sum(x, 1, None, o),
+    "method_sum": lambda x, o: x.sum(1, None, o),
+    "add_reduce": lambda x, o: np.add.reduce(x, 1, None, o),
+    "max": lambda x, o: np.max(x, 1, o),
+    "argmin": lambda x, o: np.argmin(x, 1, o),
+    "method_argmax": lambda x, o: x.argmax(1, o),
+}
+
+
+@pytest.mark.parametrize("name", sorted(POSITIONAL))
+def test_out_passed_by_position(name, backend, rng):
+    fn = POSITIONAL[name]
+    index = "arg" in name
+
+    def make(n):
+        return rng.standard_normal((n, 6)), np.zeros(n, np.int32 if index else np.float64)
+    _check(fn, make, (5, 9, 1), backend)
+
+
+def test_bool_sum_into_bool_out_is_an_any(backend, rng):
+    def fn(x, o):
+        return np.sum(x > 1, axis=1, out=o)
+    _check(fn, lambda n: (rng.standard_normal((n, 6)), np.zeros(n, bool)), (5, 9, 1), backend)
+
+
+@pytest.mark.parametrize("name", ["nansum", "nanmean"])
+def test_float32_nan_reduction_into_float64_out(name, backend, rng):
+    def fn(x, o):
+        return getattr(np, name)(x, axis=1, out=o)
+
+    def make(n):
+        x = _rows32(rng, n)
+        x[0, 0] = np.nan
+        return x, np.zeros(4)
+    _check(fn, make, (300, 5), backend)
