@@ -139,6 +139,11 @@ def _positional_out(op: Any, args: tuple, out: Any) -> tuple[tuple, Any, int | N
 # Reductions whose loop NumPy picks by promoting the out= array's dtype with the input's.
 _OUT_LOOP = frozenset({"np.sum", "np.prod", "np.mean", "np.cumsum", "np.cumprod", "np.nansum", "np.nanprod",
                        "np.nanmean", "np.nancumsum", "np.nancumprod"})
+# Those whose loop is float64 for integer and bool inputs whatever the out array.
+_FLOAT_LOOP = frozenset({"np.mean", "np.nanmean"})
+# Those that sum their squared deviations in that loop, from a mean and deviations in the input's dtype:
+# no dtype= reproduces it, so such a call is refused where the loop is not the input's.
+_OUT_LOOP_REFUSED = frozenset({"np.var", "np.std", "np.nanvar", "np.nanstd"})
 
 
 def _out_loop_dtype(op: Any, eager: Any, args: tuple, kwargs: dict, out: tuple) -> tuple[tuple, dict]:
@@ -146,15 +151,15 @@ def _out_loop_dtype(op: Any, eager: Any, args: tuple, kwargs: dict, out: tuple) 
     when it writes into `out` without a dtype: NumPy promotes the out array's dtype with the input's,
     so that ``np.sum(x32, out=x64)`` sums in float64 where the call without out= sums in float32, and
     ``np.sum(b, out=b2)`` of bools is an any. A mean of integers (and np.mean's of float16) keeps its
-    own float64 (float32) loop."""
+    own float64 (float32) loop. A variance whose sum that loop would change is refused (TypeError)."""
     positional = len(args) > 2   # (a, axis, dtype, ...) in every form: np.sum, ndarray.sum, ufunc.reduce
     given = args[2] if positional else kwargs.get("dtype")
     a = args[0] if args else kwargs.get("a", kwargs.get("array"))
-    if op.name not in _OUT_LOOP or given is not None or a is None or len(out) != 1 \
+    if op.name not in _OUT_LOOP | _OUT_LOOP_REFUSED or given is not None or a is None or len(out) != 1 \
             or not is_traced_array(out[0]):
         return args, kwargs
     a_dtype = np.asarray(unwrap(a)).dtype
-    if op.name in ("np.mean", "np.nanmean") and a_dtype.kind not in "fc" \
+    if op.name in _FLOAT_LOOP | _OUT_LOOP_REFUSED and a_dtype.kind not in "fc" \
             or op.name == "np.mean" and a_dtype == np.float16:
         return args, kwargs
     loop = np.result_type(a_dtype, out[0]._concrete.dtype)
@@ -162,6 +167,10 @@ def _out_loop_dtype(op: Any, eager: Any, args: tuple, kwargs: dict, out: tuple) 
         default = np.asarray(eager(np.ones((1,), a_dtype))).dtype
     if loop == default:
         return args, kwargs
+    if op.name in _OUT_LOOP_REFUSED:
+        raise TypeError(f"{op.name} with out= of dtype {out[0]._concrete.dtype} for a {a_dtype} input: NumPy "
+                        f"sums the squared {a_dtype} deviations in {loop}, which the trace does not reproduce; "
+                        "pass dtype= or an out= of the result's dtype")
     if positional:
         return (*args[:2], loop, *args[3:]), kwargs
     return args, {**kwargs, "dtype": loop}
