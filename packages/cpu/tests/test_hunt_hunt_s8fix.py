@@ -74,3 +74,31 @@ def test_extreme_nan_bits_are_numpys(name, dtype, quiet, mode):
                    "contiguous loop's NaN (the default +NaN where the first NaN lies in the vector part)")
 def test_strided_row_nan_bits_are_numpys(dtype, mode):
     _check(lambda x: np.max(x[:, ::2], axis=1), dtype, [33, 64], True)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.xfail(strict=True, reason="np.max(np.asfortranarray(x), axis=2) of a C-ordered x: NumPy folds "
+                   "the reduced axis of the Fortran-ordered copy (the outer one in memory) element by "
+                   "element and keeps the row's first NaN; the trace reduces x's contiguous rows and gives "
+                   "the vector loop's default +NaN")
+def test_max_of_a_fortran_copy_keeps_numpys_nan(dtype, mode):
+    nt = pytest.importorskip("numtrace")
+
+    def fn(x):
+        return np.max(np.asfortranarray(x), axis=2)
+    x = np.ones((3, 4, 17), dtype)
+    x[1, 2, 3] = _nan(dtype, 1, 5, True)
+    traced = nt.trace(fn, (x,), backend="cpu", check_trace=False)
+    bits = f"u{np.dtype(dtype).itemsize}"
+    np.testing.assert_array_equal(traced(x).view(bits), fn(x).view(bits))
+
+
+@pytest.mark.xfail(strict=True, reason="np.max(x, axis=(0, 2)) of a float32 (3, 4, 9) x whose only NaN "
+                   "is x[2, 0, 8] (the output's last run): NumPy keeps that NaN (0xffc00005); the cpu "
+                   "backend gives the default +NaN to every row of several runs (blocks.pxi's _store)")
+def test_nan_in_the_last_run_of_a_two_axis_max(mode):
+    nt = pytest.importorskip("numtrace")
+    x = np.ones((3, 4, 9), np.float32)
+    x[2, 0, 8] = _nan(np.float32, 1, 5, True)
+    traced = nt.trace(lambda x: np.max(x, axis=(0, 2)), (x,), backend="cpu", check_trace=False)
+    np.testing.assert_array_equal(traced(x).view("u4"), np.max(x, axis=(0, 2)).view("u4"))
