@@ -15,9 +15,8 @@ def _check(fn, make, sizes, backend, exact=True):
     for n in sizes:
         args = make(n)
         mine = tuple(a.copy() for a in args)
-        expected = fn(*args)
-        got = traced(*mine)
-        assert got is mine[-1]   # NumPy returns out itself
+        assert fn(*args) is args[-1]
+        assert traced(*mine) is mine[-1]   # as NumPy, out itself
         for e, g in zip(args, mine):
             assert e.dtype == g.dtype and e.shape == g.shape
             if exact:

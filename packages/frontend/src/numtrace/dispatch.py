@@ -168,9 +168,9 @@ def _out_loop_dtype(op: Any, eager: Any, args: tuple, kwargs: dict, out: tuple) 
     if loop == default:
         return args, kwargs
     if op.name in _OUT_LOOP_REFUSED:
-        raise TypeError(f"{op.name} with out= of dtype {out[0]._concrete.dtype} for a {a_dtype} input: NumPy "
-                        f"sums the squared {a_dtype} deviations in {loop}, which the trace does not reproduce; "
-                        "pass dtype= or an out= of the result's dtype")
+        raise TypeError(f"{op.name} with out= of dtype {out[0]._concrete.dtype} for a {a_dtype} input: "
+                        f"NumPy sums the squared {a_dtype} deviations in {loop}, which the trace does not "
+                        "reproduce; pass dtype= or an out= of the result's dtype")
     if positional:
         return (*args[:2], loop, *args[3:]), kwargs
     return args, {**kwargs, "dtype": loop}
