@@ -170,3 +170,15 @@ def test_float32_nan_reduction_into_float64_out(name, backend, rng):
         x[0, 0] = np.nan
         return x, np.zeros(4)
     _check(fn, make, (300, 5), backend)
+
+
+@pytest.mark.parametrize("name", ["sum", "max", "mean", "prod"])
+def test_float_reduction_into_an_int_out_is_refused_clearly(name, rng):
+    """NumPy takes it (unsafe casting, buffer by buffer: np.sum of 20000 x 0.6 into int64 is 11999); the
+    trace says so instead of raising a casting error NumPy does not raise."""
+    def fn(x, o):
+        return getattr(np, name)(x, axis=1, out=o)
+    x, o = rng.standard_normal((3, 5)) * 10, np.zeros(3, np.int64)
+    fn(x, o.copy())
+    with pytest.raises(TypeError, match="buffer's partial result"):
+        nt.trace(fn, (x, o), backend="reference")

@@ -95,7 +95,22 @@ def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
     _numpy_takes_out(eager, given, out, result)
     # argmin/argmax write their indices back into an out= NumPy accepted with an unsafe cast.
     index_out = any(func is f for f in _INDEX_OUT)
+    if not index_out and op is not None and (op.reduction is not None or op.name in _OUT_LOOP):
+        _reduction_casts_safely(numpy_name(func, method), out, result)
     return write_out(numpy_name(func, method), out, result, "unsafe" if index_out else "same_kind")
+
+
+def _reduction_casts_safely(what: str, out: tuple, result: Any) -> None:
+    """Refuse a reduction's out= that NumPy takes with an unsafe cast (a float sum into an int array):
+    NumPy casts each buffer's partial result into it as it goes (a 20000-element sum of 0.6 into int64
+    is 11999), which the trace's one cast at the end does not reproduce."""
+    results = result if isinstance(result, tuple) else (result,)
+    for target, value in zip(out, unwrap(results)):
+        have, into = np.result_type(value), getattr(unwrap(target), "dtype", None)
+        if into is not None and not np.can_cast(have, into, "same_kind"):
+            raise TypeError(f"{what}: out= of dtype {into} for a {have} result: NumPy casts each buffer's "
+                            "partial result into it as it reduces (unsafe casting), which the trace does not "
+                            f"reproduce; assign the result cast with .astype({into}) instead")
 
 
 _INDEX_OUT = (np.argmin, np.argmax, np.ndarray.argmin, np.ndarray.argmax)
