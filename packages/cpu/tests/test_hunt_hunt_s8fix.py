@@ -102,3 +102,31 @@ def test_nan_in_the_last_run_of_a_two_axis_max(mode):
     x[2, 0, 8] = _nan(np.float32, 1, 5, True)
     traced = nt.trace(lambda x: np.max(x, axis=(0, 2)), (x,), backend="cpu", check_trace=False)
     np.testing.assert_array_equal(traced(x).view("u4"), np.max(x, axis=(0, 2)).view("u4"))
+
+
+_CAST_VALUES = np.array([np.nan, np.inf, -np.inf, 1e20, -1e20, 2.0**31, -2.0**31 - 1, 2.0**63, 2.0**64, 300.0,
+                         -1.0, 255.5, -0.5, 2.0**32, 1e10, 3.0])
+
+
+@pytest.mark.parametrize("dst", [np.int8, np.uint8, np.int16, np.uint16, np.uint32, np.uint64, np.bool_])
+@pytest.mark.parametrize("state", ["warn", "ignore", "raise"])
+def test_out_of_range_float_casts_are_numpys(dst, state, mode):
+    """(x * 1.0).astype(dst) of NaN, infinities and values dst does not hold: NumPy's x86 values, and
+    its 'invalid' warning (or error, or nothing) under np.errstate, at the traced size and others."""
+    nt = pytest.importorskip("numtrace")
+
+    def fn(x):
+        return (x * 1.0).astype(dst) if dst is not np.bool_ else (x * 1.0).astype(dst) + 0
+    traced = nt.trace(fn, (np.ones(4),), backend="cpu", check_trace=False)
+    for n in (16, 5, 1000):
+        x = np.resize(_CAST_VALUES, n)
+        outcomes = []
+        for f in (fn, traced):
+            with warnings.catch_warnings(record=True) as caught, np.errstate(invalid=state):
+                warnings.simplefilter("always")
+                try:
+                    outcomes.append((f(x).tobytes(), None))
+                except FloatingPointError as e:   # the trace's names the node first
+                    outcomes.append((None, str(e).rsplit(": ", 1)[-1]))
+            outcomes[-1] += (sorted(str(w.message) for w in caught),)
+        assert outcomes[0] == outcomes[1], f"n={n}"
