@@ -1,6 +1,6 @@
 """Which NaN a float max/min reduction returns, bit for bit against NumPy: contiguous rows of many
 lengths (NumPy's loop gives the default NaN where the row's first NaN lies in its vector part, else
-that NaN itself: blocks.pxi's _nan_result), columns (the first NaN), whole arrays and 3-d axes, with
+that NaN itself: blocks.pxi's _store_nan_result), columns (the first NaN), whole arrays and 3-d axes, with
 several NaNs of both signs and their payloads, read in place and computed, on 1 and 2 threads, with
 and without generated kernels. nanmax/nanmin still skip NaNs."""
 

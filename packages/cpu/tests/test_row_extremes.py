@@ -51,7 +51,7 @@ def _layouts(x: np.ndarray) -> dict[str, np.ndarray]:
 
 def _same(want, got, nan_bits: bool = True) -> np.ndarray:
     """Bit for bit, a NaN's sign and payload included where `nan_bits`. NumPy's NaN depends on its
-    loop: a contiguous row's is fixed (blocks.pxi's _nan_result), a strided one's is its first NaN,
+    loop: a contiguous row's is fixed (blocks.pxi's _store_nan_result), a strided one's is its first NaN,
     which the cpu backend does not follow (it gives the contiguous row's)."""
     want, got = np.asarray(want), np.asarray(got)
     assert (want.dtype, want.shape) == (got.dtype, got.shape)

@@ -35,7 +35,7 @@ cnp.import_array()
 def _numpy_minmax_vector_bytes() -> int:
     """Bytes per vector of the loop NumPy dispatches np.maximum's reduction to on this CPU (its
     NPY_DISABLE_CPU_FEATURES included): which of a row's NaNs a max/min returns depends on it
-    (`_nan_result`)."""
+    (`_store_nan_result`)."""
     try:
         from numpy.lib.introspect import opt_func_info
         target = opt_func_info(func_name="^maximum$", signature="^ddd$")["maximum"]["ddd"]["current"]
@@ -683,9 +683,8 @@ cdef void _extreme_rows(const Reduction* rd, const char* x, Py_ssize_t n, Py_ssi
 cdef void _rows_nan_results(const char* x, Py_ssize_t n, Py_ssize_t rows, char* out, Py_ssize_t so,
                             int dt) noexcept nogil:
     """Each NaN result of `_extreme_rows` (row i at x + i * n elements) replaced by NumPy's NaN for
-    that row (`_nan_result`); a check per row where no row holds a NaN. Rows of one element are
-    left as the C loop stored them: the element itself, whose bits (a float32 signaling NaN's
-    too) a pass through a double would change."""
+    that row (`_store_nan_result`); a check per row where no row holds a NaN. Rows of one element
+    are left as the C loop stored them: the element itself."""
     cdef Acc acc
     cdef Py_ssize_t i, isz = nt_itemsize[dt]
     cdef double v
@@ -697,11 +696,7 @@ cdef void _rows_nan_results(const char* x, Py_ssize_t n, Py_ssize_t rows, char* 
             continue
         acc.count, acc.nan_kept = 0, 0
         _note_nan(&acc, x + i * n * isz, 1, n, dt)
-        v = _nan_result(&acc, n, NPY_MINMAX_VECTOR_BYTES // isz)
-        if dt == DT_F32:
-            (<float*>(out + i * so))[0] = <float>v
-        else:
-            (<double*>(out + i * so))[0] = v
+        _store_nan_result(&acc, n, dt, out + i * so)
 
 cdef void _init_const_regs(const Ctx* cx, char** regs, char* scratch) noexcept nogil:
     cdef int r
@@ -770,24 +765,32 @@ cdef void _fold_extreme(const Reduction* rd, Acc* acc, const char* x, Py_ssize_t
 
 cdef void _note_nan(Acc* acc, const char* x, Py_ssize_t stride, Py_ssize_t n, int dt) noexcept nogil:
     """Record in acc the first NaN of the n float elements `stride` apart at x, which the caller
-    knows holds one, and its position in the row (acc.count elements come before x)."""
-    cdef Py_ssize_t i
+    knows holds one (its bytes as they are), and its position in the row (acc.count elements come
+    before x)."""
+    cdef Py_ssize_t i, isz = nt_itemsize[dt]
     cdef double v
     for i in range(n):
         v = (<const float*>x)[i * stride] if dt == DT_F32 else (<const double*>x)[i * stride]
         if v != v:
-            acc.nanv, acc.nanpos = v, acc.count + i
+            acc.nanbits = 0
+            memcpy(&acc.nanbits, x + i * stride * isz, isz)
+            acc.nanpos = acc.count + i
             return
 
-cdef inline double _nan_result(const Acc* acc, Py_ssize_t count, Py_ssize_t lanes) noexcept nogil:
+cdef inline void _store_nan_result(const Acc* acc, Py_ssize_t count, int dt, char* out) noexcept nogil:
     """A float max/min's result over `count` elements that hold a NaN, as NumPy's loops give it. A
-    column (acc.nan_kept) and a row of one element give the first NaN itself, sign and payload
-    included. NumPy reduces a longer row as element 0 and then vectors of `lanes` elements into one
-    accumulator, whose NaN is the default one (+NaN), then the remaining elements one at a time,
-    which keep the first NaN they meet: the first NaN itself where it lies in that tail, else +NaN."""
+    column (acc.nan_kept) and a row of one element give the first NaN itself, its bytes as they are
+    (sign, payload, a float32 signaling NaN's quiet bit). NumPy reduces a longer row as element 0
+    and then vectors of `lanes` elements into one accumulator, whose NaN is the default one (+NaN),
+    then the remaining elements one at a time, which keep the first NaN they meet: the first NaN
+    itself where it lies in that tail, else +NaN."""
+    cdef Py_ssize_t isz = nt_itemsize[dt], lanes = NPY_MINMAX_VECTOR_BYTES // isz
     if acc.nan_kept or count == 1 or acc.nanpos >= 1 + (count - 1) // lanes * lanes:
-        return acc.nanv
-    return NAN
+        memcpy(out, &acc.nanbits, isz)
+    elif dt == DT_F32:
+        (<float*>out)[0] = <float>NAN
+    else:
+        (<double*>out)[0] = NAN
 
 cdef void _acc_init(const Reduction* rd, Acc* acc) noexcept nogil:
     memset(acc, 0, sizeof(Acc))
@@ -802,8 +805,11 @@ cdef void _acc_store(const Reduction* rd, const Acc* acc, char* out) noexcept no
     cdef double v
     cdef int dt = rd.dt
     if rd.op == R_MAX or rd.op == R_MIN:
-        if dt == DT_F32 or dt == DT_F64:
-            v = _nan_result(acc, acc.count, NPY_MINMAX_VECTOR_BYTES // nt_itemsize[dt]) if acc.nan else acc.fext
+        if (dt == DT_F32 or dt == DT_F64) and acc.nan:
+            _store_nan_result(acc, acc.count, dt, out)
+            return
+        elif dt == DT_F32 or dt == DT_F64:
+            v = acc.fext
         else:
             if dt == DT_I32: (<int32_t*>out)[0] = <int32_t>acc.iext
             elif dt == DT_I64: (<int64_t*>out)[0] = acc.iext

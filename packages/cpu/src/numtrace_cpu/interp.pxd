@@ -77,9 +77,10 @@ cdef struct Acc:
     int64_t iacc, iext
     Py_ssize_t count
     int nan
-    # A float max/min's first NaN (see blocks.pxi's _nan_result): its bits, its position in the row,
-    # and whether it is stored wherever it lies (a column, which NumPy folds element by element).
-    double nanv
+    # A float max/min's first NaN (see blocks.pxi's _nan_result): its bits (the element's own bytes,
+    # so that a float32 signaling NaN is not quieted by a pass through a double), its position in
+    # the row, and whether it is stored wherever it lies (a column, which NumPy folds element by element).
+    uint64_t nanbits
     Py_ssize_t nanpos
     int nan_kept
 

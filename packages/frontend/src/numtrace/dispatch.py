@@ -48,18 +48,18 @@ def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
     """Run ``func.method(*args, **kwargs)`` (``method`` is a ufunc method or ``"__call__"``) and record it."""
     tracer = current_tracer() or active_tracer(numpy_name(func, method))   # the name only for the error
     eager = func if method == "__call__" else getattr(func, method)
-    out = kwargs.pop("out", None)
+    op = registry.for_numpy(func, method)
+    args, out, at = _positional_out(op, args, kwargs.pop("out", None))
     if out is not None and not isinstance(out, tuple):
         out = (out,)
     if out is not None and all(o is None for o in out):
         out = None
-    given = (args, dict(kwargs)) if out is not None else None   # the call as NumPy gets it
+    given = (args, dict(kwargs), at) if out is not None else None   # the call as NumPy gets it
     # A ufunc call's where= is a select against out=; reductions' where= is left to the op's schema.
     where = kwargs.pop("where", True) if isinstance(func, np.ufunc) and method == "__call__" else True
     if where is not True and out is None:
         raise ValueError(f"{numpy_name(func, method)}: where= without out= leaves the masked-out elements "
                          "uninitialized, which a trace cannot reproduce; pass out= as well")
-    op = registry.for_numpy(func, method)
     if op is not None and op.name in SCATTER_OPS and out is None and where is True:
         return _write_first(tracer, op, func, method, args, kwargs)
     foreign = ufunc_name(func) if op is None and isinstance(func, np.ufunc) and method == "__call__" \
@@ -70,6 +70,8 @@ def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
     elif op is None:
         result = unregistered_call(tracer, func, method, args, kwargs, numpy_name(func, method))
     else:
+        if out is not None:
+            args, kwargs = _out_loop_dtype(op, eager, args, kwargs, out)
         concrete = run_at_user_line(_short_name(func, method), eager, *unwrap(args), **unwrap(kwargs))
         args, kwargs = memory_order(tracer, func, args, kwargs)
         result = _dynamic_shape(tracer, func, args, kwargs, concrete)
@@ -93,7 +95,22 @@ def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
     _numpy_takes_out(eager, given, out, result)
     # argmin/argmax write their indices back into an out= NumPy accepted with an unsafe cast.
     index_out = any(func is f for f in _INDEX_OUT)
+    if not index_out and op is not None and (op.reduction is not None or op.name in _OUT_LOOP):
+        _reduction_casts_safely(numpy_name(func, method), out, result)
     return write_out(numpy_name(func, method), out, result, "unsafe" if index_out else "same_kind")
+
+
+def _reduction_casts_safely(what: str, out: tuple, result: Any) -> None:
+    """Refuse a reduction's out= that NumPy takes with an unsafe cast (a float sum into an int array):
+    NumPy casts each buffer's partial result into it as it goes (a 20000-element sum of 0.6 into int64
+    is 11999), which the trace's one cast at the end does not reproduce."""
+    results = result if isinstance(result, tuple) else (result,)
+    for target, value in zip(out, unwrap(results)):
+        have, into = np.result_type(value), getattr(unwrap(target), "dtype", None)
+        if into is not None and not np.can_cast(have, into, "same_kind"):
+            raise TypeError(f"{what}: out= of dtype {into} for a {have} result: NumPy casts each buffer's "
+                            "partial result into it as it reduces (unsafe casting), which the trace does not "
+                            f"reproduce; assign the result cast with .astype({into}) instead")
 
 
 _INDEX_OUT = (np.argmin, np.argmax, np.ndarray.argmin, np.ndarray.argmax)
@@ -111,10 +128,67 @@ def _numpy_takes_out(eager: Any, given: Any, out: tuple, result: Any) -> None:
            for c, o in zip(unwrap(results), out)):
         return
     scratch = tuple(np.empty_like(o._concrete) for o in out)
-    args, kwargs = given
+    into = scratch if isinstance(eager, np.ufunc) or len(scratch) > 1 else scratch[0]
+    args, kwargs, at = given
+    args, kwargs = unwrap(args), unwrap(kwargs)
+    if at is None:
+        kwargs = {**kwargs, "out": into}
+    else:   # where the call passed it
+        args = (*args[:at], into, *args[at + 1:])
     with np.errstate(all="ignore"):   # the eager run above already reported the values' warnings
-        eager(*unwrap(args), **unwrap(kwargs),
-              out=scratch if isinstance(eager, np.ufunc) or len(scratch) > 1 else scratch[0])
+        eager(*args, **kwargs)
+
+
+def _positional_out(op: Any, args: tuple, out: Any) -> tuple[tuple, Any, int | None]:
+    """`args` with None for an out array passed by position to a reduction (``np.sum(x, 1, None, o)``,
+    ``x.argmax(1, o)``: its schema holds NumPy's parameters in order), the out array (else `out`), and
+    its position."""
+    reduction = op is not None and (op.reduction is not None or op.name in _OUT_LOOP)
+    names = [p.name for p in op.params] if reduction else []
+    i = names.index("out") if "out" in names else len(args)
+    if out is not None or len(args) <= i or args[i] is None:
+        return args, out, None
+    return (*args[:i], None, *args[i + 1:]), args[i], i
+
+
+# Reductions whose loop NumPy picks by promoting the out= array's dtype with the input's.
+_OUT_LOOP = frozenset({"np.sum", "np.prod", "np.mean", "np.cumsum", "np.cumprod", "np.nansum", "np.nanprod",
+                       "np.nanmean", "np.nancumsum", "np.nancumprod"})
+# Those whose loop is float64 for integer and bool inputs whatever the out array.
+_FLOAT_LOOP = frozenset({"np.mean", "np.nanmean"})
+# Those that sum their squared deviations in that loop, from a mean and deviations in the input's dtype:
+# no dtype= reproduces it, so such a call is refused where the loop is not the input's.
+_OUT_LOOP_REFUSED = frozenset({"np.var", "np.std", "np.nanvar", "np.nanstd"})
+
+
+def _out_loop_dtype(op: Any, eager: Any, args: tuple, kwargs: dict, out: tuple) -> tuple[tuple, dict]:
+    """`args` and `kwargs` with the dtype set to the loop NumPy runs a sum, product, mean or scan in
+    when it writes into `out` without a dtype: NumPy promotes the out array's dtype with the input's,
+    so that ``np.sum(x32, out=x64)`` sums in float64 where the call without out= sums in float32, and
+    ``np.sum(b, out=b2)`` of bools is an any. A mean of integers (and np.mean's of float16) keeps its
+    own float64 (float32) loop. A variance whose sum that loop would change is refused (TypeError)."""
+    positional = len(args) > 2   # (a, axis, dtype, ...) in every form: np.sum, ndarray.sum, ufunc.reduce
+    given = args[2] if positional else kwargs.get("dtype")
+    a = args[0] if args else kwargs.get("a", kwargs.get("array"))
+    if op.name not in _OUT_LOOP | _OUT_LOOP_REFUSED or given is not None or a is None or len(out) != 1 \
+            or not is_traced_array(out[0]):
+        return args, kwargs
+    a_dtype = np.asarray(unwrap(a)).dtype
+    if op.name in _FLOAT_LOOP | _OUT_LOOP_REFUSED and a_dtype.kind not in "fc" \
+            or op.name == "np.mean" and a_dtype == np.float16:
+        return args, kwargs
+    loop = np.result_type(a_dtype, out[0]._concrete.dtype)
+    with np.errstate(all="ignore"):
+        default = np.asarray(eager(np.ones((1,), a_dtype))).dtype
+    if loop == default:
+        return args, kwargs
+    if op.name in _OUT_LOOP_REFUSED:
+        raise TypeError(f"{op.name} with out= of dtype {out[0]._concrete.dtype} for a {a_dtype} input: "
+                        f"NumPy sums the squared {a_dtype} deviations in {loop}, which the trace does not "
+                        "reproduce; pass dtype= or an out= of the result's dtype")
+    if positional:
+        return (*args[:2], loop, *args[3:]), kwargs
+    return args, {**kwargs, "dtype": loop}
 
 
 def _write_first(tracer: Tracer, op: Any, func: Any, method: str, args: tuple, kwargs: dict) -> None:
