@@ -147,7 +147,8 @@ def _narrow_column_wheres():
     def node(op, *args, **attrs):
         return g.create_node(op, list(args), attrs=attrs).output
 
-    picked = node("np.where", node("np.greater", x, y), node("np.multiply", x, const(2.0)), node("np.sqrt", x))
+    picked = node("np.where", node("np.greater", x, y), node("np.multiply", x, const(2.0)),
+                  node("np.sqrt", x))
     signed = node("np.where", node("np.less", z, const(0.5)), node("np.negative", z), const(float("nan")))
     g.set_outputs([node("np.sum", picked, axis=0, keepdims=False), node("np.multiply", x, y),
                    node("np.mean", signed, axis=1, keepdims=False)])
