@@ -126,16 +126,6 @@ static inline void nt_gen_colsum_f32(double *part, const float *x, Py_ssize_t r,
     for (Py_ssize_t i = 0; i < r; i++)
         for (int c = 0; c < n; c++) part[c] = nt_gen_add_first(part[c], (double)x[i * n + c]);
 }
-/* Any number of columns (a block wider than 8, or of 5-7): each row's columns through nt_gen_add
- * (a test keeps the sum's NaN), a loop over the columns that vectorizes. */
-static inline void nt_gen_colsum_wide_f64(double *part, const double *x, Py_ssize_t r, Py_ssize_t n) {
-    for (Py_ssize_t i = 0; i < r; i++)
-        for (Py_ssize_t c = 0; c < n; c++) part[c] = nt_gen_add(part[c], x[i * n + c]);
-}
-static inline void nt_gen_colsum_wide_f32(double *part, const float *x, Py_ssize_t r, Py_ssize_t n) {
-    for (Py_ssize_t i = 0; i < r; i++)
-        for (Py_ssize_t c = 0; c < n; c++) part[c] = nt_gen_add(part[c], (double)x[i * n + c]);
-}
 /* N columns as two vectors D of N / 2 lanes each, two independent chains (8 columns without
  * AVX-512, 4 without AVX). */
 #define NT_GEN_COLSUM_HALVES(N, D, LOAD)                                                           \
