@@ -1,0 +1,87 @@
+"""Sums a generated kernel adds in registers (column units over widths the block does not unroll,
+row blocks of short rows, a reduced dim of one row) keep a negated NaN's sign as NumPy does: a
+plain C `s + v` of v = -x let GCC fold the add into `s - x`, which keeps x's NaN with x's sign.
+Column blocks of a where with its output returned too, against the interpreter's bits, over the
+layouts the block reads in place or gathers: a (m, 1) column, a strided and a reversed x, widths
+past the unrolled ones, one and two threads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numtrace_cpu import get_num_threads, set_num_threads
+from numtrace_ir import Graph, testing
+from test_codegen import _assert_same_bits, _cache, _compiled  # noqa: F401  (the kernel cache fixture, autouse)
+
+
+def _node(g, op, *args, **attrs):
+    return g.create_node(op, list(args), attrs=attrs).output
+
+
+def _negated_sum_graph(x, op, axis, where: bool) -> Graph:
+    g = Graph()
+    v = g.add_input("x", testing.type_of(x))
+    neg = _node(g, "np.negative", v)
+    if where:   # np.where's operands are kept: the column block's buffered path
+        zero = g.create_node("prim.Constant", [], attrs={"value": 0.0}).output
+        neg = _node(g, "np.where", _node(g, "np.greater", v, zero), v, neg)
+    g.set_outputs([_node(g, op, neg, axis=axis)])
+    return g
+
+
+@pytest.mark.parametrize("where", [False, True], ids=["neg", "where_neg"])
+@pytest.mark.parametrize("op", ["np.sum", "np.mean"])
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("shape", [(1, 5), (1, 20), (2, 3), (2, 9), (100, 5), (100, 9), (100, 20)], ids=str)
+def test_sum_of_negated_nan_has_numpy_sign(shape, axis, op, where):
+    """A column of +NaN negated sums to -NaN in NumPy whatever its order of adds (one NaN value)."""
+    x = np.full(shape, np.nan)
+    g = _negated_sum_graph(x, op, axis, where)
+    want = getattr(np, op[3:])(np.where(x > 0, x, -x), axis=axis)
+    got = _compiled(g, [testing.type_of(x)], "sync")(x)[0]
+    assert np.signbit(want).all()
+    assert np.asarray(got).tobytes() == want.tobytes(), f"{op} over axis {axis} of -NaN: {got}"
+
+
+@pytest.mark.xfail(strict=True, reason="GCC folds (-x) * (-x) into x * x in a generated kernel, so a NaN x "
+                   "keeps its sign where NumPy's product of the negations has the flipped one")
+def test_square_of_negated_nan_has_numpy_sign():
+    x = np.full((4, 100), np.nan)
+    g = Graph()
+    v = g.add_input("x", testing.type_of(x))
+    neg = _node(g, "np.negative", v)
+    g.set_outputs([_node(g, "np.multiply", neg, neg)])
+    got = _compiled(g, [testing.type_of(x)], "sync")(x)[0]
+    assert np.asarray(got).tobytes() == ((-x) * (-x)).tobytes()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("ncol", [5, 9, 17, 65])
+def test_where_output_and_column_sum_over_gathered_layouts_equal_interpreter(ncol, threads):
+    """``w = np.where(x > c, x * 2, -x); return w, w.sum(0)`` with c a (m, 1) column (filled across
+    each block's rows), x strided or reversed (gathered) and NaNs of both signs: the interpreter's bits."""
+    m = 20001   # a pass long enough for the thread team
+    g = Graph()
+    x = g.add_input("x", testing.type_of(np.zeros((m, ncol))))
+    c = g.add_input("c", testing.type_of(np.zeros((m, 1))))
+    two = g.create_node("prim.Constant", [], attrs={"value": 2.0}).output
+    w = _node(g, "np.where", _node(g, "np.greater", x, c), _node(g, "np.multiply", x, two), _node(g, "np.negative", x))
+    g.set_outputs([w, _node(g, "np.sum", w, axis=0), _node(g, "np.mean", w, axis=0)])
+    rng = np.random.default_rng(ncol)
+    xv = rng.standard_normal((m, ncol))
+    xv.flat[rng.integers(0, xv.size, 30)] = np.nan
+    xv.flat[rng.integers(0, xv.size, 10)] = -np.nan
+    cv = rng.standard_normal((m, 1))
+    wide = np.zeros((m, 2 * ncol))
+    wide[:, ::2] = xv
+    types = [testing.type_of(xv), testing.type_of(cv)]
+    gen, interp = _compiled(g, types, "sync"), _compiled(g, types, "off")
+    old = get_num_threads()
+    set_num_threads(threads)
+    try:
+        for args in [(xv, cv), (wide[:, ::2], cv), (xv[::-1].copy()[::-1], cv[::-1].copy()[::-1])]:
+            _assert_same_bits(gen(*args), interp(*args), f"where over {ncol} columns")
+    finally:
+        set_num_threads(old)
+    assert gen.stats()["generated_column_runs"] >= 3
+    assert gen.stats()["generated_team_runs"] >= 3 or threads == 1 or ncol < 64   # one unit per 64 columns
