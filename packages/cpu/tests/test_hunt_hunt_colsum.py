@@ -85,3 +85,26 @@ def test_where_output_and_column_sum_over_gathered_layouts_equal_interpreter(nco
         set_num_threads(old)
     assert gen.stats()["generated_column_runs"] >= 3
     assert gen.stats()["generated_team_runs"] >= 3 or threads == 1 or ncol < 64   # one unit per 64 columns
+
+
+@pytest.mark.xfail(strict=True, reason="column mode sums each block of rows from +0 and adds that to the column's "
+                   "total (interpreter and generated kernels alike): +inf in one block, then -inf and a +NaN in the "
+                   "next give the +NaN, where NumPy's row-by-row sum gives inf - inf's default -NaN")
+@pytest.mark.parametrize("mode", ["off", "sync"])
+@pytest.mark.parametrize("where", [False, True], ids=["times_one", "where"])
+def test_inf_minus_inf_across_blocks_gives_numpy_nan(where, mode):
+    x = np.ones((300, 4))
+    x[0], x[128], x[129] = np.inf, -np.inf, np.nan   # 512 / 4 = 128 rows a block
+    g = Graph()
+    v = g.add_input("x", testing.type_of(x))
+    if where:
+        w = _node(g, "np.where", _node(g, "np.equal", v, v), v, v)
+    else:
+        one = g.create_node("prim.Constant", [], attrs={"value": 1.0}).output
+        w = _node(g, "np.multiply", v, one)
+    g.set_outputs([_node(g, "np.sum", w, axis=0)])
+    run = _compiled(g, [testing.type_of(x)], mode)
+    with np.errstate(invalid="ignore"):   # inf - inf
+        got, want = run(x)[0], x.sum(axis=0)
+    assert np.signbit(want).all()
+    assert np.asarray(got).tobytes() == want.tobytes()
