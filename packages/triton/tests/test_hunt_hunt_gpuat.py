@@ -27,6 +27,22 @@ def _bits_equal(got, expected):
     np.testing.assert_array_equal(got[~nan].view(np.int32), expected[~nan].view(np.int32))
 
 
+@pytest.fixture(params=[False, True], ids=["atomics", "flushing_atomics"])
+def flush(request):
+    """Each test twice: with the backend's atomics as they are, and under a GPU's flushing atomic add."""
+    if request.param:
+        request.getfixturevalue("gpu_float_atomics")
+    return request.param
+
+
+def _exact(args, ufunc, index=("input",)):
+    """The trace's ``ufunc.at`` on args, in the kernel (no host step where the target has elements),
+    equal to NumPy's bit for bit."""
+    exe, got, expected = _at(args, ufunc, index)
+    assert args[0].size == 0 or "host step" not in exe.explain()
+    _bits_equal(got, expected)
+
+
 def _one_each(a, v, ufunc):
     a, v = np.array(a, F32), np.array(v, F32)
     idx = np.arange(len(a))[::-1].copy()
@@ -36,11 +52,8 @@ def _one_each(a, v, ufunc):
     _bits_equal(got, expected)
 
 
-@pytest.mark.parametrize("flush", [False, True])
 @pytest.mark.parametrize("ufunc", ["numpy.add", "numpy.subtract"])
-def test_signed_zeros_nan_inf(ufunc, flush, request):
-    if flush:
-        request.getfixturevalue("gpu_float_atomics")
+def test_signed_zeros_nan_inf(ufunc, flush):
     z = [-0.0, 0.0]
     a = [x for x in z for _ in z] + [np.nan, np.inf, -np.inf, 1.0, 0.0, 1e-40, -np.inf, np.inf, 1e-40, -0.0]
     v = [y for _ in z for y in z] + [1.0, -np.inf, np.inf, np.nan, np.nan, np.inf, -1e-40, 1e-40, np.nan,
@@ -55,13 +68,10 @@ def _around(x):
     return [x, np.nextafter(x, F32(0)), np.nextafter(x, F32(np.inf)), -x]
 
 
-@pytest.mark.parametrize("flush", [False, True])
 @pytest.mark.parametrize("ufunc", ["numpy.add", "numpy.subtract"])
-def test_values_and_targets_near_the_thresholds(ufunc, flush, request):
+def test_values_and_targets_near_the_thresholds(ufunc, flush):
     """Every pair of a target and a value among floats near 0, the smallest subnormal and normal,
     2**-100 and 1, one add per element."""
-    if flush:
-        request.getfixturevalue("gpu_float_atomics")
     near = (SUB, 3 * SUB, TINY, 2 * TINY, 2.0**-124, 2.0**-110, 2.0**-101, 2.0**-100, 2.0**-99, 1.0)
     pts = sorted({float(p) for x in near for p in _around(x)} | {0.0, -0.0})
     pts += [-2.0**-100 + 2.0**-124, 2.0**-100 - 2.0**-124, -TINY + SUB, TINY - SUB]
@@ -69,11 +79,8 @@ def test_values_and_targets_near_the_thresholds(ufunc, flush, request):
     _one_each(a.ravel(), v.ravel(), ufunc)
 
 
-@pytest.mark.parametrize("flush", [False, True])
-def test_random_bit_patterns(flush, request):
+def test_random_bit_patterns(flush):
     """Targets and values drawn from every float32 bit pattern's exponent range, one add per element."""
-    if flush:
-        request.getfixturevalue("gpu_float_atomics")
     rng = np.random.default_rng(11)
     n = 3000
     exp = rng.integers(0, 256, (2, n)).astype(np.uint32)
@@ -84,29 +91,20 @@ def test_random_bit_patterns(flush, request):
     _one_each(a, v, "numpy.add")
 
 
-@pytest.mark.parametrize("flush", [False, True])
 @pytest.mark.parametrize("ufunc", ["numpy.add", "numpy.subtract"])
-def test_rows_negative_indices_and_a_broadcast_scalar(ufunc, flush, request):
+def test_rows_negative_indices_and_a_broadcast_scalar(ufunc, flush):
     """Row indices (negative ones among them) into a 2-d target, subnormal values: exact in any order."""
-    if flush:
-        request.getfixturevalue("gpu_float_atomics")
     rng = np.random.default_rng(3)
     a = (rng.integers(-3, 4, (5, 3)) * SUB).astype(F32)
     idx = rng.integers(-5, 5, 40)
     v = (rng.integers(-20, 21, (40, 3)) * SUB).astype(F32)
     for args in ([a, idx, v], [a, idx, np.array(-0.0, F32)], [a, idx, np.array(7 * SUB, F32)],
                  [a, np.array(-1), v[0]], [a.T.copy(), idx[:3], v[:3].T.copy()]):
-        index = ("input",) if args[0] is a else (slice(None), "input")
-        exe, got, expected = _at(args, ufunc, index)
-        assert "host step" not in exe.explain()
-        _bits_equal(got, expected)
+        _exact(args, ufunc, ("input",) if args[0] is a else (slice(None), "input"))
 
 
-@pytest.mark.parametrize("flush", [False, True])
-def test_mixed_sizes_into_few_elements(flush, request):
+def test_mixed_sizes_into_few_elements(flush):
     """Normal, tiny and subnormal values, NaN-free, into 3 elements: NumPy's sum within the tolerance."""
-    if flush:
-        request.getfixturevalue("gpu_float_atomics")
     rng = np.random.default_rng(4)
     v = (rng.standard_normal(600) * 2.0 ** rng.integers(-140, 2, 600)).astype(F32)
     idx = rng.integers(0, 3, 600)
@@ -115,31 +113,21 @@ def test_mixed_sizes_into_few_elements(flush, request):
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("flush", [False, True])
 @pytest.mark.parametrize(("a", "idx", "v"), [
     ([], [], []), ([1e-40], [], []), ([1e-40], [0, 0, -1], [1e-40, -0.0, 2.0]), ([-0.0], [0], [-0.0]),
     ([5.0, 1e-40], [1], [SUB]), ([np.nan], [0, 0], [SUB, 1.0])])
-def test_empty_and_size_one_targets(a, idx, v, flush, request):
-    if flush:
-        request.getfixturevalue("gpu_float_atomics")
+def test_empty_and_size_one_targets(a, idx, v, flush):
     args = [np.array(a, F32), np.array(idx, np.int64), np.array(v, F32)]
     for ufunc in ("numpy.add", "numpy.subtract"):
-        exe, got, expected = _at(args, ufunc)
-        assert "host step" not in exe.explain()
-        _bits_equal(got, expected)
+        _exact(args, ufunc)
 
 
-@pytest.mark.parametrize("flush", [False, True])
-def test_a_0d_index_and_value(flush, request):
-    if flush:
-        request.getfixturevalue("gpu_float_atomics")
+def test_a_0d_index_and_value(flush):
     for a, i, v in (([1e-40, -0.0, 3.0], -2, -0.0), ([1e-40, -0.0], 0, 2e-40), ([1e-40], 0, 1.0),
                     ([-0.0], -1, -0.0)):
         for ufunc in ("numpy.add", "numpy.subtract"):
             args = [np.array(a, F32), np.array(i), np.array(v, F32)]
-            exe, got, expected = _at(args, ufunc)
-            assert "host step" not in exe.explain()
-            _bits_equal(got, expected)
+            _exact(args, ufunc)
 
 
 @pytest.mark.parametrize(("n", "idx"), [(3, [0, 3]), (3, [-4]), (3, [1, 2**40]), (3, [-(2**62)]), (0, [0]),
@@ -153,19 +141,14 @@ def test_an_index_out_of_range_raises(n, idx):
         _at([a, idx, v], "numpy.add")
 
 
-@pytest.mark.parametrize("flush", [False, True])
-def test_a_2d_index_and_zero_width_rows(flush, request):
-    if flush:
-        request.getfixturevalue("gpu_float_atomics")
+def test_a_2d_index_and_zero_width_rows(flush):
     rng = np.random.default_rng(6)
     a = (rng.integers(-3, 4, 6) * SUB).astype(F32)
     idx = rng.integers(-6, 6, (4, 5))
     for args in ([a, idx, (rng.integers(-9, 9, (4, 5)) * SUB).astype(F32)],
                  [np.zeros((4, 0), F32), np.array([1, -1]), np.zeros((2, 0), F32)]):
         for ufunc in ("numpy.add", "numpy.subtract"):
-            exe, got, expected = _at(args, ufunc)
-            assert args[0].size == 0 or "host step" not in exe.explain()
-            _bits_equal(got, expected)
+            _exact(args, ufunc)
     # NumPy 2.4's add.at reads garbage for a value broadcast along a 2-d index's rows: compared with the
     # value broadcast beforehand.
     v = (rng.integers(-9, 9, 5) * SUB).astype(F32)
@@ -213,12 +196,9 @@ def test_every_float32_add_at_variant_flushes_only_in_its_atomic_add(variant):
         sass_flushing(atomic["sass"])
 
 
-@pytest.mark.parametrize("flush", [False, True])
-def test_many_blocks_chained_and_consumed(flush, request):
+def test_many_blocks_chained_and_consumed(flush):
     """Thousands of subnormal values (several blocks) into 7 elements, twice in a row on the same array,
     the result then doubled in the same trace, called twice with new values: exact, as NumPy's."""
-    if flush:
-        request.getfixturevalue("gpu_float_atomics")
     rng = np.random.default_rng(8)
     n = 5000
 

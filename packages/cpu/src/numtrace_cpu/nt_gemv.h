@@ -38,38 +38,36 @@ typedef double nt_gv_f64 __attribute__((vector_size(NT_GV_BYTES), aligned(8), ma
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #define NT_GV_TAIL 1
+/* y's first t columns (a masked vector) = (y or +0, per from_y) + the k-order chain of r rows of W
+   times x: the tail (from +0, all K rows) and the lead (added to y) below. */
+#define NT_GV_MASKED(SUF, T, MASKT, V, SET1, LOADZ, FMA3, STORE, ZERO)                                  \
+static inline void nt_gv_masked_##SUF(const T* x, ptrdiff_t r, const T* w, ptrdiff_t ldw, T* y, ptrdiff_t t, \
+                                      int from_y) {                                                    \
+    const MASKT m = (MASKT)((1u << t) - 1);                                                            \
+    V a = from_y ? LOADZ(m, y) : ZERO();                                                               \
+    for (ptrdiff_t i = 0; i < r; i++) a = FMA3(SET1(x[i]), LOADZ(m, w + i * ldw), a, m);              \
+    STORE(y, m, a);                                                                                    \
+}
+NT_GV_MASKED(f32, float, __mmask16, __m512, _mm512_set1_ps, _mm512_maskz_loadu_ps, _mm512_mask3_fmadd_ps,
+             _mm512_mask_storeu_ps, _mm512_setzero_ps)
+NT_GV_MASKED(f64, double, __mmask8, __m512d, _mm512_set1_pd, _mm512_maskz_loadu_pd, _mm512_mask3_fmadd_pd,
+             _mm512_mask_storeu_pd, _mm512_setzero_pd)
 static inline void nt_gemv_tail_f32(const float* x, const float* w, ptrdiff_t ldw, ptrdiff_t K, ptrdiff_t t,
                                     float* y) {
-    const __mmask16 m = (__mmask16)((1u << t) - 1);
-    __m512 a = _mm512_setzero_ps();
-    for (ptrdiff_t k = 0; k < K; k++)
-        a = _mm512_mask3_fmadd_ps(_mm512_set1_ps(x[k]), _mm512_maskz_loadu_ps(m, w + k * ldw), a, m);
-    _mm512_mask_storeu_ps(y, m, a);
+    nt_gv_masked_f32(x, K, w, ldw, y, t, 0);
 }
 static inline void nt_gemv_tail_f64(const double* x, const double* w, ptrdiff_t ldw, ptrdiff_t K, ptrdiff_t t,
                                     double* y) {
-    const __mmask8 m = (__mmask8)((1u << t) - 1);
-    __m512d a = _mm512_setzero_pd();
-    for (ptrdiff_t k = 0; k < K; k++)
-        a = _mm512_mask3_fmadd_pd(_mm512_set1_pd(x[k]), _mm512_maskz_loadu_pd(m, w + k * ldw), a, m);
-    _mm512_mask_storeu_pd(y, m, a);
+    nt_gv_masked_f64(x, K, w, ldw, y, t, 0);
 }
 /* The first t columns of `r` rows of W added to y (memory, as the rows form's vectors are): the
    masked vector that nt_gemv_rows_lead keeps beside the aligned ones. */
 static inline void nt_gemv_lead_f32(const float* x, int r, const float* w, ptrdiff_t ldw, float* y, ptrdiff_t t) {
-    const __mmask16 m = (__mmask16)((1u << t) - 1);
-    __m512 a = _mm512_maskz_loadu_ps(m, y);
-    for (int i = 0; i < r; i++)
-        a = _mm512_mask3_fmadd_ps(_mm512_set1_ps(x[i]), _mm512_maskz_loadu_ps(m, w + i * ldw), a, m);
-    _mm512_mask_storeu_ps(y, m, a);
+    nt_gv_masked_f32(x, r, w, ldw, y, t, 1);
 }
 static inline void nt_gemv_lead_f64(const double* x, int r, const double* w, ptrdiff_t ldw, double* y,
                                     ptrdiff_t t) {
-    const __mmask8 m = (__mmask8)((1u << t) - 1);
-    __m512d a = _mm512_maskz_loadu_pd(m, y);
-    for (int i = 0; i < r; i++)
-        a = _mm512_mask3_fmadd_pd(_mm512_set1_pd(x[i]), _mm512_maskz_loadu_pd(m, w + i * ldw), a, m);
-    _mm512_mask_storeu_pd(y, m, a);
+    nt_gv_masked_f64(x, r, w, ldw, y, t, 1);
 }
 #else
 #define NT_GV_TAIL 0

@@ -345,16 +345,15 @@ static inline void NAME(const T *a, Py_ssize_t n, Py_ssize_t rows, char *out, Py
 }
 #define NT_OR_NAN(m, nan, T, first, n) ((nan) ? ((n) == 1 ? (first) : (T)NAN) : (m))
 #define NT_AS_IS(m, nan, T, first, n) (m)
-NT_ROWS_EXTREME(nt_rowmax_f32, nt_max_f32, float, NT_OR_NAN)
-NT_ROWS_EXTREME(nt_rowmax_f64, nt_max_f64, double, NT_OR_NAN)
-NT_ROWS_EXTREME(nt_rowmax_i32, nt_max_i32, int32_t, NT_AS_IS)
-NT_ROWS_EXTREME(nt_rowmax_i64, nt_max_i64, int64_t, NT_AS_IS)
-NT_ROWS_EXTREME(nt_rowmax_u8, nt_max_u8, uint8_t, NT_AS_IS)
-NT_ROWS_EXTREME(nt_rowmin_f32, nt_min_f32, float, NT_OR_NAN)
-NT_ROWS_EXTREME(nt_rowmin_f64, nt_min_f64, double, NT_OR_NAN)
-NT_ROWS_EXTREME(nt_rowmin_i32, nt_min_i32, int32_t, NT_AS_IS)
-NT_ROWS_EXTREME(nt_rowmin_i64, nt_min_i64, int64_t, NT_AS_IS)
-NT_ROWS_EXTREME(nt_rowmin_u8, nt_min_u8, uint8_t, NT_AS_IS)
+/* nt_row<KIND>_<dtype> for the five dtypes the block extremes above take (KIND: max or min). */
+#define NT_ROWS_EXTREMES(KIND) \
+    NT_ROWS_EXTREME(nt_row##KIND##_f32, nt_##KIND##_f32, float, NT_OR_NAN) \
+    NT_ROWS_EXTREME(nt_row##KIND##_f64, nt_##KIND##_f64, double, NT_OR_NAN) \
+    NT_ROWS_EXTREME(nt_row##KIND##_i32, nt_##KIND##_i32, int32_t, NT_AS_IS) \
+    NT_ROWS_EXTREME(nt_row##KIND##_i64, nt_##KIND##_i64, int64_t, NT_AS_IS) \
+    NT_ROWS_EXTREME(nt_row##KIND##_u8, nt_##KIND##_u8, uint8_t, NT_AS_IS)
+NT_ROWS_EXTREMES(max)
+NT_ROWS_EXTREMES(min)
 
 /* Column reductions of r rows by ncol columns, row i starting rs elements after row i-1 (a block
  * in a register, rs == ncol, or the operand itself, folded in place): the block is swept four rows
