@@ -5,7 +5,8 @@
  * NR values per row, contiguous, the columns past N zero. A constant weight is packed once; any other
  * B (a module parameter, a run-time value, each product of a stack of them) is packed block by block
  * inside the product on every call (nt_gemm_unit), so a weight changed between calls is never read
- * from a stale pack.
+ * from a stale pack; when its rows are contiguous (`direct`, chosen by packed.pxi) its full panels are
+ * read where they lie instead, rows bsk apart: the same values in the same order, so the same bits.
  *
  * The micro-kernel keeps an MR x NR tile of C in vector registers and adds a[i, k] * b[k, :] for k
  * in order, in blocks of NT_GEMM_KC rows of B (the block's panel stays in L1 while every row block

@@ -7,8 +7,8 @@
 # residual add, ReLU) fused in.
 # A constant weight is packed on the first call and the pack kept (a trace constant never changes);
 # any other (a module parameter, a run-time value) is packed inside the product on every call, block
-# by block by the thread that uses it, so a weight the user changes between calls (in place or by
-# load_state_dict) is always read as it is now. The work is split into row chunks x column-panel
+# by block by the thread that uses it (or, rows contiguous, read where it lies: see _GEMM_DIRECT_MAX_BYTES),
+# so a weight the user changes between calls (in place or by load_state_dict) is always read as it is now. The work is split into row chunks x column-panel
 # chunks over the team of nt_team.h; each output belongs to one unit and is summed in k order, so
 # the thread count never changes the result. Layouts the kernels do not take run the step's NumPy
 # fallback.
