@@ -570,3 +570,8 @@ def test_which_run_time_weights_are_read_in_place(dtype, threads):
     exe = _compile(x.shape, narrow, dtype, source="runtime")
     _call(exe, x, narrow, None, None, "runtime")
     assert _direct_runs(exe) == 0
+    tall = rng.standard_normal((129, k)).astype(dtype)   # more rows than _GEMM_DIRECT_MAX_ROWS
+    exe = _compile(tall.shape, w, dtype, source="runtime")
+    got = _call(exe, tall, w, None, None, "runtime")
+    assert _direct_runs(exe) == 0
+    assert got[:24].tobytes() == _call(runtime, tall[:24], w, None, None, "runtime").tobytes()
