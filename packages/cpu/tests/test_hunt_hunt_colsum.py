@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from numtrace_cpu import get_num_threads, set_num_threads
 from numtrace_ir import Graph, testing
-from test_codegen import _assert_same_bits, _cache, _compiled  # noqa: F401  (the kernel cache fixture, autouse)
+from test_codegen import _cache  # noqa: F401  (the kernel cache fixture, autouse)
+from test_codegen import _assert_same_bits, _compiled
 
 
 def _node(g, op, *args, **attrs):
@@ -43,9 +44,10 @@ def test_sum_of_negated_nan_has_numpy_sign(shape, axis, op, where):
     assert np.asarray(got).tobytes() == want.tobytes(), f"{op} over axis {axis} of -NaN: {got}"
 
 
-@pytest.mark.xfail(strict=True, reason="GCC folds (-x) * (-x) into x * x and (-x) + y into y - x in a generated "
-                   "kernel (nt_opcodes.h's negative is a C `-`), so a NaN x keeps its sign where NumPy's negation "
-                   "flips it; a sign-bit xor through the integer bits (not folded by GCC 12) would keep it")
+@pytest.mark.xfail(strict=True, reason="GCC folds (-x) * (-x) into x * x and (-x) + y into y - x in a "
+                   "generated kernel (nt_opcodes.h's negative is a C `-`), so a NaN x keeps its sign where "
+                   "NumPy's negation flips it; a sign-bit xor through the integer bits (not folded "
+                   "by GCC 12) would keep it")
 @pytest.mark.parametrize("op", ["np.multiply", "np.add"])
 def test_negated_nan_in_a_product_or_sum_has_numpy_sign(op):
     x = np.full((4, 100), np.nan)
@@ -71,7 +73,8 @@ def test_where_output_and_column_sum_over_gathered_layouts_equal_interpreter(nco
     x = g.add_input("x", testing.type_of(np.zeros((m, ncol))))
     c = g.add_input("c", testing.type_of(np.zeros((m, 1))))
     two = g.create_node("prim.Constant", [], attrs={"value": 2.0}).output
-    w = _node(g, "np.where", _node(g, "np.greater", x, c), _node(g, "np.multiply", x, two), _node(g, "np.negative", x))
+    picked = _node(g, "np.greater", x, c)
+    w = _node(g, "np.where", picked, _node(g, "np.multiply", x, two), _node(g, "np.negative", x))
     g.set_outputs([w, _node(g, "np.sum", w, axis=0), _node(g, "np.mean", w, axis=0)])
     rng = np.random.default_rng(ncol)
     xv = rng.standard_normal((m, ncol))
@@ -93,9 +96,10 @@ def test_where_output_and_column_sum_over_gathered_layouts_equal_interpreter(nco
     assert gen.stats()["generated_team_runs"] >= 3 or threads == 1 or ncol < 64   # one unit per 64 columns
 
 
-@pytest.mark.xfail(strict=True, reason="column mode sums each block of rows from +0 and adds that to the column's "
-                   "total (interpreter and generated kernels alike): +inf in one block, then -inf and a +NaN in the "
-                   "next give the +NaN, where NumPy's row-by-row sum gives inf - inf's default -NaN")
+@pytest.mark.xfail(strict=True, reason="column mode sums each block of rows from +0 and adds that to the "
+                   "column's total (interpreter and generated kernels alike): +inf in one block, then "
+                   "-inf and a +NaN in the next give the +NaN, where NumPy's row-by-row sum gives "
+                   "inf - inf's default -NaN")
 @pytest.mark.parametrize("mode", ["off", "sync"])
 @pytest.mark.parametrize("where", [False, True], ids=["times_one", "where"])
 def test_inf_minus_inf_across_blocks_gives_numpy_nan(where, mode):
