@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 from numtrace_cpu import get_num_threads, set_num_threads
 from numtrace_ir import Graph, testing
-from test_codegen import _cache  # noqa: F401  (the kernel cache fixture, autouse)
-from test_codegen import _assert_same_bits, _compiled
+from test_codegen import _assert_same_bits, _cache, _compiled  # noqa: F401  (_cache: autouse fixture)
 
 
 def _node(g, op, *args, **attrs):
