@@ -43,12 +43,10 @@ def test_sum_of_negated_nan_has_numpy_sign(shape, axis, op, where):
     assert np.asarray(got).tobytes() == want.tobytes(), f"{op} over axis {axis} of -NaN: {got}"
 
 
-@pytest.mark.xfail(strict=True, reason="GCC folds (-x) * (-x) into x * x and (-x) + y into y - x in a "
-                   "generated kernel (nt_opcodes.h's negative is a C `-`), so a NaN x keeps its sign where "
-                   "NumPy's negation flips it; a sign-bit xor through the integer bits (not folded "
-                   "by GCC 12) would keep it")
 @pytest.mark.parametrize("op", ["np.multiply", "np.add"])
 def test_negated_nan_in_a_product_or_sum_has_numpy_sign(op):
+    """GCC folds a C negation into the op reading it ((-x) * (-x) into x * x, (-x) + y into y - x), so a
+    NaN x kept its sign where NumPy's negation flips it: nt_opcodes.h flips the sign bit instead."""
     x = np.full((4, 100), np.nan)
     g = Graph()
     v = g.add_input("x", testing.type_of(x))
