@@ -260,8 +260,8 @@ def test_random_split_programs(chunk, threads):
         exec(code, scope)   # a user's function, written out so that the tracer sees plain Python
         fn = scope["program"]
         rng = np.random.default_rng(seed)
-        make = (lambda: (rng.standard_normal(shape), rng.standard_normal((shape[-1], shape[-1]))))
-        example = make()
+        example, *calls = [(rng.standard_normal(shape), rng.standard_normal((shape[-1], shape[-1])))
+                           for _ in range(4)]
         try:
             with np.errstate(all="ignore"):
                 fn(*(a.copy() for a in example))
@@ -271,7 +271,7 @@ def test_random_split_programs(chunk, threads):
             traced = nt.trace(fn, example, backend="cpu")
         except NotImplementedError:
             continue   # outputs overlapping as computed values: refused with a message
-        kept = _run_all(fn, traced, [make() for _ in range(3)])
+        kept = _run_all(fn, traced, calls)
         try:
             _assert_as_numpy(kept, rtol=1e-9)
         except AssertionError as exc:
