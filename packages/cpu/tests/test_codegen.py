@@ -704,3 +704,44 @@ def test_short_row_tiles_beside_row_block_reduction(dtype):
             assert s["generated_row_block_runs"] >= 2 and s["interpreted_runs"] == 0
             assert s["generated_rows_runs"] >= (2 if args[0] is a else 0)
         assert (s["streamed_runs"] > 0) == (streaming == 1)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("ncol", [1, 2, 3, 4, 8])
+def test_narrow_column_sums_of_where_equal_interpreter(dtype, ncol):
+    """``np.sum(np.where(x > y, x * 2, x - 1), axis=0)`` (and its mean) over a few columns: each
+    block's values computed in one loop over its rows, each column then added row by row (packed
+    over 2, 4 and 8 columns): the interpreter's bits, each column's first NaN (sign and payload)
+    kept, over blocks of rows (300 rows of 8 cross one), C, Fortran and reversed layouts, and the
+    sqrt's 'invalid' of the operand np.where does not select raised."""
+    g = Graph()
+    x = g.add_input("x", TensorType(np.dtype(dtype), (300, ncol)))
+    y = g.add_input("y", TensorType(np.dtype(dtype), (ncol,)))
+
+    def node(op, *args, **attrs):
+        return g.create_node(op, list(args), attrs=attrs).output
+
+    def const(value):
+        return g.create_node("prim.Constant", [], attrs={"value": value}).output
+
+    picked = node("np.where", node("np.greater", x, y), node("np.multiply", x, const(2.0)),
+                  node("np.subtract", x, const(1.0)))
+    rooted = node("np.where", node("np.greater_equal", x, const(0.0)), node("np.sqrt", x), x)
+    g.set_outputs([node("np.sum", picked, axis=0), node("np.mean", rooted, axis=0)])
+    rng = np.random.default_rng(ncol)
+    xv = rng.standard_normal((300, ncol)).astype(dtype)
+    bits = xv.view(np.uint32 if dtype == np.float32 else np.uint64)
+    nans = rng.integers(0, xv.size, 40)
+    xv.flat[nans] = np.nan
+    bits.flat[nans[::2]] ^= rng.integers(1, 1 << 20, len(nans[::2])).astype(bits.dtype)   # payloads
+    bits.flat[nans[::3]] ^= bits.dtype.type(1) << bits.dtype.type(8 * bits.itemsize - 1)   # signs
+    xv.flat[::11] = -0.0
+    yv = rng.standard_normal(ncol).astype(dtype)
+    gen, interp = _both(g, [testing.type_of(xv), testing.type_of(yv)])
+    for args in [(xv, yv), (np.asfortranarray(xv), yv), (xv[::-1].copy()[::-1], yv[::-1].copy()[::-1])]:
+        with pytest.warns(RuntimeWarning, match="invalid value encountered in sqrt"):
+            got = gen(*args)
+        with pytest.warns(RuntimeWarning, match="invalid value encountered in sqrt"):
+            want = interp(*args)
+        _assert_same_bits(got, want, f"narrow column sums of a where over {ncol} columns")
+    assert gen.stats()["generated_column_runs"] >= 2 or ncol == 1   # the Fortran x sums its rows

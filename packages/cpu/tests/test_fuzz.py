@@ -132,12 +132,36 @@ def _short_row_extremes():
     return g
 
 
+def _narrow_column_wheres():
+    """Sums and means over the middle axis of np.where's picks over 4 and 8 columns (a broadcast row
+    compared, an elementwise output of the same pass): generated column blocks of few columns, their
+    values computed in one loop over the block, each column added packed (nt_gen.h's nt_gen_colsum)."""
+    g = Graph()
+    x = g.add_input("x0", TensorType(np.dtype(np.float64), (90, 4)))
+    y = g.add_input("x1", TensorType(np.dtype(np.float64), (4,)))
+    z = g.add_input("x2", TensorType(np.dtype(np.float32), (40, 3, 8)))
+
+    def const(value):
+        return g.create_node("prim.Constant", [], attrs={"value": value}).output
+
+    def node(op, *args, **attrs):
+        return g.create_node(op, list(args), attrs=attrs).output
+
+    picked = node("np.where", node("np.greater", x, y), node("np.multiply", x, const(2.0)),
+                  node("np.sqrt", x))
+    signed = node("np.where", node("np.less", z, const(0.5)), node("np.negative", z), const(float("nan")))
+    g.set_outputs([node("np.sum", picked, axis=0, keepdims=False), node("np.multiply", x, y),
+                   node("np.mean", signed, axis=1, keepdims=False)])
+    return g
+
+
 # Every GENERATED_EVERY-th program, and the examples, compile their passes to C before the first call
 # (numtrace_cpu.compiler's sync mode): the generated kernels are fuzzed too.
 GENERATED_EVERY = 15
 _PROGRAMS = itertools.count(1)
 _COLUMN_SUMS = _constant_column_sums()
 _ROW_EXTREMES = _short_row_extremes()
+_NARROW_WHERES = _narrow_column_wheres()
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -154,6 +178,8 @@ def _cache(tmp_path_factory):
 @example(_COLUMN_SUMS, True, False)
 @example(_ROW_EXTREMES, False, False)
 @example(_ROW_EXTREMES, True, False)
+@example(_NARROW_WHERES, False, False)
+@example(_NARROW_WHERES, True, False)
 def test_cpu_equals_reference(g, strided, in_place):
     """`in_place`: the first output is written over an input of its type where there is one (as a
     traced ``x += ...`` is), so a pass may read and write the same memory."""
@@ -171,7 +197,7 @@ def test_cpu_equals_reference(g, strided, in_place):
             expected = _reference(g, inputs)
         except ValueError:   # e.g. max of an empty axis: the cpu backend must raise too
             expected = None
-        generated = next(_PROGRAMS) % GENERATED_EVERY == 0 or g is _COLUMN_SUMS
+        generated = next(_PROGRAMS) % GENERATED_EVERY == 0 or g is _COLUMN_SUMS or g is _NARROW_WHERES
         old = compiler.set_mode("sync" if generated else compiler.mode())
         try:
             exe = compile_graph(g, [v.type for v in g.inputs], updates=updates)
@@ -193,3 +219,5 @@ def test_cpu_equals_reference(g, strided, in_place):
     testing.assert_outputs_close(got_again, expected, what="second call", computed_in=lowest)
     if g is _ROW_EXTREMES:
         assert exe.stats()["extreme_rows_runs"] > 0, "the short rows' max/min were not folded in blocks"
+    if g is _NARROW_WHERES:
+        assert exe.stats()["generated_column_runs"] >= 4, "the narrow column sums did not run generated"

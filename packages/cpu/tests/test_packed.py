@@ -505,3 +505,73 @@ def test_products_leave_the_team_spinning_for_the_next_one(spin_us):
         assert delta["jobs_spinning"] == delta["solo_runs"] == 0 and delta["jobs"] >= 1, delta
     for g in got:
         np.testing.assert_array_equal(g, want)
+
+
+def _direct_runs(exe):
+    return exe.stats()["packed_direct_runs"]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("mkn", [(9, 5, 32), (20, 70, 45), (33, 300, 100), (128, 256, 768), (9, 600, 64)],
+                         ids=str)
+def test_run_time_weight_read_in_place_gives_the_bits_of_a_packed_one(dtype, mkn, threads):
+    """A run-time B with contiguous rows is read where it lies (its full column panels; a partial last
+    panel is packed): the same values in the same order as the weight packed once, so the same bits,
+    NaN, inf and -0.0 included, over blocks of k (K > 256), partial panels and fused epilogues."""
+    m, k, n = mkn
+    rng = np.random.default_rng(m + k + n)
+    x = rng.standard_normal((m, k)).astype(dtype)
+    w = rng.standard_normal((k, n)).astype(dtype)
+    w.flat[::11] = -0.0
+    w.flat[3::37] = np.nan
+    w.flat[5::41] = np.inf
+    x[1, :] = -0.0
+    x[2, 4 % k] = -np.inf
+    epilogue = ("bias", "relu")
+    b = rng.standard_normal(n).astype(dtype)
+    b[::3] = -0.0
+    runtime = _compile(x.shape, w, dtype, epilogue, source="runtime")
+    constant = _compile(x.shape, w, dtype, epilogue, source="constant")
+    got = _call(runtime, x, w, b, None, "runtime")
+    assert _direct_runs(runtime) == 1
+    want = _call(constant, x, w, b, None, "constant")
+    assert got.tobytes() == want.tobytes()
+    _assert_close(got, _expected(x, w, epilogue, b), x, w, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_which_run_time_weights_are_read_in_place(dtype, threads):
+    """Rows a multiple of 4 KB apart (their panels share a few L1 sets), reversed or transposed, fewer
+    columns than a panel, or rows more than 16 KB apart are packed per call; rows a few KB apart are
+    read in place. Every layout gives the bits of the contiguous weight packed once."""
+    rng = np.random.default_rng(9)
+    k, n = 40, 64
+    x = rng.standard_normal((24, k)).astype(dtype)
+    w = rng.standard_normal((k, n)).astype(dtype)
+    itemsize = np.dtype(dtype).itemsize
+    runtime = _compile(x.shape, w, dtype, source="runtime")
+    constant = _compile(x.shape, w, dtype, source="constant")
+    want = _call(constant, x, w, None, None, "constant")
+
+    def within(cols):   # w as the first n columns of rows `cols` elements long
+        big = np.zeros((k, cols), dtype)
+        big[:, :n] = w
+        return big[:, :n]
+
+    layouts = [(w, 1), (within(1000), 1), (within(4096 // itemsize), 0), (within(8192 // itemsize), 0),
+               (within(20000 // itemsize), 0), (np.ascontiguousarray(w[::-1])[::-1], 0),
+               (np.asfortranarray(w), 0)]
+    for wl, direct in layouts:
+        before = _direct_runs(runtime)
+        got = _call(runtime, x, wl, None, None, "runtime")
+        assert _direct_runs(runtime) - before == direct, wl.strides
+        assert got.tobytes() == want.tobytes()
+    narrow = w[:, :blocks.GEMM_MICRO_TILE[1 if dtype == np.float32 else 2] - 1]
+    exe = _compile(x.shape, narrow, dtype, source="runtime")
+    _call(exe, x, narrow, None, None, "runtime")
+    assert _direct_runs(exe) == 0
+    tall = rng.standard_normal((129, k)).astype(dtype)   # more rows than _GEMM_DIRECT_MAX_ROWS
+    exe = _compile(tall.shape, w, dtype, source="runtime")
+    got = _call(exe, tall, w, None, None, "runtime")
+    assert _direct_runs(exe) == 0
+    assert got[:24].tobytes() == _call(runtime, tall[:24], w, None, None, "runtime").tobytes()

@@ -224,6 +224,16 @@ def _runtime_product(a):
     return np.maximum(np.concatenate([s * -0.0] * 8 + [s] * 8) @ s.T + a[:, 0] * -0.0, 0.0)
 
 
+def _runtime_rows_product(a):
+    """A product of two run-time values whose right operand has contiguous rows (a's columns repeated
+    5 times: 20 columns, a full panel of the cpu backend's packed kernels and a partial one), which
+    those kernels read where it lies, then a bias of signed zeros and a ReLU."""
+    if np.ndim(a) != 2 or np.shape(a)[1] != 4:
+        return a
+    s = np.concatenate([a] * 5, axis=1)
+    return np.maximum(np.concatenate([s.T * -0.0] * 2 + [s.T] * 2) @ s + s[0] * -0.0, 0.0)
+
+
 def _causal_softmax(a, k=1):
     """Causal attention over a's rows in float32 (the cpu backend: the mask, fixed by the traced shape,
     folded into a constant; exp over its -inf lanes; the float64 softmax @ the float32 values widened to
@@ -438,7 +448,7 @@ STEPS.update({"gemv_team": (1, _gemv_team), "gemv_team_columns": (1, _gemv_team_
               "gemv_peeled": (1, _gemv_peeled),
               "split_row_sum": (1, _split_row_sum), "team_pass": (1, _team_pass),
               "team_softmax": (1, _team_softmax), "const_col_sums": (1, _const_col_sums),
-              "argmin_nan_rows": (1, _argmin_nan_rows)})
+              "argmin_nan_rows": (1, _argmin_nan_rows), "packed_rows_in_place": (1, _runtime_rows_product)})
 # Steps only the explicit examples below run, so that adding them leaves the random draws as they were.
 EXAMPLE_ONLY = {"merge_heads", "merge_heads_pass", "merge_heads_shape", "split_sections",
                 "split_sections_rest", "causal_softmax", "causal_softmax_nan_row", "gemv_team",
@@ -505,6 +515,7 @@ FAST_PATHS = {
     "packed-weight product with a fused epilogue": lambda s: s["packed_epilogue_ops"],
     "packed product of run-time values": lambda s: s["packed_runtime"],
     "packed product reading an im2col's windows in place": lambda s: s["packed_gathered_runs"],
+    "packed product of run-time values reading B in place": lambda s: s["packed_direct_runs"],
     "scan": lambda s: s["scans"],
     "scan in place": lambda s: s["scans_in_place"],
     "constant exponent": lambda s: s["constant_powers"],
@@ -677,6 +688,8 @@ def run_case(steps, backend):
 @example(steps=[("argmin_last", 0, 0), ("argmax_last_keep", 1, 0)])
 @example(steps=[("neg_zero", 1, 0), ("const_col_sums", 3, 0)])
 @example(steps=[("row_extremes", 0, 0)])
+@example(steps=[("packed_rows_in_place", 0, 0)])
+@example(steps=[("neg_zero", 1, 0), ("packed_rows_in_place", 3, 0)])
 @example(steps=[("neg_zero", 1, 0), ("row_extremes", 3, 0)])
 def test_traced_program_matches_numpy_or_raises_clearly(steps, backend):
     # Every GENERATED_EVERY-th program on the cpu backend compiles its fused passes to C before its

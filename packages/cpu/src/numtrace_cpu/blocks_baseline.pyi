@@ -53,6 +53,7 @@ def pack_weights(w: np.ndarray) -> np.ndarray: ...
 class PackedMatmul:
     calls_packed: int
     calls_gathered: int
+    calls_direct: int
     def __init__(
         self,
         a: int,

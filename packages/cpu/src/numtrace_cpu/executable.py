@@ -95,6 +95,7 @@ class Executable(CallRunner):
         # The GEMV kernels of the steps: stats() counts the team's work by the form each last ran.
         self._gemvs = {id(s): r for s, r in zip(run, runners) if isinstance(r, blocks.Gemv)}
         self._gathered_runners = [r for s, r in zip(run, runners) if isinstance(s, MatmulStep) and s.gather]
+        self._packed_runners = [r for r in runners if isinstance(r, blocks.PackedMatmul)]
         # NumPy's floating-point warnings and errors: see numtrace_ir.fp_errors.
         self._setup(specs, runners, outputs, sorted(set(per_call)),
                     report or Reporter(lambda: Interpreter(graph)), [isinstance(s, NUMPY_STEPS) for s in run])
@@ -235,6 +236,8 @@ class Executable(CallRunner):
             # that did (the others, on a layout the kernels do not take, stacked them with NumPy)
             "packed_gathered": len(self._gathered_runners),
             "packed_gathered_runs": sum(r.calls_gathered for r in self._gathered_runners),
+            # calls of products packed per call that read B's rows where they lie (packed.pxi)
+            "packed_direct_runs": sum(r.calls_direct for r in self._packed_runners),
             "folded_constants": self._rewrites.get("folded_constants", 0),
             "products_widened": self._rewrites.get("products_widened", 0),
             "constant_powers": sum(constant_exponent(n) is not None for s in fused for n in s.nodes),

@@ -5,7 +5,8 @@
  * NR values per row, contiguous, the columns past N zero. A constant weight is packed once; any other
  * B (a module parameter, a run-time value, each product of a stack of them) is packed block by block
  * inside the product on every call (nt_gemm_unit), so a weight changed between calls is never read
- * from a stale pack.
+ * from a stale pack; when its rows are contiguous (`direct`, chosen by packed.pxi) its full panels are
+ * read where they lie instead, rows bsk apart: the same values in the same order, so the same bits.
  *
  * The micro-kernel keeps an MR x NR tile of C in vector registers and adds a[i, k] * b[k, :] for k
  * in order, in blocks of NT_GEMM_KC rows of B (the block's panel stays in L1 while every row block
@@ -47,6 +48,8 @@ typedef struct {
     /* a unit: row_chunk rows x panel_chunk panels of one product of the stack */
     int ops[NT_GEMM_MAX_OPS], nops;
     int failed;                                  /* a unit could not get its packing scratch */
+    int direct;                                  /* B unpacked, rows contiguous (bsj == 1): its full
+                                                    panels are read where they lie, rows bsk apart */
     /* B gathered (koff != NULL): B[k, j] = b[koff[k] + joff[j]] (elements), the windows of an im2col
        read where they lie instead of from a stacked copy, joff given as the runs of each panel (see
        nt_gemm_pack_gather); bsk and bsj are unused */
@@ -250,8 +253,8 @@ static void nt_gemm_pack_all_##SUF(const T* b, ptrdiff_t sk, ptrdiff_t sj, ptrdi
                                                                                                    \
 /* C[0:mr, 0:nc] (+)= A[0:mr, 0:kc] @ panel; `more`: C already holds the sum of earlier blocks. */ \
 static inline __attribute__((always_inline)) void nt_gemm_tile_##SUF(                              \
-        const int mr, const T* a, ptrdiff_t lda, const T* bp, ptrdiff_t kc, T* c, ptrdiff_t ldc,    \
-        ptrdiff_t nc, int more) {                                                                  \
+        const int mr, const T* a, ptrdiff_t lda, const T* bp, ptrdiff_t ldb, ptrdiff_t kc, T* c,    \
+        ptrdiff_t ldc, ptrdiff_t nc, int more) {                                                   \
     const ptrdiff_t L = NT_GEMM_L_##SUF, NR = NT_GEMM_NR_##SUF;                                    \
     V acc[NT_GEMM_MR][2];                                                                          \
     T tmp[NT_GEMM_NR_##SUF] __attribute__((aligned(64)));                                          \
@@ -268,7 +271,7 @@ static inline __attribute__((always_inline)) void nt_gemm_tile_##SUF(           
         }                                                                                          \
     }                                                                                              \
     for (k = 0; k < kc; k++) {                                                                     \
-        const V b0 = *(const V*)(bp + k * NR), b1 = *(const V*)(bp + k * NR + L);                  \
+        const V b0 = *(const V*)(bp + k * ldb), b1 = *(const V*)(bp + k * ldb + L);                \
         _Pragma("GCC unroll 16") for (r = 0; r < NT_GEMM_MR; r++) {                                \
             if (r >= mr) break;                                                                    \
             const T ar = a[r * lda + k];                                                           \
@@ -285,17 +288,17 @@ static inline __attribute__((always_inline)) void nt_gemm_tile_##SUF(           
     }                                                                                              \
 }                                                                                                  \
                                                                                                    \
-static void nt_gemm_tile_any_##SUF(int mr, const T* a, ptrdiff_t lda, const T* bp, ptrdiff_t kc,    \
-                                   T* c, ptrdiff_t ldc, ptrdiff_t nc, int more) {                  \
-    if (mr == NT_GEMM_MR) { nt_gemm_tile_##SUF(NT_GEMM_MR, a, lda, bp, kc, c, ldc, nc, more); return; } \
+static void nt_gemm_tile_any_##SUF(int mr, const T* a, ptrdiff_t lda, const T* bp, ptrdiff_t ldb,   \
+                                   ptrdiff_t kc, T* c, ptrdiff_t ldc, ptrdiff_t nc, int more) {                  \
+    if (mr == NT_GEMM_MR) { nt_gemm_tile_##SUF(NT_GEMM_MR, a, lda, bp, ldb, kc, c, ldc, nc, more); return; } \
     switch (mr) {   /* one register-tile specialization per row count of the last row block */    \
-    case 1: nt_gemm_tile_##SUF(1, a, lda, bp, kc, c, ldc, nc, more); break;                        \
-    case 2: nt_gemm_tile_##SUF(2, a, lda, bp, kc, c, ldc, nc, more); break;                        \
-    case 3: nt_gemm_tile_##SUF(3, a, lda, bp, kc, c, ldc, nc, more); break;                        \
-    case 4: nt_gemm_tile_##SUF(4, a, lda, bp, kc, c, ldc, nc, more); break;                        \
-    case 5: nt_gemm_tile_##SUF(5, a, lda, bp, kc, c, ldc, nc, more); break;                        \
-    case 6: nt_gemm_tile_##SUF(6, a, lda, bp, kc, c, ldc, nc, more); break;                        \
-    default: nt_gemm_tile_##SUF(7, a, lda, bp, kc, c, ldc, nc, more); break;                       \
+    case 1: nt_gemm_tile_##SUF(1, a, lda, bp, ldb, kc, c, ldc, nc, more); break;                        \
+    case 2: nt_gemm_tile_##SUF(2, a, lda, bp, ldb, kc, c, ldc, nc, more); break;                        \
+    case 3: nt_gemm_tile_##SUF(3, a, lda, bp, ldb, kc, c, ldc, nc, more); break;                        \
+    case 4: nt_gemm_tile_##SUF(4, a, lda, bp, ldb, kc, c, ldc, nc, more); break;                        \
+    case 5: nt_gemm_tile_##SUF(5, a, lda, bp, ldb, kc, c, ldc, nc, more); break;                        \
+    case 6: nt_gemm_tile_##SUF(6, a, lda, bp, ldb, kc, c, ldc, nc, more); break;                        \
+    default: nt_gemm_tile_##SUF(7, a, lda, bp, ldb, kc, c, ldc, nc, more); break;                       \
     }                                                                                              \
 }                                                                                                  \
                                                                                                    \
@@ -352,19 +355,25 @@ static void nt_gemm_unit_##SUF(const nt_gemm_args* g, int u) {                  
         const T* base;                                                                             \
         ptrdiff_t pstride;                                                                         \
         if (scratch) {                                                                             \
+            /* read directly: only a last, partial panel is packed (into scratch's first place) */  \
+            const ptrdiff_t q0 = g->direct ? (p1 * NR > g->N ? p1 - 1 : p1) : p0;                   \
             if (g->koff) nt_gemm_pack_gather_##SUF(b, g, p0, p1, k0, k0 + kc, scratch, kc * NR);    \
-            else nt_gemm_pack_##SUF(b, g->bsk, g->bsj, g->N, p0, p1, k0, k0 + kc, scratch, kc * NR); \
+            else if (q0 < p1)                                                                      \
+                nt_gemm_pack_##SUF(b, g->bsk, g->bsj, g->N, q0, p1, k0, k0 + kc, scratch, kc * NR);  \
             base = scratch; pstride = kc * NR;                                                     \
         } else {                                                                                   \
             base = (const T*)g->packed + (p0 * g->K + k0) * NR; pstride = g->K * NR;               \
         }                                                                                          \
         for (p = p0; p < p1; p++) {                                                                \
-            const T* bp = base + (p - p0) * pstride;                                               \
             const ptrdiff_t j0 = p * NR, nc = g->N - j0 < NR ? g->N - j0 : NR;                     \
+            const int here = g->direct && nc == NR;                                                \
+            const T* bp = here ? b + k0 * g->bsk + j0                                              \
+                               : base + (g->direct ? 0 : (p - p0) * pstride);                      \
+            const ptrdiff_t ldb = here ? g->bsk : NR;                                              \
             for (i = i0; i < i1; i += NT_GEMM_MR) {                                                \
                 const int mr = (int)(i1 - i < NT_GEMM_MR ? i1 - i : NT_GEMM_MR);                   \
-                nt_gemm_tile_any_##SUF(mr, a + i * g->lda + k0, g->lda, bp, kc, c + i * g->ldc + j0, \
-                                       g->ldc, nc, k0 > 0);                                        \
+                nt_gemm_tile_any_##SUF(mr, a + i * g->lda + k0, g->lda, bp, ldb, kc,               \
+                                       c + i * g->ldc + j0, g->ldc, nc, k0 > 0);                   \
                 if (last && g->nops) nt_gemm_epilogue_##SUF(g, bt, i, i + mr, j0, nc);             \
             }                                                                                      \
         }                                                                                          \

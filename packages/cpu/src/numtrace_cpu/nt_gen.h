@@ -84,6 +84,111 @@ static inline double nt_gen_add_first(double a, double b) {
 #endif
     return a;
 }
+/* part[c] = nt_gen_add_first(part[c], x[i * N + c]) for rows i in [0, r), N columns (2, 4 or 8) of
+ * a tile of values (float or double) a column block computed in one vectorized loop: each row's
+ * columns as one packed add with the running sums as its first source, which keeps the first
+ * operand's NaN in each lane as the scalar add does, so each column adds up, NaN and flags, as
+ * nt_gen_add_first's row-by-row sum would. Asm, as there: the compiler may swap the operands of an
+ * add (an intrinsic's too). */
+#if defined(__AVX__)
+#define NT_GEN_PADD(A, B) __asm__("vaddpd %2, %1, %0" : "=v"(A) : "v"(A), "v"(B))
+#else
+#define NT_GEN_PADD(A, B) __asm__("addpd %1, %0" : "+x"(A) : "x"(B))
+#endif
+typedef double nt_gen_d2 __attribute__((vector_size(16), aligned(8)));
+typedef float nt_gen_f2 __attribute__((vector_size(8), aligned(4)));
+#if defined(__AVX__)
+typedef double nt_gen_d4 __attribute__((vector_size(32), aligned(8)));
+typedef float nt_gen_f4 __attribute__((vector_size(16), aligned(4)));
+#endif
+#if defined(__AVX512F__)
+typedef double nt_gen_d8 __attribute__((vector_size(64), aligned(8)));
+typedef float nt_gen_f8 __attribute__((vector_size(32), aligned(4)));
+#endif
+/* The lanes of N columns loaded from x (of type T) as doubles: a float widens exactly, as the
+ * scalar block's (double) cast, a signaling NaN quieted with 'invalid' as there. */
+#define NT_GEN_COLSUM(D, LOAD)                                                                  \
+    do {                                                                                           \
+        D s_;                                                                                      \
+        memcpy(&s_, part, sizeof s_);                                                              \
+        for (Py_ssize_t i = 0; i < r; i++) {                                                       \
+            D v_ = LOAD;                                                                           \
+            NT_GEN_PADD(s_, v_);                                                                   \
+        }                                                                                          \
+        memcpy(part, &s_, sizeof s_);                                                              \
+    } while (0)
+/* Columns of other counts (1, 3) through the scalar pinned add, the same sums. */
+static inline void nt_gen_colsum_f64(double *part, const double *x, Py_ssize_t r, int n) {
+    for (Py_ssize_t i = 0; i < r; i++)
+        for (int c = 0; c < n; c++) part[c] = nt_gen_add_first(part[c], x[i * n + c]);
+}
+static inline void nt_gen_colsum_f32(double *part, const float *x, Py_ssize_t r, int n) {
+    for (Py_ssize_t i = 0; i < r; i++)
+        for (int c = 0; c < n; c++) part[c] = nt_gen_add_first(part[c], (double)x[i * n + c]);
+}
+/* N columns as two vectors D of N / 2 lanes each, two independent chains (8 columns without
+ * AVX-512, 4 without AVX). */
+#define NT_GEN_COLSUM_HALVES(N, D, LOAD)                                                           \
+    do {                                                                                           \
+        D lo_, hi_;                                                                                \
+        memcpy(&lo_, part, sizeof lo_);                                                            \
+        memcpy(&hi_, part + N / 2, sizeof hi_);                                                    \
+        for (Py_ssize_t i = 0; i < r; i++) {                                                       \
+            D a_ = LOAD(x + i * N), b_ = LOAD(x + i * N + N / 2);                                  \
+            NT_GEN_PADD(lo_, a_);                                                                  \
+            NT_GEN_PADD(hi_, b_);                                                                  \
+        }                                                                                          \
+        memcpy(part, &lo_, sizeof lo_);                                                            \
+        memcpy(part + N / 2, &hi_, sizeof hi_);                                                    \
+    } while (0)
+#define NT_GEN_LD2(p) (*(const nt_gen_d2 *)(p))
+#define NT_GEN_LF2(p) __builtin_convertvector(*(const nt_gen_f2 *)(p), nt_gen_d2)
+#if defined(__AVX__)
+#define NT_GEN_LD4(p) (*(const nt_gen_d4 *)(p))
+#define NT_GEN_LF4(p) __builtin_convertvector(*(const nt_gen_f4 *)(p), nt_gen_d4)
+#endif
+#if defined(__AVX512F__)
+#define NT_GEN_LD8(p) (*(const nt_gen_d8 *)(p))
+#define NT_GEN_LF8(p) __builtin_convertvector(*(const nt_gen_f8 *)(p), nt_gen_d8)
+#endif
+static inline void nt_gen_colsum2_f64(double *part, const double *x, Py_ssize_t r) {
+    NT_GEN_COLSUM(nt_gen_d2, NT_GEN_LD2(x + 2 * i));
+}
+static inline void nt_gen_colsum2_f32(double *part, const float *x, Py_ssize_t r) {
+    NT_GEN_COLSUM(nt_gen_d2, NT_GEN_LF2(x + 2 * i));
+}
+static inline void nt_gen_colsum4_f64(double *part, const double *x, Py_ssize_t r) {
+#if defined(__AVX__)
+    NT_GEN_COLSUM(nt_gen_d4, NT_GEN_LD4(x + 4 * i));
+#else
+    NT_GEN_COLSUM_HALVES(4, nt_gen_d2, NT_GEN_LD2);
+#endif
+}
+static inline void nt_gen_colsum4_f32(double *part, const float *x, Py_ssize_t r) {
+#if defined(__AVX__)
+    NT_GEN_COLSUM(nt_gen_d4, NT_GEN_LF4(x + 4 * i));
+#else
+    NT_GEN_COLSUM_HALVES(4, nt_gen_d2, NT_GEN_LF2);
+#endif
+}
+static inline void nt_gen_colsum8_f64(double *part, const double *x, Py_ssize_t r) {
+#if defined(__AVX512F__)
+    NT_GEN_COLSUM(nt_gen_d8, NT_GEN_LD8(x + 8 * i));
+#elif defined(__AVX__)
+    NT_GEN_COLSUM_HALVES(8, nt_gen_d4, NT_GEN_LD4);
+#else
+    nt_gen_colsum_f64(part, x, r, 8);
+#endif
+}
+static inline void nt_gen_colsum8_f32(double *part, const float *x, Py_ssize_t r) {
+#if defined(__AVX512F__)
+    NT_GEN_COLSUM(nt_gen_d8, NT_GEN_LF8(x + 8 * i));
+#elif defined(__AVX__)
+    NT_GEN_COLSUM_HALVES(8, nt_gen_d4, NT_GEN_LF4);
+#else
+    nt_gen_colsum_f32(part, x, r, 8);
+#endif
+}
 /* np.where(c, a, b) computes a and b for every element, as NumPy does, and so raises their flags:
  * GCC computes an operand of a C select (c ? a : b) only where it is selected (a branch around a
  * scalar op, a masked vector op), which loses the 'invalid' of np.where(x >= 0, np.sqrt(x), 0) at a
