@@ -4,8 +4,8 @@ batch, a slice of a trace intermediate, one trace called with B's layout changin
 from several Python threads, a weight changed in place between calls) with NaN, inf and -0.0 in B and
 the epilogues the packed kernels fuse (bias, ReLU, residual) or leave to the passes after them (a
 tanh GELU). Each is NumPy's value within the product tolerance, with NumPy's NaN/inf placement, and
-bit for bit the same B in a layout the kernels pack per call (columns apart, Fortran order), at the 128-row limit of
-reading in place and past it."""
+bit for bit the same B in a layout the kernels pack per call (columns apart, Fortran order), at
+the 128-row limit of reading in place and past it."""
 
 import threading
 import warnings
