@@ -570,7 +570,7 @@ def _row_block(w: _Writer, tile: _Tile, reductions: list, m: str, fold: bool) ->
     w.indent += 1
     _element(w, tile, "i", "t")
     for j, value in enumerate(tile.folded):
-        w.line(f"f{j}[t] = {value};" if fold else f"s[{j}] = s[{j}] + (double){value};")
+        w.line(f"f{j}[t] = {value};" if fold else f"s[{j}] = nt_gen_add_first(s[{j}], (double){value});")
     w.indent -= 1
     w.line("}")
     for j, (op, src, out, _) in enumerate(reductions):
@@ -591,9 +591,9 @@ def _column_elements(w: _Writer, tile: _Tile, ncol: int | str) -> None:
     """One block of r rows by `ncol` columns (a literal where the loop over them is unrolled), each
     element's values in registers and added to its column's sum as it is computed: a column's first
     NaN, as nt_simd.h's nt_colsum (NumPy's rows added in order) keeps it, through a pinned add
-    (nt_gen.h) for an unrolled block's few columns, nt_gen_add in a wide one's vectorized loop."""
+    (nt_gen.h's nt_gen_add_first). A plain `+` would let GCC fold ``s + -x`` into ``s - x``, which
+    keeps x's NaN with x's sign where NumPy's sum of ``-x`` has the flipped one."""
     nred = len(tile.folded)
-    add = "nt_gen_add" if ncol == "ncol" else "nt_gen_add_first"
     w.line(f"double part[{nred}][{ncol if ncol != 'ncol' else 'NT_GEN_MAXCOLS'}];")
     w.line(f"for (int j = 0; j < {nred}; j++) for (Py_ssize_t c = 0; c < {ncol}; c++) part[j][c] = 0.0;")
     w.line("for (Py_ssize_t i = start; i < start + r; i++) {")
@@ -602,7 +602,7 @@ def _column_elements(w: _Writer, tile: _Tile, ncol: int | str) -> None:
     w.indent += 1
     _element(w, tile, "i", "c")
     for j, value in enumerate(tile.folded):
-        w.line(f"part[{j}][c] = {add}(part[{j}][c], (double){value});")
+        w.line(f"part[{j}][c] = nt_gen_add_first(part[{j}][c], (double){value});")
     w.indent -= 1
     w.line("}")
     w.indent -= 1
