@@ -385,20 +385,7 @@ def _rows_units(w: _Writer, nops: int, tile: _Tile) -> None:
     w.line("for (Py_ssize_t t = start; t < stop; t += R) {")
     w.indent += 1
     w.line("const Py_ssize_t rows = stop - t < R ? stop - t : R, n = rows * inner;")
-    for r in tile.in_regs:
-        arg, T, isz = regs[r][2], CTYPE[rdt[r]], ITEMSIZE[rdt[r]]
-        w.line(f"const {T} *in{r}p = (const {T} *)p{arg};")
-        w.line(f"if (s{arg} != {isz} || (o{arg} != inner * {isz} && rows > 1) || (size_t)in{r}p % {isz}) {{")
-        w.line(f"    if (o{arg} || !f{r}) nt_gen_gather_rows(g{r}, p{arg}, s{arg}, o{arg}, {isz}, inner, "
-               f"o{arg} ? rows : R);")
-        w.line(f"    f{r} = o{arg} == 0;")
-        w.line(f"    in{r}p = g{r};")
-        w.line("}")
-    for r in tile.out_regs:
-        arg, T, isz = regs[r][2], CTYPE[rdt[r]], ITEMSIZE[rdt[r]]
-        w.line(f"const int d{r} = s{arg} == {isz} && (o{arg} == inner * {isz} || rows == 1) "
-               f"&& (size_t)p{arg} % {isz} == 0;")
-        w.line(f"{T} *out{r}p = d{r} && !st{r} ? ({T} *)p{arg} : g{r};")
+    _bind_rows(w, tile, "p{}", "s{}", "o{}", "inner", "rows", "R", stream=True)
     _segments(w, tile)
     for r in tile.out_regs:
         arg, isz = regs[r][2], ITEMSIZE[rdt[r]]
@@ -411,6 +398,32 @@ def _rows_units(w: _Writer, nops: int, tile: _Tile) -> None:
     w.line("}")
     w.indent -= 1
     w.line("}")
+
+
+def _bind_rows(w: _Writer, tile: _Tile, base: str, col: str, row: str, width: str, rows: str, unit: str,
+               stream: bool) -> None:
+    """Bind each operand of a tile of `rows` whole rows of `width` elements: the formats `base`, `col`
+    and `row` give an operand's first row (char *) and its strides along and across rows, from its
+    number. An input is read where it lies when the rows are one aligned contiguous run, else gathered
+    (a row repeated along the rows, stride 0, once per `unit` rows: flag f<r>); an output is written
+    where it lies on the same terms, and not where it is streamed, else into its tile buffer."""
+    regs, rdt = tile.regs, tile.rdt
+    for r in tile.in_regs:
+        arg, T, isz = regs[r][2], CTYPE[rdt[r]], ITEMSIZE[rdt[r]]
+        b, c, o = base.format(arg), col.format(arg), row.format(arg)
+        w.line(f"const {T} *in{r}p = (const {T} *){b};")
+        w.line(f"if ({c} != {isz} || ({o} != {width} * {isz} && {rows} > 1) || (size_t)in{r}p % {isz}) {{")
+        w.line(f"    if ({o} || !f{r}) nt_gen_gather_rows(g{r}, {b}, {c}, {o}, {isz}, {width}, "
+               f"{o} ? {rows} : {unit});")
+        w.line(f"    f{r} = {o} == 0;")
+        w.line(f"    in{r}p = g{r};")
+        w.line("}")
+    for r in tile.out_regs:
+        arg, T, isz = regs[r][2], CTYPE[rdt[r]], ITEMSIZE[rdt[r]]
+        b, c, o = base.format(arg), col.format(arg), row.format(arg)
+        w.line(f"const int d{r} = {c} == {isz} && ({o} == {width} * {isz} || {rows} == 1) "
+               f"&& (size_t){b} % {isz} == 0;")
+        w.line(f"{T} *out{r}p = d{r}{f' && !st{r}' if stream else ''} ? ({T} *){b} : g{r};")
 
 
 def _reduction_units(w: _Writer, nops: int, reductions: list, tile: _Tile) -> None:
@@ -624,22 +637,7 @@ def _column_block(w: _Writer, tile: _Tile, ncol: int) -> None:
     scalar and np.where's selects branching where the columns are few."""
     regs, rdt = tile.regs, tile.rdt
     w.line(f"const Py_ssize_t n = r * {ncol};")
-    for r in tile.in_regs:
-        arg, T, isz = regs[r][2], CTYPE[rdt[r]], ITEMSIZE[rdt[r]]
-        row = ncol * isz if isinstance(ncol, int) else f"{ncol} * {isz}"
-        w.line(f"const {T} *in{r}p = (const {T} *)(b{arg} + start * sr{arg});")
-        w.line(f"if (sc{arg} != {isz} || (sr{arg} != {row} && r > 1) || (size_t)in{r}p % {isz}) {{")
-        w.line(f"    if (sr{arg} || !f{r}) nt_gen_gather_rows(g{r}, (const char *)in{r}p, sc{arg}, sr{arg}, "
-               f"{isz}, {ncol}, sr{arg} ? r : rows);")
-        w.line(f"    f{r} = sr{arg} == 0;")
-        w.line(f"    in{r}p = g{r};")
-        w.line("}")
-    for r in tile.out_regs:
-        arg, T, isz = regs[r][2], CTYPE[rdt[r]], ITEMSIZE[rdt[r]]
-        row = ncol * isz if isinstance(ncol, int) else f"{ncol} * {isz}"
-        w.line(f"const int d{r} = sc{arg} == {isz} && (sr{arg} == {row} || r == 1) "
-               f"&& (size_t)(b{arg} + start * sr{arg}) % {isz} == 0;")
-        w.line(f"{T} *out{r}p = d{r} ? ({T} *)(b{arg} + start * sr{arg}) : g{r};")
+    _bind_rows(w, tile, "(b{0} + start * sr{0})", "sc{}", "sr{}", str(ncol), "r", "rows", stream=False)
     _segments(w, tile)
     for r in tile.out_regs:
         arg, isz = regs[r][2], ITEMSIZE[rdt[r]]
