@@ -151,44 +151,33 @@ static inline void nt_gen_colsum_f32(double *part, const float *x, Py_ssize_t r,
 #define NT_GEN_LD8(p) (*(const nt_gen_d8 *)(p))
 #define NT_GEN_LF8(p) __builtin_convertvector(*(const nt_gen_f8 *)(p), nt_gen_d8)
 #endif
-static inline void nt_gen_colsum2_f64(double *part, const double *x, Py_ssize_t r) {
-    NT_GEN_COLSUM(nt_gen_d2, NT_GEN_LD2(x + 2 * i));
-}
-static inline void nt_gen_colsum2_f32(double *part, const float *x, Py_ssize_t r) {
-    NT_GEN_COLSUM(nt_gen_d2, NT_GEN_LF2(x + 2 * i));
-}
-static inline void nt_gen_colsum4_f64(double *part, const double *x, Py_ssize_t r) {
+/* The packed column sums of 4 and 8 columns on this build's widest vectors: one chain where a vector
+ * holds them all, else two chains of half vectors (or the scalar pinned add, 8 without AVX). LD is D
+ * (double) or F (float, widened), for the NT_GEN_L<LD><lanes> loads above. */
 #if defined(__AVX__)
-    NT_GEN_COLSUM(nt_gen_d4, NT_GEN_LD4(x + 4 * i));
+#define NT_GEN_COLSUM4_BODY(LD, SUF) NT_GEN_COLSUM(nt_gen_d4, NT_GEN_L##LD##4(x + 4 * i))
 #else
-    NT_GEN_COLSUM_HALVES(4, nt_gen_d2, NT_GEN_LD2);
+#define NT_GEN_COLSUM4_BODY(LD, SUF) NT_GEN_COLSUM_HALVES(4, nt_gen_d2, NT_GEN_L##LD##2)
 #endif
-}
-static inline void nt_gen_colsum4_f32(double *part, const float *x, Py_ssize_t r) {
-#if defined(__AVX__)
-    NT_GEN_COLSUM(nt_gen_d4, NT_GEN_LF4(x + 4 * i));
-#else
-    NT_GEN_COLSUM_HALVES(4, nt_gen_d2, NT_GEN_LF2);
-#endif
-}
-static inline void nt_gen_colsum8_f64(double *part, const double *x, Py_ssize_t r) {
 #if defined(__AVX512F__)
-    NT_GEN_COLSUM(nt_gen_d8, NT_GEN_LD8(x + 8 * i));
+#define NT_GEN_COLSUM8_BODY(LD, SUF) NT_GEN_COLSUM(nt_gen_d8, NT_GEN_L##LD##8(x + 8 * i))
 #elif defined(__AVX__)
-    NT_GEN_COLSUM_HALVES(8, nt_gen_d4, NT_GEN_LD4);
+#define NT_GEN_COLSUM8_BODY(LD, SUF) NT_GEN_COLSUM_HALVES(8, nt_gen_d4, NT_GEN_L##LD##4)
 #else
-    nt_gen_colsum_f64(part, x, r, 8);
+#define NT_GEN_COLSUM8_BODY(LD, SUF) nt_gen_colsum_##SUF(part, x, r, 8)
 #endif
+#define NT_GEN_COLSUMS(SUF, T, LD)                                                                 \
+static inline void nt_gen_colsum2_##SUF(double *part, const T *x, Py_ssize_t r) {                 \
+    NT_GEN_COLSUM(nt_gen_d2, NT_GEN_L##LD##2(x + 2 * i));                                          \
+}                                                                                                  \
+static inline void nt_gen_colsum4_##SUF(double *part, const T *x, Py_ssize_t r) {                 \
+    NT_GEN_COLSUM4_BODY(LD, SUF);                                                                  \
+}                                                                                                  \
+static inline void nt_gen_colsum8_##SUF(double *part, const T *x, Py_ssize_t r) {                 \
+    NT_GEN_COLSUM8_BODY(LD, SUF);                                                                  \
 }
-static inline void nt_gen_colsum8_f32(double *part, const float *x, Py_ssize_t r) {
-#if defined(__AVX512F__)
-    NT_GEN_COLSUM(nt_gen_d8, NT_GEN_LF8(x + 8 * i));
-#elif defined(__AVX__)
-    NT_GEN_COLSUM_HALVES(8, nt_gen_d4, NT_GEN_LF4);
-#else
-    nt_gen_colsum_f32(part, x, r, 8);
-#endif
-}
+NT_GEN_COLSUMS(f64, double, D)
+NT_GEN_COLSUMS(f32, float, F)
 /* np.where(c, a, b) computes a and b for every element, as NumPy does, and so raises their flags:
  * GCC computes an operand of a C select (c ? a : b) only where it is selected (a branch around a
  * scalar op, a masked vector op), which loses the 'invalid' of np.where(x >= 0, np.sqrt(x), 0) at a
