@@ -264,6 +264,40 @@ def test_in_place_update_with_negation_over_layouts(dtype, shape, threads):
             _assert_sums(got[1], want[1], "its column sum", nan_bits=False)
 
 
+def _unaligned(a: np.ndarray) -> np.ndarray:
+    """a's values at an odd byte address (a NumPy array flagged unaligned)."""
+    buf = np.zeros(a.nbytes + 1, np.uint8)
+    u = np.frombuffer(buf.data, np.uint8, a.nbytes, 1).view(a.dtype).reshape(a.shape)
+    u[...] = a
+    assert not u.flags.aligned
+    return u
+
+
+@pytest.mark.parametrize("shape", [(300, 4), (7, 3), (40, 66)], ids=str)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+def test_unaligned_operands_and_update(dtype, shape, threads):
+    """Unaligned inputs, and an update written into an unaligned x: _bind_rows gathers an operand whose
+    address is not a multiple of its item size, and writes such an output through its tile buffer."""
+    rng = np.random.default_rng(shape[1])
+    x = _one_special_per_column(*shape, dtype, rng)
+    y = rng.standard_normal(shape).astype(dtype)
+
+    def fn(np, x, y):
+        w = np.where(x > y, -x, y)
+        return w, np.sum(w, axis=0), (-x) * y + -(x - y)
+    gen, interp = _both(fn, (x, y), updates={0: 0})
+    for exe in (gen, interp):
+        for xs, ys in [(_unaligned(x), y), (x.copy(), _unaligned(y)), (_unaligned(x), _unaligned(y))]:
+            want = _numpy(fn, x.copy(), y)
+            got = exe(xs, ys)
+            if not np.shares_memory(got[0], xs):
+                xs[...] = got[0]
+            assert xs.tobytes() == want[0].tobytes()
+            _assert_same_bits(got[2:], want[2:], "unaligned elementwise")
+            _assert_sums(got[1], want[1], "unaligned column sum")
+    assert gen.stats()["generated_column_runs"] == 3   # one pass, the outputs of the where included
+
+
 def test_negation_under_broadcast_operands_in_widened_rows():
     """-(x - p) * q + -s of a (500, 8, 4) x with p (8, 4), q (500, 1, 1), s (500, 8, 1): the rows path
     with its rows dim swapped for the longest outer one (rows_widened_runs), each broadcast operand
