@@ -72,3 +72,15 @@ def test_argsort_orders_ties_as_numpy(backend, fn):
     for x in (rng.integers(0, 3, (17, 3)).astype(float), rng.integers(0, 2, (100, 3)) * 0.5,
               np.where(rng.random((40, 3)) < 0.5, np.nan, 1.0)):
         assert _same(traced(x), fn(x))
+
+
+@pytest.mark.filterwarnings("ignore::numtrace.TracerWarning")   # a host call, then a guarded value
+@pytest.mark.parametrize("fn", [lambda x: x * (np.allclose(x, 1.0) + 1), lambda x: (x + 0, np.array_equal(x, x[::-1]))],
+                         ids=["allclose-plus-one", "array_equal-returned"])
+def test_a_host_call_returning_a_python_number_promotes_as_numpy(backend, fn):
+    """np.allclose (a host call) returns a Python bool, a weak scalar to NumPy's promotion; the trace held it
+    as a 0-d bool array, so `x32 * (np.allclose(...) + 1)` came out float64, and the result was an
+    ndarray where NumPy returns a bool. The value now leaves the graph, guarded like bool(x)."""
+    traced = nt.trace(fn, (np.arange(1.0, 5.0, dtype=np.float32),), backend=backend, check_trace=False)
+    for x in (np.arange(1.0, 5.0, dtype=np.float32), np.ones(4, np.float32), np.ones(3, np.float32)):
+        assert _same(traced(x), fn(x))
