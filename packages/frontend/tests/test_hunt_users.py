@@ -4,6 +4,10 @@ program that a traced call answered otherwise than NumPy, kept with the passing 
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from pathlib import Path
+
 import numpy as np
 import numtrace as nt
 import pytest
@@ -120,29 +124,6 @@ def _stencil_in_place(u):
     return u
 
 
-def _sgd_momentum(w, g, m):
-    m *= 0.9
-    m += g
-    w -= 0.01 * m
-    return w, m
-
-
-def _clip_where_fill(x):
-    y = np.clip(x, -1.0, 1.0)
-    y = np.where(np.abs(x) > 2.5, 0.0, y)
-    y[np.isnan(x)] = 0.0
-    return y
-
-
-def _one_hot(labels):
-    return (labels[:, None] == np.arange(10)).astype(np.float32)
-
-
-def _kmeans_assign(x, centers):
-    d2 = ((x[:, None, :] - centers[None, :, :]) ** 2).sum(axis=-1)
-    return np.argmin(d2, axis=1), d2.min(axis=1)
-
-
 def _special(rng, shape, dtype=np.float64, values=_SPECIAL):
     x = rng.standard_normal(shape) * 3
     mask = rng.random(shape) < 0.3
@@ -153,15 +134,37 @@ def _special(rng, shape, dtype=np.float64, values=_SPECIAL):
 _ONE_NAN = _SPECIAL[1:]   # for programs that add two NaNs: see test_an_add_of_two_nans_keeps_the_first
 
 
+def _realistic():
+    """benchmarks/realistic.py's programs (None where benchmarks/ is not beside this package)."""
+    path = Path(__file__).resolve().parents[3] / "benchmarks"
+    if not (path / "realistic.py").exists():
+        return None
+    saved = list(sys.path)
+    sys.path.insert(0, str(path))   # it imports benchmarks/_timing.py
+    try:
+        spec = importlib.util.spec_from_file_location("realistic_under_test", path / "realistic.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module   # its dataclasses look their module up
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path[:] = saved
+
+
+_R = _realistic()
 # name: (program, inputs(rng, n)); exact programs only (elementwise, selects, compares, min/argmin)
 _PROGRAMS = {
     "heat": (_heat, lambda r, n: (r.standard_normal((2, n, n + 1)), r.standard_normal((2, n, n + 1)))),
     "stencil_in_place": (_stencil_in_place, lambda r, n: (_special(r, (n + 2,), np.float32, _ONE_NAN),)),
-    "sgd_momentum": (_sgd_momentum, lambda r, n: tuple(_special(r, (n,), np.float32, _ONE_NAN) for _ in range(3))),
-    "clip_where_fill": (_clip_where_fill, lambda r, n: (_special(r, (n,)),)),
-    "one_hot": (_one_hot, lambda r, n: (r.integers(-2, 12, n),)),
-    "kmeans_assign": (_kmeans_assign, lambda r, n: (_special(r, (n, 3)), r.standard_normal((4, 3)))),
 }
+if _R is not None:
+    _PROGRAMS.update({
+        "sgd_momentum": (_R.sgd_momentum_inplace,
+                         lambda r, n: tuple(_special(r, (n,), np.float32, _ONE_NAN) for _ in range(3))),
+        "clip_where_fill": (_R.clip_where_fill, lambda r, n: (_special(r, (n,)),)),
+        "one_hot": (_R.one_hot, lambda r, n: (r.integers(-2, 12, n),)),
+        "stencil_1d": (_R.stencil_1d, lambda r, n: (_special(r, (n + 2,), np.float64, _ONE_NAN),)),
+    })
 
 
 def _layouts(a: np.ndarray):
@@ -200,7 +203,8 @@ def test_user_programs_match_numpy_bit_for_bit(backend, name, tmp_path):
             assert _same(got, fn(*make(np.random.default_rng(k), 9)))
 
 
-@pytest.mark.parametrize("name", ["heat", "stencil_in_place", "sgd_momentum", "clip_where_fill"])
+@pytest.mark.parametrize("name", sorted(set(_PROGRAMS) & {"heat", "stencil_in_place", "sgd_momentum",
+                                                          "clip_where_fill"}))
 def test_user_programs_on_generated_kernels(name, tmp_path, monkeypatch):
     """The same programs on the cpu backend's generated C kernels (compiled synchronously)."""
     compiler = pytest.importorskip("numtrace_cpu.compiler")
@@ -215,6 +219,13 @@ def test_user_programs_on_generated_kernels(name, tmp_path, monkeypatch):
     finally:
         compiler.set_mode(old)
     assert sum(s["generated_runs"] for s in traced.stats()["signatures"].values()) > 0
+
+
+def _sgd_momentum(w, g, m):
+    m *= 0.9
+    m += g
+    w -= 0.01 * m
+    return w, m
 
 
 def test_an_in_place_program_from_two_threads(backend):
