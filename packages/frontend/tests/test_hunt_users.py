@@ -117,7 +117,7 @@ def _nan_sign(fn, dtype):
 def _nan_signs_match(fn, dtype):
     pytest.importorskip("numtrace_cpu")
     traced = nt.trace(fn, (np.ones(40, dtype),), backend="cpu")
-    x = np.concatenate([np.linspace(-5, -0.5, 37), [-np.inf, 1.0, 2.0]]).astype(dtype)   # vector and tail lanes
+    x = np.concatenate([np.linspace(-5, -0.5, 37), [-np.inf, 1.0, 2.0]]).astype(dtype)   # vector, tail
     with np.errstate(invalid="ignore", divide="ignore"):
         assert _same(traced(x), fn(x))
         assert _same(traced(x[:3]), fn(x[:3]))
