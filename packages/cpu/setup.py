@@ -33,13 +33,18 @@ SRC = HERE / "src" / "numtrace_cpu"
 ARCH_FLAGS = {"baseline": [], "avx2": ["-march=x86-64-v3"],
               "avx512": ["-march=x86-64-v4", "-mprefer-vector-width=512"]}
 X86 = platform.machine().lower() in ("x86_64", "amd64")
+# Linked with the C math library, so that log, log2, exp, pow... bind to its current versions: unlinked,
+# the extension's references carry no version and bind to glibc's oldest (its SVID compatibility
+# wrappers), whose log(-1) is +NaN where the current one, and NumPy, give the default NaN (-NaN).
+LIBM = ["m"] if os.name == "posix" and platform.system() != "Darwin" else []
 
 
 def _extension(stem: str, flags: list[str], openmp: bool) -> Extension:
     omp = ["-fopenmp"] if openmp else []
     return Extension(f"numtrace_cpu.{stem}", [f"src/numtrace_cpu/{stem}.pyx"],
                      include_dirs=[numpy.get_include(), str(SRC)], extra_compile_args=FLAGS + omp + flags,
-                     extra_link_args=omp, define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")])
+                     extra_link_args=omp, define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+                     libraries=LIBM)
 
 
 extensions = [_extension("runtime", [], openmp=False)] + [

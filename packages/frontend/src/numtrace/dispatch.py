@@ -54,6 +54,10 @@ def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
         out = (out,)
     if out is not None and all(o is None for o in out):
         out = None
+    if out is None and op is not None and op.name in _COPY_FALSE_WRITES:
+        args, kwargs, out = _copy_false_as_out(op, args, kwargs)
+        if out is not None and out[0].ndim == 0:   # NumPy returns a 0-d argument's value as a scalar
+            return call(func, method, args, {**kwargs, "out": out})[()]
     given = (args, dict(kwargs), at) if out is not None else None   # the call as NumPy gets it
     # A ufunc call's where= is a select against out=; reductions' where= is left to the op's schema.
     where = kwargs.pop("where", True) if isinstance(func, np.ufunc) and method == "__call__" else True
@@ -98,6 +102,21 @@ def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
     if not index_out and op is not None and (op.reduction is not None or op.name in _OUT_LOOP):
         _reduction_casts_safely(numpy_name(func, method), out, result)
     return write_out(numpy_name(func, method), out, result, "unsafe" if index_out else "same_kind")
+
+
+# Ops that, given copy=False, write their result into their array argument and return it.
+_COPY_FALSE_WRITES = {"np.nan_to_num"}
+
+
+def _copy_false_as_out(op: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict, tuple | None]:
+    """``np.nan_to_num(x, copy=False)`` on a traced array as ``out=x`` (and ``copy=True``): NumPy updates
+    ``x`` in place and returns it, so the write must reach ``x`` (and the caller's array) like an out=."""
+    names = [p.name for p in op.params]
+    bound = {**dict(zip(names, args)), **kwargs}
+    x = bound.pop(names[0], None)
+    if bound.get("copy", True) or not is_traced_array(x) or x._scalar:
+        return args, kwargs, None
+    return (x,), {**bound, "copy": True}, (x,)
 
 
 def _reduction_casts_safely(what: str, out: tuple, result: Any) -> None:

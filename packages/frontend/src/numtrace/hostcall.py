@@ -189,7 +189,15 @@ def host_call(tracer: Tracer, func: Any, method: str, args: tuple, kwargs: dict,
     if concrete is None:
         return None
     if isinstance(concrete, tuple):
+        wrapped = [_as_returned(w, c) for w, c in zip(wrapped, concrete)]
         return type(concrete)(*wrapped) if hasattr(concrete, "_fields") else tuple(wrapped)
     if isinstance(concrete, list):
-        return wrapped
-    return wrapped[0]
+        return [_as_returned(w, c) for w, c in zip(wrapped, concrete)]
+    return _as_returned(wrapped[0], concrete)
+
+
+def _as_returned(value: Any, concrete: Any) -> Any:
+    """A host call's result as the function returned it: a Python number (``np.allclose``'s bool) leaves
+    the graph as that number, guarded like ``bool(x)``, since NumPy promotes it as a weak scalar where a
+    0-d array would not be (``x32 * (np.allclose(a, b) + 1)`` is float32)."""
+    return type(concrete)(value) if type(concrete) in _DTYPE_TYPES else value

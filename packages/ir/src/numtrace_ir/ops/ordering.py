@@ -45,7 +45,7 @@ def _argsort_rule(types, attrs):
 
 
 def _argsort_impl(a, axis, kind):
-    return np.argsort(a, axis, kind="stable" if kind is None else kind)
+    return np.argsort(a, axis, kind=kind)
 
 
 register(
@@ -57,7 +57,7 @@ register(
         _argsort_impl,
         numpy_targets=[np.argsort, np.ndarray.argsort],
         samples=sampling.sweep(_SORT_CASES),
-        doc="ties are ordered stably (NumPy's default kind does not promise an order for ties)",
+        doc="ties (equal values, NaNs) in the order NumPy's sort of that kind gives them",
     )
 )
 
