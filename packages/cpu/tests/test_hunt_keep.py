@@ -11,7 +11,7 @@ import warnings
 
 import numpy as np
 import pytest
-from numtrace_cpu import compiler, set_num_threads
+from numtrace_cpu import codegen, compiler, set_num_threads
 from numtrace_ir import Graph, testing
 from test_codegen import _cache, _compiled  # noqa: F401  (the kernel cache fixture, autouse)
 
@@ -52,6 +52,11 @@ _PROGRAMS = {
     "where_log": lambda x: np.where(x > 0, np.log(x), 0),
     "exp_where_log": lambda x: np.exp(np.where(x > 0, np.log(x), -x)),
     "left_shift_cast": lambda x: np.left_shift((x * 1e18).astype(np.int64), (x > 0).astype(np.int64)),
+    # a raising op under ops that raise nothing (codegen's _FLAG_FREE): the keep goes down to it
+    "sum0_where_min_sqrt": lambda x: np.where(x >= 0, np.minimum(np.sqrt(x), 1.0), -1.0).sum(axis=0),
+    "mean1_where_abs_recip": lambda x: np.where(x != 0, np.abs(1 / x), 0).mean(axis=1),
+    "where_clip_square": lambda x: np.where(np.abs(x) < 1, np.clip(x * x * 1e308, -1, 1), x),
+    "where_where_sqrt": lambda x: np.where(x > -1, np.maximum(np.where(x < 5, np.sqrt(x), 0), -x), 2),
 }
 
 
@@ -74,6 +79,33 @@ def test_kept_operands_warn_as_numpy_in_every_path(name, shape, mode):
             set_num_threads(1)
         assert (got, got_raised) == (want, want_raised), f"{threads} threads"
         np.testing.assert_allclose(actual, expected, rtol=1e-12)
+
+
+_SPECIAL = [np.nan, -np.inf, np.inf, 0.0, -0.0, 1.0, -2.5, 1e-310, 1e-40, 1e300, -3e38, 1.7e308]
+
+
+def _specials(dtype):
+    """Values whose ops raise every flag somewhere, and a signaling NaN (NumPy's loops pass it on)."""
+    with np.errstate(all="ignore"):
+        x = np.array(_SPECIAL, np.float64).astype(dtype)
+    wide = dtype == np.float64
+    bits = np.array([0x7FF0000000000001 if wide else 0x7F800001], np.uint64 if wide else np.uint32)
+    return np.concatenate([x, bits.view(dtype)])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+@pytest.mark.parametrize("name", sorted(codegen._FLAG_FREE))
+def test_ops_kept_through_raise_no_flag_in_numpy(name, dtype):
+    """codegen._kept keeps no operand an op of _FLAG_FREE computes, only the ops under it: so NumPy
+    must raise no flag for such an op on any pair of special values, a signaling NaN included (a
+    flag it raised would be lost where GCC computes the op only for the elements a where selects)."""
+    x = _specials(dtype)
+    a, b = np.repeat(x, len(x)), np.tile(x, len(x))
+    fn = getattr(np, name, None)
+    calls = {"copy": lambda: a.copy(), "where": lambda: np.where(np.arange(a.size) % 2 == 0, a, b)}
+    call = calls.get(name) or ((lambda: fn(a, b)) if fn.nin == 2 else (lambda: fn(a)))
+    with np.errstate(all="raise"):
+        call()
 
 
 @pytest.mark.parametrize("value", [1e-50, 1e-320], ids=["1e-50", "1e-320"])

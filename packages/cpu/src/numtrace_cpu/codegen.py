@@ -74,17 +74,70 @@ _PAD_ELEMENTS = 64   # nt_gen.h's NT_GEN_PAD: an operand's tile buffer is TILE +
 # them only there: np.where's two values, heaviside's value at 0, left_shift's value under a short
 # shift. NumPy computes every operand for every element, and so raises its FP flags.
 _SELECTED = {"where": (0, 1), "heaviside": (1,), "left_shift": (0,)}
+# Ops NumPy raises no FP flag for on any operand, a signaling NaN included (bit operations, quiet
+# compares, selects; heaviside, logical_not and logical_xor raise 'invalid' on a signaling NaN): an
+# operand they compute needs no keep of its own, only the ops under it that may raise (`_kept`).
+# Casts from integers or bools raise nothing NumPy reports either (only 'inexact').
+_FLAG_FREE = frozenset({
+    "copy", "negative", "absolute", "sign", "isnan", "isinf", "isfinite", "signbit", "maximum",
+    "minimum", "fmax", "fmin", "copysign", "equal", "not_equal", "less", "less_equal", "greater",
+    "greater_equal", "logical_and", "logical_or", "where"})
+
+
+def _kept(instrs: list, uses: list[list[str]], defs: list[str], rdt: list[int], floaty: set[str],
+          stored: set[str]) -> list[list[str]]:
+    """Per instruction, the values nt_gen_keep keeps for it: under each operand it selects from
+    (_SELECTED), the values whose op may raise a flag NumPy reports, down to values the kernel
+    computes for every element anyway (`stored`, and what they read other than through a select's
+    operands), through ops that raise none (_FLAG_FREE). np.clip's maximum and minimum under a
+    where, or a where under another, cost no keep; 2 * x still does (it overflows)."""
+    at = {v: i for i, v in enumerate(defs)}
+    always, todo = set(stored), list(stored)
+    while todo:   # the values every element computes: read by a stored one, not only selected
+        i = at.get(todo.pop())
+        if i is None:
+            continue
+        skip = _SELECTED.get(_BY_CODE[instrs[i][0]], ())
+        for k, u in enumerate(uses[i]):
+            if k not in skip and u not in always:
+                always.add(u)
+                todo.append(u)
+
+    def raising(v: str, out: list[str]) -> list[str]:
+        if v not in at or v in always or v not in floaty:
+            return out   # an input, a constant, computed anyway, or from no float
+        i = at[v]
+        op, dt, _dst, a = instrs[i][:4]
+        name = _BY_CODE[op]
+        if name not in _FLAG_FREE and not (name == "cast" and rdt[a] not in _FLOATS):
+            out.append(v)
+        else:
+            for u in uses[i]:
+                raising(u, out)
+        return out
+
+    return [list(dict.fromkeys(u for k in _SELECTED.get(_BY_CODE[op], ()) for u in raising(uses[i][k], [])))
+            for i, (op, *_rest) in enumerate(instrs)]
 
 
 def _keep(w: _Writer, tile: _Tile, body, into: str = "seen") -> None:
-    """One statement, after a loop body's values, ORing the bits of the operands its instructions
-    select from into nt_gen_keep's `seen`: a comma expression inside each select (or one `seen |=`
-    per operand) is a reduction GCC 12 does not vectorize, and clip_where_fill ran 8x slower."""
+    """One statement per width, after a loop body's values, ORing the bits of the values kept for its
+    instructions into nt_gen_keep's `seen` (8-byte values) and `seen32` (smaller ones: widened to 64
+    bits, a float32 loop's vectors were unpacked in two, and it ran 1.5x slower): a comma expression
+    inside each select (or one `seen |=` per operand) is a reduction GCC 12 does not vectorize, and
+    clip_where_fill ran 8x slower."""
     values = list(dict.fromkeys(u for i in body for u in tile.kept[i]))
-    if values:
-        bits = [f"nt_gen_bits_{SUFFIX[tile.vdt[v]]}({v})" if tile.vdt[v] in _FLOATS else f"(uint64_t)({v})"
-                for v in values]
-        w.line(f"{into} |= {' | '.join(bits)};")
+    for wide in (True, False):
+        bits = [_bits(v, tile.vdt[v]) for v in values if (ITEMSIZE[tile.vdt[v]] == 8) == wide]
+        if bits:
+            w.line(f"{into}{'' if wide else '32'} |= {' | '.join(bits)};")
+
+
+def _bits(v: str, dt: int) -> str:
+    """The bits of value v (of dtype code dt) as an unsigned integer of its own width (bool: int)."""
+    if dt in _FLOATS:
+        return f"nt_gen_bits_{SUFFIX[dt]}({v})"
+    return f"(uint64_t)({v})" if ITEMSIZE[dt] == 8 else f"(uint32_t)({v})"
 
 
 def _through_table(op: int, dt: int) -> bool:
@@ -142,7 +195,6 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
     exprs: list[str] = []
     vdt: dict[str, int] = {}
     floaty: set[str] = set()   # values computed by a float op, or from one: they may raise FP flags
-    kept: list[list[str]] = []   # per instruction, the operands it selects from that nt_gen_keep keeps
     for i, (op, dt, dst, a, b, c) in enumerate(instrs):
         cat = _CATEGORY[op]
         srcs = [a] + ([b] if cat in (CAT_BINARY, CAT_BINARY_BOOL, CAT_WHERE) else []) + \
@@ -159,8 +211,6 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
             expr = args[0]
         else:
             expr = f"nt_op_{name}_{SUFFIX[dt]}({', '.join(args)})"
-        # operands computed for every element, as NumPy computes them (nt_gen.h's nt_gen_keep)
-        kept.append([args[k] for k in _SELECTED.get(name, ()) if args[k] in floaty])
         v = f"v{i}"
         if dt in _FLOATS or rdt[dst] in _FLOATS or any(rdt[s] in _FLOATS or cur[s] in floaty for s in srcs):
             floaty.add(v)
@@ -210,6 +260,8 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
         spilled.update(u for u in reads if u.startswith("v") and seg_of[u] != s)
     spilled.update(v for v in folded if v.startswith("v"))
 
+    # operands computed for every element, as NumPy computes them (nt_gen.h's nt_gen_keep)
+    kept = _kept(instrs, uses, defs, rdt, floaty, set(outputs.values()) | set(folded) | spilled)
     in_regs = [r for r in range(len(regs)) if kind[r] == _INPUT]
     out_regs = [r for r in range(len(regs)) if kind[r] == _OUTPUT]
     stack = (sum(ITEMSIZE[rdt[r]] * (TILE + _PAD_ELEMENTS) for r in in_regs + out_regs)
@@ -232,9 +284,9 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
     w.line("               const nt_gen_loop_fn *loops, const nt_gen_reduce *red) {")
     w.indent += 1
     w.line("(void)fc; (void)ic; (void)loops; (void)red;")
-    keeps = any(kept)
-    if keeps:
-        w.line("uint64_t seen = 0;   /* the bits of np.where's computed operands (nt_gen_keep) */")
+    widths = {ITEMSIZE[vdt[v]] == 8 for k in kept for v in k}
+    if widths:   # the bits of np.where's computed operands (nt_gen_keep), by width
+        w.line(f"uint64_t seen = 0;{'  uint32_t seen32 = 0;' if False in widths else ''}")
     if casts:
         w.line("int out_of_range = 0;   /* a float cast to an int it does not fit (NT_GEN_F_OUT_I64) */")
     for r, (dt, k, arg) in enumerate(regs):
@@ -263,8 +315,8 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
     else:
         _elementwise_units(w, nops, tile)
     w.line("if (red->stream) nt_gen_stream_fence();")
-    if keeps:
-        w.line("nt_gen_keep(seen);")
+    if widths:
+        w.line(f"nt_gen_keep(seen{' | seen32' if False in widths else ''});")
     if casts:
         w.line("if (out_of_range) nt_gen_raise_invalid();")
     w.indent -= 1
