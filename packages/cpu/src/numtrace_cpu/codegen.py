@@ -120,17 +120,28 @@ def _kept(instrs: list, uses: list[list[str]], defs: list[str], rdt: list[int], 
             for i, (op, *_rest) in enumerate(instrs)]
 
 
-def _keep(w: _Writer, tile: _Tile, body, into: str = "seen") -> None:
+def _keep(w: _Writer, tile: _Tile, body, into: str | None = "seen{}") -> None:
     """One statement per width, after a loop body's values, ORing the bits of the values kept for its
     instructions into nt_gen_keep's `seen` (8-byte values) and `seen32` (smaller ones: widened to 64
-    bits, a float32 loop's vectors were unpacked in two, and it ran 1.5x slower): a comma expression
-    inside each select (or one `seen |=` per operand) is a reduction GCC 12 does not vectorize, and
-    clip_where_fill ran 8x slower."""
+    bits, a float32 loop's vectors were unpacked in two, and it ran 1.5x slower), or the lvalues
+    `into` names with "" and "32" (None: held, nt_gen_hold): a comma expression inside each select
+    (or one `seen |=` per operand) is a reduction GCC 12 does not vectorize, and clip_where_fill ran
+    8x slower."""
     values = list(dict.fromkeys(u for i in body for u in tile.kept[i]))
+    if into is None:   # a loop that does not vectorize: each value held by nt_gen.h's nt_gen_hold
+        for v in values:
+            w.line(f"nt_gen_hold_{SUFFIX[tile.vdt[v]] if tile.vdt[v] in _FLOATS else 'int'}({v});")
+        return
     for wide in (True, False):
         bits = [_bits(v, tile.vdt[v]) for v in values if (ITEMSIZE[tile.vdt[v]] == 8) == wide]
         if bits:
-            w.line(f"{into}{'' if wide else '32'} |= {' | '.join(bits)};")
+            w.line(f"{into.format('' if wide else '32')} |= {' | '.join(bits)};")
+
+
+def _kept_widths(tile: _Tile) -> list[str]:
+    """The suffixes of the `seen` values the kernel keeps bits in ("" 8-byte, "32" smaller)."""
+    widths = {ITEMSIZE[tile.vdt[v]] == 8 for k in tile.kept for v in k}
+    return [suffix for wide, suffix in ((True, ""), (False, "32")) if wide in widths]
 
 
 def _bits(v: str, dt: int) -> str:
@@ -284,9 +295,11 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
     w.line("               const nt_gen_loop_fn *loops, const nt_gen_reduce *red) {")
     w.indent += 1
     w.line("(void)fc; (void)ic; (void)loops; (void)red;")
-    widths = {ITEMSIZE[vdt[v]] == 8 for k in kept for v in k}
-    if widths:   # the bits of np.where's computed operands (nt_gen_keep), by width
-        w.line(f"uint64_t seen = 0;{'  uint32_t seen32 = 0;' if False in widths else ''}")
+    tile = _Tile(regs, rdt, in_regs, out_regs, segments, instrs, uses, defs, exprs, vdt, seg_of, spilled,
+                 outputs, folded, kept)
+    widths = _kept_widths(tile)
+    for suffix in widths:   # the bits of np.where's computed operands (nt_gen_keep), by width
+        w.line(f"uint{suffix or 64}_t seen{suffix} = 0;")
     if casts:
         w.line("int out_of_range = 0;   /* a float cast to an int it does not fit (NT_GEN_F_OUT_I64) */")
     for r, (dt, k, arg) in enumerate(regs):
@@ -301,8 +314,6 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
     w.line("const Py_ssize_t inner = shape[nd - 1];")
     for r in out_regs:
         w.line(f"const int st{r} = (int)((red->stream >> {regs[r][2]}) & 1);   /* streaming stores */")
-    tile = _Tile(regs, rdt, in_regs, out_regs, segments, instrs, uses, defs, exprs, vdt, seg_of, spilled,
-                 outputs, folded, kept)
     if reductions and folds_in_registers(program):
         _branches(w, ("red->cols", lambda: _column_units(w, nops, reductions, tile)),
                   ("red->rows > 1", lambda: _row_block_units(w, nops, reductions, tile)),
@@ -316,7 +327,7 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
         _elementwise_units(w, nops, tile)
     w.line("if (red->stream) nt_gen_stream_fence();")
     if widths:
-        w.line(f"nt_gen_keep(seen{' | seen32' if False in widths else ''});")
+        w.line(f"nt_gen_keep({' | '.join(f'seen{suffix}' for suffix in widths)});")
     if casts:
         w.line("if (out_of_range) nt_gen_raise_invalid();")
     w.indent -= 1
@@ -603,7 +614,7 @@ def _strided_bases(w: _Writer, nops: int) -> None:
                f"sc{k} = strides[{k} * NT_GEN_MAXD + nd - 1];")
 
 
-def _element(w: _Writer, tile: _Tile, row: str, col: str, keep: str = "seen") -> None:
+def _element(w: _Writer, tile: _Tile, row: str, col: str, keep: str | None = "seen{}") -> None:
     """The program at element (row, col) of dims (nd-2, nd-1): inputs loaded, values computed,
     outputs stored, selected operands kept into `keep`."""
     regs, rdt = tile.regs, tile.rdt
@@ -633,7 +644,7 @@ def _row_block(w: _Writer, tile: _Tile, reductions: list, m: str, fold: bool) ->
         w.line(f"double s[{nred}] = {{0}};")
     w.line(f"for (Py_ssize_t t = 0; t < {m}; t++) {{")
     w.indent += 1
-    _element(w, tile, "i", "t")
+    _element(w, tile, "i", "t", "seen{}" if fold else None)
     for j, value in enumerate(tile.folded):
         w.line(f"f{j}[t] = {value};" if fold else f"s[{j}] = nt_gen_add_first(s[{j}], (double){value});")
     w.indent -= 1
@@ -662,13 +673,17 @@ def _column_elements(w: _Writer, tile: _Tile, ncol: int | str) -> None:
     the flipped one): nt_opcodes.h negates a float by flipping its sign bit, which GCC keeps."""
     nred = len(tile.folded)
     add = "nt_gen_add" if ncol == "ncol" else "nt_gen_add_first"
-    w.line(f"double part[{nred}][{ncol if ncol != 'ncol' else 'NT_GEN_MAXCOLS'}];")
+    width = ncol if ncol != "ncol" else "NT_GEN_MAXCOLS"
+    w.line(f"double part[{nred}][{width}];")
     w.line(f"for (int j = 0; j < {nred}; j++) for (Py_ssize_t c = 0; c < {ncol}; c++) part[j][c] = 0.0;")
+    widths = _kept_widths(tile)
+    for suffix in widths:   # kept bits per column: a loop over a row's few columns ORing into one
+        w.line(f"uint{suffix or 64}_t kept{suffix}[{width}] = {{0}};")   # seen reduced it per row
     w.line("for (Py_ssize_t i = start; i < start + r; i++) {")
     w.indent += 1
     w.line(f"for (Py_ssize_t c = 0; c < {ncol}; c++) {{")
     w.indent += 1
-    _element(w, tile, "i", "c")
+    _element(w, tile, "i", "c", "kept{}[c]")
     for j, value in enumerate(tile.folded):
         w.line(f"part[{j}][c] = {add}(part[{j}][c], (double){value});")
     w.indent -= 1
@@ -677,6 +692,8 @@ def _column_elements(w: _Writer, tile: _Tile, ncol: int | str) -> None:
     w.line("}")
     w.line(f"for (int j = 0; j < {nred}; j++) for (Py_ssize_t c = 0; c < {ncol}; c++) "
            "tot[j][c] = nt_gen_add(tot[j][c], part[j][c]);")
+    for suffix in widths:
+        w.line(f"for (Py_ssize_t c = 0; c < {ncol}; c++) seen{suffix} |= kept{suffix}[c];")
 
 
 def _column_block(w: _Writer, tile: _Tile, ncol: int) -> None:

@@ -189,6 +189,12 @@ NT_GEN_COLSUMS(f32, float, F)
 static inline uint64_t nt_gen_bits_f64(double a) { uint64_t u; memcpy(&u, &a, sizeof u); return u; }
 static inline uint32_t nt_gen_bits_f32(float a) { uint32_t u; memcpy(&u, &a, sizeof u); return u; }
 static inline void nt_gen_keep(uint64_t seen) { volatile uint64_t kept = seen; (void)kept; }
+/* A loop whose body GCC does not vectorize anyway (a row block's sums through the pinned add) holds
+ * each kept value in a register instead, through an empty asm that reads it: no instruction, where
+ * the OR moved each value to an integer register first. */
+static inline void nt_gen_hold_f64(double a) { __asm__("" : : "x"(a)); }
+static inline void nt_gen_hold_f32(float a) { __asm__("" : : "x"(a)); }
+static inline void nt_gen_hold_int(uint64_t a) { __asm__("" : : "r"(a)); }
 /* n elements of `isz` bytes from src (byte stride st) into the tile dst, and back: the operands a
  * tile cannot read or write in place (strided, broadcast along the innermost dim, unaligned).
  * Shared by every kernel of a file, so each kernel compiles only its own loops. */
