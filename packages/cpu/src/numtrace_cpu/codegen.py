@@ -123,12 +123,12 @@ def _kept(instrs: list, uses: list[list[str]], defs: list[str], rdt: list[int], 
 def _keep(w: _Writer, tile: _Tile, body, into: str | None = "seen{}") -> None:
     """One statement per width, after a loop body's values, ORing the bits of the values kept for its
     instructions into nt_gen_keep's `seen` (8-byte values) and `seen32` (smaller ones: widened to 64
-    bits, a float32 loop's vectors were unpacked in two, and it ran 1.5x slower), or the lvalues
-    `into` names with "" and "32" (None: held, nt_gen_hold): a comma expression inside each select
-    (or one `seen |=` per operand) is a reduction GCC 12 does not vectorize, and clip_where_fill ran
-    8x slower."""
+    bits, a float32 loop's vectors were unpacked in two, and it ran 1.5x slower), or into the lvalues
+    `into` names with "" and "32": a comma expression inside each select (or one `seen |=` per
+    operand) is a reduction GCC 12 does not vectorize, and clip_where_fill ran 8x slower. `into`
+    None: each value held by nt_gen.h's nt_gen_hold (a row block's unrolled loop)."""
     values = list(dict.fromkeys(u for i in body for u in tile.kept[i]))
-    if into is None:   # a loop that does not vectorize: each value held by nt_gen.h's nt_gen_hold
+    if into is None:
         for v in values:
             w.line(f"nt_gen_hold_{SUFFIX[tile.vdt[v]] if tile.vdt[v] in _FLOATS else 'int'}({v});")
         return
@@ -644,7 +644,7 @@ def _row_block(w: _Writer, tile: _Tile, reductions: list, m: str, fold: bool) ->
         w.line(f"double s[{nred}] = {{0}};")
     w.line(f"for (Py_ssize_t t = 0; t < {m}; t++) {{")
     w.indent += 1
-    _element(w, tile, "i", "t", "seen{}" if fold else None)
+    _element(w, tile, "i", "t", None if m.isdigit() else "seen{}")   # unrolled: held (nt_gen_hold)
     for j, value in enumerate(tile.folded):
         w.line(f"f{j}[t] = {value};" if fold else f"s[{j}] = nt_gen_add_first(s[{j}], (double){value});")
     w.indent -= 1
