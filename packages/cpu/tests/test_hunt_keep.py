@@ -112,6 +112,37 @@ def test_ops_kept_through_raise_no_flag_in_numpy(name, dtype):
         call()
 
 
+# x - 1 raises only 'invalid', from a signaling NaN x (codegen's _snan_covered): its keep is dropped
+# where another op computed for every element multiplies x (covered), kept where none does (alone).
+_SNAN_PROGRAMS = {
+    "covered": lambda x: np.where(x != 7, x * 3, x - 1),
+    "alone": lambda x: np.where(x < 7, x - 1, np.abs(x)),
+    "covered_sum1": lambda x: np.where(x != 7, x * 3, x - 1).sum(axis=1),
+    "alone_sum1": lambda x: np.where(x < 7, x - 1, np.abs(x)).sum(axis=1),
+    "alone_sum0": lambda x: np.where(x < 7, x - 1, np.abs(x)).sum(axis=0),
+    "alone_mul_by_1": lambda x: np.where(x < 7, x - 1, np.abs(x) + x * 1.0),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+@pytest.mark.parametrize("shape", [(600, 40), (2000, 3)], ids=str)
+@pytest.mark.parametrize("name", sorted(_SNAN_PROGRAMS))
+def test_a_signaling_nan_under_a_dropped_keep_warns_as_numpy(name, shape, dtype, mode):
+    """A signaling NaN where the where selects its other operand: NumPy's x - 1 raises 'invalid'."""
+    nt = pytest.importorskip("numtrace")
+    fn = _SNAN_PROGRAMS[name]
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        traced = nt.trace(fn, (np.ones((5, 3), dtype),), backend="cpu", check_trace=False)
+    x = np.random.default_rng(3).uniform(-2, 2, shape).astype(dtype)
+    x.reshape(-1)[::97] = _specials(dtype)[-1]
+    want, want_raised, expected = _reports(fn, x)
+    assert want_raised, "NumPy's x - 1 raises invalid at a signaling NaN"
+    got, got_raised, actual = _reports(traced, x)
+    assert (got, got_raised) == (want, want_raised)
+    np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-4)
+
+
 @pytest.mark.parametrize("value", [1e-50, 1e-320], ids=["1e-50", "1e-320"])
 def test_a_constant_that_underflows_float32_raises_nothing_at_compile(mode, value):
     """x * 1e-50 of a float32 x: NumPy casts the Python float to float32 (0) and raises nothing, under

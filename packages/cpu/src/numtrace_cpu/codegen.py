@@ -85,12 +85,13 @@ _FLAG_FREE = frozenset({
 
 
 def _kept(instrs: list, uses: list[list[str]], defs: list[str], rdt: list[int], floaty: set[str],
-          stored: set[str]) -> list[list[str]]:
+          stored: set[str], consts: dict[str, float]) -> list[list[str]]:
     """Per instruction, the values nt_gen_keep keeps for it: under each operand it selects from
     (_SELECTED), the values whose op may raise a flag NumPy reports, down to values the kernel
     computes for every element anyway (`stored`, and what they read other than through a select's
     operands), through ops that raise none (_FLAG_FREE). np.clip's maximum and minimum under a
-    where, or a where under another, cost no keep; 2 * x still does (it overflows)."""
+    where, or a where under another, cost no keep; 2 * x still does (it overflows); nor does an x +- c
+    whose flag another op raises (`_snan_covered`)."""
     at = {v: i for i, v in enumerate(defs)}
     always, todo = set(stored), list(stored)
     while todo:   # the values every element computes: read by a stored one, not only selected
@@ -116,8 +117,56 @@ def _kept(instrs: list, uses: list[list[str]], defs: list[str], rdt: list[int], 
                 raising(u, out)
         return out
 
-    return [list(dict.fromkeys(u for k in _SELECTED.get(_BY_CODE[op], ()) for u in raising(uses[i][k], [])))
+    kept = [list(dict.fromkeys(u for k in _SELECTED.get(_BY_CODE[op], ()) for u in raising(uses[i][k], [])))
             for i, (op, *_rest) in enumerate(instrs)]
+    covered = _snan_covered(instrs, uses, defs, consts, always, {v for k in kept for v in k})
+    return [[v for v in k if v not in covered] for k in kept]
+
+
+# x + c and x - c (c - x) of a finite constant c of magnitude under these (by dtype code) raise no
+# overflow (x at most the largest float: the sum rounds to it), no underflow (a subnormal sum is
+# exact), no invalid but from a signaling NaN x: the only flag they can raise.
+_SMALL = {_DT["float32"]: 2.0 ** 100, _DT["float64"]: 2.0 ** 960}
+_ARITH = frozenset({"add", "subtract", "multiply", "divide"})
+
+
+def _snan_covered(instrs: list, uses: list[list[str]], defs: list[str], consts: dict[str, float],
+                  always: set[str], kept: set[str]) -> set[str]:
+    """The kept values of x +- c (`_SMALL`) whose x another op computed for every element (read by a
+    stored value, or kept and not itself such a value) adds, subtracts, multiplies or divides by
+    something other than 0 or +-1 (which GCC may fold away: it assumes no signaling NaN): that op
+    raises 'invalid' wherever x is a signaling NaN, so the keep of x +- c adds no flag.
+    ``np.where(x > 0.5, 2 * x, x - 1)`` keeps 2 * x alone."""
+    at = {v: i for i, v in enumerate(defs)}
+
+    def name(i: int) -> str:
+        return _BY_CODE[instrs[i][0]]
+
+    def small_offset(v: str) -> str | None:   # x of a kept x +- c, else None
+        i = at[v]
+        if name(i) not in ("add", "subtract") or instrs[i][1] not in _SMALL:
+            return None
+        a, b = uses[i]
+        for x, c in ((a, b), (b, a)):
+            if c in consts and abs(consts[c]) < _SMALL[instrs[i][1]]:
+                return x
+        return None
+
+    offsets = {v: small_offset(v) for v in kept}
+    computed = always | {v for v, x in offsets.items() if x is None}
+    covered = set()
+    for v, x in offsets.items():
+        if x is not None and any(
+                defs[j] in computed and name(j) in _ARITH and instrs[j][1] in _SMALL and x in uses[j]
+                and not any(u != x and u in consts and _near_identity(consts[u]) for u in uses[j])
+                for j in range(len(instrs))):
+            covered.add(v)
+    return covered
+
+
+def _near_identity(c: float) -> bool:
+    """Whether c is 0 or +-1, or rounds to one in float32 (with a margin)."""
+    return abs(c) < 2.0 ** -100 or abs(abs(c) - 1.0) < 2.0 ** -20
 
 
 def _keep(w: _Writer, tile: _Tile, body, into: str | None = "seen{}") -> None:
@@ -272,7 +321,9 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
     spilled.update(v for v in folded if v.startswith("v"))
 
     # operands computed for every element, as NumPy computes them (nt_gen.h's nt_gen_keep)
-    kept = _kept(instrs, uses, defs, rdt, floaty, set(outputs.values()) | set(folded) | spilled)
+    values = {f"c{r}": float(consts[arg]) for r, (dt, k, arg) in enumerate(regs)
+              if k == _CONST and dt in _FLOATS}
+    kept = _kept(instrs, uses, defs, rdt, floaty, set(outputs.values()) | set(folded) | spilled, values)
     in_regs = [r for r in range(len(regs)) if kind[r] == _INPUT]
     out_regs = [r for r in range(len(regs)) if kind[r] == _OUTPUT]
     stack = (sum(ITEMSIZE[rdt[r]] * (TILE + _PAD_ELEMENTS) for r in in_regs + out_regs)
