@@ -85,13 +85,13 @@ _FLAG_FREE = frozenset({
 
 
 def _kept(instrs: list, uses: list[list[str]], defs: list[str], rdt: list[int], floaty: set[str],
-          stored: set[str], consts: dict[str, float]) -> list[list[str]]:
+          stored: set[str], consts: dict[str, float]) -> tuple[list[list[str]], set[str]]:
     """Per instruction, the values nt_gen_keep keeps for it: under each operand it selects from
     (_SELECTED), the values whose op may raise a flag NumPy reports, down to values the kernel
     computes for every element anyway (`stored`, and what they read other than through a select's
     operands), through ops that raise none (_FLAG_FREE). np.clip's maximum and minimum under a
-    where, or a where under another, cost no keep; 2 * x still does (it overflows); nor does an x +- c
-    whose flag another op raises (`_snan_covered`)."""
+    where, or a where under another, cost no keep; 2 * x still does (it overflows). And those of them
+    whose flag another op raises anyway (`_snan_covered`), which a vectorized loop leaves out."""
     at = {v: i for i, v in enumerate(defs)}
     always, todo = set(stored), list(stored)
     while todo:   # the values every element computes: read by a stored one, not only selected
@@ -119,8 +119,7 @@ def _kept(instrs: list, uses: list[list[str]], defs: list[str], rdt: list[int], 
 
     kept = [list(dict.fromkeys(u for k in _SELECTED.get(_BY_CODE[op], ()) for u in raising(uses[i][k], [])))
             for i, (op, *_rest) in enumerate(instrs)]
-    covered = _snan_covered(instrs, uses, defs, consts, always, {v for k in kept for v in k})
-    return [[v for v in k if v not in covered] for k in kept]
+    return kept, _snan_covered(instrs, uses, defs, consts, always, {v for k in kept for v in k})
 
 
 # x + c and x - c (c - x) of a finite constant c of magnitude under these (by dtype code) raise no
@@ -169,14 +168,16 @@ def _near_identity(c: float) -> bool:
     return abs(c) < 2.0 ** -100 or abs(abs(c) - 1.0) < 2.0 ** -20
 
 
-def _keep(w: _Writer, tile: _Tile, body, into: str | None = "seen{}") -> None:
+def _keep(w: _Writer, tile: _Tile, body, into: str | None = "seen{}", every: bool = False) -> None:
     """One statement per width, after a loop body's values, ORing the bits of the values kept for its
     instructions into nt_gen_keep's `seen` (8-byte values) and `seen32` (smaller ones: widened to 64
     bits, a float32 loop's vectors were unpacked in two, and it ran 1.5x slower), or into the lvalues
     `into` names with "" and "32": a comma expression inside each select (or one `seen |=` per
     operand) is a reduction GCC 12 does not vectorize, and clip_where_fill ran 8x slower. `into`
-    None: each value held by nt_gen.h's nt_gen_hold (a row block's unrolled loop)."""
-    values = list(dict.fromkeys(u for i in body for u in tile.kept[i]))
+    None: each value held by nt_gen.h's nt_gen_hold (a row block's unrolled loop). `every`: the
+    values whose flag another op raises too (tile.covered) as well, for the loops over one element
+    at a time (`_element`): held for free there, and GCC may select by a branch without them."""
+    values = list(dict.fromkeys(u for i in body for u in tile.kept[i] if every or u not in tile.covered))
     if into is None:
         for v in values:
             w.line(f"nt_gen_hold_{SUFFIX[tile.vdt[v]] if tile.vdt[v] in _FLOATS else 'int'}({v});")
@@ -323,7 +324,8 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
     # operands computed for every element, as NumPy computes them (nt_gen.h's nt_gen_keep)
     values = {f"c{r}": float(consts[arg]) for r, (dt, k, arg) in enumerate(regs)
               if k == _CONST and dt in _FLOATS}
-    kept = _kept(instrs, uses, defs, rdt, floaty, set(outputs.values()) | set(folded) | spilled, values)
+    stored = set(outputs.values()) | set(folded) | spilled
+    kept, covered = _kept(instrs, uses, defs, rdt, floaty, stored, values)
     in_regs = [r for r in range(len(regs)) if kind[r] == _INPUT]
     out_regs = [r for r in range(len(regs)) if kind[r] == _OUTPUT]
     stack = (sum(ITEMSIZE[rdt[r]] * (TILE + _PAD_ELEMENTS) for r in in_regs + out_regs)
@@ -347,7 +349,7 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
     w.indent += 1
     w.line("(void)fc; (void)ic; (void)loops; (void)red;")
     tile = _Tile(regs, rdt, in_regs, out_regs, segments, instrs, uses, defs, exprs, vdt, seg_of, spilled,
-                 outputs, folded, kept)
+                 outputs, folded, kept, covered)
     widths = _kept_widths(tile)
     for suffix in widths:   # the bits of np.where's computed operands (nt_gen_keep), by width
         w.line(f"uint{suffix or 64}_t seen{suffix} = 0;")
@@ -440,6 +442,7 @@ class _Tile:
     outputs: dict[int, str]
     folded: list[str]
     kept: list[list[str]]
+    covered: set[str]
 
 
 def _offsets(w: _Writer, nops: int, index: str, first: str, stop: str, ptr: str) -> None:
@@ -677,7 +680,7 @@ def _element(w: _Writer, tile: _Tile, row: str, col: str, keep: str | None = "se
             w.line(f"const {T} in{r} = *(const {T} *)(b{arg} + {row} * sr{arg} + {col} * sc{arg});")
     for i in range(len(tile.instrs)):
         w.line(f"const {_local(tile.vdt[tile.defs[i]])} {tile.defs[i]} = {tile.exprs[i]};")
-    _keep(w, tile, range(len(tile.instrs)), keep)
+    _keep(w, tile, range(len(tile.instrs)), keep, every=True)
     for r in tile.out_regs:
         arg, T = regs[r][2], CTYPE[rdt[r]]
         w.line(f"*({T} *)(b{arg} + {row} * sr{arg} + {col} * sc{arg}) = {tile.outputs[r]};")
