@@ -90,8 +90,9 @@ def _kept(instrs: list, uses: list[list[str]], defs: list[str], rdt: list[int], 
     (_SELECTED), the values whose op may raise a flag NumPy reports, down to values the kernel
     computes for every element anyway (`stored`, and what they read other than through a select's
     operands), through ops that raise none (_FLAG_FREE). np.clip's maximum and minimum under a
-    where, or a where under another, cost no keep; 2 * x still does (it overflows). And those of them
-    whose flag another op raises anyway (`_snan_covered`), which a vectorized loop leaves out."""
+    where, or a where under another, cost no keep; 2 * x still does (it overflows). Also returns the
+    kept values whose only flag another op computed for every element raises too (`_snan_covered`),
+    which the vectorized loops leave out."""
     at = {v: i for i, v in enumerate(defs)}
     always, todo = set(stored), list(stored)
     while todo:   # the values every element computes: read by a stored one, not only selected
