@@ -42,8 +42,9 @@ def _element_loops(source: Path) -> list[int]:
     return [n + 1 for n, line in enumerate(lines) if "for (Py_ssize_t i = 0; i < n; i++)" in line]
 
 
-def _clip_where_fill_graph(dtype):
-    """benchmarks/realistic.py's clip_where_fill: clip, a where, a masked fill (a where too)."""
+def _clip_where_fill_graph(dtype, scale=None):
+    """benchmarks/realistic.py's clip_where_fill: clip, a where, a masked fill (a where too); with
+    `scale`, the clipped values times it (a multiply, which may overflow, under both wheres)."""
     g = Graph()
     x = g.add_input("x", testing.type_of(np.zeros(8, dtype)))
 
@@ -54,21 +55,27 @@ def _clip_where_fill_graph(dtype):
         return g.create_node("prim.Constant", [], attrs={"value": value}).output
 
     y = node("np.minimum", const(1.0), node("np.maximum", const(-1.0), x))
+    if scale is not None:
+        y = node("np.multiply", y, const(scale))
     y = node("np.where", node("np.greater", node("np.absolute", x), const(2.5)), const(0.0), y)
     g.set_outputs([node("np.where", node("np.isnan", x), const(0.0), y)])
     return g
 
 
+@pytest.mark.parametrize("scale", [None, 3.0], ids=["clip", "clip_times"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
-def test_where_pass_with_kept_operands_vectorizes(dtype, tmp_path):
+def test_where_pass_with_kept_operands_vectorizes(dtype, scale, tmp_path):
+    """The element loops vectorize, with the multiply kept (ORed into seen) and without: clip's
+    maximum and minimum and the wheres raise no flag NumPy reports, so clip_where_fill keeps none."""
     x = np.random.default_rng(0).standard_normal(100_003).astype(dtype)
     x[::7] = np.nan
-    executable = _compiled(_clip_where_fill_graph(dtype), [testing.type_of(x)], "sync")
+    executable = _compiled(_clip_where_fill_graph(dtype, scale), [testing.type_of(x)], "sync")
     (got,) = executable(x)
-    want = np.where(np.isnan(x), 0.0, np.where(np.abs(x) > 2.5, 0.0, np.clip(x, -1.0, 1.0))).astype(dtype)
+    y = np.clip(x, -1.0, 1.0) * (scale or 1.0)
+    want = np.where(np.isnan(x), 0.0, np.where(np.abs(x) > 2.5, 0.0, y)).astype(dtype)
     assert got.tobytes() == want.tobytes()
     source = _kernel_source(executable)
-    assert "seen |=" in source.read_text(), "the where's computed operands are no longer kept"
+    assert ("seen" in source.read_text()) == (scale is not None), source.read_text()
     loops = _element_loops(source)
     assert loops, source.read_text()
     missed = [n for n in loops if n not in _vectorized_lines(source, tmp_path)]

@@ -74,17 +74,132 @@ _PAD_ELEMENTS = 64   # nt_gen.h's NT_GEN_PAD: an operand's tile buffer is TILE +
 # them only there: np.where's two values, heaviside's value at 0, left_shift's value under a short
 # shift. NumPy computes every operand for every element, and so raises its FP flags.
 _SELECTED = {"where": (0, 1), "heaviside": (1,), "left_shift": (0,)}
+# Ops NumPy raises no FP flag for on any operand, a signaling NaN included (bit operations, quiet
+# compares, selects; heaviside, logical_not and logical_xor raise 'invalid' on a signaling NaN): an
+# operand they compute needs no keep of its own, only the ops under it that may raise (`_kept`).
+# Casts from integers or bools raise nothing NumPy reports either (only 'inexact').
+_FLAG_FREE = frozenset({
+    "copy", "negative", "absolute", "sign", "isnan", "isinf", "isfinite", "signbit", "maximum",
+    "minimum", "fmax", "fmin", "copysign", "equal", "not_equal", "less", "less_equal", "greater",
+    "greater_equal", "logical_and", "logical_or", "where"})
 
 
-def _keep(w: _Writer, tile: _Tile, body, into: str = "seen") -> None:
-    """One statement, after a loop body's values, ORing the bits of the operands its instructions
-    select from into nt_gen_keep's `seen`: a comma expression inside each select (or one `seen |=`
-    per operand) is a reduction GCC 12 does not vectorize, and clip_where_fill ran 8x slower."""
-    values = list(dict.fromkeys(u for i in body for u in tile.kept[i]))
-    if values:
-        bits = [f"nt_gen_bits_{SUFFIX[tile.vdt[v]]}({v})" if tile.vdt[v] in _FLOATS else f"(uint64_t)({v})"
-                for v in values]
-        w.line(f"{into} |= {' | '.join(bits)};")
+def _kept(instrs: list, uses: list[list[str]], defs: list[str], rdt: list[int], floaty: set[str],
+          stored: set[str], consts: dict[str, float]) -> tuple[list[list[str]], set[str]]:
+    """Per instruction, the values nt_gen_keep keeps for it: under each operand it selects from
+    (_SELECTED), the values whose op may raise a flag NumPy reports, down to values the kernel
+    computes for every element anyway (`stored`, and what they read other than through a select's
+    operands), through ops that raise none (_FLAG_FREE). np.clip's maximum and minimum under a
+    where, or a where under another, cost no keep; 2 * x still does (it overflows). Also returns the
+    kept values whose only flag another op computed for every element raises too (`_snan_covered`),
+    which the vectorized loops leave out."""
+    at = {v: i for i, v in enumerate(defs)}
+    always, todo = set(stored), list(stored)
+    while todo:   # the values every element computes: read by a stored one, not only selected
+        i = at.get(todo.pop())
+        if i is None:
+            continue
+        skip = _SELECTED.get(_BY_CODE[instrs[i][0]], ())
+        for k, u in enumerate(uses[i]):
+            if k not in skip and u not in always:
+                always.add(u)
+                todo.append(u)
+
+    def raising(v: str, out: list[str]) -> list[str]:
+        if v not in at or v in always or v not in floaty:
+            return out   # an input, a constant, computed anyway, or from no float
+        i = at[v]
+        op, dt, _dst, a = instrs[i][:4]
+        name = _BY_CODE[op]
+        if name not in _FLAG_FREE and not (name == "cast" and rdt[a] not in _FLOATS):
+            out.append(v)
+        else:
+            for u in uses[i]:
+                raising(u, out)
+        return out
+
+    kept = [list(dict.fromkeys(u for k in _SELECTED.get(_BY_CODE[op], ()) for u in raising(uses[i][k], [])))
+            for i, (op, *_rest) in enumerate(instrs)]
+    return kept, _snan_covered(instrs, uses, defs, consts, always, {v for k in kept for v in k})
+
+
+# x + c and x - c (c - x) of a finite constant c of magnitude under these (by dtype code) raise no
+# overflow (x at most the largest float: the sum rounds to it), no underflow (a subnormal sum is
+# exact), no invalid but from a signaling NaN x: the only flag they can raise.
+_SMALL = {_DT["float32"]: 2.0 ** 100, _DT["float64"]: 2.0 ** 960}
+_ARITH = frozenset({"add", "subtract", "multiply", "divide"})
+
+
+def _snan_covered(instrs: list, uses: list[list[str]], defs: list[str], consts: dict[str, float],
+                  always: set[str], kept: set[str]) -> set[str]:
+    """The kept values of x +- c (`_SMALL`) whose x another op computed for every element (read by a
+    stored value, or kept and not itself such a value) adds, subtracts, multiplies or divides by
+    something other than 0 or +-1 (which GCC may fold away: it assumes no signaling NaN): that op
+    raises 'invalid' wherever x is a signaling NaN, so the keep of x +- c adds no flag.
+    ``np.where(x > 0.5, 2 * x, x - 1)`` keeps 2 * x alone."""
+    at = {v: i for i, v in enumerate(defs)}
+
+    def name(i: int) -> str:
+        return _BY_CODE[instrs[i][0]]
+
+    def small_offset(v: str) -> str | None:   # x of a kept x +- c, else None
+        i = at[v]
+        if name(i) not in ("add", "subtract") or instrs[i][1] not in _SMALL:
+            return None
+        a, b = uses[i]
+        for x, c in ((a, b), (b, a)):
+            if c in consts and abs(consts[c]) < _SMALL[instrs[i][1]]:
+                return x
+        return None
+
+    offsets = {v: small_offset(v) for v in kept}
+    computed = always | {v for v, x in offsets.items() if x is None}
+    covered = set()
+    for v, x in offsets.items():
+        if x is not None and any(
+                defs[j] in computed and name(j) in _ARITH and instrs[j][1] in _SMALL and x in uses[j]
+                and not any(u != x and u in consts and _near_identity(consts[u]) for u in uses[j])
+                for j in range(len(instrs))):
+            covered.add(v)
+    return covered
+
+
+def _near_identity(c: float) -> bool:
+    """Whether c is 0 or +-1, or rounds to one in float32 (with a margin)."""
+    return abs(c) < 2.0 ** -100 or abs(abs(c) - 1.0) < 2.0 ** -20
+
+
+def _keep(w: _Writer, tile: _Tile, body, into: str | None = "seen{}", every: bool = False) -> None:
+    """One statement per width, after a loop body's values, ORing the bits of the values kept for its
+    instructions into nt_gen_keep's `seen` (8-byte values) and `seen32` (smaller ones: widened to 64
+    bits, a float32 loop's vectors were unpacked in two, and it ran 1.5x slower), or into the lvalues
+    `into` names with "" and "32": a comma expression inside each select (or one `seen |=` per
+    operand) is a reduction GCC 12 does not vectorize, and clip_where_fill ran 8x slower. `into`
+    None: each value held by nt_gen.h's nt_gen_hold (a row block's loop of pinned adds). `every`: the
+    values whose flag another op raises too (tile.covered) as well, for the loops over one element
+    at a time (`_element`): held for free there, and GCC may select by a branch without them."""
+    values = list(dict.fromkeys(u for i in body for u in tile.kept[i] if every or u not in tile.covered))
+    if into is None:
+        for v in values:
+            w.line(f"nt_gen_hold_{SUFFIX[tile.vdt[v]] if tile.vdt[v] in _FLOATS else 'int'}({v});")
+        return
+    for wide in (True, False):
+        bits = [_bits(v, tile.vdt[v]) for v in values if (ITEMSIZE[tile.vdt[v]] == 8) == wide]
+        if bits:
+            w.line(f"{into.format('' if wide else '32')} |= {' | '.join(bits)};")
+
+
+def _kept_widths(tile: _Tile) -> list[str]:
+    """The suffixes of the `seen` values the kernel keeps bits in ("" 8-byte, "32" smaller)."""
+    widths = {ITEMSIZE[tile.vdt[v]] == 8 for k in tile.kept for v in k}
+    return [suffix for wide, suffix in ((True, ""), (False, "32")) if wide in widths]
+
+
+def _bits(v: str, dt: int) -> str:
+    """The bits of value v (of dtype code dt) as an unsigned integer of its own width (bool: int)."""
+    if dt in _FLOATS:
+        return f"nt_gen_bits_{SUFFIX[dt]}({v})"
+    return f"(uint64_t)({v})" if ITEMSIZE[dt] == 8 else f"(uint32_t)({v})"
 
 
 def _through_table(op: int, dt: int) -> bool:
@@ -142,7 +257,6 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
     exprs: list[str] = []
     vdt: dict[str, int] = {}
     floaty: set[str] = set()   # values computed by a float op, or from one: they may raise FP flags
-    kept: list[list[str]] = []   # per instruction, the operands it selects from that nt_gen_keep keeps
     for i, (op, dt, dst, a, b, c) in enumerate(instrs):
         cat = _CATEGORY[op]
         srcs = [a] + ([b] if cat in (CAT_BINARY, CAT_BINARY_BOOL, CAT_WHERE) else []) + \
@@ -159,8 +273,6 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
             expr = args[0]
         else:
             expr = f"nt_op_{name}_{SUFFIX[dt]}({', '.join(args)})"
-        # operands computed for every element, as NumPy computes them (nt_gen.h's nt_gen_keep)
-        kept.append([args[k] for k in _SELECTED.get(name, ()) if args[k] in floaty])
         v = f"v{i}"
         if dt in _FLOATS or rdt[dst] in _FLOATS or any(rdt[s] in _FLOATS or cur[s] in floaty for s in srcs):
             floaty.add(v)
@@ -210,6 +322,11 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
         spilled.update(u for u in reads if u.startswith("v") and seg_of[u] != s)
     spilled.update(v for v in folded if v.startswith("v"))
 
+    # operands computed for every element, as NumPy computes them (nt_gen.h's nt_gen_keep)
+    values = {f"c{r}": float(consts[arg]) for r, (dt, k, arg) in enumerate(regs)
+              if k == _CONST and dt in _FLOATS}
+    stored = set(outputs.values()) | set(folded) | spilled
+    kept, covered = _kept(instrs, uses, defs, rdt, floaty, stored, values)
     in_regs = [r for r in range(len(regs)) if kind[r] == _INPUT]
     out_regs = [r for r in range(len(regs)) if kind[r] == _OUTPUT]
     stack = (sum(ITEMSIZE[rdt[r]] * (TILE + _PAD_ELEMENTS) for r in in_regs + out_regs)
@@ -232,9 +349,11 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
     w.line("               const nt_gen_loop_fn *loops, const nt_gen_reduce *red) {")
     w.indent += 1
     w.line("(void)fc; (void)ic; (void)loops; (void)red;")
-    keeps = any(kept)
-    if keeps:
-        w.line("uint64_t seen = 0;   /* the bits of np.where's computed operands (nt_gen_keep) */")
+    tile = _Tile(regs, rdt, in_regs, out_regs, segments, instrs, uses, defs, exprs, vdt, seg_of, spilled,
+                 outputs, folded, kept, covered)
+    widths = _kept_widths(tile)
+    for suffix in widths:   # the bits of np.where's computed operands (nt_gen_keep), by width
+        w.line(f"uint{suffix or 64}_t seen{suffix} = 0;")
     if casts:
         w.line("int out_of_range = 0;   /* a float cast to an int it does not fit (NT_GEN_F_OUT_I64) */")
     for r, (dt, k, arg) in enumerate(regs):
@@ -249,8 +368,6 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
     w.line("const Py_ssize_t inner = shape[nd - 1];")
     for r in out_regs:
         w.line(f"const int st{r} = (int)((red->stream >> {regs[r][2]}) & 1);   /* streaming stores */")
-    tile = _Tile(regs, rdt, in_regs, out_regs, segments, instrs, uses, defs, exprs, vdt, seg_of, spilled,
-                 outputs, folded, kept)
     if reductions and folds_in_registers(program):
         _branches(w, ("red->cols", lambda: _column_units(w, nops, reductions, tile)),
                   ("red->rows > 1", lambda: _row_block_units(w, nops, reductions, tile)),
@@ -263,8 +380,8 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
     else:
         _elementwise_units(w, nops, tile)
     w.line("if (red->stream) nt_gen_stream_fence();")
-    if keeps:
-        w.line("nt_gen_keep(seen);")
+    if widths:
+        w.line(f"nt_gen_keep({' | '.join(f'seen{suffix}' for suffix in widths)});")
     if casts:
         w.line("if (out_of_range) nt_gen_raise_invalid();")
     w.indent -= 1
@@ -326,6 +443,7 @@ class _Tile:
     outputs: dict[int, str]
     folded: list[str]
     kept: list[list[str]]
+    covered: set[str]
 
 
 def _offsets(w: _Writer, nops: int, index: str, first: str, stop: str, ptr: str) -> None:
@@ -551,7 +669,7 @@ def _strided_bases(w: _Writer, nops: int) -> None:
                f"sc{k} = strides[{k} * NT_GEN_MAXD + nd - 1];")
 
 
-def _element(w: _Writer, tile: _Tile, row: str, col: str, keep: str = "seen") -> None:
+def _element(w: _Writer, tile: _Tile, row: str, col: str, keep: str | None = "seen{}") -> None:
     """The program at element (row, col) of dims (nd-2, nd-1): inputs loaded, values computed,
     outputs stored, selected operands kept into `keep`."""
     regs, rdt = tile.regs, tile.rdt
@@ -563,7 +681,7 @@ def _element(w: _Writer, tile: _Tile, row: str, col: str, keep: str = "seen") ->
             w.line(f"const {T} in{r} = *(const {T} *)(b{arg} + {row} * sr{arg} + {col} * sc{arg});")
     for i in range(len(tile.instrs)):
         w.line(f"const {_local(tile.vdt[tile.defs[i]])} {tile.defs[i]} = {tile.exprs[i]};")
-    _keep(w, tile, range(len(tile.instrs)), keep)
+    _keep(w, tile, range(len(tile.instrs)), keep, every=True)
     for r in tile.out_regs:
         arg, T = regs[r][2], CTYPE[rdt[r]]
         w.line(f"*({T} *)(b{arg} + {row} * sr{arg} + {col} * sc{arg}) = {tile.outputs[r]};")
@@ -581,7 +699,7 @@ def _row_block(w: _Writer, tile: _Tile, reductions: list, m: str, fold: bool) ->
         w.line(f"double s[{nred}] = {{0}};")
     w.line(f"for (Py_ssize_t t = 0; t < {m}; t++) {{")
     w.indent += 1
-    _element(w, tile, "i", "t")
+    _element(w, tile, "i", "t", "seen{}" if fold else None)   # pinned adds: held (nt_gen_hold)
     for j, value in enumerate(tile.folded):
         w.line(f"f{j}[t] = {value};" if fold else f"s[{j}] = nt_gen_add_first(s[{j}], (double){value});")
     w.indent -= 1
@@ -610,13 +728,17 @@ def _column_elements(w: _Writer, tile: _Tile, ncol: int | str) -> None:
     the flipped one): nt_opcodes.h negates a float by flipping its sign bit, which GCC keeps."""
     nred = len(tile.folded)
     add = "nt_gen_add" if ncol == "ncol" else "nt_gen_add_first"
-    w.line(f"double part[{nred}][{ncol if ncol != 'ncol' else 'NT_GEN_MAXCOLS'}];")
+    width = ncol if ncol != "ncol" else "NT_GEN_MAXCOLS"
+    w.line(f"double part[{nred}][{width}];")
     w.line(f"for (int j = 0; j < {nred}; j++) for (Py_ssize_t c = 0; c < {ncol}; c++) part[j][c] = 0.0;")
+    widths = _kept_widths(tile)
+    for suffix in widths:   # kept bits per column: a loop over a row's few columns ORing into one
+        w.line(f"uint{suffix or 64}_t kept{suffix}[{width}] = {{0}};")   # seen reduced it per row
     w.line("for (Py_ssize_t i = start; i < start + r; i++) {")
     w.indent += 1
     w.line(f"for (Py_ssize_t c = 0; c < {ncol}; c++) {{")
     w.indent += 1
-    _element(w, tile, "i", "c")
+    _element(w, tile, "i", "c", "kept{}[c]")
     for j, value in enumerate(tile.folded):
         w.line(f"part[{j}][c] = {add}(part[{j}][c], (double){value});")
     w.indent -= 1
@@ -625,6 +747,8 @@ def _column_elements(w: _Writer, tile: _Tile, ncol: int | str) -> None:
     w.line("}")
     w.line(f"for (int j = 0; j < {nred}; j++) for (Py_ssize_t c = 0; c < {ncol}; c++) "
            "tot[j][c] = nt_gen_add(tot[j][c], part[j][c]);")
+    for suffix in widths:
+        w.line(f"for (Py_ssize_t c = 0; c < {ncol}; c++) seen{suffix} |= kept{suffix}[c];")
 
 
 def _column_block(w: _Writer, tile: _Tile, ncol: int) -> None:
