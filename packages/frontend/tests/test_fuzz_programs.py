@@ -525,6 +525,7 @@ FAST_PATHS = {
     "short rows walked along a longer dim": lambda s: s["rows_widened_runs"],
     "middle-axis reduction generated": lambda s: s["generated_column_runs"],
     "short rows reduced generated": lambda s: s["generated_row_block_runs"],
+    "short rows reduced generated in tiles of rows": lambda s: s["generated_row_tile_runs"],
     "broadcast value computed again in a later pass": lambda s: s["recomputed_nodes"],
     "outputs written with streaming stores": lambda s: s["streamed_runs"],
     "assignment computed in place": lambda s: s["assigned_in_place"],
