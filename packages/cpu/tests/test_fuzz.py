@@ -155,6 +155,30 @@ def _narrow_column_wheres():
     return g
 
 
+def _row_tile_softmax():
+    """A softmax and a log-softmax over short rows (64 in float32, 7 in float64, an inf among the
+    constants) and a row max of tanh: generated passes that reduce their innermost dim in tiles of
+    whole rows, exp and tanh through the loop table (stats' generated_row_tile_runs)."""
+    g = Graph()
+    x = g.add_input("x0", TensorType(np.dtype(np.float32), (33, 64)))
+    y = g.add_input("x1", TensorType(np.dtype(np.float64), (5, 20, 7)))
+
+    def const(value):
+        return g.create_node("prim.Constant", [], attrs={"value": value}).output
+
+    def node(op, *args, **attrs):
+        return g.create_node(op, list(args), attrs=attrs).output
+
+    e = node("np.exp", node("np.subtract", x, node("np.max", x, axis=-1, keepdims=True)))
+    d = node("np.subtract", y, node("np.max", y, axis=-1, keepdims=True))
+    masked = node("np.where", node("np.greater", d, const(-0.5)), d, const(float("-inf")))
+    total = node("np.sum", node("np.exp", masked), axis=-1, keepdims=True)
+    g.set_outputs([node("np.divide", e, node("np.sum", e, axis=-1, keepdims=True)),
+                   node("np.subtract", masked, node("np.log", total)),
+                   node("np.max", node("np.tanh", x), axis=1, keepdims=False)])
+    return g
+
+
 # Every GENERATED_EVERY-th program, and the examples, compile their passes to C before the first call
 # (numtrace_cpu.compiler's sync mode): the generated kernels are fuzzed too.
 GENERATED_EVERY = 15
@@ -162,6 +186,7 @@ _PROGRAMS = itertools.count(1)
 _COLUMN_SUMS = _constant_column_sums()
 _ROW_EXTREMES = _short_row_extremes()
 _NARROW_WHERES = _narrow_column_wheres()
+_ROW_TILES = _row_tile_softmax()
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -180,6 +205,8 @@ def _cache(tmp_path_factory):
 @example(_ROW_EXTREMES, True, False)
 @example(_NARROW_WHERES, False, False)
 @example(_NARROW_WHERES, True, False)
+@example(_ROW_TILES, False, False)
+@example(_ROW_TILES, True, False)
 def test_cpu_equals_reference(g, strided, in_place):
     """`in_place`: the first output is written over an input of its type where there is one (as a
     traced ``x += ...`` is), so a pass may read and write the same memory."""
@@ -197,7 +224,8 @@ def test_cpu_equals_reference(g, strided, in_place):
             expected = _reference(g, inputs)
         except ValueError:   # e.g. max of an empty axis: the cpu backend must raise too
             expected = None
-        generated = next(_PROGRAMS) % GENERATED_EVERY == 0 or g is _COLUMN_SUMS or g is _NARROW_WHERES
+        examples = (_COLUMN_SUMS, _NARROW_WHERES, _ROW_TILES)
+        generated = next(_PROGRAMS) % GENERATED_EVERY == 0 or any(g is h for h in examples)
         old = compiler.set_mode("sync" if generated else compiler.mode())
         try:
             exe = compile_graph(g, [v.type for v in g.inputs], updates=updates)
@@ -221,3 +249,5 @@ def test_cpu_equals_reference(g, strided, in_place):
         assert exe.stats()["extreme_rows_runs"] > 0, "the short rows' max/min were not folded in blocks"
     if g is _NARROW_WHERES:
         assert exe.stats()["generated_column_runs"] >= 4, "the narrow column sums did not run generated"
+    if g is _ROW_TILES:
+        assert exe.stats()["generated_row_tile_runs"] >= 4, "the softmax rows did not run in generated tiles"

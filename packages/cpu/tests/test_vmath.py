@@ -221,3 +221,21 @@ def test_flagged_lanes_in_one_part_of_a_chunk_leave_the_others_alone(name, dtype
         want[spots] = alone[k]
         np.testing.assert_array_equal(got.view(f"u{x.itemsize}"), want.view(f"u{x.itemsize}"),
                                       err_msg=f"{name}({special!r}) among {fill[0]!r}")
+
+
+@pytest.mark.skipif(not {"avx2", "avx512"} <= set(RUNNABLE), reason="needs the avx2 and avx512 builds")
+@pytest.mark.parametrize("name", ["exp", "tanh"])
+def test_float32_exp_and_tanh_equal_across_the_vector_builds(name):
+    """The AVX-512 build's sixteen-lane float32 exp and tanh (nt_simd.h) against the AVX2 build's
+    eight lanes: the same bits on every 61st float32 bit pattern (NaN, inf, subnormals, the clamps'
+    edges included), at lengths whose tails fill 1 to 15 lanes."""
+    x = (np.arange(0, 1 << 32, 61, dtype=np.uint64).astype(np.uint32)).view(np.float32)
+    outs = {}
+    for build in ("avx2", "avx512"):
+        runtime.use_blocks(isa.load(build))
+        try:
+            outs[build] = [_run(name, x[:n]).view(np.uint32) for n in (x.size, 1, 15, 17, 31)]
+        finally:
+            runtime.use_blocks(isa.blocks)
+    for a, b in zip(outs["avx2"], outs["avx512"]):
+        np.testing.assert_array_equal(a, b)

@@ -525,6 +525,7 @@ FAST_PATHS = {
     "short rows walked along a longer dim": lambda s: s["rows_widened_runs"],
     "middle-axis reduction generated": lambda s: s["generated_column_runs"],
     "short rows reduced generated": lambda s: s["generated_row_block_runs"],
+    "short rows reduced generated in tiles of rows": lambda s: s["generated_row_tile_runs"],
     "broadcast value computed again in a later pass": lambda s: s["recomputed_nodes"],
     "outputs written with streaming stores": lambda s: s["streamed_runs"],
     "assignment computed in place": lambda s: s["assigned_in_place"],
@@ -682,6 +683,7 @@ def run_case(steps, backend):
 @example(steps=[("neg_zero", 1, 0), ("team_pass", 3, 0)])
 @example(steps=[("team_softmax", 0, 0)])
 @example(steps=[("neg_zero", 1, 0), ("team_softmax", 3, 0)])
+@example(steps=[("team_softmax", 1, 0)])
 @example(steps=[("const_col_sums", 0, 0)])
 @example(steps=[("argmin_nan_rows", 0, 0)])
 @example(steps=[("neg_zero", 1, 0), ("argmin_nan_rows", 3, 0)])
@@ -694,8 +696,10 @@ def run_case(steps, backend):
 def test_traced_program_matches_numpy_or_raises_clearly(steps, backend):
     # Every GENERATED_EVERY-th program on the cpu backend compiles its fused passes to C before its
     # first call (numtrace_cpu.compiler's sync mode), so they run on the generated kernels; so do the
-    # explicit GENERATED_EXAMPLES, whose paths only generated kernels take.
-    if backend != "cpu" or (next(_CPU_PROGRAMS) % GENERATED_EVERY and steps not in GENERATED_EXAMPLES):
+    # explicit GENERATED_EXAMPLES, whose paths only generated kernels take; INTERPRETED_EXAMPLES never.
+    generated = backend == "cpu" and (not next(_CPU_PROGRAMS) % GENERATED_EVERY
+                                      or steps in GENERATED_EXAMPLES)
+    if not generated or steps in INTERPRETED_EXAMPLES:
         with _team_threads(steps, backend):
             run_case(steps, backend)
         return
@@ -717,6 +721,9 @@ GENERATED_EXAMPLES = ([("pair_sums", 0, 1)], [("sum_mid", 0, 1), ("mean_pairs_la
                       [("neg_zero", 1, 0), ("team_pass", 3, 0)], [("team_softmax", 0, 0)],
                       [("neg_zero", 1, 0), ("team_softmax", 3, 0)], [("const_col_sums", 0, 0)],
                       [("neg_zero", 1, 0), ("const_col_sums", 3, 0)])
+# Programs kept on the interpreter: its passes split over the thread team (the generated kernels
+# take team_softmax's, whose short rows they reduce in tiles of rows).
+INTERPRETED_EXAMPLES = ([("team_softmax", 1, 0)],)
 _CPU_PROGRAMS = itertools.count(1)
 # Steps whose path depends on the cpu backend's thread count: the team cuts _TEAM_W7's seven row
 # chunks by columns only when they do not divide among the threads and each thread's columns keep

@@ -91,6 +91,8 @@ cdef extern from "nt_gen.h" nogil:
         Py_ssize_t sequential_below
         uint64_t stream
         Py_ssize_t tile_rows
+        void (*fold_rows)(const void* cx, int j, const char* x, Py_ssize_t n, Py_ssize_t rows, char* out,
+                          Py_ssize_t so) noexcept nogil
     ctypedef void (*nt_gen_fn)(char* const* data, const Py_ssize_t* strides, const Py_ssize_t* shape, int nd,
                                Py_ssize_t u0, Py_ssize_t u1, const double* fc, const int64_t* ic,
                                const nt_gen_loop_fn* loops, const nt_gen_reduce* red)
@@ -625,38 +627,42 @@ cdef void _column_m2(const num* x, Py_ssize_t ncol, Py_ssize_t rs, Py_ssize_t r,
 
 cdef void _fold_rows(const Ctx* cx, char** regs, char** ptrs, Py_ssize_t n, Py_ssize_t rows) noexcept nogil:
     """Each of the block's rows (n elements of every reduced register) reduced into its output."""
-    cdef Acc acc
-    cdef const Reduction* rd
-    cdef Py_ssize_t i, isz, so
-    cdef double s
-    cdef const char* x
-    cdef char* out
     cdef int j
     for j in range(cx.nred):
-        rd = &cx.reds[j]
-        isz = nt_itemsize[rd.dt]
-        so = cx.strides[rd.out * MAXD + cx.nd - 2]
-        if (rd.op == R_SUM or rd.op == R_MEAN) and (rd.dt == DT_F64 or rd.dt == DT_F32):
-            # _acc_init, _fold and _acc_store on one block, without their dispatch per short row
-            for i in range(rows):
-                x = regs[rd.src] + i * n * isz
-                s = 0.0
-                s += nt_sum_f32(<const float*>x, n) if rd.dt == DT_F32 else nt_sum_f64(<const double*>x, n)
-                if rd.op == R_MEAN:
-                    s = s / <double>n
-                out = ptrs[rd.out] + i * so
-                if rd.dt == DT_F32:
-                    (<float*>out)[0] = <float>s
-                else:
-                    (<double*>out)[0] = s
-            continue
-        if rd.op == R_MAX or rd.op == R_MIN:
-            _extreme_rows(rd, regs[rd.src], n, rows, ptrs[rd.out], so)
-            continue
+        _fold_rows_of(cx, j, regs[cx.reds[j].src], n, rows, ptrs[cx.reds[j].out],
+                      cx.strides[cx.reds[j].out * MAXD + cx.nd - 2])
+
+cdef void _fold_rows_of(const void* cxv, int j, const char* x, Py_ssize_t n, Py_ssize_t rows, char* out,
+                        Py_ssize_t so) noexcept nogil:
+    """Reduction j of `rows` rows of n elements (row i at x + i * n elements) into out + i * so: what
+    _fold_rows does per reduction, and what a generated kernel's row tiles call (nt_gen.h's
+    fold_rows), so both give the same bits."""
+    cdef const Ctx* cx = <const Ctx*>cxv
+    cdef const Reduction* rd = &cx.reds[j]
+    cdef Acc acc
+    cdef Py_ssize_t i, isz = nt_itemsize[rd.dt]
+    cdef double s
+    cdef const char* xi
+    if (rd.op == R_SUM or rd.op == R_MEAN) and (rd.dt == DT_F64 or rd.dt == DT_F32):
+        # _acc_init, _fold and _acc_store on one block, without their dispatch per short row
         for i in range(rows):
-            _acc_init(rd, &acc)
-            _fold(rd, &acc, regs[rd.src] + i * n * isz, n)
-            _acc_store(rd, &acc, ptrs[rd.out] + i * so)
+            xi = x + i * n * isz
+            s = 0.0
+            s += nt_sum_f32(<const float*>xi, n) if rd.dt == DT_F32 else nt_sum_f64(<const double*>xi, n)
+            if rd.op == R_MEAN:
+                s = s / <double>n
+            if rd.dt == DT_F32:
+                (<float*>(out + i * so))[0] = <float>s
+            else:
+                (<double*>(out + i * so))[0] = s
+        return
+    if rd.op == R_MAX or rd.op == R_MIN:
+        _extreme_rows(rd, x, n, rows, out, so)
+        return
+    for i in range(rows):
+        _acc_init(rd, &acc)
+        _fold(rd, &acc, x + i * n * isz, n)
+        _acc_store(rd, &acc, out + i * so)
 
 cdef void _extreme_rows(const Reduction* rd, const char* x, Py_ssize_t n, Py_ssize_t rows, char* out,
                         Py_ssize_t so) noexcept nogil:
@@ -1051,7 +1057,8 @@ cdef void _run_generated(void* kernel, const Ctx* cx, int nteam, Py_ssize_t unit
     red.init, red.fold, red.store, red.cx, red.nkept = _gen_init, _gen_fold, _gen_store, cx, cx.nkept
     red.cols, red.rows, red.store_sum = cx.cols, cx.rows, _gen_store_sum
     red.sequential_below = NT_SUM_SEQUENTIAL_BELOW
-    red.stream, red.tile_rows = cx.stream, (1 if cx.nred else cx.rows)
+    red.stream, red.tile_rows = cx.stream, (cx.rows if cx.row_tiles or not cx.nred else 1)
+    red.fold_rows = _fold_rows_of
     job.fn, job.cx, job.loops, job.red, job.units = <nt_gen_fn>kernel, cx, nt_gen_loop_table(), &red, units
     if nteam == 1:
         job.fn(cx.data, cx.strides, cx.shape, cx.nd, 0, units, cx.fconsts, cx.iconsts, job.loops, &red)

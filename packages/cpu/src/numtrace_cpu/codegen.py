@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from numtrace_cpu.runtime import BLOCK_ELEMENTS, DTYPES, OPS, REDUCTIONS, REG_KINDS, UNIT_ELEMENTS
 
-__all__ = ["ENTRY", "STACK_BYTES", "TILE", "folds_in_registers", "generate", "has_rows_path"]
+__all__ = ["ENTRY", "STACK_BYTES", "TILE", "folds_in_registers", "generate", "has_row_tiles", "has_rows_path"]
 
 ENTRY = "nt_kernel"
 """The default name of the kernel function in the generated source."""
@@ -368,12 +368,17 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
     w.line("const Py_ssize_t inner = shape[nd - 1];")
     for r in out_regs:
         w.line(f"const int st{r} = (int)((red->stream >> {regs[r][2]}) & 1);   /* streaming stores */")
-    if reductions and folds_in_registers(program):
-        _branches(w, ("red->cols", lambda: _column_units(w, nops, reductions, tile)),
-                  ("red->rows > 1", lambda: _row_block_units(w, nops, reductions, tile)),
-                  (None, lambda: _reduction_units(w, nops, reductions, tile)))
-    elif reductions:
-        _reduction_units(w, nops, reductions, tile)
+    if reductions:
+        folds = folds_in_registers(program)
+        cases = [("red->cols", lambda: _column_units(w, nops, reductions, tile))] if folds else []
+        if has_row_tiles(program):
+            cases.append(("red->tile_rows > 1", lambda: _rows_units(w, nops, tile, reductions)))
+        if folds:
+            cases.append(("red->rows > 1", lambda: _row_block_units(w, nops, reductions, tile)))
+        if cases:
+            _branches(w, *cases, (None, lambda: _reduction_units(w, nops, reductions, tile)))
+        else:
+            _reduction_units(w, nops, reductions, tile)
     elif has_rows_path(program):
         _branches(w, ("red->tile_rows > 1", lambda: _rows_units(w, nops, tile)),
                   (None, lambda: _elementwise_units(w, nops, tile)))
@@ -479,12 +484,23 @@ def has_rows_path(program: tuple) -> bool:
     return not reductions and len(shape) >= 2 and shape[-1] <= TILE // 4
 
 
-def _rows_units(w: _Writer, nops: int, tile: _Tile) -> None:
-    """Units of an elementwise pass whose innermost dim is short (`_rows_unit`'s, red->tile_rows
-    rows a tile): each tile is whole rows of dim nd-2, so its loops run over rows * inner elements
-    instead of one short row. An operand that is one contiguous run over the tile's rows is read or written
-    where it lies; the others are gathered row by row (a row that repeats along dim nd-2, like the
-    bias of ``x + b``, once per unit) and outputs scattered the same way."""
+def has_row_tiles(program: tuple) -> bool:
+    """Whether `generate` gives the kernel of a pass with reductions the tiles of short rows
+    (`_rows_units` with its reductions): the runtime runs it there when the pass reduces exactly
+    its short innermost dim (FusedKernel._run's cx.rows > 1) outside the row blocks of
+    `folds_in_registers` (a table op such as exp, a max, rows of 16 elements or more)."""
+    shape, reductions = program[0], program[5]
+    return bool(reductions) and len(shape) >= 2 and shape[-1] <= TILE // 4
+
+
+def _rows_units(w: _Writer, nops: int, tile: _Tile, reductions: tuple | list = ()) -> None:
+    """Units of a pass whose innermost dim is short (`_rows_unit`'s, red->tile_rows rows a tile):
+    each tile is whole rows of dim nd-2, so its loops (and table ops) run over rows * inner elements
+    instead of one short row. An operand that is one contiguous run over the tile's rows is read or
+    written where it lies; the others are gathered row by row (a row that repeats along dim nd-2,
+    like the bias of ``x + b``, once per unit) and outputs scattered the same way. A pass that
+    reduces its innermost dim then folds each reduced value's rows of the tile with the
+    interpreter's own fold of a block of rows (red->fold_rows, blocks.pxi's _fold_rows_of)."""
     regs, rdt = tile.regs, tile.rdt
     w.line("const Py_ssize_t R = red->tile_rows, nrows = shape[nd - 2];")
     w.line("const Py_ssize_t per_unit = R * (NT_GEN_CHUNK / TILE);")
@@ -510,6 +526,9 @@ def _rows_units(w: _Writer, nops: int, tile: _Tile) -> None:
         w.line(f"if (out{r}p == g{r} && d{r}) nt_gen_stream(p{arg}, (const char *)g{r}, n * {isz});")
         w.line(f"else if (out{r}p == g{r}) "
                f"nt_gen_scatter_rows(p{arg}, s{arg}, o{arg}, g{r}, {isz}, inner, rows);")
+    for j, value in enumerate(tile.folded):
+        ptr, out = f"t{value}" if value.startswith("v") else f"{value}p", reductions[j][2]
+        w.line(f"red->fold_rows(red->cx, {j}, (const char *){ptr}, inner, rows, p{out}, o{out});")
     for k in range(nops):
         w.line(f"p{k} += rows * o{k};")
     w.indent -= 1

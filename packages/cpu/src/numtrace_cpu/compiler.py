@@ -259,7 +259,8 @@ def _build(batch: _Batch, strict: bool) -> None:
             lib, address, job.path = _loaded[job.entry]
             program = job.kernel.program
             job.kernel.set_generated(address, lib, folds=codegen.folds_in_registers(program),
-                                     rows=codegen.has_rows_path(program))
+                                     rows=codegen.has_rows_path(program),
+                                     row_tiles=codegen.has_row_tiles(program))
             job.state = "ready"
     except Exception as e:
         for job in jobs:

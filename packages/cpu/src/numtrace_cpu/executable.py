@@ -210,6 +210,8 @@ class Executable(CallRunner):
             "rows_widened_runs": sum(s.kernel.rows_widened_runs for s in fused),
             "streamed_runs": sum(s.kernel.streamed_runs for s in fused),
             "generated_rows_runs": sum(s.kernel.generated_rows_runs for s in fused),
+            # reductions of short rows computed a tile of rows at a time (codegen's _row_tile_units)
+            "generated_row_tile_runs": sum(s.kernel.generated_row_tile_runs for s in fused),
             "shared_sum_runs": sum(s.kernel.shared_sum_runs for s in fused),
             "split_row_runs": sum(s.kernel.split_row_runs for s in fused),
             "extreme_rows_runs": sum(s.kernel.extreme_rows_runs for s in fused),

@@ -122,6 +122,7 @@ cdef class FusedKernel:
     cdef object generated_owner    # what keeps the generated code loaded
     cdef bint generated_folds      # the generated kernel has column and row-block units (see set_generated)
     cdef bint generated_rows       # the generated kernel runs short rows in blocks of rows
+    cdef bint generated_row_tiles  # the generated kernel reduces short rows in tiles of whole rows
     cdef readonly Py_ssize_t generated_runs, interpreted_runs
     cdef readonly Py_ssize_t generated_team_runs   # generated runs split over the thread team (nt_team.h)
     cdef readonly Py_ssize_t interpreted_team_runs   # interpreted runs split over the thread team
@@ -130,6 +131,7 @@ cdef class FusedKernel:
     cdef readonly Py_ssize_t rows_widened_runs   # passes whose short rows were walked along a longer dim
     cdef readonly Py_ssize_t streamed_runs       # generated passes that streamed their outputs
     cdef readonly Py_ssize_t generated_rows_runs # generated passes run in blocks of short rows
+    cdef readonly Py_ssize_t generated_row_tile_runs   # generated reductions of short rows in tiles of rows
     cdef readonly Py_ssize_t shared_sum_runs     # interpreted reduction rows whose var/std took a sum's block sums
     cdef readonly Py_ssize_t split_row_runs      # full reductions whose one row ran as rows of a block (see _run_split_row)
     cdef bint shares_sums                        # some reduction's shares_sum is set
@@ -317,20 +319,24 @@ cdef class FusedKernel:
         free(self.iconsts)
         free(self.scratch)
 
-    def set_generated(self, Py_ssize_t address, object owner, bint folds=False, bint rows=False):
+    def set_generated(self, Py_ssize_t address, object owner, bint folds=False, bint rows=False,
+                      bint row_tiles=False):
         """Run this program's passes through the generated kernel at `address` (an nt_gen_fn built
         by numtrace_cpu.codegen from `program`; `owner` keeps its code loaded); 0 goes back to the
         interpreter. `folds`: the kernel has the column and row-block units of
         codegen.folds_in_registers, which then run a reduction in column mode or over short rows in
         the interpreter's units and blocks. `rows`: the kernel has the path for short rows
         (codegen.has_rows_path), which then runs an elementwise pass whose innermost dim is short in
-        the interpreter's blocks of many rows. Without them such a pass, when large, keeps the
-        interpreter (see GENERATED_SHORT_ROWS_MAX), and so does a reduction in column mode or
-        folding its inputs in place."""
+        the interpreter's blocks of many rows. `row_tiles`: the kernel has the tiles of short rows for
+        a reduction of its innermost dim (codegen.has_row_tiles), which then runs in the
+        interpreter's blocks of rows where the row blocks of `folds` do not. Without them such a
+        pass, when large, keeps the interpreter (see GENERATED_SHORT_ROWS_MAX), and so does a
+        reduction in column mode or folding its inputs in place."""
         self.generated = <void*>address
         self.generated_owner = owner if address else None
         self.generated_folds = folds and address != 0
         self.generated_rows = rows and address != 0
+        self.generated_row_tiles = row_tiles and address != 0
 
     @property
     def has_generated(self):
@@ -363,6 +369,7 @@ cdef class FusedKernel:
                 free(cx.data)
                 raise MemoryError()
         cx.stream = 0
+        cx.row_tiles = False
         try:
             for k in range(self.nops):
                 self._bind(k, env[ids[k] if ids else k], &cx)
@@ -421,6 +428,23 @@ cdef class FusedKernel:
                     self.generated_column_runs += 1
                 else:
                     self.generated_row_block_runs += 1
+                if nteam > 1:
+                    self.generated_team_runs += 1
+                if self.work < NOGIL_MIN_WORK:
+                    self.run_generated(self.generated, &cx, nteam, units, chunk)
+                else:
+                    with nogil:
+                        self.run_generated(self.generated, &cx, nteam, units, chunk)
+                return 0
+            if (self.generated != NULL and self.generated_row_tiles and self.nred and cx.rows > 1
+                    and not cx.cols and not cx.fold_in_place):
+                # A reduction of short rows the kernel's row blocks above do not take (a table op
+                # such as exp, a max, rows of 16 or more): the interpreter's units and blocks of rows,
+                # each block computed as one tile and its rows folded by the interpreter's
+                # _fold_rows_of (see codegen's _row_tile_units).
+                cx.row_tiles = True
+                self.generated_runs += 1
+                self.generated_row_tile_runs += 1
                 if nteam > 1:
                     self.generated_team_runs += 1
                 if self.work < NOGIL_MIN_WORK:

@@ -106,6 +106,7 @@ cdef struct Ctx:
     Py_ssize_t reg_stride       # bytes from one scratch register to the next (see REG_PAD)
     Py_ssize_t scratch_regs     # bytes of scratch per thread: nregs registers of 8-byte elements
     uint64_t stream             # generated kernels: bit k, write output operand k with streaming stores
+    bint row_tiles              # generated kernels: a reduction of short rows run in tiles of cx.rows rows
     bint raw_sums               # each reduction is a float sum/mean: store its running sum as a double, undivided
 
 # One pass over cx's units on `nteam` threads (scratch holds nteam * cx.scratch_regs bytes), taking

@@ -42,9 +42,14 @@ typedef struct {
     /* Bit k set: operand k is an output the kernel writes with streaming (non-temporal) stores where
      * it is contiguous (see nt_gen_stream); set by the runtime for large outputs no input shares. */
     uint64_t stream;
-    /* > 1: an elementwise pass of short rows, run in tiles of `tile_rows` whole rows (codegen's
-     * _rows_units; only kernels with that path get it); else 1. */
+    /* > 1: a pass of short rows run in tiles of `tile_rows` whole rows (codegen's _rows_units for an
+     * elementwise pass, _row_tile_units for one reducing its innermost dim; only kernels with that
+     * path get it); else 1. */
     Py_ssize_t tile_rows;
+    /* Reduction j of `rows` rows of n elements each (row i at x + i * n elements) into out + i * so
+     * bytes: blocks.pxi's _fold_rows_of, the interpreter's own fold of a block of short rows. */
+    void (*fold_rows)(const void *cx, int j, const char *x, Py_ssize_t n, Py_ssize_t rows, char *out,
+                      Py_ssize_t so);
 } nt_gen_reduce;
 
 typedef void (*nt_gen_fn)(char *const *data, const Py_ssize_t *strides, const Py_ssize_t *shape, int nd,
