@@ -579,7 +579,7 @@ def test_which_run_time_weights_are_read_in_place(dtype, threads):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("layout", ["rows_8kb_apart", "reversed_rows", "tall_x"])
-def test_run_time_weight_packed_per_call_over_blocks_of_k_gives_the_bits_of_a_packed_one(dtype, layout, threads):
+def test_run_time_weight_packed_per_call_gives_the_bits_of_a_packed_one(dtype, layout, threads):
     """A run-time B packed per call with contiguous rows is packed row by row (every panel of the unit
     from one run of each row), and each unit prefetches the next block of k or the next unit's rows
     (nt_gemm.h): over several blocks of k, units of several panels and a partial last panel, with rows
