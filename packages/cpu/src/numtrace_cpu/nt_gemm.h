@@ -41,6 +41,10 @@
 #define NT_GEMM_PF 2     /* __builtin_prefetch locality of B's next stripe */
 #endif
 #define NT_GEMM_PACK_AHEAD 8   /* a pack of B's rows prefetches the row this many ahead */
+/* At most this many cache lines of B's next stripe prefetched before one tile: with fewer rows of A
+   than that needs (under about 32 at a block of 256 rows of k), the prefetches cost more than a
+   cold stripe does (measured on Zen 5 with B in L2 and L3: up to 20% slower at 8 rows). */
+#define NT_GEMM_PF_LINES 80
 
 enum { NT_EPI_BIAS = 1, NT_EPI_RESIDUAL = 2, NT_EPI_RELU = 3, NT_EPI_RELU_ZERO_FIRST = 4 };
 
@@ -87,10 +91,9 @@ static void *nt_gemm_scratch(size_t bytes) {
 
 /* Into the cache ahead of its use: the `bytes` (> 0) from `row` on, every line they touch. */
 static inline void nt_gemm_prefetch_row(const void* row, ptrdiff_t bytes) {
-    const char* s = (const char*)row;
-    ptrdiff_t o;
-    for (o = 0; o < bytes; o += 64) __builtin_prefetch(s + o, 0, NT_GEMM_PF);
-    __builtin_prefetch(s + bytes - 1, 0, NT_GEMM_PF);
+    const char* s = (const char*)((uintptr_t)row & ~(uintptr_t)63);
+    const char* e = (const char*)row + bytes;
+    for (; s < e; s += 64) __builtin_prefetch(s, 0, NT_GEMM_PF);
 }
 
 /* Packing a transposed B (its rows k adjacent, its columns sj apart: the keys of q @ k.T): 16 rows of
@@ -436,6 +439,7 @@ static void nt_gemm_unit_##SUF(const nt_gemm_args* g, int u) {                  
                         && !nt_gemm_stripe_##SUF(g, u + 1, 0, &psrc, &pr0, &pr1, &pbytes, &dummy))  \
                     pr1 = pr0;                                                                     \
                 pshare = (pr1 - pr0 + ntiles - 1) / ntiles;                                        \
+                if (pshare * (pbytes / 64 + 2) > NT_GEMM_PF_LINES) pr1 = pr0;   /* too few tiles */ \
                 tile = 0;                                                                          \
             }                                                                                      \
             const int here = g->direct && nc == NR;                                                \
