@@ -575,3 +575,33 @@ def test_which_run_time_weights_are_read_in_place(dtype, threads):
     got = _call(exe, tall, w, None, None, "runtime")
     assert _direct_runs(exe) == 0
     assert got[:24].tobytes() == _call(runtime, tall[:24], w, None, None, "runtime").tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("layout", ["rows_8kb_apart", "reversed_rows", "tall_x"])
+def test_run_time_weight_packed_per_call_gives_the_bits_of_a_packed_one(dtype, layout, threads):
+    """A run-time B packed per call with contiguous rows is packed row by row (every panel of the unit
+    from one run of each row), and each unit prefetches the next block of k or the next unit's rows
+    (nt_gemm.h): over several blocks of k, units of several panels and a partial last panel, with rows
+    8 KB apart, in reverse order (negative steps) or a tall x, the bits of the weight packed once."""
+    rng = np.random.default_rng(21)
+    m, k, n = (130 if layout == "tall_x" else 40), 600, 1000
+    x = rng.standard_normal((m, k)).astype(dtype)
+    w = rng.standard_normal((k, n)).astype(dtype)
+    w.flat[::13] = -0.0
+    w.flat[7::101] = np.nan
+    if layout == "rows_8kb_apart":
+        big = np.zeros((k, 4096 // np.dtype(dtype).itemsize * 2), dtype)
+        big[:, :n] = w
+        wl = big[:, :n]
+    elif layout == "reversed_rows":
+        wl = np.ascontiguousarray(w[::-1])[::-1]
+    else:
+        wl = w
+    runtime = _compile(x.shape, w, dtype, ("bias",), source="runtime")
+    constant = _compile(x.shape, w, dtype, ("bias",), source="constant")
+    b = rng.standard_normal(n).astype(dtype)
+    got = _call(runtime, x, wl, b, None, "runtime")
+    assert _direct_runs(runtime) == 0
+    assert got.tobytes() == _call(constant, x, w, b, None, "constant").tobytes()
+    _assert_close(got, _expected(x, w, ("bias",), b), x, w, dtype)

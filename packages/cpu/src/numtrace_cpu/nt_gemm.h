@@ -7,6 +7,8 @@
  * inside the product on every call (nt_gemm_unit), so a weight changed between calls is never read
  * from a stale pack; when its rows are contiguous (`direct`, chosen by packed.pxi) its full panels are
  * read where they lie instead, rows bsk apart: the same values in the same order, so the same bits.
+ * Either way such a B is read a row of its columns at a time, rows apart, which the hardware
+ * prefetchers do not follow across pages; the unit prefetches what it reads next (nt_gemm_unit).
  *
  * The micro-kernel keeps an MR x NR tile of C in vector registers and adds a[i, k] * b[k, :] for k
  * in order, in blocks of NT_GEMM_KC rows of B (the block's panel stays in L1 while every row block
@@ -35,6 +37,14 @@
 #endif
 #define NT_GEMM_KC 256
 #define NT_GEMM_MAX_OPS 4
+#ifndef NT_GEMM_PF
+#define NT_GEMM_PF 2     /* __builtin_prefetch locality of B's next stripe */
+#endif
+#define NT_GEMM_PACK_AHEAD 8   /* a pack of B's rows prefetches the row this many ahead */
+/* At most this many cache lines of B's next stripe prefetched before one tile: with fewer rows of A
+   than that needs (under about 32 at a block of 256 rows of k), the prefetches cost more than a
+   cold stripe does (measured on Zen 5 with B in L2 and L3: up to 20% slower at 8 rows). */
+#define NT_GEMM_PF_LINES 80
 
 enum { NT_EPI_BIAS = 1, NT_EPI_RESIDUAL = 2, NT_EPI_RELU = 3, NT_EPI_RELU_ZERO_FIRST = 4 };
 
@@ -77,6 +87,13 @@ static void *nt_gemm_scratch(size_t bytes) {
     if (!p) return NULL;
     *(size_t *)p = bytes;
     return p + 64;
+}
+
+/* Into the cache ahead of its use: the `bytes` (> 0) from `row` on, every line they touch. */
+static inline void nt_gemm_prefetch_row(const void* row, ptrdiff_t bytes) {
+    const char* s = (const char*)((uintptr_t)row & ~(uintptr_t)63);
+    const char* e = (const char*)row + bytes;
+    for (; s < e; s += 64) __builtin_prefetch(s, 0, NT_GEMM_PF);
 }
 
 /* Packing a transposed B (its rows k adjacent, its columns sj apart: the keys of q @ k.T): 16 rows of
@@ -188,6 +205,22 @@ static void nt_gemm_pack_##SUF(const T* b, ptrdiff_t sk, ptrdiff_t sj, ptrdiff_t
                                ptrdiff_t p1, ptrdiff_t k0, ptrdiff_t k1, T* dst, ptrdiff_t pstride) { \
     const ptrdiff_t NR = NT_GEMM_NR_##SUF;                                                         \
     ptrdiff_t p, k, c;                                                                             \
+    if (sj == 1 && sk != 1) {   /* rows contiguous: row by row, each row's columns of every panel  \
+                                   read in one run, the row NT_GEMM_PACK_AHEAD on prefetched */    \
+        const ptrdiff_t ja = p0 * NR, jb = p1 * NR < N ? p1 * NR : N;                             \
+        for (k = k0; k < k1; k++) {                                                                \
+            const T* s = b + k * sk;                                                               \
+            if (k + NT_GEMM_PACK_AHEAD < k1)                                                       \
+                nt_gemm_prefetch_row(s + NT_GEMM_PACK_AHEAD * sk + ja, (jb - ja) * (ptrdiff_t)sizeof(T)); \
+            for (p = p0; p < p1; p++) {                                                            \
+                const ptrdiff_t j0 = p * NR, nc = N - j0 < NR ? N - j0 : NR;                       \
+                T* d = dst + (p - p0) * pstride + (k - k0) * NR;                                   \
+                for (c = 0; c < nc; c++) d[c] = s[j0 + c];                                         \
+                for (; c < NR; c++) d[c] = 0;                                                      \
+            }                                                                                      \
+        }                                                                                          \
+        return;                                                                                    \
+    }                                                                                              \
     for (p = p0; p < p1; p++) {                                                                    \
         const ptrdiff_t j0 = p * NR, nc = N - j0 < NR ? N - j0 : NR;                               \
         T* d = dst + (p - p0) * pstride;                                                           \
@@ -330,8 +363,37 @@ static void nt_gemm_epilogue_##SUF(const nt_gemm_args* g, ptrdiff_t bt, ptrdiff_
     }                                                                                              \
 }                                                                                                  \
                                                                                                    \
+/* Stripe s of unit u's reads of an unpacked B (rows sk apart, columns contiguous), in the order \
+   the unit reads them: a direct B one full panel of a block of k after the other, any other B one \
+   block of k of all the unit's columns (what its pack reads). Sets where B's first row of it     \
+   starts, its rows [r0, r1), its bytes a row and how many tiles read it; 0 when there is no such \
+   stripe (a constant pack, a gathered or column-strided B, past the last unit). */               \
+static int nt_gemm_stripe_##SUF(const nt_gemm_args* g, ptrdiff_t u, ptrdiff_t s, const char** src,  \
+                                ptrdiff_t* r0, ptrdiff_t* r1, ptrdiff_t* bytes, ptrdiff_t* tiles) { \
+    const ptrdiff_t NR = NT_GEMM_NR_##SUF, npanels = (g->N + NR - 1) / NR;                         \
+    const ptrdiff_t per_batch = g->n_row_chunks * g->n_panel_chunks, bt = u / per_batch;           \
+    const ptrdiff_t ub = u % per_batch, i0 = (ub % g->n_row_chunks) * g->row_chunk;                \
+    const ptrdiff_t rows = (g->M - i0 < g->row_chunk ? g->M - i0 : g->row_chunk);                  \
+    const ptrdiff_t p0 = (ub / g->n_row_chunks) * g->panel_chunk;                                  \
+    const ptrdiff_t p1 = p0 + g->panel_chunk < npanels ? p0 + g->panel_chunk : npanels;            \
+    const ptrdiff_t nkb = (g->K + NT_GEMM_KC - 1) / NT_GEMM_KC, per = g->direct ? p1 - p0 : 1;      \
+    const ptrdiff_t kb = s / per, ja = (p0 + (g->direct ? s % per : 0)) * NR;                      \
+    const ptrdiff_t jb = (g->direct ? ja + NR : p1 * NR) < g->N ? (g->direct ? ja + NR : p1 * NR) : g->N; \
+    if (g->packed || g->koff || g->bsj != 1 || u >= g->nbatch * per_batch || kb >= nkb) return 0;  \
+    *src = (const char*)((const T*)g->b + bt * g->sb + ja);                                        \
+    *r0 = kb * NT_GEMM_KC;                                                                         \
+    *r1 = *r0 + NT_GEMM_KC < g->K ? *r0 + NT_GEMM_KC : g->K;                                       \
+    *bytes = (jb - ja) * (ptrdiff_t)sizeof(T);                                                     \
+    *tiles = (p1 - p0) / per * ((rows + NT_GEMM_MR - 1) / NT_GEMM_MR);                             \
+    return 1;                                                                                      \
+}                                                                                                  \
+                                                                                                   \
 /* Unit u: rows chunk u % n_row_chunks, then panel chunk, then product of the stack; every block  \
-   of k. */                                                                                        \
+   of k. An unpacked B is read with gaps between its rows, which the hardware prefetchers do not  \
+   follow across pages: while the tiles of one stripe of it run (nt_gemm_stripe), each prefetches \
+   its share of the rows of the next stripe (the next unit's first, after the unit's last: the    \
+   unit this thread most likely runs next), so that they come from L2. Prefetches read nothing    \
+   into a result and fault on no address, and only addresses inside B are named. */              \
 static void nt_gemm_unit_##SUF(const nt_gemm_args* g, int u) {                                     \
     const ptrdiff_t NR = NT_GEMM_NR_##SUF, npanels = (g->N + NR - 1) / NR;                         \
     const ptrdiff_t per_batch = g->n_row_chunks * g->n_panel_chunks, bt = u / per_batch;           \
@@ -345,6 +407,8 @@ static void nt_gemm_unit_##SUF(const nt_gemm_args* g, int u) {                  
     T* c = (T*)g->c + bt * g->sc;                                                                  \
     T* scratch = NULL;                                                                             \
     ptrdiff_t k0, p, i;                                                                            \
+    ptrdiff_t stripe = 0, tile = 0, ntiles = 0, pr0 = 0, pr1 = 0, pbytes = 0, pshare = 0, r;       \
+    const char* psrc = NULL;                                                                       \
     if (!g->packed) {                                                                              \
         scratch = (T*)nt_gemm_scratch((size_t)(p1 - p0) * NT_GEMM_KC * NR * sizeof(T));           \
         if (!scratch) { ((nt_gemm_args*)g)->failed = 1; return; }                                  \
@@ -366,12 +430,30 @@ static void nt_gemm_unit_##SUF(const nt_gemm_args* g, int u) {                  
         }                                                                                          \
         for (p = p0; p < p1; p++) {                                                                \
             const ptrdiff_t j0 = p * NR, nc = g->N - j0 < NR ? g->N - j0 : NR;                     \
+            if (tile == ntiles && !g->packed && !g->koff) {   /* a stripe begins: find the next */ \
+                ptrdiff_t dummy;                                                                   \
+                if (!nt_gemm_stripe_##SUF(g, u, stripe, &psrc, &pr0, &pr1, &pbytes, &ntiles))       \
+                    ntiles = PTRDIFF_MAX;   /* B is read no way a stripe describes: none to fetch */ \
+                stripe++;                                                                          \
+                if (!nt_gemm_stripe_##SUF(g, u, stripe, &psrc, &pr0, &pr1, &pbytes, &dummy)        \
+                        && !nt_gemm_stripe_##SUF(g, u + 1, 0, &psrc, &pr0, &pr1, &pbytes, &dummy))  \
+                    pr1 = pr0;                                                                     \
+                pshare = (pr1 - pr0 + ntiles - 1) / ntiles;                                        \
+                if (pshare * (pbytes / 64 + 2) > NT_GEMM_PF_LINES) pr1 = pr0;   /* too few tiles */ \
+                tile = 0;                                                                          \
+            }                                                                                      \
             const int here = g->direct && nc == NR;                                                \
             const T* bp = here ? b + k0 * g->bsk + j0                                              \
                                : base + (g->direct ? 0 : (p - p0) * pstride);                      \
             const ptrdiff_t ldb = here ? g->bsk : NR;                                              \
             for (i = i0; i < i1; i += NT_GEMM_MR) {                                                \
                 const int mr = (int)(i1 - i < NT_GEMM_MR ? i1 - i : NT_GEMM_MR);                   \
+                if (pr0 < pr1) {   /* this tile's share of the next stripe's rows */                \
+                    const ptrdiff_t ra = pr0 + tile * pshare, rb = ra + pshare < pr1 ? ra + pshare : pr1; \
+                    for (r = ra; r < rb; r++)                                                      \
+                        nt_gemm_prefetch_row(psrc + r * g->bsk * (ptrdiff_t)sizeof(T), pbytes);    \
+                }                                                                                  \
+                tile++;                                                                            \
                 nt_gemm_tile_any_##SUF(mr, a + i * g->lda + k0, g->lda, bp, ldb, kc,               \
                                        c + i * g->ldc + j0, g->ldc, nc, k0 > 0);                   \
                 if (last && g->nops) nt_gemm_epilogue_##SUF(g, bt, i, i + mr, j0, nc);             \
