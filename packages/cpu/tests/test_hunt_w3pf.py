@@ -17,7 +17,7 @@ import threading
 
 import numpy as np
 import pytest
-from numtrace_cpu import compile_graph, compiler, isa
+from numtrace_cpu import compile_graph, compiler, get_num_threads, isa, set_num_threads
 from numtrace_cpu.products import RUNTIME_MIN_ROWS
 from test_hunt_hunt_w3args import _trace
 from test_packed import _assert_close, _expected, _graph
@@ -446,3 +446,34 @@ def test_w3_block_with_weights_in_every_layout(dtype, shape, threads):
     out = traced(*bad)
     np.testing.assert_array_equal(np.isnan(out), np.isnan(fn(*bad)))
     assert np.isnan(out[:, 5]).all() and np.isnan(out).sum() == seq
+
+
+@pytest.mark.xfail(strict=True, reason="main's GEMV team (gemv_team_columns/folds, 2 threads) returns the "
+                   "default NaN (sign set) where 1 thread and NumPy return +NaN, for B at some 64-byte "
+                   "offsets: the same finite bits; which of two NaNs an add (or FMA) keeps depends on "
+                   "the operand order of the code form (vector, tail, lead columns) a column falls in")
+def test_gemv_nan_sign_does_not_depend_on_threads_or_alignment():
+    """Found on the way (not w3pf's code): x (2, 513) @ B (513, 33) runs the GEMV kernels; column 27
+    holds inf and -inf (their sum the default NaN, sign set) and a +NaN further down. NumPy and one
+    thread give +NaN; two threads give the sign-set NaN for B 64-byte aligned or 56 bytes past."""
+    k, n = 513, 33
+    x = np.ones((2, k))
+    w = np.random.default_rng(1).standard_normal((k, n))
+    w[89, 27], w[125, 27], w[450, 27] = -np.inf, np.inf, np.nan
+    exe = _exe(x.shape, w.shape, np.float64)
+    assert exe.stats()["gemv"] == 1
+    old = get_num_threads()
+    signs = set()
+    try:
+        for threads in (1, 2):
+            set_num_threads(threads)
+            for off in range(0, 64, 8):
+                buf = np.zeros(k * 128 + 32)
+                start = (-buf.ctypes.data % 64 + off) // 8
+                wl = buf[start:start + k * 128].reshape(k, 128)[:, :n]
+                wl[...] = w
+                signs.add((threads, off, bool(np.signbit(exe(x, wl)[0][0, 27]))))
+    finally:
+        set_num_threads(old)
+    assert not np.signbit((x @ w)[0, 27])
+    assert {s for s in signs if s[2]} == set(), sorted(signs)
