@@ -63,7 +63,7 @@ _PROGRAMS = {
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
-@pytest.mark.parametrize("shape", [(600, 40), (2000, 3)], ids=str)
+@pytest.mark.parametrize("shape", [(600, 40), (2000, 3), (300, 7)], ids=str)
 @pytest.mark.parametrize("name", sorted(_PROGRAMS))
 def test_kept_operands_warn_as_numpy_in_every_path(name, shape, mode, dtype):
     nt = pytest.importorskip("numtrace")   # the frontend traces the program (tests_cpu runs without it)

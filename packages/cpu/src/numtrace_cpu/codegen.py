@@ -90,8 +90,9 @@ def _kept(instrs: list, uses: list[list[str]], defs: list[str], rdt: list[int], 
     (_SELECTED), the values whose op may raise a flag NumPy reports, down to values the kernel
     computes for every element anyway (`stored`, and what they read other than through a select's
     operands), through ops that raise none (_FLAG_FREE). np.clip's maximum and minimum under a
-    where, or a where under another, cost no keep; 2 * x still does (it overflows). And those of them
-    whose flag another op raises anyway (`_snan_covered`), which a vectorized loop leaves out."""
+    where, or a where under another, cost no keep; 2 * x still does (it overflows). Also returns the
+    kept values whose only flag another op computed for every element raises too (`_snan_covered`),
+    which the vectorized loops leave out."""
     at = {v: i for i, v in enumerate(defs)}
     always, todo = set(stored), list(stored)
     while todo:   # the values every element computes: read by a stored one, not only selected
@@ -174,7 +175,7 @@ def _keep(w: _Writer, tile: _Tile, body, into: str | None = "seen{}", every: boo
     bits, a float32 loop's vectors were unpacked in two, and it ran 1.5x slower), or into the lvalues
     `into` names with "" and "32": a comma expression inside each select (or one `seen |=` per
     operand) is a reduction GCC 12 does not vectorize, and clip_where_fill ran 8x slower. `into`
-    None: each value held by nt_gen.h's nt_gen_hold (a row block's unrolled loop). `every`: the
+    None: each value held by nt_gen.h's nt_gen_hold (a row block's loop of pinned adds). `every`: the
     values whose flag another op raises too (tile.covered) as well, for the loops over one element
     at a time (`_element`): held for free there, and GCC may select by a branch without them."""
     values = list(dict.fromkeys(u for i in body for u in tile.kept[i] if every or u not in tile.covered))
@@ -698,7 +699,7 @@ def _row_block(w: _Writer, tile: _Tile, reductions: list, m: str, fold: bool) ->
         w.line(f"double s[{nred}] = {{0}};")
     w.line(f"for (Py_ssize_t t = 0; t < {m}; t++) {{")
     w.indent += 1
-    _element(w, tile, "i", "t", None if m.isdigit() else "seen{}")   # unrolled: held (nt_gen_hold)
+    _element(w, tile, "i", "t", "seen{}" if fold else None)   # pinned adds: held (nt_gen_hold)
     for j, value in enumerate(tile.folded):
         w.line(f"f{j}[t] = {value};" if fold else f"s[{j}] = nt_gen_add_first(s[{j}], (double){value});")
     w.indent -= 1

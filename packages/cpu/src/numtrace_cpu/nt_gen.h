@@ -189,10 +189,10 @@ NT_GEN_COLSUMS(f32, float, F)
 static inline uint64_t nt_gen_bits_f64(double a) { uint64_t u; memcpy(&u, &a, sizeof u); return u; }
 static inline uint32_t nt_gen_bits_f32(float a) { uint32_t u; memcpy(&u, &a, sizeof u); return u; }
 static inline void nt_gen_keep(uint64_t seen) { volatile uint64_t kept = seen; (void)kept; }
-/* A row block's unrolled loop (its sums through the pinned add: never vectorized) holds each kept
- * value in a register instead, through an empty asm that reads it: no instruction, where the OR
- * moved each value to an integer register first ((20000, 3) to (20000, 8) where row sums 1.2-1.8x
- * faster). Not the loop over a row of any length: GCC then selects by a branch, and is slower. */
+/* A row block's loop over a short row (its sums through the pinned add: never vectorized) holds each
+ * kept value in a register instead, through an empty asm that reads it: no instruction, where the OR
+ * moved each value to an integer register first ((20000, 3) to (20000, 12) where row sums 1.2-1.8x
+ * faster). */
 static inline void nt_gen_hold_f64(double a) { __asm__("" : : "x"(a)); }
 static inline void nt_gen_hold_f32(float a) { __asm__("" : : "x"(a)); }
 static inline void nt_gen_hold_int(uint64_t a) { __asm__("" : : "r"(a)); }
