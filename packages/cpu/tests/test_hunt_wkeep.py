@@ -179,7 +179,8 @@ _KEPT = {
     "sum_offset_alone": (lambda big, tiny: lambda np, x, m: np.where(m, abs(x), x - 1).sum(), "snan"),
     "sum1_two_x": (lambda big, tiny: lambda np, x, m: np.where(m, x, 2 * x).sum(axis=1), "big"),
 }
-_SHAPES = [(64, 5), (600, 40), (2000, 3), (300, 16), (5, 700)]   # rows, column blocks (narrow, wide)
+# elementwise; column blocks (narrow, wide), row blocks (unrolled, a short row's loop), long rows
+_SHAPES = [(64, 5), (600, 40), (2000, 3), (300, 7), (300, 16), (5, 700)]
 
 
 def _cases():
@@ -221,7 +222,7 @@ _ISA_CHILD = textwrap.dedent("""
     for name in ("offset_alone", "sum1_offset_alone", "two_x_at_max", "sum1_two_x", "cast_to_int"):
         for dtype in (np.float32, np.float64):
             fn, value = h._KEPT[name][0](*h._CONSTS[dtype]), h._KEPT[name][1]
-            for shape in ((300, 4), (40, 70)):
+            for shape in ((300, 4), (300, 7), (40, 70)):
                 args = h._arrays(dtype, shape, h._special(value, dtype))
                 want = h._reports(lambda: fn(np, *args))[0]
                 for mode, exe in h._both(fn, args).items():
