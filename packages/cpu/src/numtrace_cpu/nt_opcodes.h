@@ -136,6 +136,20 @@ NT_QUIET_CMP(f64, double, uint64_t, int64_t, 0x7fffffffffffffffull, 0x7ff0000000
  * fabs(a) == INFINITY into a signaling compare). */
 #define NT_ISFINITE(a) _Generic((a), float: nt_finite_f32(a), double: nt_finite_f64(a))
 #define NT_ISINF(a) _Generic((a), float: nt_inf_f32(a), double: nt_inf_f64(a))
+/* np.copysign and np.signbit from the bits: GCC knows x * x is not negative (a NaN's sign aside) and
+ * folds copysign(y, x * x) into fabs(y) and signbit(x * x) into 0, dropping the product and the
+ * 'overflow' or 'invalid' (a signaling NaN x) NumPy's multiply raises; bit operations it does not see
+ * through. */
+#define NT_SIGN_BITS(SUF, T, U, SIGN) \
+    static inline int nt_signbit_##SUF(T a) { U u; memcpy(&u, &a, sizeof u); return (u & SIGN) != 0; } \
+    static inline T nt_copysign_##SUF(T a, T b) { \
+        U u, v; memcpy(&u, &a, sizeof u); memcpy(&v, &b, sizeof v); \
+        u = (u & ~(U)SIGN) | (v & SIGN); memcpy(&a, &u, sizeof u); return a; }
+NT_SIGN_BITS(f32, float, uint32_t, 0x80000000u)
+NT_SIGN_BITS(f64, double, uint64_t, 0x8000000000000000ull)
+#define NT_SIGNBIT(a) _Generic((a), float: nt_signbit_f32(a), double: nt_signbit_f64(a))
+#define NT_COPYSIGN(a, b) _Generic((a) + (b), float: nt_copysign_f32((float)(a), (float)(b)), \
+    double: nt_copysign_f64((double)(a), (double)(b)))
 /* np.maximum / np.minimum: NaN in either operand wins, and of equal operands the second (NumPy's
  * loops on x86: np.maximum(-0.0, 0.0) is 0.0, so ReLU of -0.0 is +0.0). For integers the NaN test is
  * false and a tie gives the same value. `|` and a select, no branch, so the loops vectorize. */
@@ -176,7 +190,7 @@ NT_QUIET_CMP(f64, double, uint64_t, int64_t, 0x7fffffffffffffffull, 0x7ff0000000
 /* Unary predicates: the result is bool. */
 #define NT_UNARY_BOOL_OPS(X) \
     X(ISNAN, isnan, FLT, a != a) X(ISINF, isinf, FLT, NT_ISINF(a)) X(ISFINITE, isfinite, FLT, NT_ISFINITE(a)) \
-    X(NOT, logical_not, ALL, a == 0) X(SIGNBIT, signbit, FLT, copysign(1.0, a) < 0)
+    X(NOT, logical_not, ALL, a == 0) X(SIGNBIT, signbit, FLT, NT_SIGNBIT(a))
 /* Binary ops: operands and result of one type. */
 #define NT_BINARY_OPS(X) \
     X(ADD, add, ALL, NT_UNSIGNED(a) + NT_UNSIGNED(b)) \
@@ -188,7 +202,7 @@ NT_QUIET_CMP(f64, double, uint64_t, int64_t, 0x7fffffffffffffffull, 0x7ff0000000
        -0.0 and 0.0); a select, so the loop vectorizes (the libm call did not). */ \
     X(FMAX, fmax, FLT, (NT_GT(a, b) | (b != b)) ? a : b) X(FMIN, fmin, FLT, (NT_LT(a, b) | (b != b)) ? a : b) \
     X(POW, power, FLT, pow(a, b)) X(ARCTAN2, arctan2, FLT, atan2(a, b)) X(HYPOT, hypot, FLT, hypot(a, b)) \
-    X(COPYSIGN, copysign, FLT, copysign(a, b)) X(FMOD, fmod, FLT, fmod(a, b)) \
+    X(COPYSIGN, copysign, FLT, NT_COPYSIGN(a, b)) X(FMOD, fmod, FLT, fmod(a, b)) \
     X(BITAND, bitwise_and, INT, a & b) X(BITOR, bitwise_or, INT, a | b) X(BITXOR, bitwise_xor, INT, a ^ b) \
     X(LSHIFT, left_shift, SIGNED, NT_LSHIFT(a, b)) X(RSHIFT, right_shift, SIGNED, NT_RSHIFT(a, b)) \
     /* NumPy's npy_heaviside: NaN, then a == 0 gives b, then the step. */ \
