@@ -6,7 +6,9 @@ AVX2 and AVX-512 builds (nt_simd.h's eight- and sixteen-lane forms) where this C
 Minimum seconds per call over repeats: single-thread CPU time at 1 thread (other load on a shared
 machine does not inflate it), wall time at 2.
 
-    python benchmarks/softmax_rows.py [--threads 1] [--only softmax,log_softmax,ln_exp]
+    python benchmarks/softmax_rows.py [--quick] [--threads 1] [--only softmax,log_softmax,ln_exp]
+
+--quick: softmax on the two smallest shapes, few repeats (the smoke run of `nox -s bench -- --quick`).
 """
 
 from __future__ import annotations
@@ -74,20 +76,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--only", default=",".join(PROGRAMS))
+    parser.add_argument("--quick", action="store_true", help="softmax, two small shapes, few repeats")
     args = parser.parse_args()
+    only, shapes, repeat = ("softmax", SHAPES[:2], 3) if args.quick else (args.only, SHAPES, 15)
     set_num_threads(args.threads)
     clock = time.thread_time if args.threads == 1 else time.perf_counter
     print(f"{'program':12s} {'shape':12s} {'dtype':8s} {'numpy':>10s} {'no tiles':>10s} {'numtrace':>10s}"
           "  no-tiles/numtrace  numpy/numtrace")
-    for name in args.only.split(","):
+    for name in only.split(","):
         fn = PROGRAMS[name]
-        for shape in SHAPES:
+        for shape in shapes:
             for dtype in (np.float32, np.float64):
                 x = np.random.default_rng(0).standard_normal(shape).astype(dtype)
                 before, traced = _without_row_tiles(fn, x), nt.trace(fn, (x,))
                 assert before(x).tobytes() == traced(x).tobytes(), (name, shape, dtype)
                 calls = [functools.partial(fn, x), functools.partial(before, x), functools.partial(traced, x)]
-                t_np, t_before, t_nt = (min(_seconds(c, clock) for _ in range(3)) for c in calls)
+                t_np, t_before, t_nt = (min(_seconds(c, clock, repeat) for _ in range(3)) for c in calls)
                 print(f"{name:12s} {str(shape):12s} {np.dtype(dtype).name:8s} {t_np * 1e6:8.1f}us "
                       f"{t_before * 1e6:8.1f}us {t_nt * 1e6:8.1f}us  {t_before / t_nt:16.2f}x  "
                       f"{t_np / t_nt:13.2f}x", flush=True)
@@ -102,7 +106,7 @@ def main() -> None:
             runtime.use_blocks(isa.load(build))
             try:
                 traced = nt.trace(functools.partial(_apply, op), (x,))
-                times[build] = min(_seconds(functools.partial(traced, x), clock) for _ in range(3))
+                times[build] = min(_seconds(functools.partial(traced, x), clock, repeat) for _ in range(3))
             finally:
                 runtime.use_blocks(isa.blocks)
         print(f"float32 {op.__name__} of {x.size} elements: "
