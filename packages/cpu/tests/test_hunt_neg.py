@@ -20,43 +20,14 @@ import textwrap
 
 import numpy as np
 import pytest
-from numtrace_cpu import isa, runtime
+from graph_programs import RUNNABLE
+from graph_programs import GraphNumpy as _GraphNumpy
+from graph_programs import Value as _Value
+from numtrace_cpu import isa
 from numtrace_ir import Graph, testing
 from test_codegen import _assert_same_bits, _cache, _compiled  # noqa: F401  (_cache: autouse fixture)
 
 pytestmark = pytest.mark.usefixtures("numpy_quiet")   # NaN, inf and signaling NaNs on purpose
-RUNNABLE = [b for b in isa.built() if isa.BUILDS[b][1] <= runtime.cpu_features()]
-
-
-class _Value:
-    """A graph value with NumPy's operators, so one program builds a graph and runs in NumPy."""
-
-    def __init__(self, g: Graph, v) -> None:
-        self.g, self.v = g, v
-
-    def _arg(self, a):
-        if isinstance(a, _Value):
-            return a.v
-        return self.g.create_node("prim.Constant", [], attrs={"value": a}).output
-
-    def node(self, op, *args, **attrs):
-        return _Value(self.g, self.g.create_node(op, [self._arg(a) for a in args], attrs=attrs).output)
-
-    def __neg__(self): return self.node("np.negative", self)
-    def __abs__(self): return self.node("np.absolute", self)
-    def __add__(self, o): return self.node("np.add", self, o)
-    def __sub__(self, o): return self.node("np.subtract", self, o)
-    def __mul__(self, o): return self.node("np.multiply", self, o)
-    def __gt__(self, o): return self.node("np.greater", self, o)
-    def __lt__(self, o): return self.node("np.less", self, o)
-
-
-class _GraphNumpy:
-    """`np` for a program building a graph: np.name(...) is a node of op np.name."""
-
-    def __getattr__(self, name):
-        return lambda *args, **attrs: next(a for a in args if isinstance(a, _Value)).node(f"np.{name}", *args,
-                                                                                          **attrs)
 
 
 def _both(fn, examples, updates=None):

@@ -22,49 +22,14 @@ import textwrap
 
 import numpy as np
 import pytest
-from numtrace_cpu import isa, runtime, set_num_threads
+from graph_programs import RUNNABLE
+from graph_programs import GraphNumpy as _GraphNumpy
+from graph_programs import Value as _Value
+from numtrace_cpu import isa, set_num_threads
 from numtrace_ir import Graph, testing
 from test_codegen import _cache, _compiled  # noqa: F401  (_cache: autouse fixture)
 
 KINDS = ("divide", "over", "under", "invalid")
-RUNNABLE = [b for b in isa.built() if isa.BUILDS[b][1] <= runtime.cpu_features()]
-
-
-class _Value:
-    """A graph value with NumPy's operators, so one program builds a graph and runs in NumPy."""
-
-    def __init__(self, g: Graph, v) -> None:
-        self.g, self.v = g, v
-
-    def _arg(self, a):
-        if isinstance(a, _Value):
-            return a.v
-        return self.g.create_node("prim.Constant", [], attrs={"value": a}).output
-
-    def node(self, op, *args, **attrs):
-        return _Value(self.g, self.g.create_node(op, [self._arg(a) for a in args], attrs=attrs).output)
-
-    def __abs__(self): return self.node("np.absolute", self)
-    def __add__(self, o): return self.node("np.add", self, o)
-    def __sub__(self, o): return self.node("np.subtract", self, o)
-    def __rsub__(self, o): return self.node("np.subtract", o, self)
-    def __mul__(self, o): return self.node("np.multiply", self, o)
-    def __rmul__(self, o): return self.node("np.multiply", o, self)
-    def __truediv__(self, o): return self.node("np.divide", self, o)
-    def __gt__(self, o): return self.node("np.greater", self, o)
-    def __lt__(self, o): return self.node("np.less", self, o)
-    def astype(self, dtype): return self.node("np.astype", self, dtype=np.dtype(dtype))
-    def sum(self, axis=None): return self.node("np.sum", self, axis=axis)
-
-
-class _GraphNumpy:
-    """`np` for a program building a graph: np.name(...) is a node of op np.name."""
-
-    inf, nan, int64, float32 = np.inf, np.nan, np.int64, np.float32
-
-    def __getattr__(self, name):
-        return lambda *args, **attrs: next(a for a in args if isinstance(a, _Value)).node(f"np.{name}", *args,
-                                                                                          **attrs)
 
 
 def _both(fn, examples):
