@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 from numtrace_cpu import isa, runtime
-from numtrace_ir import Graph
+from numtrace_ir import Graph, testing
 
 RUNNABLE = [b for b in isa.built() if isa.BUILDS[b][1] <= runtime.cpu_features()]
 
@@ -56,3 +56,26 @@ class GraphNumpy:
     def __getattr__(self, name):
         return lambda *args, **attrs: next(a for a in args if isinstance(a, Value)).node(f"np.{name}", *args,
                                                                                          **attrs)
+
+
+def graph_of(fn, examples) -> tuple[Graph, list]:
+    """The graph of fn(np, *inputs) over inputs typed as `examples`, and those input types."""
+    g = Graph()
+    ins = [Value(g, g.add_input(f"x{i}", testing.type_of(a))) for i, a in enumerate(examples)]
+    out = fn(GraphNumpy(), *ins)
+    g.set_outputs([o.v for o in (out if isinstance(out, tuple) else (out,))])
+    return g, [testing.type_of(a) for a in examples]
+
+
+def compiled_both(fn, examples, updates=None):
+    """fn(np, *inputs) compiled with generated kernels ("sync") and for the interpreter ("off")."""
+    from test_codegen import _compiled
+
+    g, types = graph_of(fn, examples)
+    return _compiled(g, types, "sync", updates), _compiled(g, types, "off", updates)
+
+
+def numpy_outputs(fn, *args) -> tuple:
+    """fn(np, *args) run in NumPy, its outputs as a tuple."""
+    out = fn(np, *args)
+    return out if isinstance(out, tuple) else (out,)

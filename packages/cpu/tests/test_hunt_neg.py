@@ -21,8 +21,8 @@ import textwrap
 import numpy as np
 import pytest
 from graph_programs import RUNNABLE
-from graph_programs import GraphNumpy as _GraphNumpy
-from graph_programs import Value as _Value
+from graph_programs import compiled_both as _both
+from graph_programs import numpy_outputs as _numpy
 from numtrace_cpu import isa
 from numtrace_ir import Graph, testing
 from test_codegen import _assert_same_bits, _cache, _compiled  # noqa: F401  (_cache: autouse fixture)
@@ -30,14 +30,6 @@ from test_codegen import _assert_same_bits, _cache, _compiled  # noqa: F401  (_c
 pytestmark = pytest.mark.usefixtures("numpy_quiet")   # NaN, inf and signaling NaNs on purpose
 
 
-def _both(fn, examples, updates=None):
-    """fn(np, *inputs) compiled with generated kernels and for the interpreter."""
-    g = Graph()
-    ins = [_Value(g, g.add_input(f"x{i}", testing.type_of(a))) for i, a in enumerate(examples)]
-    out = fn(_GraphNumpy(), *ins)
-    g.set_outputs([o.v for o in (out if isinstance(out, tuple) else (out,))])
-    types = [testing.type_of(a) for a in examples]
-    return _compiled(g, types, "sync", updates), _compiled(g, types, "off", updates)
 
 
 def _nan(dtype, sign: int, payload: int, quiet: bool = True):
@@ -56,9 +48,6 @@ def _with_specials(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def _numpy(fn, *args):
-    out = fn(np, *args)
-    return out if isinstance(out, tuple) else (out,)
 
 
 def _layouts(x: np.ndarray) -> list[np.ndarray]:

@@ -18,8 +18,8 @@ import numpy as np
 import numtrace_cpu
 import pytest
 from graph_programs import RUNNABLE
-from graph_programs import GraphNumpy as _GraphNumpy
-from graph_programs import Value as _Value
+from graph_programs import compiled_both as _exes
+from graph_programs import numpy_outputs as _numpy
 from numtrace_cpu import codegen, isa, runtime
 from numtrace_ir import Graph, testing
 from test_codegen import _assert_same_bits, _cache, _compiled  # noqa: F401  (_cache: autouse fixture)
@@ -27,19 +27,8 @@ from test_codegen import _assert_same_bits, _cache, _compiled  # noqa: F401  (_c
 pytestmark = pytest.mark.usefixtures("numpy_quiet")   # NaN, inf on purpose
 
 
-def _exes(fn, examples, updates=None):
-    """fn(np, *inputs) compiled with generated kernels and for the interpreter."""
-    g = Graph()
-    ins = [_Value(g, g.add_input(f"x{i}", testing.type_of(a))) for i, a in enumerate(examples)]
-    out = fn(_GraphNumpy(), *ins)
-    g.set_outputs([o.v for o in (out if isinstance(out, tuple) else (out,))])
-    types = [testing.type_of(a) for a in examples]
-    return _compiled(g, types, "sync", updates), _compiled(g, types, "off", updates)
 
 
-def _numpy(fn, *args):
-    out = fn(np, *args)
-    return out if isinstance(out, tuple) else (out,)
 
 
 def _softmax(np, x):

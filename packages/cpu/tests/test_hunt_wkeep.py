@@ -23,10 +23,9 @@ import textwrap
 import numpy as np
 import pytest
 from graph_programs import RUNNABLE
-from graph_programs import GraphNumpy as _GraphNumpy
-from graph_programs import Value as _Value
+from graph_programs import graph_of
 from numtrace_cpu import isa, set_num_threads
-from numtrace_ir import Graph, testing
+from numtrace_ir import testing
 from test_codegen import _cache, _compiled  # noqa: F401  (_cache: autouse fixture)
 
 KINDS = ("divide", "over", "under", "invalid")
@@ -34,11 +33,7 @@ KINDS = ("divide", "over", "under", "invalid")
 
 def _both(fn, examples):
     """fn(np, *inputs) compiled with generated kernels and for the interpreter."""
-    g = Graph()
-    ins = [_Value(g, g.add_input(f"x{i}", testing.type_of(a))) for i, a in enumerate(examples)]
-    out = fn(_GraphNumpy(), *ins)
-    g.set_outputs([o.v for o in (out if isinstance(out, tuple) else (out,))])
-    types = [testing.type_of(a) for a in examples]
+    g, types = graph_of(fn, examples)
     with np.errstate(all="ignore"):
         return {"sync": _compiled(g, types, "sync"), "off": _compiled(g, types, "off")}
 
