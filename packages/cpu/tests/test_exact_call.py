@@ -2,7 +2,6 @@
 on exact native ndarrays of the compiled dtypes and shapes whose written arguments' memory bounds are
 disjoint from the others', and otherwise returns NotImplemented having run (and written) nothing."""
 
-import threading
 
 import numpy as np
 import numtrace_cpu
@@ -10,6 +9,7 @@ import pytest
 from numtrace_cpu import compile_graph
 from numtrace_ir import CallSpec, Graph, run_call
 from numtrace_ir.types import TensorType
+from threaded import run_threads
 
 F64 = np.dtype(np.float64)
 
@@ -183,11 +183,7 @@ def test_concurrent_fast_calls(threads):
             errors.append(exc)
 
     try:
-        workers = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-        for t in workers:
-            t.start()
-        for t in workers:
-            t.join()
+        run_threads(work, range(4))
     finally:
         numtrace_cpu.set_num_threads(before)
     assert not errors, errors

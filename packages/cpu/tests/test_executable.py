@@ -1,7 +1,6 @@
 """The executable's contract: input checks before any kernel, out=, fresh outputs, layouts, threads,
 the compile cache, stats."""
 
-import threading
 import warnings
 
 import numpy as np
@@ -10,6 +9,7 @@ import pytest
 from numtrace_cpu import Backend, compile_graph
 from numtrace_ir import Graph
 from numtrace_ir.types import ScalarType, TensorType
+from threaded import run_threads
 
 F32 = np.dtype(np.float32)
 
@@ -164,11 +164,7 @@ def test_concurrent_calls_share_one_executable():
 
 
 def _run_threads(work, n: int) -> None:
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(work, range(n))
 
 
 def test_backend_caches_per_signature_and_replans_new_shapes():

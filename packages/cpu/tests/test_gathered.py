@@ -10,6 +10,7 @@ import pytest
 from numtrace_cpu import compile_graph
 from numtrace_ir import Graph
 from numtrace_ir.types import TensorType
+from threaded import run_threads
 
 pytestmark = pytest.mark.usefixtures("numpy_quiet")   # special values on purpose
 
@@ -156,7 +157,6 @@ def test_windows_of_several_values_are_not_gathered():
 def test_concurrent_calls_with_other_layouts():
     """Threads calling one executable with inputs of two layouts: each call keeps the offset tables of
     its own layout while its kernels read them, whatever the other call caches meanwhile."""
-    import threading
 
     rng = np.random.default_rng(10)
     conv = (4, 3, 12, 10, 16, (3, 3), (2, 1))
@@ -175,9 +175,5 @@ def test_concurrent_calls_with_other_layouts():
                 errors.append(k)
                 return
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(work, range(4))
     assert not errors

@@ -3,7 +3,6 @@ epilogue fused into them: differential against NumPy over shapes, dtypes, weight
 transposed, reversed, strided: the last falls back to NumPy), special values, 1 and 2 threads, and
 concurrent calls."""
 
-import threading
 
 import numpy as np
 import pytest
@@ -11,6 +10,7 @@ from numtrace_cpu import compile_graph, get_num_threads, set_num_threads
 from numtrace_cpu.isa import blocks
 from numtrace_ir import Graph
 from numtrace_ir.types import TensorType
+from threaded import run_threads
 
 pytestmark = pytest.mark.usefixtures("numpy_quiet")   # special values on purpose
 
@@ -218,11 +218,7 @@ def test_concurrent_calls_from_two_python_threads(threads):
         except AssertionError as exc:
             errors.append(exc)
 
-    ts = [threading.Thread(target=work, args=(i,)) for i in range(2)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    run_threads(work, range(2))
     assert not errors
     _assert_close(want[0], _expected(*cases[0], "h0"), cases[0][0], cases[0][1], np.float32)
 

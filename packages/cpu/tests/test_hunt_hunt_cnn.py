@@ -2,7 +2,6 @@
 packed.pxi's _gathered): programs a user writes, against NumPy."""
 
 import sys
-import threading
 
 import numpy as np
 import pytest
@@ -10,6 +9,7 @@ from numtrace_cpu import compile_graph
 from numtrace_ir import Graph
 from numtrace_ir.testing import assert_outputs_close
 from numtrace_ir.types import TensorType
+from threaded import run_threads
 
 
 def _op(g, name, *inputs, **attrs):
@@ -66,11 +66,7 @@ def test_concurrent_calls_alternating_three_layouts():
     old = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)
     try:
-        threads = [threading.Thread(target=work, args=(k,)) for k in range(3)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        run_threads(work, range(3))
     finally:
         sys.setswitchinterval(old)
     assert not errors

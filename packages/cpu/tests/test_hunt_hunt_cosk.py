@@ -2,11 +2,11 @@
 ties, unaligned inputs, the thread team's row boundaries and concurrent callers; and ``out=``
 arrays that NumPy refuses (another shape, a float dtype for indices) or takes with an unsafe cast."""
 
-import threading
 import warnings
 
 import numpy as np
 import pytest
+from threaded import run_threads
 
 nt = pytest.importorskip("numtrace")
 import numtrace_cpu  # noqa: E402
@@ -119,11 +119,7 @@ def test_row_loop_from_two_python_threads(two_threads):
             if not all(np.array_equal(g, w) for g, w in zip(traced(xs[i]), wants[i])):
                 bad.append(i)
 
-    workers = [threading.Thread(target=work, args=(i % 2,)) for i in range(4)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
+    run_threads(work, [i % 2 for i in range(4)])
     assert bad == []
 
 

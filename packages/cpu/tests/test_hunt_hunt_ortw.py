@@ -11,7 +11,6 @@ import importlib.util
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +19,7 @@ from numtrace_cpu import blas_threads, compile_graph, get_num_threads, set_num_t
 from numtrace_cpu.isa import blocks
 from numtrace_ir import Graph
 from numtrace_ir.types import TensorType
+from threaded import run_threads
 
 BENCHMARKS = Path(__file__).resolve().parents[3] / "benchmarks"
 
@@ -293,11 +293,7 @@ def test_two_python_threads_with_products_of_other_shapes(spin_us):
     try:
         set_num_threads(2)
         blocks.set_team_spin_us(spin_us)
-        workers = [threading.Thread(target=loop, args=(order,)) for order in ((0, 1), (2, 1, 0))]
-        for t in workers:
-            t.start()
-        for t in workers:
-            t.join()
+        run_threads(loop, ((0, 1), (2, 1, 0)))
     finally:
         blocks.set_team_spin_us(old_spin)
         set_num_threads(old)

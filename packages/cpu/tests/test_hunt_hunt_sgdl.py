@@ -5,7 +5,6 @@ written in place, from two Python threads at once, at sizes around the split."""
 
 from __future__ import annotations
 
-import threading
 import warnings
 
 import numpy as np
@@ -16,6 +15,7 @@ from hypothesis import strategies as st
 from numtrace_ir import Graph, testing
 from numtrace_ir.types import TensorType
 from test_codegen import _cache, _compiled  # noqa: F401  (the kernel cache fixture, autouse)
+from threaded import run_threads
 
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
 _CONSTS = [2.0, 0.0, -0.0, float("nan"), float("inf"), -float("inf"), 0.5, 3, 0, -1, True, False]
@@ -176,11 +176,7 @@ def test_team_pass_from_two_python_threads_at_once(team, numpy_quiet):
             if got.tobytes() != _numpy_scaled(x, z).tobytes():
                 errors.append((seed, k))
 
-    threads = [threading.Thread(target=calls, args=(s,)) for s in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(calls, range(2))
     assert not errors
     assert exe.stats()["generated_runs"] == 12
 

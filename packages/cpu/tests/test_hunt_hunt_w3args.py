@@ -7,12 +7,12 @@ tanh GELU). Each is NumPy's value within the product tolerance, with NumPy's NaN
 bit for bit the same B in a layout the kernels pack per call (columns apart, Fortran order), at
 the 128-row limit of reading in place and past it."""
 
-import threading
 import warnings
 
 import numpy as np
 import pytest
 from test_packed import _assert_close
+from threaded import run_threads
 
 pytestmark = pytest.mark.usefixtures("numpy_quiet")   # NaN and inf on purpose
 
@@ -154,11 +154,7 @@ def test_one_trace_over_changing_layouts_threads_and_updates(dtype, threads):
             if traced(x, layouts[(i + j) % 4]).tobytes() != want.tobytes():
                 bad.append((i, j))
 
-    pool = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join()
+    run_threads(work, range(4))
     assert not bad
     wide[:5] = np.inf
     wide[7, ::3] = np.nan

@@ -14,6 +14,7 @@ from numtrace_cpu import compile_graph, set_num_threads
 from numtrace_cpu.isa import blocks
 from numtrace_ir import Graph
 from numtrace_ir.types import TensorType
+from threaded import run_threads
 
 
 def _product(x_shape, w_shape, dtype, bias=False, matrix_first=False):
@@ -112,9 +113,5 @@ def test_thread_count_changed_between_calls_while_other_threads_call(team):
             if exe(*args)[0].tobytes() != want:
                 bad.append((i, r))
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(work, range(4))
     assert not bad

@@ -8,7 +8,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-import threading
 
 import numpy as np
 import pytest
@@ -16,6 +15,7 @@ from numtrace_cpu import compile_graph, get_num_threads, set_num_threads
 from numtrace_cpu.isa import blocks
 from numtrace_ir import Graph
 from numtrace_ir.types import TensorType
+from threaded import run_threads
 
 _PRELUDE = textwrap.dedent("""
     import os, sys, threading
@@ -168,11 +168,7 @@ def test_python_threads_sharing_the_team_get_one_threads_bits():
                 if got.tobytes() != want.tobytes():
                     bad.append(got.shape)
 
-        threads = [threading.Thread(target=worker, args=(seed,)) for seed in range(6)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        run_threads(worker, range(6))
     finally:
         set_num_threads(old)
         blocks.set_team_spin_us(old_spin)

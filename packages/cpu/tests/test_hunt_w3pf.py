@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import threading
 
 import numpy as np
 import pytest
@@ -21,6 +20,7 @@ from numtrace_cpu import compile_graph, compiler, get_num_threads, isa, set_num_
 from numtrace_cpu.products import RUNTIME_MIN_ROWS
 from test_hunt_hunt_w3args import _trace
 from test_packed import _assert_close, _expected, _graph
+from threaded import run_threads
 
 pytestmark = pytest.mark.usefixtures("numpy_quiet")   # NaN and inf on purpose
 
@@ -189,11 +189,7 @@ def test_python_threads_with_their_own_weights(threads):
             if exe(x, ws[(i + j) % 4])[0].tobytes() != want[(i + j) % 4]:
                 bad.append((i, j))
 
-    pool = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join()
+    run_threads(work, range(4))
     assert not bad
 
 

@@ -22,8 +22,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from graph_programs import RUNNABLE
-from graph_programs import graph_of
+from graph_programs import RUNNABLE, graph_of
 from numtrace_cpu import isa, set_num_threads
 from numtrace_ir import testing
 from test_codegen import _cache, _compiled  # noqa: F401  (_cache: autouse fixture)

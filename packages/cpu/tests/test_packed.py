@@ -4,7 +4,6 @@ against NumPy over shapes (K = 1, odd M and N, tails of the register tile, 3-D i
 layouts, special values and signed zeros, 1 and 2 threads (bit-identical), concurrent calls, and
 weights changed between calls (never a stale pack)."""
 
-import threading
 
 import numpy as np
 import pytest
@@ -14,6 +13,7 @@ from numtrace_cpu.isa import blocks
 from numtrace_cpu.products import RUNTIME_MIN_ROWS
 from numtrace_ir import Graph
 from numtrace_ir.types import TensorType
+from threaded import run_threads
 
 pytestmark = pytest.mark.usefixtures("numpy_quiet")   # special values on purpose
 
@@ -262,11 +262,7 @@ def test_concurrent_calls_from_two_python_threads(threads):
         except AssertionError as exc:
             errors.append(exc)
 
-    ts = [threading.Thread(target=work, args=(i,)) for i in range(2)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    run_threads(work, range(2))
     assert not errors
     _assert_close(want[0][0], np.maximum(cases[0][0] @ w + cases[0][1], 0), cases[0][0], w, np.float32)
 
