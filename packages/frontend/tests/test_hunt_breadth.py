@@ -64,13 +64,15 @@ def mode(request, tmp_path_factory, monkeypatch):
     lambda x: np.bitwise_or.reduce(x.astype(np.int64)), lambda x: np.trace(x.reshape(-1, 1)),
     lambda x: np.interp(2.5, x, x * 2.0), lambda x: (np.fmax.reduce(x), x.sum()),
 ], ids=["fmax.reduce", "logaddexp.reduce", "bitwise_or.reduce", "trace", "interp", "in-a-tuple"])
-def test_a_host_call_returning_a_numpy_scalar_returns_one(backend, fn):
+def test_a_host_call_returning_a_numpy_scalar_returns_one(backend, fn, tmp_path):
     """A function NumPy runs at call time (a host call) that returns a NumPy scalar (np.float64): the
     trace wrapped its result as an array, so the traced call returned a 0-d ndarray where NumPy returns
     np.float64 (not a float to isinstance, not JSON-serializable, written into by `r += 1`)."""
     traced = _trace(fn, (np.arange(5.0),), backend=backend, check_trace=False)
+    traced.save(tmp_path / "host.nt")
     x = np.arange(5.0) * 1.5 + 1.0
     assert _same(_quiet(traced, x), fn(x))
+    assert _same(nt.load(tmp_path / "host.nt", backend=backend)(x), fn(x))
 
 
 def _z(n=64):
