@@ -75,6 +75,20 @@ def test_a_host_call_returning_a_numpy_scalar_returns_one(backend, fn, tmp_path)
     assert _same(nt.load(tmp_path / "host.nt", backend=backend)(x), fn(x))
 
 
+def _by_nbytes(x):
+    return x * 0.0 + x.nbytes, np.zeros(x.nbytes // x.itemsize), x.ravel()[:1] * x.T.nbytes
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int8])
+def test_nbytes_follows_the_input_size(backend, dtype):
+    """``x.nbytes`` was the example's byte count frozen into the trace, with no guard and no warning: a
+    call at another size returned values (and an array's length) computed from the traced size."""
+    traced = _trace(_by_nbytes, (np.ones((2, 3), dtype),), backend=backend)
+    for x in (np.ones((5, 3), dtype), np.ones((1, 3), dtype), np.ones((4, 8), dtype)[:, ::3],
+              np.ones((0, 3), dtype)):
+        assert _same(_quiet(traced, x), _by_nbytes(x))
+
+
 def _z(n=64):
     rng = np.random.default_rng(3)
     return rng.standard_normal(n) + 1j * rng.standard_normal(n)

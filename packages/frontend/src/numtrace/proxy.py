@@ -206,8 +206,9 @@ class TracedArray(TracedValue):
         return self._concrete.itemsize
 
     @property
-    def nbytes(self) -> int:
-        return self._concrete.nbytes
+    def nbytes(self) -> Any:
+        """``x.size * x.itemsize`` as a traced int, so that it follows the input's size."""
+        return self.size * self._concrete.itemsize
 
     @property
     def T(self) -> TracedArray:
