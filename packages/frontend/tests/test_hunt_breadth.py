@@ -160,6 +160,27 @@ def _scalar_powers(x):
     return x[0] ** 2, x.sum() ** -1, x[1] ** 2.0, x.max() ** 1
 
 
+def _int_scalar_sum(x):
+    return x[0] + x[1], x.sum() * 2
+
+
+_SCALAR_OVERFLOW = (
+    "NumPy's scalar math checks integer overflow (np.int64 scalars: 'overflow encountered in scalar add', "
+    "a FloatingPointError under np.errstate(over='raise')); the trace records the ufunc on 0-d arrays, "
+    "whose integer loops wrap silently, so the call neither warns nor raises (the values are NumPy's)")
+
+
+@pytest.mark.xfail(strict=True, reason=_SCALAR_OVERFLOW)
+@pytest.mark.parametrize("dtype", [np.int64, np.int8])
+def test_integer_scalar_overflow_raises_under_errstate(backend, dtype):
+    traced = _trace(_int_scalar_sum, (np.arange(1, 4, dtype=dtype),), backend=backend)
+    x = np.array([np.iinfo(dtype).max, 1, 0], dtype)
+    with np.errstate(over="raise"), pytest.raises(FloatingPointError):
+        _int_scalar_sum(x)
+    with np.errstate(over="raise"), pytest.raises(FloatingPointError):
+        traced(x)
+
+
 _C_POW = ("a NumPy scalar's ** runs NumPy's scalar math, C pow: pow(-0.0, 0.5) is +0.0 and pow(-inf, 0.5) "
           "is +inf; the trace records np.power on a 0-d array, whose loop (and the cpu backend's sqrt for "
           "the constant 0.5) gives -0.0 and NaN. No registry op has C pow's special cases; recording "
