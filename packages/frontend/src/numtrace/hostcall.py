@@ -179,7 +179,10 @@ def host_call(tracer: Tracer, func: Any, method: str, args: tuple, kwargs: dict,
     types = registry.get("prim.host_call").infer(tuple(v.type for v in values), attrs)
     node = tracer.graph.create_node("prim.host_call", values, attrs=attrs, loc=loc, out_types=types)
     node.errstate = tracer.errstate.since()
-    wrapped = [tracer.wrap(v, r) for v, r in zip(node.outputs, results)]
+    # Wrapped from what the function returned, not from `results` (its items as arrays), so that a NumPy
+    # scalar (np.fmax.reduce's, np.trace's) stays one: the trace returns np.float64 where NumPy does.
+    returned = list(concrete) if isinstance(concrete, (tuple, list)) else [concrete]
+    wrapped = [tracer.wrap(v, r) for v, r in zip(node.outputs, returned[:len(results)])]
     for k, v in zip(writes, node.outputs[len(results):]):
         inputs[k]._rebind(tracer, v, what)
     warn_at_user_line(

@@ -38,6 +38,14 @@ class Parameter(np.ndarray):
         return f"Parameter({np.asarray(self)!r})"
 
 
+def _updated_in_place(param: Any, value: Any) -> bool:
+    """Whether ``value`` is what an in-place operator gave back for ``param`` (``self.w -= lr * g`` assigns
+    the parameter's own memory as a plain ndarray view, its ufunc's ``__array_wrap__`` being ndarray's)."""
+    return (isinstance(param, Parameter) and type(value) is np.ndarray and value.dtype == param.dtype
+            and value.shape == param.shape and value.strides == param.strides
+            and value.__array_interface__["data"] == param.__array_interface__["data"])
+
+
 class Module:
     """Base class of numtrace models: subclass it, assign state in ``__init__``, define ``forward``.
 
@@ -92,6 +100,8 @@ class Module:
         if name in params and params[name] is not None and is_traced_array(value):
             self._assign_state(params, name, value)  # self.w -= ... while traced: w stays the parameter
             return
+        if name in params and _updated_in_place(params[name], value):
+            return  # self.w -= ... run eagerly: the parameter's own memory, which stays the parameter
         for table in (params, buffers, modules):
             table.pop(name, None)
         if isinstance(value, Parameter):

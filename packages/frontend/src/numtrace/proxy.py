@@ -206,8 +206,9 @@ class TracedArray(TracedValue):
         return self._concrete.itemsize
 
     @property
-    def nbytes(self) -> int:
-        return self._concrete.nbytes
+    def nbytes(self) -> Any:
+        """``x.size * x.itemsize`` as a traced int, so that it follows the input's size."""
+        return self.size * self._concrete.itemsize
 
     @property
     def T(self) -> TracedArray:
@@ -459,12 +460,32 @@ def _binary(ufunc: np.ufunc):
     return forward, reflected, inplace
 
 
+def _fast_power(self, other) -> np.ufunc | None:
+    """The ufunc ndarray.__pow__ and __ipow__ call instead of np.power (NumPy's fast_scalar_power): a
+    float or complex array to the Python int -1 or 2 or the Python float 0.5 is np.reciprocal,
+    np.square or np.sqrt, whose complex results differ from np.power's in the last bits and whose
+    warnings name them ("overflow encountered in square")."""
+    if self._scalar or self.dtype.kind not in "fc":
+        return None
+    if type(other) is int and other in (-1, 2):
+        return np.reciprocal if other == -1 else np.square
+    return np.sqrt if type(other) is float and other == 0.5 else None
+
+
 def _pow(self, other):
+    fast = _fast_power(self, other)
+    if fast is not None:
+        return fast(self)
     # ndarray.__pow__ sends a Python int 2 to np.square, whose bool loop gives int8 where np.power's
     # gives int64; every other array/exponent pair gives np.power's result.
     if type(other) is int and other == 2 and self.dtype == np.bool_:
         return np.square(self)
     return np.power(self, other)
+
+
+def _ipow(self, other):
+    fast = _fast_power(self, other)
+    return _binary(np.power)[2](self, other) if fast is None else fast(self, out=(self,))
 
 
 for _op, _ufunc in {"add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,
@@ -474,7 +495,7 @@ for _op, _ufunc in {"add": np.add, "sub": np.subtract, "mul": np.multiply, "true
     _f, _r, _i = _binary(_ufunc)
     setattr(TracedArray, f"__{_op}__", _pow if _op == "pow" else _f)
     setattr(TracedArray, f"__r{_op}__", _r)
-    setattr(TracedArray, f"__i{_op}__", _i)
+    setattr(TracedArray, f"__i{_op}__", _ipow if _op == "pow" else _i)
 
 for _op, _ufunc in {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
                     "eq": np.equal, "ne": np.not_equal}.items():
