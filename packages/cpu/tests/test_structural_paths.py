@@ -8,12 +8,10 @@ import warnings
 import numpy as np
 import numtrace_cpu
 import pytest
-from numtrace_cpu import compile_graph, isa, runtime
+from graph_programs import RUNNABLE
+from numtrace_cpu import compile_graph, isa
 from numtrace_ir import Graph, testing
 from numtrace_ir.types import TensorType
-
-
-RUNNABLE = [b for b in isa.built() if isa.BUILDS[b][1] <= runtime.cpu_features()]
 
 
 def _op(g, name, *inputs, **attrs):
