@@ -8,7 +8,8 @@ import warnings
 import numpy as np
 import numtrace_cpu
 import pytest
-from numtrace_cpu import compile_graph
+from graph_programs import RUNNABLE
+from numtrace_cpu import compile_graph, isa
 from numtrace_ir import Graph, testing
 from numtrace_ir.types import TensorType
 
@@ -338,6 +339,9 @@ def test_small_k_matmul_equals_blas_within_rounding(a_shape, b_shape, b_kind, dt
     np.testing.assert_allclose(got, expected, rtol=0, atol=float(np.max(bound, initial=0)))
     st = exe.stats()
     assert st["small_matmuls"] == 1 and st["matmuls"] == 0, st
+    # two calls; rows back to back (one 1-D right operand, more than one row) on the vectorized loop
+    packed = len(b_shape) == 1 and not strided and np.prod(a_shape[:-1]) > 1
+    assert st["small_matmul_packed_runs"] == (2 if packed else 0), st
 
 
 @pytest.mark.parametrize("dtype", [np.dtype("float64"), np.dtype("float32")], ids=str)
@@ -363,6 +367,33 @@ def test_small_k_special_values_propagate():
     exe, (got,), (expected,) = _run(g, [a], 1)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
     np.testing.assert_array_equal(got[~np.isnan(got)], expected[~np.isnan(expected)])
+
+
+@pytest.mark.parametrize("build", RUNNABLE)
+@pytest.mark.parametrize("dtype", [np.dtype("float64"), np.dtype("float32")], ids=str)
+@pytest.mark.parametrize("k", range(1, 9))
+def test_small_k_rows_back_to_back_give_the_strided_loops_bits(k, dtype, build):
+    """Rows laid out back to back run nt_smallk.h's vectorized loop, rows with a gap between them the
+    generic strided loop: the same sums in the same order, so the same bits in every build, NaN, inf,
+    signed zeros and subnormals included, at row counts around the vector widths and from an odd
+    element offset (a line that starts mid-vector)."""
+    blocks = isa.load(build)
+    rng = np.random.default_rng(k)
+    tiny = np.finfo(dtype).smallest_subnormal
+    specials = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, tiny, -tiny, 1e30], dtype)
+    for rows in (1, 7, 16, 33, 1000):
+        wide = _values(rng, (rows + 1, k + 3), dtype)
+        flat = wide.reshape(-1)
+        flat[rng.integers(0, flat.size, 12)] = rng.choice(specials, 12)
+        w = _values(rng, (k,), dtype, special=False)
+        w[rng.integers(0, k)] = rng.choice([-0.0, 1e-30, 3.0])
+        strided = wide[:rows, 1:k + 1]                    # rows k + 3 apart: the generic loop
+        packed = np.empty(rows * k + 1, dtype)[1:].reshape(rows, k)   # back to back, one element in
+        packed[...] = strided
+        got, want = np.empty(rows, dtype), np.empty(rows, dtype)
+        assert blocks.small_k_matmul(packed, w, got, 1) is (rows > 1)   # one row: one output, no loop
+        assert blocks.small_k_matmul(strided, w, want, 1) is False
+        np.testing.assert_array_equal(got.view(f"u{dtype.itemsize}"), want.view(f"u{dtype.itemsize}"))
 
 
 @pytest.mark.parametrize("dtype,shapes", [("float64", ((10, 9), (9, 2))), ("float64", ((10, 3), (3, 9))),

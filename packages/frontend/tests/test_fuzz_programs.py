@@ -92,6 +92,13 @@ def _small_k(a, sign=1.0):
     return (a * sign)[..., :3] @ w
 
 
+def _small_k_vector(a):
+    """A 1-D right operand over a computed value's rows, which lie back to back (nt_smallk.h's loop)."""
+    if np.ndim(a) < 2 or not 1 <= np.shape(a)[-1] <= 8:
+        return a
+    return (a * 1.5) @ np.array([0.299, -0.0, 0.114, 1.0, -2.0, 0.5, 3.0, -0.25])[:np.shape(a)[-1]]
+
+
 def _gemv(a):
     v = np.ravel(a)
     w = np.ones((np.size(v), 3)) * np.array([1.0, -1.0, 0.5])
@@ -411,6 +418,7 @@ STEPS = {
     "stack_0d": (1, lambda a: np.stack([a.sum(), a.max()])),
     "array_0d": (1, lambda a: np.array([a.mean(), a.std()])),
     "small_k": (1, _small_k), "small_k_neg_zero": (1, lambda a: _small_k(a, -0.0)), "gemv": (1, _gemv),
+    "small_k_vector": (1, _small_k_vector),
     "gemv_rows": (1, _gemv_rows),
     "packed": (1, _packed), "packed_residual": (1, lambda a: _packed(a, residual=True)),
     "packed_runtime": (1, _runtime_product), "im2col": (1, _im2col),
@@ -438,7 +446,7 @@ STEPS = {
 }
 FAST_STEPS = [name for name in STEPS if name in (
     "stack_write", "concat_write", "column_stack_write", "stack_0d", "array_0d", "small_k",
-    "small_k_neg_zero",
+    "small_k_neg_zero", "small_k_vector",
     "gemv", "gemv_rows", "packed", "packed_runtime",
     "neg_zero", "clip_tie", "clip_tie_high", "max_tie", "min_tie", "scan_of_pass", "cumprod_of_pass",
     "pow_m2_huge", "pow_m2_tiny", "pow_m1_subnormal", "pow_half", "pow_3_huge", "pow_4", "pow_m_half",
@@ -504,6 +512,7 @@ GEMV_PEELED = "GEMV with unaligned weight rows, first columns apart"
 FAST_PATHS = {
     "join parts written in place": lambda s: s["parts_in_place"],
     "small-K product": lambda s: s["small_matmuls"],
+    "small-K product over back-to-back rows": lambda s: s["small_matmul_packed_runs"],
     "GEMV": lambda s: s["gemv"],
     "GEMV with a fused bias": lambda s: s["gemv_epilogues"],
     "GEMV over a few rows of x": lambda s: s["gemv_rows_of_x"],
@@ -675,6 +684,8 @@ def run_case(steps, backend):
 @example(steps=[("neg_zero", 1, 0), ("split_sections_rest", 3, 0)])
 @example(steps=[("merge_heads_pass", 1, 0), ("add", 3, 3)])
 @example(steps=[("gemv_rows", 0, 0)])
+@example(steps=[("small_k_vector", 0, 0)])
+@example(steps=[("neg_zero", 1, 0), ("small_k_vector", 3, 0)])
 @example(steps=[("pair_sums", 0, 1)])
 @example(steps=[("sum_mid", 0, 1), ("mean_pairs_last", 1, 0)])
 @example(steps=[("causal_softmax", 0, 0)])

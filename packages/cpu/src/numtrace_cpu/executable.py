@@ -96,6 +96,7 @@ class Executable(CallRunner):
         self._gemvs = {id(s): r for s, r in zip(run, runners) if isinstance(r, blocks.Gemv)}
         self._gathered_runners = [r for s, r in zip(run, runners) if isinstance(s, MatmulStep) and s.gather]
         self._packed_runners = [r for r in runners if isinstance(r, blocks.PackedMatmul)]
+        self._small_runners = [r for r in runners if isinstance(r, _SmallMatmulRunner)]
         # NumPy's floating-point warnings and errors: see numtrace_ir.fp_errors.
         self._setup(specs, runners, outputs, sorted(set(per_call)),
                     report or Reporter(lambda: Interpreter(graph)), [isinstance(s, NUMPY_STEPS) for s in run])
@@ -252,6 +253,8 @@ class Executable(CallRunner):
             "scans": sum(isinstance(s, ScanStep) for s in self._steps),
             "scans_in_place": sum(isinstance(s, ScanStep) and s.inputs == s.outputs for s in self._steps),
             "small_matmuls": sum(isinstance(s, SmallMatmulStep) for s in self._steps),
+            # their calls whose rows lay back to back (nt_smallk.h's vectorized loop)
+            "small_matmul_packed_runs": sum(r.packed_runs for r in self._small_runners),
             # argmin/argmax calls answered by the row loop (into.RowArg) instead of NumPy's
             "row_arg_runs": sum(s.fn.runs for s in self._steps if isinstance(s, IntoStep)
                                 and isinstance(s.fn, RowArg)),
@@ -497,7 +500,7 @@ def _runner(step: Step, types: dict):
     if isinstance(step, ScanStep):
         return _scan_runner(step)
     if isinstance(step, SmallMatmulStep):
-        return _small_matmul_runner(step)
+        return _SmallMatmulRunner(step)
     if isinstance(step, IntoStep):
         return _into_runner(step)
     if isinstance(step, SetitemStep):
@@ -653,15 +656,22 @@ def _scan_runner(step: ScanStep):
     return run_scan
 
 
-def _small_matmul_runner(step: SmallMatmulStep):
-    product, (a, b), (o,) = blocks.small_k_matmul, step.inputs, step.outputs
+class _SmallMatmulRunner:
+    """A small-K product step; `packed_runs` counts the calls whose rows lay back to back, which
+    nt_smallk.h's vectorized loop computed (stats()["small_matmul_packed_runs"])."""
 
-    def run_small_matmul(env, nthreads):
+    __slots__ = ("step", "a", "b", "o", "packed_runs")
+
+    def __init__(self, step: SmallMatmulStep):
+        (self.a, self.b), (self.o,) = step.inputs, step.outputs
+        self.step, self.packed_runs = step, 0
+
+    def __call__(self, env, nthreads):
         try:
-            product(env[a], env[b], env[o], nthreads)
+            if blocks.small_k_matmul(env[self.a], env[self.b], env[self.o], nthreads):
+                self.packed_runs += 1
         except Exception as exc:
-            raise execution_error(step.nodes[-1], exc) from exc
-    return run_small_matmul
+            raise execution_error(self.step.nodes[-1], exc) from exc
 
 
 def _setitem_runner(step: SetitemStep):

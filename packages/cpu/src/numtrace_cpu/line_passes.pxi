@@ -244,21 +244,39 @@ cdef int _scan_dtype(object a, object out, int* src) except -1:
 # Input typenums a scan widens to int64 (NumPy accumulates these in int64) -> their dtype code.
 _WIDENED_SCAN = {cnp.NPY_BOOL: DT_BOOL, cnp.NPY_INT8: DT_I8, cnp.NPY_INT16: DT_I16, cnp.NPY_INT32: DT_I32}
 
-cdef void _small_k_rows(const real* w, Py_ssize_t K, Py_ssize_t m, const char* a, Py_ssize_t sk,
-                        char* o, Py_ssize_t sj, int nd, const Py_ssize_t* shape, const Py_ssize_t* la,
-                        const Py_ssize_t* lo, Py_ssize_t first, Py_ssize_t stop) noexcept nogil:
+cdef extern from "nt_smallk.h" nogil:
+    void nt_smallk_rows_f32(const float* a, const float* w, float* o, Py_ssize_t n, int K)
+    void nt_smallk_rows_f64(const double* a, const double* w, double* o, Py_ssize_t n, int K)
+
+cdef int _small_k_rows(const real* w, Py_ssize_t K, Py_ssize_t m, const char* a, Py_ssize_t sk,
+                       char* o, Py_ssize_t sj, int nd, const Py_ssize_t* shape, const Py_ssize_t* la,
+                       const Py_ssize_t* lo, Py_ssize_t first, Py_ssize_t stop) noexcept nogil:
     """Rows [first, stop) of ``o[r, j] = sum_k a[r, k] * w[k * m + j]``, summed over k in order from
-    +0 as NumPy's matmul sums (a sum of -0.0 products is +0.0)."""
+    +0 as NumPy's matmul sums (a sum of -0.0 products is +0.0). Returns 1 when nt_smallk.h's loop
+    over back-to-back rows computed some of them, else 0."""
     cdef Py_ssize_t r, j, k, oa, oo, sr_a = la[nd - 1] if nd else 0, sr_o = lo[nd - 1] if nd else 0
     cdef Py_ssize_t inner = shape[nd - 1] if nd else 1, r0, r1, line
     cdef const char* ar
+    cdef char* orow
     cdef real acc
+    cdef int packed = 0
     line = first // inner
     r0 = first % inner
     while first < stop:
         _line_offsets(line, nd - 1 if nd else 0, shape, la, lo, &oa, &oo)
         r1 = inner if stop - first >= inner - r0 else r0 + stop - first
-        if K == 3 and m == 1 and sk == sizeof(real):
+        ar = a + oa + r0 * sr_a
+        orow = o + oo + r0 * sr_o
+        if (m == 1 and sk == sizeof(real) and sr_a == K * sizeof(real) and sr_o == sizeof(real)
+                and <size_t>ar % sizeof(real) == 0 and <size_t>orow % sizeof(real) == 0
+                and (orow >= ar + (r1 - r0) * sr_a or ar >= orow + (r1 - r0) * sr_o)):
+            # Back-to-back rows into a separate contiguous output: nt_smallk.h's vectorized loop.
+            packed = 1
+            if real is float:
+                nt_smallk_rows_f32(<const float*>ar, w, <float*>orow, r1 - r0, <int>K)
+            else:
+                nt_smallk_rows_f64(<const double*>ar, w, <double*>orow, r1 - r0, <int>K)
+        elif K == 3 and m == 1 and sk == sizeof(real):
             for r in range(r0, r1):
                 ar = a + oa + r * sr_a
                 (<real*>(o + oo + r * sr_o))[0] = (<real>0 + (<const real*>ar)[0] * w[0]
@@ -274,11 +292,13 @@ cdef void _small_k_rows(const real* w, Py_ssize_t K, Py_ssize_t m, const char* a
         first += r1 - r0
         r0 = 0
         line += 1
+    return packed
 
 def small_k_matmul(a, b, out, int nthreads):
     """``out = a @ b`` for a float `a` of shape (..., K), `b` of shape (K,) or (K, m) with K and m at
     most 8, and `out` of a's dtype and the product's shape: each output element is its K products
-    summed in order (BLAS may pair or fuse them differently: equal within float rounding)."""
+    summed in order (BLAS may pair or fuse them differently: equal within float rounding). Returns
+    whether the loop over back-to-back rows (nt_smallk.h) computed some of them."""
     cdef Py_ssize_t shape[MAXD]
     cdef Py_ssize_t la[MAXD]
     cdef Py_ssize_t lo[MAXD]
@@ -287,7 +307,7 @@ def small_k_matmul(a, b, out, int nthreads):
     cdef int nd, k, ad, bd, t
     cdef bint bad
     cdef Py_ssize_t K, m, rows = 1, sk, sj, per, j, sb0, sb1
-    cdef int fp = 0
+    cdef int fp = 0, packed = 0
     cdef char* pb
     cdef char* pa
     cdef char* po
@@ -330,23 +350,26 @@ def small_k_matmul(a, b, out, int nthreads):
     pa = <char*>cnp.PyArray_DATA(<cnp.ndarray>a)
     po = <char*>cnp.PyArray_DATA(<cnp.ndarray>out)
     if rows == 0:
-        return
+        return False
     if nthreads > 1 and rows * K * m >= (1 << 20):
         per = (rows + nthreads - 1) // nthreads
         with nogil:
             for k in prange(nthreads, num_threads=nthreads, schedule="static"):
                 if t == cnp.NPY_DOUBLE:
-                    _small_k_rows(wd, K, m, pa, sk, po, sj, nd, shape, la, lo, k * per, min(rows, (k + 1) * per))
+                    packed |= _small_k_rows(wd, K, m, pa, sk, po, sj, nd, shape, la, lo, k * per,
+                                            min(rows, (k + 1) * per))
                 else:
-                    _small_k_rows(wf, K, m, pa, sk, po, sj, nd, shape, la, lo, k * per, min(rows, (k + 1) * per))
+                    packed |= _small_k_rows(wf, K, m, pa, sk, po, sj, nd, shape, la, lo, k * per,
+                                            min(rows, (k + 1) * per))
                 fp |= nt_fp_take()
             nt_fp_put(fp)
     elif t == cnp.NPY_DOUBLE:
         with nogil:
-            _small_k_rows(wd, K, m, pa, sk, po, sj, nd, shape, la, lo, 0, rows)
+            packed = _small_k_rows(wd, K, m, pa, sk, po, sj, nd, shape, la, lo, 0, rows)
     else:
         with nogil:
-            _small_k_rows(wf, K, m, pa, sk, po, sj, nd, shape, la, lo, 0, rows)
+            packed = _small_k_rows(wf, K, m, pa, sk, po, sj, nd, shape, la, lo, 0, rows)
+    return packed != 0
 
 
 # -- argmin/argmax along contiguous rows (into.RowArg) --------------------------------------------
