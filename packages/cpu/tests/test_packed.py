@@ -578,6 +578,34 @@ def test_which_run_time_weights_are_read_in_place(dtype, threads):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("width", ["one", "odd", "vector"])
+@pytest.mark.parametrize("source", SOURCES)
+def test_panel_of_one_vector_of_columns_gives_the_bits_of_a_full_one(dtype, width, source, threads):
+    """A last panel whose columns fit one vector (an output layer of 10 classes) runs the half register
+    tile (nt_gemm.h's nt_gemm_tile_half): each column is the same k-order sum as the same column in a
+    full panel, so the same bits, over blocks of k (K > 256), a last row block shorter than the tile,
+    NaN, inf, -0.0 and the fused epilogue."""
+    nr = blocks.GEMM_MICRO_TILE[1 if dtype == np.float32 else 2]
+    n = {"one": 1, "odd": nr // 4 + 1, "vector": nr // 2}[width]
+    m, k = 2 * blocks.GEMM_MICRO_TILE[0] + 3, 600
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal((m, k)).astype(dtype)
+    wide = rng.standard_normal((k, nr + n)).astype(dtype)   # its first panel full, holding the n columns
+    wide.flat[::13] = -0.0
+    wide[7, 0] = np.nan
+    wide[9, n - 1] = np.inf
+    x[1, :] = -0.0
+    w = np.ascontiguousarray(wide[:, :n])
+    epilogue = ("bias", "relu")
+    b = rng.standard_normal(nr + n).astype(dtype)
+    b[::3] = -0.0
+    got = _call(_compile(x.shape, w, dtype, epilogue, source=source), x, w, b[:n], None, source)
+    full = _call(_compile(x.shape, wide, dtype, epilogue, source=source), x, wide, b, None, source)
+    assert got.tobytes() == np.ascontiguousarray(full[:, :n]).tobytes()
+    _assert_close(got, _expected(x, w, epilogue, b[:n]), x, w, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("layout", ["rows_8kb_apart", "reversed_rows", "tall_x"])
 def test_run_time_weight_packed_per_call_gives_the_bits_of_a_packed_one(dtype, layout, threads):
     """A run-time B packed per call with contiguous rows is packed row by row (every panel of the unit
