@@ -152,7 +152,8 @@ def _timed_onnxruntime(row, calls: int, pin: bool) -> dict:
 
 
 def _is_product(name: str) -> bool:
-    return " product " in name or " Gemm " in name or " FusedMatMul " in name or " MatMul " in name
+    """Whether a step ("NN kind ...": numtrace's "product", an ORT op type) is a matrix product."""
+    return name.split()[1] in ("product", "Gemm", "FusedGemm", "MatMul", "FusedMatMul")
 
 
 def main() -> None:
