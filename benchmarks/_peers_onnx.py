@@ -12,6 +12,9 @@ import numpy as np
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
+# The options of every session made from here on (w3_steps.py sets its own: threads, profiling).
+new_options: Callable[[], Any] = ort.SessionOptions
+
 
 class _Builder:
     """Nodes with generated names: each method adds one node and returns its output's name."""
@@ -55,10 +58,14 @@ class _Builder:
                                   [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)], self.weights)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
         model.ir_version = 8
-        options = ort.SessionOptions()
+        options = new_options()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         sess = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-        return lambda x, *weights: sess.run(None, {"x": x})[0]
+
+        def run(x: Any, *weights: Any) -> Any:
+            return sess.run(None, {"x": x})[0]
+        run.session = sess   # type: ignore[attr-defined]
+        return run
 
 
 def _mlp(row: Any) -> Callable:

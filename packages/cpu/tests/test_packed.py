@@ -470,6 +470,24 @@ def test_transposed_run_time_weight_packs_as_a_contiguous_one(dtype, kn, threads
     np.testing.assert_allclose(got[ok], ref[ok], rtol=1e-4, atol=1e-4 * k)
 
 
+def _team_calls(exe, x, w, b, source, calls, spin_us):
+    """(one thread's result, `calls` results at two threads with the team spinning `spin_us`, what the
+    team counted over those calls)."""
+    old, old_spin = get_num_threads(), blocks.team_spin_us()
+    try:
+        set_num_threads(1)
+        want = _call(exe, x, w, b, None, source)
+        set_num_threads(2)
+        blocks.set_team_spin_us(spin_us)
+        before = blocks.team_counts()
+        got = [_call(exe, x, w, b, None, source) for _ in range(calls)]
+        after = blocks.team_counts()
+    finally:
+        set_num_threads(old)
+        blocks.set_team_spin_us(old_spin)
+    return want, got, {key: after[key] - before[key] for key in after}
+
+
 @pytest.mark.parametrize("spin_us", [0, 50])
 def test_products_leave_the_team_spinning_for_the_next_one(spin_us):
     """A packed product, like a GEMV, leaves the team's workers spinning for NUMTRACE_TEAM_SPIN_US,
@@ -482,19 +500,7 @@ def test_products_leave_the_team_spinning_for_the_next_one(spin_us):
     x = rng.standard_normal((128, 256)).astype(np.float32)
     exe = _compile(x.shape, w, np.float32, ("bias",), source="runtime")
     b = rng.standard_normal(256).astype(np.float32)
-    old, old_spin = get_num_threads(), blocks.team_spin_us()
-    try:
-        set_num_threads(1)
-        want = _call(exe, x, w, b, None, "runtime")
-        set_num_threads(2)
-        blocks.set_team_spin_us(spin_us)
-        before = blocks.team_counts()
-        got = [_call(exe, x, w, b, None, "runtime") for _ in range(20)]
-        after = blocks.team_counts()
-    finally:
-        set_num_threads(old)
-        blocks.set_team_spin_us(old_spin)
-    delta = {key: after[key] - before[key] for key in after}
+    want, got, delta = _team_calls(exe, x, w, b, "runtime", 20, spin_us)
     if spin_us:
         assert delta["jobs_spinning"] + delta["solo_runs"] == 20, delta
     else:
@@ -571,6 +577,53 @@ def test_which_run_time_weights_are_read_in_place(dtype, threads):
     got = _call(exe, tall, w, None, None, "runtime")
     assert _direct_runs(exe) == 0
     assert got[:24].tobytes() == _call(runtime, tall[:24], w, None, None, "runtime").tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("width", ["one", "odd", "vector"])
+@pytest.mark.parametrize("source", SOURCES)
+def test_panel_of_one_vector_of_columns_gives_the_bits_of_a_full_one(dtype, width, source, threads):
+    """A last panel whose columns fit one vector (an output layer of 10 classes) runs the half register
+    tile (nt_gemm.h's nt_gemm_tile_half): each column is the same k-order sum as the same column in a
+    full panel, so the same bits, over blocks of k (K > 256), a last row block shorter than the tile,
+    NaN, inf, -0.0 and the fused epilogue."""
+    nr = blocks.GEMM_MICRO_TILE[1 if dtype == np.float32 else 2]
+    n = {"one": 1, "odd": nr // 4 + 1, "vector": nr // 2}[width]
+    m, k = 2 * blocks.GEMM_MICRO_TILE[0] + 3, 600
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal((m, k)).astype(dtype)
+    wide = rng.standard_normal((k, nr + n)).astype(dtype)   # its first panel full, holding the n columns
+    wide.flat[::13] = -0.0
+    wide[7, 0] = np.nan
+    wide[9, n - 1] = np.inf
+    x[1, :] = -0.0
+    w = np.ascontiguousarray(wide[:, :n])
+    epilogue = ("bias", "relu")
+    b = rng.standard_normal(nr + n).astype(dtype)
+    b[::3] = -0.0
+    got = _call(_compile(x.shape, w, dtype, epilogue, source=source), x, w, b[:n], None, source)
+    full = _call(_compile(x.shape, wide, dtype, epilogue, source=source), x, wide, b, None, source)
+    assert got.tobytes() == np.ascontiguousarray(full[:, :n]).tobytes()
+    _assert_close(got, _expected(x, w, epilogue, b[:n]), x, w, dtype)
+
+
+def test_team_threshold_counts_the_columns_the_kernels_run():
+    """A product goes to the team by the multiply-adds its kernels run, its last panel's columns
+    rounded up (packed.pxi's GEMM_PARALLEL_MIN): a classifier's head of 10 classes at batch 512
+    (655k real, 1M run on 16-lane vectors) is shared by two threads, with one thread's bits."""
+    nr = blocks.GEMM_MICRO_TILE[1]
+    run = nr // 2 if 10 <= nr // 2 else nr   # the columns of the panel the kernels run
+    m, k = blocks.GEMM_PARALLEL_MIN // (run * 128), 128
+    assert m * k * 10 < blocks.GEMM_PARALLEL_MIN <= m * k * run
+    rng = np.random.default_rng(10)
+    w = rng.standard_normal((k, 10)).astype(np.float32)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    exe = _compile(x.shape, w, np.float32, ("bias",), source="state")
+    b = rng.standard_normal(10).astype(np.float32)
+    want, got, delta = _team_calls(exe, x, w, b, "state", 10, 50)
+    assert delta["jobs_spinning"] + delta["solo_runs"] == 10, delta   # each call asked for the team
+    for g in got:
+        np.testing.assert_array_equal(g, want)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

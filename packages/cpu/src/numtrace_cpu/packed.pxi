@@ -44,7 +44,9 @@ EPILOGUE_OPS = {"bias": NT_EPI_BIAS, "residual": NT_EPI_RESIDUAL, "relu": NT_EPI
 GEMM_MICRO_TILE = (NT_GEMM_MR, NT_GEMM_NR_f32, NT_GEMM_NR_f64)
 """(rows, float32 columns, float64 columns) of this build's register tile."""
 
-# Below this many multiply-adds a product stays on the calling thread: waking the team costs more.
+# Below this many multiply-adds a product stays on the calling thread: waking the team costs more. They
+# are counted as the kernels run them: the columns of the last panel rounded up (to one vector when
+# they fit one, nt_gemm_tile_half; else to the panel): a head of 10 classes costs 16 or 32 columns.
 GEMM_PARALLEL_MIN = 1 << 20
 # Rows of A one unit sweeps per column panel: with a block of NT_GEMM_KC columns, 256 KB of float32.
 _GEMM_MAX_ROW_CHUNK = 256
@@ -374,15 +376,16 @@ cdef class PackedMatmul:
     cdef void _run(self, nt_gemm_args* gp, Py_ssize_t itemsize, int nthreads) except *:
         """Split the product set up in `gp` (all but its units) over the team and run it."""
         cdef nt_gemm_args g = gp[0]
-        cdef Py_ssize_t nr, npanels, npc, nrc, units, want, per_job, total, done
+        cdef Py_ssize_t nr, npanels, run_columns, npc, nrc, units, want, per_job, total, done
         cdef int nteam
         g.failed = 0
         # Units: chunks of at most 4 column panels (a block of them stays in L2) x row chunks x products
         # of the stack, enough of them to keep every thread busy, at most NT_TEAM_MAX_UNITS per team
         # job (a deeper stack runs as several jobs).
-        nteam = max(1, nthreads) if g.nbatch * g.M * g.N * g.K >= GEMM_PARALLEL_MIN else 1
         nr = _panel_width(self.typenum)
         npanels = (g.N + nr - 1) // nr
+        run_columns = nr // 2 if g.N <= nr // 2 else npanels * nr
+        nteam = max(1, nthreads) if g.nbatch * g.M * run_columns * g.K >= GEMM_PARALLEL_MIN else 1
         g.panel_chunk = max(min(npanels, 4), (npanels + 127) // 128)
         if g.packed == NULL and g.nbatch == 1 and nteam > 1:
             # a weight packed per call: narrower panel chunks first, so that the rows need no split
@@ -393,12 +396,10 @@ cdef class PackedMatmul:
             g.panel_chunk = max((npanels + 127) // 128, min(g.panel_chunk, npanels // (4 * nteam)))
         npc = (npanels + g.panel_chunk - 1) // g.panel_chunk
         g.n_panel_chunks = npc
-        per_job = max(1, NT_TEAM_MAX_UNITS // npc)
-        if g.nbatch > 1:
-            per_job = min(g.nbatch, per_job)
-            want = (2 * nteam + npc * per_job - 1) // (npc * per_job) if nteam > 1 else 1
-        else:
-            want = (2 * nteam + npc - 1) // npc if nteam > 1 else 1
+        # products of the stack per team job: one for a single product, whose rows are then split as
+        # `want` asks (the bound below keeps a job to NT_TEAM_MAX_UNITS units)
+        per_job = min(g.nbatch, max(1, NT_TEAM_MAX_UNITS // npc))
+        want = (2 * nteam + npc * per_job - 1) // (npc * per_job) if nteam > 1 else 1
         g.row_chunk = min((g.M + want - 1) // want, _GEMM_MAX_ROW_CHUNK)
         g.row_chunk = max(g.row_chunk, (g.M * per_job + NT_TEAM_MAX_UNITS // npc - 1) // (NT_TEAM_MAX_UNITS // npc))
         g.row_chunk = (g.row_chunk + NT_GEMM_MR - 1) // NT_GEMM_MR * NT_GEMM_MR
