@@ -647,7 +647,8 @@ def test_stacks_of_head_views_run_at_a_table_of_offsets(dtype, bshd, threads):
     """Attention's q @ k.T and p @ v on heads viewed out of (B, S, H * D): the stack's leading dims do
     not merge into one step, so the products run at a table of each product's offsets (before: NumPy's
     matmul). Each product has the bits of the same product on contiguous copies (one step apart), a
-    residual epilogue of another layout and a stack deeper than one team job (300 products) included."""
+    residual epilogue of another layout and a stack deeper than one team job (300 products) included;
+    a v of one vector's columns a head is read where it lies."""
     b, s, h, d = bshd
     rng = np.random.default_rng(b * s + h * d)
     t = np.dtype(dtype)
@@ -672,6 +673,9 @@ def test_stacks_of_head_views_run_at_a_table_of_offsets(dtype, bshd, threads):
         exe = compile_graph(g, [v.type for v in g.inputs])
         (got,) = exe(*ins)
         assert exe.stats()["packed_stack_offset_runs"] == 1 and exe.stats()["packed_matmuls"] == 1
+        if bv is v:   # full panels, or one vector's columns a head, are read where they lie
+            nr = blocks.GEMM_MICRO_TILE[1 if dtype == np.float32 else 2]
+            assert _direct_runs(exe) == int((d >= nr or 2 * d == nr) and s <= 128)
         (flat,) = exe(*(np.ascontiguousarray(x) for x in ins))
         assert exe.stats()["packed_stack_offset_runs"] == 1   # contiguous copies: one step apart
         assert got.tobytes() == flat.tobytes()

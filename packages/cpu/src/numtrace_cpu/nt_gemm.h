@@ -481,7 +481,8 @@ static void nt_gemm_unit_##SUF(const nt_gemm_args* g, int u) {                  
         ptrdiff_t pstride;                                                                         \
         if (scratch) {                                                                             \
             /* read directly: only a last, partial panel is packed (into scratch's first place) */  \
-            const ptrdiff_t q0 = g->direct ? (p1 * NR > g->N ? p1 - 1 : p1) : p0;                   \
+            const ptrdiff_t nl = g->N - (p1 - 1) * NR;   /* columns of the last panel */           \
+            const ptrdiff_t q0 = g->direct ? (nl < NR && nl != NT_GEMM_L_##SUF ? p1 - 1 : p1) : p0; \
             if (g->koff) nt_gemm_pack_gather_##SUF(b, g, p0, p1, k0, k0 + kc, scratch, kc * NR);    \
             else if (q0 < p1)                                                                      \
                 nt_gemm_pack_##SUF(b, g->bsk, g->bsj, g->N, q0, p1, k0, k0 + kc, scratch, kc * NR);  \
@@ -503,7 +504,8 @@ static void nt_gemm_unit_##SUF(const nt_gemm_args* g, int u) {                  
                 if (pshare * (pbytes / 64 + 2) > NT_GEMM_PF_LINES) pr1 = pr0;   /* too few tiles */ \
                 tile = 0;                                                                          \
             }                                                                                      \
-            const int here = g->direct && nc == NR;                                                \
+            /* read in place: a full panel, or one vector's columns (a half tile reads no more) */ \
+            const int here = g->direct && (nc == NR || nc == NT_GEMM_L_##SUF);                     \
             const T* bp = here ? b + k0 * g->bsk + j0                                              \
                                : base + (g->direct ? 0 : (p - p0) * pstride);                      \
             const ptrdiff_t ldb = here ? g->bsk : NR;                                              \

@@ -49,8 +49,8 @@ GEMM_MICRO_TILE = (NT_GEMM_MR, NT_GEMM_NR_f32, NT_GEMM_NR_f64)
 GEMM_PARALLEL_MIN = 1 << 20
 # Rows of A one unit sweeps per column panel: with a block of NT_GEMM_KC columns, 256 KB of float32.
 _GEMM_MAX_ROW_CHUNK = 256
-# A B packed per call whose rows are contiguous is read where it lies (its full panels; nt_gemm.h's
-# `direct`) when its rows are less than this many bytes apart and not a multiple of _GEMM_ALIAS_BYTES
+# A B packed per call whose rows are contiguous is read where it lies (its full panels, and in a stack
+# a B of one vector's columns, attention's v, which the half tiles read as it is; nt_gemm.h's `direct`) when its rows are less than this many bytes apart and not a multiple of _GEMM_ALIAS_BYTES
 # apart. Measured on one thread (Zen 5, AVX-512 and AVX2 builds, float32 and float64), (128, K) @ (K, N)
 # for N*itemsize of 400 B to 6 KB: reading in place is as fast as a weight packed once, 3-10% ahead of
 # packing per call at 128 rows and 1.4x at 16; with rows a multiple of 4 KB apart the rows of a panel
@@ -285,8 +285,8 @@ cdef class PackedMatmul:
         g.bsk = w.strides[nb] // itemsize
         g.bsj = w.strides[nb + 1] // itemsize
         g.direct = (g.packed == NULL and g.bsj == 1 and 0 < w.strides[nb] < _GEMM_DIRECT_MAX_BYTES
-                    and w.strides[nb] % _GEMM_ALIAS_BYTES != 0 and g.N >= _panel_width(self.typenum)
-                    and g.M <= _GEMM_DIRECT_MAX_ROWS)
+                    and w.strides[nb] % _GEMM_ALIAS_BYTES != 0 and g.M <= _GEMM_DIRECT_MAX_ROWS
+                    and (g.N >= _panel_width(self.typenum) or (nb and 2 * g.N == _panel_width(self.typenum))))
         if g.direct:
             self.calls_direct += 1
         g.a = <const char*>cnp.PyArray_DATA(x)
