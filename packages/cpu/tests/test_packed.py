@@ -654,3 +654,82 @@ def test_run_time_weight_packed_per_call_gives_the_bits_of_a_packed_one(dtype, l
     assert _direct_runs(runtime) == 0
     assert got.tobytes() == _call(constant, x, w, b, None, "constant").tobytes()
     _assert_close(got, _expected(x, w, ("bias",), b), x, w, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("mk", [(19, 9), (64, 64), (21, 300)], ids=str)
+def test_narrow_panels_give_the_bits_of_full_panels(dtype, source, mk, threads):
+    """A column panel of at most one vector of columns (attention's p @ v at 16 columns a head) runs on
+    half tiles (nt_gemm_htile): each output is the same sum in the same order as in a full panel, so
+    the columns of a narrow product have the bits of the same columns of a wide one, NaN, inf and -0.0,
+    partial row blocks, blocks of k (K > 256) and the fused epilogue included."""
+    m, k = mk
+    nr = blocks.GEMM_MICRO_TILE[1 if dtype == np.float32 else 2]
+    rng = np.random.default_rng(m + k)
+    x = rng.standard_normal((m, k)).astype(dtype)
+    x[1, :] = -0.0
+    x[2, 3] = -np.inf
+    wide = rng.standard_normal((k, 2 * nr)).astype(dtype)
+    wide.flat[::13] = -0.0
+    wide.flat[5::41] = np.nan
+    b = rng.standard_normal(2 * nr).astype(dtype)
+    b[::3] = -0.0
+    epilogue = ("bias", "relu")
+    full = _call(_compile(x.shape, wide, dtype, epilogue, source=source), x, wide, b, None, source)
+    for n in (1, nr // 2 - 1, nr // 2, nr + 3, nr + nr // 2):   # the last panel at most half a panel wide
+        w = np.ascontiguousarray(wide[:, :n])
+        got = _call(_compile(x.shape, w, dtype, epilogue, source=source), x, w, b[:n], None, source)
+        assert got.tobytes() == np.ascontiguousarray(full[:, :n]).tobytes(), n
+        _assert_close(got, _expected(x, w, epilogue, b[:n]), x, w, dtype)
+
+
+def _heads(a, heads):
+    """(B, S, H * D) -> (B, H, S, D): a view whose two leading dims do not merge into one step."""
+    b, s, hd = a.shape
+    return a.reshape(b, s, heads, hd // heads).transpose(0, 2, 1, 3)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("bshd", [(3, 64, 4, 16), (2, 9, 3, 40), (30, 8, 10, 4)], ids=str)
+def test_stacks_of_head_views_run_at_a_table_of_offsets(dtype, bshd, threads):
+    """Attention's q @ k.T and p @ v on heads viewed out of (B, S, H * D): the stack's leading dims do
+    not merge into one step, so the products run at a table of each product's offsets (before: NumPy's
+    matmul). Each product has the bits of the same product on contiguous copies (one step apart), a
+    residual epilogue of another layout and a stack deeper than one team job (300 products) included;
+    a v of one vector's columns a head is read where it lies."""
+    b, s, h, d = bshd
+    rng = np.random.default_rng(b * s + h * d)
+    t = np.dtype(dtype)
+    qkv = rng.standard_normal((b, s, 3 * h * d)).astype(dtype)
+    qkv.flat[::29] = -0.0
+    qkv.flat[7::97] = np.nan
+    q, k, v = (_heads(a, h) for a in np.split(qkv, 3, axis=-1))
+    p = rng.standard_normal((b, h, s, s)).astype(dtype)
+    resid = _heads(rng.standard_normal((b, s, h * s)).astype(dtype), h)   # (B, H, S, S), not mergeable
+    cases = ((q, np.swapaxes(k, -1, -2), resid), (p, v, None))
+    for av, bv, rv in cases:
+        g = Graph()
+        a_in = g.add_input("a", TensorType(t, av.shape))
+        b_in = g.add_input("b", TensorType(t, bv.shape))
+        out = _op(g, "np.matmul", a_in, b_in)
+        ins = [av, bv]
+        if rv is not None:
+            r_in = g.add_input("r", TensorType(t, rv.shape))
+            out = _op(g, "np.add", out, r_in)
+            ins.append(rv)
+        g.set_outputs([out])
+        exe = compile_graph(g, [v.type for v in g.inputs])
+        (got,) = exe(*ins)
+        assert exe.stats()["packed_stack_offset_runs"] == 1 and exe.stats()["packed_matmuls"] == 1
+        if bv is v:   # full panels, or one vector's columns a head, are read where they lie
+            nr = blocks.GEMM_MICRO_TILE[1 if dtype == np.float32 else 2]
+            assert _direct_runs(exe) == int((d >= nr or 2 * d == nr) and s <= 128)
+        (flat,) = exe(*(np.ascontiguousarray(x) for x in ins))
+        assert exe.stats()["packed_stack_offset_runs"] == 1   # contiguous copies: one step apart
+        assert got.tobytes() == flat.tobytes()
+        with np.errstate(all="ignore"):
+            want = av @ bv + (0 if rv is None else rv)
+        _assert_close(got.reshape(-1, got.shape[-1]), want.reshape(-1, want.shape[-1]),
+                      np.nan_to_num(av).reshape(-1, av.shape[-1]), np.ones(bv.shape[-2:], dtype) *
+                      np.nanmax(np.abs(bv)), dtype)

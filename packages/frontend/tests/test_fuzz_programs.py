@@ -162,6 +162,16 @@ def _team_softmax(a):
     return p / np.sum(p, axis=-1, keepdims=True)
 
 
+def _head_products(a):
+    """Attention's q @ k.T and p @ v over two heads viewed out of (2, 16, 3 * 2 * 8) values of
+    _SPLIT_ROW (its NaN, -0.0 and all) times a's sum: on the cpu backend stacks whose leading dims do
+    not merge, run on the packed kernels at a table of each product's offsets; v's 8 columns a head
+    are a narrow column panel (half tiles)."""
+    x = np.reshape(_SPLIT_ROW[149_500:151_036], (2, 16, 48)) * np.sum(a)
+    q, k, v = (x[..., i:i + 16].reshape(2, 16, 2, 8).transpose(0, 2, 1, 3) for i in (0, 16, 32))
+    return (q @ np.swapaxes(k, -1, -2)) @ v
+
+
 def _const_col_sums(a):
     """A first-axis sum of an expression whose first operand is a constant (then an int one): on the
     cpu backend's generated kernels, a column-mode pass whose kernel holds its first constant in
@@ -456,12 +466,14 @@ STEPS.update({"gemv_team": (1, _gemv_team), "gemv_team_columns": (1, _gemv_team_
               "gemv_peeled": (1, _gemv_peeled),
               "split_row_sum": (1, _split_row_sum), "team_pass": (1, _team_pass),
               "team_softmax": (1, _team_softmax), "const_col_sums": (1, _const_col_sums),
-              "argmin_nan_rows": (1, _argmin_nan_rows), "packed_rows_in_place": (1, _runtime_rows_product)})
+              "argmin_nan_rows": (1, _argmin_nan_rows), "packed_rows_in_place": (1, _runtime_rows_product),
+              "head_products": (1, _head_products)})
 # Steps only the explicit examples below run, so that adding them leaves the random draws as they were.
 EXAMPLE_ONLY = {"merge_heads", "merge_heads_pass", "merge_heads_shape", "split_sections",
                 "split_sections_rest", "causal_softmax", "causal_softmax_nan_row", "gemv_team",
                 "gemv_team_columns", "outer_pass", "layer_norm", "split_row_sum", "im2col", "team_pass",
-                "team_softmax", "const_col_sums", "argmin_nan_rows", "gemv_peeled", "row_extremes"}
+                "team_softmax", "const_col_sums", "argmin_nan_rows", "gemv_peeled", "row_extremes",
+                "head_products"}
 NAMES = sorted(set(STEPS) - EXAMPLE_ONLY)
 
 # The fast-path steps drawn about as often as all the others together.
@@ -525,6 +537,7 @@ FAST_PATHS = {
     "packed product of run-time values": lambda s: s["packed_runtime"],
     "packed product reading an im2col's windows in place": lambda s: s["packed_gathered_runs"],
     "packed product of run-time values reading B in place": lambda s: s["packed_direct_runs"],
+    "packed stack of products at a table of offsets": lambda s: s["packed_stack_offset_runs"],
     "scan": lambda s: s["scans"],
     "scan in place": lambda s: s["scans_in_place"],
     "constant exponent": lambda s: s["constant_powers"],
@@ -695,6 +708,8 @@ def run_case(steps, backend):
 @example(steps=[("split_row_sum", 0, 0)])
 @example(steps=[("neg_zero", 1, 0), ("split_row_sum", 3, 0)])
 @example(steps=[("im2col", 0, 0)])
+@example(steps=[("head_products", 0, 0)])
+@example(steps=[("neg_zero", 1, 0), ("head_products", 3, 0)])
 @example(steps=[("neg_zero", 1, 0), ("im2col", 3, 0)])
 @example(steps=[("team_pass", 0, 0)])
 @example(steps=[("neg_zero", 1, 0), ("team_pass", 3, 0)])

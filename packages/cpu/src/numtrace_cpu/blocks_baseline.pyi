@@ -54,6 +54,7 @@ class PackedMatmul:
     calls_packed: int
     calls_gathered: int
     calls_direct: int
+    calls_stack_offsets: int
     def __init__(
         self,
         a: int,

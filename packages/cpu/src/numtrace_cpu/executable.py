@@ -241,6 +241,9 @@ class Executable(CallRunner):
             "packed_gathered_runs": sum(r.calls_gathered for r in self._gathered_runners),
             # calls of products packed per call that read B's rows where they lie (packed.pxi)
             "packed_direct_runs": sum(r.calls_direct for r in self._packed_runners),
+            # calls of stacks whose leading dims do not merge (attention's heads), run on the kernels
+            # at a table of each product's offsets (packed.pxi) instead of NumPy's matmul
+            "packed_stack_offset_runs": sum(r.calls_stack_offsets for r in self._packed_runners),
             "folded_constants": self._rewrites.get("folded_constants", 0),
             "products_widened": self._rewrites.get("products_widened", 0),
             "constant_powers": sum(constant_exponent(n) is not None for s in fused for n in s.nodes),

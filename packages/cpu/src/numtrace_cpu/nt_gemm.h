@@ -36,6 +36,10 @@
 #define NT_GEMM_MR 4     /* 32-byte vectors are two SSE registers each */
 #endif
 #define NT_GEMM_KC 256
+/* A panel of at most one vector of columns (attention's p @ v at 16 columns a head on AVX-512, whose
+   panels are 32 wide) runs on half tiles: MR rows of one vector each, where the full tile would spend
+   half its multiply-adds on the panel's zero columns (1.7x on p @ v's kernel on Zen 5). Twice the
+   rows a tile was slower there: sixteen rows' offsets do not fit the general registers. */
 #define NT_GEMM_MAX_OPS 4
 #ifndef NT_GEMM_PF
 #define NT_GEMM_PF 2     /* __builtin_prefetch locality of B's next stripe */
@@ -65,7 +69,14 @@ typedef struct {
        nt_gemm_pack_gather); bsk and bsj are unused */
     const ptrdiff_t *koff, *runs, *prun;
     const int32_t *joff;                         /* joff itself, when every offset fits in 32 bits */
+    /* a stack whose leading dims are not one run of equal steps (attention's heads of (B, S, H, D)
+       viewed as (B, H, S, D)): product bt's offsets of A, B, C and the residual (elements) at
+       boff[4 * bt] .. boff[4 * bt + 3], in place of bt * sa, sb, sc, sr; NULL otherwise */
+    const ptrdiff_t *boff;
 } nt_gemm_args;
+
+/* Product bt's offset of operand j (0: A, 1: B, 2: C, 3: the residual), `step` apart without a table. */
+#define NT_GEMM_BOFF(g, bt, j, step) ((g)->boff ? (g)->boff[4 * (bt) + (j)] : (bt) * (step))
 
 /* The calling thread's packing scratch, at least `bytes` long and 64-byte aligned, or NULL when no
  * memory: one buffer per thread, kept between calls (a unit runs on one thread from start to end, so
@@ -372,13 +383,63 @@ static void nt_gemm_tile_any_##SUF(int mr, const T* a, ptrdiff_t lda, const T* b
     }                                                                                              \
 }                                                                                                  \
                                                                                                    \
+/* As nt_gemm_tile for a panel of nc <= L columns, one vector a row: each output is the same sum   \
+   over k in the same order (the same multiply-adds), so the same bits. */                         \
+static inline __attribute__((always_inline)) void nt_gemm_htile_##SUF(                             \
+        const int mr, const T* a, ptrdiff_t lda, const T* bp, ptrdiff_t ldb, ptrdiff_t kc, T* c,   \
+        ptrdiff_t ldc, ptrdiff_t nc, int more) {                                                   \
+    const ptrdiff_t L = NT_GEMM_L_##SUF;                                                           \
+    V acc[NT_GEMM_MR];                                                                             \
+    T tmp[NT_GEMM_L_##SUF] __attribute__((aligned(64)));                                           \
+    ptrdiff_t k, j;                                                                                \
+    int r;                                                                                         \
+    _Pragma("GCC unroll 16") for (r = 0; r < NT_GEMM_MR; r++) {                                    \
+        if (r >= mr) break;                                                                        \
+        if (!more) acc[r] = (V){0};                                                                \
+        else if (nc == L) acc[r] = *(const V*)(c + r * ldc);                                       \
+        else {                                                                                     \
+            for (j = 0; j < L; j++) tmp[j] = j < nc ? c[r * ldc + j] : 0;                          \
+            acc[r] = *(const V*)tmp;                                                               \
+        }                                                                                          \
+    }                                                                                              \
+    for (k = 0; k < kc; k++) {                                                                     \
+        const V b0 = *(const V*)(bp + k * ldb);                                                    \
+        _Pragma("GCC unroll 16") for (r = 0; r < NT_GEMM_MR; r++) {                                \
+            if (r >= mr) break;                                                                    \
+            acc[r] += a[r * lda + k] * b0;                                                         \
+        }                                                                                          \
+    }                                                                                              \
+    _Pragma("GCC unroll 16") for (r = 0; r < NT_GEMM_MR; r++) {                                    \
+        if (r >= mr) break;                                                                        \
+        if (nc == L) *(V*)(c + r * ldc) = acc[r];                                                  \
+        else {                                                                                     \
+            *(V*)tmp = acc[r];                                                                     \
+            for (j = 0; j < nc; j++) c[r * ldc + j] = tmp[j];                                      \
+        }                                                                                          \
+    }                                                                                              \
+}                                                                                                  \
+                                                                                                   \
+static void nt_gemm_htile_any_##SUF(int mr, const T* a, ptrdiff_t lda, const T* bp, ptrdiff_t ldb, \
+                                    ptrdiff_t kc, T* c, ptrdiff_t ldc, ptrdiff_t nc, int more) {   \
+    if (mr == NT_GEMM_MR) { nt_gemm_htile_##SUF(NT_GEMM_MR, a, lda, bp, ldb, kc, c, ldc, nc, more); return; } \
+    switch (mr) {   /* as nt_gemm_tile_any */                                                      \
+    case 1: nt_gemm_htile_##SUF(1, a, lda, bp, ldb, kc, c, ldc, nc, more); break;                  \
+    case 2: nt_gemm_htile_##SUF(2, a, lda, bp, ldb, kc, c, ldc, nc, more); break;                  \
+    case 3: nt_gemm_htile_##SUF(3, a, lda, bp, ldb, kc, c, ldc, nc, more); break;                  \
+    case 4: nt_gemm_htile_##SUF(4, a, lda, bp, ldb, kc, c, ldc, nc, more); break;                  \
+    case 5: nt_gemm_htile_##SUF(5, a, lda, bp, ldb, kc, c, ldc, nc, more); break;                  \
+    case 6: nt_gemm_htile_##SUF(6, a, lda, bp, ldb, kc, c, ldc, nc, more); break;                  \
+    default: nt_gemm_htile_##SUF(7, a, lda, bp, ldb, kc, c, ldc, nc, more); break;                 \
+    }                                                                                              \
+}                                                                                                  \
+                                                                                                   \
 /* The epilogue ops, in order, on C rows [i0, i1) and columns [j0, j0 + nc). */                    \
 static void nt_gemm_epilogue_##SUF(const nt_gemm_args* g, ptrdiff_t bt, ptrdiff_t i0, ptrdiff_t i1, \
                                    ptrdiff_t j0, ptrdiff_t nc) {                                   \
     ptrdiff_t i, j;                                                                                \
     int o;                                                                                         \
     for (i = i0; i < i1; i++) {                                                                    \
-        T* c = (T*)g->c + bt * g->sc + i * g->ldc + j0;                                            \
+        T* c = (T*)g->c + NT_GEMM_BOFF(g, bt, 2, g->sc) + i * g->ldc + j0;                         \
         for (o = 0; o < g->nops; o++) {                                                            \
             switch (g->ops[o]) {                                                                   \
             case NT_EPI_BIAS: {                                                                    \
@@ -386,7 +447,7 @@ static void nt_gemm_epilogue_##SUF(const nt_gemm_args* g, ptrdiff_t bt, ptrdiff_
                 for (j = 0; j < nc; j++) c[j] += b[j];                                             \
                 break; }                                                                           \
             case NT_EPI_RESIDUAL: {                                                                \
-                const T* r = (const T*)g->resid + bt * g->sr + i * g->ldr + j0;                    \
+                const T* r = (const T*)g->resid + NT_GEMM_BOFF(g, bt, 3, g->sr) + i * g->ldr + j0; \
                 for (j = 0; j < nc; j++) c[j] += r[j];                                             \
                 break; }                                                                           \
             case NT_EPI_RELU:                                                                      \
@@ -417,7 +478,7 @@ static int nt_gemm_stripe_##SUF(const nt_gemm_args* g, ptrdiff_t u, ptrdiff_t s,
     const ptrdiff_t kb = s / per, ja = (p0 + (g->direct ? s % per : 0)) * NR;                      \
     const ptrdiff_t jb = (g->direct ? ja + NR : p1 * NR) < g->N ? (g->direct ? ja + NR : p1 * NR) : g->N; \
     if (g->packed || g->koff || g->bsj != 1 || u >= g->nbatch * per_batch || kb >= nkb) return 0;  \
-    *src = (const char*)((const T*)g->b + bt * g->sb + ja);                                        \
+    *src = (const char*)((const T*)g->b + NT_GEMM_BOFF(g, bt, 1, g->sb) + ja);                     \
     *r0 = kb * NT_GEMM_KC;                                                                         \
     *r1 = *r0 + NT_GEMM_KC < g->K ? *r0 + NT_GEMM_KC : g->K;                                       \
     *bytes = (jb - ja) * (ptrdiff_t)sizeof(T);                                                     \
@@ -439,9 +500,9 @@ static void nt_gemm_unit_##SUF(const nt_gemm_args* g, int u) {                  
     const ptrdiff_t i1 = i0 + g->row_chunk < g->M ? i0 + g->row_chunk : g->M;                      \
     const ptrdiff_t p0 = (ub / g->n_row_chunks) * g->panel_chunk;                                  \
     const ptrdiff_t p1 = p0 + g->panel_chunk < npanels ? p0 + g->panel_chunk : npanels;            \
-    const T* a = (const T*)g->a + bt * g->sa;                                                      \
-    const T* b = (const T*)g->b + bt * g->sb;                                                      \
-    T* c = (T*)g->c + bt * g->sc;                                                                  \
+    const T* a = (const T*)g->a + NT_GEMM_BOFF(g, bt, 0, g->sa);                                   \
+    const T* b = (const T*)g->b + NT_GEMM_BOFF(g, bt, 1, g->sb);                                   \
+    T* c = (T*)g->c + NT_GEMM_BOFF(g, bt, 2, g->sc);                                               \
     T* scratch = NULL;                                                                             \
     ptrdiff_t k0, p, i;                                                                            \
     ptrdiff_t stripe = 0, tile = 0, ntiles = 0, pr0 = 0, pr1 = 0, pbytes = 0, pshare = 0, r;       \
@@ -457,7 +518,8 @@ static void nt_gemm_unit_##SUF(const nt_gemm_args* g, int u) {                  
         ptrdiff_t pstride;                                                                         \
         if (scratch) {                                                                             \
             /* read directly: only a last, partial panel is packed (into scratch's first place) */  \
-            const ptrdiff_t q0 = g->direct ? (p1 * NR > g->N ? p1 - 1 : p1) : p0;                   \
+            const ptrdiff_t nl = g->N - (p1 - 1) * NR;   /* columns of the last panel */           \
+            const ptrdiff_t q0 = g->direct ? (nl < NR && nl != NT_GEMM_L_##SUF ? p1 - 1 : p1) : p0; \
             if (g->koff) nt_gemm_pack_gather_##SUF(b, g, p0, p1, k0, k0 + kc, scratch, kc * NR);    \
             else if (q0 < p1)                                                                      \
                 nt_gemm_pack_##SUF(b, g->bsk, g->bsj, g->N, q0, p1, k0, k0 + kc, scratch, kc * NR);  \
@@ -479,7 +541,8 @@ static void nt_gemm_unit_##SUF(const nt_gemm_args* g, int u) {                  
                 if (pshare * (pbytes / 64 + 2) > NT_GEMM_PF_LINES) pr1 = pr0;   /* too few tiles */ \
                 tile = 0;                                                                          \
             }                                                                                      \
-            const int here = g->direct && nc == NR;                                                \
+            /* read in place: a full panel, or one vector's columns (a half tile reads no more) */ \
+            const int here = g->direct && (nc == NR || nc == NT_GEMM_L_##SUF);                     \
             const T* bp = here ? b + k0 * g->bsk + j0                                              \
                                : base + (g->direct ? 0 : (p - p0) * pstride);                      \
             const ptrdiff_t ldb = here ? g->bsk : NR;                                              \
@@ -491,8 +554,12 @@ static void nt_gemm_unit_##SUF(const nt_gemm_args* g, int u) {                  
                         nt_gemm_prefetch_row(psrc + r * g->bsk * (ptrdiff_t)sizeof(T), pbytes);    \
                 }                                                                                  \
                 tile++;                                                                            \
-                nt_gemm_tile_any_##SUF(mr, a + i * g->lda + k0, g->lda, bp, ldb, kc,               \
-                                       c + i * g->ldc + j0, g->ldc, nc, k0 > 0);                   \
+                if (nc <= NT_GEMM_L_##SUF)   /* a panel of one vector's columns or fewer */        \
+                    nt_gemm_htile_any_##SUF(mr, a + i * g->lda + k0, g->lda, bp, ldb, kc,          \
+                                            c + i * g->ldc + j0, g->ldc, nc, k0 > 0);              \
+                else                                                                               \
+                    nt_gemm_tile_any_##SUF(mr, a + i * g->lda + k0, g->lda, bp, ldb, kc,           \
+                                           c + i * g->ldc + j0, g->ldc, nc, k0 > 0);               \
                 if (last && g->nops) nt_gemm_epilogue_##SUF(g, bt, i, i + mr, j0, nc);             \
             }                                                                                      \
         }                                                                                          \

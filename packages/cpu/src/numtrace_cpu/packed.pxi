@@ -31,6 +31,7 @@ cdef extern from "nt_gemm.h" nogil:
         const Py_ssize_t* runs
         const Py_ssize_t* prun
         const int32_t* joff
+        const Py_ssize_t* boff
     void nt_gemm_pack_all_f32(const float* b, Py_ssize_t sk, Py_ssize_t sj, Py_ssize_t K, Py_ssize_t N,
                               float* dst)
     void nt_gemm_pack_all_f64(const double* b, Py_ssize_t sk, Py_ssize_t sj, Py_ssize_t K, Py_ssize_t N,
@@ -50,8 +51,8 @@ GEMM_MICRO_TILE = (NT_GEMM_MR, NT_GEMM_NR_f32, NT_GEMM_NR_f64)
 GEMM_PARALLEL_MIN = 1 << 20
 # Rows of A one unit sweeps per column panel: with a block of NT_GEMM_KC columns, 256 KB of float32.
 _GEMM_MAX_ROW_CHUNK = 256
-# A B packed per call whose rows are contiguous is read where it lies (its full panels; nt_gemm.h's
-# `direct`) when its rows are less than this many bytes apart and not a multiple of _GEMM_ALIAS_BYTES
+# A B packed per call whose rows are contiguous is read where it lies (its full panels, and in a stack
+# a B of one vector's columns, attention's v, which the half tiles read as it is; nt_gemm.h's `direct`) when its rows are less than this many bytes apart and not a multiple of _GEMM_ALIAS_BYTES
 # apart. Measured on one thread (Zen 5, AVX-512 and AVX2 builds, float32 and float64), (128, K) @ (K, N)
 # for N*itemsize of 400 B to 6 KB: reading in place is as fast as a weight packed once, 3-10% ahead of
 # packing per call at 128 rows and 1.4x at 16; with rows a multiple of 4 KB apart the rows of a panel
@@ -174,6 +175,10 @@ cdef class PackedMatmul:
     # object so that a concurrent call never reads one layout's key with another's tables
     cdef object gather
     cdef readonly int calls_gathered
+    # a stack whose leading dims do not merge into one step (attention's heads): the last layout's
+    # (key, per-product offsets), replaced as one object as `gather` is
+    cdef object stack_offsets
+    cdef readonly int calls_stack_offsets
 
     def __init__(self, Py_ssize_t a, Py_ssize_t b, Py_ssize_t out, object dtype, object epilogue=(),
                  bint constant=False, object fallback=None, tuple windows=(), int stack_axis=0,
@@ -210,13 +215,15 @@ cdef class PackedMatmul:
             raise ValueError("a gathered B is packed per call and needs the (..., K, N) shape it is read as")
         self.gather = None
         self.calls_gathered = 0
+        self.stack_offsets = None
+        self.calls_stack_offsets = 0
 
     def __call__(self, list env, int nthreads):
         cdef nt_gemm_args g
         cdef object xo = env[self.a], wo = env[self.b], yo = env[self.out]
         cdef object bo = env[self.bias] if self.bias >= 0 else None
         cdef object ro = env[self.resid] if self.resid >= 0 else None
-        cdef cnp.ndarray x, w, y, b, r
+        cdef cnp.ndarray x, w, y, b, r, offsets = None
         cdef Py_ssize_t itemsize
         cdef int nb, xnb, i
         if self.windows:
@@ -248,16 +255,27 @@ cdef class PackedMatmul:
         g.nbatch = y.size // (g.M * g.N)
         # x and y: rows (every dim but the last, or the one before the last of a stack) equally
         # spaced, each row contiguous; w: any whole-element strides.
+        # the products of a stack: equally spaced, or at the offsets of a table (_stack_offsets)
+        if not (_collapse(x, 0, xnb, itemsize, &g.sa) and _collapse(y, 0, nb, itemsize, &g.sc)
+                and _collapse(w, 0, nb, itemsize, &g.sb)
+                and (r is None or _collapse(r, 0, nb, itemsize, &g.sr))):
+            offsets = self._stack_offsets(x, w, y, r, nb, xnb, itemsize)
+            if offsets is None:
+                return self.fallback(env, nthreads)
+            g.sa = g.sb = g.sc = 0
         if (not _unit_last(x, itemsize) or not _unit_last(y, itemsize)
-                or not _collapse(x, 0, xnb, itemsize, &g.sa) or not _collapse(y, 0, nb, itemsize, &g.sc)
                 or not _collapse(x, xnb, x.ndim - 1, itemsize, &g.lda)
-                or not _collapse(y, nb, y.ndim - 1, itemsize, &g.ldc) or not _collapse(w, 0, nb, itemsize, &g.sb)
+                or not _collapse(y, nb, y.ndim - 1, itemsize, &g.ldc)
                 or (g.M > 1 and g.ldc < g.N) or w.strides[nb] % itemsize or w.strides[nb + 1] % itemsize
                 or not cnp.PyArray_ISALIGNED(x) or not cnp.PyArray_ISALIGNED(w) or not cnp.PyArray_ISALIGNED(y)
                 or _overlap(y, x) or _overlap(y, w)):
             return self.fallback(env, nthreads)
-        if not self._epilogue_operands(&g, y, b, r, nb, itemsize):
+        if not self._epilogue_operands(&g, y, b, r, nb, itemsize, offsets is not None):
             return self.fallback(env, nthreads)
+        g.boff = NULL
+        if offsets is not None:
+            g.boff = <const Py_ssize_t*>cnp.PyArray_DATA(offsets)
+            self.calls_stack_offsets += 1
         if self.constant and not nb:
             if self.packed is None:   # under the GIL: one pack even when threads race to the first call
                 self.packed = pack_weights(w)
@@ -269,8 +287,8 @@ cdef class PackedMatmul:
         g.bsk = w.strides[nb] // itemsize
         g.bsj = w.strides[nb + 1] // itemsize
         g.direct = (g.packed == NULL and g.bsj == 1 and 0 < w.strides[nb] < _GEMM_DIRECT_MAX_BYTES
-                    and w.strides[nb] % _GEMM_ALIAS_BYTES != 0 and g.N >= _panel_width(self.typenum)
-                    and g.M <= _GEMM_DIRECT_MAX_ROWS)
+                    and w.strides[nb] % _GEMM_ALIAS_BYTES != 0 and g.M <= _GEMM_DIRECT_MAX_ROWS
+                    and (g.N >= _panel_width(self.typenum) or (nb and 2 * g.N == _panel_width(self.typenum))))
         if g.direct:
             self.calls_direct += 1
         g.a = <const char*>cnp.PyArray_DATA(x)
@@ -353,9 +371,10 @@ cdef class PackedMatmul:
                 or not _collapse(y, nb, y.ndim - 1, itemsize, &g.ldc) or (g.M > 1 and g.ldc < g.N)
                 or not cnp.PyArray_ISALIGNED(x) or not cnp.PyArray_ISALIGNED(y) or _overlap(y, x)):
             return self.fallback(env, nthreads)
-        if not self._epilogue_operands(&g, y, b, r, nb, itemsize):
+        if not self._epilogue_operands(&g, y, b, r, nb, itemsize, False):
             return self.fallback(env, nthreads)
         g.sa = 0
+        g.boff = NULL
         g.sb = sb
         g.packed = NULL
         g.b = p0 + base * itemsize
@@ -421,11 +440,41 @@ cdef class PackedMatmul:
             g.c += g.nbatch * g.sc * itemsize
             if g.resid != NULL:
                 g.resid += g.nbatch * g.sr * itemsize
+            if g.boff != NULL:
+                g.boff += 4 * g.nbatch
+
+    cdef object _stack_offsets(self, object x, object w, object y, object r, int nb, int xnb,
+                               Py_ssize_t itemsize):
+        """The offsets (elements) of each product's A, B, C and residual, (products, 4) intp, for a stack
+        whose leading dims do not merge into one step (q @ k.T of heads viewed out of (B, S, H, D)):
+        every index of the leading dims in C order, as the stack's product numbers run. None when a
+        leading stride is no whole element. Cached for the last layout: a traced step sees one."""
+        key = (x.shape, x.strides, w.shape, w.strides, y.shape, y.strides,
+               None if r is None else r.strides)
+        cached = self.stack_offsets
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        n = 1
+        for i in range(nb):
+            n *= y.shape[i]
+        table = np.zeros((n, 4), np.intp)
+        for j, a, k in ((0, x, xnb), (1, w, nb), (2, y, nb), (3, r, nb)):
+            if a is None or k == 0:
+                continue
+            off = np.zeros((), np.intp)
+            for i in range(k):
+                if a.shape[i] != y.shape[i] or a.strides[i] % itemsize:
+                    return None
+                off = np.add.outer(off, np.arange(a.shape[i], dtype=np.intp) * (a.strides[i] // itemsize))
+            table[:, j] = off.ravel()
+        self.stack_offsets = (key, table)
+        return table
 
     cdef bint _epilogue_operands(self, nt_gemm_args* g, cnp.ndarray y, cnp.ndarray b, cnp.ndarray r, int nb,
-                                 Py_ssize_t itemsize) except -1:
+                                 Py_ssize_t itemsize, bint tabled) except -1:
         """Set the bias and residual of `g` from `b` and `r` (None when the epilogue has none); False
-        when their layout is not one the kernels take."""
+        when their layout is not one the kernels take. `tabled`: the products' offsets are a table's
+        (the residual's leading dims need not merge)."""
         cdef int i
         g[0].bias = NULL
         g[0].resid = NULL
@@ -439,7 +488,7 @@ cdef class PackedMatmul:
             for i in range(y.ndim):
                 if r.shape[i] != y.shape[i]:
                     return False
-            if (not _unit_last(r, itemsize) or not _collapse(r, 0, nb, itemsize, &g[0].sr)
+            if (not _unit_last(r, itemsize) or (not tabled and not _collapse(r, 0, nb, itemsize, &g[0].sr))
                     or not _collapse(r, nb, r.ndim - 1, itemsize, &g[0].ldr) or not cnp.PyArray_ISALIGNED(r)
                     or _overlap(y, r)):
                 return False
