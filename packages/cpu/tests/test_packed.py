@@ -584,7 +584,7 @@ def test_which_run_time_weights_are_read_in_place(dtype, threads):
 @pytest.mark.parametrize("source", SOURCES)
 def test_panel_of_one_vector_of_columns_gives_the_bits_of_a_full_one(dtype, width, source, threads):
     """A last panel whose columns fit one vector (an output layer of 10 classes) runs the half register
-    tile (nt_gemm.h's nt_gemm_tile_half): each column is the same k-order sum as the same column in a
+    tile (nt_gemm.h's nt_gemm_htile): each column is the same k-order sum as the same column in a
     full panel, so the same bits, over blocks of k (K > 256), a last row block shorter than the tile,
     NaN, inf, -0.0 and the fused epilogue."""
     nr = blocks.GEMM_MICRO_TILE[1 if dtype == np.float32 else 2]

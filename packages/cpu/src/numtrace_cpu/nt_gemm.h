@@ -295,42 +295,6 @@ static void nt_gemm_pack_all_##SUF(const T* b, ptrdiff_t sk, ptrdiff_t sj, ptrdi
     nt_gemm_pack_##SUF(b, sk, sj, N, 0, (N + NR - 1) / NR, 0, K, dst, K * NR);                     \
 }                                                                                                  \
                                                                                                    \
-/* As nt_gemm_tile below for a panel whose columns fit one vector (nc <= L: an output layer of 10   \
-   classes): the second vector of the panel, all zero padding, is neither read nor multiplied, so   \
-   half the multiply-adds; each column is the same k-order sum, so the same bits. */               \
-static inline __attribute__((always_inline)) void nt_gemm_tile_half_##SUF(                         \
-        const int mr, const T* a, ptrdiff_t lda, const T* bp, ptrdiff_t ldb, ptrdiff_t kc, T* c,    \
-        ptrdiff_t ldc, ptrdiff_t nc, int more) {                                                   \
-    const ptrdiff_t L = NT_GEMM_L_##SUF;                                                           \
-    V acc[NT_GEMM_MR];                                                                             \
-    T tmp[NT_GEMM_L_##SUF] __attribute__((aligned(64)));                                           \
-    ptrdiff_t k, j;                                                                                \
-    int r;                                                                                         \
-    _Pragma("GCC unroll 16") for (r = 0; r < NT_GEMM_MR; r++) {                                    \
-        if (r >= mr) break;                                                                        \
-        if (!more) acc[r] = (V){0};                                                                \
-        else {                                                                                     \
-            for (j = 0; j < L; j++) tmp[j] = j < nc ? c[r * ldc + j] : 0;                          \
-            acc[r] = *(const V*)tmp;                                                               \
-        }                                                                                          \
-    }                                                                                              \
-    for (k = 0; k < kc; k++) {                                                                     \
-        const V b0 = *(const V*)(bp + k * ldb);                                                    \
-        _Pragma("GCC unroll 16") for (r = 0; r < NT_GEMM_MR; r++) {                                \
-            if (r >= mr) break;                                                                    \
-            acc[r] += a[r * lda + k] * b0;                                                         \
-        }                                                                                          \
-    }                                                                                              \
-    _Pragma("GCC unroll 16") for (r = 0; r < NT_GEMM_MR; r++) {                                    \
-        if (r >= mr) break;                                                                        \
-        if (nc == L) *(V*)(c + r * ldc) = acc[r];                                                  \
-        else {                                                                                     \
-            *(V*)tmp = acc[r];                                                                     \
-            for (j = 0; j < nc; j++) c[r * ldc + j] = tmp[j];                                      \
-        }                                                                                          \
-    }                                                                                              \
-}                                                                                                  \
-                                                                                                   \
 /* C[0:mr, 0:nc] (+)= A[0:mr, 0:kc] @ panel; `more`: C already holds the sum of earlier blocks. */ \
 static inline __attribute__((always_inline)) void nt_gemm_tile_##SUF(                              \
         const int mr, const T* a, ptrdiff_t lda, const T* bp, ptrdiff_t ldb, ptrdiff_t kc, T* c,    \
@@ -340,7 +304,6 @@ static inline __attribute__((always_inline)) void nt_gemm_tile_##SUF(           
     T tmp[NT_GEMM_NR_##SUF] __attribute__((aligned(64)));                                          \
     ptrdiff_t k, j;                                                                                \
     int r;                                                                                         \
-    if (nc <= L) { nt_gemm_tile_half_##SUF(mr, a, lda, bp, ldb, kc, c, ldc, nc, more); return; }   \
     _Pragma("GCC unroll 16") for (r = 0; r < NT_GEMM_MR; r++) {                                    \
         if (r >= mr) break;                                                                        \
         if (!more) { acc[r][0] = (V){0}; acc[r][1] = (V){0}; }                                     \

@@ -47,7 +47,7 @@ GEMM_MICRO_TILE = (NT_GEMM_MR, NT_GEMM_NR_f32, NT_GEMM_NR_f64)
 
 # Below this many multiply-adds a product stays on the calling thread: waking the team costs more. They
 # are counted as the kernels run them: the columns of the last panel rounded up (to one vector when
-# they fit one, nt_gemm_tile_half; else to the panel): a head of 10 classes costs 16 or 32 columns.
+# they fit one, nt_gemm_htile; else to the panel): a head of 10 classes costs 16 or 32 columns.
 GEMM_PARALLEL_MIN = 1 << 20
 # Rows of A one unit sweeps per column panel: with a block of NT_GEMM_KC columns, 256 KB of float32.
 _GEMM_MAX_ROW_CHUNK = 256
