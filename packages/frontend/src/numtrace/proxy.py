@@ -27,6 +27,7 @@ from numtrace_ir import registry
 from . import array_api, dispatch, hostcall, indexing
 from .errors import TracerWarning
 from .source import user_location, warn_at_user_line
+from .traced_int import TracedFloat, TracedInt
 from .traced_value import TracedValue, unwrap
 from .tracer import Tracer, active_tracer, current_tracer
 from .views import mark_untracked_aliases, note_layout_write, refuse_stale
@@ -464,23 +465,23 @@ def _fast_power(self, other) -> np.ufunc | None:
     """The ufunc ndarray.__pow__ and __ipow__ call instead of np.power (NumPy's fast_scalar_power): a
     float or complex array to the Python int -1 or 2 or the Python float 0.5 is np.reciprocal,
     np.square or np.sqrt, whose complex results differ from np.power's in the last bits and whose
-    warnings name them ("overflow encountered in square")."""
-    if self._scalar or self.dtype.kind not in "fc":
+    warnings name them ("overflow encountered in square"); a bool array squared is np.square, int8 where
+    np.power gives int64. An exponent computed from a shape (``x ** (n - 1)``) is such a Python number
+    at run time: its comparisons here are guards, so a call where it becomes 2 traces again. A NumPy
+    scalar base runs NumPy's scalar math, which takes no shortcut (np.True_ ** 2 is np.int64)."""
+    kind = self.dtype.kind
+    if self._scalar or kind not in "bfc":
         return None
-    if type(other) is int and other in (-1, 2):
-        return np.reciprocal if other == -1 else np.square
-    return np.sqrt if type(other) is float and other == 0.5 else None
+    if type(other) in (int, TracedInt):
+        if other == 2:
+            return np.square
+        return np.reciprocal if kind != "b" and other == -1 else None
+    return np.sqrt if type(other) in (float, TracedFloat) and kind != "b" and other == 0.5 else None
 
 
 def _pow(self, other):
     fast = _fast_power(self, other)
-    if fast is not None:
-        return fast(self)
-    # ndarray.__pow__ sends a Python int 2 to np.square, whose bool loop gives int8 where np.power's
-    # gives int64; every other array/exponent pair gives np.power's result.
-    if type(other) is int and other == 2 and self.dtype == np.bool_:
-        return np.square(self)
-    return np.power(self, other)
+    return np.power(self, other) if fast is None else fast(self)
 
 
 def _ipow(self, other):

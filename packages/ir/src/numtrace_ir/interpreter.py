@@ -8,6 +8,7 @@ node and where the user wrote it (`numtrace_ir.errors`).
 
 from __future__ import annotations
 
+import builtins
 import functools
 import sys
 import types
@@ -84,7 +85,10 @@ def _called_at(loc: str) -> Callable | None:
     if not sep or not line.isdigit() or not 0 < int(line) < 2**31:
         return None
     module = next((m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == path), None)
-    namespace: dict[str, Any] = {"__name__": module.__name__ if module is not None else path}
+    # Its own builtins: C code importing a module lazily from this frame (NumPy raising an out-of-bounds
+    # Python int's OverflowError) reads the frame's globals' __builtins__, a KeyError without them.
+    namespace: dict[str, Any] = {"__name__": module.__name__ if module is not None else path,
+                                 "__builtins__": builtins}
     namespace["__warningregistry__"] = vars(module).setdefault("__warningregistry__", {}) \
         if module is not None else {}
     code = _call.__code__.replace(co_filename=path, co_firstlineno=int(line))
