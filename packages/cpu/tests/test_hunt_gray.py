@@ -200,8 +200,9 @@ def test_two_threads_split_a_line_mid_row(k, dtype):
     split falls inside a line, each half runs the vectorized loop, the bits are one thread's."""
     from numtrace_cpu.isa import blocks
     rng = np.random.default_rng(k)
-    rows = (1 << 20) // k + 5
-    x = _one_special_per_row(rng, (rows // 7 + 1, 7, k), dtype)
+    lines = ((1 << 20) // (7 * k) + 1) | 1           # an odd count: the half of the rows is mid-line
+    assert lines * 7 * k >= 1 << 20 and ((lines * 7 + 1) // 2) % 7
+    x = _one_special_per_row(rng, (lines, 7, k), dtype)
     w = rng.standard_normal(k).astype(dtype)
     a = _layout(x, "batch_gap")
     one, two = np.empty(x.shape[:-1], dtype), np.empty(x.shape[:-1], dtype)
