@@ -11,7 +11,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from graph_programs import RUNNABLE, compiled_both, graph_of, numpy_outputs
+from graph_programs import RUNNABLE, compiled_both, numpy_outputs
 from numtrace_cpu import compile_graph, get_num_threads, set_num_threads
 from numtrace_cpu.isa import blocks
 from numtrace_ir import Graph
@@ -89,7 +89,8 @@ def _check_stack(exe, ins, dtype):
     want = a @ b + (ins[2] if len(ins) > 2 else 0)
     n, k = b.shape[-1], b.shape[-2]
     bound = np.ones((k, n), dtype) * np.max(np.abs(np.nan_to_num(b, nan=0, posinf=0, neginf=0)))
-    _assert_close(got.reshape(-1, n), want.reshape(-1, n), np.nan_to_num(a, nan=0).reshape(-1, k), bound, dtype,
+    _assert_close(got.reshape(-1, n), want.reshape(-1, n), np.nan_to_num(a, nan=0).reshape(-1, k), bound,
+                  dtype,
                   None if len(ins) < 3 else np.nan_to_num(ins[2], nan=0).reshape(-1, n))
     return tabled
 
@@ -207,7 +208,8 @@ def test_half_tile_bits_over_tile_and_block_boundaries(dtype, source, threads):
     half = nr // 2
     rng = np.random.default_rng(nr)
     for n in (1, half - 1, half, half + 1, nr + half):
-        for k, m in [(255, 9), (256, 2 * MR - 1), (257, 2 * MR + 3), (513, 65), (7, 130)]:   # fewer rows: GEMV
+        # (with fewer rows these products run on the GEMV kernels)
+        for k, m in [(255, 9), (256, 2 * MR - 1), (257, 2 * MR + 3), (513, 65), (7, 130)]:
             epi = ("bias", "residual", "relu") if (n + k) % 2 else ()
             x = _special(rng.standard_normal((m, k)).astype(dtype))
             w = _special(rng.standard_normal((k, n)).astype(dtype))
@@ -256,7 +258,7 @@ def test_concurrent_calls_at_two_layouts_read_their_own_tables(threads):
     offsets while another replaces the cached one; every result has its contiguous copy's bits."""
     rng = np.random.default_rng(4)
     exe = _stack_exe((2, 6, 16, 64), (2, 6, 64, 16), np.float32, resid=True)
-    make = lambda s: rng.standard_normal(s).astype(np.float32)   # noqa: E731
+    make = lambda s: rng.standard_normal(s).astype(np.float32)
     cases = []
     for la, lb, lr in [("heads", "hb", "heads"), ("hb", "heads", "heads"), ("neg_heads", "bcast_h", "heads")]:
         ins = [_layout(la, make, (2, 6, 16, 64)), _layout(lb, make, (2, 6, 64, 16)),
@@ -303,7 +305,7 @@ def test_traced_attention_matches_numpy_generated_and_interpreted(dtype, bshd, t
     q, k, v, x = (rng.standard_normal((b, s, h * d)).astype(dtype) for _ in range(4))
     q[0, 1, 0] = np.nan
     wo = (rng.standard_normal((h * d, h * d)) / np.sqrt(h * d)).astype(dtype)
-    fn = lambda np, *a: _attention(np, *a, bshd=bshd)   # noqa: E731
+    fn = lambda np, *a: _attention(np, *a, bshd=bshd)
     gen, interp = compiled_both(fn, [q, k, v, x, wo])
     assert gen.stats()["packed_matmuls"] >= 2
     (got,) = gen(q, k, v, x, wo)
@@ -315,7 +317,6 @@ def test_traced_attention_matches_numpy_generated_and_interpreted(dtype, bshd, t
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     tol = 1e-4 if dtype == np.float32 else 1e-11
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol, equal_nan=True)
-    graph_of(fn, [q, k, v, x, wo])   # the program builds at the examples' types (used above)
 
 
 _CHILD = textwrap.dedent("""
@@ -332,7 +333,8 @@ _CHILD = textwrap.dedent("""
         nr = blocks.GEMM_MICRO_TILE[1 if dtype == np.float32 else 2]
         rng = np.random.default_rng(nr)
         make = lambda s: _special(rng.standard_normal(s).astype(dtype))
-        for m, k, n in [(9, 257, nr // 2), (2 * blocks.GEMM_MICRO_TILE[0] + 1, 33, nr // 2 - 1), (12, 20, nr + nr // 2)]:
+        mr = blocks.GEMM_MICRO_TILE[0]
+        for m, k, n in [(9, 257, nr // 2), (2 * mr + 1, 33, nr // 2 - 1), (12, 20, nr + nr // 2)]:
             exe = _stack_exe((2, 3, m, k), (2, 3, k, n), dtype, resid=True)
             for threads in (1, 2):
                 set_num_threads(threads)
