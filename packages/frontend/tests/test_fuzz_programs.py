@@ -671,7 +671,8 @@ def run_case(steps, backend):
 @seed(int(os.environ.get("NUMTRACE_FUZZ_SEED", "0")))
 @given(steps=program_st)
 # Programs every run compares, whatever the draws (the CI and local hypothesis profiles draw different
-# programs): the epilogues of the packed products, the assignments computed in place (only where the
+# programs, and what other test modules do at import can change what a draw reaches), two or more per
+# fast path: the epilogues of the packed products, the assignments computed in place (only where the
 # value does not read its target: assign_expr with arguments of two shapes), arguments updated in
 # place, the passes of short rows written in place, the merged heads, GEMV over a few rows and over the
 # thread team, reductions of a middle axis and of short rows on generated kernels, and causal attention's
@@ -690,6 +691,15 @@ def run_case(steps, backend):
 @example(steps=[("assign_expr", 2, 1)])
 @example(steps=[("iadd", 0, 0)])
 @example(steps=[("iadd", 1, 0)])
+@example(steps=[("neg_zero", 1, 0), ("gemv_rows", 3, 0)])
+@example(steps=[("scan_of_pass", 0, 0)])
+@example(steps=[("add", 0, 1), ("cumprod_of_pass", 3, 0)])
+@example(steps=[("pow_4", 0, 0)])
+@example(steps=[("pow_m2_huge", 1, 0)])
+@example(steps=[("add", 0, 1), ("set_slice", 3, 0)])
+@example(steps=[("add", 0, 1), ("set_row", 3, 1)])
+@example(steps=[("array_0d", 0, 0)])
+@example(steps=[("add", 0, 1), ("array_0d", 3, 0)])
 @example(steps=[("merge_heads", 0, 0)])
 @example(steps=[("merge_heads_shape", 0, 0)])
 @example(steps=[("neg_zero", 1, 0), ("merge_heads_shape", 3, 0)])
@@ -716,6 +726,7 @@ def run_case(steps, backend):
 @example(steps=[("team_softmax", 0, 0)])
 @example(steps=[("neg_zero", 1, 0), ("team_softmax", 3, 0)])
 @example(steps=[("team_softmax", 1, 0)])
+@example(steps=[("team_pass", 1, 0)])
 @example(steps=[("const_col_sums", 0, 0)])
 @example(steps=[("argmin_nan_rows", 0, 0)])
 @example(steps=[("neg_zero", 1, 0), ("argmin_nan_rows", 3, 0)])
@@ -754,8 +765,8 @@ GENERATED_EXAMPLES = ([("pair_sums", 0, 1)], [("sum_mid", 0, 1), ("mean_pairs_la
                       [("neg_zero", 1, 0), ("team_softmax", 3, 0)], [("const_col_sums", 0, 0)],
                       [("neg_zero", 1, 0), ("const_col_sums", 3, 0)])
 # Programs kept on the interpreter: its passes split over the thread team (the generated kernels
-# take team_softmax's, whose short rows they reduce in tiles of rows).
-INTERPRETED_EXAMPLES = ([("team_softmax", 1, 0)],)
+# take team_softmax's, whose short rows they reduce in tiles of rows, and team_pass's).
+INTERPRETED_EXAMPLES = ([("team_softmax", 1, 0)], [("team_pass", 1, 0)])
 _CPU_PROGRAMS = itertools.count(1)
 # Steps whose path depends on the cpu backend's thread count: the team cuts _TEAM_W7's seven row
 # chunks by columns only when they do not divide among the threads and each thread's columns keep
