@@ -253,11 +253,12 @@ def _torch_numpy_call(row: Row) -> Callable | None:
 
     if row.kind == "module":
         # torch.compile's NumPy support cannot run Parameter.__array_wrap__ (a view as np.ndarray):
-        # the same model with its parameters as plain arrays computes the same.
+        # the same model with its parameters as plain arrays computes the same. Copies: a plain view of
+        # a parameter's own memory assigned back is what `self.w -= ...` gives, so it stays a Parameter.
         for _, module in row.numpy_fn.named_modules():
             for name, value in list(module._state_dicts()[0].items()):
                 if value is not None:
-                    setattr(module, name, np.asarray(value))
+                    setattr(module, name, np.array(value))
     return torch.compile(row.numpy_fn)
 
 
