@@ -305,9 +305,10 @@ def bench(session: nox.Session) -> None:
             session.run("python", str(script), *session.posargs, env=env)
 
 
-# peers.py has its own session (it installs the peers); quiet_compares.py compares two builds of the
-# compare loops that its user makes from two source trees (see its docstring).
-NOT_IN_BENCH = {"peers.py", "quiet_compares.py"}
+# peers.py has its own session (it installs the peers), and w3_steps.py runs in its venv (it times
+# ONNX Runtime's nodes beside numtrace's steps); quiet_compares.py compares two builds of the compare
+# loops that its user makes from two source trees (see its docstring).
+NOT_IN_BENCH = {"peers.py", "w3_steps.py", "quiet_compares.py"}
 
 
 # The tools a user would pick instead of numtrace, for `peers`. Each is optional: peers.py skips one that

@@ -9,6 +9,9 @@ own process.
 
     python benchmarks/w3_steps.py [--rows W3] [--calls 300] [--pin]
 
+with the python of the peers venv (`python3 -m nox -s peers` installs it: .nox/peers), which has ONNX
+Runtime; `nox -s bench` leaves this script out.
+
 --pin puts the calling thread on the first CPU and every other thread of the process (the thread
 team's workers, ORT's pool) on the second. On a machine that other programs share, run it under
 `chrt -f 1` as well: the two threads then have their CPUs to themselves for the run, as on an idle
