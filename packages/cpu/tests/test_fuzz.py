@@ -90,6 +90,18 @@ def programs(draw):
 _reference = testing.run_reference
 
 
+
+def _builders(g: Graph):
+    """(const, node) adding to g: const(value) a constant's value, node(op, *args, **attrs) an op's
+    output, as the example graphs below are written."""
+    def const(value):
+        return g.create_node("prim.Constant", [], attrs={"value": value}).output
+
+    def node(op, *args, **attrs):
+        return g.create_node(op, list(args), attrs=attrs).output
+
+    return const, node
+
 def _constant_column_sums():
     """``np.sum(2.0 * x + 0 * y, axis=0)`` and the mean over the middle axis of ``where(x > 0, inf, x *
     -0.0) * 3``: generated column-mode passes whose kernels hold several constants (float, int, 0,
@@ -99,11 +111,7 @@ def _constant_column_sums():
     y = g.add_input("x1", TensorType(np.dtype(np.int32), (64, 5)))
     z = g.add_input("x2", TensorType(np.dtype(np.float32), (7, 64, 3)))
 
-    def const(value):
-        return g.create_node("prim.Constant", [], attrs={"value": value}).output
-
-    def node(op, *args, **attrs):
-        return g.create_node(op, list(args), attrs=attrs).output
+    const, node = _builders(g)
 
     e = node("np.add", node("np.multiply", const(2.0), x), node("np.multiply", const(0), y))
     w = node("np.where", node("np.greater", z, const(0.0)), const(float("inf")),
@@ -121,10 +129,9 @@ def _short_row_extremes():
     y = g.add_input("x1", TensorType(np.dtype(np.float32), (33, 3)))
     z = g.add_input("x2", TensorType(np.dtype(np.int32), (64, 5)))
 
-    def node(op, *args, **attrs):
-        return g.create_node(op, list(args), attrs=attrs).output
+    const, node = _builders(g)
 
-    nan = g.create_node("prim.Constant", [], attrs={"value": float("nan")}).output
+    nan = const(float("nan"))
     y_nan = node("np.where", node("np.greater", y, node("np.negative", y)), nan, y)
     g.set_outputs([node("np.max", x, axis=-1, keepdims=False), node("np.min", y_nan, axis=1, keepdims=True),
                    node("np.max", z, axis=-1, keepdims=False),
@@ -141,11 +148,7 @@ def _narrow_column_wheres():
     y = g.add_input("x1", TensorType(np.dtype(np.float64), (4,)))
     z = g.add_input("x2", TensorType(np.dtype(np.float32), (40, 3, 8)))
 
-    def const(value):
-        return g.create_node("prim.Constant", [], attrs={"value": value}).output
-
-    def node(op, *args, **attrs):
-        return g.create_node(op, list(args), attrs=attrs).output
+    const, node = _builders(g)
 
     picked = node("np.where", node("np.greater", x, y), node("np.multiply", x, const(2.0)),
                   node("np.sqrt", x))
@@ -163,11 +166,7 @@ def _row_tile_softmax():
     x = g.add_input("x0", TensorType(np.dtype(np.float32), (33, 64)))
     y = g.add_input("x1", TensorType(np.dtype(np.float64), (5, 20, 7)))
 
-    def const(value):
-        return g.create_node("prim.Constant", [], attrs={"value": value}).output
-
-    def node(op, *args, **attrs):
-        return g.create_node(op, list(args), attrs=attrs).output
+    const, node = _builders(g)
 
     e = node("np.exp", node("np.subtract", x, node("np.max", x, axis=-1, keepdims=True)))
     d = node("np.subtract", y, node("np.max", y, axis=-1, keepdims=True))

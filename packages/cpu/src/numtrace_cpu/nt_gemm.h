@@ -207,6 +207,20 @@ static inline int nt_gemm_run_f32(float* to, const float* src, ptrdiff_t len, pt
 #define NT_GEMM_GATHER_f64(b, koff, jo, nc, k0, k1, d) 0
 #define NT_GEMM_RUN_f64(to, src, len, st) 0
 
+/* tile(mr, ...) for the row count mr of a row block: the full block, else one register-tile
+   specialization per row count of the last block (mr is a compile-time constant in each). */
+#define NT_GEMM_ROWS_DISPATCH(tile)                                                                \
+    if (mr == NT_GEMM_MR) { tile(NT_GEMM_MR, a, lda, bp, ldb, kc, c, ldc, nc, more); return; }     \
+    switch (mr) {                                                                                  \
+    case 1: tile(1, a, lda, bp, ldb, kc, c, ldc, nc, more); break;                                 \
+    case 2: tile(2, a, lda, bp, ldb, kc, c, ldc, nc, more); break;                                 \
+    case 3: tile(3, a, lda, bp, ldb, kc, c, ldc, nc, more); break;                                 \
+    case 4: tile(4, a, lda, bp, ldb, kc, c, ldc, nc, more); break;                                 \
+    case 5: tile(5, a, lda, bp, ldb, kc, c, ldc, nc, more); break;                                 \
+    case 6: tile(6, a, lda, bp, ldb, kc, c, ldc, nc, more); break;                                 \
+    default: tile(7, a, lda, bp, ldb, kc, c, ldc, nc, more); break;                                \
+    }
+
 #define NT_GEMM_DEFINE(T, V, SUF)                                                                   \
 enum { NT_GEMM_L_##SUF = (int)(sizeof(V) / sizeof(T)), NT_GEMM_NR_##SUF = 2 * NT_GEMM_L_##SUF };     \
                                                                                                    \
@@ -333,17 +347,8 @@ static inline __attribute__((always_inline)) void nt_gemm_tile_##SUF(           
 }                                                                                                  \
                                                                                                    \
 static void nt_gemm_tile_any_##SUF(int mr, const T* a, ptrdiff_t lda, const T* bp, ptrdiff_t ldb,   \
-                                   ptrdiff_t kc, T* c, ptrdiff_t ldc, ptrdiff_t nc, int more) {                  \
-    if (mr == NT_GEMM_MR) { nt_gemm_tile_##SUF(NT_GEMM_MR, a, lda, bp, ldb, kc, c, ldc, nc, more); return; } \
-    switch (mr) {   /* one register-tile specialization per row count of the last row block */    \
-    case 1: nt_gemm_tile_##SUF(1, a, lda, bp, ldb, kc, c, ldc, nc, more); break;                        \
-    case 2: nt_gemm_tile_##SUF(2, a, lda, bp, ldb, kc, c, ldc, nc, more); break;                        \
-    case 3: nt_gemm_tile_##SUF(3, a, lda, bp, ldb, kc, c, ldc, nc, more); break;                        \
-    case 4: nt_gemm_tile_##SUF(4, a, lda, bp, ldb, kc, c, ldc, nc, more); break;                        \
-    case 5: nt_gemm_tile_##SUF(5, a, lda, bp, ldb, kc, c, ldc, nc, more); break;                        \
-    case 6: nt_gemm_tile_##SUF(6, a, lda, bp, ldb, kc, c, ldc, nc, more); break;                        \
-    default: nt_gemm_tile_##SUF(7, a, lda, bp, ldb, kc, c, ldc, nc, more); break;                       \
-    }                                                                                              \
+                                   ptrdiff_t kc, T* c, ptrdiff_t ldc, ptrdiff_t nc, int more) {    \
+    NT_GEMM_ROWS_DISPATCH(nt_gemm_tile_##SUF)                                                      \
 }                                                                                                  \
                                                                                                    \
 /* As nt_gemm_tile for a panel of nc <= L columns, one vector a row: each output is the same sum   \
@@ -384,16 +389,7 @@ static inline __attribute__((always_inline)) void nt_gemm_htile_##SUF(          
                                                                                                    \
 static void nt_gemm_htile_any_##SUF(int mr, const T* a, ptrdiff_t lda, const T* bp, ptrdiff_t ldb, \
                                     ptrdiff_t kc, T* c, ptrdiff_t ldc, ptrdiff_t nc, int more) {   \
-    if (mr == NT_GEMM_MR) { nt_gemm_htile_##SUF(NT_GEMM_MR, a, lda, bp, ldb, kc, c, ldc, nc, more); return; } \
-    switch (mr) {   /* as nt_gemm_tile_any */                                                      \
-    case 1: nt_gemm_htile_##SUF(1, a, lda, bp, ldb, kc, c, ldc, nc, more); break;                  \
-    case 2: nt_gemm_htile_##SUF(2, a, lda, bp, ldb, kc, c, ldc, nc, more); break;                  \
-    case 3: nt_gemm_htile_##SUF(3, a, lda, bp, ldb, kc, c, ldc, nc, more); break;                  \
-    case 4: nt_gemm_htile_##SUF(4, a, lda, bp, ldb, kc, c, ldc, nc, more); break;                  \
-    case 5: nt_gemm_htile_##SUF(5, a, lda, bp, ldb, kc, c, ldc, nc, more); break;                  \
-    case 6: nt_gemm_htile_##SUF(6, a, lda, bp, ldb, kc, c, ldc, nc, more); break;                  \
-    default: nt_gemm_htile_##SUF(7, a, lda, bp, ldb, kc, c, ldc, nc, more); break;                 \
-    }                                                                                              \
+    NT_GEMM_ROWS_DISPATCH(nt_gemm_htile_##SUF)                                                     \
 }                                                                                                  \
                                                                                                    \
 /* The epilogue ops, in order, on C rows [i0, i1) and columns [j0, j0 + nc). */                    \
