@@ -71,9 +71,9 @@ def programs(draw):
                 op = draw(st.sampled_from(MOVE))
                 if op == "np.transpose":
                     node = g.create_node(op, [a])
-                elif op == "np.getitem":  # a strided or reversed slice of dim 0, or one index
+                elif op == "np.getitem":  # a strided or reversed slice of dim 0, one index, a new last dim
                     key = draw(st.sampled_from([(slice(None, None, 2),), (slice(None, None, -1),), (0,),
-                                                (Ellipsis, slice(1, None))]))
+                                                (Ellipsis, slice(1, None)), (Ellipsis, None)]))
                     node = g.create_node(op, [a], attrs={"index": key})
                 elif op == "np.expand_dims":
                     node = g.create_node(op, [a], attrs={"axis": 0})
@@ -178,6 +178,29 @@ def _row_tile_softmax():
     return g
 
 
+def _per_row_outer():
+    """One-hot encoding ``(x[:, None] == classes).astype(float32)`` (int64, rows of 10), an outer
+    difference ``y[:, None] - z`` (float32, rows of 16) and the row sums of its exp (float64, rows of
+    3): x[:, None] and y[:, None] are read once per row in the generated tiles of rows (stats'
+    generated_row_scalar_runs), elementwise and reduced."""
+    g = Graph()
+    x = g.add_input("x0", TensorType(np.dtype(np.int64), (300,)))
+    y = g.add_input("x1", TensorType(np.dtype(np.float32), (70,)))
+    z = g.add_input("x2", TensorType(np.dtype(np.float32), (16,)))
+    w = g.add_input("x3", TensorType(np.dtype(np.float64), (3,)))
+
+    const, node = _builders(g)
+
+    col = node("np.getitem", x, index=(slice(None), None))
+    one_hot = node("np.astype", node("np.equal", col, const(np.arange(-4, 6))), dtype=np.dtype(np.float32))
+    ycol = node("np.getitem", y, index=(slice(None), None))
+    diff = node("np.subtract", ycol, z)
+    wide = node("np.astype", ycol, dtype=np.dtype(np.float64))
+    rows = node("np.sum", node("np.exp", node("np.subtract", wide, w)), axis=-1, keepdims=False)
+    g.set_outputs([one_hot, diff, rows])
+    return g
+
+
 # Every GENERATED_EVERY-th program, and the examples, compile their passes to C before the first call
 # (numtrace_cpu.compiler's sync mode): the generated kernels are fuzzed too.
 GENERATED_EVERY = 15
@@ -186,6 +209,7 @@ _COLUMN_SUMS = _constant_column_sums()
 _ROW_EXTREMES = _short_row_extremes()
 _NARROW_WHERES = _narrow_column_wheres()
 _ROW_TILES = _row_tile_softmax()
+_PER_ROW = _per_row_outer()
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -206,6 +230,8 @@ def _cache(tmp_path_factory):
 @example(_NARROW_WHERES, True, False)
 @example(_ROW_TILES, False, False)
 @example(_ROW_TILES, True, False)
+@example(_PER_ROW, False, False)
+@example(_PER_ROW, True, False)
 def test_cpu_equals_reference(g, strided, in_place):
     """`in_place`: the first output is written over an input of its type where there is one (as a
     traced ``x += ...`` is), so a pass may read and write the same memory."""
@@ -223,7 +249,7 @@ def test_cpu_equals_reference(g, strided, in_place):
             expected = _reference(g, inputs)
         except ValueError:   # e.g. max of an empty axis: the cpu backend must raise too
             expected = None
-        examples = (_COLUMN_SUMS, _NARROW_WHERES, _ROW_TILES)
+        examples = (_COLUMN_SUMS, _NARROW_WHERES, _ROW_TILES, _PER_ROW)
         generated = next(_PROGRAMS) % GENERATED_EVERY == 0 or any(g is h for h in examples)
         old = compiler.set_mode("sync" if generated else compiler.mode())
         try:
@@ -250,3 +276,5 @@ def test_cpu_equals_reference(g, strided, in_place):
         assert exe.stats()["generated_column_runs"] >= 4, "the narrow column sums did not run generated"
     if g is _ROW_TILES:
         assert exe.stats()["generated_row_tile_runs"] >= 4, "the softmax rows did not run in generated tiles"
+    if g is _PER_ROW:
+        assert exe.stats()["generated_row_scalar_runs"] >= 4, "x[:, None] was not read once per row"

@@ -448,6 +448,7 @@ STEPS = {
     "assign_expr": (2, _assign_expr),
     "causal_softmax": (1, _causal_softmax), "causal_softmax_nan_row": (1, lambda a: _causal_softmax(a, k=0)),
     "outer_pass": (1, lambda a: np.ravel(a)[:, None] * 0.5 - np.ravel(a)[None, :]),
+    "one_hot": (1, lambda a: (np.ravel(a)[:, None] == np.arange(3)).astype(np.float32)),
     "layer_norm": (1, _layer_norm),
     "row_extremes": (1, _row_extremes),
     "reshape_write": (1, lambda a: _through_reshape(a, lambda v: v.reshape(-1))),
@@ -471,9 +472,9 @@ STEPS.update({"gemv_team": (1, _gemv_team), "gemv_team_columns": (1, _gemv_team_
 # Steps only the explicit examples below run, so that adding them leaves the random draws as they were.
 EXAMPLE_ONLY = {"merge_heads", "merge_heads_pass", "merge_heads_shape", "split_sections",
                 "split_sections_rest", "causal_softmax", "causal_softmax_nan_row", "gemv_team",
-                "gemv_team_columns", "outer_pass", "layer_norm", "split_row_sum", "im2col", "team_pass",
-                "team_softmax", "const_col_sums", "argmin_nan_rows", "gemv_peeled", "row_extremes",
-                "head_products"}
+                "gemv_team_columns", "outer_pass", "one_hot", "layer_norm", "split_row_sum", "im2col",
+                "team_pass", "team_softmax", "const_col_sums", "argmin_nan_rows", "gemv_peeled",
+                "row_extremes", "head_products"}
 NAMES = sorted(set(STEPS) - EXAMPLE_ONLY)
 
 # The fast-path steps drawn about as often as all the others together.
@@ -548,6 +549,7 @@ FAST_PATHS = {
     "middle-axis reduction generated": lambda s: s["generated_column_runs"],
     "short rows reduced generated": lambda s: s["generated_row_block_runs"],
     "short rows reduced generated in tiles of rows": lambda s: s["generated_row_tile_runs"],
+    "x[:, None] read once a row in generated tiles of rows": lambda s: s["generated_row_scalar_runs"],
     "broadcast value computed again in a later pass": lambda s: s["recomputed_nodes"],
     "outputs written with streaming stores": lambda s: s["streamed_runs"],
     "assignment computed in place": lambda s: s["assigned_in_place"],
@@ -714,6 +716,8 @@ def run_case(steps, backend):
 @example(steps=[("causal_softmax", 0, 0)])
 @example(steps=[("causal_softmax_nan_row", 1, 0)])
 @example(steps=[("outer_pass", 0, 0)])
+@example(steps=[("one_hot", 2, 0)])
+@example(steps=[("neg_zero", 1, 0), ("one_hot", 3, 0)])
 @example(steps=[("layer_norm", 0, 0)])
 @example(steps=[("split_row_sum", 0, 0)])
 @example(steps=[("neg_zero", 1, 0), ("split_row_sum", 3, 0)])
@@ -760,7 +764,8 @@ GENERATED_EVERY = 8
 # The explicit programs whose reductions only generated kernels fold in registers, and a pass writing
 # its outputs with streaming stores (conftest.py lowers NUMTRACE_STREAM_MIN_BYTES).
 GENERATED_EXAMPLES = ([("pair_sums", 0, 1)], [("sum_mid", 0, 1), ("mean_pairs_last", 1, 0)],
-                      [("outer_pass", 0, 0)], [("split_row_sum", 0, 0)], [("team_pass", 0, 0)],
+                      [("outer_pass", 0, 0)], [("one_hot", 2, 0)], [("neg_zero", 1, 0), ("one_hot", 3, 0)],
+                      [("split_row_sum", 0, 0)], [("team_pass", 0, 0)],
                       [("neg_zero", 1, 0), ("team_pass", 3, 0)], [("team_softmax", 0, 0)],
                       [("neg_zero", 1, 0), ("team_softmax", 3, 0)], [("const_col_sums", 0, 0)],
                       [("neg_zero", 1, 0), ("const_col_sums", 3, 0)])

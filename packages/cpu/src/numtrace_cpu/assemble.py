@@ -198,7 +198,7 @@ class _Program:
         for reg in regs:
             if reg[1] == REG_KINDS["output"]:
                 reg[2] = n_in - reg[2] - 1
-        operands = ([(DTYPES[_natural_dtype(v)], ROLES["input"]) for v in self.in_values]
+        operands = ([(DTYPES[_natural_dtype(v)], ROLES["input"], *self._per_row(v)) for v in self.in_values]
                     + [(DTYPES[v.type.dtype], ROLES["output"]) for v in self.out_values]
                     + [(DTYPES[v.type.dtype], ROLES["reduced"]) for v in self.red_values])
         reductions = [(code, src, n_in + n_out + pos, ddof) for code, src, pos, ddof in self.reductions]
@@ -209,6 +209,15 @@ class _Program:
                          outputs=[index[v] for v in self.out_values + self.red_values],
                          nodes=self.group.nodes, kernel=kernel, scalar_inputs=self.in_scalars,
                          overwritable=frozenset((index[a], index[b]) for a, b in self.overwritable(regs)))
+
+    def _per_row(self, v) -> tuple:
+        """(True,) where input v is broadcast along the pass's innermost dim but not along every dim,
+        as ``x[:, None]`` in ``x[:, None] == y``: codegen's tiles of rows then read it once per row
+        (codegen.row_scalar_operands); else (). A hint: the kernel checks the strides it is run on."""
+        shape, own = tuple(self.group.shape), getattr(v.type, "shape", None)
+        if own is None or len(shape) < 2 or shape[-1] == 1 or not any(d != 1 for d in own):
+            return ()
+        return (True,) if own[-1] == 1 else ()
 
     def overwritable(self, regs: list[list]) -> list[tuple]:
         """(input value, output value) pairs whose output may be written over the input (see FusedStep)."""

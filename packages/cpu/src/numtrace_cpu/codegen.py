@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 
 from numtrace_cpu.runtime import BLOCK_ELEMENTS, DTYPES, OPS, REDUCTIONS, REG_KINDS, UNIT_ELEMENTS
 
-__all__ = ["ENTRY", "STACK_BYTES", "TILE", "folds_in_registers", "generate", "has_row_tiles", "has_rows_path"]
+__all__ = ["ENTRY", "STACK_BYTES", "TILE", "folds_in_registers", "generate", "has_row_tiles", "has_rows_path",
+           "row_scalar_operands"]
 
 ENTRY = "nt_kernel"
 """The default name of the kernel function in the generated source."""
@@ -68,6 +69,11 @@ _COLUMN_REDUCTIONS = frozenset((REDUCTIONS["sum"][0], _MEAN))
 _COLUMN_MAX_REDUCTIONS = 4
 _UNROLLED = (1, 2, 3, 4, 8)
 _PAD_ELEMENTS = 64   # nt_gen.h's NT_GEN_PAD: an operand's tile buffer is TILE + NT_GEN_PAD elements
+# `_segments` by rows: a row from this long keeps its loop (GCC unroll 1), which GCC then vectorizes;
+# unrolled whole, a row of 16 float32 ran as 16 scalar ops or its rows were vectorized across with
+# transposing permutes (1.6-1.9x slower on rows of 16, 1.4x on 8, one-hot's and x[:, None] - y's).
+# Shorter rows unroll: across the rows was faster there (1.6x on rows of 2 and 3).
+_ROW_LOOP_MIN = 8
 
 
 # Ops whose C expression uses these operands (by position) only for some elements, so GCC computes
@@ -350,7 +356,7 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
     w.indent += 1
     w.line("(void)fc; (void)ic; (void)loops; (void)red;")
     tile = _Tile(regs, rdt, in_regs, out_regs, segments, instrs, uses, defs, exprs, vdt, seg_of, spilled,
-                 outputs, folded, kept, covered)
+                 outputs, folded, kept, covered, row_scalar_operands(program), shape[-1] if shape else 0)
     widths = _kept_widths(tile)
     for suffix in widths:   # the bits of np.where's computed operands (nt_gen_keep), by width
         w.line(f"uint{suffix or 64}_t seen{suffix} = 0;")
@@ -449,6 +455,8 @@ class _Tile:
     folded: list[str]
     kept: list[list[str]]
     covered: set[str]
+    row_scalars: int = 0   # row_scalar_operands(program): operands read once per row in tiles of rows
+    inner: int = 0         # the program's innermost length, a literal in those tiles' loops
 
 
 def _offsets(w: _Writer, nops: int, index: str, first: str, stop: str, ptr: str) -> None:
@@ -493,6 +501,24 @@ def has_row_tiles(program: tuple) -> bool:
     return bool(reductions) and len(shape) >= 2 and shape[-1] <= TILE // 4
 
 
+def row_scalar_operands(program: tuple) -> int:
+    """The input operands (bit k: operand k) that the tiles of rows (`_rows_units`) read once per row:
+    those the program marks as broadcast along its innermost dim (assemble's per-row hint), as the
+    ``x[:, None]`` of ``x[:, None] == y`` or ``x[:, None] - y[None, :]``. Where the kernel runs on
+    the program's own innermost length and each has stride 0 along it (FusedKernel's
+    _count_row_scalars), a tile's loops run row by row over that literal length, the operand's one
+    value per row in a register, instead of over a tile of it repeated (nt_gen_gather_rows' fill,
+    then a load of each element back: 42% of one-hot encoding's time). 0: none, or no such tiles."""
+    operands = program[6]
+    if not (has_rows_path(program) or has_row_tiles(program)):
+        return 0
+    mask = 0
+    for k, operand in enumerate(operands):
+        if len(operand) > 2 and operand[2] and k < 64:
+            mask |= 1 << k
+    return mask
+
+
 def _rows_units(w: _Writer, nops: int, tile: _Tile, reductions: tuple | list = ()) -> None:
     """Units of a pass whose innermost dim is short (`_rows_unit`'s, red->tile_rows rows a tile):
     each tile is whole rows of dim nd-2, so its loops (and table ops) run over rows * inner elements
@@ -505,6 +531,10 @@ def _rows_units(w: _Writer, nops: int, tile: _Tile, reductions: tuple | list = (
     w.line("const Py_ssize_t R = red->tile_rows, nrows = shape[nd - 2];")
     w.line("const Py_ssize_t per_unit = R * (NT_GEN_CHUNK / TILE);")
     w.line("const Py_ssize_t nchunk = (nrows + per_unit - 1) / per_unit;")
+    scalars = [k for k in range(nops) if (tile.row_scalars >> k) & 1]
+    if scalars:   # the condition FusedKernel._count_row_scalars counts
+        zero = " && ".join(f"strides[{k} * NT_GEN_MAXD + nd - 1] == 0" for k in scalars)
+        w.line(f"const int rowwise = inner == {tile.inner} && {zero};   /* per-row operands in registers */")
     w.line("for (Py_ssize_t u = u0; u < u1; u++) {")
     w.indent += 1
     w.line("Py_ssize_t start = (u % nchunk) * per_unit, idx = u / nchunk;")
@@ -519,8 +549,12 @@ def _rows_units(w: _Writer, nops: int, tile: _Tile, reductions: tuple | list = (
     w.line("for (Py_ssize_t t = start; t < stop; t += R) {")
     w.indent += 1
     w.line("const Py_ssize_t rows = stop - t < R ? stop - t : R, n = rows * inner;")
-    _bind_rows(w, tile, "p{}", "s{}", "o{}", "inner", "rows", "R", stream=True)
-    _segments(w, tile)
+    _bind_rows(w, tile, "p{}", "s{}", "o{}", "inner", "rows", "R", stream=True, rowwise=bool(scalars))
+    if scalars:
+        _branches(w, ("rowwise", lambda: _segments(w, tile, by_rows=True)),
+                  (None, lambda: _segments(w, tile)))
+    else:
+        _segments(w, tile)
     for r in tile.out_regs:
         arg, isz = regs[r][2], ITEMSIZE[rdt[r]]
         w.line(f"if (out{r}p == g{r} && d{r}) nt_gen_stream(p{arg}, (const char *)g{r}, n * {isz});")
@@ -538,18 +572,23 @@ def _rows_units(w: _Writer, nops: int, tile: _Tile, reductions: tuple | list = (
 
 
 def _bind_rows(w: _Writer, tile: _Tile, base: str, col: str, row: str, width: str, rows: str, unit: str,
-               stream: bool) -> None:
+               stream: bool, rowwise: bool = False) -> None:
     """Bind each operand of a tile of `rows` whole rows of `width` elements: the formats `base`, `col`
     and `row` give an operand's first row (char *) and its strides along and across rows, from its
     number. An input is read where it lies when the rows are one aligned contiguous run, else gathered
     (a row repeated along the rows, stride 0, once per `unit` rows: flag f<r>); an output is written
-    where it lies on the same terms, and not where it is streamed, else into its tile buffer."""
+    where it lies on the same terms, and not where it is streamed, else into its tile buffer.
+    `rowwise`: a per-row operand (tile.row_scalars) is not gathered where the C flag `rowwise` is
+    set: the loops read it row by row (`_segments`' by_rows)."""
     regs, rdt = tile.regs, tile.rdt
     for r in tile.in_regs:
         arg, T, isz = regs[r][2], CTYPE[rdt[r]], ITEMSIZE[rdt[r]]
         b, c, o = base.format(arg), col.format(arg), row.format(arg)
         w.line(f"const {T} *in{r}p = (const {T} *){b};")
-        w.line(f"if ({c} != {isz} || ({o} != {width} * {isz} && {rows} > 1) || (size_t)in{r}p % {isz}) {{")
+        gather = f"{c} != {isz} || ({o} != {width} * {isz} && {rows} > 1) || (size_t)in{r}p % {isz}"
+        if rowwise and (tile.row_scalars >> arg) & 1:
+            gather = f"!rowwise && ({gather})"
+        w.line(f"if ({gather}) {{")
         w.line(f"    if ({o} || !f{r}) nt_gen_gather_rows(g{r}, {b}, {c}, {o}, {isz}, {width}, "
                f"{o} ? {rows} : {unit});")
         w.line(f"    f{r} = {o} == 0;")
@@ -826,9 +865,14 @@ def _tile_loop(w: _Writer, tile: _Tile, start: str, stop: str) -> None:
     w.line("}")
 
 
-def _segments(w: _Writer, tile: _Tile) -> None:
-    """The tile's n elements through the segments: loops over values in locals, table calls between."""
-    rdt, uses, defs = tile.rdt, tile.uses, tile.defs
+def _segments(w: _Writer, tile: _Tile, by_rows: bool = False) -> None:
+    """The tile's n elements through the segments: loops over values in locals, table calls between.
+    `by_rows` (`_rows_units` where `rowwise`): each loop runs over the tile's rows, each row's value
+    of the per-row operands (tile.row_scalars) read once into a register, and within a row over the
+    literal innermost length (tile.inner), which GCC vectorizes whole (a 10-element row: one 8-lane
+    and one 2-lane step). The same element values computed by the same expressions."""
+    rdt, uses, defs, regs = tile.rdt, tile.uses, tile.defs, tile.regs
+    scalar = {r for r in tile.in_regs if by_rows and (tile.row_scalars >> regs[r][2]) & 1}
     for s, seg in enumerate(tile.segments):
         if seg.table is not None:
             i = seg.table
@@ -842,12 +886,27 @@ def _segments(w: _Writer, tile: _Tile) -> None:
         stores = -1 in seg.instrs
         if not body and not (stores and tile.out_regs):
             continue
-        w.line("#pragma GCC ivdep")
-        w.line("for (Py_ssize_t i = 0; i < n; i++) {")
-        w.indent += 1
         needed = {u for i in body for u in uses[i]} | (set(tile.outputs.values()) if stores else set())
+        if by_rows:
+            w.line("for (Py_ssize_t row = 0; row < rows; row++) {")
+            w.indent += 1
+            for r in sorted(scalar):
+                if f"in{r}" in needed:   # memcpy: the operand need not be aligned
+                    arg = regs[r][2]
+                    w.line(f"{CTYPE[rdt[r]]} in{r};")
+                    w.line(f"memcpy(&in{r}, p{arg} + row * o{arg}, sizeof in{r});")
+            w.line("#pragma GCC ivdep")
+            if tile.inner >= _ROW_LOOP_MIN:
+                w.line("#pragma GCC unroll 1   /* vectorize the row's loop (_ROW_LOOP_MIN) */")
+            w.line(f"for (Py_ssize_t j = 0; j < {tile.inner}; j++) {{")
+            w.indent += 1
+            w.line(f"const Py_ssize_t i = row * {tile.inner} + j;")
+        else:
+            w.line("#pragma GCC ivdep")
+            w.line("for (Py_ssize_t i = 0; i < n; i++) {")
+            w.indent += 1
         for r in tile.in_regs:
-            if f"in{r}" in needed:
+            if f"in{r}" in needed and r not in scalar:
                 w.line(f"const {CTYPE[rdt[r]]} in{r} = in{r}p[i];")
         for v in sorted((v for v in needed if v.startswith("v") and tile.seg_of[v] != s), key=_number):
             w.line(f"const {_local(tile.vdt[v])} {v} = t{v}[i];")
@@ -859,8 +918,9 @@ def _segments(w: _Writer, tile: _Tile) -> None:
         if stores:
             for r in tile.out_regs:
                 w.line(f"out{r}p[i] = {tile.outputs[r]};")
-        w.indent -= 1
-        w.line("}")
+        for _ in range(2 if by_rows else 1):
+            w.indent -= 1
+            w.line("}")
 
 
 def _local(dt: int) -> str:

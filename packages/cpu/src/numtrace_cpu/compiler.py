@@ -260,7 +260,8 @@ def _build(batch: _Batch, strict: bool) -> None:
             program = job.kernel.program
             job.kernel.set_generated(address, lib, folds=codegen.folds_in_registers(program),
                                      rows=codegen.has_rows_path(program),
-                                     row_tiles=codegen.has_row_tiles(program))
+                                     row_tiles=codegen.has_row_tiles(program),
+                                     row_scalars=codegen.row_scalar_operands(program))
             job.state = "ready"
     except Exception as e:
         for job in jobs:

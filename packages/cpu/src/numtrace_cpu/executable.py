@@ -213,6 +213,8 @@ class Executable(CallRunner):
             "generated_rows_runs": sum(s.kernel.generated_rows_runs for s in fused),
             # reductions of short rows computed a tile of rows at a time (codegen's _row_tile_units)
             "generated_row_tile_runs": sum(s.kernel.generated_row_tile_runs for s in fused),
+            # those tiles of rows reading a per-row operand (x[:, None] of x[:, None] == y) once a row
+            "generated_row_scalar_runs": sum(s.kernel.generated_row_scalar_runs for s in fused),
             "shared_sum_runs": sum(s.kernel.shared_sum_runs for s in fused),
             "split_row_runs": sum(s.kernel.split_row_runs for s in fused),
             "extreme_rows_runs": sum(s.kernel.extreme_rows_runs for s in fused),

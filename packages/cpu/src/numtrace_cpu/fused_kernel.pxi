@@ -132,6 +132,8 @@ cdef class FusedKernel:
     cdef readonly Py_ssize_t streamed_runs       # generated passes that streamed their outputs
     cdef readonly Py_ssize_t generated_rows_runs # generated passes run in blocks of short rows
     cdef readonly Py_ssize_t generated_row_tile_runs   # generated reductions of short rows in tiles of rows
+    cdef readonly Py_ssize_t generated_row_scalar_runs # generated tiles of rows reading per-row scalars in place
+    cdef uint64_t row_scalars      # operands the generated kernel reads once per row (codegen.row_scalar_operands)
     cdef readonly Py_ssize_t shared_sum_runs     # interpreted reduction rows whose var/std took a sum's block sums
     cdef readonly Py_ssize_t split_row_runs      # full reductions whose one row ran as rows of a block (see _run_split_row)
     cdef bint shares_sums                        # some reduction's shares_sum is set
@@ -191,7 +193,8 @@ cdef class FusedKernel:
         if (not self.instrs or not self.reds or not self.reg_kind or not self.reg_arg or not self.reg_dt
                 or not self.op_dt or not self.op_role or not self.fconsts or not self.iconsts):
             raise MemoryError()
-        for i, (dt, role) in enumerate(operands):
+        for i, operand in enumerate(operands):   # (dtype, role[, codegen's per-row hint])
+            dt, role = operand[0], operand[1]
             _check_code(dt, NDT, "operand dtype")
             _check_code(role, 3, "operand role")
             self.op_dt[i], self.op_role[i] = dt, role
@@ -320,7 +323,7 @@ cdef class FusedKernel:
         free(self.scratch)
 
     def set_generated(self, Py_ssize_t address, object owner, bint folds=False, bint rows=False,
-                      bint row_tiles=False):
+                      bint row_tiles=False, uint64_t row_scalars=0):
         """Run this program's passes through the generated kernel at `address` (an nt_gen_fn built
         by numtrace_cpu.codegen from `program`; `owner` keeps its code loaded); 0 goes back to the
         interpreter. `folds`: the kernel has the column and row-block units of
@@ -331,8 +334,11 @@ cdef class FusedKernel:
         a reduction of its innermost dim (codegen.has_row_tiles), which then runs in the
         interpreter's blocks of rows where the row blocks of `folds` do not. Without them such a
         pass, when large, keeps the interpreter (see GENERATED_SHORT_ROWS_MAX), and so does a
-        reduction in column mode or folding its inputs in place."""
+        reduction in column mode or folding its inputs in place. `row_scalars`: the operands (bit k:
+        operand k) that the kernel's tiles of rows read once per row where each is constant along the
+        innermost dim (codegen.row_scalar_operands), counted in generated_row_scalar_runs."""
         self.generated = <void*>address
+        self.row_scalars = row_scalars if address else 0
         self.generated_owner = owner if address else None
         self.generated_folds = folds and address != 0
         self.generated_rows = rows and address != 0
@@ -445,6 +451,7 @@ cdef class FusedKernel:
                 cx.row_tiles = True
                 self.generated_runs += 1
                 self.generated_row_tile_runs += 1
+                self._count_row_scalars(&cx)
                 if nteam > 1:
                     self.generated_team_runs += 1
                 if self.work < NOGIL_MIN_WORK:
@@ -458,6 +465,7 @@ cdef class FusedKernel:
                          or (self.generated_rows and not self.nred))):
                 if cx.rows > 1 and self.generated_rows and not self.nred:
                     self.generated_rows_runs += 1   # the interpreter's units of blocks of rows
+                    self._count_row_scalars(&cx)
                 else:
                     # The units of one-row blocks (see nt_gen.h), so the kernel is told rows of one
                     # (not its row blocks).
@@ -502,6 +510,18 @@ cdef class FusedKernel:
             else:
                 free(scratch)
         return 0
+
+    cdef void _count_row_scalars(self, const Ctx* cx) noexcept:
+        """Count a run in tiles of rows whose kernel reads its per-row operands once per row: the
+        condition codegen's _rows_units tests (`rowwise`): the program's own innermost length, and
+        each of those operands constant along it (stride 0)."""
+        cdef int k
+        if not self.row_scalars or cx.shape[cx.nd - 1] != self.shape[self.ndim - 1]:
+            return
+        for k in range(cx.nops):
+            if (self.row_scalars >> k) & 1 and cx.strides[k * MAXD + cx.nd - 1] != 0:
+                return
+        self.generated_row_scalar_runs += 1
 
     cdef bint _splits_row(self, const Ctx* cx, int nthreads):
         """Whether a pass that reduces everything to one value should run as `_run_split_row`: its
