@@ -745,3 +745,26 @@ def test_narrow_column_sums_of_where_equal_interpreter(dtype, ncol):
             want = interp(*args)
         _assert_same_bits(got, want, f"narrow column sums of a where over {ncol} columns")
     assert gen.stats()["generated_column_runs"] >= 2 or ncol == 1   # the Fortran x sums its rows
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.float32, np.float64])
+@pytest.mark.parametrize("width", [2, 3, 7, 10, 17, 64])
+def test_repeated_row_filled_into_row_tiles(dtype, width):
+    """``x + b`` (tiles of whole rows) and with it ``max(x * b, -1)`` (tiles of rows folded by the
+    row fold), b a row repeated along the rows of x, contiguous or every other element of a longer
+    array: each tile holds copies of b (nt_gen.h's nt_gen_gather_rows gathers it once, then doubles
+    the copies), over row counts that end inside a unit and a tile, on 1 and 2 threads: the
+    interpreter's and NumPy's bits."""
+    rng = np.random.default_rng(width)
+    x = rng.integers(-100, 100, (3 * 16384 // width + 5, width)).astype(dtype)
+    b = rng.integers(-100, 100, 2 * width).astype(dtype)
+    programs = {"generated_rows_runs": lambda node, x, b: (node("np.add", x, b),),
+                "generated_row_tile_runs": lambda node, x, b: (
+                    node("np.add", x, b), node("np.max", node("np.multiply", x, b), axis=-1))}
+    for counter, build in programs.items():
+        for row in (b[:width], b[::2]):
+            g = _graph({"x": testing.type_of(x), "b": testing.type_of(row)}, build)
+            assert _run_both_ways(g, (x, row), 1 << 62)[counter] == 2
+            want = [x + row, (x * row).max(axis=-1)][:len(g.outputs)]
+            _assert_same_bits(_compiled(g, [testing.type_of(x), testing.type_of(row)], "sync")(x, row), want,
+                              f"{counter}, rows of {width} vs NumPy")

@@ -246,7 +246,9 @@ __attribute__((noinline)) static void nt_gen_scatter(char *dst, Py_ssize_t st, c
 /* `rows` rows of `inner` elements (row i at src + i * so) into the tile dst, and back. A row of one
  * value (st == 0, as ``x[:, None]``) is filled with whole 64-byte stores of that value, each row's
  * last store running into the next row (which then overwrites it) or into dst's NT_GEN_PAD bytes:
- * a loop of `inner` stores per row cost more than the pass's arithmetic. */
+ * a loop of `inner` stores per row cost more than the pass's arithmetic. One row repeated along the
+ * rows (so == 0, as the bias b of ``x + b``) is gathered once and copied into the others in doubling
+ * runs: a gather call per row cost bias_relu_10 (rows of 10) a quarter of its time. */
 __attribute__((noinline)) static void nt_gen_gather_rows(void *dst, const char *src, Py_ssize_t st, Py_ssize_t so,
                                                          size_t isz, Py_ssize_t inner, Py_ssize_t rows) {
 #define NT_GEN_FILL_ROWS(T) \
@@ -265,6 +267,13 @@ __attribute__((noinline)) static void nt_gen_gather_rows(void *dst, const char *
         }
     }
 #undef NT_GEN_FILL_ROWS
+    if (so == 0 && rows > 1) {
+        const size_t row = (size_t)inner * isz, total = row * (size_t)rows;
+        nt_gen_gather(dst, src, st, isz, inner);
+        for (size_t done = row; done < total; done *= 2)   /* log2(rows) copies */
+            memcpy((char *)dst + done, dst, total - done < done ? total - done : done);
+        return;
+    }
     for (Py_ssize_t r = 0; r < rows; r++) nt_gen_gather((char *)dst + r * inner * isz, src + r * so, st, isz, inner);
 }
 __attribute__((noinline)) static void nt_gen_scatter_rows(char *dst, Py_ssize_t st, Py_ssize_t so, const void *src,
