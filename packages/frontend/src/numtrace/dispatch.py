@@ -82,18 +82,18 @@ def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
         args, kwargs = memory_order(tracer, func, args, kwargs)
         result = _dynamic_shape(tracer, func, args, kwargs, concrete)
         if result is None:
-            try:
-                op, inputs, attrs = _bind(op, args, kwargs)
+            try:   # the op recorded: `op`, or its form for these arguments (out= below is `op`'s)
+                recorded, inputs, attrs = _bind(op, args, kwargs)
             except NotImplementedError:  # a form of the function the op does not take (np.pad's modes)
                 result = unregistered_call(tracer, func, method, args, kwargs, numpy_name(func, method))
             else:
-                if op.result_attrs is not None:   # a result type NumPy decides from the values
-                    attrs = op.normalize_attrs({**attrs, **op.result_attrs(concrete)})
-                if op.data_dependent_shape and isinstance(attrs.get("size"), str):   # a symbol per node
+                if recorded.result_attrs is not None:   # a result type NumPy decides from the values
+                    attrs = recorded.normalize_attrs({**attrs, **recorded.result_attrs(concrete)})
+                if recorded.data_dependent_shape and isinstance(attrs.get("size"), str):   # a symbol per node
                     attrs = {**attrs, "size": tracer.data_size()}
-                result = tracer.record(op.name, inputs, attrs, concrete)
+                result = tracer.record(recorded.name, inputs, attrs, concrete)
                 result = returned_arguments(func, args, kwargs, result)
-                _track_view(op, func, args, kwargs, inputs, attrs, result)
+                _track_view(recorded, func, args, kwargs, inputs, attrs, result)
     if where is not True:
         result = _select(where, result, out)
     if out is None:
