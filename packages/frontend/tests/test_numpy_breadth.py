@@ -208,6 +208,13 @@ def test_grids_follow_the_traced_shape(backend):
     assert not traced.guards
 
 
+def test_a_grid_counted_by_a_complex_step_from_a_shape_is_guarded(backend):
+    """``np.mgrid[0:1:n * 1j]`` (n points): complex numbers are not graph values, so ``n * 1j`` is computed
+    on n guarded: each size traces again, none is served a stale grid."""
+    fn = lambda x: (np.mgrid[0:1:x.shape[0] * 1j], x.shape[1] * 1j + 1, 2j ** x.shape[0])
+    _check_sizes(fn, lambda rng, n: (rng.standard_normal((n, 2)),), backend, sizes=(5, 1, 8, 5), retraces=2)
+
+
 def test_a_grid_bound_computed_past_int64_is_guarded():
     """NumPy types a grid by its bounds, and an int past int64's range changes that type: a bound
     computed from shapes (not a dim itself) keeps the trace to ints within it."""

@@ -244,6 +244,8 @@ def _binary(name: str, reflected: bool):
     prim = f"prim.{name}"
 
     def method(self: TracedScalar, other: Any) -> Any:
+        if type(other) is complex:   # not a graph value: computed on the guarded number (``n * 1j``)
+            return py_op(other, self.guarded()) if reflected else py_op(self.guarded(), other)
         if not _is_real(other):
             return NotImplemented
         if isinstance(other, (np.integer, np.floating)):
