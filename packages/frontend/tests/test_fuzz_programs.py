@@ -419,6 +419,16 @@ STEPS = {
     "convolve": (2, lambda a, b: np.convolve(np.ravel(a), np.ravel(b))), "median": (1, np.median),
     "vectorize": (1, np.vectorize(lambda v: v * 2)), "frombuffer": (1, lambda a: np.frombuffer(a.tobytes())),
     "float_of": (1, lambda a: a * float(a.sum())),
+    # NumPy forms with run-time lengths, masks and traced grid sizes
+    "repeat_counts": (2, lambda a, r: np.repeat(a, np.asarray(r) % 3, axis=0)),
+    "sum_where": (2, lambda a, b: np.sum(a, axis=-1, where=np.asarray(b) > 0.5)),
+    "max_where": (2, lambda a, b: np.max(a, axis=0, where=np.asarray(b) > 0.3, initial=-1.0)),
+    "mean_where": (1, lambda a: np.mean(a, axis=-1, where=np.asarray(a) > 0.2)),
+    "einsum_sublist": (2, lambda a, b: np.einsum(np.atleast_2d(a), [0, 1], np.atleast_2d(b), [2, 1], [0, 2])),
+    "mgrid": (1, lambda a: np.mgrid[:len(np.atleast_1d(a)), :2].sum(0) * 0.5),
+    "concat_cast": (2, lambda a, b: np.concatenate([np.ravel(a), np.ravel(b)], dtype=np.float32,
+                                                   casting="same_kind")),
+    "bit_length": (1, lambda a: a * len(np.atleast_1d(a)).bit_length()),
     "bool_branch": (1, lambda a: a * 2 if a.sum() > 1 else a - 1),
     # the cpu backend's fast paths: joins written in place then written, joins of 0-d reductions,
     # small-K, GEMV and packed-weight products with epilogues on signed zeros, scans of fused passes,
@@ -740,6 +750,9 @@ def run_case(steps, backend):
 @example(steps=[("packed_rows_in_place", 0, 0)])
 @example(steps=[("neg_zero", 1, 0), ("packed_rows_in_place", 3, 0)])
 @example(steps=[("neg_zero", 1, 0), ("row_extremes", 3, 0)])
+@example(steps=[("repeat_counts", 0, 2), ("sum_where", 3, 3)])
+@example(steps=[("max_where", 0, 1), ("mean_where", 1, 0), ("einsum_sublist", 0, 1)])
+@example(steps=[("mgrid", 0, 0), ("concat_cast", 0, 2), ("bit_length", 1, 0)])
 def test_traced_program_matches_numpy_or_raises_clearly(steps, backend):
     # Every GENERATED_EVERY-th program on the cpu backend compiles its fused passes to C before its
     # first call (numtrace_cpu.compiler's sync mode), so they run on the generated kernels; so do the

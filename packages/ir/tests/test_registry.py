@@ -124,12 +124,28 @@ def test_bind_positional_and_keyword_in_numpy_order():
 
 def test_bind_variadic_and_optional_inputs():
     a, b = np.ones(2), np.zeros(2)
-    assert registry.get("np.concatenate").bind([(a, b)], {"axis": 0}) == ([a, b], {"axis": 0, "dtype": None})
+    assert registry.get("np.concatenate").bind([(a, b)], {"axis": 0}) == (
+        [a, b], {"axis": 0, "dtype": None, "casting": "same_kind"})
     assert registry.get("np.einsum").bind(["i,i->", a, b], {}) == (
         [a, b], {"subscripts": "i,i->", "dtype": None, "casting": "safe", "optimize": False})
     assert registry.get("np.clip").bind([a, None, 1.0], {}) == ([a, 1.0], {"omitted": ("a_min",)})
     inputs, attrs = registry.get("np.clip").bind([a], {"a_min": 0, "a_max": 2})
     assert inputs == [a, 0, 2] and attrs == {"omitted": ()}
+
+
+def test_einsum_sublist_form_binds_to_numpys_letters():
+    """``einsum(a, [0, 1], b, [1, 2], [0, 2])`` is ``einsum("AB,BC->AC", a, b)``: NumPy reads subscript s
+    as the s-th of A..Za..z, which also orders an implicit output (26 sorts after 0)."""
+    a, b = np.ones((2, 3)), np.ones((3, 4))
+    einsum = registry.get("np.einsum")
+    assert einsum.bind([a, [0, 1], b, [1, 2], [0, 2]], {}) == einsum.bind(["AB,BC->AC", a, b], {})
+    _, attrs = einsum.bind([a, [Ellipsis, 51], b, [51, np.int64(26)]], {"optimize": True})
+    assert attrs["subscripts"] == "...z,za"
+    assert einsum.bind([a, [0, 1], [1, 0]], {})[1]["subscripts"] == "AB->BA"
+    with pytest.raises(ValueError, match=r"valid range \[0, 52\)"):
+        einsum.bind([a, [0, 52]], {})
+    with pytest.raises(TypeError, match="integer or an ellipsis"):
+        einsum.bind([a, [0, "i"]], {})
 
 
 def test_bind_index_keys():

@@ -15,7 +15,9 @@ from typing import Any, Literal
 import numpy as np
 from numtrace_ir import registry
 from numtrace_ir.ops.foreign import ufunc_name
+from numtrace_ir.ops.reductions import MASKED
 from numtrace_ir.ops.scatter import SCATTER_OPS
+from numtrace_ir.ops.tiling import REPEAT_COUNTS
 
 from .hostcall import unregistered_call
 from .source import run_at_user_line
@@ -80,18 +82,18 @@ def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
         args, kwargs = memory_order(tracer, func, args, kwargs)
         result = _dynamic_shape(tracer, func, args, kwargs, concrete)
         if result is None:
-            try:
-                inputs, attrs = op.bind(args, kwargs)
+            try:   # the op recorded: `op`, or its form for these arguments (out= below is `op`'s)
+                recorded, inputs, attrs = _bind(op, args, kwargs)
             except NotImplementedError:  # a form of the function the op does not take (np.pad's modes)
                 result = unregistered_call(tracer, func, method, args, kwargs, numpy_name(func, method))
             else:
-                if op.result_attrs is not None:   # a result type NumPy decides from the values
-                    attrs = op.normalize_attrs({**attrs, **op.result_attrs(concrete)})
-                if op.data_dependent_shape and isinstance(attrs.get("size"), str):   # a symbol per node
+                if recorded.result_attrs is not None:   # a result type NumPy decides from the values
+                    attrs = recorded.normalize_attrs({**attrs, **recorded.result_attrs(concrete)})
+                if recorded.data_dependent_shape and isinstance(attrs.get("size"), str):   # a symbol per node
                     attrs = {**attrs, "size": tracer.data_size()}
-                result = tracer.record(op.name, inputs, attrs, concrete)
+                result = tracer.record(recorded.name, inputs, attrs, concrete)
                 result = returned_arguments(func, args, kwargs, result)
-                _track_view(op, func, args, kwargs, inputs, attrs, result)
+                _track_view(recorded, func, args, kwargs, inputs, attrs, result)
     if where is not True:
         result = _select(where, result, out)
     if out is None:
@@ -102,6 +104,25 @@ def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
     if not index_out and op is not None and (op.reduction is not None or op.name in _OUT_LOOP):
         _reduction_casts_safely(numpy_name(func, method), out, result)
     return write_out(numpy_name(func, method), out, result, "unsafe" if index_out else "same_kind")
+
+
+def _bind(op: Any, args: tuple, kwargs: dict) -> tuple[Any, list, dict]:
+    """The op a call records, its inputs and attrs: `op.bind`'s; for a reduction given a ``where=`` mask
+    (by keyword, or by position after the others), its masked op's, with the mask the last input; for
+    ``np.repeat`` with traced counts, ``np.repeat_counts`` (the result's length is their sum)."""
+    if op.name == "np.repeat" and is_traced_array(args[1] if len(args) > 1 else kwargs.get("repeats")):
+        op = registry.get(REPEAT_COUNTS)
+        return (op, *op.bind(args, kwargs))
+    masked = MASKED.get(op.name)
+    n = len(op.params)
+    if masked is not None and (len(args) > n or "where" in kwargs):
+        where = args[n] if len(args) > n else kwargs["where"]
+        args, kwargs = args[:n], {k: v for k, v in kwargs.items() if k != "where"}
+        inputs, attrs = op.bind(args, kwargs)
+        if where is not True:
+            return registry.get(masked), [*inputs, where], attrs
+        return op, inputs, attrs
+    return (op, *op.bind(args, kwargs))
 
 
 # Ops that, given copy=False, write their result into their array argument and return it.

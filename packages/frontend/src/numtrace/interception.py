@@ -7,7 +7,9 @@ their function is traced, see `generators_traced`), ``np.zeros/ones/full/empty``
 with a shape computed from traced ints (recorded as ``prim.full``),
 ``np.ascontiguousarray`` (routed like any array function), and ``np.arange``,
 ``np.fft.fftfreq`` and other number-reading constructors: given a traced size they are recorded
-through ``prim.dynamic`` (the size stays a graph value), and otherwise their results are constants.
+through ``prim.dynamic`` (the size stays a graph value), and otherwise their results are constants;
+``np.result_type`` of traced numbers is their plain values' (NumPy's ``np.mgrid``/``np.ogrid`` type
+their grids so, then build them from the functions above).
 A wrapper called on a thread that is not tracing, or with nothing traced in its arguments, calls the
 original. Patching is reference-counted, so concurrent traces share one patch.
 
@@ -468,6 +470,32 @@ def _numbers_wrapper(original: Any, op_name: str, positional: list[str] | None =
     return call
 
 
+_INT64 = np.iinfo(np.int64)
+
+
+def _result_type_wrapper(original: Any) -> Any:
+    """``np.result_type`` given traced numbers: NumPy's nd_grid (``np.mgrid[0:x.shape[0]]``,
+    ``np.ogrid``) types its grid by its bounds. Under NEP 50 a Python number's type is its kind alone,
+    but for an int past int64 (uint64, then object), so the plain values give NumPy's answer while a
+    traced int stays in int64's range. An array's dim or size always does; an int computed from them
+    is guarded to, so a trace never serves an int past it."""
+    @functools.wraps(original)
+    def result_type(*args: Any) -> Any:
+        if current_tracer() is None or not any(isinstance(a, TracedScalar) for a in args):
+            return original(*args)
+        for a in args:
+            n: Any = a   # compared through TracedInt's recorded operators: each records its guard
+            if isinstance(a, TracedInt) and not _read_off_an_array(a) and not (_INT64.min <= n <= _INT64.max):
+                return original(*guarded(args))
+        return original(*unwrap(args))
+    return result_type
+
+
+def _read_off_an_array(n: TracedInt) -> bool:
+    node = n._ir.node
+    return node is not None and node.op in ("prim.dim", "prim.size")
+
+
 def _dispatching_wrapper(original: Any) -> Any:
     """A NumPy function that converts its argument with ``__array__``: route traced arguments to the op."""
     @functools.wraps(original)
@@ -654,6 +682,7 @@ def _make_patches() -> list[tuple[Any, str, Any]]:
         patches.append((np, name, _like_wrapper(getattr(np, name), lambda a, k, fill=fill: fill)))
     patches.append((np, "full_like", _like_wrapper(np.full_like, _fill_value)))
     patches.append((np, "prod", _prod_wrapper(np.prod)))
+    patches.append((np, "result_type", _result_type_wrapper(np.result_type)))
     patches.append((np, "asarray", _conversion_wrapper(np.asarray, copies=None)))
     patches.append((np, "asanyarray", _conversion_wrapper(np.asanyarray, copies=None)))
     patches.append((np, "array", _conversion_wrapper(np.array, copies=True)))

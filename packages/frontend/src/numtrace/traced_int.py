@@ -141,15 +141,64 @@ class TracedScalar(TracedValue):
             return round(self.guarded(), ndigits)
         return self._rounded("round", round)
 
+    # -- the number protocol's parts: a real number is its own real part and conjugate ---------------
+    @property
+    def real(self) -> Any:
+        return self
+
+    @property
+    def imag(self) -> Any:
+        return type(self._concrete)(0)
+
+    def conjugate(self) -> Any:
+        return self
+
+    def _guarded_method(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """The plain number's method ``name``: a use the graph does not record, so a guard."""
+        return getattr(self.guarded(), name)(*args, **kwargs)
+
 
 class TracedInt(TracedScalar):
     """An int computed from traced shapes; arithmetic on it is recorded, other uses are guarded."""
 
     __slots__ = ()
     _kind = "int"
+    from_bytes = int.from_bytes   # a class method of int: no value of this one is read
 
     def __index__(self) -> int:
         return self.guarded()
+
+    @property
+    def numerator(self) -> Any:
+        return self
+
+    @property
+    def denominator(self) -> int:
+        return 1
+
+    def bit_length(self) -> int:
+        """Guarded on the range of numbers with this bit length (``2**(k-1) <= |n| < 2**k``), not on the
+        number: a trace that reads it keeps serving every size with the same bit length."""
+        n = self._concrete
+        k = n.bit_length()
+        lo, hi = (1 << k >> 1), 1 << k
+        # Each comparison records its guard (both hold for the traced n).
+        bounds = (self >= lo, self < hi) if n >= 0 else (self > -hi, self <= -lo)
+        assert all(bounds)
+        return k
+
+    def bit_count(self) -> int:
+        return self._guarded_method("bit_count")
+
+    def to_bytes(self, *args: Any, **kwargs: Any) -> bytes:
+        return self._guarded_method("to_bytes", *args, **kwargs)
+
+    def as_integer_ratio(self) -> tuple:
+        return (self, 1)
+
+    if hasattr(int, "is_integer"):  # Python 3.12
+        def is_integer(self) -> bool:
+            return True
 
 
 class TracedFloat(TracedScalar):
@@ -158,6 +207,15 @@ class TracedFloat(TracedScalar):
 
     __slots__ = ()
     _kind = "float"
+
+    def is_integer(self) -> bool:
+        return self._guarded_method("is_integer")
+
+    def as_integer_ratio(self) -> tuple[int, int]:
+        return self._guarded_method("as_integer_ratio")
+
+    def hex(self) -> str:
+        return self._guarded_method("hex")
 
 
 def plain(x: Any) -> Any:
@@ -186,6 +244,8 @@ def _binary(name: str, reflected: bool):
     prim = f"prim.{name}"
 
     def method(self: TracedScalar, other: Any) -> Any:
+        if type(other) is complex:   # not a graph value: computed on the guarded number (``n * 1j``)
+            return py_op(other, self.guarded()) if reflected else py_op(self.guarded(), other)
         if not _is_real(other):
             return NotImplemented
         if isinstance(other, (np.integer, np.floating)):

@@ -5,6 +5,7 @@ coverage test fails for any registry op that is neither lowered nor listed here.
 from __future__ import annotations
 
 from numtrace_ir import registry
+from numtrace_ir.ops.reductions import MASKED
 from numtrace_ir.registry import REDUCTION_KINDS, OpDef
 
 from .elementwise import LOWERINGS
@@ -39,7 +40,8 @@ _JOIN = "joins that first reshape each input are not lowered (np.concatenate and
 _PER_INPUT = "one output per input; only single-input view ops are lowered (np.reshape, np.broadcast_to)"
 _RANDOM = "random draws: NumPy's generators cannot be reproduced inside GPU kernels; use the cpu backend"
 _SEARCH = "binary search in a sorted array (data-dependent addresses); not lowered"
-_COUNT = "its output length depends on the data (unique values, nonzero elements, the largest count)"
+_COUNT = ("its output length depends on the data (unique values, nonzero elements, the largest count, the "
+          "sum of repeat counts)")
 
 UNLOWERED: dict[str, str] = {
     "np.frexp": "needs exponent bit manipulation for every float format; not lowered",
@@ -58,6 +60,7 @@ UNLOWERED: dict[str, str] = {
     "np.argwhere": _COUNT,
     "np.unique": _COUNT,
     "np.bincount": _COUNT,
+    "np.repeat_counts": _COUNT,
     "np.histogram": "counting into bins scatters into data-dependent addresses; not lowered",
     "np.isclose": "a composite test (abs, compare, isfinite, isnan per element) with no kernel of its own; "
     "not lowered",
@@ -79,6 +82,8 @@ UNLOWERED: dict[str, str] = {
     "np.diag": "a 1-d input builds a new square matrix (a copy, not a view); not lowered",
     "np.put": "assignment through flat indices with wrap/clip modes; not lowered",
     "np.put_along_axis": "assignment along an axis through an index array; not lowered",
+    **dict.fromkeys(MASKED.values(), "a reduction with where= runs NumPy's masked reduction (its summation "
+                    "order) on the host"),
 }
 
 # Whole kinds the backend does not lower (ops of these kinds need no entry above).

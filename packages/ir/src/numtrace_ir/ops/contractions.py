@@ -4,6 +4,7 @@ run time). Result dtypes are NumPy's promotion of the operands."""
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import numpy as np
@@ -11,7 +12,7 @@ import numpy as np
 from numtrace_ir import dims
 from numtrace_ir.dims import ShapeError
 from numtrace_ir.ops import rules, sampling
-from numtrace_ir.registry import Attr, Input, Inputs, OpDef, Sample, Unsupported, register
+from numtrace_ir.registry import Attr, Input, Inputs, OpDef, Sample, Unsupported, get, register
 from numtrace_ir.types import TensorType
 
 
@@ -187,6 +188,42 @@ def _einsum_impl(operands, subscripts, dtype=None, casting="safe", optimize=Fals
     return np.einsum(subscripts, *operands, dtype=dtype, casting=casting, optimize=optimize)
 
 
+# NumPy's letter for each sublist subscript 0..51 (its C parser's and einsumfunc's `einsum_symbols`).
+_EINSUM_SYMBOLS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def _sublist_subscripts(items) -> str:
+    """One operand's (or the output's) sublist as NumPy spells it in letters: ints and Ellipsis."""
+    out = []
+    for s in items:
+        if s is Ellipsis:
+            out.append("...")
+            continue
+        try:
+            s = operator.index(s)
+        except TypeError:
+            raise TypeError("np.einsum: each subscript must be either an integer or an ellipsis") from None
+        if not 0 <= s < len(_EINSUM_SYMBOLS):
+            raise ValueError(f"np.einsum: subscript {s} is not within the valid range [0, 52)")
+        out.append(_EINSUM_SYMBOLS[s])
+    return "".join(out)
+
+
+def _einsum_bind(args, kwargs):
+    """NumPy's two call forms: ``einsum("ij,jk->ik", a, b)``, and the sublist form
+    ``einsum(a, [0, 1], b, [1, 2], [0, 2])`` (each operand followed by its subscripts, then optionally
+    the output's), which is the first with each subscript written as NumPy's letter for it."""
+    if args and not isinstance(args[0], str):
+        n = len(args) // 2
+        if n == 0:
+            raise TypeError("np.einsum: the sublist form needs an operand and its subscript list")
+        subscripts = ",".join(_sublist_subscripts(s) for s in args[1 : 2 * n : 2])
+        if len(args) % 2:
+            subscripts += "->" + _sublist_subscripts(args[-1])
+        args = (subscripts, *args[0 : 2 * n : 2])
+    return get("np.einsum").bind_schema(args, kwargs)
+
+
 def _pairs(*shape_pairs, dtypes=sampling.NUMERIC):
     """Samples for a two-operand contraction: every dtype at the first pair, every pair in float64."""
 
@@ -319,7 +356,9 @@ register(
         _einsum_impl,
         numpy_targets=[np.einsum],
         samples=_einsum_samples,
-        doc="explicit subscripts string only (no interleaved operand/sublist form)",
+        binder=_einsum_bind,
+        doc="a subscripts string; the interleaved operand/sublist form is bound to the string NumPy reads "
+        "it as",
     )
 )
 

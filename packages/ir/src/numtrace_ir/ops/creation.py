@@ -129,7 +129,8 @@ def _float_default(v):
 register(OpDef(
     "np.arange", "creation",
     [Attr("start", convert=_number), Attr("stop", None, lambda v: None if v is None else _number(v)),
-     Attr("step", 1, _number), Attr("dtype", None, rules.to_dtype_or_none), Unsupported("device"),
+     Attr("step", 1, lambda v: 1 if v is None else _number(v)),   # NumPy reads step=None as 1
+     Attr("dtype", None, rules.to_dtype_or_none), Unsupported("device"),
      Unsupported("like")],
     _arange_rule, _arange, numpy_targets=[np.arange],
     samples=_creation_samples([{"start": 5}, {"start": 2, "stop": 9, "step": 3}, {"start": 0.5, "stop": 3.0},

@@ -13,6 +13,8 @@ from numtrace_ir.ops import rules, sampling
 from numtrace_ir.registry import Attr, Input, Inputs, OpDef, Param, Sample, Unsupported, register
 from numtrace_ir.types import TensorType
 
+_CASTING = rules.one_of("no", "equiv", "safe", "same_kind", "unsafe")
+
 
 def _join_rule(name, stack):
     def rule(types, attrs):
@@ -20,6 +22,10 @@ def _join_rule(name, stack):
             if type(t) is not TensorType:
                 raise TypeError(f"{name}: expected arrays, got {t}")
         dt = attrs["dtype"] or rules.result_dtype(name, types)
+        casting = attrs.get("casting", "same_kind")
+        for t in types:
+            if not np.can_cast(t.dtype, dt, casting):
+                raise TypeError(f"{name}: cannot cast {t.dtype} to {dt} with casting={casting!r}")
         first = types[0]
         if stack:
             for t in types[1:]:
@@ -69,6 +75,10 @@ def _join_samples(stack):
                      note="mixed dtypes")
         yield Sample((sampling.array(rng, (2, 3), "f8"), sampling.array(rng, (2, 3), "f8")),
                      {"dtype": np.dtype("f4")})
+        yield Sample((sampling.array(rng, (2, 3), "f8"), sampling.array(rng, (2, 3), "i4", (-300.0, 300.0))),
+                     {"dtype": np.dtype("i1"), "casting": "unsafe"}, note="unsafe casting (ints wrap)")
+        for dts, casting in ((("i4", "i2"), "safe"), (("f4", "f4"), "no")):
+            yield Sample(tuple(sampling.array(rng, (2, 3), dt) for dt in dts), {"casting": casting})
         if stack:
             yield Sample((sampling.array(rng, (), "f8"), sampling.array(rng, (), "f8")), {})
         else:
@@ -78,8 +88,8 @@ def _join_samples(stack):
 
 
 def _join_impl(fn):
-    def impl(arrays, axis, dtype):
-        return fn(arrays, axis=axis, dtype=dtype, casting="same_kind" if dtype is None else "unsafe")
+    def impl(arrays, axis, dtype, casting):
+        return fn(arrays, axis=axis, dtype=dtype, casting=casting)
 
     return impl
 
@@ -101,6 +111,7 @@ for _name, _fn, _stack, _targets in (
                 Attr("axis", 0, rules.to_int_or_none),
                 Unsupported("out"),
                 Attr("dtype", None, rules.to_dtype_or_none),
+                Attr("casting", "same_kind", _CASTING),
             ],
             _join_rule(_name, _stack),
             _join_impl(_fn),
@@ -177,9 +188,6 @@ for _name, _fn, _even in (("np.split", np.split, True), ("np.array_split", np.ar
 
 # -- stacking helpers, atleast_nd, diag, broadcast_arrays -------------------------------------------
 
-_CASTING = rules.one_of("no", "equiv", "safe", "same_kind", "unsafe")
-
-
 def _atleast(shape: tuple, ndim: int) -> tuple:
     """The shape of ``np.atleast_{ndim}d`` of an array of `shape`."""
     if len(shape) >= ndim:
@@ -193,7 +201,7 @@ def _atleast(shape: tuple, ndim: int) -> tuple:
 
 def _stack_rule(name: str, reshape, axis_of):
     """hstack/vstack/column_stack: each input reshaped by `reshape`, then concatenated along
-    `axis_of(first reshaped ndim)`, with concatenate's dtype rule and NumPy's casting check."""
+    `axis_of(first reshaped ndim)`, with concatenate's dtype rule and casting check."""
     concat = _join_rule(name, False)
 
     def rule(types, attrs):
@@ -201,12 +209,8 @@ def _stack_rule(name: str, reshape, axis_of):
             if type(t) is not TensorType:
                 raise TypeError(f"{name}: expected arrays, got {t}")
         shaped = tuple(TensorType(t.dtype, reshape(t.shape)) for t in types)
-        dtype, casting = attrs.get("dtype"), attrs.get("casting", "same_kind")
-        out = concat(shaped, {"axis": axis_of(shaped[0].ndim), "dtype": dtype})
-        for t in types:
-            if not np.can_cast(t.dtype, out.dtype, casting):
-                raise TypeError(f"{name}: cannot cast {t.dtype} to {out.dtype} with casting={casting!r}")
-        return out
+        return concat(shaped, {"axis": axis_of(shaped[0].ndim), "dtype": attrs.get("dtype"),
+                               "casting": attrs.get("casting", "same_kind")})
 
     return rule
 

@@ -115,15 +115,84 @@ def _too_few(types: Sequence, attrs: dict) -> bool:
         count *= t.shape[a]
     return count <= attrs.get("ddof", 0)
 
-register(reduction_op("np.sum", np.sum, targets=[np.sum, np.ndarray.sum], initial=True))
-register(reduction_op("np.prod", np.prod, targets=[np.prod, np.ndarray.prod], initial=True))
-register(reduction_op("np.mean", np.mean, targets=[np.mean, np.ndarray.mean]))
-register(reduction_op("np.var", np.var, targets=[np.var, np.ndarray.var], ddof=True, dtypes=sampling.NUMERIC))
-register(reduction_op("np.std", np.std, targets=[np.std, np.ndarray.std], ddof=True, dtypes=sampling.NUMERIC))
+# -- reductions with where= -------------------------------------------------------------------------
+
+# Each reduction NumPy takes ``where=`` for -> its masked op (the tracer records a call with a mask as it).
+MASKED: dict[str, str] = {}
+
+
+def masked_op(base: OpDef) -> OpDef:
+    """``base`` with ``where=``: the reduction over the elements the boolean `where` keeps (it broadcasts
+    to the input's shape). NumPy reduces each run of kept elements as it meets them, so its float sums
+    are not those of the unmasked reduction of ``where(mask, a, 0)``: the reference, NumPy's own call,
+    is the op, and backends run it (no reduction fact, so none folds it as the plain reduction).
+    Without ``initial`` a max or min refuses any mask, as NumPy does (a masked-out slice has no value)."""
+    name = f"{base.name}_where"
+    MASKED[base.name] = name
+    needs_initial = base.name in ("np.max", "np.min")
+
+    def rule(types, attrs):
+        a, mask = types
+        t = rules.first_tensor(name, (a,))
+        if needs_initial and attrs.get("initial") is None:
+            ufunc = {"np.max": "maximum", "np.min": "minimum"}[base.name]
+            raise ValueError(f"{name}: reduction operation '{ufunc}' does not have an identity, so to use a "
+                             "where mask one has to specify 'initial'")
+        kind = mask.dtype.kind if isinstance(mask, TensorType) else mask.kind
+        if kind not in ("b", "bool", "int"):
+            raise TypeError(f"{name}: cannot cast where= of {mask} to bool according to the rule 'safe'")
+        shape = rules.shape_of(mask)
+        rules.broadcast(name, shape, t.shape)
+        if len(shape) > t.ndim or any(type(m) is int and type(d) is int and m not in (1, d)
+                                      for m, d in zip(shape[::-1], t.shape[::-1])):
+            raise ShapeError(f"{name}: where= of shape {shape} does not broadcast to the input's {t.shape}")
+        return base.rule((a,), attrs)
+
+    def impl(a, where, **attrs):
+        return base.impl(a, where=where, **attrs)
+
+    def samples(rng):
+        for sample in base.samples(rng):
+            (a,) = sample.inputs
+            attrs = dict(sample.attrs)
+            if needs_initial:
+                attrs.setdefault("initial", -1.0 if base.name == "np.max" else 1.0)
+            keep = rng.random(np.shape(a)) < 0.6
+            if keep.ndim:
+                keep[:2] = keep[..., :2] = True   # two kept in every slice: a mean of none, a var of one warn
+            else:
+                keep = np.array(True)
+            yield Sample((a, keep), attrs, note=sample.note)
+        a = sampling.array(rng, (3, 4), "f8")
+        extra = {"initial": 0.5} if needs_initial else {}
+        yield Sample((a, np.array([True, False, True, True])), {"axis": 1, **extra}, note="mask of a row")
+        yield Sample((a, np.array([[True], [False], [True]])), {"axis": 0, "keepdims": True, **extra},
+                     note="mask of a column")
+        if not needs_initial and base.name not in _WARN_EMPTY:
+            yield Sample((a, False), {"axis": 1}, note="nothing kept")
+
+    return OpDef(name, "reduction", [*base.params, Input("where", "any")], rule, impl, samples=samples,
+                 doc=f"`{base.name}` with where=: NumPy's masked reduction (its summation order); "
+                 "the tracer records a call with a mask as this op")
+
+
+def _register(op: OpDef) -> None:
+    """The reduction, and its masked op."""
+    register(op)
+    register(masked_op(op))
+
+
+_register(reduction_op("np.sum", np.sum, targets=[np.sum, np.ndarray.sum], initial=True))
+_register(reduction_op("np.prod", np.prod, targets=[np.prod, np.ndarray.prod], initial=True))
+_register(reduction_op("np.mean", np.mean, targets=[np.mean, np.ndarray.mean]))
+_register(reduction_op("np.var", np.var, targets=[np.var, np.ndarray.var], ddof=True,
+                       dtypes=sampling.NUMERIC))
+_register(reduction_op("np.std", np.std, targets=[np.std, np.ndarray.std], ddof=True,
+                       dtypes=sampling.NUMERIC))
 for _fn, _arg in ((np.max, np.argmax), (np.min, np.argmin)):
     _name = _fn.__name__  # "max", "min"
     _method = getattr(np.ndarray, _name)
-    register(
+    _register(
         reduction_op(
             f"np.{_name}",
             _fn,
@@ -143,8 +212,8 @@ for _fn, _arg in ((np.max, np.argmax), (np.min, np.argmin)):
             single_axis=True,
         )
     )
-register(reduction_op("np.all", np.all, targets=[np.all, np.ndarray.all], dtype_attr=False))
-register(reduction_op("np.any", np.any, targets=[np.any, np.ndarray.any], dtype_attr=False))
+_register(reduction_op("np.all", np.all, targets=[np.all, np.ndarray.all], dtype_attr=False))
+_register(reduction_op("np.any", np.any, targets=[np.any, np.ndarray.any], dtype_attr=False))
 
 # ufunc.reduce defaults to axis=0, unlike the functions.
 for _ufunc, _op in (

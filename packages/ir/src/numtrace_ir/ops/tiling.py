@@ -1,5 +1,6 @@
 """Movement ops that tile, repeat or pad an array, or keep or build its triangles and diagonals
-(triu, tril, diagonal, diag). Values are moved, never computed; dtypes follow their inputs."""
+(triu, tril, diagonal, diag). Values are moved, never computed; dtypes follow their inputs. `repeat`
+with counts computed at run time has a data-dependent length (`np.repeat_counts`)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import numpy as np
 
 from numtrace_ir import dims
 from numtrace_ir.dims import ShapeError
-from numtrace_ir.ops import rules
+from numtrace_ir.ops import rules, sampling
+from numtrace_ir.ops.indexing import DATA_SIZE
 from numtrace_ir.ops.movement import movement
-from numtrace_ir.registry import Attr
+from numtrace_ir.registry import Attr, Input, OpDef, Sample, register
+from numtrace_ir.types import TensorType
 
 
 def _tile(name, t, attrs):
@@ -70,6 +73,52 @@ movement(
         (((0, 2),), {"repeats": 2, "axis": 1}),
     ],
 )
+
+
+# `np.repeat` with an array of counts the trace computes or takes as an input (the tracer records such a
+# call as this op; counts known while tracing stay the attr of `np.repeat`).
+REPEAT_COUNTS = "np.repeat_counts"
+
+
+def _repeat_counts_rule(types, attrs):
+    name = REPEAT_COUNTS
+    t, counts = (rules.first_tensor(name, (x,)) for x in types)
+    if not np.can_cast(counts.dtype, np.intp, "safe"):
+        raise TypeError(f"{name}: cannot cast repeats of {counts.dtype} to {np.dtype(np.intp)} according to "
+                        "the rule 'safe'")
+    if counts.ndim > 1:
+        raise ShapeError(f"{name}: repeats must be 0-d or 1-d, got {counts}")
+    ax = attrs["axis"]
+    base = (dims.prod(t.shape),) if ax is None else t.shape
+    i = 0 if ax is None else rules.axis(name, ax, t.ndim)
+    k = counts.shape[0] if counts.ndim else 1
+    if type(k) is int and type(base[i]) is int and k not in (1, base[i]):
+        raise ShapeError(f"{name}: operands could not be broadcast together with shape ({base[i]},) ({k},)")
+    return TensorType(t.dtype, base[:i] + (attrs["size"],) + base[i + 1:])
+
+
+def _repeat_counts_samples(rng):
+    for dt in sampling.DTYPES:
+        counts = sampling.array(rng, (3,), "i8", (0.0, 4.0))
+        yield Sample((sampling.array(rng, (3, 2), dt), counts), {"axis": 0})
+    a = sampling.array(rng, (2, 3), "f8")
+    yield Sample((a, np.array([2, 0, 1], np.int32)), {"axis": -1})
+    yield Sample((a, sampling.array(rng, (6,), "i8", (0.0, 3.0))), {}, note="flattened")
+    yield Sample((a, np.array([3])), {"axis": 0}, note="one count for every element")
+    yield Sample((a, np.array(2)), {"axis": 1}, note="0-d count")
+    yield Sample((a, np.array([True, False])), {"axis": 0}, note="bool counts")
+    yield Sample((np.zeros((0, 3)), np.zeros((0,), np.intp)), {"axis": 0}, note="empty")
+    yield Sample((a, np.zeros((3,), np.intp)), {"axis": 1}, note="no copies")
+
+
+register(OpDef(
+    REPEAT_COUNTS, "movement",
+    [Input("a"), Input("repeats"), Attr("axis", None, rules.to_int_or_none), DATA_SIZE],
+    _repeat_counts_rule, lambda a, repeats, axis, size: np.repeat(a, repeats, axis),
+    samples=_repeat_counts_samples, data_dependent_shape=True,
+    doc="``np.repeat(a, repeats, axis)`` with an array of counts known only at run time: the result's "
+    "length along the axis, their sum, is the data-dependent `size` (negative counts raise, as in NumPy)",
+))
 
 
 def _to_pad_width(v):
