@@ -152,6 +152,28 @@ def test_twenty_per_row_operands():
     assert s["generated_row_scalar_runs"] == 2 * len(calls)
 
 
+def test_mixed_dtype_per_row_operands():
+    """The per-row value cast in the row's loop as NumPy casts it: int64 past 2**53 against float64
+    (compared and multiplied as float64), uint64 against int64 (float64), float32 past int32's range
+    to int32 (INT_MIN and 'invalid')."""
+    rng = np.random.default_rng(13)
+    n, k = 2049, 10
+    x = rng.integers(-2**62, 2**62, n)
+    x[:5] = [2**53 + 1, -2**63, 2**63 - 1, 0, -1]
+    y = rng.standard_normal(k) * 2.0**60
+    y[:3] = [2.0**53, -2.0**63, 2.0**63]
+    xu, yi = rng.integers(0, 2**63, n).astype(np.uint64), rng.integers(-5, 5, k)
+    xu[0] = 2**64 - 1
+    xf, y32 = (rng.standard_normal(n) * 1e10).astype(F32), rng.integers(-2**31, 2**31, k).astype(np.int32)
+    cases = [(lambda np, x, y: (np.less(x[:, None], y), x[:, None] * y, np.equal(x[:, None], y)), x, y),
+             (lambda np, x, y: (np.less(x[:, None], y), x[:, None] + y), xu, yi),
+             (lambda np, x, y: (x[:, None] * y, (x[:, None] * y).astype("int32"),
+                                x[:, None].astype("int64") - y), xf, y32)]
+    for fn, a, b in cases:
+        s = _check(fn, [(a, b), (a[::-1], b[::-1])])
+        assert s["generated_row_scalar_runs"] == 4, s
+
+
 # -- row counts at the edges of tiles (R rows) and units (32 R rows) --------------------------------
 
 @pytest.mark.parametrize("k", [2, 8, 40, 128])
