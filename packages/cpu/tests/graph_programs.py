@@ -75,6 +75,26 @@ def compiled_both(fn, examples, updates=None):
     return _compiled(g, types, "sync", updates), _compiled(g, types, "off", updates)
 
 
+def each_setting(threads, streaming):
+    """Yield (thread count, streaming threshold) for each pair, both set while the caller runs its
+    calls (runtime.set_stream_min_bytes: generated passes stream outputs from that many bytes); the
+    thread count and the threshold are restored after."""
+    import numtrace_cpu
+
+    old = numtrace_cpu.get_num_threads()
+    try:
+        for t in threads:
+            numtrace_cpu.set_num_threads(t)
+            for s in streaming:
+                before = runtime.set_stream_min_bytes(s)
+                try:
+                    yield t, s
+                finally:
+                    runtime.set_stream_min_bytes(before)
+    finally:
+        numtrace_cpu.set_num_threads(old)
+
+
 def numpy_outputs(fn, *args) -> tuple:
     """fn(np, *args) run in NumPy, its outputs as a tuple."""
     out = fn(np, *args)

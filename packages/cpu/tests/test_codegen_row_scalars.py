@@ -14,13 +14,13 @@ import subprocess
 import sys
 
 import numpy as np
-import numtrace_cpu
 import pytest
+from graph_programs import each_setting
 from numtrace_cpu import codegen, isa, runtime
 from numtrace_cpu.steps import FusedStep
 from numtrace_ir import Graph
 from numtrace_ir.types import TensorType
-from test_codegen import _cache, _compiled, _streaming  # noqa: F401  (_cache: autouse fixture)
+from test_codegen import _cache, _compiled  # noqa: F401  (_cache: autouse fixture)
 
 F32, F64, I64 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64)
 INNERS = (1, 2, 3, 5, 7, 8, 9, 10, 16, 17, 33, 40)
@@ -111,28 +111,21 @@ def _check(name, n, inner, threads=(1, 2), streaming=(1 << 62, 1)):
     gen, interp = _both(name, n, inner)
     x, y = _values(name, n, inner, np.random.default_rng(n * 41 + inner))
     pairs = [(lx, y) for lx in _layouts(x)] + [(x, ly) for ly in _layouts(y)[1:]]
-    old = numtrace_cpu.get_num_threads()
-    try:
-        for t in threads:
-            numtrace_cpu.set_num_threads(t)
-            for s in streaming:
-                with _streaming(s):
-                    for args in pairs:
-                        what = f"{name} n={n} inner={inner} {t} threads streaming from {s}"
-                        with np.errstate(all="ignore"):
-                            got, want = gen(*args), interp(*args)
-                        assert _bits(got) == _bits(want), what
-                        assert _flags(gen, args) == _flags(interp, args), what
-                        with np.errstate(all="ignore"):
-                            if name == "one_hot":
-                                numpy = [(args[0][:, None] == args[1]).astype(F32)]
-                            elif name == "sub":
-                                numpy = [args[0][:, None] - args[1]]
-                            else:
-                                continue
-                        assert _bits(got) == _bits(numpy), what + " vs NumPy"
-    finally:
-        numtrace_cpu.set_num_threads(old)
+    for t, s in each_setting(threads, streaming):
+        for args in pairs:
+            what = f"{name} n={n} inner={inner} {t} threads streaming from {s}"
+            with np.errstate(all="ignore"):
+                got, want = gen(*args), interp(*args)
+            assert _bits(got) == _bits(want), what
+            assert _flags(gen, args) == _flags(interp, args), what
+            with np.errstate(all="ignore"):
+                if name == "one_hot":
+                    numpy = [(args[0][:, None] == args[1]).astype(F32)]
+                elif name == "sub":
+                    numpy = [args[0][:, None] - args[1]]
+                else:
+                    continue
+            assert _bits(got) == _bits(numpy), what + " vs NumPy"
     assert interp.stats()["generated_runs"] == 0
     return gen.stats()
 
