@@ -148,7 +148,8 @@ def _reps(n, rng):
 
 _REPEAT_PROGRAMS = {
     # the counts: views and aliases of x, written before or after the repeat
-    "self_counts": (lambda x: np.repeat(x, x[::-1, 0] % 3, axis=0) * 2, lambda n, rng: (rng.integers(0, 5, (n, 3)),)),
+    "self_counts": (lambda x: np.repeat(x, x[::-1, 0] % 3, axis=0) * 2,
+                    lambda n, rng: (rng.integers(0, 5, (n, 3)),)),
     "write_after": (_write_after, lambda n, rng: (rng.integers(0, 4, (n, 3)),)),
     "counts_updated_first": (_counts_updated_first, _reps),
     # the run-time length against fixed dims: broadcasts where the sum is 1, raises where it differs
@@ -258,6 +259,22 @@ def _join_cases(fn, op, name):
         except TypeError:
             got = None
         assert got == want, (a, b, casting, dtype)
+
+
+def _joined_into(x, o, p):
+    np.concatenate([x, x[::-1]], out=o, casting="unsafe")
+    np.stack([x, x], axis=1, out=p, casting="unsafe")
+    return o, p
+
+
+def test_a_join_into_out_casts_as_its_casting_says(backend):
+    """``np.concatenate([x, y], out=o_int8, casting="unsafe")``: NumPy copies each input into out= with
+    the cast the call allows; the trace wrote the join into out= under same_kind always and refused it
+    ("Cannot cast ... float64 to int8 according to the rule 'same_kind'"). Now the join's casting."""
+    make = lambda n: (np.array([np.nan, np.inf, -1e10, 300.7, -0.0, 5.5] * n).reshape(2 * n, 3),
+                      np.zeros((4 * n, 3), np.int8), np.zeros((2 * n, 2, 3), np.float32))
+    traced = _quiet(nt.trace, _joined_into, make(1), backend=backend)
+    _calls_match(traced, _joined_into, [make(n) for n in (1, 3, 0)])
 
 
 def test_join_casts_on_the_backends(mode):
