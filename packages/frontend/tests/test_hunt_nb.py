@@ -44,7 +44,7 @@ def _copy(args):
     return tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
 
 
-def _on_cpu(fn, example, calls, mode):
+def _on_cpu(fn, example, calls):
     """`fn` traced on the cpu backend at `example`, each call checked on 1 and 2 threads; the trace."""
     from numtrace_cpu import get_num_threads, set_num_threads
 
@@ -167,8 +167,9 @@ _REPEAT_PROGRAMS = {
 }
 
 
+@pytest.mark.usefixtures("mode")
 @pytest.mark.parametrize("name", sorted(_REPEAT_PROGRAMS))
-def test_repeat_with_traced_counts_matches_numpy(mode, name):
+def test_repeat_with_traced_counts_matches_numpy(name):
     """Traced at one size, called at others, batch 1, empty, all counts 0, a sum of 1 (broadcasts),
     counts of one length traced and of another called: NumPy's values, errors and writes."""
     fn, make = _REPEAT_PROGRAMS[name]
@@ -179,7 +180,7 @@ def test_repeat_with_traced_counts_matches_numpy(mode, name):
     if len(example) == 2:   # counts that sum to the length (against_x needs it), then edge counts
         example = (example[0], np.ones(4, np.int64))
         calls += [(x, np.zeros(4, np.int64)), (x, np.array([0, 0, 1, 0])), (x, np.array([2, 0, 1, 0]))]
-    traced = _on_cpu(fn, example, calls, mode)
+    traced = _on_cpu(fn, example, calls)
     assert "np.repeat_counts" in str(traced.graph)
 
 
@@ -213,18 +214,20 @@ _MASKED = {
 }
 
 
+@pytest.mark.usefixtures("mode")
 @pytest.mark.parametrize("name", sorted(_MASKED))
-def test_masked_reductions_match_numpy(mode, name):
+def test_masked_reductions_match_numpy(request, name):
     """Positional where= of ufunc.reduce and methods, a traced mask of a constant array (no guard),
     out= that is the input, masks of Python ints and lists, axis=(), float16/int/complex inputs, NaN."""
     fn = _MASKED[name]
     rng = np.random.default_rng(2)
     make = lambda n: (rng.standard_normal((n, 3)), rng.random((n, 3)) < 0.6)
     traced = _on_cpu(fn, make(4), [make(4), make(4), make(40)] if name == "constant_x" else
-                     [make(n) for n in (6, 1, 0, 40)], mode)
+                     [make(n) for n in (6, 1, 0, 40)])
     assert "_where" in str(traced.graph)
     assert name != "constant_x" or not traced.guards   # the mask stays a graph input, never a constant
-    if mode == "sync" and name == "mask_then_fused":   # the pass after NumPy's masked sum is generated
+    # the pass after NumPy's masked sum runs as a generated kernel
+    if request.getfixturevalue("mode") == "sync" and name == "mask_then_fused":
         assert sum(s["generated_runs"] for s in traced.stats()["signatures"].values()) > 0
 
 
@@ -277,13 +280,14 @@ def test_a_join_into_out_casts_as_its_casting_says(backend):
     _calls_match(traced, _joined_into, [make(n) for n in (1, 3, 0)])
 
 
-def test_join_casts_on_the_backends(mode):
+@pytest.mark.usefixtures("mode")
+def test_join_casts_on_the_backends():
     fn = lambda x, i: (np.concatenate([x / 0.0, i], dtype=np.int32, casting="unsafe"),
                        np.stack([x, i.astype(np.float32)], axis=-1, dtype=np.float16, casting="same_kind"),
                        np.vstack((x, [[1.5, 2]]), dtype=np.float32) * 3)
     rng = np.random.default_rng(3)
     make = lambda n: (rng.standard_normal((n, 2)), rng.integers(-9, 9, (n, 2)))
-    _on_cpu(fn, make(3), [make(n) for n in (5, 1, 0)], mode)
+    _on_cpu(fn, make(3), [make(n) for n in (5, 1, 0)])
 
 
 # --- einsum's sublist form --------------------------------------------------------------------------------
