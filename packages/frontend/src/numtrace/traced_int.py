@@ -246,10 +246,10 @@ def _binary(name: str, reflected: bool):
     def method(self: TracedScalar, other: Any) -> Any:
         if type(other) is complex:   # not a graph value: computed on the guarded number (``n * 1j``)
             return py_op(other, self.guarded()) if reflected else py_op(self.guarded(), other)
-        if not _is_real(other):
+        if not _is_real(other) or isinstance(other, np.generic):
+            # A NumPy scalar's type is strong (``n * np.float64(0.5)`` is an np.float64, ``n - np.uint8(1)``
+            # a uint8 that wraps): its reflected operator records NumPy's ufunc, typed as NumPy types it.
             return NotImplemented
-        if isinstance(other, (np.integer, np.floating)):
-            other = other.item()  # NumPy scalars as the Python numbers they hold (a strong type is NumPy's)
         a, b = (other, self) if reflected else (self, other)
         result = py_op(plain(a), plain(b))
         tracer = self._live()
@@ -269,6 +269,10 @@ def _compare(name: str):
     py_op = getattr(operator, name)
 
     def method(self: TracedScalar, other: Any) -> Any:
+        # ``n == 4 + 0j``: on the guarded number, as arithmetic with a complex is (NotImplemented would
+        # leave Python comparing identities: False, where the plain int gives True)
+        if type(other) is complex:
+            return py_op(self.guarded(), other)
         if not _is_real(other):
             return NotImplemented
         if isinstance(other, (np.integer, np.floating)):

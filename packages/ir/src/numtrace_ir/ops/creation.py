@@ -126,6 +126,12 @@ def _float_default(v):
     return _FLOAT if v is None else rules.to_dtype_or_none(v)
 
 
+def _typed_memo_key(attrs):
+    """`infer`'s memo key with each number's type: the default key would share one entry between
+    ``np.arange(0, n, 1)`` and ``np.arange(0, n, 1.0)`` (1 == 1.0), whose dtypes differ (int64, float64)."""
+    return tuple((k, type(v), v) for k, v in (attrs or {}).items())
+
+
 register(OpDef(
     "np.arange", "creation",
     [Attr("start", convert=_number), Attr("stop", None, lambda v: None if v is None else _number(v)),
@@ -136,6 +142,7 @@ register(OpDef(
     samples=_creation_samples([{"start": 5}, {"start": 2, "stop": 9, "step": 3}, {"start": 0.5, "stop": 3.0},
                                {"start": 4, "stop": 0, "step": -1}, {"start": 3, "dtype": np.dtype("f4")},
                                {"start": 0}]),
+    memo_key=_typed_memo_key,
     doc="``np.arange(start, stop, step)``: a 1-D range"))
 register(OpDef(
     "np.linspace", "creation",
