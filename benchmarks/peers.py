@@ -576,6 +576,11 @@ def main() -> None:
     if args.worker:
         worker(args.worker, groups, args.quick, words)
         return
+    unmatched = [w for w in words if not select_rows(groups, args.quick, [w])]
+    if unmatched:
+        names = sorted({row.name.split(" (")[0] for row in select_rows(groups, args.quick, [])})
+        parser.error(f"--rows: no row name contains {', '.join(unmatched)} (names are case-sensitive): "
+                     f"{', '.join(names)}")
     print(f"# {platform.node()}: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; "
           f"Python {platform.python_version()}, NumPy {np.__version__}; "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
