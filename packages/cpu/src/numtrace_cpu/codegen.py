@@ -220,7 +220,8 @@ def _convert(expr: str, src: int, dst: int) -> str:
         return f"NT_GEN_TO_BOOL({expr})"
     if src in _FLOATS and dst in (_DT["int32"], _DT["int64"]):
         bits = 32 if dst == _DT["int32"] else 64   # out of range: 'invalid' at the kernel's end
-        return f"(out_of_range |= NT_GEN_F_OUT_I{bits}({expr}), NT_GEN_F_TO_I{bits}({expr}))"
+        return (f"(out_of_range |= NT_GEN_F_OUT_I{bits}({expr}), "
+                f"NT_GEN_F_TO_I{bits}({expr}) ^ (int{bits}_t)opaque_zero)")   # see nt_gen_opaque_zero
     return f"({CTYPE[dst]})({expr})"
 
 
@@ -362,6 +363,7 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
         w.line(f"uint{suffix or 64}_t seen{suffix} = 0;")
     if casts:
         w.line("int out_of_range = 0;   /* a float cast to an int it does not fit (NT_GEN_F_OUT_I64) */")
+        w.line("const int64_t opaque_zero = nt_gen_opaque_zero;   /* keeps the casts' round trips */")
     for r, (dt, k, arg) in enumerate(regs):
         if k == _CONST:
             src = f"fc[{arg}]" if dt in _FLOATS else f"ic[{arg}]"

@@ -67,6 +67,10 @@ typedef void (*nt_gen_fn)(char *const *data, const Py_ssize_t *strides, const Py
 #define NT_GEN_F_OUT_I32(x) (((x) < -2147483648.0) | ((x) >= 2147483648.0))
 #define NT_GEN_F_OUT_I64(x) (((x) < -9223372036854775808.0) | ((x) >= 9223372036854775808.0))
 static inline void nt_gen_raise_invalid(void) { volatile double z = 0.0; z = z / z; }
+/* A zero the compiler cannot see (read once per kernel call): a float cast to an int is XORed with
+ * it. Without it GCC folds (double)(int32_t)x, under -fno-trapping-math, into trunc(x) in scalar
+ * loops, which keeps x's sign: -0.0 and -0.3 came back as -0.0 where NumPy's round trip gives +0.0. */
+static volatile int64_t nt_gen_opaque_zero = 0;
 
 /* a + b, or a itself where a is NaN: x86 gives the first operand's NaN where both are NaN, and the
  * compiler may swap a commutative add's operands, so a column's block totals (blocks.pxi's
