@@ -222,6 +222,8 @@ def _convert(expr: str, src: int, dst: int) -> str:
         bits = 32 if dst == _DT["int32"] else 64   # out of range: 'invalid' at the kernel's end
         return (f"(out_of_range |= NT_GEN_F_OUT_I{bits}({expr}), "
                 f"NT_GEN_F_TO_I{bits}({expr}) ^ (int{bits}_t)opaque_zero)")   # see nt_gen_opaque_zero
+    if src == _DT["float64"] and dst == _DT["float32"]:
+        return f"(float)nt_gen_opaque_f64({expr}, opaque_zero)"   # see nt_gen_opaque_f64
     return f"({CTYPE[dst]})({expr})"
 
 
@@ -289,6 +291,7 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
         vdt[v] = rdt[dst]
         cur[dst] = v
     casts = any("out_of_range" in e for e in exprs)
+    opaque = any("opaque_zero" in e for e in exprs)
     outputs = {r: cur[r] for r in range(len(regs)) if kind[r] == _OUTPUT and r in cur}
     if len(outputs) != kind.count(_OUTPUT) or any(not v.startswith("v") for v in outputs.values()):
         return None   # an output register no instruction writes
@@ -363,6 +366,7 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
         w.line(f"uint{suffix or 64}_t seen{suffix} = 0;")
     if casts:
         w.line("int out_of_range = 0;   /* a float cast to an int it does not fit (NT_GEN_F_OUT_I64) */")
+    if opaque:
         w.line("const int64_t opaque_zero = nt_gen_opaque_zero;   /* keeps the casts' round trips */")
     for r, (dt, k, arg) in enumerate(regs):
         if k == _CONST:

@@ -12,6 +12,7 @@
 #define NT_GEN_H
 
 #include <stdint.h>
+#include <string.h>
 
 #define NT_GEN_MAXD 64
 #define NT_GEN_CHUNK 16384
@@ -71,6 +72,12 @@ static inline void nt_gen_raise_invalid(void) { volatile double z = 0.0; z = z /
  * it. Without it GCC folds (double)(int32_t)x, under -fno-trapping-math, into trunc(x) in scalar
  * loops, which keeps x's sign: -0.0 and -0.3 came back as -0.0 where NumPy's round trip gives +0.0. */
 static volatile int64_t nt_gen_opaque_zero = 0;
+/* A double the compiler cannot see through, for a cast of it to float: GCC folds (float)(double)x
+ * of a float x into x, which keeps a signaling NaN x signaling and raises no 'invalid', where NumPy's
+ * two casts quiet it and raise 'invalid'. XORing the double's bits with the opaque zero stops it. */
+static inline double nt_gen_opaque_f64(double x, int64_t zero) {
+    uint64_t u; memcpy(&u, &x, sizeof u); u ^= (uint64_t)zero; memcpy(&x, &u, sizeof u); return x;
+}
 
 /* a + b, or a itself where a is NaN: x86 gives the first operand's NaN where both are NaN, and the
  * compiler may swap a commutative add's operands, so a column's block totals (blocks.pxi's
