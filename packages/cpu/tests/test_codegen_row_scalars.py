@@ -197,6 +197,28 @@ def test_row_scalar_operands_of_programs():
     assert codegen.row_scalar_operands(program) == 0 and "rowwise" not in codegen.generate(program)
 
 
+
+def test_an_operand_a_table_op_or_fold_reads_is_not_read_per_row():
+    """A per-row operand is read in place only by the tile's elementwise loops: were a table op (exp)
+    or a fold to read it directly, its pointer would run over rows * inner elements of the operand
+    (wrong values, past its end). The fuser gives neither such an operand today (``np.exp(x[:, None])``
+    is its own (n, 1) pass), so the hint is checked on the program: the same program with the marked
+    register read by exp, or folded, marks nothing."""
+    (program,) = [s.kernel.program for s in _compiled(_graph("sub", 100, 10), [
+        TensorType(F64, (100,)), TensorType(F64, (10,))])._steps if isinstance(s, FusedStep)]
+    assert codegen.row_scalar_operands(program) == 1
+    shape, axes, regs, consts, instrs, reductions, operands = program
+    marked = next(r for r, reg in enumerate(regs) if reg[2] == 0 and reg[1] == codegen.REG_KINDS["input"])
+    exp = next(code for code, name in codegen._BY_CODE.items() if name == "exp")
+    op, dt, dst, _a, b, c = instrs[0]
+    assert codegen._through_table(exp, dt)
+    through_exp = (shape, axes, regs, consts, ((exp, dt, dst, marked, b, c), *instrs[1:]), reductions,
+                   operands)
+    assert codegen.row_scalar_operands(through_exp) == 0
+    folded = (shape, axes, regs, consts, instrs, ((0, marked, 0, 0),), operands)
+    assert codegen.has_row_tiles(folded) and codegen.row_scalar_operands(folded) == 0
+
+
 _ISA_CHILD = r"""
 import numpy as np, numtrace_cpu
 from numtrace_cpu import compile_graph, compiler, isa

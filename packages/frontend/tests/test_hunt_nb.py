@@ -298,6 +298,30 @@ def test_a_join_into_out_casts_as_its_casting_says(backend):
     _calls_match(traced, _joined_into, [make(n) for n in (1, 3, 0)])
 
 
+def _mixed_joined_into(big, f, o, p):
+    np.concatenate([big, f], out=o)                              # same_kind: int64 and float32 -> float32
+    np.stack([big[:2], f[:2]], axis=0, out=p, casting="unsafe")   # int64 -> int8
+    return o, p
+
+
+def test_a_join_of_mixed_dtypes_into_out_casts_each_input_once(backend):
+    """Found by the session's review: the join was recorded at the inputs' promoted dtype (float64 for
+    int64 and float32) and that result cast into out=, rounding twice where NumPy copies each input
+    into out= once: int64 2**60 + 2**36 + 1 into a float32 out= came back 1.1529215e18 (NumPy
+    1.1529216e18), and under casting="unsafe" into int8 2**53 + 769 came back 0 (NumPy 1). The join
+    is now recorded at out='s dtype (NumPy refuses dtype= with out=, so no call has both)."""
+    def make(n):
+        big = np.array([2**60 + 2**36 + 1, 2**53 + 769, -(2**62) - 2**39 - 3, 7] * n, np.int64)
+        f = np.array([1.5, -2.25, 3e9, -0.0] * n, np.float32)
+        return big, f, np.zeros(8 * n, np.float32), np.zeros((2, 2), np.int8)
+    traced = _quiet(nt.trace, _mixed_joined_into, make(1), backend=backend)
+    _calls_match(traced, _mixed_joined_into, [make(n) for n in (1, 2, 5)])
+    # a float64 input into an int8 out= under same_kind: NumPy's refusal, at trace time
+    with pytest.raises(TypeError):
+        _quiet(nt.trace, lambda x, o: np.concatenate([x, x], out=o),
+               (np.ones(2), np.zeros(4, np.int8)), backend=backend)
+
+
 @pytest.mark.usefixtures("mode")
 def test_join_casts_on_the_backends():
     fn = lambda x, i: (np.concatenate([x / 0.0, i], dtype=np.int32, casting="unsafe"),

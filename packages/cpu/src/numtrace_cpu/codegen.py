@@ -515,12 +515,22 @@ def row_scalar_operands(program: tuple) -> int:
     _count_row_scalars), a tile's loops run row by row over that literal length, the operand's one
     value per row in a register, instead of over a tile of it repeated (nt_gen_gather_rows' fill,
     then a load of each element back: 42% of one-hot encoding's time). 0: none, or no such tiles."""
-    operands = program[6]
+    _shape, _axes, regs, _consts, instrs, reductions, operands = program
     if not (has_rows_path(program) or has_row_tiles(program)):
         return 0
+    # Only the tile's elementwise loops read a per-row operand in place: a table op's or a fold's
+    # pointer would run over rows * inner elements of it. The fuser gives neither such an operand
+    # (an op of x[:, None] alone is its own (n, 1) pass), but the kernel must not rely on that.
+    direct = {src for _op, src, *_ in reductions}
+    for op, dt, _dst, a, b, c in instrs:
+        if _through_table(op, dt):
+            cat = _CATEGORY[op]
+            direct.update([a] + ([b] if cat in (CAT_BINARY, CAT_BINARY_BOOL, CAT_WHERE) else [])
+                          + ([c] if cat == CAT_WHERE else []))
+    read_directly = {regs[r][2] for r in direct if 0 <= r < len(regs) and regs[r][1] == _INPUT}
     mask = 0
     for k, operand in enumerate(operands):
-        if len(operand) > 2 and operand[2] and k < 64:
+        if len(operand) > 2 and operand[2] and k < 64 and k not in read_directly:
             mask |= 1 << k
     return mask
 

@@ -519,7 +519,7 @@ cdef class FusedKernel:
         if not self.row_scalars or cx.shape[cx.nd - 1] != self.shape[self.ndim - 1]:
             return
         for k in range(cx.nops):
-            if (self.row_scalars >> k) & 1 and cx.strides[k * MAXD + cx.nd - 1] != 0:
+            if k < 64 and (self.row_scalars >> k) & 1 and cx.strides[k * MAXD + cx.nd - 1] != 0:
                 return
         self.generated_row_scalar_runs += 1
 

@@ -78,6 +78,7 @@ def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
     else:
         if out is not None:
             args, kwargs = _out_loop_dtype(op, eager, args, kwargs, out)
+            kwargs = _join_out_dtype(op, kwargs, out)
         concrete = run_at_user_line(_short_name(func, method), eager, *unwrap(args), **unwrap(kwargs))
         args, kwargs = memory_order(tracer, func, args, kwargs)
         result = _dynamic_shape(tracer, func, args, kwargs, concrete)
@@ -203,6 +204,16 @@ _FLOAT_LOOP = frozenset({"np.mean", "np.nanmean"})
 # Those that sum their squared deviations in that loop, from a mean and deviations in the input's dtype:
 # no dtype= reproduces it, so such a call is refused where the loop is not the input's.
 _OUT_LOOP_REFUSED = frozenset({"np.var", "np.std", "np.nanvar", "np.nanstd"})
+
+
+def _join_out_dtype(op: Any, kwargs: dict, out: tuple) -> dict:
+    """`kwargs` with dtype= out's for a join into out=: NumPy copies each input into out, one cast (by
+    the call's casting), where the join at the inputs' promoted dtype and then its cast into out
+    would round twice (int64 2**60 + 2**36 + 1 joined with float32 into a float32 out). NumPy refuses
+    out= with dtype=, so no call gives both."""
+    if op.name not in _JOINS_INTO_OUT or len(out) != 1 or "dtype" in kwargs:
+        return kwargs
+    return {**kwargs, "dtype": np.asarray(unwrap(out[0])).dtype}
 
 
 def _out_loop_dtype(op: Any, eager: Any, args: tuple, kwargs: dict, out: tuple) -> tuple[tuple, dict]:
