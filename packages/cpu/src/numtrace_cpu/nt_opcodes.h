@@ -75,21 +75,15 @@ enum {
 /* -a. A float's sign bit is flipped through its bits: GCC folds a C negation into the op that reads
  * it (s + -x into s - x, -x * -x into x * x), which keeps x's NaN with x's sign where NumPy's result
  * has the flipped one; it keeps the flip (one vxorpd, vectorized as before). */
-static inline float nt_neg_f32(float a) {
-    uint32_t u; memcpy(&u, &a, sizeof u); u ^= 0x80000000u; memcpy(&a, &u, sizeof a); return a;
-}
-static inline double nt_neg_f64(double a) {
-    uint64_t u; memcpy(&u, &a, sizeof u); u ^= 0x8000000000000000ull; memcpy(&a, &u, sizeof a); return a;
-}
+#define NT_SIGN_BIT_FN(name, T, U, op) \
+    static inline T name(T a) { U u; memcpy(&u, &a, sizeof u); u op; memcpy(&a, &u, sizeof a); return a; }
+NT_SIGN_BIT_FN(nt_neg_f32, float, uint32_t, ^= 0x80000000u)
+NT_SIGN_BIT_FN(nt_neg_f64, double, uint64_t, ^= 0x8000000000000000ull)
 #define NT_NEG(a) _Generic((a), float: nt_neg_f32(a), double: nt_neg_f64(a), default: -NT_UNSIGNED(a))
 /* |a|. A float's sign bit is cleared through its bits: GCC knows x * x is not negative and drops a
  * fabs of it (fabs(x * x) into x * x), which keeps a NaN x's sign where NumPy's result is +NaN. */
-static inline float nt_abs_f32(float a) {
-    uint32_t u; memcpy(&u, &a, sizeof u); u &= 0x7fffffffu; memcpy(&a, &u, sizeof a); return a;
-}
-static inline double nt_abs_f64(double a) {
-    uint64_t u; memcpy(&u, &a, sizeof u); u &= 0x7fffffffffffffffull; memcpy(&a, &u, sizeof a); return a;
-}
+NT_SIGN_BIT_FN(nt_abs_f32, float, uint32_t, &= 0x7fffffffu)
+NT_SIGN_BIT_FN(nt_abs_f64, double, uint64_t, &= 0x7fffffffffffffffull)
 #define NT_ABS(a) _Generic((a), float: nt_abs_f32(a), double: nt_abs_f64(a), default: ((a) < 0 ? -NT_UNSIGNED(a) : NT_UNSIGNED(a)))
 /* Ordered compares that raise no flag on a NaN, as NumPy's loops raise none: NT_GT(a, b) is a > b,
  * NT_GE a >= b, and so on. C's `<` is a signaling compare (comiss; cmpltps, vcmpps _CMP_LT_OS), and

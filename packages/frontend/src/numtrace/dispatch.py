@@ -100,14 +100,12 @@ def call(func: Any, method: str, args: tuple, kwargs: dict) -> Any:
     if out is None:
         return result
     _numpy_takes_out(eager, given, out, result)
-    # argmin/argmax write their indices back into an out= NumPy accepted with an unsafe cast; so does a
-    # join given casting="unsafe" (it copies each input into out=: the same as casting the join).
+    # argmin/argmax write their indices back into an out= NumPy accepted with an unsafe cast. (A join
+    # into out= is already of out's dtype: _join_out_dtype.)
     index_out = any(func is f for f in _INDEX_OUT)
     if not index_out and op is not None and (op.reduction is not None or op.name in _OUT_LOOP):
         _reduction_casts_safely(numpy_name(func, method), out, result)
-    joined = op is not None and op.name in _JOINS_INTO_OUT
-    unsafe = index_out or (joined and kwargs.get("casting") == "unsafe")
-    return write_out(numpy_name(func, method), out, result, "unsafe" if unsafe else "same_kind")
+    return write_out(numpy_name(func, method), out, result, "unsafe" if index_out else "same_kind")
 
 
 def _bind(op: Any, args: tuple, kwargs: dict) -> tuple[Any, list, dict]:
