@@ -12,6 +12,7 @@ from numtrace_cpu import compile_graph, compiler
 from numtrace_cpu.isa import blocks
 from numtrace_ir import Graph
 from numtrace_ir.types import TensorType
+from threaded import run_threads
 
 F32 = np.dtype(np.float32)
 N = 1_000_003   # large enough for two threads (PARALLEL_MIN_WORK), a part chunk at the end
@@ -140,3 +141,42 @@ def test_softmax_passes_share_the_team_bit_for_bit(team, numpy_quiet):
     want = _softmax_rows(s)
     np.testing.assert_array_equal(np.isnan(got[2]), np.isnan(want))
     np.testing.assert_allclose(got[2], want, rtol=1e-5, atol=1e-7)
+
+
+def _gemv(k, n, seed):
+    g = Graph()
+    x = g.add_input("x", TensorType(F32, (1, k)))
+    w = g.add_input("w", TensorType(F32, (k, n)))
+    g.set_outputs([g.create_node("np.matmul", [x, w]).output])
+    rng = np.random.default_rng(seed)
+    return compile_graph(g, [x.type, w.type]), rng.standard_normal((1, k)).astype(F32), \
+        rng.standard_normal((k, n)).astype(F32)
+
+
+@pytest.mark.parametrize("callers", [1, 2])
+def test_back_to_back_short_jobs_take_turns_in_two_slots_and_keep_one_threads_bits(team, callers):
+    """Short team jobs back to back (two GEMVs of other shapes, in turn): each new job goes to the slot
+    the job before last used, while a worker may still be looking at the last one (nt_team.h). Every
+    result must be one thread's bits, from one Python thread or two calling at once (a job that finds
+    the team held runs alone), and every job is counted once, run on the team or alone."""
+    numtrace_cpu.set_num_threads(2)
+    gemvs = [_gemv(256, 512, 1), _gemv(384, 256, 2)]
+    numtrace_cpu.set_num_threads(1)
+    want = [np.asarray(exe(x, w)[0]).copy() for exe, x, w in gemvs]
+    numtrace_cpu.set_num_threads(2)
+    before = blocks.team_counts()
+    bad: list[int] = []
+
+    def calls(_):
+        for i in range(600):
+            exe, x, w = gemvs[i % 2]
+            if not np.array_equal(np.asarray(exe(x, w)[0]), want[i % 2]):
+                bad.append(i)
+
+    run_threads(calls, range(callers))
+    after = blocks.team_counts()
+    assert not bad, bad[:10]
+    jobs = after["jobs"] - before["jobs"] + after["solo_runs"] - before["solo_runs"]
+    assert jobs == 600 * callers
+    assert sum(after[k] - before[k] for k in ("solo_backoff", "solo_lagging", "solo_held")) \
+        == after["solo_runs"] - before["solo_runs"]

@@ -76,6 +76,7 @@ cdef extern from "nt_team.h":
     long long nt_team_spin_ns
     long long nt_team_jobs, nt_team_jobs_shared, nt_team_jobs_spinning, nt_team_solo_runs, nt_team_backoffs
     long long nt_team_misses_total, nt_team_long_waits
+    long long nt_team_solo_backoff, nt_team_solo_lagging, nt_team_solo_held
     int nt_team_job_missed(int mine, int nunits, int all_awake, long long work_ns, long long wait_ns)
 
 cdef extern from "nt_gen.h" nogil:

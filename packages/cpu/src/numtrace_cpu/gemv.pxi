@@ -77,10 +77,14 @@ def team_counts() -> dict:
     (`solo_runs`: during a back-off, or while another thread held the team), spinning jobs the
     workers missed (`misses`, see team_job_missed), back-offs entered (`backoffs`, one per few
     misses in a row), and shared spinning jobs whose caller waited more than 50 us for a worker's
-    unit (`long_waits`: misses only when the wait was also longer than the caller's own work)."""
+    unit (`long_waits`: misses only when the wait was also longer than the caller's own work); and
+    why the solo runs were alone: `solo_backoff` (a back-off), `solo_lagging` (a worker, descheduled,
+    was still in the job before last, whose slot the job takes) and `solo_held` (another thread held
+    the team, or the caller's workers could not be started)."""
     return {"jobs": nt_team_jobs, "jobs_shared": nt_team_jobs_shared, "jobs_spinning": nt_team_jobs_spinning,
             "solo_runs": nt_team_solo_runs, "misses": nt_team_misses_total, "backoffs": nt_team_backoffs,
-            "long_waits": nt_team_long_waits}
+            "long_waits": nt_team_long_waits, "solo_backoff": nt_team_solo_backoff,
+            "solo_lagging": nt_team_solo_lagging, "solo_held": nt_team_solo_held}
 
 
 def team_job_missed(int mine, int nunits, bint all_awake, long long work_ns, long long wait_ns) -> bool:

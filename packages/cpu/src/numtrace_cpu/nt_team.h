@@ -31,9 +31,12 @@
  *
  * The caller never waits for a worker that has not started: each unit is claimed once (an atomic
  * flag), so the caller takes over whatever a late or descheduled worker has not begun, and waits
- * only for units a worker is running (small: a preempted worker holds up at most one). A new job
- * starts only once every worker has finished looking at the previous one; until then, and while
- * another Python thread holds the team, the caller runs all units itself. Which thread runs a unit
+ * only for units a worker is running (small: a preempted worker holds up at most one). Jobs take two
+ * slots in turn, so a worker that comes to a job late, when the caller has already run all of it,
+ * does not hold up the next job (with one slot, a new job had to wait for every worker to finish
+ * looking at the last, and a job after one the caller ran alone ran alone too: half of a program's
+ * short passes); only a worker still in the slot's job before that does (it was descheduled), and
+ * then, as while another Python thread holds the team, the caller runs all units itself. Which thread runs a unit
  * never changes the result: the units fix the summation order. After fork() the child starts a
  * fresh team.
  */
@@ -70,19 +73,26 @@ static long long nt_team_spin_ns = 50000;
 
 typedef void (*nt_team_fn)(void *arg, int unit);
 
+/* A job, in one of two slots that jobs take in turn: a worker still looking at the last job (it came
+   late, or was descheduled) does not hold up the next, which goes to the other slot. */
+typedef struct {
+    atomic_int ready;             /* the slot holds a posted job (0 while it is written) */
+    atomic_int users;             /* workers looking at the slot */
+    atomic_int done;              /* units of the job finished */
+    atomic_int fpflags;           /* floating-point flags the job's units raised */
+    nt_team_fn fn;
+    void *arg;
+    int nunits, nteam;
+    long long spin_ns;            /* how long the workers spin after the job */
+    atomic_int claimed[NT_TEAM_MAX_UNITS];
+} nt_team_job_t;
+
 typedef struct {
     pthread_mutex_t busy;         /* held by the caller whose job the team runs */
     pthread_mutex_t sleep_mu;
     pthread_cond_t wake;
-    atomic_uint gen;              /* bumped once per job */
-    atomic_int done;              /* units of the current job finished */
-    atomic_int acked;             /* workers finished with the current job */
-    atomic_int fpflags;           /* floating-point flags the current job's units raised */
-    atomic_int claimed[NT_TEAM_MAX_UNITS];
-    nt_team_fn fn;
-    void *arg;
-    int nunits, nteam;
-    long long spin_ns;            /* how long the workers spin after the current job */
+    atomic_uint gen;              /* bumped once per job; job gen is in slot jobs[gen & 1] */
+    nt_team_job_t jobs[2];
     int nworkers;
     int misses;                   /* spinning jobs in a row whose units the caller ran alone */
     long long solo_until;         /* until then (monotonic ns) spinning jobs run on the caller */
@@ -99,6 +109,9 @@ typedef struct {
    NT_TEAM_LONG_WAIT_NS for a worker's unit (a miss only when also longer than its own work). */
 static atomic_llong nt_team_jobs, nt_team_jobs_shared, nt_team_jobs_spinning, nt_team_solo_runs,
     nt_team_backoffs, nt_team_misses_total, nt_team_long_waits;
+/* Why spinning jobs ran on the caller alone: a back-off, a worker still in the job slot's last job,
+   the team held by another thread. */
+static atomic_llong nt_team_solo_backoff, nt_team_solo_lagging, nt_team_solo_held;
 
 /* Whether a spinning job was a miss (see the back-off above): the caller ran `mine` of `nunits` units,
    working `work_ns` from the post and then waiting `wait_ns` for the workers' units; `all_awake`:
@@ -118,27 +131,27 @@ static inline long long nt_team_now_ns(void) {
     return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* Run unit u if nobody has claimed it yet; 1 if this thread ran it. */
-static inline int nt_team_try_unit(int u) {
+/* Run unit u of job j if nobody has claimed it yet; 1 if this thread ran it. */
+static inline int nt_team_try_unit(nt_team_job_t *j, int u) {
     int expected = 0;
-    if (atomic_load_explicit(&nt_team.claimed[u], memory_order_relaxed) == 0
-            && atomic_compare_exchange_strong_explicit(&nt_team.claimed[u], &expected, 1, memory_order_acq_rel,
+    if (atomic_load_explicit(&j->claimed[u], memory_order_relaxed) == 0
+            && atomic_compare_exchange_strong_explicit(&j->claimed[u], &expected, 1, memory_order_acq_rel,
                                                        memory_order_relaxed)) {
-        nt_team.fn(nt_team.arg, u);
+        j->fn(j->arg, u);
         int fp = nt_fp_take();   /* this thread's flags to the job's caller (nt_fpflags.h) */
-        if (fp) atomic_fetch_or_explicit(&nt_team.fpflags, fp, memory_order_relaxed);
-        atomic_fetch_add_explicit(&nt_team.done, 1, memory_order_release);
+        if (fp) atomic_fetch_or_explicit(&j->fpflags, fp, memory_order_relaxed);
+        atomic_fetch_add_explicit(&j->done, 1, memory_order_release);
         return 1;
     }
     return 0;
 }
 
-/* Thread t's part of the job: its home range, then the rest in order (what is left of it). Returns
+/* Thread t's part of job j: its home range, then the rest in order (what is left of it). Returns
    how many units this thread ran. */
-static inline int nt_team_work(int t) {
-    const int n = nt_team.nunits, start = (int)((long long)t * n / nt_team.nteam);
+static inline int nt_team_work(nt_team_job_t *j, int t) {
+    const int n = j->nunits, start = (int)((long long)t * n / j->nteam);
     int i, ran = 0;
-    for (i = 0; i < n; i++) ran += nt_team_try_unit((start + i) % n);
+    for (i = 0; i < n; i++) ran += nt_team_try_unit(j, (start + i) % n);
     return ran;
 }
 
@@ -170,9 +183,17 @@ static void *nt_team_worker(void *p) {
             }
         }
         seen = atomic_load_explicit(&nt_team.gen, memory_order_acquire);
-        if (me < nt_team.nteam) nt_team_work(me);
-        spin_ns = nt_team.spin_ns;           /* read before the ack: the next job sets it anew */
-        atomic_fetch_add_explicit(&nt_team.acked, 1, memory_order_release);
+        /* Enter the job's slot, then look whether it holds a job; the caller clears `ready` before it
+           looks whether the slot has users (both in one total order, seq_cst): either it sees this
+           worker and leaves the slot alone, or this worker sees the slot empty or its next job
+           whole. A slot found empty is being written for a later job: the job of `seen` is over. */
+        nt_team_job_t *j = &nt_team.jobs[seen & 1u];
+        atomic_fetch_add_explicit(&j->users, 1, memory_order_seq_cst);
+        if (atomic_load_explicit(&j->ready, memory_order_seq_cst)) {
+            if (me < j->nteam) nt_team_work(j, me);
+            spin_ns = j->spin_ns;
+        }
+        atomic_fetch_sub_explicit(&j->users, 1, memory_order_release);
     }
     return NULL;
 }
@@ -192,7 +213,6 @@ static int nt_team_grow(int want) {
         nt_team.start_gen[nt_team.nworkers + 1] = atomic_load_explicit(&nt_team.gen, memory_order_relaxed);
         if (pthread_create(&th, &attr, nt_team_worker, (void *)(size_t)(nt_team.nworkers + 1)) != 0) break;
         nt_team.nworkers++;
-        atomic_fetch_add_explicit(&nt_team.acked, 1, memory_order_relaxed);   /* it has no job to finish */
     }
     pthread_attr_destroy(&attr);
     return nt_team.nworkers;
@@ -204,6 +224,7 @@ static int nt_team_grow(int want) {
 static void nt_team_run_spin(nt_team_fn fn, void *arg, int nunits, int nteam, long long spin_ns) {
     int u, spins, mine, all_awake;
     long long t_post, t_own;
+    atomic_llong *why = &nt_team_solo_held;
     if (nteam > NT_TEAM_MAX + 1) nteam = NT_TEAM_MAX + 1;   /* more threads than the team has: it all runs */
     if (nteam > nunits) nteam = nunits;
     if (nteam > 1 && nunits <= NT_TEAM_MAX_UNITS && pthread_mutex_trylock(&nt_team.busy) == 0) {
@@ -213,39 +234,47 @@ static void nt_team_run_spin(nt_team_fn fn, void *arg, int nunits, int nteam, lo
             nt_team.misses = 0;
             nt_team.solo_until = 0;
             nt_team.solo_ns = NT_TEAM_SOLO_MIN_NS;
-            atomic_store_explicit(&nt_team.acked, 0, memory_order_relaxed);
+            for (u = 0; u < 2; u++) {
+                atomic_store_explicit(&nt_team.jobs[u].ready, 0, memory_order_relaxed);
+                atomic_store_explicit(&nt_team.jobs[u].users, 0, memory_order_relaxed);
+            }
             atomic_store_explicit(&nt_team.awake, 0, memory_order_relaxed);
             pthread_mutex_init(&nt_team.sleep_mu, NULL);
             pthread_cond_init(&nt_team.wake, NULL);
         }
+        const unsigned next = atomic_load_explicit(&nt_team.gen, memory_order_relaxed) + 1u;
+        nt_team_job_t *j = &nt_team.jobs[next & 1u];
         if (spin_ns > 0 && nt_team.solo_until != 0 && nt_team_now_ns() < nt_team.solo_until) {
-            /* backing off: run alone below */
-        } else if (atomic_load_explicit(&nt_team.acked, memory_order_acquire) >= nt_team.nworkers
+            why = &nt_team_solo_backoff;   /* backing off: run alone below */
+        } else if (why = &nt_team_solo_lagging,
+                   /* the slot's last job (two back) is over; a worker still looking at it keeps it */
+                   (atomic_store_explicit(&j->ready, 0, memory_order_seq_cst),
+                    atomic_load_explicit(&j->users, memory_order_seq_cst) == 0)
                    && nt_team_grow(nteam - 1) >= nteam - 1) {
-            nt_team.fn = fn;
-            nt_team.arg = arg;
-            nt_team.nunits = nunits;
-            nt_team.nteam = nteam;
-            nt_team.spin_ns = spin_ns;
-            for (u = 0; u < nunits; u++) atomic_store_explicit(&nt_team.claimed[u], 0, memory_order_relaxed);
-            atomic_store_explicit(&nt_team.done, 0, memory_order_relaxed);
-            atomic_store_explicit(&nt_team.fpflags, 0, memory_order_relaxed);
-            atomic_store_explicit(&nt_team.acked, 0, memory_order_relaxed);
+            j->fn = fn;
+            j->arg = arg;
+            j->nunits = nunits;
+            j->nteam = nteam;
+            j->spin_ns = spin_ns;
+            for (u = 0; u < nunits; u++) atomic_store_explicit(&j->claimed[u], 0, memory_order_relaxed);
+            atomic_store_explicit(&j->done, 0, memory_order_relaxed);
+            atomic_store_explicit(&j->fpflags, 0, memory_order_relaxed);
+            atomic_store_explicit(&j->ready, 1, memory_order_release);
             pthread_mutex_lock(&nt_team.sleep_mu);
             all_awake = atomic_load_explicit(&nt_team.awake, memory_order_relaxed) >= nt_team.nworkers;
-            atomic_fetch_add_explicit(&nt_team.gen, 1, memory_order_release);
+            atomic_store_explicit(&nt_team.gen, next, memory_order_release);
             pthread_cond_broadcast(&nt_team.wake);
             pthread_mutex_unlock(&nt_team.sleep_mu);
             t_post = spin_ns > 0 ? nt_team_now_ns() : 0;
-            mine = nt_team_work(0);
+            mine = nt_team_work(j, 0);
             t_own = spin_ns > 0 ? nt_team_now_ns() : 0;
             /* only units a worker is running are left: wait for them, giving up the core after a
                short spin in case that worker needs it */
-            for (spins = 0; atomic_load_explicit(&nt_team.done, memory_order_acquire) < nunits; spins++) {
+            for (spins = 0; atomic_load_explicit(&j->done, memory_order_acquire) < nunits; spins++) {
                 if (spins < NT_TEAM_LONG_WAIT) NT_TEAM_PAUSE();
                 else sched_yield();
             }
-            nt_fp_put(atomic_load_explicit(&nt_team.fpflags, memory_order_relaxed));
+            nt_fp_put(atomic_load_explicit(&j->fpflags, memory_order_relaxed));
             atomic_fetch_add_explicit(&nt_team_jobs, 1, memory_order_relaxed);
             if (mine < nunits) atomic_fetch_add_explicit(&nt_team_jobs_shared, 1, memory_order_relaxed);
             if (spin_ns > 0) {
@@ -274,7 +303,10 @@ static void nt_team_run_spin(nt_team_fn fn, void *arg, int nunits, int nteam, lo
         }
         pthread_mutex_unlock(&nt_team.busy);
     }
-    if (nteam > 1 && spin_ns > 0) atomic_fetch_add_explicit(&nt_team_solo_runs, 1, memory_order_relaxed);
+    if (nteam > 1 && spin_ns > 0) {
+        atomic_fetch_add_explicit(&nt_team_solo_runs, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(why, 1, memory_order_relaxed);
+    }
     for (u = 0; u < nunits; u++) fn(arg, u);
 }
 
