@@ -110,7 +110,7 @@ typedef struct {
 static atomic_llong nt_team_jobs, nt_team_jobs_shared, nt_team_jobs_spinning, nt_team_solo_runs,
     nt_team_backoffs, nt_team_misses_total, nt_team_long_waits;
 /* Why spinning jobs ran on the caller alone: a back-off, a worker still in the job slot's last job,
-   the team held by another thread. */
+   the team held by another thread (or workers that could not be started). */
 static atomic_llong nt_team_solo_backoff, nt_team_solo_lagging, nt_team_solo_held;
 
 /* Whether a spinning job was a miss (see the back-off above): the caller ran `mine` of `nunits` units,
@@ -250,7 +250,8 @@ static void nt_team_run_spin(nt_team_fn fn, void *arg, int nunits, int nteam, lo
                    /* the slot's last job (two back) is over; a worker still looking at it keeps it */
                    (atomic_store_explicit(&j->ready, 0, memory_order_seq_cst),
                     atomic_load_explicit(&j->users, memory_order_seq_cst) == 0)
-                   && nt_team_grow(nteam - 1) >= nteam - 1) {
+                   && (why = &nt_team_solo_held,   /* no lagging worker: workers that could not start */
+                       nt_team_grow(nteam - 1) >= nteam - 1)) {
             j->fn = fn;
             j->arg = arg;
             j->nunits = nunits;
