@@ -69,8 +69,8 @@ def _stress(exe: pathlib.Path, *args, cpus: set[int] | None = None) -> str:
     return proc.stdout
 
 
-@pytest.mark.parametrize("callers, iters, maxteam, one_core", [(1, 3000, 4, False), (2, 1500, 7, False),
-                                                               (1, 1500, 3, True)])
+@pytest.mark.parametrize("callers, iters, maxteam, one_core", [(1, 2000, 4, False), (2, 1000, 7, False),
+                                                               (1, 1000, 3, True)])
 def test_slots_reused_under_late_workers_run_every_unit_once(harness, callers, iters, maxteam, one_core):
     """Short jobs back to back with workers delayed in every window of the slot handshake (and, on
     one core, preempted in them): each unit runs once, ordered units in turn, no unit of a finished
@@ -86,7 +86,7 @@ def test_slots_reused_under_late_workers_run_every_unit_once(harness, callers, i
 def test_child_forked_while_workers_spin_runs_its_own_team(harness):
     """fork() right after a job, the parent's workers spinning in or between the two slots: the child
     starts a fresh team (no workers, both slots empty) and its jobs run every unit once."""
-    out = _stress(harness, 1, 2000, 4, 1, 1)
+    out = _stress(harness, 1, 1500, 4, 1, 1)
     assert out.startswith("errors 0 stale 0"), out
 
 
