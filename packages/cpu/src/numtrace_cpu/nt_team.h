@@ -10,10 +10,12 @@
  * per product joined each late, so two threads ran a block no faster than one) the workers spin for
  * that job's window, giving up the core every few microseconds (sched_yield) so that other
  * runnable threads are not starved, then sleep on a condition variable; after a job that asks for
- * no spin they sleep at once.
+ * no spin they sleep at once, and so do workers outside a job's team (a job of fewer threads than
+ * an earlier one): they would take cores from it. A job wakes the workers (a broadcast) only when
+ * one of its team sleeps.
  *
- * Back-off: a spinning job is a miss when the workers ran no unit although every worker was awake
- * (spinning, not asleep on the condition variable) when it was posted, or when the caller, done with
+ * Back-off: a spinning job is a miss when the workers ran no unit although every worker of its team
+ * was awake (spinning, not asleep on the condition variable) when it was posted, or when the caller, done with
  * its own units, waited for a worker's unit longer than it had worked (and longer than
  * NT_TEAM_LONG_WAIT_NS): that worker was preempted in the middle of it, and the job took longer than
  * the caller alone would have. Either way the workers were starved of cores (more runnable threads
@@ -97,7 +99,7 @@ typedef struct {
     int misses;                   /* spinning jobs in a row whose units the caller ran alone */
     long long solo_until;         /* until then (monotonic ns) spinning jobs run on the caller */
     long long solo_ns;            /* the next back-off's length */
-    atomic_int awake;             /* workers not asleep on `wake` (changed under sleep_mu) */
+    int asleep[NT_TEAM_MAX + 1];  /* worker t is asleep on `wake` (read and written under sleep_mu) */
     pid_t pid;                    /* the process whose threads these are */
     unsigned start_gen[NT_TEAM_MAX + 1];   /* the generation each worker was started at */
 } nt_team_t;
@@ -160,7 +162,7 @@ static void *nt_team_worker(void *p) {
     unsigned seen = nt_team.start_gen[me];   /* written before pthread_create */
     long long spin_ns = 0;                   /* no job yet: sleep until the first */
     pthread_mutex_lock(&nt_team.sleep_mu);
-    atomic_fetch_add_explicit(&nt_team.awake, 1, memory_order_relaxed);
+    nt_team.asleep[me] = 0;                  /* started (a job posted before now woke no one) */
     pthread_mutex_unlock(&nt_team.sleep_mu);
     for (;;) {
         long long deadline = nt_team_now_ns() + spin_ns;
@@ -174,10 +176,10 @@ static void *nt_team_worker(void *p) {
                 }
                 pthread_mutex_lock(&nt_team.sleep_mu);
                 if (atomic_load_explicit(&nt_team.gen, memory_order_acquire) == seen) {
-                    atomic_fetch_sub_explicit(&nt_team.awake, 1, memory_order_relaxed);
+                    nt_team.asleep[me] = 1;
                     while (atomic_load_explicit(&nt_team.gen, memory_order_acquire) == seen)
                         pthread_cond_wait(&nt_team.wake, &nt_team.sleep_mu);
-                    atomic_fetch_add_explicit(&nt_team.awake, 1, memory_order_relaxed);
+                    nt_team.asleep[me] = 0;
                 }
                 pthread_mutex_unlock(&nt_team.sleep_mu);
             }
@@ -190,8 +192,10 @@ static void *nt_team_worker(void *p) {
         nt_team_job_t *j = &nt_team.jobs[seen & 1u];
         atomic_fetch_add_explicit(&j->users, 1, memory_order_seq_cst);
         if (atomic_load_explicit(&j->ready, memory_order_seq_cst)) {
+            /* a worker outside the job's team sleeps at once: spinning, it would take a core from
+               the team (on 2 cores, after a job of 7 threads, the team's worker shared no job) */
+            spin_ns = me < j->nteam ? j->spin_ns : 0;
             if (me < j->nteam) nt_team_work(j, me);
-            spin_ns = j->spin_ns;
         }
         atomic_fetch_sub_explicit(&j->users, 1, memory_order_release);
     }
@@ -211,6 +215,7 @@ static int nt_team_grow(int want) {
     while (nt_team.nworkers < want) {
         pthread_t th;
         nt_team.start_gen[nt_team.nworkers + 1] = atomic_load_explicit(&nt_team.gen, memory_order_relaxed);
+        nt_team.asleep[nt_team.nworkers + 1] = 1;   /* until it runs: its first job is no miss */
         if (pthread_create(&th, &attr, nt_team_worker, (void *)(size_t)(nt_team.nworkers + 1)) != 0) break;
         nt_team.nworkers++;
     }
@@ -238,7 +243,7 @@ static void nt_team_run_spin(nt_team_fn fn, void *arg, int nunits, int nteam, lo
                 atomic_store_explicit(&nt_team.jobs[u].ready, 0, memory_order_relaxed);
                 atomic_store_explicit(&nt_team.jobs[u].users, 0, memory_order_relaxed);
             }
-            atomic_store_explicit(&nt_team.awake, 0, memory_order_relaxed);
+            for (u = 0; u <= NT_TEAM_MAX; u++) nt_team.asleep[u] = 0;
             pthread_mutex_init(&nt_team.sleep_mu, NULL);
             pthread_cond_init(&nt_team.wake, NULL);
         }
@@ -262,9 +267,10 @@ static void nt_team_run_spin(nt_team_fn fn, void *arg, int nunits, int nteam, lo
             atomic_store_explicit(&j->fpflags, 0, memory_order_relaxed);
             atomic_store_explicit(&j->ready, 1, memory_order_release);
             pthread_mutex_lock(&nt_team.sleep_mu);
-            all_awake = atomic_load_explicit(&nt_team.awake, memory_order_relaxed) >= nt_team.nworkers;
+            /* the job's workers (1 .. nteam - 1); only a job that needs a sleeping one wakes them all */
+            for (all_awake = 1, u = 1; u < nteam; u++) all_awake &= !nt_team.asleep[u];
             atomic_store_explicit(&nt_team.gen, next, memory_order_release);
-            pthread_cond_broadcast(&nt_team.wake);
+            if (!all_awake) pthread_cond_broadcast(&nt_team.wake);
             pthread_mutex_unlock(&nt_team.sleep_mu);
             t_post = spin_ns > 0 ? nt_team_now_ns() : 0;
             mine = nt_team_work(j, 0);
