@@ -733,3 +733,54 @@ def test_stacks_of_head_views_run_at_a_table_of_offsets(dtype, bshd, threads):
         _assert_close(got.reshape(-1, got.shape[-1]), want.reshape(-1, want.shape[-1]),
                       np.nan_to_num(av).reshape(-1, av.shape[-1]), np.ones(bv.shape[-2:], dtype) *
                       np.nanmax(np.abs(bv)), dtype)
+
+
+def _special(rng, shape, dtype):
+    """Normal values with NaN of both signs (and a payload), infinities, signed zeros and ties at 0."""
+    v = rng.standard_normal(shape).astype(dtype)
+    flat = v.reshape(-1)
+    bits = flat.view(np.int32 if dtype == np.float32 else np.int64)
+    picks = rng.integers(0, flat.size, size=(7, max(1, flat.size // 11)))
+    flat[picks[0]] = np.nan
+    flat[picks[1]] = -np.nan
+    flat[picks[2]] = np.inf
+    flat[picks[3]] = -np.inf
+    flat[picks[4]] = 0.0
+    flat[picks[5]] = -0.0
+    bits[picks[6]] |= 0x7F800001 if dtype == np.float32 else 0x7FF0000000000123   # a NaN payload
+    return v
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("mkn", [(2, 12, 3), (9, 20, 10), (17, 40, 16), (11, 300, 45), (13, 70, 64),
+                                 (12, 33, 96), (37, 260, 33)], ids=str)
+@pytest.mark.parametrize("source", SOURCES)
+def test_epilogue_in_registers_is_the_stored_products_ops_bit_for_bit(dtype, mkn, source):
+    """The epilogue runs on the tile's registers before the store (nt_gemm.h): each op must give the
+    bits that op gives on the stored product (h + b, h + r, np.maximum(h, 0), np.maximum(0, h), in
+    order), NaN payloads and zero signs included, on full and partial panels (N below, at and past
+    one vector; N = 10 runs half tiles), row counts off the register tile, and K past one block."""
+    m, k, n = mkn
+    rng = np.random.default_rng(m + 31 * k + n)
+    w = rng.standard_normal((k, n)).astype(dtype)
+    x = rng.standard_normal((m, k)).astype(dtype)
+    x[m // 2, :] = -0.0          # a row whose sums are +0 (ties of the ReLUs)
+    if m > 2:
+        x[1, 0] = np.inf         # inf * w: a row of infinities and NaNs (inf * 0 where w is 0)
+        w[0, : n // 2] = 0.0
+    plain = _call(_compile(x.shape, w, dtype, source=source), x, w, None, None, source).copy()
+    b, r = _special(rng, (n,), dtype), _special(rng, (m, n), dtype)
+    ibits = np.int32 if dtype == np.float32 else np.int64
+    for epilogue in EPILOGUES[1:] + [("relu",), ("relu_zero_first",), ("residual",),
+                                     ("bias", "relu_zero_first")]:
+        exe = _compile(x.shape, w, dtype, epilogue, source=source)
+        got = _call(exe, x, w, b if "bias" in epilogue else None, r if "residual" in epilogue else None,
+                    source)
+        want = plain.copy()
+        for name in epilogue:
+            want = (want + b if name == "bias" else want + r if name == "residual"
+                    else np.maximum(want, 0) if name == "relu" else np.maximum(0, want))
+        # NaN where NumPy's is (which of two NaN operands an add returns varies, docs/cpu.md)
+        nan = np.isnan(want)
+        np.testing.assert_array_equal(np.isnan(got), nan, err_msg=str(epilogue))
+        np.testing.assert_array_equal(got[~nan].view(ibits), want[~nan].view(ibits), err_msg=str(epilogue))
