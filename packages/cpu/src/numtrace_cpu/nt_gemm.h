@@ -13,7 +13,9 @@
  * The micro-kernel keeps an MR x NR tile of C in vector registers and adds a[i, k] * b[k, :] for k
  * in order, in blocks of NT_GEMM_KC rows of B (the block's panel stays in L1 while every row block
  * of A passes over it); between blocks the tile goes through C. Each output is therefore one
- * sequential sum over k starting from +0 (a sum of -0.0 products is +0.0, as NumPy's BLAS gives),
+ * sequential sum over k starting from +0 (a sum of -0.0 products is +0.0, as NumPy's BLAS gives;
+ * the AVX2/AVX-512 builds' multiply-adds round once, so a product that underflows to -0 inside one
+ * can leave -0.0 where the baseline build gives +0.0: NumPy's BLAS does either, by build),
  * whatever the blocking or the thread that runs it: 1 and N threads give bit-identical results.
  * NumPy's BLAS orders its sums otherwise, so results agree to float rounding, not bit for bit.
  * After the last block the epilogue ops run on the tile's registers in order before it is stored:
