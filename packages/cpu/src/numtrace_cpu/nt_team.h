@@ -15,7 +15,8 @@
  * one of its team sleeps.
  *
  * Back-off: a spinning job is a miss when the workers ran no unit although every worker of its team
- * was awake (spinning, not asleep on the condition variable) when it was posted, or when the caller, done with
+ * was idle for it when it was posted (spinning, not asleep on the condition variable and not still in
+ * the last job), or when the caller, done with
  * its own units, waited for a worker's unit longer than it had worked (and longer than
  * NT_TEAM_LONG_WAIT_NS): that worker was preempted in the middle of it, and the job took longer than
  * the caller alone would have. Either way the workers were starved of cores (more runnable threads
@@ -117,8 +118,8 @@ static atomic_llong nt_team_solo_backoff, nt_team_solo_lagging, nt_team_solo_hel
 
 /* Whether a spinning job was a miss (see the back-off above): the caller ran `mine` of `nunits` units,
    working `work_ns` from the post and then waiting `wait_ns` for the workers' units; `all_awake`:
-   every worker was awake when it was posted. A job that had to wake a worker is never a miss: the
-   wake-up itself is the wait. */
+   every worker of its team was idle (awake, done with the last job) when it was posted. A job that
+   had to wake a worker is never a miss: the wake-up itself is the wait. */
 static inline int nt_team_job_missed(int mine, int nunits, int all_awake, long long work_ns, long long wait_ns) {
     if (!all_awake) return 0;
     if (mine >= nunits) return 1;
@@ -267,10 +268,14 @@ static void nt_team_run_spin(nt_team_fn fn, void *arg, int nunits, int nteam, lo
             atomic_store_explicit(&j->fpflags, 0, memory_order_relaxed);
             atomic_store_explicit(&j->ready, 1, memory_order_release);
             pthread_mutex_lock(&nt_team.sleep_mu);
-            /* the job's workers (1 .. nteam - 1); only a job that needs a sleeping one wakes them all */
+            /* the job's workers (1 .. nteam - 1); only a job that needs a sleeping one wakes them all.
+               A job can be missed only by workers idle for it: all awake, and none still in the last
+               job (it came to that one late: with one slot this job would have run alone, no miss) */
             for (all_awake = 1, u = 1; u < nteam; u++) all_awake &= !nt_team.asleep[u];
+            const int woken = !all_awake;
+            all_awake &= atomic_load_explicit(&nt_team.jobs[(next & 1u) ^ 1u].users, memory_order_acquire) == 0;
             atomic_store_explicit(&nt_team.gen, next, memory_order_release);
-            if (!all_awake) pthread_cond_broadcast(&nt_team.wake);
+            if (woken) pthread_cond_broadcast(&nt_team.wake);
             pthread_mutex_unlock(&nt_team.sleep_mu);
             t_post = spin_ns > 0 ? nt_team_now_ns() : 0;
             mine = nt_team_work(j, 0);
