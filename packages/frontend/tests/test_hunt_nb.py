@@ -202,6 +202,25 @@ def test_a_constructors_numpy_scalar_survives_save_and_load(tmp_path, backend, f
         assert _same(_quiet(loaded, np.ones(n)), _quiet(fn, np.ones(n))), n
 
 
+@pytest.mark.parametrize("value, dtype", [
+    (np.int64(2**53 + 1), np.int32), (np.int64(2**53 + 1), np.float32), (np.uint64(2**64 - 1), np.float32),
+    (np.float64(1e300), np.float16), (np.int8(-3), np.uint8), (np.complex64(1 + 2j), np.float32),
+], ids=["i64_i32", "i64_f32", "u64_f32", "f64_f16", "i8_u8", "c64_f32"])
+@pytest.mark.parametrize("like", [False, True], ids=["full", "full_like"])
+def test_a_fill_value_numpy_scalar_is_cast_from_its_own_type(backend, value, dtype, like):
+    """np.full(n, np.int64(2**53 + 1), dtype=np.int32) wraps in NumPy (copyto casts unsafely from
+    int64); the trace took the scalar as a Python int, which NumPy refuses for int32: the trace's own
+    check failed. np.full and np.full_like now keep the scalar (a 0-d array attr)."""
+    def fn(x):
+        return np.full_like(x, value, dtype=dtype) if like else np.full((x.shape[0], 2), value, dtype=dtype)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced = _quiet(nt.trace, fn, (np.ones(3),), backend=backend)
+        for n in (3, 5, 0):
+            assert _same(_quiet(traced, np.ones(n)), _quiet(fn, np.ones(n))), n
+
+
 def _python_numbers(x):
     return np.linspace(0.5, 2.0, x.shape[0]) * np.fft.rfftfreq(x.shape[0], d=0.1)[1]
 

@@ -25,7 +25,7 @@ def _like_rule(name):
 
 
 def like_op(name: str, fn: Callable, fill: bool) -> OpDef:
-    fill_param: list[Param] = [Attr("fill_value", convert=rules.to_scalar)] if fill else []
+    fill_param: list[Param] = [Attr("fill_value", convert=rules.to_fill_value)] if fill else []
     params: list[Param] = (
         [Input("a")]
         + fill_param

@@ -230,6 +230,15 @@ def to_number(v: Any) -> int | float | bool | np.ndarray:
     return s
 
 
+def to_fill_value(v: Any) -> int | float | bool | complex | np.ndarray:
+    """A fill value: a NumPy scalar kept as `to_number` keeps it (NumPy casts it into the array from its
+    own type: ``np.full(n, np.int64(2**53 + 1), np.int32)`` wraps, a Python int would overflow), else any
+    Python scalar."""
+    if isinstance(v, np.generic) or (type(v) is np.ndarray and v.ndim == 0):
+        return to_number(v)
+    return to_scalar(v)
+
+
 def numpy_value(v: Any) -> Any:
     """A `to_number` attr as NumPy's function takes it: a 0-d array back to its NumPy scalar."""
     return v[()] if type(v) is np.ndarray else v
