@@ -23,8 +23,8 @@ def _trace(fn, args, **kwargs):
 
 def _outcome(fn, args, state):
     """fn(*copies of args) under np.errstate(all=state): (result, warnings' texts, args after the call),
-    or (error type, its message's last part) where it raises. A traced call's error type subclasses
-    NumPy's and names its node first, so the type's MRO and the message's tail are compared."""
+    or (error type, its message's last part, warnings' texts) where it raises. A traced call's error type
+    subclasses NumPy's and names its node first, so the type's MRO and the message's tail are compared."""
     args = tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
     with warnings.catch_warnings(record=True) as caught, np.errstate(all=state):
         warnings.simplefilter("always")
@@ -33,7 +33,7 @@ def _outcome(fn, args, state):
             result = fn(*args)
         except (ArithmeticError, ValueError) as exc:
             base = next(t for t in type(exc).__mro__ if t.__module__ == "builtins")
-            return base, str(exc).rsplit(": ", 1)[-1]
+            return base, str(exc).rsplit(": ", 1)[-1], sorted({str(w.message) for w in caught})
     return result, sorted({str(w.message) for w in caught}), args
 
 
@@ -93,20 +93,32 @@ def _underflow_then_scalar_power(x):
     return y, y.max() ** -1.0
 
 
-def test_the_first_error_under_errstate_raise_precedes_a_scalar_power(backend, mode, request):  # noqa: F811
-    """Under np.errstate(all="raise") NumPy stops at the first op that errs (`x * 1e-300` underflows);
-    the trace must raise that error, not a later one. Passes on main, where `s ** -1.0` was fused."""
-    if backend == "cpu":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "regression of branch known on the cpu backend: `** -1.0` of a NumPy scalar is now an "
-            "np.scalar_power NumPy step, which runs in the caller's error state and raises 'divide by "
-            "zero encountered in scalar power' at once, before the call reports the flags of the fused "
-            "multiply that ran first (NumPy: 'underflow encountered in multiply'). The same ordering "
-            "holds for any NumPy step after a kernel on main (np.float_power(y.max(), -1.0), "
-            "np.cumprod(y, dtype=np.float32)); the change moves every scalar ** there")))
-    traced = _trace(_underflow_then_scalar_power, _f8(1, 2, 3), backend=backend)
-    _matches(traced, _underflow_then_scalar_power, [_f8(1e-300, 0.0, 1.0), _f8(1e-300, 1e-300)],
-             states=("raise",))
+def _underflow_then_numpy_steps(x):
+    y = x * 1e-300
+    return y, np.float_power(y.max(), -1.0), np.cumprod(y, dtype=np.float32)
+
+
+def _underflow_in_place_then_scalar_power(x):
+    x *= 1e-300
+    return x.max() ** -1.0
+
+
+def _underflow_then_value_error(x):
+    y = x * 1e-300
+    return y, x.astype(np.int64)[0] ** (x.shape[0] - 5)
+
+
+@pytest.mark.parametrize("fn", [_underflow_then_scalar_power, _underflow_then_numpy_steps,
+                                _underflow_in_place_then_scalar_power, _underflow_then_value_error])
+def test_a_numpy_step_that_raises_comes_after_the_kernels_reports(backend, mode, fn):  # noqa: F811
+    """Under np.errstate(all="raise") NumPy stops at the first op that errs (`x * 1e-300` underflows),
+    and under "warn" it warns of it before a later op raises. On the cpu backend a NumPy step (branch
+    known's np.scalar_power, np.float_power, a cast cumprod) runs in the caller's error state and raised
+    at once, before the call reported the flags of the fused multiply that ran first: the trace raised
+    'divide by zero encountered in scalar power' (a regression of `s ** -1.0`, fused on main) and lost
+    the underflow warning before a ValueError. The call runner now reports the kernels' flags first."""
+    traced = _trace(fn, _f8(1, 2, 3, 4, 5, 6), backend=backend)
+    _matches(traced, fn, [_f8(1e-300, 0.0, -1.0), _f8(1e-300, 1e-300), _f8(1.0, 2.0, 3.0)])
 
 
 def _int8_constant_plus_a_size(x):
@@ -228,6 +240,6 @@ def test_constructors_with_numpy_scalars_at_edge_sizes(backend, name, tmp_path):
     calls = [(np.ones(n),) for n in (5, 1, 0, 7, 130)]
     _matches(traced, fn, calls)
     for args in calls[:3]:   # a loaded trace cannot retrace: a size its guards refuse raises, loudly
-        refused = _outcome(loaded, args, "warn")[1:] == ("trace the function with inputs of these shapes",)
+        refused = _outcome(loaded, args, "warn")[1] == "trace the function with inputs of these shapes"
         if args[0].shape == (5,) or not refused:
             _matches(loaded, fn, [args], states=("warn",))
