@@ -455,6 +455,9 @@ STEPS = {
     "pow_m1_subnormal": (1, lambda a: (a * 1e-310) ** -1), "pow_half": (1, lambda a: (a * 1e-300) ** 0.5),
     "pow_3_huge": (1, lambda a: (a * 1e103) ** 3), "pow_4": (1, lambda a: (a - 0.5) ** 4),
     "pow_m_half": (1, lambda a: np.abs(a) ** -0.5), "pow_2_neg_zero": (1, lambda a: (a * -0.0) ** 2),
+    # ** of a NumPy scalar (a reduction's result): NumPy's scalar math, C pow (+0.0 at -0.0)
+    "scalar_pow_half": (1, lambda a: a * np.copysign(1.0, (np.ravel(a).sum() * -0.0) ** 0.5)),
+    "scalar_rpow": (1, lambda a: a - 2.0 ** np.ravel(a).sum()),
     "assign_expr": (2, _assign_expr),
     "causal_softmax": (1, _causal_softmax), "causal_softmax_nan_row": (1, lambda a: _causal_softmax(a, k=0)),
     "outer_pass": (1, lambda a: np.ravel(a)[:, None] * 0.5 - np.ravel(a)[None, :]),
@@ -707,6 +710,8 @@ def run_case(steps, backend):
 @example(steps=[("scan_of_pass", 0, 0)])
 @example(steps=[("add", 0, 1), ("cumprod_of_pass", 3, 0)])
 @example(steps=[("pow_4", 0, 0)])
+@example(steps=[("scalar_pow_half", 0, 0), ("scalar_rpow", 3, 0)])
+@example(steps=[("neg_zero", 1, 0), ("scalar_pow_half", 3, 0)])
 @example(steps=[("pow_m2_huge", 1, 0)])
 @example(steps=[("add", 0, 1), ("set_slice", 3, 0)])
 @example(steps=[("add", 0, 1), ("set_row", 3, 1)])

@@ -181,18 +181,89 @@ def test_integer_scalar_overflow_raises_under_errstate(backend, dtype):
         traced(x)
 
 
-_C_POW = ("a NumPy scalar's ** runs NumPy's scalar math, C pow: pow(-0.0, 0.5) is +0.0 and pow(-inf, 0.5) "
-          "is +inf; the trace records np.power on a 0-d array, whose loop (and the cpu backend's sqrt for "
-          "the constant 0.5) gives -0.0 and NaN. No registry op has C pow's special cases; recording "
-          "sqrt(where(s == -inf, inf, s)) + 0.0 would also need NaN payloads and the 'scalar power' warning "
-          "text to match")
-
-
-@pytest.mark.xfail(strict=True, reason=_C_POW)
 def test_a_numpy_scalar_to_the_half_is_c_pow(backend):
+    """``s ** 0.5`` of a NumPy float scalar runs NumPy's scalar math, C pow: pow(-0.0, 0.5) is +0.0 and
+    pow(-inf, 0.5) is +inf. The trace recorded np.power on a 0-d array, whose SIMD loop (and the cpu
+    backend's sqrt for the constant 0.5) gave -0.0 and NaN, silently. Now `np.scalar_power`."""
     traced = _trace(_scalar_root, (np.ones(3),), backend=backend)
     for x in (np.array([-0.0, 1.0, 2.0]), np.array([-np.inf, 0.0, 0.0])):
         assert _same(_quiet(traced, x), _quiet(_scalar_root, x))
+
+
+def _ipow(x):
+    s = x.max()
+    s **= 0.5
+    return s
+
+
+_SCALAR_POWERS = {   # NumPy routes each by its operands' types: to scalar math or to np.power's loop
+    "py_float": lambda x: x[0] ** 0.5,
+    "py_neg_float": lambda x: x[1] ** -1.5,
+    "py_int": lambda x: x[0] ** 3,
+    "reflected": lambda x: 2.5 ** x[0],
+    "scalars": lambda x: x[0] ** x[1],
+    "f32_exponent": lambda x: x.sum() ** np.float32(0.5),
+    "f64_exponent": lambda x: x[0] ** np.float64(-0.5),
+    "int8_exponent": lambda x: x[1] ** np.int8(3),
+    "complex": lambda x: x[0] ** (0.5 + 0j),
+    "zero_d_array": lambda x: x[0] ** np.asarray(0.5),    # the ufunc, as NumPy
+    "builtin_pow": lambda x: pow(x.min(), 0.5),
+    "in_place": _ipow,
+    "traced_size": lambda x: x[0] ** (x.shape[0] - 3),
+    "size_to_scalar": lambda x: x.shape[0] ** np.float64(-0.5) + x[1] ** (1 - x.shape[0] % 2),
+}
+_POWER_BASES = np.array([-0.0, 0.0, -np.inf, np.inf, np.nan, -1.0, 1.0, -2.5, 0.5, 3.0, 1e300, 5e-324])
+
+
+@pytest.mark.parametrize("dtype", ["f2", "f4", "f8", "i1", "i8", "u1"])
+@pytest.mark.parametrize("name", _SCALAR_POWERS)
+def test_a_numpy_scalars_power_is_numpys_own(backend, name, dtype):
+    """``**`` and ``pow`` of NumPy scalars with Python numbers, other NumPy scalars and traced sizes:
+    values bit for bit, types, and warnings (their text, "scalar power" where NumPy's scalar math
+    reports) under np.errstate warn and raise, at signed zeros, infinities, NaN and tiny and huge
+    values, at several sizes. The traced sizes' exponents run NumPy's scalar math too."""
+    fn = _SCALAR_POWERS[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        bases = _POWER_BASES.astype(dtype)
+    traced = _trace(fn, (np.ones(4, dtype),), backend=backend)
+    for i in range(len(bases)):
+        x = np.resize(np.roll(bases, i), 4 + i % 3)
+        for state in ("warn", "raise"):
+            got, want = _outcome(traced, x, state), _outcome(fn, x, state)
+            assert _same(got[0], want[0]) and got[1:] == want[1:], (x, state, got, want)
+
+
+def _outcome(fn, x, state):
+    """fn(x) under np.errstate(all=state): its result or the type and text of its error (a traced call
+    names its node first), and NumPy's warnings' texts."""
+    with warnings.catch_warnings(record=True) as caught, np.errstate(all=state):
+        warnings.simplefilter("always")
+        warnings.simplefilter("ignore", nt.TracerWarning)
+        try:
+            result = fn(x)
+        except (ArithmeticError, ValueError) as exc:
+            kind = FloatingPointError if isinstance(exc, FloatingPointError) else ValueError
+            return None, kind, str(exc).rsplit(": ", 1)[-1], []
+    return result, None, None, sorted(str(w.message) for w in caught)
+
+
+_CONSTANT_BASE = (
+    "left alone: a NumPy scalar constant to a traced power (``np.float64(-np.inf) ** x[0]``) reaches the "
+    "traced operand as np.power (NumPy's scalar finds an __array_ufunc__ and calls the ufunc), as an "
+    "explicit np.power call does: the trace records np.power, whose NumPy loop (the reference backend) "
+    "is not C pow; the cpu backend's power kernel calls the C library's pow")
+
+
+def test_a_numpy_scalar_constant_to_a_traced_power_is_c_pow(backend, request):
+    if backend != "cpu":
+        request.applymarker(pytest.mark.xfail(strict=True, reason=_CONSTANT_BASE))
+    def fn(x):
+        return np.float64(-np.inf) ** x[0]
+
+    traced = _trace(fn, (np.ones(3),), backend=backend)
+    x = np.array([0.5, 1.0, 2.0])
+    assert _same(_quiet(traced, x), _quiet(fn, x))
 
 
 def test_a_numpy_scalar_squared_or_inverted_is_numpys(backend):

@@ -199,7 +199,7 @@ cdef class CallRunner:
         """The steps, then NumPy's floating-point reports of what the kernels raised
         (numtrace_ir.fp_errors). A NumPy call clears the flags before its loop, so they are read before
         each step that calls into Python; a step that is a NumPy reference reports itself, and the flags
-        it leaves are dropped."""
+        it leaves are dropped. A step that raises reports the kernels' flags before it first."""
         cdef Py_ssize_t k
         cdef object step
         cdef int nthreads = _num_threads
@@ -213,7 +213,14 @@ cdef class CallRunner:
                 (<FusedCall>step).call(work, nthreads)
             else:
                 fp |= nt_fp_take()
-                step(work, nthreads)
+                try:
+                    step(work, nthreads)
+                except BaseException:
+                    # A NumPy step that raises (under np.errstate "raise", or ValueError) comes after
+                    # the kernels' ops: NumPy would have reported (or raised) theirs first.
+                    if nt_fp_numpy_bits(fp):
+                        self.report(inputs, nt_fp_numpy_bits(fp))
+                    raise
                 if reports[k]:
                     nt_fp_take()
         fp = nt_fp_numpy_bits(fp | nt_fp_take())

@@ -399,7 +399,8 @@ def _created(tracer: Any, original: Any, fill: Any, shape: Any, args: tuple, kwa
         target: tuple[Any, ...] = tuple(d if isinstance(d, TracedInt) else e for d, e in zip(dims, entries))
         return np.astype(np.broadcast_to(fill_array, target), result.dtype, copy=True)
     scalars = [d for d in dims if isinstance(d, TracedInt)]
-    attrs = {"shape": entries, "fill_value": value.item() if isinstance(value, np.generic) else value,
+    # A NumPy scalar is kept as a 0-d array, so prim.full casts it from its own type as NumPy does.
+    attrs = {"shape": entries, "fill_value": np.array(value) if isinstance(value, np.generic) else value,
              "dtype": result.dtype}
     return tracer.record("prim.full", scalars, attrs, result, exact=True)
 

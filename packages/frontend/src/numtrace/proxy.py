@@ -26,6 +26,7 @@ from numtrace_ir import registry
 
 from . import array_api, dispatch, hostcall, indexing
 from .errors import TracerWarning
+from .scalar_power import NUMPY_SCALARS, record_scalar_power
 from .source import user_location, warn_at_user_line
 from .traced_int import TracedFloat, TracedInt
 from .traced_value import TracedValue, unwrap
@@ -479,12 +480,31 @@ def _fast_power(self, other) -> np.ufunc | None:
     return np.sqrt if type(other) in (float, TracedFloat) and kind != "b" and other == 0.5 else None
 
 
+def _scalar_operand(v: Any) -> bool:
+    """A NumPy scalar (traced or not) or a Python number (traced or not): what NumPy's scalar ``**`` takes."""
+    if isinstance(v, TracedArray):
+        return v._scalar
+    return isinstance(v, (*NUMPY_SCALARS, TracedInt, TracedFloat)) or type(v) in (int, float, bool, complex)
+
+
+def _scalar_power(base: Any, exponent: Any) -> Any:
+    return record_scalar_power(current_tracer() or active_tracer("**"), base, exponent)
+
+
 def _pow(self, other):
+    if self._scalar and _scalar_operand(other):
+        return _scalar_power(self, other)
     fast = _fast_power(self, other)
     return np.power(self, other) if fast is None else fast(self)
 
 
+def _rpow(self, other):
+    return _scalar_power(other, self) if self._scalar and _scalar_operand(other) else np.power(other, self)
+
+
 def _ipow(self, other):
+    if self._scalar and _scalar_operand(other):
+        return _scalar_power(self, other)   # a NumPy scalar is immutable: `s **= y` is `s = s ** y`
     fast = _fast_power(self, other)
     return _binary(np.power)[2](self, other) if fast is None else fast(self, out=(self,))
 
@@ -495,7 +515,7 @@ for _op, _ufunc in {"add": np.add, "sub": np.subtract, "mul": np.multiply, "true
                     "lshift": np.left_shift, "rshift": np.right_shift}.items():
     _f, _r, _i = _binary(_ufunc)
     setattr(TracedArray, f"__{_op}__", _pow if _op == "pow" else _f)
-    setattr(TracedArray, f"__r{_op}__", _r)
+    setattr(TracedArray, f"__r{_op}__", _rpow if _op == "pow" else _r)
     setattr(TracedArray, f"__i{_op}__", _ipow if _op == "pow" else _i)
 
 for _op, _ufunc in {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from . import dispatch
+from .scalar_power import NUMPY_SCALARS, record_scalar_power
 from .traced_value import TracedValue, unwrap
 from .tracer import current_tracer
 
@@ -246,6 +247,9 @@ def _binary(name: str, reflected: bool):
     def method(self: TracedScalar, other: Any) -> Any:
         if type(other) is complex:   # not a graph value: computed on the guarded number (``n * 1j``)
             return py_op(other, self.guarded()) if reflected else py_op(self.guarded(), other)
+        if name == "pow" and isinstance(other, NUMPY_SCALARS) and self._live() is not None:
+            # NumPy's scalar ``**`` (``n ** np.float64(0.5)``): its scalar math, C pow, not np.power's loop
+            return record_scalar_power(self._live(), *((other, self) if reflected else (self, other)))
         if not _is_real(other) or isinstance(other, np.generic):
             # A NumPy scalar's type is strong (``n * np.float64(0.5)`` is an np.float64, ``n - np.uint8(1)``
             # a uint8 that wraps): its reflected operator records NumPy's ufunc, typed as NumPy types it.

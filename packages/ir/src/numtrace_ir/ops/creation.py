@@ -25,7 +25,7 @@ def _like_rule(name):
 
 
 def like_op(name: str, fn: Callable, fill: bool) -> OpDef:
-    fill_param: list[Param] = [Attr("fill_value", convert=rules.to_scalar)] if fill else []
+    fill_param: list[Param] = [Attr("fill_value", convert=rules.to_fill_value)] if fill else []
     params: list[Param] = (
         [Input("a")]
         + fill_param
@@ -68,19 +68,23 @@ like_op("np.full_like", np.full_like, True)
 # `prim.dynamic`, which supplies the numbers at run time) ----------------------------------------------
 
 
-def _number(v):
-    v = rules.to_scalar(v)
-    if isinstance(v, complex):
-        raise TypeError(f"expected a real number, got {v!r}")
-    return v
+def _has_numpy_scalar(*values) -> bool:
+    return any(type(v) is np.ndarray for v in values)
 
 
-def _kind(v) -> ScalarType:
+def _kind(v) -> ScalarType | TensorType:
+    if type(v) is np.ndarray:
+        return TensorType(v.dtype, ())
     return ScalarType("bool" if type(v) is bool else "int" if type(v) is int else "float")
 
 
 def _arange_rule(types, attrs):
     start, stop, step = attrs["start"], attrs["stop"], attrs["step"]
+    if _has_numpy_scalar(start, stop, step):
+        # NumPy's arange takes its length and dtype from the scalars' own types (np.uint64 with an int
+        # is float64; a small int type's arithmetic wraps): NumPy's answer, not a model of it.
+        out = _arange(start, stop, step, attrs["dtype"])
+        return TensorType(out.dtype, out.shape)
     if stop is None:
         start, stop = 0, start
     if step == 0:
@@ -91,6 +95,7 @@ def _arange_rule(types, attrs):
 
 
 def _arange(start, stop, step, dtype):
+    start, stop, step = rules.numpy_value(start), rules.numpy_value(stop), rules.numpy_value(step)
     return np.arange(start, stop, step, dtype=dtype) if stop is not None else np.arange(start, step=step,
                                                                                          dtype=dtype)
 
@@ -126,35 +131,44 @@ def _float_default(v):
     return _FLOAT if v is None else rules.to_dtype_or_none(v)
 
 
-def _typed_memo_key(attrs):
-    """`infer`'s memo key with each number's type: the default key would share one entry between
-    ``np.arange(0, n, 1)`` and ``np.arange(0, n, 1.0)`` (1 == 1.0), whose dtypes differ (int64, float64)."""
-    return tuple((k, type(v), v) for k, v in (attrs or {}).items())
+def _arange_number(v):
+    """A real bound or step: the rule runs NumPy's arange on NumPy scalars, which warns of a complex one's
+    cast (a warning the call then gives twice)."""
+    v = rules.to_number(v)
+    if type(v) is np.ndarray and v.dtype.kind == "c":
+        raise TypeError(f"expected a real number, got {v[()]!r}")
+    return v
 
 
 register(OpDef(
     "np.arange", "creation",
-    [Attr("start", convert=_number), Attr("stop", None, lambda v: None if v is None else _number(v)),
-     Attr("step", 1, lambda v: 1 if v is None else _number(v)),   # NumPy reads step=None as 1
+    [Attr("start", convert=_arange_number),
+     Attr("stop", None, lambda v: None if v is None else _arange_number(v)),
+     Attr("step", 1, lambda v: 1 if v is None else _arange_number(v)),   # NumPy reads step=None as 1
      Attr("dtype", None, rules.to_dtype_or_none), Unsupported("device"),
      Unsupported("like")],
     _arange_rule, _arange, numpy_targets=[np.arange],
     samples=_creation_samples([{"start": 5}, {"start": 2, "stop": 9, "step": 3}, {"start": 0.5, "stop": 3.0},
                                {"start": 4, "stop": 0, "step": -1}, {"start": 3, "dtype": np.dtype("f4")},
-                               {"start": 0}]),
-    memo_key=_typed_memo_key,
+                               {"start": 0}, {"start": np.uint64(1), "stop": 7},
+                               {"start": 0.5, "stop": 3.0, "step": np.float32(0.1)}]),
+    memo_key=rules.typed_memo_key,
     doc="``np.arange(start, stop, step)``: a 1-D range"))
 register(OpDef(
     "np.linspace", "creation",
-    [Attr("start", convert=_number), Attr("stop", convert=_number), Attr("num", 50, rules.to_int),
+    [Attr("start", convert=rules.to_number), Attr("stop", convert=rules.to_number),
+     Attr("num", 50, rules.to_int),
      Attr("endpoint", True, rules.to_bool), Unsupported("retstep", False),
      Attr("dtype", None, rules.to_dtype_or_none), Attr("axis", 0, rules.to_int)],
     _linspace_rule,
-    lambda start, stop, num, endpoint, dtype, axis: np.linspace(start, stop, num, endpoint, dtype=dtype,
-                                                                axis=axis),
+    lambda start, stop, num, endpoint, dtype, axis: np.linspace(
+        rules.numpy_value(start), rules.numpy_value(stop), num, endpoint, dtype=dtype, axis=axis),
     numpy_targets=[np.linspace],
     samples=_creation_samples([{"start": 0.0, "stop": 1.0, "num": 5}, {"start": 0, "stop": 10, "num": 0},
-                               {"start": -1, "stop": 1, "num": 4, "endpoint": False}]),
+                               {"start": -1, "stop": 1, "num": 4, "endpoint": False},
+                               {"start": np.float32(0.1), "stop": 1.0, "num": 4},
+                               {"start": np.float16(-1), "stop": np.float16(3), "num": 6}]),
+    memo_key=rules.typed_memo_key,
     doc="``np.linspace(start, stop, num)`` (scalar bounds)"))
 register(OpDef(
     "np.eye", "creation",

@@ -496,3 +496,52 @@ for _name, _fn in (("np.real", np.real), ("np.imag", np.imag)):
             doc="`x.real` / `x.imag` of a traced array record this op; of a real array: a copy / zeros",
         )
     )
+
+
+# -- ``**`` of NumPy scalars -----------------------------------------------------------------------------
+
+
+def scalar_power(a, b):
+    """``a ** b`` as NumPy computes it for NumPy scalars (0-d arrays stand for them) and Python numbers.
+    NumPy routes it by the operands' types: float scalars with Python or float scalar exponents run its
+    scalar math, C pow (``np.float64(-0.0) ** 0.5`` is +0.0, ``np.float64(-inf) ** 0.5`` is +inf, with
+    "scalar power" warnings), where np.power's SIMD loops give -0.0 and NaN; other pairs (an int scalar
+    to a Python float) run the ufunc. Calling ``**`` on the scalars takes NumPy's own route."""
+    return rules.numpy_value(a) ** rules.numpy_value(b)
+
+
+def _scalar_power_rule(types, attrs):
+    if any(type(t) is TensorType and t.shape != () for t in types):
+        raise TypeError(f"np.scalar_power: operands are NumPy scalars or Python numbers, got "
+                        f"{', '.join(map(str, types))}")
+    return TensorType(rules.ufunc_dtypes("np.scalar_power", np.power, types)[0], ())
+
+
+def _scalar_power_samples(rng):
+    def s(dt, v):
+        return np.array(v, dt)
+
+    for dt in ("f2", "f4", "f8"):
+        for base in (-0.0, -np.inf, 2.0, np.nan):   # no warnings: the test makes them errors
+            yield Sample((s(dt, base), 0.5), note=f"{dt} C pow special values")
+        yield Sample((s(dt, 3.0), s("f4", -1.5)), note="float scalar exponent")
+        yield Sample((2.5, s(dt, -0.0)), note="python base")
+    yield Sample((s("i8", 3), 2), note="int scalar, int exponent")
+    yield Sample((s("i1", 3), 0.5), note="int scalar, python float: the ufunc")
+    yield Sample((s("u1", 3), s("i1", 2)), note="promoted ints")
+    yield Sample((s("?", True), 2), note="bool scalar")
+    yield Sample((s("c8", 1 - 2j), 0.5), note="complex scalar")
+
+
+register(
+    OpDef(
+        "np.scalar_power",
+        "other",   # 0-d operands only: no empty or broadcast forms; backends run its NumPy reference
+        [Input("a", "any"), Input("b", "any")],
+        _scalar_power_rule,
+        rules.positional(scalar_power),
+        samples=_scalar_power_samples,
+        doc="``a ** b`` (and ``pow``) of NumPy scalars and Python numbers: NumPy's own operator on the "
+        "scalars, so its routing to scalar math (C pow's signed zeros and infinities) or to the ufunc holds",
+    )
+)

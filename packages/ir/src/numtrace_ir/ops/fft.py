@@ -207,23 +207,37 @@ for _f in (np.fft.fftshift, np.fft.ifftshift):
 def _freq_rule(name: str, real: bool):
     def rule(types, attrs):
         n = attrs["n"]
-        if n < 1:
+        if n < 0 and type(attrs["d"]) is np.ndarray:
+            raise ValueError(f"{name}: negative dimensions are not allowed (n = {n})")
+        if n < 1 and type(attrs["d"]) is not np.ndarray:   # a NumPy d's 1 / (n * d) is inf, with a warning
             raise ZeroDivisionError(f"{name}: float division by zero (n = {n}), as in NumPy's 1 / (n * d)")
         return TensorType(np.dtype(np.float64), (n // 2 + 1 if real else n,))
 
     return rule
 
 
+def _freq_spacing(v):
+    """d as a float, or a real NumPy scalar kept as a 0-d array of its type (the rule's float64 result
+    holds for real d only)."""
+    d = rules.to_number(v)
+    if type(d) is np.ndarray and d.dtype.kind == "c":
+        raise TypeError(f"expected a real number, got {v!r}")
+    return d if type(d) is np.ndarray else float(d)
+
+
 for _f, _real in ((np.fft.fftfreq, False), (np.fft.rfftfreq, True)):
     _name = f"np.fft.{_f.__name__}"
     register(OpDef(
         _name, "creation",
-        [Attr("n", convert=rules.to_int), Attr("d", 1.0, rules.to_float), Unsupported("device")],
+        # d: a NumPy scalar is kept (a 0-d array attr), so 1 / (n * d) is NumPy's scalar math in d's type
+        [Attr("n", convert=rules.to_int), Attr("d", 1.0, _freq_spacing), Unsupported("device")],
         _freq_rule(_name, _real),
-        (lambda f: lambda n, d: f(n, d))(_f),
+        (lambda f: lambda n, d: f(n, rules.numpy_value(d)))(_f),
         numpy_targets=[_f],
         samples=lambda rng: iter([Sample((), {"n": 8}), Sample((), {"n": 7, "d": 0.1}), Sample((), {"n": 1}),
-                                  Sample((), {"n": 2, "d": -2.0})]),
+                                  Sample((), {"n": 2, "d": -2.0}), Sample((), {"n": 4, "d": np.float32(0.1)}),
+                                  Sample((), {"n": 5, "d": np.int8(3)})]),
+        memo_key=rules.typed_memo_key,
         doc="the frequencies of an n-point transform; with n read from a traced shape (``x.shape[0]``) it "
         "is recorded through `prim.dynamic`, so one trace serves every length",
     ))

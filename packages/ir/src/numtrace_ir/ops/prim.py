@@ -336,6 +336,7 @@ def _dyn_samples(kind):
                 yield Sample((3,), {"shape": ("n", 2), "fill_value": 1, "dtype": dt})
             yield Sample((0, 4), {"shape": ("a", "b"), "fill_value": 0.5, "dtype": np.dtype("f4")})
             yield Sample((), {"shape": (2,), "fill_value": 0, "dtype": np.dtype("f8")})
+            yield Sample((3,), {"shape": ("n",), "fill_value": np.int64(2**53 + 1), "dtype": np.dtype("i4")})
             return
         for dt in sampling.DTYPES:
             yield Sample(
@@ -387,7 +388,7 @@ register(
         [
             Inputs("dims", "scalar", star=True, minimum=0),
             Attr("shape", convert=_to_dyn_shape),
-            Attr("fill_value", 0, rules.to_scalar),
+            Attr("fill_value", 0, rules.to_fill_value),
             Attr("dtype", np.dtype(np.float64), rules.to_dtype),
         ],
         _dyn_full_rule,

@@ -214,6 +214,44 @@ def to_scalar(v: Any) -> int | float | bool | complex:
     return v
 
 
+def to_number(v: Any) -> int | float | bool | np.ndarray:
+    """A number attr: a real Python number, or a NumPy scalar kept as a 0-d array of its dtype (an attr
+    value the printer and parser round-trip bit for bit), so its strong type and scalar math reach the
+    op as in NumPy: ``np.linspace(np.float32(0), np.float32(1), n)`` is float32. A Python complex is
+    refused (the ops' rules model real Python numbers); a NumPy complex scalar is kept."""
+    if isinstance(v, np.generic) or (type(v) is np.ndarray and v.ndim == 0):
+        if np.dtype(v.dtype).kind not in "biufc":
+            raise TypeError(f"expected a number, got {v!r}")
+        normalize_dtype(v.dtype)   # TypeError for a dtype the IR lacks (longdouble)
+        return np.array(v)
+    s = to_scalar(v)
+    if isinstance(s, complex):
+        raise TypeError(f"expected a real number, got {s!r}")
+    return s
+
+
+def to_fill_value(v: Any) -> int | float | bool | complex | np.ndarray:
+    """A fill value: a NumPy scalar kept as `to_number` keeps it (NumPy casts it into the array from its
+    own type: ``np.full(n, np.int64(2**53 + 1), np.int32)`` wraps, a Python int would overflow), else any
+    Python scalar."""
+    if isinstance(v, np.generic) or (type(v) is np.ndarray and v.ndim == 0):
+        return to_number(v)
+    return to_scalar(v)
+
+
+def numpy_value(v: Any) -> Any:
+    """A `to_number` attr as NumPy's function takes it: a 0-d array back to its NumPy scalar."""
+    return v[()] if type(v) is np.ndarray else v
+
+
+def typed_memo_key(attrs: dict | None) -> tuple:
+    """`infer`'s memo key with each number's type: the default key would share one entry between
+    ``np.arange(0, n, 1)`` and ``np.arange(0, n, 1.0)`` (1 == 1.0), whose dtypes differ (int64, float64),
+    and a `to_number` 0-d array is unhashable (keyed by its dtype and bytes)."""
+    return tuple((k, type(v), (v.dtype.str, v.tobytes()) if type(v) is np.ndarray else v)
+                 for k, v in (attrs or {}).items())
+
+
 def to_float(v: Any) -> float:
     """A real scalar attr as a float; a complex value is refused (float() would drop nothing silently,
     but its own error does not name the attr)."""
