@@ -134,10 +134,7 @@ def _float_default(v):
 def _arange_number(v):
     """A real bound or step: the rule runs NumPy's arange on NumPy scalars, which warns of a complex one's
     cast (a warning the call then gives twice)."""
-    v = rules.to_number(v)
-    if type(v) is np.ndarray and v.dtype.kind == "c":
-        raise TypeError(f"expected a real number, got {v[()]!r}")
-    return v
+    return rules.to_number(v, real=True)
 
 
 register(OpDef(

@@ -219,9 +219,7 @@ def _freq_rule(name: str, real: bool):
 def _freq_spacing(v):
     """d as a float, or a real NumPy scalar kept as a 0-d array of its type (the rule's float64 result
     holds for real d only)."""
-    d = rules.to_number(v)
-    if type(d) is np.ndarray and d.dtype.kind == "c":
-        raise TypeError(f"expected a real number, got {v!r}")
+    d = rules.to_number(v, real=True)
     return d if type(d) is np.ndarray else float(d)
 
 

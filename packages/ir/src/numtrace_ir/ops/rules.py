@@ -214,14 +214,20 @@ def to_scalar(v: Any) -> int | float | bool | complex:
     return v
 
 
-def to_number(v: Any) -> int | float | bool | np.ndarray:
+def _is_numpy_scalar(v: Any) -> bool:
+    return isinstance(v, np.generic) or (type(v) is np.ndarray and v.ndim == 0)
+
+
+def to_number(v: Any, real: bool = False) -> int | float | bool | np.ndarray:
     """A number attr: a real Python number, or a NumPy scalar kept as a 0-d array of its dtype (an attr
     value the printer and parser round-trip bit for bit), so its strong type and scalar math reach the
     op as in NumPy: ``np.linspace(np.float32(0), np.float32(1), n)`` is float32. A Python complex is
-    refused (the ops' rules model real Python numbers); a NumPy complex scalar is kept."""
-    if isinstance(v, np.generic) or (type(v) is np.ndarray and v.ndim == 0):
-        if np.dtype(v.dtype).kind not in "biufc":
-            raise TypeError(f"expected a number, got {v!r}")
+    refused (the ops' rules model real Python numbers); a NumPy complex scalar is kept unless `real`
+    (np.arange's bounds, fftfreq's spacing: NumPy would only warn of the cast)."""
+    if _is_numpy_scalar(v):
+        kinds = "biuf" if real else "biufc"
+        if np.dtype(v.dtype).kind not in kinds:
+            raise TypeError(f"expected a {'real ' if real else ''}number, got {np.asarray(v)[()]!r}")
         normalize_dtype(v.dtype)   # TypeError for a dtype the IR lacks (longdouble)
         return np.array(v)
     s = to_scalar(v)
@@ -234,9 +240,7 @@ def to_fill_value(v: Any) -> int | float | bool | complex | np.ndarray:
     """A fill value: a NumPy scalar kept as `to_number` keeps it (NumPy casts it into the array from its
     own type: ``np.full(n, np.int64(2**53 + 1), np.int32)`` wraps, a Python int would overflow), else any
     Python scalar."""
-    if isinstance(v, np.generic) or (type(v) is np.ndarray and v.ndim == 0):
-        return to_number(v)
-    return to_scalar(v)
+    return to_number(v) if _is_numpy_scalar(v) else to_scalar(v)
 
 
 def numpy_value(v: Any) -> Any:
