@@ -186,17 +186,19 @@ static void *nt_team_worker(void *p) {
             }
         }
         seen = atomic_load_explicit(&nt_team.gen, memory_order_acquire);
-        /* Enter the job's slot, then look whether it holds a job; the caller clears `ready` before it
-           looks whether the slot has users (both in one total order, seq_cst): either it sees this
-           worker and leaves the slot alone, or this worker sees the slot empty or its next job
-           whole. A slot found empty is being written for a later job: the job of `seen` is over. */
+        /* Enter the job's slot, then look whether it holds a job (the handshake of nt_team_slot_free).
+           A slot found empty is being written for a later job: the job of `seen` is over. */
         nt_team_job_t *j = &nt_team.jobs[seen & 1u];
         atomic_fetch_add_explicit(&j->users, 1, memory_order_seq_cst);
         if (atomic_load_explicit(&j->ready, memory_order_seq_cst)) {
-            /* a worker outside the job's team sleeps at once: spinning, it would take a core from
-               the team (on 2 cores, after a job of 7 threads, the team's worker shared no job) */
-            spin_ns = me < j->nteam ? j->spin_ns : 0;
-            if (me < j->nteam) nt_team_work(j, me);
+            if (me < j->nteam) {
+                nt_team_work(j, me);
+                spin_ns = j->spin_ns;
+            } else {
+                /* outside the job's team: spinning, it would take a core from the team (on 2 cores,
+                   after a job of 7 threads, the team's worker shared no job) */
+                spin_ns = 0;
+            }
         }
         atomic_fetch_sub_explicit(&j->users, 1, memory_order_release);
     }
@@ -222,6 +224,15 @@ static int nt_team_grow(int want) {
     }
     pthread_attr_destroy(&attr);
     return nt_team.nworkers;
+}
+
+/* Whether slot j can take the next job. Its last job (two back) is over; the caller clears `ready`,
+   then looks for users, while a worker enters (users++), then looks at `ready` (all seq_cst, one total
+   order): either the caller sees the worker and leaves the slot alone, or the worker sees the slot
+   empty (or, later, its next job whole). */
+static inline int nt_team_slot_free(nt_team_job_t *j) {
+    atomic_store_explicit(&j->ready, 0, memory_order_seq_cst);
+    return atomic_load_explicit(&j->users, memory_order_seq_cst) == 0;
 }
 
 /* fn(arg, u) for every u in [0, nunits) (at most NT_TEAM_MAX_UNITS), on this thread and up to
@@ -252,12 +263,9 @@ static void nt_team_run_spin(nt_team_fn fn, void *arg, int nunits, int nteam, lo
         nt_team_job_t *j = &nt_team.jobs[next & 1u];
         if (spin_ns > 0 && nt_team.solo_until != 0 && nt_team_now_ns() < nt_team.solo_until) {
             why = &nt_team_solo_backoff;   /* backing off: run alone below */
-        } else if (why = &nt_team_solo_lagging,
-                   /* the slot's last job (two back) is over; a worker still looking at it keeps it */
-                   (atomic_store_explicit(&j->ready, 0, memory_order_seq_cst),
-                    atomic_load_explicit(&j->users, memory_order_seq_cst) == 0)
-                   && (why = &nt_team_solo_held,   /* no lagging worker: workers that could not start */
-                       nt_team_grow(nteam - 1) >= nteam - 1)) {
+        } else if (!nt_team_slot_free(j)) {
+            why = &nt_team_solo_lagging;   /* a worker is still in the slot's last job (two back) */
+        } else if (nt_team_grow(nteam - 1) >= nteam - 1) {   /* else `why` stays: workers could not start */
             j->fn = fn;
             j->arg = arg;
             j->nunits = nunits;
