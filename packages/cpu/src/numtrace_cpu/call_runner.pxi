@@ -218,8 +218,9 @@ cdef class CallRunner:
                 except BaseException:
                     # A NumPy step that raises (under np.errstate "raise", or ValueError) comes after
                     # the kernels' ops: NumPy would have reported (or raised) theirs first.
-                    if nt_fp_numpy_bits(fp):
-                        self.report(inputs, nt_fp_numpy_bits(fp))
+                    fp = nt_fp_numpy_bits(fp)
+                    if fp:
+                        self.report(inputs, fp)
                     raise
                 if reports[k]:
                     nt_fp_take()

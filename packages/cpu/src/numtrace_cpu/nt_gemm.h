@@ -232,9 +232,10 @@ static inline int nt_gemm_run_f32(float* to, const float* src, ptrdiff_t len, pt
    bias, where the tile's reload waited for its own stores). */
 typedef struct {
     int op[NT_GEMM_MAX_OPS];          /* NT_EPI_* */
-    const void* p[NT_GEMM_MAX_OPS];   /* an add's values at the tile's first row and column */
+    const void* p[NT_GEMM_MAX_OPS];   /* an add's values at the product's row 0, column 0 */
     ptrdiff_t ld[NT_GEMM_MAX_OPS];    /* elements between its rows (0: a bias, one row for all) */
     int n;
+    ptrdiff_t row, col;               /* the tile's first row and column in the product */
 } nt_gemm_epi;
 
 typedef int32_t nt_gemm_vi_f32 __attribute__((vector_size(NT_GV_BYTES)));
@@ -360,7 +361,7 @@ static inline __attribute__((always_inline)) void nt_gemm_epi_on_##SUF(         
     int o, r, w;                                                                                   \
     for (o = 0; o < epi->n; o++) {                                                                 \
         const int op = epi->op[o];                                                                 \
-        const T* p = (const T*)epi->p[o];                                                          \
+        const T* p = (const T*)epi->p[o] + epi->row * epi->ld[o] + epi->col;                       \
         if (op == NT_EPI_RELU || op == NT_EPI_RELU_ZERO_FIRST) {                                   \
             _Pragma("GCC unroll 16") for (r = 0; r < NT_GEMM_MR; r++) {                            \
                 if (r >= mr) break;                                                                \
@@ -515,9 +516,16 @@ static void nt_gemm_unit_##SUF(const nt_gemm_args* g, int u) {                  
     T* c = (T*)g->c + NT_GEMM_BOFF(g, bt, 2, g->sc);                                               \
     T* scratch = NULL;                                                                             \
     ptrdiff_t k0, p, i;                                                                            \
-    nt_gemm_epi epi;                                                                              \
+    nt_gemm_epi epi;   /* the epilogue ops, their operands at this product (tiles set row, col) */    \
     int o;                                                                                         \
-    for (o = 0; o < g->nops; o++) epi.op[o] = g->ops[o];                                           \
+    for (o = 0; o < g->nops; o++) {                                                                \
+        epi.op[o] = g->ops[o];                                                                     \
+        epi.p[o] = g->ops[o] == NT_EPI_BIAS ? g->bias                                              \
+                   : g->ops[o] == NT_EPI_RESIDUAL ? (const void*)((const T*)g->resid               \
+                                                               + NT_GEMM_BOFF(g, bt, 3, g->sr))    \
+                   : NULL;                                                                         \
+        epi.ld[o] = g->ops[o] == NT_EPI_RESIDUAL ? g->ldr : 0;                                     \
+    }                                                                                              \
     epi.n = g->nops;                                                                               \
     ptrdiff_t stripe = 0, tile = 0, ntiles = 0, pr0 = 0, pr1 = 0, pbytes = 0, pshare = 0, r;       \
     const char* psrc = NULL;                                                                       \
@@ -568,19 +576,8 @@ static void nt_gemm_unit_##SUF(const nt_gemm_args* g, int u) {                  
                         nt_gemm_prefetch_row(psrc + r * g->bsk * (ptrdiff_t)sizeof(T), pbytes);    \
                 }                                                                                  \
                 tile++;                                                                            \
-                const nt_gemm_epi* epi_here = NULL;                                                   \
-                if (last && epi.n) {   /* the epilogue: its adds' values at this tile */           \
-                    for (o = 0; o < epi.n; o++) {                                                  \
-                        epi.p[o] = NULL; epi.ld[o] = 0;                                            \
-                        if (epi.op[o] == NT_EPI_BIAS) epi.p[o] = (const T*)g->bias + j0;           \
-                        if (epi.op[o] == NT_EPI_RESIDUAL) {                                        \
-                            epi.p[o] = (const T*)g->resid + NT_GEMM_BOFF(g, bt, 3, g->sr)          \
-                                       + i * g->ldr + j0;                                          \
-                            epi.ld[o] = g->ldr;                                                    \
-                        }                                                                          \
-                    }                                                                              \
-                    epi_here = &epi;                                                                   \
-                }                                                                                  \
+                const nt_gemm_epi* epi_here = last && epi.n ? &epi : NULL;                         \
+                epi.row = i; epi.col = j0;                                                         \
                 if (nc <= NT_GEMM_L_##SUF)   /* a panel of one vector's columns or fewer */        \
                     nt_gemm_htile_any_##SUF(mr, a + i * g->lda + k0, g->lda, bp, ldb, kc,          \
                                             c + i * g->ldc + j0, g->ldc, nc, k0 > 0, epi_here);        \
