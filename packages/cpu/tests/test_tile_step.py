@@ -164,3 +164,39 @@ def _source(graph, types):
     text = exe.explain()
     assert "generated C kernel" in text, text
     return text
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("inner", [1, 3, 16, 33, 100, 128])
+def test_tiles_of_short_rows_every_row_once(dtype, inner):
+    """An elementwise pass over short rows (`_rows_units`) takes as many whole rows a tile as an
+    elementwise tile holds (one where a row is longer): exp(x - b) * y with b one row repeated
+    (gathered once per tile), x a column slice (gathered), y contiguous, at row counts around the
+    tiles and units, outputs 0 to 60 bytes past a cache line, streamed or not, on 1 and 2 threads: the
+    interpreter's bits, and no byte around the output touched."""
+    rng = np.random.default_rng(inner)
+    for rows in (1, 7, 8, 9, 129, 1025, 20001):
+        shape = (rows, inner)
+        wide = rng.standard_normal((rows, inner + 2)).astype(dtype)
+        x, y, b = wide[:, 1:-1], rng.standard_normal(shape).astype(dtype), rng.standard_normal(inner).astype(dtype)
+        g = Graph()
+        tx, tb = TensorType(np.dtype(dtype), shape), TensorType(np.dtype(dtype), (inner,))
+        gx, gy, gb = g.add_input("x", tx), g.add_input("y", tx), g.add_input("b", tb)
+        e = g.create_node("np.exp", [g.create_node("np.subtract", [gx, gb]).output]).output
+        g.set_outputs([g.create_node("np.multiply", [e, gy]).output])
+        gen, interp = _both(g, [tx, tx, tb])
+        with np.errstate(all="ignore"):
+            want = interp(x, y, b)[0]
+        for threads, stream in ((1, 1), (2, 1), (2, 1 << 62)):
+            with _setting(threads, stream), np.errstate(all="ignore"):
+                for offset in (0, 4, 8, 20, 60):
+                    raw, o = _at_offset(dtype, want.size, offset)
+                    o = o.reshape(shape)
+                    gen(x, y, b, out=(o,))
+                    assert o.tobytes() == want.tobytes(), (rows, threads, stream, offset)
+                    start = o.ctypes.data - raw.ctypes.data
+                    assert (raw[:start] == 0xA5).all() and (raw[start + o.nbytes:] == 0xA5).all()
+        stats = gen.stats()
+        assert stats["generated_runs"] > 0 and stats["interpreted_runs"] == 0
+        if rows > 1 and inner > 1:   # (rows, 1) with a (1,) row: one run, the plain elementwise path
+            assert stats["generated_rows_runs"] > 0, (rows, inner)

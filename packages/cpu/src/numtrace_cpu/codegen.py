@@ -552,9 +552,9 @@ def row_scalar_operands(program: tuple) -> int:
 
 
 def _rows_units(w: _Writer, nops: int, tile: _Tile, reductions: tuple | list = ()) -> None:
-    """Units of a pass whose innermost dim is short (`_rows_unit`'s, red->tile_rows rows a tile):
-    each tile is whole rows of dim nd-2, so its loops (and table ops) run over rows * inner elements
-    instead of one short row. An operand that is one contiguous run over the tile's rows is read or
+    """Units of a pass whose innermost dim is short (`_rows_unit`'s): each tile is whole rows of dim
+    nd-2 (red->tile_rows of them where the pass reduces, else as many as an elementwise tile holds,
+    at least one), so its loops (and table ops) run over rows * inner elements instead of one row. An operand that is one contiguous run over the tile's rows is read or
     written where it lies; the others are gathered row by row (a row that repeats along dim nd-2,
     like the bias of ``x + b``, once per unit) and outputs scattered the same way. A pass that
     reduces its innermost dim then folds each reduced value's rows of the tile with the
@@ -578,10 +578,15 @@ def _rows_units(w: _Writer, nops: int, tile: _Tile, reductions: tuple | list = (
     _offsets(w, nops, "idx", "0", "nd - 2", "p")
     for r in tile.in_regs:
         w.line(f"int f{r} = 0;   /* g{r} holds R copies of a repeated row */")
-    w.line("for (Py_ssize_t t = start; t < stop; t += R) {")
+    if reductions:   # each tile's rows are folded as the interpreter's blocks: R of them
+        w.line("const Py_ssize_t RT = R;")
+    else:            # as an elementwise pass's tiles (`_elementwise_step`), whole rows, at least one
+        step = _elementwise_step(tile)
+        w.line(f"const Py_ssize_t RT = R < {step} / inner ? R : ({step} / inner > 0 ? {step} / inner : 1);")
+    w.line("for (Py_ssize_t t = start; t < stop; t += RT) {")
     w.indent += 1
-    w.line("const Py_ssize_t rows = stop - t < R ? stop - t : R, n = rows * inner;")
-    _bind_rows(w, tile, "p{}", "s{}", "o{}", "inner", "rows", "R", stream=True, rowwise=bool(scalars))
+    w.line("const Py_ssize_t rows = stop - t < RT ? stop - t : RT, n = rows * inner;")
+    _bind_rows(w, tile, "p{}", "s{}", "o{}", "inner", "rows", "RT", stream=True, rowwise=bool(scalars))
     if scalars:
         _branches(w, ("rowwise", lambda: _segments(w, tile, by_rows=True)),
                   (None, lambda: _segments(w, tile)))
