@@ -43,7 +43,7 @@ def programs(draw):
         values.append(g.add_input(f"x{i}", TensorType(draw(st.sampled_from(DTYPES)), shape)))
     for _ in range(draw(st.integers(1, 10))):
         kind = draw(st.sampled_from(["binary", "binary", "unary", "unary", "reduce", "move", "const", "where",
-                                     "cast"]))
+                                     "cast", "scalar_pow"]))
         a = draw(st.sampled_from(values))
         try:
             if kind == "binary":
@@ -60,6 +60,12 @@ def programs(draw):
                 if k >= 0:
                     slots[k] = g.create_node("prim.Constant", [], attrs={"value": draw(CONSTANTS)}).output
                 node = g.create_node("np.where", slots)
+            elif kind == "scalar_pow":   # ``s ** p`` of NumPy scalars: a 0-d value, another or a constant
+                s = a if a.type.ndim == 0 else g.create_node("np.max", [a], attrs={"axis": None}).output
+                scalars = [v for v in values if v.type.ndim == 0 and v is not s]
+                p = (draw(st.sampled_from(scalars)) if scalars and draw(st.booleans())
+                     else g.create_node("prim.Constant", [], attrs={"value": draw(CONSTANTS)}).output)
+                node = g.create_node("np.scalar_power", [s, p] if draw(st.booleans()) else [p, s])
             elif kind == "cast":
                 node = g.create_node("np.astype", [a], attrs={"dtype": draw(st.sampled_from(DTYPES))})
             elif kind == "reduce":
@@ -201,6 +207,23 @@ def _per_row_outer():
     return g
 
 
+def _scalar_powers():
+    """``x * max(x) ** 0.5``, ``2.0 ** sum(y)``, ``sum(y) ** max(x)`` (float64 ** float32) and
+    ``max(x) ** 3`` (float32): np.scalar_power in passes of their own, as C pow / powf (stats'
+    scalar_powers), the first feeding a pass over x."""
+    g = Graph()
+    x = g.add_input("x0", TensorType(np.dtype(np.float32), (64,)))
+    y = g.add_input("x1", TensorType(np.dtype(np.float64), (7, 3)))
+
+    const, node = _builders(g)
+
+    s, t = node("np.max", x, axis=None), node("np.sum", y, axis=None)
+    g.set_outputs([node("np.multiply", x, node("np.scalar_power", s, const(0.5))),
+                   node("np.scalar_power", const(2.0), t), node("np.scalar_power", t, s),
+                   node("np.scalar_power", s, const(3))])
+    return g
+
+
 # Every GENERATED_EVERY-th program, and the examples, compile their passes to C before the first call
 # (numtrace_cpu.compiler's sync mode): the generated kernels are fuzzed too.
 GENERATED_EVERY = 15
@@ -210,6 +233,7 @@ _ROW_EXTREMES = _short_row_extremes()
 _NARROW_WHERES = _narrow_column_wheres()
 _ROW_TILES = _row_tile_softmax()
 _PER_ROW = _per_row_outer()
+_SCALAR_POWERS = _scalar_powers()
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -232,6 +256,8 @@ def _cache(tmp_path_factory):
 @example(_ROW_TILES, True, False)
 @example(_PER_ROW, False, False)
 @example(_PER_ROW, True, False)
+@example(_SCALAR_POWERS, False, False)
+@example(_SCALAR_POWERS, True, False)
 def test_cpu_equals_reference(g, strided, in_place):
     """`in_place`: the first output is written over an input of its type where there is one (as a
     traced ``x += ...`` is), so a pass may read and write the same memory."""
@@ -249,7 +275,7 @@ def test_cpu_equals_reference(g, strided, in_place):
             expected = _reference(g, inputs)
         except ValueError:   # e.g. max of an empty axis: the cpu backend must raise too
             expected = None
-        examples = (_COLUMN_SUMS, _NARROW_WHERES, _ROW_TILES, _PER_ROW)
+        examples = (_COLUMN_SUMS, _NARROW_WHERES, _ROW_TILES, _PER_ROW, _SCALAR_POWERS)
         generated = next(_PROGRAMS) % GENERATED_EVERY == 0 or any(g is h for h in examples)
         old = compiler.set_mode("sync" if generated else compiler.mode())
         try:
@@ -278,3 +304,5 @@ def test_cpu_equals_reference(g, strided, in_place):
         assert exe.stats()["generated_row_tile_runs"] >= 4, "the softmax rows did not run in generated tiles"
     if g is _PER_ROW:
         assert exe.stats()["generated_row_scalar_runs"] >= 4, "x[:, None] was not read once per row"
+    if g is _SCALAR_POWERS:
+        assert exe.stats()["scalar_powers"] == 4, "a float scalar power ran as NumPy's operator"

@@ -555,6 +555,7 @@ FAST_PATHS = {
     "scan": lambda s: s["scans"],
     "scan in place": lambda s: s["scans_in_place"],
     "constant exponent": lambda s: s["constant_powers"],
+    "NumPy float scalar's ** as C pow in a pass": lambda s: s["scalar_powers"],
     "assignment in place": lambda s: s["setitems_in_place"],
     "argument updated in place": lambda s: s["in_place_outputs"],
     "generated kernel": lambda s: s["generated_runs"],

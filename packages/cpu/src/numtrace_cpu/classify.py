@@ -5,6 +5,8 @@ fills), or why a node runs as its NumPy reference (`fallback_reason`, for explai
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numtrace_ir import registry
 from numtrace_ir.ops.scatter import SCATTER_OPS
@@ -25,9 +27,9 @@ _SCAN_DTYPES = frozenset(map(np.dtype, (np.float64, np.float32, np.int64, np.int
 _SCAN_WIDENED = frozenset(map(np.dtype, (np.bool_, np.int8, np.int16, np.int32)))
 
 # The ops this module reads by identity (a misspelt name fails at import).
-(_WHERE, _ASTYPE, _COPY, _POWER, _MATMUL, _DOT, _SETITEM, _DIVMOD) = map(
+(_WHERE, _ASTYPE, _COPY, _POWER, _MATMUL, _DOT, _SETITEM, _DIVMOD, _SCALAR_POWER) = map(
     registry.get, ("np.where", "np.astype", "np.copy", "np.power", "np.matmul", "np.dot", "np.setitem",
-                   "np.divmod"))
+                   "np.divmod", "np.scalar_power"))
 # The scatter ops, which write into a copy of their first input as setitem does.
 _SCATTERS = frozenset(map(registry.get, SCATTER_OPS))
 # What the backend lowers itself; `passes.decompose` rewrites the rest (np.clip becomes maximum and
@@ -105,7 +107,9 @@ def elementwise_plan(node):
         if len(_PLAN_CACHE) > 4096:
             _PLAN_CACHE.clear()
         _PLAN_CACHE[key] = plan
-    return plan if plan is None or _weak_ints_fit(ins, plan[2]) else None
+    if plan is None or not _weak_ints_fit(ins, plan[2]):
+        return None
+    return plan if op is not _SCALAR_POWER or _scalar_math_operands(ins, plan[2]) else None
 
 
 def _weak_ints_fit(ins, compute: np.dtype) -> bool:
@@ -164,6 +168,8 @@ def _plan_unchecked(opdef: OpDef, out_dt: np.dtype, in_dts: tuple, exponent):
         return ("cast", (out_dt,), out_dt) if n == 1 else None
     if exponent is not None:
         return _power_plan(out_dt, in_dts, exponent)
+    if opdef is _SCALAR_POWER:
+        return _scalar_power_plan(out_dt, in_dts)
     ufunc = opdef.ufunc
     if ufunc is None or ufunc.nout != 1 or ufunc.nin != n:
         return None
@@ -230,6 +236,51 @@ def _power_plan(out_dt: np.dtype, in_dts: tuple, exponent: float):
     if loop[-1] != out_dt or any(d != compute for d in loop) or compute not in DTYPES:
         return None
     return "power_const", (compute,), compute
+
+
+# The dtypes np.scalar_power computes in itself: NumPy's scalar math calls powf / pow for them
+# (nt_opcodes.h's NT_CPOW), so the op's bits and flags are the C library's, as NumPy's are.
+_SCALAR_MATH_DTYPES = frozenset(map(np.dtype, (np.float32, np.float64)))
+
+
+def _scalar_power_plan(out_dt: np.dtype, in_dts: tuple):
+    """np.scalar_power where NumPy runs its scalar math in the result's dtype T (float32 or float64):
+    a NumPy scalar operand of dtype T, the other of T, of a dtype that casts safely to T (converted
+    exactly), or a Python float or int (weak). Otherwise (``np.float32(x) ** np.int32(2)`` promotes to
+    float64: np.power's loop; int and half scalars) the node runs NumPy's own operator."""
+    typed = [d for d in in_dts if isinstance(d, np.dtype)]
+    if (out_dt not in _SCALAR_MATH_DTYPES or out_dt not in typed or len(in_dts) != 2
+            or not all(np.can_cast(d, out_dt, "safe") for d in typed)
+            or any(not isinstance(d, np.dtype) and d not in (int, float) for d in in_dts)):
+        return None
+    return "scalar_power", (out_dt, out_dt), out_dt
+
+
+def _scalar_math_operands(ins, compute: np.dtype) -> bool:
+    """Whether the Python numbers among np.scalar_power's operands reach the kernel as NumPy's scalar
+    math converts them: a run-time float only into float64 (no cast), a constant int only where it is
+    exactly a value of `compute` (NumPy rounds an int to double, then to float32; the constant rounds
+    once), a constant float only where float32 holds it without overflow (NumPy's conversion warns
+    'overflow encountered in cast' there; the constant's cast at compile time says nothing)."""
+    for v in ins:
+        if not isinstance(v.type, ScalarType):
+            continue
+        src = v.node
+        if src is None or src.op != "prim.Constant":
+            if v.type.kind != "float" or compute != np.float64:
+                return False
+            continue
+        value = src.attrs["value"]
+        if isinstance(value, int) and not (abs(value) <= 2 ** 53 and int(compute.type(value)) == value):
+            return False
+        if isinstance(value, float) and math.isfinite(value) and not math.isfinite(_rounded(value, compute)):
+            return False
+    return True
+
+
+def _rounded(value: float, dtype: np.dtype) -> float:
+    with np.errstate(all="ignore"):
+        return float(dtype.type(value))
 
 
 _MASK_INDEX = ("input",)
@@ -356,6 +407,9 @@ def fallback_reason(node) -> str:
         if node.attrs.get("initial") is not None:
             return "initial= is not in the reduction kernels"
         return "no reduction kernel for these dtypes or axes"
+    if op is _SCALAR_POWER:
+        return ("NumPy's own ** on the scalars: not its float32/float64 scalar math (int or half operands, a "
+                "pair promoted to another dtype, a Python number the pass would convert otherwise)")
     if op is not None and (op.ufunc is not None or op in (_WHERE, _ASTYPE, _COPY)):
         ins = ", ".join(str(v.type) for v in node.inputs)
         return f"no fused kernel for {node.op} on ({ins})"

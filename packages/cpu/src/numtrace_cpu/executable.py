@@ -249,6 +249,11 @@ class Executable(CallRunner):
             "folded_constants": self._rewrites.get("folded_constants", 0),
             "products_widened": self._rewrites.get("products_widened", 0),
             "constant_powers": sum(constant_exponent(n) is not None for s in fused for n in s.nodes),
+            # ``s ** p`` of NumPy float scalars computed by a pass (C pow / powf: classify's
+            # _scalar_power_plan), and those left to NumPy's operator (int, half, promoted operands)
+            "scalar_powers": sum(n.op == "np.scalar_power" for s in fused for n in s.nodes),
+            "scalar_powers_numpy": sum(s.nodes[0].op == "np.scalar_power" for s in self._steps
+                                       if not isinstance(s, FusedStep)),
             "views": sum(isinstance(s, ViewStep) for s in self._steps),
             # np.split/np.array_split kept as views of their input's sections (classify.sections_view)
             "sections_as_views": sum(isinstance(s, ViewStep) and len(s.outputs) > 1 for s in self._steps),

@@ -170,6 +170,16 @@ NT_SIGN_BITS(f64, double, uint64_t, 0x8000000000000000ull)
     int64_t: ((int64_t)((((uint64_t)(a) ^ -(uint64_t)((a) < 0)) >> ((uint64_t)(b) < 63 ? (uint64_t)(b) : 63)) \
                         ^ -(uint64_t)((a) < 0))))
 
+/* np.scalar_power (``s ** p`` of NumPy float scalars): NumPy's scalar math calls the C library's pow,
+ * and powf for float32 (not pow in double, which rounds otherwise). Both operands pass an empty asm
+ * first: for a constant exponent (a generated kernel's literal) GCC folds pow(x, 2.0) into x * x and
+ * pow(x, -1.0) into 1 / x, which can differ from the library's result in the last bit. */
+#define NT_CPOW_FN(SUF, T, POW) \
+    static inline T nt_cpow_##SUF(T a, T b) { __asm__("" : "+m"(a), "+m"(b)); return POW(a, b); }
+NT_CPOW_FN(f32, float, powf)
+NT_CPOW_FN(f64, double, pow)
+#define NT_CPOW(a, b) _Generic((a), float: nt_cpow_f32(a, b), double: nt_cpow_f64(a, b))
+
 /* Unary ops: the result has the operand's type. */
 #define NT_UNARY_OPS(X) \
     X(COPY, copy, ALL, a) \
@@ -203,7 +213,7 @@ NT_SIGN_BITS(f64, double, uint64_t, 0x8000000000000000ull)
     /* NaN loses; equal operands give b, as NumPy's vector loop does (its scalar tail differs for \
        -0.0 and 0.0); a select, so the loop vectorizes (the libm call did not). */ \
     X(FMAX, fmax, FLT, (NT_GT(a, b) | (b != b)) ? a : b) X(FMIN, fmin, FLT, (NT_LT(a, b) | (b != b)) ? a : b) \
-    X(POW, power, FLT, pow(a, b)) X(ARCTAN2, arctan2, FLT, atan2(a, b)) X(HYPOT, hypot, FLT, hypot(a, b)) \
+    X(POW, power, FLT, pow(a, b)) X(SCALAR_POW, scalar_power, FLT, NT_CPOW(a, b)) X(ARCTAN2, arctan2, FLT, atan2(a, b)) X(HYPOT, hypot, FLT, hypot(a, b)) \
     X(COPYSIGN, copysign, FLT, NT_COPYSIGN(a, b)) X(FMOD, fmod, FLT, fmod(a, b)) \
     X(BITAND, bitwise_and, INT, a & b) X(BITOR, bitwise_or, INT, a | b) X(BITXOR, bitwise_xor, INT, a ^ b) \
     X(LSHIFT, left_shift, SIGNED, NT_LSHIFT(a, b)) X(RSHIFT, right_shift, SIGNED, NT_RSHIFT(a, b)) \
