@@ -243,14 +243,48 @@ def _int8_constant_plus_a_size(x):
     return np.int8(127) + x.shape[0]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "pre-existing, beside the change: a NumPy int scalar constant with a traced size (np.int8(127) + n) "
-    "records np.add on 0-d arrays; NumPy's scalar math warns 'overflow encountered in scalar add' (and "
-    "raises FloatingPointError under errstate raise), the ufunc on a 0-d array wraps silently: under "
-    "np.errstate(over='raise') the trace returns -124 where NumPy raises"))
 def test_a_numpy_int_constant_plus_a_traced_size_reports_its_overflow(backend):
+    """np.int8(127) + n recorded np.add on 0-d arrays, which wraps silently where NumPy's scalar math
+    warns 'overflow encountered in scalar add' (raises under errstate raise): the `+` now records
+    np.scalar_operator, NumPy's own operator on the scalars."""
     traced = _trace(_int8_constant_plus_a_size, _f8(1, 2), backend=backend)
+    assert "np.scalar_operator" in traced.code
     _matches(traced, _int8_constant_plus_a_size, [_f8(1, 2, 3, 4, 5)])
+
+
+def _constant_operators(x):
+    n = x.shape[0]
+    s = np.int16(32000)
+    s *= n                                                            # in place: a new scalar
+    return (s, n + np.int8(125), np.uint8(3) - n, np.int64(2**62) * n, np.float32(1.0) / (n - 3),
+            (n - 3) / np.float64(0.0), np.int8(7) // (n - 3), np.int32(-7) % (n - 3), np.float16(6e4) * n,
+            np.float64(-0.0) * (n - 3), np.add(np.int8(127), n),        # a call: the ufunc (wraps silently)
+            np.int8(100) + x.astype(np.int8)[0], n * np.float64(0.5))   # (a traced NumPy scalar: np.add)
+
+
+def test_numpy_scalar_constants_operators_with_traced_sizes_are_numpy_scalar_math(backend):
+    """+ - * / // % (and += *=) of NumPy scalar constants (int8..int64, uint8, float16/32/64) with a traced
+    size, on either side: values, types, warnings ('scalar add', int overflow, division by zero) and
+    errors under errstate raise as NumPy's scalar math gives them; an explicit np.add call stays the
+    ufunc, as in NumPy."""
+    traced = _trace(_constant_operators, _f8(1, 2, 3, 4, 5), backend=backend)
+    assert traced.code.count("np.scalar_operator") == 11
+    _matches(traced, _constant_operators, [_f8(*range(n)) for n in (1, 2, 3, 4, 7, 200)])
+
+
+def _traced_int8_scalar_plus_one(x):
+    return x.astype(np.int8)[0] + np.int8(1), x.astype(np.int8).max() * 2
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "pre-existing, beside the change: + - * of a traced NumPy int scalar (x[0] of an int8 array, a "
+    "reduction's result) record the ufuncs on 0-d arrays, which wrap silently where NumPy's scalar math "
+    "warns 'overflow encountered in scalar add' and raises under np.errstate(over='raise'). "
+    "np.scalar_operator covers NumPy scalar constants with traced sizes only: recording it for every "
+    "traced scalar's operator would move fused scalar arithmetic into NumPy steps"))
+def test_a_traced_numpy_int_scalars_overflow_is_reported(backend):
+    traced = _trace(_traced_int8_scalar_plus_one, _f8(1, 2), backend=backend)
+    _matches(traced, _traced_int8_scalar_plus_one, [_f8(127, 100)])
 
 
 def _scalar_division_family(x):
