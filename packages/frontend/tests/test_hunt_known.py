@@ -187,6 +187,12 @@ def test_a_numpy_scalar_and_a_0d_array_are_not_taken_for_each_other(backend, tmp
         array_traced(np.ones(3), np.float64(-np.inf))
     with pytest.raises(TypeError, match="traced with a NumPy scalar"):
         scalar_traced(x=np.ones(3), s=np.array(1.0))
+    # Called while another function is traced (inlined): a traced NumPy scalar is one, a 0-d array is not
+    inlined = _trace(lambda x: scalar_traced(x, x[0]), (np.ones(3),), backend=backend)
+    _matches(inlined, lambda x: _plus_root(x, x[0]), [_f8(-np.inf, 1.0), _f8(-0.0, 2.0, 3.0)],
+             states=("warn",))
+    with pytest.raises(TypeError, match="argument 's' is a ndarray, but the function was traced with a "):
+        _trace(lambda x: scalar_traced(x, np.asarray(x[0])), (np.ones(3),), backend=backend)
 
 
 def test_a_traced_modules_numpy_scalar_argument(backend):

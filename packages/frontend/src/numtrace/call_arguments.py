@@ -84,7 +84,8 @@ class CallArguments:
         traced kind's."""
         for i, (a, scalar) in enumerate(zip(leaves, self._scalar_args)):
             if isinstance(a, np.generic) != scalar:
-                got = f"the NumPy scalar {type(a).__name__}" if not scalar else f"a {type(a).__name__}"
+                kind = a.__class__.__name__   # (a traced array's is the ndarray or scalar type it stands for)
+                got = f"the NumPy scalar {kind}" if not scalar else f"a {kind}"
                 traced = "a NumPy scalar" if scalar else "an array"
                 raise TypeError(f"{self.__name__}(): argument {self._leaf_name(i)} is {got}, but the "
                                 f"function was traced with {traced} there; NumPy's operators differ on "

@@ -164,7 +164,7 @@ class TracedFunction(Inspection, Persistence):
         else:
             raise TypeError(f"{self.__name__}() takes {self._num_leaves} array argument(s) "
                             f"({', '.join(self.arg_names)}) as traced, got {len(args)}")
-        if tuple(isinstance(a, np.generic) for a in leaves) != self._scalar_args:
+        if tuple(map(_is_numpy_scalar, leaves)) != self._scalar_args:
             self._check_scalars(leaves)
         if _tracing.active_count and _tracing.current_tracer() is not None:
             return inline(self, leaves)
@@ -260,6 +260,10 @@ class TracedFunction(Inspection, Persistence):
     def __repr__(self) -> str:
         return f"<numtrace.TracedFunction {self.__name__}({', '.join(self.arg_names)}) on {self.backend!r}>"
 
+
+
+# isinstance(a, np.generic) as a C function for map (a traced NumPy scalar's __class__ is its scalar type).
+_is_numpy_scalar = np.generic.__instancecheck__
 
 
 def _exact_caller(entry: tuple) -> Callable[[tuple], Any] | None:
