@@ -45,9 +45,15 @@ def test_fast_calls_match_numpy_with_special_values(backend, rng, shape):
             x, y = _values(rng, shape), _values(rng, shape)
             np.testing.assert_array_equal(traced(x, y), axpy(x, y))
     _fast_engaged(traced, backend)
-    if not shape:   # NumPy scalars for 0-d arguments: the fast path declines, the general one converts
-        np.testing.assert_array_equal(traced(np.float64(2.0), np.float64(3.0)), 7.0)
+    if not shape:   # NumPy scalars for 0-d array arguments are refused (NumPy's operators differ on them)
+        with pytest.raises(TypeError, match="is the NumPy scalar float64, but the function was traced "
+                                            "with an array there"):
+            traced(np.float64(2.0), np.float64(3.0))
         np.testing.assert_array_equal(traced(np.array(2.0), np.array(4.0)), 9.0)
+        # Traced with NumPy scalars: the general path serves them (the fast path takes ndarrays only)
+        scalars = nt.trace(axpy, (np.float64(2.0), np.float64(3.0)), backend=backend)
+        for _ in range(3):
+            assert scalars(np.float64(2.0), np.float64(4.0)) == 9.0 and scalars._fast is None
 
 
 def test_non_contiguous_arguments_on_the_fast_path(backend, rng):

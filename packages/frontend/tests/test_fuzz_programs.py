@@ -458,6 +458,11 @@ STEPS = {
     # ** of a NumPy scalar (a reduction's result): NumPy's scalar math, C pow (+0.0 at -0.0)
     "scalar_pow_half": (1, lambda a: a * np.copysign(1.0, (np.ravel(a).sum() * -0.0) ** 0.5)),
     "scalar_rpow": (1, lambda a: a - 2.0 ** np.ravel(a).sum()),
+    # a NumPy scalar constant's ** reaches the traced scalar as an np.power call: the operator's (C pow)
+    "scalar_const_pow": (1, lambda a: a * np.copysign(1.0, np.float32(-0.0) ** (np.ravel(a).sum() * 0.0
+                                                                               + 0.5))),
+    # a NumPy scalar constant times a traced size: np.scalar_operator, NumPy's scalar math
+    "scalar_const_size": (1, lambda a: a - np.float32(0.25) * np.ravel(a).shape[0]),
     "assign_expr": (2, _assign_expr),
     "causal_softmax": (1, _causal_softmax), "causal_softmax_nan_row": (1, lambda a: _causal_softmax(a, k=0)),
     "outer_pass": (1, lambda a: np.ravel(a)[:, None] * 0.5 - np.ravel(a)[None, :]),
@@ -713,6 +718,8 @@ def run_case(steps, backend):
 @example(steps=[("pow_4", 0, 0)])
 @example(steps=[("scalar_pow_half", 0, 0), ("scalar_rpow", 3, 0)])
 @example(steps=[("neg_zero", 1, 0), ("scalar_pow_half", 3, 0)])
+@example(steps=[("scalar_const_pow", 0, 0)])
+@example(steps=[("scalar_const_size", 0, 0)])
 @example(steps=[("pow_m2_huge", 1, 0)])
 @example(steps=[("add", 0, 1), ("set_slice", 3, 0)])
 @example(steps=[("add", 0, 1), ("set_row", 3, 1)])

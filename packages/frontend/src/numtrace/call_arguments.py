@@ -29,6 +29,7 @@ class CallArguments:
     arg_names: tuple[str, ...]
     in_spec: Spec
     layouts: tuple[Any, ...] | None
+    _scalar_args: tuple[bool, ...]
 
     def _converted(self, leaves: Sequence[Any]) -> list[np.ndarray]:
         """Arguments that are not arrays: NumPy scalars become 0-d arrays, anything else is an error."""
@@ -75,6 +76,21 @@ class CallArguments:
                     "(or ravel), which NumPy makes a view or a copy depending on the layout, or reads "
                     "elements in memory order (ravel('K'), order='A'), so the trace "
                     "holds for the traced layouts only: pass an array laid out as traced, or trace again")
+
+    def _check_scalars(self, leaves: Sequence[Any]) -> None:
+        """Refuse a NumPy scalar where the trace took a 0-d array, or the reverse: NumPy's operators
+        differ on them (``np.float64(-inf) ** 0.5`` is C pow's inf, a 0-d array's np.power gives nan; an
+        int scalar's ``+`` warns of overflow; ``s += 1`` writes into an array), and the graph holds the
+        traced kind's."""
+        for i, (a, scalar) in enumerate(zip(leaves, self._scalar_args)):
+            if isinstance(a, np.generic) != scalar:
+                kind = a.__class__.__name__   # (a traced array's is the ndarray or scalar type it stands for)
+                got = f"the NumPy scalar {kind}" if not scalar else f"a {kind}"
+                traced = "a NumPy scalar" if scalar else "an array"
+                raise TypeError(f"{self.__name__}(): argument {self._leaf_name(i)} is {got}, but the "
+                                f"function was traced with {traced} there; NumPy's operators differ on "
+                                "scalars and 0-d arrays (np.float64(-inf) ** 0.5 is inf, np.array(-inf) ** "
+                                "0.5 nan), so pass the kind traced (np.asarray(s) or s[()]), or trace again")
 
     def _leaf_name(self, i: int) -> str:
         name = self.graph.inputs[i].name

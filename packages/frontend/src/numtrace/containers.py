@@ -67,7 +67,8 @@ class Leaf(Spec):
 
 class ScalarLeaf(Leaf):
     """A result NumPy gives as a scalar (``x[0]``, ``x.sum()``, ``np.unstack`` of a 1-D array): the call
-    returns the NumPy scalar of its 0-d array (``np.float64``), as NumPy does, not the array."""
+    returns the NumPy scalar of its 0-d array (``np.float64``), as NumPy does, not the array. As an
+    argument, a NumPy scalar traced as one (a call must pass a NumPy scalar there, see `scalar_leaves`)."""
 
     __slots__ = ()
 
@@ -206,6 +207,20 @@ def numpy_namedtuple(name: str, size: int) -> type:
     if not (isinstance(found, type) and issubclass(found, tuple) and len(fields) == size):
         raise ValueError(f"{name!r} is not a namedtuple of {size} fields")
     return found
+
+
+def scalar_leaves(spec: Spec) -> tuple[bool, ...]:
+    """Per flat leaf of argument structure `spec`, whether it was a NumPy scalar (`ScalarLeaf`)."""
+    found: dict[int, bool] = {}
+
+    def walk(node: Spec) -> None:
+        if isinstance(node, Leaf):
+            found[node.index] = isinstance(node, ScalarLeaf)
+        for child in getattr(node, "children", ()):
+            walk(child)
+
+    walk(spec)
+    return tuple(found[i] for i in range(len(found)))
 
 
 def spec_from_json(data: Any) -> Spec:
@@ -376,7 +391,8 @@ def flatten(obj: Any, is_leaf: Callable[[Any], bool], where: str, leaves: list,
         leaves.append(obj)
         if names is not None:
             names.append(_identifier(where))
-        return Leaf(len(leaves) - 1)
+        # A NumPy scalar stays one: its operators run NumPy's scalar math, not a 0-d array's ufuncs.
+        return (ScalarLeaf if isinstance(obj, np.generic) else Leaf)(len(leaves) - 1)
     if isinstance(obj, (tuple, list)):
         container = tuple if isinstance(obj, tuple) else list
         return SequenceSpec(container, [flatten(item, is_leaf, f"{where}[{i}]", leaves, names, allow_scalars)

@@ -26,7 +26,7 @@ from numtrace_ir import registry
 
 from . import array_api, dispatch, hostcall, indexing
 from .errors import TracerWarning
-from .scalar_power import NUMPY_SCALARS, record_scalar_power
+from .scalar_power import NUMPY_SCALARS, is_scalar_operator, record_scalar_power
 from .source import user_location, warn_at_user_line
 from .traced_int import TracedFloat, TracedInt
 from .traced_value import TracedValue, unwrap
@@ -149,6 +149,9 @@ class TracedArray(TracedValue):
 
     # -- NumPy protocols -----------------------------------------------------------------------
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        if ufunc is np.power and self._scalar and is_scalar_operator(ufunc, method, inputs, kwargs,
+                                                                     sys._getframe(1)):
+            return _scalar_power(*inputs)   # np.float64(2) ** x[0]: NumPy's scalar math
         return dispatch.call(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:

@@ -140,6 +140,8 @@ def record_function(func: Callable, args: tuple, kwargs: Mapping[str, Any] | Non
     with tracer.active(), numpy_intercepted(), scipy_fft_traced():
         proxies = [tracer.add_input(n, np.asarray(plain_array(a, f"argument {n!r}")))
                    for n, a in zip(leaf_names, leaves)]
+        for proxy, a in zip(proxies, leaves):   # a NumPy scalar argument is traced as one (its `**`...)
+            proxy._scalar = isinstance(a, np.generic)
         rebuilt = [build_tracked(spec, proxies) for spec in specs]
         before = [snapshot(spec, arg) for spec, arg in zip(specs, rebuilt)]
         if kwargs is not None:

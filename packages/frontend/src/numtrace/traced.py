@@ -24,7 +24,7 @@ from numtrace_ir import CallSpec, Graph, GuardError, TensorType, run_call
 from . import tracer as _tracing
 from .backends import get_backend
 from .call_arguments import signature
-from .containers import Leaf, SequenceSpec, Spec
+from .containers import Leaf, SequenceSpec, Spec, scalar_leaves
 from .inlining import inline
 from .output_views import apply_views, view_steps
 from .specializations import guard_failure
@@ -117,6 +117,9 @@ class TracedFunction(Inspection, Persistence):
         # Fast paths: arguments that are exactly the flat arrays; the flat results are the output tuple.
         self._flat_args = isinstance(in_spec, SequenceSpec) and all(isinstance(c, Leaf)
                                                                  for c in in_spec.children)
+        # Per argument leaf, whether it was traced as a NumPy scalar: a call passes the same kinds (see
+        # `_check_scalars`); a NumPy scalar never takes the fast path, whose check accepts ndarrays only.
+        self._scalar_args = scalar_leaves(in_spec)
         self._tuple_output = (isinstance(out_spec, SequenceSpec) and out_spec.container is tuple
                               and [c.index if type(c) is Leaf else None for c in out_spec.children]
                               == list(range(len(out_spec.children))))
@@ -161,6 +164,8 @@ class TracedFunction(Inspection, Persistence):
         else:
             raise TypeError(f"{self.__name__}() takes {self._num_leaves} array argument(s) "
                             f"({', '.join(self.arg_names)}) as traced, got {len(args)}")
+        if tuple(map(_is_numpy_scalar, leaves)) != self._scalar_args:
+            self._check_scalars(leaves)
         if _tracing.active_count and _tracing.current_tracer() is not None:
             return inline(self, leaves)
         try:
@@ -257,6 +262,10 @@ class TracedFunction(Inspection, Persistence):
 
 
 
+# isinstance(a, np.generic) as a C function for map (a traced NumPy scalar's __class__ is its scalar type).
+_is_numpy_scalar = np.generic.__instancecheck__
+
+
 def _exact_caller(entry: tuple) -> Callable[[tuple], Any] | None:
     """The fast call of a cache entry, from its executable's optional ``exact_caller`` (the CPU
     backend's): given the flat argument tuple, it runs the whole call as the variant's `CallSpec` says
@@ -265,7 +274,8 @@ def _exact_caller(entry: tuple) -> Callable[[tuple], Any] | None:
     run nothing. None where the backend has none."""
     variant, executable = entry
     make = getattr(executable, "exact_caller", None)
-    if make is None or not variant._flat_args or variant.layouts is not None or variant.views:
-        return None   # (the layout check and views are the general path's)
+    if make is None or not variant._flat_args or variant.layouts is not None or variant.views \
+            or any(variant._scalar_args):
+        return None   # (the layout and scalar checks and views are the general path's)
     build = None if variant.call_spec.single or variant._tuple_output else variant.out_spec.build
     return make(variant.call_spec, variant._state, build).run

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import math
 import operator
+import sys
 from typing import Any
 
 import numpy as np
 
 from . import dispatch
-from .scalar_power import NUMPY_SCALARS, record_scalar_power
+from .scalar_power import NUMPY_SCALARS, is_scalar_operator, record_scalar_operator, record_scalar_power
 from .traced_value import TracedValue, unwrap
 from .tracer import current_tracer
 
@@ -117,6 +118,8 @@ class TracedScalar(TracedValue):
         NumPy types it (``np.float64``, not a weak Python float)."""
         if current_tracer() is not self._tracer:
             return getattr(ufunc, method)(*unwrap(inputs), **unwrap(kwargs))
+        if is_scalar_operator(ufunc, method, inputs, kwargs, sys._getframe(1)):   # np.int8(2) + n
+            return record_scalar_operator(self._tracer, ufunc, *inputs)
         return dispatch.call(ufunc, method, inputs, kwargs)
 
     # -- rounding: recorded, the results are traced ints ---------------------------------------------

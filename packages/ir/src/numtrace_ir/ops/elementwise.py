@@ -4,7 +4,9 @@ are weak), resolved by NumPy's own ufunc type resolution."""
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -543,5 +545,55 @@ register(
         samples=_scalar_power_samples,
         doc="``a ** b`` (and ``pow``) of NumPy scalars and Python numbers: NumPy's own operator on the "
         "scalars, so its routing to scalar math (C pow's signed zeros and infinities) or to the ufunc holds",
+    )
+)
+
+
+# -- + - * / // % of NumPy scalars ------------------------------------------------------------------------
+
+# The ufuncs whose Python operator NumPy's scalars run as scalar math ("overflow encountered in scalar
+# add": it checks int overflow, which the ufunc on 0-d arrays wraps silently), by the ufunc's name.
+SCALAR_OPERATORS = {"add": operator.add, "subtract": operator.sub, "multiply": operator.mul,
+                    "divide": operator.truediv, "floor_divide": operator.floordiv, "remainder": operator.mod}
+
+
+def _operator_name(v: Any) -> str:
+    if v not in SCALAR_OPERATORS:
+        raise ValueError(f"np.scalar_operator: op must be one of {sorted(SCALAR_OPERATORS)}, got {v!r}")
+    return v
+
+
+def scalar_operator(a, b, op):
+    """``a + b`` (``op``: the ufunc's name) as NumPy computes it for NumPy scalars (0-d arrays stand for
+    them) and Python numbers: its scalar math, which warns of int overflow ("overflow encountered in
+    scalar add"; the ufunc on 0-d arrays wraps silently) and names its warnings "scalar"."""
+    return SCALAR_OPERATORS[op](rules.numpy_value(a), rules.numpy_value(b))
+
+
+def _scalar_operator_rule(types, attrs):
+    if any(type(t) is TensorType and t.shape != () for t in types):
+        raise TypeError(f"np.scalar_operator: operands are NumPy scalars or Python numbers, got "
+                        f"{', '.join(map(str, types))}")
+    return TensorType(rules.ufunc_dtypes("np.scalar_operator", getattr(np, attrs["op"]), types)[0], ())
+
+
+def _scalar_operator_samples(rng):
+    for op in SCALAR_OPERATORS:
+        yield Sample((np.array(10, "i1"), 3), {"op": op}, note="int8 scalar, Python int")
+        yield Sample((2, np.array(-2.5, "f4")), {"op": op}, note="Python int, float32 scalar")
+        yield Sample((np.array(7, "u1"), np.array(-3, "i8")), {"op": op}, note="promoted ints")
+        yield Sample((np.array(1.5, "f8"), 0.25), {"op": op}, note="float64 scalar, Python float")
+
+
+register(
+    OpDef(
+        "np.scalar_operator",
+        "other",   # 0-d operands only: no empty or broadcast forms; backends run its NumPy reference
+        [Input("a", "any"), Input("b", "any"), Attr("op", convert=_operator_name)],
+        _scalar_operator_rule,
+        scalar_operator,
+        samples=_scalar_operator_samples,
+        doc="``a + b``, ``-``, ``*``, ``/``, ``//``, ``%`` of a NumPy scalar constant and a traced number: "
+        "NumPy's own operator on the scalars (its scalar math: int overflow warned, 'scalar' warnings)",
     )
 )
