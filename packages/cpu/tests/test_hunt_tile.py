@@ -98,8 +98,8 @@ def _mixed_inputs(n, rng):
 def test_mixed_dtypes_several_outputs_every_offset(n):
     """Five outputs of five dtypes, each at its own byte offset in a cache line (the first one lined
     up, the others not; offsets that are not a multiple of the item size, so never written in
-    place), on 1, 2 and 3 threads, streamed and not: the interpreter's bits, NumPy's for the exact
-    outputs, no sentinel byte changed."""
+    place), then all written backwards (negative strides), on 1, 2 and 3 threads, streamed and not:
+    the interpreter's bits, NumPy's for the exact outputs, no sentinel byte changed."""
     gen, interp = _mixed(n)
     args = _mixed_inputs(n, np.random.default_rng(n))
     x, k, m, y = args
@@ -115,6 +115,11 @@ def test_mixed_dtypes_several_outputs_every_offset(n):
             for (raw, v), w in zip(bufs, want):
                 assert v.tobytes() == w.tobytes(), (n, threads, stream, base, w.dtype)
                 assert _untouched(raw, v), (n, threads, stream, base, w.dtype)
+            with _setting(threads, stream), np.errstate(all="ignore"):   # outputs backwards: scattered
+                bufs = [_placed(w.dtype, w.shape, 8 * j) for j, w in enumerate(want)]
+                gen(*args, out=tuple(v[::-1] for _, v in bufs))
+            for (raw, v), w in zip(bufs, want):
+                assert v[::-1].tobytes() == w.tobytes() and _untouched(raw, v), (n, threads, stream, w.dtype)
             with _setting(threads, stream), np.errstate(all="ignore"):   # fresh outputs
                 for got, w in zip(gen(*args), want):
                     assert got.dtype == w.dtype and got.tobytes() == w.tobytes(), (n, threads, stream)
@@ -384,10 +389,12 @@ _RANDOM_LENGTHS = (64, 65, 127, 128, 129, 511, 512, 513, 16383, 16384, 16385, 16
 
 def _random_pass(seed):
     """A random elementwise program of 2 to 4 inputs of random dtypes (some a row broadcast over a
-    second dim, some strided) and 1 to 3 outputs, over a length around the tiles, and its inputs."""
+    second dim, some strided; rows long or short: the rows path) and 1 to 3 outputs, over a length
+    around the tiles, and its inputs."""
     rng = np.random.default_rng(seed)
     n = int(rng.choice(_RANDOM_LENGTHS))
-    shape = (n,) if rng.random() < 0.6 else (int(rng.integers(2, 5)), n // 64 + 1)
+    inner = int(rng.choice([3, 10, 33, 100]))
+    shape = [(n,), (int(rng.integers(2, 5)), n // 64 + 1), (n // inner + 1, inner)][rng.integers(3)]
     g = _G()
     vals, args = [], []
     for i in range(int(rng.integers(2, 5))):
