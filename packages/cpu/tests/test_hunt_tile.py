@@ -1,6 +1,6 @@
 """Hunted cases of elementwise passes' byte-sized tiles (codegen's `_elementwise_step`, the first
-tile's `lead` that lines later tiles up with a streamed output, and RT whole rows a tile in
-`_rows_units`): mixed dtypes (the step follows the widest), several outputs at any byte offset, a
+tile's `lead` that lines later tiles up with a streamed output; the rows path's tiles, which the
+hunted branch shortened to RT rows and then left as the interpreter's R): mixed dtypes (the step follows the widest), several outputs at any byte offset, a
 where over computed operands and table ops in the middle of a pass, FP flags from one element at every
 tile boundary, outputs over their inputs, per-row and repeated-row operands, 1 to 3 threads, the avx2
 and baseline builds. The generated kernel gives the interpreter's bits (and NumPy's where NumPy's are
@@ -17,7 +17,15 @@ import pytest
 from numtrace_cpu import compile_graph, compiler, isa, runtime
 from numtrace_ir import Graph
 from numtrace_ir.types import TensorType
+from numtrace_cpu import codegen
 from test_tile_step import _cache, _setting  # noqa: F401  (the kernel cache fixture, autouse)
+
+
+@pytest.fixture(autouse=True)
+def _short_tiles_at_every_size(monkeypatch):
+    """Every elementwise pass takes the short tiles (codegen.SHORT_TILES_FROM bytes and more), so the
+    lengths and offsets here reach them; the child-process builds take the default threshold."""
+    monkeypatch.setattr(codegen, "SHORT_TILES_FROM", 1)
 
 # Around a tile of int64/float64 (64), float32 (128), bool (512), a unit (16384), two units and a bit.
 LENGTHS = (1, 63, 64, 65, 129, 511, 513, 16383, 16384, 16385, 16384 + 65, 3 * 16384 + 7)
