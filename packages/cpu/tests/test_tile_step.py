@@ -15,8 +15,9 @@ from numtrace_cpu import codegen, compile_graph, compiler, runtime
 from numtrace_ir import Graph
 from numtrace_ir.types import TensorType
 
-# Around one tile of float64 (64) and float32 (128), two, a unit (16384), and a unit and a bit.
-LENGTHS = (1, 11, 63, 64, 65, 127, 128, 129, 255, 257, 1000, 16383, 16385, 40000)
+# Around one tile of float64 (64) and float32 (128), two, a unit (16384), and a unit and a bit; the
+# last two take the short tiles (codegen.SHORT_TILES_FROM bytes of float64, of float32).
+LENGTHS = (1, 11, 63, 64, 65, 127, 128, 129, 255, 257, 1000, 16383, 16385, 40000, 131072 + 77, 262144 + 5)
 
 
 @pytest.fixture(autouse=True)
@@ -139,15 +140,15 @@ def test_fresh_outputs_and_strided_inputs(dtype):
 
 @pytest.mark.parametrize("dtype,step", [(np.float32, 128), (np.float64, 64), (np.int64, 64), (np.bool_, 512)])
 def test_an_elementwise_pass_tiles_by_its_widest_operand(dtype, step):
-    """The generated source tiles an elementwise pass STEP_BYTES of its widest operand at a time (64
-    to TILE elements), and a reduction still by the interpreter's blocks (TILE)."""
+    """The generated source tiles a large elementwise pass STEP_BYTES of its widest operand at a time
+    (64 to TILE elements; a small one TILE), and a reduction still by the interpreter's blocks."""
     n = 5000
     g = Graph()
     t = TensorType(np.dtype(dtype), (n,))
     x = g.add_input("x", t)
     g.set_outputs([g.create_node("np.add", [x, x]).output])
     source = _source(g, [t])
-    assert f"want = lead ? lead : {step};" in source
+    assert f"? {step} : TILE;" in source and "want = lead ? lead : step;" in source
     assert min(codegen.TILE, codegen.STEP_BYTES // np.dtype(dtype).itemsize) == step or step == 64
     g = Graph()
     x = g.add_input("x", t)
@@ -169,11 +170,11 @@ def _source(graph, types):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("inner", [1, 3, 16, 33, 100, 128])
 def test_tiles_of_short_rows_every_row_once(dtype, inner):
-    """An elementwise pass over short rows (`_rows_units`) takes as many whole rows a tile as an
-    elementwise tile holds (one where a row is longer): exp(x - b) * y with b one row repeated
-    (gathered once per tile), x a column slice (gathered), y contiguous, at row counts around the
-    tiles and units, outputs 0 to 60 bytes past a cache line, streamed or not, on 1 and 2 threads: the
-    interpreter's bits, and no byte around the output touched."""
+    """An elementwise pass over short rows (`_rows_units`, the interpreter's tiles of whole rows, which
+    the tile change leaves alone): exp(x - b) * y with b one row repeated (gathered once per unit), x a
+    column slice (gathered), y contiguous, at row counts around the tiles and units, outputs 0 to 60
+    bytes past a cache line, streamed or not, on 1 and 2 threads: the interpreter's bits, and no byte
+    around the output touched."""
     rng = np.random.default_rng(inner)
     for rows in (1, 7, 8, 9, 129, 1025, 20001):
         shape = (rows, inner)

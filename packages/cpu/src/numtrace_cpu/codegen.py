@@ -40,13 +40,18 @@ ENTRY = "nt_kernel"
 TILE = 512
 """Elements of the innermost dim per tile (as the interpreter's BLOCK: the tile buffers stay in L1)."""
 STEP_BYTES = 512
-"""Bytes of its widest operand an elementwise pass's tile covers (`_elementwise_step`). A pass that
-reduces nothing need not follow the interpreter's blocks, and shorter tiles keep memory busy while
-it computes: in a tile of 512 elements, a table op's loop (exp: 40% of W1's arithmetic) ran on L1
-data with no load of the next tile in flight, so the compute and the memory traffic of a pass over
-operands larger than the caches added up instead of overlapping. On one thread (Zen 4), W1 over 1e7
-float32 went from 8.6 to 5.8 ms at 128 elements a tile and four float32 arrays' sum from 6.1 to
-5.5 ms; 64 elements (float32) cost more per tile than it saved, and float64 was best at 64."""
+"""Bytes of its widest operand an elementwise pass's tile covers (`_elementwise_step`) where that
+operand is SHORT_TILES_FROM bytes or more. A pass that reduces nothing need not follow the
+interpreter's blocks, and shorter tiles keep memory busy while it computes: in a tile of 512
+elements, a table op's loop (exp: 40% of W1's arithmetic) ran on L1 data with no load of the next
+tile in flight, so the compute and the memory traffic of a pass over operands larger than the
+caches added up instead of overlapping. On one thread (Zen 4), W1 over 1e7 float32 went from 8.6
+to 5.8 ms at 128 elements a tile and four float32 arrays' sum from 6.1 to 5.5 ms; 64 elements
+(float32) cost more per tile than it saved, and float64 was best at 64."""
+SHORT_TILES_FROM = 1 << 20
+"""Bytes of an elementwise pass's widest operand from which its tiles are STEP_BYTES long: below,
+the operands stay in the caches and the shorter tiles' overhead (a few ns each) is all they add
+(1000 float32 elements took 0.34 -> 0.45 us in tiles of 128)."""
 
 _NAMES = {"bool": "b", "int32": "i32", "int64": "i64", "float32": "f32", "float64": "f64"}
 _C = {"bool": "unsigned char", "int32": "int32_t", "int64": "int64_t", "float32": "float",
@@ -484,7 +489,12 @@ def _offsets(w: _Writer, nops: int, index: str, first: str, stop: str, ptr: str)
 
 
 def _elementwise_units(w: _Writer, nops: int, tile: _Tile) -> None:
-    """Units of NT_GEN_CHUNK innermost elements at one outer multi-index (`_elementwise_unit`'s)."""
+    """Units of NT_GEN_CHUNK innermost elements at one outer multi-index (`_elementwise_unit`'s), in
+    tiles of `_elementwise_step` elements where the pass is SHORT_TILES_FROM bytes or more, else TILE."""
+    widest, step = _elementwise_step(tile)
+    w.line("Py_ssize_t total = 1;")
+    w.line("for (int d = 0; d < nd; d++) total *= shape[d];")
+    w.line(f"const Py_ssize_t step = total >= {SHORT_TILES_FROM // widest} ? {step} : TILE;")
     w.line("const Py_ssize_t nchunk = (inner + NT_GEN_CHUNK - 1) / NT_GEN_CHUNK;")
     w.line("for (Py_ssize_t u = u0; u < u1; u++) {")
     w.indent += 1
@@ -493,17 +503,17 @@ def _elementwise_units(w: _Writer, nops: int, tile: _Tile) -> None:
     for k in range(nops):
         w.line(f"char *p{k} = data[{k}]; const Py_ssize_t s{k} = strides[{k} * NT_GEN_MAXD + nd - 1];")
     _offsets(w, nops, "idx", "0", "nd - 1", "p")
-    _tile_loop(w, tile, "start", "stop", _elementwise_step(tile), align=True)
+    _tile_loop(w, tile, "start", "stop", "step", align=True)
     w.indent -= 1
     w.line("}")
 
 
-def _elementwise_step(tile: _Tile) -> int:
-    """Elements per tile of an elementwise pass: STEP_BYTES of its widest operand or tile buffer,
-    64 to TILE (the buffers' length)."""
+def _elementwise_step(tile: _Tile) -> tuple[int, int]:
+    """(bytes of an item of the pass's widest operand or tile buffer, elements per tile of a large
+    elementwise pass: STEP_BYTES of that item, 64 to TILE, the buffers' length)."""
     widest = max([ITEMSIZE[tile.rdt[r]] for r in tile.in_regs + tile.out_regs]
                  + [ITEMSIZE[tile.vdt[v]] for v in tile.spilled] + [1])
-    return max(64, min(TILE, STEP_BYTES // widest))
+    return widest, max(64, min(TILE, STEP_BYTES // widest))
 
 
 def has_rows_path(program: tuple) -> bool:
@@ -552,9 +562,9 @@ def row_scalar_operands(program: tuple) -> int:
 
 
 def _rows_units(w: _Writer, nops: int, tile: _Tile, reductions: tuple | list = ()) -> None:
-    """Units of a pass whose innermost dim is short (`_rows_unit`'s): each tile is whole rows of dim
-    nd-2 (red->tile_rows of them where the pass reduces, else as many as an elementwise tile holds,
-    at least one), so its loops (and table ops) run over rows * inner elements instead of one row. An operand that is one contiguous run over the tile's rows is read or
+    """Units of a pass whose innermost dim is short (`_rows_unit`'s, red->tile_rows rows a tile):
+    each tile is whole rows of dim nd-2, so its loops (and table ops) run over rows * inner elements
+    instead of one short row. An operand that is one contiguous run over the tile's rows is read or
     written where it lies; the others are gathered row by row (a row that repeats along dim nd-2,
     like the bias of ``x + b``, once per unit) and outputs scattered the same way. A pass that
     reduces its innermost dim then folds each reduced value's rows of the tile with the
@@ -578,15 +588,10 @@ def _rows_units(w: _Writer, nops: int, tile: _Tile, reductions: tuple | list = (
     _offsets(w, nops, "idx", "0", "nd - 2", "p")
     for r in tile.in_regs:
         w.line(f"int f{r} = 0;   /* g{r} holds R copies of a repeated row */")
-    if reductions:   # each tile's rows are folded as the interpreter's blocks: R of them
-        w.line("const Py_ssize_t RT = R;")
-    else:            # as an elementwise pass's tiles (`_elementwise_step`), whole rows, at least one
-        step = _elementwise_step(tile)
-        w.line(f"const Py_ssize_t RT = R < {step} / inner ? R : ({step} / inner > 0 ? {step} / inner : 1);")
-    w.line("for (Py_ssize_t t = start; t < stop; t += RT) {")
+    w.line("for (Py_ssize_t t = start; t < stop; t += R) {")
     w.indent += 1
-    w.line("const Py_ssize_t rows = stop - t < RT ? stop - t : RT, n = rows * inner;")
-    _bind_rows(w, tile, "p{}", "s{}", "o{}", "inner", "rows", "RT", stream=True, rowwise=bool(scalars))
+    w.line("const Py_ssize_t rows = stop - t < R ? stop - t : R, n = rows * inner;")
+    _bind_rows(w, tile, "p{}", "s{}", "o{}", "inner", "rows", "R", stream=True, rowwise=bool(scalars))
     if scalars:
         _branches(w, ("rowwise", lambda: _segments(w, tile, by_rows=True)),
                   (None, lambda: _segments(w, tile)))
