@@ -102,9 +102,10 @@ def test_scalar_power_with_a_python_number_constant(dt, mode, reflected):
 
 # (base, exponent) whose scalar math converts the other operand exactly into the result's dtype.
 _LOWERED_MIXED = [("f8", "f4"), ("f4", "f8"), ("f8", "i8"), ("i8", "f8"), ("f8", "i4"), ("f8", "u8"),
-                  ("f4", "i2"), ("u1", "f4"), ("f4", "?"), ("?", "f8")]
-# Routed elsewhere by NumPy: promotion to a third dtype (np.power's loop), int scalar math.
-_NUMPY_MIXED = [("f4", "i4"), ("i4", "f4"), ("i8", "i8"), ("f4", "i8")]
+                  ("f4", "i2"), ("u1", "f4"), ("f4", "?")]
+# Routed elsewhere by NumPy: promotion to a third dtype (np.power's loop), int scalar math, a bool base
+# (np.bool_ has no scalar math: np.power's loop).
+_NUMPY_MIXED = [("f4", "i4"), ("i4", "f4"), ("i8", "i8"), ("f4", "i8"), ("?", "f8")]
 
 
 def _mixed_values(code: str) -> list:

@@ -247,11 +247,14 @@ def _scalar_power_plan(out_dt: np.dtype, in_dts: tuple):
     """np.scalar_power where NumPy runs its scalar math in the result's dtype T (float32 or float64):
     a NumPy scalar operand of dtype T, the other of T, of a dtype that casts safely to T (converted
     exactly), or a Python float or int (weak). Otherwise (``np.float32(x) ** np.int32(2)`` promotes to
-    float64: np.power's loop; int and half scalars) the node runs NumPy's own operator."""
+    float64: np.power's loop; int and half scalars; a bool base, ``np.False_ ** np.float32(y)``: np.bool_
+    has no scalar math, so its ``**`` is np.power's loop, whose flags differ from C pow's at ``0 ** -inf``)
+    the node runs NumPy's own operator."""
     typed = [d for d in in_dts if isinstance(d, np.dtype)]
     if (out_dt not in _SCALAR_MATH_DTYPES or out_dt not in typed or len(in_dts) != 2
             or not all(np.can_cast(d, out_dt, "safe") for d in typed)
-            or any(not isinstance(d, np.dtype) and d not in (int, float) for d in in_dts)):
+            or any(not isinstance(d, np.dtype) and d not in (int, float) for d in in_dts)
+            or (isinstance(in_dts[0], np.dtype) and in_dts[0].kind == "b")):
         return None
     return "scalar_power", (out_dt, out_dt), out_dt
 
@@ -409,7 +412,8 @@ def fallback_reason(node) -> str:
         return "no reduction kernel for these dtypes or axes"
     if op is _SCALAR_POWER:
         return ("NumPy's own ** on the scalars: not its float32/float64 scalar math (int or half operands, a "
-                "pair promoted to another dtype, a Python number the pass would convert otherwise)")
+                "bool base, a pair promoted to another dtype, a Python number the pass would convert "
+                "otherwise)")
     if op is not None and (op.ufunc is not None or op in (_WHERE, _ASTYPE, _COPY)):
         ins = ", ".join(str(v.type) for v in node.inputs)
         return f"no fused kernel for {node.op} on ({ins})"
