@@ -86,6 +86,26 @@ def test_a_numpy_scalar_made_from_a_size_keeps_its_overflow(backend):
     _matches(traced, _folded_scalar_of_a_size, _sizes(5))
 
 
+_WARN_AT_THE_TRACED_SHAPE = {
+    "scalar_operator": lambda x: np.int8(127) + x.shape[0],
+    "scalar_power": lambda x: np.float64(-0.0) ** (x.shape[0] - 3),
+    "log-of-a-fill": lambda x: x + np.log(np.zeros(x.shape)),
+}
+
+
+@pytest.mark.parametrize("name", list(_WARN_AT_THE_TRACED_SHAPE))
+def test_a_node_folded_for_the_traced_shape_keeps_its_warnings(backend, name):
+    """Fixed (numtrace_ir.passes._evaluate): the cpu backend folds a node computed only from the
+    signature's sizes (np.int8(127) + n, np.float64(-0.0) ** (n - 3), np.log of a fill) when its NumPy
+    reference does not warn, but that reference ran under the compiling caller's np.errstate: a trace made
+    under errstate ignore (the executable of the example's signature is compiled while tracing) folded
+    them, so every call at the traced shape returned the wrapped int8 / -inf silently, also under
+    errstate raise, where NumPy raises. Other shapes, compiled at a call, were right."""
+    fn = _WARN_AT_THE_TRACED_SHAPE[name]
+    traced = _trace(fn, (np.ones(2),), backend=backend)   # (under np.errstate(all="ignore"))
+    _matches(traced, fn, [(np.ones(2),), (np.ones(5),), (np.ones(2),)])
+
+
 # --- Passing checks: NumPy scalar arguments ---------------------------------------------------------------
 
 def _scalar_argument_uses(x, s, i):
