@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 import numtrace as nt
 import pytest
-from test_hunt_breadth import _same, mode  # noqa: F401  (mode: the cpu kernel modes' fixture)
+from test_hunt_breadth import mode  # noqa: F401  (mode: the cpu kernel modes' fixture)
 from test_hunt_hunt_sect import threads  # noqa: F401  (1 and 2 threads' fixture)
 from test_hunt_known import _f8, _matches, _trace
 
