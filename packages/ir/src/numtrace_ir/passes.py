@@ -188,14 +188,16 @@ def _foldable(n: Node, max_bytes: int) -> bool:
 
 def _evaluate(n: Node, args: list) -> np.ndarray | None:
     """`n`'s reference on `args` as an array of its output type; None when NumPy raises or warns (the
-    node then runs, and raises or warns, at run time) or returns another type."""
+    node then runs, and raises or warns, at run time) or returns another type. NumPy's floating-point
+    reports are on whatever the compiling caller's np.errstate: under errstate ignore (a trace made in
+    one) a node that warns would fold silently, and every later call would skip its warning or error."""
     from numtrace_ir.interpreter import reference_call
 
     fn, attrs = reference_call(n)
     t = n.outputs[0].type
     assert isinstance(t, TensorType)   # _foldable's condition
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), np.errstate(all="warn"):
             warnings.simplefilter("error")
             result = np.asarray(fn(*args, **attrs))
     except Exception:
