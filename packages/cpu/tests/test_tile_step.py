@@ -138,22 +138,27 @@ def test_fresh_outputs_and_strided_inputs(dtype):
         assert gen.stats()["generated_runs"] > 0
 
 
-@pytest.mark.parametrize("dtype,step", [(np.float32, 128), (np.float64, 64), (np.int64, 64), (np.bool_, 512)])
-def test_an_elementwise_pass_tiles_by_its_widest_operand(dtype, step):
-    """The generated source tiles a large elementwise pass STEP_BYTES of its widest operand at a time
-    (64 to TILE elements; a small one TILE), and a reduction still by the interpreter's blocks."""
+@pytest.mark.parametrize("dtype,step", [(np.float32, 128), (np.float64, 64)])
+def test_a_pass_with_a_table_op_tiles_by_its_widest_operand(dtype, step):
+    """The generated source tiles a large elementwise pass with a table op (exp) STEP_BYTES of its
+    widest operand at a time (a small one TILE); a pass of inline arithmetic alone and a reduction
+    keep the loop over the interpreter's blocks as it was."""
     n = 5000
-    g = Graph()
     t = TensorType(np.dtype(dtype), (n,))
-    x = g.add_input("x", t)
-    g.set_outputs([g.create_node("np.add", [x, x]).output])
-    source = _source(g, [t])
-    assert f"? {step} : TILE;" in source and "want = lead ? lead : step;" in source
-    assert min(codegen.TILE, codegen.STEP_BYTES // np.dtype(dtype).itemsize) == step or step == 64
-    g = Graph()
-    x = g.add_input("x", t)
-    g.set_outputs([g.create_node("np.sum", [g.create_node("np.add", [x, x]).output]).output])
-    assert "want = lead ? lead : TILE;" in _source(g, [t])
+
+    def source(*ops):
+        g = Graph()
+        v = g.add_input("x", t)
+        for op in ops:
+            v = g.create_node(op, [v, v] if op == "np.add" else [v]).output
+        g.set_outputs([v])
+        return _source(g, [t])
+
+    short = source("np.add", "np.exp")
+    assert f"? {step} : TILE;" in short and "want = lead ? lead : step;" in short
+    assert f">= {codegen.SHORT_TILES_FROM // np.dtype(dtype).itemsize} ?" in short
+    for blocks in (source("np.add", "np.negative"), source("np.add", "np.exp", "np.sum")):
+        assert "t += TILE) {" in blocks and "lead" not in blocks
 
 
 def _source(graph, types):

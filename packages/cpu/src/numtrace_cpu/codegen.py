@@ -406,7 +406,7 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
             _reduction_units(w, nops, reductions, tile)
     elif has_rows_path(program):
         _branches(w, ("red->tile_rows > 1", lambda: _rows_units(w, nops, tile)),
-                  (None, lambda: _elementwise_units(w, nops, tile)))
+                  (None, lambda: _elementwise_units(w, nops, tile, short=False)))
     else:
         _elementwise_units(w, nops, tile)
     w.line("if (red->stream) nt_gen_stream_fence();")
@@ -488,13 +488,21 @@ def _offsets(w: _Writer, nops: int, index: str, first: str, stop: str, ptr: str)
     w.line("}")
 
 
-def _elementwise_units(w: _Writer, nops: int, tile: _Tile) -> None:
+def _elementwise_units(w: _Writer, nops: int, tile: _Tile, short: bool = True) -> None:
     """Units of NT_GEN_CHUNK innermost elements at one outer multi-index (`_elementwise_unit`'s), in
-    tiles of `_elementwise_step` elements where the pass is SHORT_TILES_FROM bytes or more, else TILE."""
-    widest, step = _elementwise_step(tile)
-    w.line("Py_ssize_t total = 1;")
-    w.line("for (int d = 0; d < nd; d++) total *= shape[d];")
-    w.line(f"const Py_ssize_t step = total >= {SHORT_TILES_FROM // widest} ? {step} : TILE;")
+    tiles of `_elementwise_step` elements where the pass is SHORT_TILES_FROM bytes or more, else TILE.
+    Short tiles only where a segment runs through the loop table (exp, log, tanh...), whose loop on
+    L1 data is what idled memory: a pass of inline arithmetic alone (a float64 polynomial over 1e7
+    elements, a clip and where) ran 5-10% slower in them. `short` False: TILE always, for the kernels
+    of passes with a path for short rows (their rows path, with the short tiles' code beside it, ran
+    bias_relu's (1e6, 10) pass 3.1 -> 3.9-5.0 ms in most processes though the code it ran was the
+    same; not understood). Without short tiles the kernel's source is as before the change."""
+    short = short and any(seg.table is not None for seg in tile.segments)
+    if short:
+        widest, step = _elementwise_step(tile)
+        w.line("Py_ssize_t total = 1;")
+        w.line("for (int d = 0; d < nd; d++) total *= shape[d];")
+        w.line(f"const Py_ssize_t step = total >= {SHORT_TILES_FROM // widest} ? {step} : TILE;")
     w.line("const Py_ssize_t nchunk = (inner + NT_GEN_CHUNK - 1) / NT_GEN_CHUNK;")
     w.line("for (Py_ssize_t u = u0; u < u1; u++) {")
     w.indent += 1
@@ -503,7 +511,7 @@ def _elementwise_units(w: _Writer, nops: int, tile: _Tile) -> None:
     for k in range(nops):
         w.line(f"char *p{k} = data[{k}]; const Py_ssize_t s{k} = strides[{k} * NT_GEN_MAXD + nd - 1];")
     _offsets(w, nops, "idx", "0", "nd - 1", "p")
-    _tile_loop(w, tile, "start", "stop", "step", align=True)
+    _tile_loop(w, tile, "start", "stop", "step" if short else "TILE", align=short)
     w.indent -= 1
     w.line("}")
 
@@ -883,6 +891,18 @@ def _tile_loop(w: _Writer, tile: _Tile, start: str, stop: str, step: int | str =
     folded. `align`: where the first output is streamed, the first tile ends at a cache line of it,
     so that every later tile streams whole lines (a line split between two tiles is written with
     plain stores, which read it first: one line in eight at 128 float32 a tile)."""
+    if step == "TILE" and not align:   # the interpreter's blocks (the loop as it was written before)
+        w.line(f"for (Py_ssize_t t = {start}; t < {stop}; t += TILE) {{")
+        w.indent += 1
+        w.line(f"const Py_ssize_t n = {stop} - t < TILE ? {stop} - t : TILE;")
+    else:
+        _short_tiles(w, tile, start, stop, step, align)
+    _tile_body(w, tile, step == "TILE" and not align)
+
+
+def _short_tiles(w: _Writer, tile: _Tile, start: str, stop: str, step: int | str, align: bool) -> None:
+    """The header of `_tile_loop`'s loop over tiles of `step` elements, the first ending at a cache
+    line of the first output where `align` and that output is streamed; the body adds n to t."""
     regs, rdt = tile.regs, tile.rdt
     lead = "0"
     if align and tile.out_regs:
@@ -894,6 +914,11 @@ def _tile_loop(w: _Writer, tile: _Tile, start: str, stop: str, step: int | str =
     w.indent += 1
     w.line(f"const Py_ssize_t want = lead ? lead : {step};")
     w.line(f"const Py_ssize_t n = {stop} - t < want ? {stop} - t : want;")
+
+
+def _tile_body(w: _Writer, tile: _Tile, blocks: bool) -> None:
+    """A tile's body (its n elements at t); `blocks`: the loop header steps t itself."""
+    regs, rdt = tile.regs, tile.rdt
     for r in tile.in_regs:
         arg, T, isz = regs[r][2], CTYPE[rdt[r]], ITEMSIZE[rdt[r]]
         w.line(f"const {T} *in{r}p = (const {T} *)(p{arg} + t * s{arg});")
@@ -914,7 +939,8 @@ def _tile_loop(w: _Writer, tile: _Tile, start: str, stop: str, step: int | str =
     for j, value in enumerate(tile.folded):
         ptr = f"t{value}" if value.startswith("v") else f"{value}p"
         w.line(f"red->fold(red->cx, {j}, acc[{j}], (const char *){ptr}, n);")
-    w.line("t += n;")
+    if not blocks:
+        w.line("t += n;")
     w.indent -= 1
     w.line("}")
 
