@@ -1,10 +1,11 @@
-"""Hunted cases of elementwise passes' byte-sized tiles (codegen's `_elementwise_step`, the first
-tile's `lead` that lines later tiles up with a streamed output; the rows path's tiles, which the
-hunted branch shortened to RT rows and then left as the interpreter's R): mixed dtypes (the step follows the widest), several outputs at any byte offset, a
-where over computed operands and table ops in the middle of a pass, FP flags from one element at every
-tile boundary, outputs over their inputs, per-row and repeated-row operands, 1 to 3 threads, the avx2
-and baseline builds. The generated kernel gives the interpreter's bits (and NumPy's where NumPy's are
-the same on every machine), raises as NumPy does and touches no byte around its outputs."""
+"""Hunted cases of elementwise passes' byte-sized tiles (codegen's `_elementwise_step`, the first tile's
+`lead` that lines later tiles up with a streamed output; the rows path's tiles, which the hunted branch
+shortened to RT rows and then left as the interpreter's R): mixed dtypes (the step follows the widest),
+several outputs at any byte offset, a where over computed operands and table ops in the middle of a
+pass, FP flags from one element at every tile boundary, outputs over their inputs, per-row and repeated-
+row operands, 1 to 3 threads, the avx2 and baseline builds. The generated kernel gives the interpreter's
+bits (and NumPy's where NumPy's are the same on every machine), raises as NumPy does and touches no byte
+around its outputs."""
 
 from __future__ import annotations
 
@@ -14,10 +15,9 @@ import sys
 
 import numpy as np
 import pytest
-from numtrace_cpu import compile_graph, compiler, isa, runtime
+from numtrace_cpu import codegen, compile_graph, compiler, isa, runtime
 from numtrace_ir import Graph
 from numtrace_ir.types import TensorType
-from numtrace_cpu import codegen
 from test_tile_step import _cache, _setting  # noqa: F401  (the kernel cache fixture, autouse)
 
 

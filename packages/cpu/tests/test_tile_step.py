@@ -6,46 +6,16 @@ where NumPy's are the same on every machine."""
 
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
-import numtrace_cpu
 import pytest
-from numtrace_cpu import codegen, compile_graph, compiler, runtime
+from numtrace_cpu import codegen, compile_graph, compiler
 from numtrace_ir import Graph
 from numtrace_ir.types import TensorType
+from test_hunt_stream import _both, _cache, _setting  # noqa: F401  (the kernel cache fixture, autouse)
 
 # Around one tile of float64 (64) and float32 (128), two, a unit (16384), and a unit and a bit; the
 # last two take the short tiles (codegen.SHORT_TILES_FROM bytes of float64, of float32).
 LENGTHS = (1, 11, 63, 64, 65, 127, 128, 129, 255, 257, 1000, 16383, 16385, 40000, 131072 + 77, 262144 + 5)
-
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("NUMTRACE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "kernels"))
-
-
-@contextlib.contextmanager
-def _setting(threads, stream_min_bytes):
-    old_threads, old_bytes = numtrace_cpu.get_num_threads(), runtime.set_stream_min_bytes(stream_min_bytes)
-    numtrace_cpu.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        numtrace_cpu.set_num_threads(old_threads)
-        runtime.set_stream_min_bytes(old_bytes)
-
-
-def _both(graph, types):
-    """The graph's executable with generated kernels, and one on the interpreter."""
-    pair = []
-    for mode in ("sync", "off"):
-        old = compiler.set_mode(mode)
-        try:
-            pair.append(compile_graph(graph, types))
-        finally:
-            compiler.set_mode(old)
-    return pair
 
 
 def _at_offset(dtype, n, offset):
@@ -184,7 +154,8 @@ def test_tiles_of_short_rows_every_row_once(dtype, inner):
     for rows in (1, 7, 8, 9, 129, 1025, 20001):
         shape = (rows, inner)
         wide = rng.standard_normal((rows, inner + 2)).astype(dtype)
-        x, y, b = wide[:, 1:-1], rng.standard_normal(shape).astype(dtype), rng.standard_normal(inner).astype(dtype)
+        x, b = wide[:, 1:-1], rng.standard_normal(inner).astype(dtype)
+        y = rng.standard_normal(shape).astype(dtype)
         g = Graph()
         tx, tb = TensorType(np.dtype(dtype), shape), TensorType(np.dtype(dtype), (inner,))
         gx, gy, gb = g.add_input("x", tx), g.add_input("y", tx), g.add_input("b", tb)
