@@ -177,3 +177,30 @@ def test_tiles_of_short_rows_every_row_once(dtype, inner):
         assert stats["generated_runs"] > 0 and stats["interpreted_runs"] == 0
         if rows > 1 and inner > 1:   # (rows, 1) with a (1,) row: one run, the plain elementwise path
             assert stats["generated_rows_runs"] > 0, (rows, inner)
+
+
+def test_short_tile_runs_are_counted():
+    """stats()["generated_short_tile_runs"] counts the runs of a large pass with a table op (the
+    kernel's own test, as the fuzzers' reach of the path is checked by it), and not a small one's."""
+    for n, runs in ((262144 + 5, 2), (1000, 0)):
+        t = TensorType(np.dtype(np.float32), (n,))
+        g = Graph()
+        x = g.add_input("x", t)
+        g.set_outputs([g.create_node("np.exp", [g.create_node("np.add", [x, x]).output]).output])
+        gen = _both(g, [t])[0]
+        v = np.ones(n, np.float32)
+        gen(v)
+        gen(v)
+        assert gen.stats()["generated_short_tile_runs"] == runs, n
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "1.5", "abc"])
+def test_bad_short_tiles_variable_is_refused_by_name(value):
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, NUMTRACE_SHORT_TILES_FROM=value)
+    done = subprocess.run([sys.executable, "-c", "import numtrace_cpu.codegen"], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert done.returncode != 0 and f"NUMTRACE_SHORT_TILES_FROM={value!r}" in done.stderr

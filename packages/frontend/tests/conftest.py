@@ -15,6 +15,8 @@ os.environ.setdefault("NUMTRACE_CODEGEN_SHORT_ROWS", "4096")  # short rows run g
 # Generated passes stream outputs from 64 bytes (production: from the size of the last-level cache), so
 # the fuzzers' generated passes meet both kinds of stores.
 os.environ.setdefault("NUMTRACE_STREAM_MIN_BYTES", "64")
+# Generated elementwise passes with a table op take the short tiles at the fuzzers' sizes too (cpu codegen).
+os.environ.setdefault("NUMTRACE_SHORT_TILES_FROM", "64")
 
 import numpy as np
 import numtrace

@@ -571,6 +571,7 @@ FAST_PATHS = {
     "x[:, None] read once a row in generated tiles of rows": lambda s: s["generated_row_scalar_runs"],
     "broadcast value computed again in a later pass": lambda s: s["recomputed_nodes"],
     "outputs written with streaming stores": lambda s: s["streamed_runs"],
+    "large elementwise pass with a table op in short tiles": lambda s: s["generated_short_tile_runs"],
     "assignment computed in place": lambda s: s["assigned_in_place"],
     "constant folded": lambda s: s["folded_constants"],
     "mixed float product widened": lambda s: s["products_widened"],

@@ -188,3 +188,21 @@ def test_maximum_minimum_of_equal_zeros_give_the_second(op):
     got, expected = _run_binary(op, a, b), getattr(np, op[3:])(a, b)
     np.testing.assert_array_equal(got, expected)
     np.testing.assert_array_equal(np.signbit(got), np.signbit(expected))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_copysign_and_signbit_read_a_nans_sign_bit(dtype):
+    """np.copysign and np.signbit take a NaN's sign bit as NumPy does (x86's default NaN, from
+    inf * 0 or inf - inf, is negative): the kernels compared b < 0, so copysign(1.0, -nan) was +1.0
+    (the frontend fuzzer's scalar_const_pow step: -inf where NumPy gives +inf), and copysign of a NaN
+    magnitude kept its sign."""
+    nan = np.array(np.nan, dtype)
+    vals = np.array([-nan, nan, -0.0, 0.0, -2.0, 3.0, -np.inf, np.inf], dtype)
+    a, b = np.meshgrid(vals, vals)
+    got, expected = _run_binary("np.copysign", a, b), np.copysign(a, b)
+    np.testing.assert_array_equal(got.view(f"u{got.itemsize}"), expected.view(f"u{expected.itemsize}"))
+    g = Graph()
+    x = g.add_input("x", TensorType(np.dtype(dtype), vals.shape))
+    g.set_outputs([g.create_node("np.signbit", [x]).output])
+    exe = Backend().compile(g, [TensorType(np.dtype(dtype), vals.shape)])
+    np.testing.assert_array_equal(np.asarray(exe(vals)[0]), np.signbit(vals))

@@ -28,11 +28,13 @@ their inputs in place, stay on the interpreter (FusedKernel._run decides per cal
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from numtrace_cpu.runtime import BLOCK_ELEMENTS, DTYPES, OPS, REDUCTIONS, REG_KINDS, UNIT_ELEMENTS
 
 __all__ = ["ENTRY", "STACK_BYTES", "TILE", "folds_in_registers", "generate", "has_row_tiles", "has_rows_path",
+           "short_tiles_from",
            "row_scalar_operands"]
 
 ENTRY = "nt_kernel"
@@ -48,7 +50,21 @@ tile in flight, so the compute and the memory traffic of a pass over operands la
 caches added up instead of overlapping. On one thread (Zen 4), W1 over 1e7 float32 went from 8.6
 to 5.8 ms at 128 elements a tile and four float32 arrays' sum from 6.1 to 5.5 ms; 64 elements
 (float32) cost more per tile than it saved, and float64 was best at 64."""
-SHORT_TILES_FROM = 1 << 20
+
+
+def _env_short_tiles_from() -> int:
+    """NUMTRACE_SHORT_TILES_FROM (bytes, at least 1; the frontend's tests lower it so that the fuzzers'
+    generated passes take the short tiles), or 1 MiB where it is unset or empty."""
+    text = os.environ.get("NUMTRACE_SHORT_TILES_FROM", "").strip()
+    if not text:
+        return 1 << 20
+    value = int(text) if text.lstrip("+").isdigit() else 0
+    if value < 1:
+        raise ValueError(f"NUMTRACE_SHORT_TILES_FROM={text!r}: expected a number of bytes, at least 1")
+    return value
+
+
+SHORT_TILES_FROM = _env_short_tiles_from()
 """Bytes of an elementwise pass's widest operand from which its tiles are STEP_BYTES long: below,
 the operands stay in the caches and the shorter tiles' overhead (a few ns each) is all they add
 (1000 float32 elements took 0.34 -> 0.45 us in tiles of 128)."""
@@ -500,6 +516,7 @@ def _elementwise_units(w: _Writer, nops: int, tile: _Tile, short: bool = True) -
     short = short and any(seg.table is not None for seg in tile.segments)
     if short:
         widest, step = _elementwise_step(tile)
+        w.line(f"/* {SHORT_TILES_MARK}{SHORT_TILES_FROM // widest} */")
         w.line("Py_ssize_t total = 1;")
         w.line("for (int d = 0; d < nd; d++) total *= shape[d];")
         w.line(f"const Py_ssize_t step = total >= {SHORT_TILES_FROM // widest} ? {step} : TILE;")
@@ -514,6 +531,16 @@ def _elementwise_units(w: _Writer, nops: int, tile: _Tile, short: bool = True) -
     _tile_loop(w, tile, "start", "stop", "step" if short else "TILE", align=short)
     w.indent -= 1
     w.line("}")
+
+
+SHORT_TILES_MARK = "short tiles from elements: "
+
+
+def short_tiles_from(source: str) -> int:
+    """The elements from which the generated kernel `source` runs an elementwise pass in short tiles
+    (its comment, written where the code that decides is: `_elementwise_units`), or 0 if it has none."""
+    at = source.find(SHORT_TILES_MARK)
+    return int(source[at + len(SHORT_TILES_MARK):].split(maxsplit=1)[0]) if at >= 0 else 0
 
 
 def _elementwise_step(tile: _Tile) -> tuple[int, int]:

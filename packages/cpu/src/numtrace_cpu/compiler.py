@@ -261,7 +261,8 @@ def _build(batch: _Batch, strict: bool) -> None:
             job.kernel.set_generated(address, lib, folds=codegen.folds_in_registers(program),
                                      rows=codegen.has_rows_path(program),
                                      row_tiles=codegen.has_row_tiles(program),
-                                     row_scalars=codegen.row_scalar_operands(program))
+                                     row_scalars=codegen.row_scalar_operands(program),
+                                     short_from=codegen.short_tiles_from(job.source or ""))
             job.state = "ready"
     except Exception as e:
         for job in jobs:

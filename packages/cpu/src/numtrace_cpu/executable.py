@@ -211,6 +211,8 @@ class Executable(CallRunner):
             "rows_widened_runs": sum(s.kernel.rows_widened_runs for s in fused),
             "streamed_runs": sum(s.kernel.streamed_runs for s in fused),
             "generated_rows_runs": sum(s.kernel.generated_rows_runs for s in fused),
+            # large elementwise passes with a table op run in short tiles (codegen.STEP_BYTES)
+            "generated_short_tile_runs": sum(s.kernel.generated_short_tile_runs for s in fused),
             # reductions of short rows computed a tile of rows at a time (codegen's _row_tile_units)
             "generated_row_tile_runs": sum(s.kernel.generated_row_tile_runs for s in fused),
             # those tiles of rows reading a per-row operand (x[:, None] of x[:, None] == y) once a row

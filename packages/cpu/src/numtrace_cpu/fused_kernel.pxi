@@ -133,6 +133,8 @@ cdef class FusedKernel:
     cdef readonly Py_ssize_t generated_rows_runs # generated passes run in blocks of short rows
     cdef readonly Py_ssize_t generated_row_tile_runs   # generated reductions of short rows in tiles of rows
     cdef readonly Py_ssize_t generated_row_scalar_runs # generated tiles of rows reading per-row scalars in place
+    cdef readonly Py_ssize_t generated_short_tile_runs # generated elementwise passes run in short tiles
+    cdef Py_ssize_t short_from     # elements from which the kernel takes short tiles (codegen.short_tiles_from)
     cdef uint64_t row_scalars      # operands the generated kernel reads once per row (codegen.row_scalar_operands)
     cdef readonly Py_ssize_t shared_sum_runs     # interpreted reduction rows whose var/std took a sum's block sums
     cdef readonly Py_ssize_t split_row_runs      # full reductions whose one row ran as rows of a block (see _run_split_row)
@@ -323,7 +325,7 @@ cdef class FusedKernel:
         free(self.scratch)
 
     def set_generated(self, Py_ssize_t address, object owner, bint folds=False, bint rows=False,
-                      bint row_tiles=False, uint64_t row_scalars=0):
+                      bint row_tiles=False, uint64_t row_scalars=0, Py_ssize_t short_from=0):
         """Run this program's passes through the generated kernel at `address` (an nt_gen_fn built
         by numtrace_cpu.codegen from `program`; `owner` keeps its code loaded); 0 goes back to the
         interpreter. `folds`: the kernel has the column and row-block units of
@@ -336,9 +338,12 @@ cdef class FusedKernel:
         pass, when large, keeps the interpreter (see GENERATED_SHORT_ROWS_MAX), and so does a
         reduction in column mode or folding its inputs in place. `row_scalars`: the operands (bit k:
         operand k) that the kernel's tiles of rows read once per row where each is constant along the
-        innermost dim (codegen.row_scalar_operands), counted in generated_row_scalar_runs."""
+        innermost dim (codegen.row_scalar_operands), counted in generated_row_scalar_runs.
+        `short_from`: the elements from which the kernel runs an elementwise pass in short tiles
+        (codegen.short_tiles_from; 0: never), counted in generated_short_tile_runs."""
         self.generated = <void*>address
         self.row_scalars = row_scalars if address else 0
+        self.short_from = short_from if address else 0
         self.generated_owner = owner if address else None
         self.generated_folds = folds and address != 0
         self.generated_rows = rows and address != 0
@@ -471,6 +476,8 @@ cdef class FusedKernel:
                     # (not its row blocks).
                     cx.rows = 1
                     units = _count_kept_units(&cx) if self.nred else _count_rows_units(&cx)
+                    if self.short_from and not self.nred and _elements(&cx) >= self.short_from:
+                        self.generated_short_tile_runs += 1   # the kernel's test (codegen's `total`)
                 nteam = _team_threads(self.work, units, nthreads)
                 chunk = max(1, units // (8 * nteam))
                 self.generated_runs += 1
@@ -864,6 +871,15 @@ cdef Py_ssize_t _count_units(const Ctx* cx) noexcept nogil:
         for k in range(cx.nd - 1):
             units *= cx.shape[k]
     return units
+
+
+cdef inline Py_ssize_t _elements(const Ctx* cx) noexcept:
+    """The elements of the pass's (collapsed) shape: the `total` of a generated kernel's short tiles."""
+    cdef Py_ssize_t n = 1
+    cdef int d
+    for d in range(cx.nd):
+        n *= cx.shape[d]
+    return n
 
 cdef Py_ssize_t _count_rows_units(const Ctx* cx) noexcept nogil:
     """Work units of an elementwise pass in one-row blocks (`_elementwise_unit`'s)."""

@@ -311,7 +311,7 @@ def _isfinite(w, args, attrs, out):
 def _signbit(w, args, attrs, out):
     x, dt = args[0]
     if dt.kind == "f":
-        return f"({x} < 0) | (({x} == 0) & ({w.div(w.const(1.0, dt), x, dt)} < 0))"
+        return w.sign_bit(x, dt)
     return f"{x} < 0" if dt.kind == "i" else f"tl.zeros_like({x}) != 0"
 
 

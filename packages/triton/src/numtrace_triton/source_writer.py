@@ -126,6 +126,20 @@ class SourceWriter:
         sign = self.const(-(1 << (bits - 1)), np.dtype(f"i{d.itemsize}"))
         return f"({_wrap(x)}.to(tl.int{bits}, bitcast=True) ^ {sign}).to({tl_type(d)}, bitcast=True)"
 
+    def sign_bit(self, x: str, dtype: np.dtype) -> str:
+        """Whether a float's sign bit is set, as NumPy's ``np.signbit``: a NaN's and -0.0's too (a
+        compare of the value loses a NaN's sign)."""
+        bits = 8 * np.dtype(dtype).itemsize
+        return f"({_wrap(x)}.to(tl.int{bits}, bitcast=True) < {self.const(0, np.dtype(f'i{bits // 8}'))})"
+
+    def copysign(self, a: str, b: str, dtype: np.dtype) -> str:
+        """C's ``copysign`` of floats: a's bits but for the sign bit, b's (a NaN's sign too, either side)."""
+        d = np.dtype(dtype)
+        bits, it = 8 * d.itemsize, np.dtype(f"i{d.itemsize}")
+        sign, magnitude = self.const(-(1 << (bits - 1)), it), self.const((1 << (bits - 1)) - 1, it)
+        return (f"(({_wrap(a)}.to(tl.int{bits}, bitcast=True) & {magnitude}) | "
+                f"({_wrap(b)}.to(tl.int{bits}, bitcast=True) & {sign})).to({tl_type(d)}, bitcast=True)")
+
     @staticmethod
     def sqrt(x: str, dtype: np.dtype) -> str:
         """The correctly rounded square root: ``tl.sqrt`` of a float32 is ``sqrt.approx`` on a GPU."""

@@ -273,8 +273,7 @@ def _arctan2(w, args, attrs, out):
 def _copysign(w, args, attrs, out):
     work = compute_float(out)
     a, b = (named(w, cast_to(w, x, work)) for x in args)
-    neg = f"({b} < 0) | (({b} == 0) & ({w.div(w.const(1.0, work), b, work)} < 0))"
-    return w.cast(where(neg, w.neg(f"tl.abs({a})", work), f"tl.abs({a})"), work, out)
+    return w.cast(w.copysign(a, b, work), work, out)
 
 
 @register(np.logaddexp2)
