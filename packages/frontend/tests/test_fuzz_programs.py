@@ -467,6 +467,8 @@ STEPS = {
     "causal_softmax": (1, _causal_softmax), "causal_softmax_nan_row": (1, lambda a: _causal_softmax(a, k=0)),
     "outer_pass": (1, lambda a: np.ravel(a)[:, None] * 0.5 - np.ravel(a)[None, :]),
     "one_hot": (1, lambda a: (np.ravel(a)[:, None] == np.arange(3)).astype(np.float32)),
+    # a flat pass with exp (a table op): its generated kernel's short tiles (conftest lowers the size)
+    "exp_flat": (1, lambda a: np.exp(np.ravel(a) * 0.5) * np.ravel(a)),
     "layer_norm": (1, _layer_norm),
     "row_extremes": (1, _row_extremes),
     "reshape_write": (1, lambda a: _through_reshape(a, lambda v: v.reshape(-1))),
@@ -742,6 +744,9 @@ def run_case(steps, backend):
 @example(steps=[("outer_pass", 0, 0)])
 @example(steps=[("one_hot", 2, 0)])
 @example(steps=[("neg_zero", 1, 0), ("one_hot", 3, 0)])
+@example(steps=[("exp_flat", 2, 0)])
+@example(steps=[("exp_flat", 0, 0)])
+@example(steps=[("neg_zero", 1, 0), ("exp_flat", 3, 0)])
 @example(steps=[("layer_norm", 0, 0)])
 @example(steps=[("split_row_sum", 0, 0)])
 @example(steps=[("neg_zero", 1, 0), ("split_row_sum", 3, 0)])
@@ -795,7 +800,8 @@ GENERATED_EXAMPLES = ([("pair_sums", 0, 1)], [("sum_mid", 0, 1), ("mean_pairs_la
                       [("split_row_sum", 0, 0)], [("team_pass", 0, 0)],
                       [("neg_zero", 1, 0), ("team_pass", 3, 0)], [("team_softmax", 0, 0)],
                       [("neg_zero", 1, 0), ("team_softmax", 3, 0)], [("const_col_sums", 0, 0)],
-                      [("neg_zero", 1, 0), ("const_col_sums", 3, 0)])
+                      [("neg_zero", 1, 0), ("const_col_sums", 3, 0)], [("exp_flat", 2, 0)],
+                      [("exp_flat", 0, 0)], [("neg_zero", 1, 0), ("exp_flat", 3, 0)])
 # Programs kept on the interpreter: its passes split over the thread team (the generated kernels
 # take team_softmax's, whose short rows they reduce in tiles of rows, and team_pass's).
 INTERPRETED_EXAMPLES = ([("team_softmax", 1, 0)], [("team_pass", 1, 0)])
