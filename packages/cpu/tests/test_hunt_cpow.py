@@ -296,12 +296,10 @@ def test_float32_op_with_a_constant_that_overflows_float32(mode):
             assert _outcome(exe, v) == _outcome(operator.mul, v, 1e300), state
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "predates the lowering (frontend): a NumPy scalar *argument* is traced as a 0-d array "
-    "(call_arguments), so `s ** 0.5` on it records np.sqrt (ndarray's fast power), where NumPy runs its "
-    "scalar math: np.float64(-0.0) ** 0.5 is +0.0 in NumPy and -0.0 traced; np.float64(-inf) ** 0.5 is "
-    "+inf in NumPy and NaN traced, with 'invalid value encountered in sqrt'"))
 def test_numpy_scalar_argument_powers_as_numpy_scalar():
+    """A NumPy scalar argument is traced as one (branch scalars), so `s ** 0.5` on it is NumPy's
+    scalar math, C pow: +0.0 at -0.0 and +inf at -inf, where np.sqrt of a 0-d array gives -0.0 and NaN
+    (this was a strict xfail while the frontend traced such an argument as a 0-d array)."""
     nt = pytest.importorskip("numtrace")   # the frontend traces (tests_cpu runs without it)
 
     def half_power(s):
