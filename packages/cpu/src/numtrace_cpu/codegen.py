@@ -48,8 +48,8 @@ interpreter's blocks, and shorter tiles keep memory busy while it computes: in a
 elements, a table op's loop (exp: 40% of W1's arithmetic) ran on L1 data with no load of the next
 tile in flight, so the compute and the memory traffic of a pass over operands larger than the
 caches added up instead of overlapping. On one thread (Zen 4), W1 over 1e7 float32 went from 8.6
-to 5.8 ms at 128 elements a tile and four float32 arrays' sum from 6.1 to 5.5 ms; 64 elements
-(float32) cost more per tile than it saved, and float64 was best at 64."""
+to 5.8 ms at 128 elements a tile; 64 elements (float32) cost more per tile than it saved, and
+float64 was best at 64. Only passes with a table op take them (`_elementwise_units`)."""
 
 
 def _env_short_tiles_from() -> int:
@@ -528,7 +528,7 @@ def _elementwise_units(w: _Writer, nops: int, tile: _Tile, short: bool = True) -
     for k in range(nops):
         w.line(f"char *p{k} = data[{k}]; const Py_ssize_t s{k} = strides[{k} * NT_GEN_MAXD + nd - 1];")
     _offsets(w, nops, "idx", "0", "nd - 1", "p")
-    _tile_loop(w, tile, "start", "stop", "step" if short else "TILE", align=short)
+    _tile_loop(w, tile, "start", "stop", short=short)
     w.indent -= 1
     w.line("}")
 
@@ -911,35 +911,34 @@ def _column_block(w: _Writer, tile: _Tile, ncol: int) -> None:
         w.line(f"for (Py_ssize_t c = 0; c < {ncol}; c++) tot[{j}][c] = nt_gen_add(tot[{j}][c], part{j}[c]);")
 
 
-def _tile_loop(w: _Writer, tile: _Tile, start: str, stop: str, step: int | str = "TILE",
-               align: bool = False) -> None:
-    """The tiles of [start, stop) along the innermost dim, `step` elements each: operands bound
-    (gathered where needed), the segments' loops and table calls, outputs scattered, reduced values
-    folded. `align`: where the first output is streamed, the first tile ends at a cache line of it,
-    so that every later tile streams whole lines (a line split between two tiles is written with
-    plain stores, which read it first: one line in eight at 128 float32 a tile)."""
-    if step == "TILE" and not align:   # the interpreter's blocks (the loop as it was written before)
+def _tile_loop(w: _Writer, tile: _Tile, start: str, stop: str, short: bool = False) -> None:
+    """The tiles of [start, stop) along the innermost dim: operands bound (gathered where needed),
+    the segments' loops and table calls, outputs scattered, reduced values folded. The tiles are the
+    interpreter's blocks (TILE), or with `short` the C variable `step`'s (`_short_tiles`)."""
+    if short:
+        _short_tiles(w, tile, start, stop)
+    else:   # the interpreter's blocks (the loop as it was written before short tiles)
         w.line(f"for (Py_ssize_t t = {start}; t < {stop}; t += TILE) {{")
         w.indent += 1
         w.line(f"const Py_ssize_t n = {stop} - t < TILE ? {stop} - t : TILE;")
-    else:
-        _short_tiles(w, tile, start, stop, step, align)
-    _tile_body(w, tile, step == "TILE" and not align)
+    _tile_body(w, tile, not short)
 
 
-def _short_tiles(w: _Writer, tile: _Tile, start: str, stop: str, step: int | str, align: bool) -> None:
+def _short_tiles(w: _Writer, tile: _Tile, start: str, stop: str) -> None:
     """The header of `_tile_loop`'s loop over tiles of `step` elements, the first ending at a cache
-    line of the first output where `align` and that output is streamed; the body adds n to t."""
+    line of the first output where that output is streamed, so that every later tile streams whole
+    lines (a line split between two tiles is written with plain stores, which read it first: one
+    line in eight at 128 float32 a tile); the body adds n to t."""
     regs, rdt = tile.regs, tile.rdt
     lead = "0"
-    if align and tile.out_regs:
+    if tile.out_regs:
         r = tile.out_regs[0]
         arg, isz = regs[r][2], ITEMSIZE[rdt[r]]
         lead = (f"st{r} && s{arg} == {isz} ? (Py_ssize_t)((64 - (uintptr_t)(p{arg} + {start} * s{arg}) % 64) "
                 f"% 64 / {isz}) : 0")
     w.line(f"for (Py_ssize_t t = {start}, lead = {lead}; t < {stop}; lead = 0) {{")
     w.indent += 1
-    w.line(f"const Py_ssize_t want = lead ? lead : {step};")
+    w.line("const Py_ssize_t want = lead ? lead : step;")
     w.line(f"const Py_ssize_t n = {stop} - t < want ? {stop} - t : want;")
 
 
