@@ -112,10 +112,11 @@ def dumps(graphs: Mapping[str, Graph], meta: Mapping[str, Any] | None = None,
         raise TypeError(f"meta must be JSON-serializable (no NaN/inf): {e}") from None
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
-        z.writestr("manifest.json", json.dumps(manifest))
-        z.writestr("meta.json", meta_text)
-        for member, data in members.items():
-            z.writestr(member, data)
+        head: dict[str, str | bytes] = {"manifest.json": json.dumps(manifest), "meta.json": meta_text}
+        for member, data in {**head, **members}.items():
+            # A fixed date, not the clock's: the same trace gives the same bytes (save and to_bytes
+            # a second apart differed in the zip's two-second time field, and failed CI's comparison).
+            z.writestr(zipfile.ZipInfo(member, date_time=(1980, 1, 1, 0, 0, 0)), data)
     return buf.getvalue()
 
 
