@@ -303,11 +303,15 @@ def bench(session: nox.Session) -> None:
     for script in sorted((ROOT / "benchmarks").glob("[!_]*.py")):  # _*.py are shared helpers
         if script.name not in NOT_IN_BENCH:
             session.run("python", str(script), *session.posargs, env=env)
+    # peers.py's driver (its own processes, interleaved rounds, the table of their medians) on its
+    # tiniest row, with the tools installed here (a few seconds); its full run is `nox -s peers`.
+    session.run("python", str(ROOT / "benchmarks" / "peers.py"), "--quick", "--only", "w", "--rows", "W4",
+                "--tools", "numpy,numtrace", "--rounds", "2", env=env)
 
 
-# peers.py has its own session (it installs the peers), and w3_steps.py runs in its venv (it times
-# ONNX Runtime's nodes beside numtrace's steps); quiet_compares.py compares two builds of the compare
-# loops that its user makes from two source trees (see its docstring).
+# peers.py has its own session (it installs the peers; `bench` runs only a smoke of it), and
+# w3_steps.py runs in its venv (it times ONNX Runtime's nodes beside numtrace's steps); quiet_compares.py
+# compares two builds of the compare loops that its user makes from two source trees (see its docstring).
 NOT_IN_BENCH = {"peers.py", "w3_steps.py", "quiet_compares.py"}
 
 
@@ -320,7 +324,8 @@ PEER_DEPS = ["numexpr", "numba", "onnx", "onnxruntime", "torch==2.13.0+cpu"]
 @nox.session
 def peers(session: nox.Session) -> None:
     """benchmarks/peers.py: numtrace beside NumPy, torch.compile, ONNX Runtime, numexpr, numba and a
-    hand-written C loop, each in its own process; pass --quick for a run of a few minutes. Not in CI."""
+    hand-written C loop, each in its own process; pass --quick for a run of a few minutes, and for rows
+    that swing with the host --rounds 5 --rows NAME (medians of 5 interleaved rounds). Not in CI."""
     _install_local(session, ["ir", "frontend", "cpu"])
     for dep in PEER_DEPS:
         try:

@@ -18,12 +18,24 @@ machine_limits.c: the products' FLOPs at the all-core float32 FMA peak ("FMA pea
 the weights' bytes at the rate the cores read them from their caches ("weights read").
 
     python benchmarks/peers.py [--quick] [--only w,examples,realistic] [--rows name,...] [--tools numpy,...]
+                               [--rounds N]
 
 --rows: only the rows whose name contains one of the words (``--rows nbody_forces`` its three sizes).
 
 --quick: smaller W1, the examples' quick sizes, realistic.py's programs at the medium size only and a
 subset of them, fewer repeats (a few minutes, most of it torch.compile compiling). ``nox -s peers``
 installs the optional tools and runs this.
+
+--rounds N (default 1): run the tools N times, interleaved: each round runs every tool once, each in its
+own process, in an order rotated by one tool per round (no tool always runs first or always last). A
+host's memory bandwidth can drift by 1.5x between minutes, which flips memory-bound rows between ahead
+and behind from one run to the next; two tools timed in the same round (seconds apart with --rows) see
+much the same drift, so their ratio is what to read. Each cell is then the median over rounds of the
+per-round medians, each ratio the median of the per-round ratios followed by their min-max, and the
+rows whose ratios cross 1.00 or move by more than 10% between rounds get a line per round under the
+table. Each round checks every result again; a wrong one in any round is reported instead of the time,
+and blanks the row's ratios. For rows that swing, use ``--rounds 5`` (with ``--rows NAME``: five rounds
+of every row take five runs' time).
 """
 
 from __future__ import annotations
@@ -36,6 +48,7 @@ import os
 import platform
 import shlex
 import shutil
+import statistics
 import subprocess
 import sys
 import sysconfig
@@ -494,37 +507,113 @@ def _cell(value: Any) -> str:
     return fmt_seconds(value).replace(" ", "")[:10].rjust(10)
 
 
-def _ratio(num: Any, den: Any) -> str:
-    if isinstance(num, float) and isinstance(den, float) and den > 0:
-        return f"{num / den:7.2f}x"
-    return f"{'-':>8}"
+Rounds = list[dict[str, dict]]   # per round: per tool, what its worker answered
+RATIOS = ("xNumPy", "vs best", "vs limit", "peer/lim")
+SPREAD = 1.10   # a row whose ratio moves by more than this between rounds gets a line per round
 
 
-def print_table(rows: list[Row], results: dict[str, dict], tools: list[str],
+def _median(values: list[Any]) -> Any:
+    texts = [v for v in values if isinstance(v, str)]
+    return texts[0] if texts else statistics.median(values)
+
+
+def aggregate(rounds: Rounds) -> dict[str, dict]:
+    """Per tool and key, the median over the rounds that ran the tool; a text (a wrong result, an
+    error) in any round stands instead of the times."""
+    merged: dict[str, dict[str, list]] = {}
+    for results in rounds:
+        for tool, cells in results.items():
+            for key, value in cells.items():
+                merged.setdefault(tool, {}).setdefault(key, []).append(value)
+    return {tool: {key: _median(values) for key, values in cells.items()} for tool, cells in merged.items()}
+
+
+def _div(num: Any, den: Any) -> float | None:
+    return num / den if isinstance(num, float) and isinstance(den, float) and den > 0 else None
+
+
+def row_ratios(row: Row, cells: dict[str, Any], limits: dict[str, Any] | None
+               ) -> tuple[dict[str, float | None], str | None, tuple[float, str] | None]:
+    """The row's ratios (RATIOS) from one set of cells, its best peer and its limit."""
+    ours, base = cells.get("numtrace"), cells.get("numpy")
+    peers = {t: v for t, v in cells.items() if t in PEERS and isinstance(v, float)}
+    best = min(peers, key=peers.__getitem__) if peers else None
+    limit = row_limit(row, cells, limits)
+    bound, peer = limit and limit[0], peers.get(best)
+    return ({"xNumPy": _div(base, ours), "vs best": _div(peer, ours), "vs limit": _div(bound, ours),
+             "peer/lim": _div(bound, peer)}, best, limit)
+
+
+def _ratio(values: list[float | None], width: int) -> str:
+    """The median of the rounds' ratios; after it their min-max where there are several rounds."""
+    known = [v for v in values if v is not None]
+    if not known:
+        return f"{'-':>{width}}"
+    text = f"{statistics.median(known):7.2f}x"
+    if len(values) > 1:
+        text += f" {min(known):.2f}-{max(known):.2f}"
+    return f"{text:>{width}}"
+
+
+def contested(ratios: dict[str, list[float | None]]) -> bool:
+    """Whether a ratio crosses 1.00 between rounds (ahead in one, behind in another) or moves by more
+    than SPREAD."""
+    for values in ratios.values():
+        known = [v for v in values if v is not None]
+        if len(known) > 1 and (min(known) < 1 <= max(known) or max(known) > SPREAD * min(known)):
+            return True
+    return False
+
+
+def print_table(rows: list[Row], rounds: Rounds, tools: list[str],
                 limits: dict[str, Any] | None = None) -> None:
+    """The table of the rounds' median cells and ratios (one round: that round's), the rows that swing
+    between rounds with a line per round, and what was not timed."""
+    results = aggregate(rounds)
     shown = [t for t in tools if t in results]
     width = max(len(r.name) for r in rows) + 1
+    rw = 8 if len(rounds) == 1 else 19
     print(f"{'workload':<{width}}" + "".join(f"{COLUMNS[t]:>10} " for t in shown)
-          + f"{'xNumPy':>8} {'vs best':>8} {'best peer':<20} {'vs limit':>8} {'peer/lim':>8}  limit")
+          + f"{'xNumPy':>{rw}} {'vs best':>{rw}} {'best peer':<20} {'vs limit':>{rw}} {'peer/lim':>{rw}}"
+          + "  limit")
     geo: list[float] = []
     problems: list[str] = []
+    swings: list[str] = []
     for row in rows:
         cells = {t: results[t].get(row.name) for t in shown}
-        ours, base = cells.get("numtrace"), cells.get("numpy")
-        peers = {t: v for t, v in cells.items() if t in PEERS and isinstance(v, float)}
-        best = min(peers, key=peers.__getitem__) if peers else None
-        limit = row_limit(row, cells, limits)
+        per_round = [{t: r.get(t, {}).get(row.name) for t in shown} for r in rounds]
+        # A wrong result in one round stands for the tool in every round: no ratio from the others.
+        measured = [row_ratios(row, {t: cells[t] if isinstance(cells[t], str) else v for t, v in c.items()},
+                               limits) for c in per_round]
+        ratios = {k: [m[0][k] for m in measured] for k in RATIOS}
+        _, best, limit = row_ratios(row, cells, limits)
         line = f"{row.name:<{width}}" + "".join(f"{_cell(cells[t])} " for t in shown)
-        line += f"{_ratio(base, ours):>8} {_ratio(peers.get(best), ours):>8} {best or '-':<20} "
-        line += f"{_ratio(limit and limit[0], ours):>8} {_ratio(limit and limit[0], peers.get(best)):>8}  "
+        line += f"{_ratio(ratios['xNumPy'], rw)} {_ratio(ratios['vs best'], rw)} {best or '-':<20} "
+        line += f"{_ratio(ratios['vs limit'], rw)} {_ratio(ratios['peer/lim'], rw)}  "
         line += f"{limit[1]} {fmt_seconds(limit[0]).strip()}" if limit else "-"
         print(line)
-        if isinstance(base, float) and isinstance(ours, float):
-            geo.append(base / ours)
-        problems += [f"{row.name}: {t}: {v}" for t, v in cells.items() if isinstance(v, str)]
+        if isinstance(cells.get("numpy"), float) and isinstance(cells.get("numtrace"), float):
+            geo.append(statistics.median(v for v in ratios["xNumPy"] if v is not None))
+        for t in shown:
+            texts: dict[str, list[int]] = {}
+            for i, c in enumerate(per_round, 1):
+                if isinstance(c[t], str):
+                    texts.setdefault(c[t], []).append(i)
+            problems += [f"{row.name}: {t}: {v}" + (
+                "" if len(rounds) == 1 else f" (round {', '.join(map(str, ids))})")
+                         for v, ids in texts.items()]
+        if len(rounds) > 1 and contested(ratios):
+            swings += [f"  {row.name}, round {i}: " + " ".join(
+                f"{COLUMNS[t]} {_cell(v).strip()}" for t, v in c.items() if v is not None) + " |"
+                + "".join(f" {k} {v:.2f}x" for k, v in m[0].items() if v is not None)
+                for i, (c, m) in enumerate(zip(per_round, measured), 1)]
     if geo:
         mean = math.exp(sum(map(math.log, geo)) / len(geo))
         print(f"geometric mean over {len(geo)} rows: numtrace {mean:.2f}x NumPy")
+    if swings:
+        print(f"rows whose ratios cross 1.00 or move by more than {SPREAD - 1:.0%} between the "
+              f"{len(rounds)} rounds:")
+        print("\n".join(swings))
     for p in problems:
         print(f"  not timed: {p}")
     if limits:
@@ -558,12 +647,45 @@ def print_limits(rows: list[Row], results: dict[str, dict], limits: dict[str, An
                   + (" (out of reach)" if need / peak > 0.95 else ""))
 
 
+def round_order(tools: list[str], i: int) -> list[str]:
+    """Round i's order of the tools: rotated by one per round, so that each takes every place in turn
+    (none is always first, on a machine just idle, or always last, after all the others)."""
+    shift = i % len(tools) if tools else 0
+    return tools[shift:] + tools[:shift]
+
+
+def _run_worker(tool: str, groups: list[str], args: argparse.Namespace) -> dict[str, Any] | None:
+    """Run one tool's worker in its own process, print its summary line and return its answer (None
+    when its process failed)."""
+    start = time.perf_counter()
+    command = [sys.executable, __file__, "--worker", tool, "--only", ",".join(groups), "--rows", args.rows]
+    # numtrace compiles its generated kernels at the warm-up call, as torch.compile does (by default
+    # they compile in the background while the interpreter runs the first calls).
+    env = {**os.environ, "NUMTRACE_CODEGEN": os.environ.get("NUMTRACE_CODEGEN", "sync")}
+    done = subprocess.run(command + (["--quick"] if args.quick else []), capture_output=True, text=True,
+                          env=env)
+    lines = done.stdout.strip().splitlines()
+    try:
+        answer = json.loads(lines[-1])
+    except (IndexError, json.JSONDecodeError):
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        print(f"{tool}: its process failed (exit {done.returncode}): {tail}")
+        return None
+    if "results" in answer:
+        timed = sum(isinstance(v, float) for k, v in answer["results"].items() if not k.endswith(FIRST))
+        print(f"{tool}: {TOOLS[tool]}; {timed} rows in {time.perf_counter() - start:.0f} s")
+    return answer
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer programs and repeats")
     parser.add_argument("--only", default=",".join(GROUPS), help=f"row groups: {', '.join(GROUPS)}")
     parser.add_argument("--tools", default=",".join(TOOLS), help=f"tools: {', '.join(TOOLS)}")
     parser.add_argument("--rows", default="", help="only rows whose name contains one of these words")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run the tools this many times, interleaved; report medians and the ratios' "
+                             "min-max (for rows that swing with the host: 5)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     groups = [g for g in args.only.split(",") if g]
@@ -573,6 +695,8 @@ def main() -> None:
         unknown = set(groups if name == "--only" else tools) - set(known)
         if unknown:
             parser.error(f"{name}: unknown {', '.join(sorted(unknown))}")
+    if args.rounds < 1:
+        parser.error("--rounds: at least 1")
     if args.worker:
         worker(args.worker, groups, args.quick, words)
         return
@@ -585,29 +709,23 @@ def main() -> None:
           f"Python {platform.python_version()}, NumPy {np.__version__}; "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print(f"# python benchmarks/peers.py {' '.join(sys.argv[1:])}")
-    results: dict[str, dict] = {}
-    for tool in tools:
-        start = time.perf_counter()
-        command = [sys.executable, __file__, "--worker", tool, "--only", ",".join(groups),
-                   "--rows", args.rows]
-        # numtrace compiles its generated kernels at the warm-up call, as torch.compile does (by default
-        # they compile in the background while the interpreter runs the first calls).
-        env = {**os.environ, "NUMTRACE_CODEGEN": os.environ.get("NUMTRACE_CODEGEN", "sync")}
-        done = subprocess.run(command + (["--quick"] if args.quick else []), capture_output=True, text=True,
-                              env=env)
-        lines = done.stdout.strip().splitlines()
-        try:
-            answer = json.loads(lines[-1])
-        except (IndexError, json.JSONDecodeError):
-            tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            print(f"{tool}: its process failed (exit {done.returncode}): {tail}")
-            continue
-        if "skipped" in answer:
-            print(f"{tool}: skipped ({answer['skipped']})")
-            continue
-        results[tool] = answer["results"]
-        timed = sum(isinstance(v, float) for k, v in results[tool].items() if not k.endswith(FIRST))
-        print(f"{tool}: {TOOLS[tool]}; {timed} rows in {time.perf_counter() - start:.0f} s")
+    rounds: Rounds = []
+    running = list(tools)
+    for i in range(args.rounds):
+        order = round_order(running, i)
+        if args.rounds > 1:
+            print(f"round {i + 1} of {args.rounds}: {', '.join(order)}")
+        results: dict[str, dict] = {}
+        for tool in order:
+            answer = _run_worker(tool, groups, args)
+            if answer is None:
+                continue
+            if "skipped" in answer:
+                print(f"{tool}: skipped ({answer['skipped']})")
+                running.remove(tool)   # not installed: no later round asks again
+                continue
+            results[tool] = answer["results"]
+        rounds.append(results)
     rows = select_rows(groups, args.quick, words)
     limits = None
     if any(row.flops for row in rows):
@@ -620,7 +738,8 @@ def main() -> None:
             tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
             print(f"limits: not measured (exit {done.returncode}): {tail}")
     print()
-    print_table(rows, results, tools, limits)
+    print_table(rows, rounds, tools, limits)
+    results = aggregate(rounds)
     firsts = {t: r.get(rows[0].name + FIRST) for t, r in results.items()} if rows else {}
     if any(isinstance(v, float) for v in firsts.values()):
         print(f"first call of {rows[0].name!r} (compiling included): "

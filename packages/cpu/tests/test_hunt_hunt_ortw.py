@@ -238,6 +238,70 @@ def test_peers_limit_without_a_measured_peak_is_none(peers):
     assert peers.row_limit(row, {}, {"fma_flops": 1e11, "read": {"4000": 0.0}}) == (2e-5, "FMA peak")
 
 
+def _peers_table(peers, capsys, rounds):
+    rows = [peers.Row("W1 into out=", "w", None, None, kind="out", tag="w1"),
+            peers.Row("W4 200 ops", "w", None, None, tag="w4")]
+    peers.print_table(rows, rounds, ["numpy", "numtrace", "numba", "C loop"], None)
+    return capsys.readouterr().out.splitlines()
+
+
+def _line(lines, start):
+    return next(line for line in lines if line.startswith(start))
+
+
+def test_peers_rounds_report_medians_and_same_round_ratios(peers, capsys):
+    """--rounds: each cell is the median over rounds, each ratio the median of the ratios of times from
+    the same round (not a ratio of medians) with their min-max, and a row whose ratio crosses 1.00 gets
+    a line per round."""
+    def round_(ours, limit, numpy=4e-3):
+        return {"numpy": {"W1 into out=": numpy, "W4 200 ops": 8e-5}, "numtrace": {"W1 into out=": ours,
+                "W4 200 ops": 1e-6}, "C loop": {"W1 into out=": limit}, "numba": {"W4 200 ops": 6e-6}}
+    rounds = [round_(1.0e-3, 1.2e-3), round_(2.0e-3, 1.6e-3, 8e-3), round_(1.4e-3, 1.3e-3)]
+    merged = peers.aggregate(rounds)
+    assert merged["numtrace"]["W1 into out="] == 1.4e-3 and merged["C loop"]["W1 into out="] == 1.3e-3
+    lines = _peers_table(peers, capsys, rounds)
+    # Per round vs limit: 1.20, 0.80, 0.93 -> median 0.93 (1.3 / 1.4, the ratio of medians, is too)
+    # xNumPy: 4.00, 4.00, 2.86 -> 4.00, where the medians (4 ms / 1.4 ms) would say 2.86.
+    assert "4.00x 2.86-4.00" in _line(lines, "W1 into out= ")
+    assert "0.93x 0.80-1.20" in _line(lines, "W1 into out= ")
+    assert "6.00x 6.00-6.00" in _line(lines, "W4 200 ops ")   # vs best: numba is the only peer
+    per_round = [line for line in lines if ", round " in line]
+    assert len(per_round) == 3 and all(line.startswith("  W1 into out=, round") for line in per_round)
+    assert "vs limit 0.80x" in _line(lines, "  W1 into out=, round 2:")
+
+
+def test_peers_one_round_keeps_the_table_of_one_run(peers, capsys):
+    """One round (the default) prints what a run always printed: one ratio per cell, no rounds."""
+    rounds = [{"numpy": {"W1 into out=": 4e-3}, "numtrace": {"W1 into out=": 1e-3},
+               "C loop": {"W1 into out=": 1.2e-3}}]
+    lines = _peers_table(peers, capsys, rounds)
+    assert " vs limit peer/lim  limit" in lines[0]   # ratio columns 8 wide, as before --rounds
+    assert _line(lines, "W1 into out= ").endswith(
+        "   4.00x        - -                       1.20x        -  C loop 1.200 ms")
+    assert not any("round" in line for line in lines)
+
+
+def test_peers_wrong_result_in_one_round_stands_for_the_row(peers, capsys):
+    """A result that is wrong in any round is reported (with its rounds) instead of a time, and no
+    ratio is taken from the rounds where it was right."""
+    ok = {"numpy": {"W1 into out=": 4e-3}, "numtrace": {"W1 into out=": 1e-3}}
+    wrong = {"numpy": {"W1 into out=": 4e-3}, "numtrace": {"W1 into out=": "wrong result"}}
+    lines = _peers_table(peers, capsys, [ok, wrong, ok])
+    row = _line(lines, "W1 into out= ")
+    assert "(wrong re)" in row and "x" not in row.split("(wrong re)")[1]
+    assert "  not timed: W1 into out=: numtrace: wrong result (round 2)" in lines
+
+
+def test_peers_rounds_rotate_the_tools(peers):
+    """Each tool takes every place in the order in turn: none is always first or always last."""
+    tools = ["numpy", "numtrace", "numba"]
+    orders = [peers.round_order(tools, i) for i in range(4)]
+    assert orders[0] == tools and orders[3] == tools
+    assert [o[0] for o in orders[:3]] == tools
+    assert [o[-1] for o in orders[:3]] == ["numba", "numpy", "numtrace"]
+    assert peers.round_order([], 2) == []
+
+
 _LIMITS_PROBE = """
 import ctypes, sys
 lib = ctypes.CDLL(sys.argv[1])
