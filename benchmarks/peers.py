@@ -592,16 +592,17 @@ def print_table(rows: list[Row], rounds: Rounds, tools: list[str],
         line += f"{_ratio(ratios['vs limit'], rw)} {_ratio(ratios['peer/lim'], rw)}  "
         line += f"{limit[1]} {fmt_seconds(limit[0]).strip()}" if limit else "-"
         print(line)
-        if isinstance(cells.get("numpy"), float) and isinstance(cells.get("numtrace"), float):
-            geo.append(statistics.median(v for v in ratios["xNumPy"] if v is not None))
+        same_round = [v for v in ratios["xNumPy"] if v is not None]
+        if isinstance(cells.get("numpy"), float) and isinstance(cells.get("numtrace"), float) and same_round:
+            geo.append(statistics.median(same_round))
         for t in shown:
             texts: dict[str, list[int]] = {}
             for i, c in enumerate(per_round, 1):
                 if isinstance(c[t], str):
                     texts.setdefault(c[t], []).append(i)
-            problems += [f"{row.name}: {t}: {v}" + (
-                "" if len(rounds) == 1 else f" (round {', '.join(map(str, ids))})")
-                         for v, ids in texts.items()]
+            suffix = {v: "" if len(rounds) == 1 else f" (round {', '.join(map(str, ids))})"
+                      for v, ids in texts.items()}
+            problems += [f"{row.name}: {t}: {v}{suffix[v]}" for v in texts]
         if len(rounds) > 1 and contested(ratios):
             swings += [f"  {row.name}, round {i}: " + " ".join(
                 f"{COLUMNS[t]} {_cell(v).strip()}" for t, v in c.items() if v is not None) + " |"
