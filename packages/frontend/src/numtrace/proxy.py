@@ -26,7 +26,7 @@ from numtrace_ir import registry
 
 from . import array_api, dispatch, hostcall, indexing
 from .errors import TracerWarning
-from .scalar_power import NUMPY_SCALARS, is_scalar_operator, record_scalar_power
+from .scalar_power import NUMPY_SCALARS, is_scalar_operator, record_scalar_operator, record_scalar_power
 from .source import user_location, warn_at_user_line
 from .traced_int import TracedFloat, TracedInt
 from .traced_value import TracedValue, unwrap
@@ -149,9 +149,11 @@ class TracedArray(TracedValue):
 
     # -- NumPy protocols -----------------------------------------------------------------------
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        if ufunc is np.power and self._scalar and is_scalar_operator(ufunc, method, inputs, kwargs,
-                                                                     sys._getframe(1)):
-            return _scalar_power(*inputs)   # np.float64(2) ** x[0]: NumPy's scalar math
+        if self._scalar and is_scalar_operator(ufunc, method, inputs, kwargs, sys._getframe(1)):
+            if ufunc is np.power:
+                return _scalar_power(*inputs)   # np.float64(2) ** x[0]: NumPy's scalar math
+            if _runs_scalar_math(ufunc, *inputs):
+                return _scalar_operator(ufunc, *inputs)   # np.int8(1) + x[0]
         return dispatch.call(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
@@ -452,14 +454,18 @@ del _name
 
 def _binary(ufunc: np.ufunc):
     def forward(self, other):
+        if self._scalar and _runs_scalar_math(ufunc, self, other):
+            return _scalar_operator(ufunc, self, other)
         return ufunc(self, other)
 
     def reflected(self, other):
+        if self._scalar and _runs_scalar_math(ufunc, other, self):
+            return _scalar_operator(ufunc, other, self)
         return ufunc(other, self)
 
     def inplace(self, other):
         if self._scalar:
-            return ufunc(self, other)  # a NumPy scalar is immutable: `s += x` is `s = s + x`
+            return forward(self, other)  # a NumPy scalar is immutable: `s += x` is `s = s + x`
         return ufunc(self, other, out=(self,))
 
     return forward, reflected, inplace
@@ -492,6 +498,42 @@ def _scalar_operand(v: Any) -> bool:
 
 def _scalar_power(base: Any, exponent: Any) -> Any:
     return record_scalar_power(current_tracer() or active_tracer("**"), base, exponent)
+
+
+# The operators whose NumPy scalar math differs from the ufunc on 0-d arrays in more than the warnings'
+# names for every real dtype (``//`` and ``%``: their warnings only, recorded as cheap host steps)...
+_ALL_REAL_SCALAR_MATH = (np.floor_divide, np.remainder)
+# ...and for integer dtypes (int overflow checked: "overflow encountered in scalar add").
+_INT_SCALAR_MATH = (np.add, np.subtract, np.multiply, np.true_divide, *_ALL_REAL_SCALAR_MATH)
+
+
+def _scalar_math_kind(v: Any) -> str:
+    """The dtype kind of a NumPy scalar (traced or not); "p" / "q" for a Python int or bool / float (traced
+    or not); "" for anything else (an array, a 0-d array, a Python complex)."""
+    if type(v) is TracedArray:
+        return v._concrete.dtype.kind if v._scalar else ""
+    if isinstance(v, np.generic):
+        return v.dtype.kind
+    return {int: "p", bool: "p", TracedInt: "p", float: "q", TracedFloat: "q"}.get(type(v), "")
+
+
+def _runs_scalar_math(ufunc: np.ufunc, a: Any, b: Any) -> bool:
+    """Whether ``a <op> b`` (`ufunc`'s operator) must run as NumPy's scalar math, `np.scalar_operator`: NumPy
+    int scalars with int or bool scalars or Python ints (int overflow warned, raised under
+    np.errstate(over="raise"), where the ufunc on 0-d arrays wraps silently), and ``//`` ``%`` of real
+    scalars ("scalar remainder" warnings). Float ``+ - * /`` stay the ufuncs, which the backends fuse: IEEE
+    gives them NumPy's bits; only their warnings' names lack "scalar" (docs/guide/sharp-edges.md)."""
+    pair = _scalar_math_kind(a) + _scalar_math_kind(b)
+    if len(pair) != 2:   # an operand not a scalar
+        return False
+    kinds = set(pair)
+    if kinds & set("iu") and kinds <= set("iubp"):
+        return ufunc in _INT_SCALAR_MATH
+    return ufunc in _ALL_REAL_SCALAR_MATH and bool(kinds & set("iuf")) and kinds <= set("iubfpq")
+
+
+def _scalar_operator(ufunc: np.ufunc, a: Any, b: Any) -> Any:
+    return record_scalar_operator(current_tracer() or active_tracer(ufunc.__name__), ufunc, a, b)
 
 
 def _pow(self, other):

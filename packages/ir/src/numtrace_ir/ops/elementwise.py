@@ -593,7 +593,8 @@ register(
         _scalar_operator_rule,
         scalar_operator,
         samples=_scalar_operator_samples,
-        doc="``a + b``, ``-``, ``*``, ``/``, ``//``, ``%`` of a NumPy scalar constant and a traced number: "
-        "NumPy's own operator on the scalars (its scalar math: int overflow warned, 'scalar' warnings)",
+        doc="``a + b``, ``-``, ``*``, ``/``, ``//``, ``%`` of NumPy scalars (traced or constants) and "
+        "numbers: NumPy's own operator on the scalars (its scalar math: int overflow warned, 'scalar' "
+        "warnings)",
     )
 )
