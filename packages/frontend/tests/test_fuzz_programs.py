@@ -343,9 +343,12 @@ def _row_extremes(a):
 
 def _int_scalar_math(a):
     """int8 scalars (an element, a reduction's result) and Python ints (a traced size) in NumPy's scalar
-    math, which can overflow (wrapping under the fuzzer's errstate ignore, as NumPy's does)."""
+    math, binary, divmod and unary, which can overflow (wrapping under the fuzzer's errstate ignore, as
+    NumPy's does: -np.int8(-128))."""
     c = (np.ravel(a) > 0.5).astype(np.int8)
-    return a * (np.int8(120) + c.sum(dtype=np.int8) * c[0] - c[-1] // 2 + c.shape[0])
+    s = np.int8(120) + c.sum(dtype=np.int8) * c[0] - c[-1] // 2 + c.shape[0]
+    q, r = divmod(s, 3)
+    return a * (abs(-s) + q - r)
 
 
 def _through_reshape(a, view):
@@ -957,12 +960,14 @@ def test_pinned_programs(steps, backend):
 
 
 def test_the_int_scalar_step_records_numpy_scalar_math():
-    """The fuzzer's int_scalar_math step reaches np.scalar_operator from traced NumPy scalars (not only
-    constants), so the programs that draw it compare that recording with NumPy."""
+    """The fuzzer's int_scalar_math step reaches np.scalar_operator (divmod too) and
+    np.scalar_unary_operator from traced NumPy scalars (not only constants), so the programs that draw it
+    compare those recordings with NumPy."""
     with np.errstate(all="ignore"):
         traced = nt.trace(make_program([("int_scalar_math", 0, 0)]), tuple(_inputs(3, 0)),
                           backend="reference")
-    assert traced.code.count("np.scalar_operator") == 5, traced.code
+    assert traced.code.count("np.scalar_operator") == 8, traced.code
+    assert traced.code.count("np.scalar_unary_operator") == 2, traced.code
 
 
 @pytest.mark.triton

@@ -301,17 +301,28 @@ def test_numpy_scalar_remainder_and_floor_division_warn_as_scalar_math(backend):
 
 
 def _scalar_divmod(x):
-    return divmod(x[0], 2.0)
+    i = x[1:].astype(np.int8)
+    return (divmod(x[0], 2.0), divmod(i[0], i[1]), divmod(i[0], x.shape[0] - 3), divmod(3, i[1]),
+            np.divmod(x[0], 2.0))   # (a call: the ufunc)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "divmod of NumPy scalars runs NumPy's scalar math, which warns 'invalid value encountered in scalar "
-    "divmod'; the trace records np.divmod on 0-d arrays (np.scalar_operator has no two-result divmod), "
-    "whose warnings (and FloatingPointError messages under errstate raise) lack 'scalar'. Values and "
-    "types agree"))
-def test_numpy_scalar_divmod_warns_as_scalar_math(backend):
-    traced = _trace(_scalar_divmod, _f8(5.5, -2.0), backend=backend)
-    _matches(traced, _scalar_divmod, [_f8(np.inf, 2.0), _f8(-0.0, 0.0)])
+@pytest.mark.triton
+def test_numpy_scalar_divmod_warns_as_scalar_math(backend, tmp_path):
+    """divmod of NumPy scalars runs NumPy's scalar math, which warns 'invalid value encountered in scalar
+    divmod' ('overflow encountered in scalar divmod' at np.int8(-128) // -1); the trace recorded np.divmod on
+    0-d arrays, whose warnings (and FloatingPointError messages under errstate raise) lack 'scalar'. Now
+    np.scalar_operator with two results (from either side, with a traced size too); an explicit np.divmod
+    call stays the ufunc. (Triton's kernels report no floating-point errors, docs/triton.md: values only.)"""
+    traced = _trace(_scalar_divmod, _f8(5.5, -2.0, 1.0, 3.0), backend=backend,
+                    check_inputs=[_f8(1.0, 3.0, 2.0, 4.0, 1.0)])
+    assert traced.code.count("np.scalar_operator") == 4 and traced.code.count("np.divmod(") == 1
+    traced.save(tmp_path / "t.nt")
+    states = ("ignore",) if backend == "triton" else ("warn", "raise", "ignore")
+    for t in (traced, nt.load(tmp_path / "t.nt", backend=backend)):
+        _matches(t, _scalar_divmod, [_f8(np.inf, 2.0, 1.0, 3.0), _f8(-0.0, 0.0, 1.0, 1.0),
+                                     _f8(1.0, -128.0, -1.0, 3.0), _f8(np.nan, 7.0, 0.0, 5.0, 5.0),
+                                     _f8(1.0, 7.0, 0.0)],
+                 states=states)
 
 
 # --- Passing checks of the new paths --------------------------------------------------------------------

@@ -466,14 +466,23 @@ def test_operators_of_0d_arrays_stay_the_ufuncs(backend):
 
 
 def _int_scalar_negation(x):
-    return -x[0], abs(x[0])
+    a, u, w = x[0], x.astype(np.uint8)[1], x.astype(np.int64).min()
+    return -a, abs(a), -u, abs(u), -w, abs(w), +a, ~a, -(a + 1), np.negative(a), -x[1:], -x.astype(float)[0]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "found beside the change, not fixed: unary - and abs() of a traced NumPy int scalar record np.negative "
-    "/ np.absolute on a 0-d array, which wrap silently where NumPy's scalar math warns 'overflow "
-    "encountered in scalar negative' ('scalar absolute') at the type's minimum and raises under "
-    "np.errstate(over='raise'); np.scalar_operator has binary operators only"))
-def test_a_traced_int_scalars_negation_reports_its_overflow(backend):
-    traced = _trace(_int_scalar_negation, (np.array([1, 2], np.int8),), backend=backend)
-    _matches(traced, _int_scalar_negation, [(np.array([-128, 0], np.int8),)])
+@pytest.mark.triton
+def test_a_traced_int_scalars_negation_reports_its_overflow(backend, tmp_path):
+    """Unary - and abs() of a traced NumPy int scalar run NumPy's scalar math, np.scalar_unary_operator:
+    'overflow encountered in scalar negative' ('scalar absolute') at the type's minimum and for an
+    unsigned nonzero, a FloatingPointError under errstate raise; np.negative / np.absolute on a 0-d array
+    wrapped silently. + and ~ (never warned), an explicit np.negative, arrays and float scalars stay the
+    ufuncs. Also after the checker's second trace and after save and load."""
+    traced = _trace(_int_scalar_negation, (np.array([1, 2], np.int8),), backend=backend,
+                    check_inputs=[(np.array([3, 4, 5], np.int8),)])
+    assert traced.code.count("np.scalar_unary_operator") == 7, traced.code
+    traced.save(tmp_path / "t.nt")
+    loaded = nt.load(tmp_path / "t.nt", backend=backend)
+    for t in (traced, loaded):
+        _matches(t, _int_scalar_negation,
+                 [(np.array(v, np.int8),) for v in ([-128, 0], [127, 3], [-1, -128])],
+                 states=("warn", "raise", "ignore"))

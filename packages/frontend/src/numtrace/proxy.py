@@ -26,7 +26,13 @@ from numtrace_ir import registry
 
 from . import array_api, dispatch, hostcall, indexing
 from .errors import TracerWarning
-from .scalar_power import NUMPY_SCALARS, is_scalar_operator, record_scalar_operator, record_scalar_power
+from .scalar_power import (
+    NUMPY_SCALARS,
+    is_scalar_operator,
+    record_scalar_operator,
+    record_scalar_power,
+    record_scalar_unary_operator,
+)
 from .source import user_location, warn_at_user_line
 from .traced_int import TracedFloat, TracedInt
 from .traced_value import TracedValue, unwrap
@@ -502,7 +508,7 @@ def _scalar_power(base: Any, exponent: Any) -> Any:
 
 # The operators whose NumPy scalar math differs from the ufunc on 0-d arrays in more than the warnings'
 # names for every real dtype (``//`` and ``%``: their warnings only, recorded as cheap host steps)...
-_ALL_REAL_SCALAR_MATH = (np.floor_divide, np.remainder)
+_ALL_REAL_SCALAR_MATH = (np.floor_divide, np.remainder, np.divmod)
 # ...and for integer dtypes (int overflow checked: "overflow encountered in scalar add").
 _INT_SCALAR_MATH = (np.add, np.subtract, np.multiply, np.true_divide, *_ALL_REAL_SCALAR_MATH)
 
@@ -520,9 +526,10 @@ def _scalar_math_kind(v: Any) -> str:
 def _runs_scalar_math(ufunc: np.ufunc, a: Any, b: Any) -> bool:
     """Whether ``a <op> b`` (`ufunc`'s operator) must run as NumPy's scalar math, `np.scalar_operator`: NumPy
     int scalars with int or bool scalars or Python ints (int overflow warned, raised under
-    np.errstate(over="raise"), where the ufunc on 0-d arrays wraps silently), and ``//`` ``%`` of real
-    scalars ("scalar remainder" warnings). Float ``+ - * /`` stay the ufuncs, which the backends fuse: IEEE
-    gives them NumPy's bits; only their warnings' names lack "scalar" (docs/guide/sharp-edges.md)."""
+    np.errstate(over="raise"), where the ufunc on 0-d arrays wraps silently), and ``//`` ``%`` ``divmod``
+    of real scalars ("scalar remainder" warnings). Float ``+ - * /`` stay the ufuncs, which the backends
+    fuse: IEEE gives them NumPy's bits; only their warnings' names lack "scalar"
+    (docs/guide/sharp-edges.md)."""
     pair = _scalar_math_kind(a) + _scalar_math_kind(b)
     if len(pair) != 2:   # an operand not a scalar
         return False
@@ -534,6 +541,19 @@ def _runs_scalar_math(ufunc: np.ufunc, a: Any, b: Any) -> bool:
 
 def _scalar_operator(ufunc: np.ufunc, a: Any, b: Any) -> Any:
     return record_scalar_operator(current_tracer() or active_tracer(ufunc.__name__), ufunc, a, b)
+
+
+def _unary(ufunc: np.ufunc):
+    scalar_math = ufunc in (np.negative, np.absolute)   # + and ~ of NumPy scalars never warn: the ufuncs
+
+    def operator(self):
+        if scalar_math and self._scalar and self._concrete.dtype.kind in "iu":
+            # NumPy's scalar math: "overflow encountered in scalar negative" (-np.int8(-128), -np.uint8(3))
+            tracer = current_tracer() or active_tracer(ufunc.__name__)
+            return record_scalar_unary_operator(tracer, ufunc, self)
+        return ufunc(self)
+
+    return operator
 
 
 def _pow(self, other):
@@ -567,11 +587,10 @@ for _op, _ufunc in {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": 
                     "eq": np.equal, "ne": np.not_equal}.items():
     setattr(TracedArray, f"__{_op}__", _binary(_ufunc)[0])
 for _op, _ufunc in {"neg": np.negative, "pos": np.positive, "abs": np.absolute, "invert": np.invert}.items():
-    setattr(TracedArray, f"__{_op}__", lambda self, _u=_ufunc: _u(self))
-for _op, _dunder in {"__divmod__": lambda self, other: np.divmod(self, other),
-                    "__rdivmod__": lambda self, other: np.divmod(other, self)}.items():
-    setattr(TracedArray, _op, _dunder)
-del _op, _ufunc, _f, _r, _i, _dunder
+    setattr(TracedArray, f"__{_op}__", _unary(_ufunc))
+_f, _r, _ = _binary(np.divmod)
+TracedArray.__divmod__, TracedArray.__rdivmod__ = _f, _r
+del _op, _ufunc, _f, _r, _i
 
 
 def _shape(a: Any) -> tuple:
