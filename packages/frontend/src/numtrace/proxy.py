@@ -588,8 +588,8 @@ for _op, _ufunc in {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": 
     setattr(TracedArray, f"__{_op}__", _binary(_ufunc)[0])
 for _op, _ufunc in {"neg": np.negative, "pos": np.positive, "abs": np.absolute, "invert": np.invert}.items():
     setattr(TracedArray, f"__{_op}__", _unary(_ufunc))
-_f, _r, _ = _binary(np.divmod)
-TracedArray.__divmod__, TracedArray.__rdivmod__ = _f, _r
+for _op, _f in zip(("__divmod__", "__rdivmod__"), _binary(np.divmod)):   # (as // and %: scalar math)
+    setattr(TracedArray, _op, _f)
 del _op, _ufunc, _f, _r, _i
 
 
