@@ -107,25 +107,29 @@ def test_a_node_folded_for_the_traced_shape_keeps_its_warnings(backend, name):
 
 
 def _scalar_math_warns(x):
-    return np.int8(127) + x.shape[0], np.float64(-0.0) ** (x.shape[0] - 3)
+    return (np.int8(127) + x.shape[0], np.float64(-0.0) ** (x.shape[0] - 3), -(x.astype(np.uint8)[0] + 1),
+            divmod(x[0], 0.0))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "np.scalar_operator's and np.scalar_power's warnings at a call name numtrace_ir/ops/elementwise.py "
-    "(scalar_operator's and scalar_power's lines), not the user's line as NumPy's and the ufunc nodes' do: "
-    "at_location (numtrace_ir.interpreter) puts the frame that calls an op's reference at the node's "
-    "line, which is the frame NumPy warns from when the reference is NumPy's C function; these references "
-    "are Python functions (they turn 0-d arrays back into scalars first), so NumPy's scalar math warns "
-    "from their own frame. sharp-edges: 'A warning NumPy issues for its caller names the line of your "
-    "call'. A -W error::RuntimeWarning:mymodule filter misses them"))
 def test_numpy_scalar_math_warnings_name_the_users_line(backend):
+    """Fixed: np.scalar_operator's, np.scalar_unary_operator's and np.scalar_power's warnings at a call
+    named numtrace_ir/ops/elementwise.py (their references' lines): at_location (numtrace_ir.interpreter)
+    puts the frame that calls an op's reference at the node's line, which is the frame NumPy warns from
+    when the reference is NumPy's C function; these references were Python functions (they turn 0-d
+    arrays back into scalars first), so NumPy's scalar math warned from their own frame. The interpreter
+    now converts the inputs first and calls the C operator from the node's line (`OnScalars`).
+    sharp-edges: 'A warning NumPy issues for its caller names the line of your call'."""
     traced = _trace(_scalar_math_warns, (np.zeros(5),), backend=backend)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         traced(np.zeros(2))
     assert sorted(str(w.message) for w in caught) == ["divide by zero encountered in scalar power",
-                                                      "overflow encountered in scalar add"]
-    assert {w.filename for w in caught} == {__file__}, [(w.filename, w.lineno) for w in caught]
+                                                      "invalid value encountered in scalar divmod",
+                                                      "overflow encountered in scalar add",
+                                                      "overflow encountered in scalar negative"]
+    assert {(w.filename, w.category) for w in caught} == {(__file__, RuntimeWarning)}, [
+        (w.filename, w.lineno) for w in caught]
+    _matches(traced, _scalar_math_warns, [(np.zeros(2),), (np.ones(4),)], states=("warn", "raise", "ignore"))
 
 
 # --- Passing checks: NumPy scalar arguments ---------------------------------------------------------------

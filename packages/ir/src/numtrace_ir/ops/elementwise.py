@@ -512,6 +512,11 @@ def scalar_power(a, b):
     return rules.numpy_value(a) ** rules.numpy_value(b)
 
 
+# The interpreter calls the operator itself from the node's line, so NumPy warns there (`OnScalars`).
+_scalar_power_impl = rules.positional(scalar_power)
+_scalar_power_impl.on_scalars = lambda attrs: operator.pow   # type: ignore[attr-defined]
+
+
 def _scalar_power_rule(types, attrs):
     if any(type(t) is TensorType and t.shape != () for t in types):
         raise TypeError(f"np.scalar_power: operands are NumPy scalars or Python numbers, got "
@@ -541,7 +546,7 @@ register(
         "other",   # 0-d operands only: no empty or broadcast forms; backends run its NumPy reference
         [Input("a", "any"), Input("b", "any")],
         _scalar_power_rule,
-        rules.positional(scalar_power),
+        _scalar_power_impl,
         samples=_scalar_power_samples,
         doc="``a ** b`` (and ``pow``) of NumPy scalars and Python numbers: NumPy's own operator on the "
         "scalars, so its routing to scalar math (C pow's signed zeros and infinities) or to the ufunc holds",
@@ -583,6 +588,12 @@ def scalar_unary_operator(a, op):
     array stands for it): its scalar math, which warns "overflow encountered in scalar negative" at an
     int type's minimum (the ufunc on a 0-d array wraps silently)."""
     return SCALAR_UNARY_OPERATORS[op](rules.numpy_value(a))
+
+
+# (as np.scalar_power's)
+scalar_operator.on_scalars = lambda attrs: SCALAR_OPERATORS[attrs["op"]]   # type: ignore[attr-defined]
+scalar_unary_operator.on_scalars = (   # type: ignore[attr-defined]
+    lambda attrs: SCALAR_UNARY_OPERATORS[attrs["op"]])
 
 
 def _scalar_operator_rule(op_name: str):
