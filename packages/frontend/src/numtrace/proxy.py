@@ -511,24 +511,29 @@ def _scalar_power(base: Any, exponent: Any) -> Any:
 _ALL_REAL_SCALAR_MATH = (np.floor_divide, np.remainder, np.divmod)
 # ...and for integer dtypes (int overflow checked: "overflow encountered in scalar add").
 _INT_SCALAR_MATH = (np.add, np.subtract, np.multiply, np.true_divide, *_ALL_REAL_SCALAR_MATH)
+# Complex scalar math differs from the ufuncs in bits (its `*` rounds each product, the ufunc's loop
+# fuses them: np.complex128 products differ in the last bit) and in errors (the ufunc warns "overflow
+# encountered in multiply" at (1e308+1e308j) * 1.5, where the operator returns the same value silently).
+_COMPLEX_SCALAR_MATH = (np.add, np.subtract, np.multiply, np.true_divide)
 
 
 def _scalar_math_kind(v: Any) -> str:
-    """The dtype kind of a NumPy scalar (traced or not); "p" / "q" for a Python int or bool / float (traced
-    or not); "" for anything else (an array, a 0-d array, a Python complex)."""
+    """The dtype kind of a NumPy scalar (traced or not); "p" / "q" / "j" for a Python int or bool / float
+    (traced or not) / complex; "" for anything else (an array, a 0-d array)."""
     if type(v) is TracedArray:
         return v._concrete.dtype.kind if v._scalar else ""
     if isinstance(v, np.generic):
         return v.dtype.kind
-    return {int: "p", bool: "p", TracedInt: "p", float: "q", TracedFloat: "q"}.get(type(v), "")
+    return {int: "p", bool: "p", TracedInt: "p", float: "q", TracedFloat: "q", complex: "j"}.get(type(v), "")
 
 
 def _runs_scalar_math(ufunc: np.ufunc, a: Any, b: Any) -> bool:
     """Whether ``a <op> b`` (`ufunc`'s operator) must run as NumPy's scalar math, `np.scalar_operator`: NumPy
     int scalars with int or bool scalars or Python ints (int overflow warned, raised under
-    np.errstate(over="raise"), where the ufunc on 0-d arrays wraps silently), and ``//`` ``%`` ``divmod``
-    of real scalars ("scalar remainder" warnings). Float ``+ - * /`` stay the ufuncs, which the backends
-    fuse: IEEE gives them NumPy's bits; only their warnings' names lack "scalar"
+    np.errstate(over="raise"), where the ufunc on 0-d arrays wraps silently), ``+ - * /`` of NumPy complex
+    scalars (the bits of ``*``, the overflow the ufunc reports where the operator does not), and ``//``
+    ``%`` ``divmod`` of real scalars ("scalar remainder" warnings). Float ``+ - * /`` stay the ufuncs, which
+    the backends fuse: IEEE gives them NumPy's bits; only their warnings' names lack "scalar"
     (docs/guide/sharp-edges.md)."""
     pair = _scalar_math_kind(a) + _scalar_math_kind(b)
     if len(pair) != 2:   # an operand not a scalar
@@ -536,6 +541,8 @@ def _runs_scalar_math(ufunc: np.ufunc, a: Any, b: Any) -> bool:
     kinds = set(pair)
     if kinds & set("iu") and kinds <= set("iubp"):
         return ufunc in _INT_SCALAR_MATH
+    if "c" in kinds and kinds <= set("iubfcpqj"):
+        return ufunc in _COMPLEX_SCALAR_MATH
     return ufunc in _ALL_REAL_SCALAR_MATH and bool(kinds & set("iuf")) and kinds <= set("iubfpq")
 
 
@@ -547,8 +554,10 @@ def _unary(ufunc: np.ufunc):
     scalar_math = ufunc in (np.negative, np.absolute)   # + and ~ of NumPy scalars never warn: the ufuncs
 
     def operator(self):
-        if scalar_math and self._scalar and self._concrete.dtype.kind in "iu":
-            # NumPy's scalar math: "overflow encountered in scalar negative" (-np.int8(-128), -np.uint8(3))
+        kind = self._concrete.dtype.kind
+        if scalar_math and self._scalar and (kind in "iu" or (kind == "c" and ufunc is np.absolute)):
+            # NumPy's scalar math: "overflow encountered in scalar negative" (-np.int8(-128), -np.uint8(3));
+            # a complex scalar's abs() is C hypot, whose last bit np.absolute's loop differs from
             tracer = current_tracer() or active_tracer(ufunc.__name__)
             return record_scalar_unary_operator(tracer, ufunc, self)
         return ufunc(self)

@@ -586,7 +586,8 @@ def scalar_operator(a, b, op):
 def scalar_unary_operator(a, op):
     """``-a`` or ``abs(a)`` (``op``: the ufunc's name) as NumPy computes it for a NumPy scalar (a 0-d
     array stands for it): its scalar math, which warns "overflow encountered in scalar negative" at an
-    int type's minimum (the ufunc on a 0-d array wraps silently)."""
+    int type's minimum (the ufunc on a 0-d array wraps silently), and whose complex abs() is C hypot
+    (np.absolute's loop differs in the last bit)."""
     return SCALAR_UNARY_OPERATORS[op](rules.numpy_value(a))
 
 
@@ -645,7 +646,8 @@ register(
         _scalar_operator_rule("np.scalar_unary_operator"),
         scalar_unary_operator,
         samples=_scalar_unary_operator_samples,
-        doc="``-a`` and ``abs(a)`` of a traced NumPy int scalar: NumPy's own operator on the scalar (its "
-        "scalar math: 'overflow encountered in scalar negative' at the type's minimum)",
+        doc="``-a`` and ``abs(a)`` of a traced NumPy int scalar, ``abs(a)`` of a complex one: NumPy's own "
+        "operator on the scalar (its scalar math: 'overflow encountered in scalar negative' at the type's "
+        "minimum, C hypot for a complex abs)",
     )
 )
