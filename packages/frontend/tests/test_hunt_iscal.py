@@ -148,6 +148,27 @@ def test_complex_scalars_abs_bits(backend):
     _matches(traced, _complex_abs, calls, states=("warn",))
 
 
+def _scalar_ops_of_an_argument(x, s):
+    c = x.astype(np.complex128)
+    return -x[0], abs(x[1]), abs(c[0] * 1j + c[1]), s * c[2], -s, abs(s), s / x.shape[0]
+
+
+def test_new_scalar_steps_after_the_checker_save_load_and_inlining(backend, tmp_path):
+    """np.scalar_unary and complex np.scalar_operator (a complex64 scalar argument too) in a trace made
+    with check_inputs, after save and load, and inlined into another trace."""
+    fn = _scalar_ops_of_an_argument
+    traced = _trace(fn, (np.array([1, 2, 3], np.int8), np.complex64(1 + 2j)), backend=backend,
+                    check_inputs=[(np.array([7, 8, 9], np.int8), np.complex64(3j))])
+    traced.save(tmp_path / "t.nt")
+    loaded = nt.load(tmp_path / "t.nt", backend=backend)
+    inlined = _trace(lambda x, s: traced(x, s), (np.array([1, 2, 3], np.int8), np.complex64(1 + 2j)),
+                     backend=backend)
+    calls = [(np.array([-128, -128, 5], np.int8), np.complex64(-0.042130213050934895 + 0.7593512586465077j)),
+             (np.array([3, 4, 5], np.int8), np.complex64(1e38 + 1e38j))]
+    for t in (traced, loaded, inlined):
+        _matches(t, fn, calls, states=("warn", "raise", "ignore"))
+
+
 # --- Findings: not fixed ----------------------------------------------------------------------------------
 
 def _scalar_of_an_element(x):
