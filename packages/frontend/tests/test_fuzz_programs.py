@@ -341,6 +341,16 @@ def _row_extremes(a):
     return np.stack([a.max(axis=-1), a.min(axis=-1), b.max(axis=-1), b.min(axis=-1)])
 
 
+def _int_scalar_math(a):
+    """int8 scalars (an element, a reduction's result) and Python ints (a traced size) in NumPy's scalar
+    math, binary, divmod and unary, which can overflow (wrapping under the fuzzer's errstate ignore, as
+    NumPy's does: -np.int8(-128))."""
+    c = (np.ravel(a) > 0.5).astype(np.int8)
+    s = np.int8(120) + c.sum(dtype=np.int8) * c[0] - c[-1] // 2 + c.shape[0]
+    q, r = divmod(s, 3)
+    return a * (abs(-s) + q - r)
+
+
 def _through_reshape(a, view):
     if np.ndim(a) == 0:
         return a
@@ -463,6 +473,8 @@ STEPS = {
                                                                                + 0.5))),
     # a NumPy scalar constant times a traced size: np.scalar_operator, NumPy's scalar math
     "scalar_const_size": (1, lambda a: a - np.float32(0.25) * np.ravel(a).shape[0]),
+    # operators of traced NumPy int scalars (x[0], a reduction's result): np.scalar_operator, scalar math
+    "int_scalar_math": (1, _int_scalar_math),
     "assign_expr": (2, _assign_expr),
     "causal_softmax": (1, _causal_softmax), "causal_softmax_nan_row": (1, lambda a: _causal_softmax(a, k=0)),
     "outer_pass": (1, lambda a: np.ravel(a)[:, None] * 0.5 - np.ravel(a)[None, :]),
@@ -941,9 +953,21 @@ def test_fuzz_reached_every_fast_path(capsys):
     [("view_write", 0, 0), ("T_write", 1, 0)],
     [("ufunc_out", 1, 0), ("int_arg_idx", 0, 2)],
     [("T_reshape_write", 0, 0)] * 3 + [("pow_m1_subnormal", 0, 0), ("set_row", 2, 6)],
+    [("int_scalar_math", 0, 0), ("int_scalar_math", 2, 0)],
 ])
 def test_pinned_programs(steps, backend):
     run_case(steps, backend)
+
+
+def test_the_int_scalar_step_records_numpy_scalar_math():
+    """The fuzzer's int_scalar_math step reaches np.scalar_operator (divmod too) and
+    np.scalar_unary_operator from traced NumPy scalars (not only constants), so the programs that draw it
+    compare those recordings with NumPy."""
+    with np.errstate(all="ignore"):
+        traced = nt.trace(make_program([("int_scalar_math", 0, 0)]), tuple(_inputs(3, 0)),
+                          backend="reference")
+    assert traced.code.count("np.scalar_operator") == 8, traced.code
+    assert traced.code.count("np.scalar_unary_operator") == 2, traced.code
 
 
 @pytest.mark.triton

@@ -164,15 +164,11 @@ def _int_scalar_sum(x):
     return x[0] + x[1], x.sum() * 2
 
 
-_SCALAR_OVERFLOW = (
-    "NumPy's scalar math checks integer overflow (np.int64 scalars: 'overflow encountered in scalar add', "
-    "a FloatingPointError under np.errstate(over='raise')); the trace records the ufunc on 0-d arrays, "
-    "whose integer loops wrap silently, so the call neither warns nor raises (the values are NumPy's)")
-
-
-@pytest.mark.xfail(strict=True, reason=_SCALAR_OVERFLOW)
 @pytest.mark.parametrize("dtype", [np.int64, np.int8])
 def test_integer_scalar_overflow_raises_under_errstate(backend, dtype):
+    """NumPy's scalar math checks integer overflow ('overflow encountered in scalar add', a
+    FloatingPointError under np.errstate(over='raise')); the trace recorded the ufunc on 0-d arrays, whose
+    integer loops wrap silently. Now np.scalar_operator."""
     traced = _trace(_int_scalar_sum, (np.arange(1, 4, dtype=dtype),), backend=backend)
     x = np.array([np.iinfo(dtype).max, 1, 0], dtype)
     with np.errstate(over="raise"), pytest.raises(FloatingPointError):
@@ -299,9 +295,11 @@ def test_an_eager_module_keeps_a_parameter_updated_in_place(backend):
     assert [k for k, _ in eager.named_parameters()] == []
 
 
-@pytest.mark.xfail(strict=True, reason="an op on NumPy scalars (a reduction's result, x[0]) runs NumPy's "
-                   "scalar math, which names itself 'scalar divide'; the trace records the ufunc and reports "
-                   "it as a 0-d array's 'divide' (the graph does not keep which operands were NumPy scalars)")
+@pytest.mark.xfail(strict=True, reason="`/` of NumPy float scalars (a reduction's result, x[0]) runs NumPy's "
+                   "scalar math, which names itself 'scalar divide'; the trace records the ufunc, which the "
+                   "backends fuse and which gives the same IEEE bits, and reports it as a 0-d array's "
+                   "'divide' (float + - * / are left so: docs/guide/sharp-edges.md; `//` `%` and int "
+                   "operators are scalar math)")
 def test_an_op_on_numpy_scalars_warns_as_scalar_math(backend):
     def mean_of(x):
         return x.sum() / x[0], x[1] // 0.0

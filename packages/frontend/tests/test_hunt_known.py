@@ -265,7 +265,7 @@ def _constant_operators(x):
     return (s, n + np.int8(125), np.uint8(3) - n, np.int64(2**62) * n, np.float32(1.0) / (n - 3),
             (n - 3) / np.float64(0.0), np.int8(7) // (n - 3), np.int32(-7) % (n - 3), np.float16(6e4) * n,
             np.float64(-0.0) * (n - 3), np.add(np.int8(127), n),        # a call: the ufunc (wraps silently)
-            np.int8(100) + x.astype(np.int8)[0], n * np.float64(0.5))   # (a traced NumPy scalar: np.add)
+            np.int8(100) + x.astype(np.int8)[0], n * np.float64(0.5))   # (a traced NumPy scalar: scalar math)
 
 
 def test_numpy_scalar_constants_operators_with_traced_sizes_are_numpy_scalar_math(backend):
@@ -274,7 +274,7 @@ def test_numpy_scalar_constants_operators_with_traced_sizes_are_numpy_scalar_mat
     errors under errstate raise as NumPy's scalar math gives them; an explicit np.add call stays the
     ufunc, as in NumPy."""
     traced = _trace(_constant_operators, _f8(1, 2, 3, 4, 5), backend=backend)
-    assert traced.code.count("np.scalar_operator") == 11
+    assert traced.code.count("np.scalar_operator") == 12
     _matches(traced, _constant_operators, [_f8(*range(n)) for n in (1, 2, 3, 4, 7, 200)])
 
 
@@ -282,29 +282,47 @@ def _traced_int8_scalar_plus_one(x):
     return x.astype(np.int8)[0] + np.int8(1), x.astype(np.int8).max() * 2
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "pre-existing, beside the change: + - * of a traced NumPy int scalar (x[0] of an int8 array, a "
-    "reduction's result) record the ufuncs on 0-d arrays, which wrap silently where NumPy's scalar math "
-    "warns 'overflow encountered in scalar add' and raises under np.errstate(over='raise'). "
-    "np.scalar_operator covers NumPy scalar constants with traced sizes only: recording it for every "
-    "traced scalar's operator would move fused scalar arithmetic into NumPy steps"))
 def test_a_traced_numpy_int_scalars_overflow_is_reported(backend):
     traced = _trace(_traced_int8_scalar_plus_one, _f8(1, 2), backend=backend)
     _matches(traced, _traced_int8_scalar_plus_one, [_f8(127, 100)])
 
 
 def _scalar_division_family(x):
-    return divmod(x[0], 2.0), x[0] % x[1], x[0] // x[1]
+    return x[0] % x[1], x[0] // x[1], x.sum() % 0.0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "pre-existing, the `**` change's neighbours: `%`, `//` and divmod of NumPy scalars run NumPy's scalar "
-    "math, which warns 'invalid value encountered in scalar remainder' ('scalar floor_divide', 'scalar "
-    "divmod'); the trace records the ufuncs on 0-d arrays, whose warnings (and FloatingPointError "
-    "messages under errstate raise) lack 'scalar'. Values and types agree"))
 def test_numpy_scalar_remainder_and_floor_division_warn_as_scalar_math(backend):
+    """`%` and `//` of NumPy float scalars run NumPy's scalar math, which warns 'invalid value encountered
+    in scalar remainder' ('scalar floor_divide'); they were recorded as the ufuncs on 0-d arrays, whose
+    warnings (and FloatingPointError messages under errstate raise) lack 'scalar'. Now np.scalar_operator."""
     traced = _trace(_scalar_division_family, _f8(5.5, -2.0), backend=backend)
-    _matches(traced, _scalar_division_family, [_f8(np.inf, 2.0), _f8(-0.0, 0.0)])
+    assert traced.code.count("np.scalar_operator") == 3
+    _matches(traced, _scalar_division_family, [_f8(np.inf, 2.0), _f8(-0.0, 0.0), _f8(7.0, -0.0)])
+
+
+def _scalar_divmod(x):
+    i = x[1:].astype(np.int8)
+    return (divmod(x[0], 2.0), divmod(i[0], i[1]), divmod(i[0], x.shape[0] - 3), divmod(3, i[1]),
+            np.divmod(x[0], 2.0))   # (a call: the ufunc)
+
+
+@pytest.mark.triton
+def test_numpy_scalar_divmod_warns_as_scalar_math(backend, tmp_path):
+    """divmod of NumPy scalars runs NumPy's scalar math, which warns 'invalid value encountered in scalar
+    divmod' ('overflow encountered in scalar divmod' at np.int8(-128) // -1); the trace recorded np.divmod on
+    0-d arrays, whose warnings (and FloatingPointError messages under errstate raise) lack 'scalar'. Now
+    np.scalar_operator with two results (from either side, with a traced size too); an explicit np.divmod
+    call stays the ufunc. (Triton's kernels report no floating-point errors, docs/triton.md: values only.)"""
+    traced = _trace(_scalar_divmod, _f8(5.5, -2.0, 1.0, 3.0), backend=backend,
+                    check_inputs=[_f8(1.0, 3.0, 2.0, 4.0, 1.0)])
+    assert traced.code.count("np.scalar_operator") == 4 and traced.code.count("np.divmod(") == 1
+    traced.save(tmp_path / "t.nt")
+    states = ("ignore",) if backend == "triton" else ("warn", "raise", "ignore")
+    for t in (traced, nt.load(tmp_path / "t.nt", backend=backend)):
+        _matches(t, _scalar_divmod, [_f8(np.inf, 2.0, 1.0, 3.0), _f8(-0.0, 0.0, 1.0, 1.0),
+                                     _f8(1.0, -128.0, -1.0, 3.0), _f8(np.nan, 7.0, 0.0, 5.0, 5.0),
+                                     _f8(1.0, 7.0, 0.0)],
+                 states=states)
 
 
 # --- Passing checks of the new paths --------------------------------------------------------------------

@@ -11,7 +11,9 @@ from numtrace_ir import registry, results_of
 from numtrace_ir.fp_errors import node_errstate
 
 from . import tracer as _tracing
+from .containers import scalar_leaves
 from .traced_int import plain
+from .traced_value import is_traced_array
 
 if TYPE_CHECKING:
     from .traced import TracedFunction
@@ -40,6 +42,11 @@ def inline(fn: TracedFunction, leaves: Sequence[Any]) -> Any:
             result = tracer.record(node.op, inputs, attrs, concrete)
         env.update(zip(node.outputs, result if len(node.outputs) > 1 else (result,)))
     outs = results_of(fn.call_spec, leaves, tuple(env[v] for v in fn.graph.outputs))
+    # A result NumPy gives as a scalar (x[0]: its op's reference gave a 0-d array above) is traced as one:
+    # its type is np.int8, and its operators are NumPy's scalar math (int overflow warned), as in a call.
+    for out, scalar in zip(outs, scalar_leaves(fn.out_spec)):
+        if scalar and is_traced_array(out):
+            out._scalar = True
     return outs[0] if fn.call_spec.single else fn.out_spec.build(outs)
 
 

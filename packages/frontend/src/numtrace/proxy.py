@@ -26,7 +26,13 @@ from numtrace_ir import registry
 
 from . import array_api, dispatch, hostcall, indexing
 from .errors import TracerWarning
-from .scalar_power import NUMPY_SCALARS, is_scalar_operator, record_scalar_power
+from .scalar_power import (
+    NUMPY_SCALARS,
+    is_scalar_operator,
+    record_scalar_operator,
+    record_scalar_power,
+    record_scalar_unary_operator,
+)
 from .source import user_location, warn_at_user_line
 from .traced_int import TracedFloat, TracedInt
 from .traced_value import TracedValue, unwrap
@@ -149,9 +155,11 @@ class TracedArray(TracedValue):
 
     # -- NumPy protocols -----------------------------------------------------------------------
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        if ufunc is np.power and self._scalar and is_scalar_operator(ufunc, method, inputs, kwargs,
-                                                                     sys._getframe(1)):
-            return _scalar_power(*inputs)   # np.float64(2) ** x[0]: NumPy's scalar math
+        if self._scalar and is_scalar_operator(ufunc, method, inputs, kwargs, sys._getframe(1)):
+            if ufunc is np.power:
+                return _scalar_power(*inputs)   # np.float64(2) ** x[0]: NumPy's scalar math
+            if _runs_scalar_math(ufunc, *inputs):
+                return _scalar_operator(ufunc, *inputs)   # np.int8(1) + x[0]
         return dispatch.call(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
@@ -452,14 +460,18 @@ del _name
 
 def _binary(ufunc: np.ufunc):
     def forward(self, other):
+        if self._scalar and _runs_scalar_math(ufunc, self, other):
+            return _scalar_operator(ufunc, self, other)
         return ufunc(self, other)
 
     def reflected(self, other):
+        if self._scalar and _runs_scalar_math(ufunc, other, self):
+            return _scalar_operator(ufunc, other, self)
         return ufunc(other, self)
 
     def inplace(self, other):
         if self._scalar:
-            return ufunc(self, other)  # a NumPy scalar is immutable: `s += x` is `s = s + x`
+            return forward(self, other)  # a NumPy scalar is immutable: `s += x` is `s = s + x`
         return ufunc(self, other, out=(self,))
 
     return forward, reflected, inplace
@@ -494,6 +506,65 @@ def _scalar_power(base: Any, exponent: Any) -> Any:
     return record_scalar_power(current_tracer() or active_tracer("**"), base, exponent)
 
 
+# The operators whose NumPy scalar math differs from the ufunc on 0-d arrays in more than the warnings'
+# names for every real dtype (``//`` and ``%``: their warnings only, recorded as cheap host steps)...
+_ALL_REAL_SCALAR_MATH = (np.floor_divide, np.remainder, np.divmod)
+# ...and for integer dtypes (int overflow checked: "overflow encountered in scalar add").
+_INT_SCALAR_MATH = (np.add, np.subtract, np.multiply, np.true_divide, *_ALL_REAL_SCALAR_MATH)
+# Complex scalar math differs from the ufuncs in bits (its `*` rounds each product, the ufunc's loop
+# fuses them: np.complex128 products differ in the last bit) and in errors (the ufunc warns "overflow
+# encountered in multiply" at (1e308+1e308j) * 1.5, where the operator returns the same value silently).
+_COMPLEX_SCALAR_MATH = (np.add, np.subtract, np.multiply, np.true_divide)
+
+
+def _scalar_math_kind(v: Any) -> str:
+    """The dtype kind of a NumPy scalar (traced or not); "p" / "q" / "j" for a Python int or bool / float
+    (traced or not) / complex; "" for anything else (an array, a 0-d array)."""
+    if type(v) is TracedArray:
+        return v._concrete.dtype.kind if v._scalar else ""
+    if isinstance(v, np.generic):
+        return v.dtype.kind
+    return {int: "p", bool: "p", TracedInt: "p", float: "q", TracedFloat: "q", complex: "j"}.get(type(v), "")
+
+
+def _runs_scalar_math(ufunc: np.ufunc, a: Any, b: Any) -> bool:
+    """Whether ``a <op> b`` (`ufunc`'s operator) must run as NumPy's scalar math, `np.scalar_operator`: NumPy
+    int scalars with int or bool scalars or Python ints (int overflow warned, raised under
+    np.errstate(over="raise"), where the ufunc on 0-d arrays wraps silently), ``+ - * /`` of NumPy complex
+    scalars (the bits of ``*``, the overflow the ufunc reports where the operator does not), and ``//``
+    ``%`` ``divmod`` of real scalars ("scalar remainder" warnings). Float ``+ - * /`` stay the ufuncs, which
+    the backends fuse: IEEE gives them NumPy's bits; only their warnings' names lack "scalar"
+    (docs/guide/sharp-edges.md)."""
+    pair = _scalar_math_kind(a) + _scalar_math_kind(b)
+    if len(pair) != 2:   # an operand not a scalar
+        return False
+    kinds = set(pair)
+    if kinds & set("iu") and kinds <= set("iubp"):
+        return ufunc in _INT_SCALAR_MATH
+    if "c" in kinds and kinds <= set("iubfcpqj"):
+        return ufunc in _COMPLEX_SCALAR_MATH
+    return ufunc in _ALL_REAL_SCALAR_MATH and bool(kinds & set("iuf")) and kinds <= set("iubfpq")
+
+
+def _scalar_operator(ufunc: np.ufunc, a: Any, b: Any) -> Any:
+    return record_scalar_operator(current_tracer() or active_tracer(ufunc.__name__), ufunc, a, b)
+
+
+def _unary(ufunc: np.ufunc):
+    scalar_math = ufunc in (np.negative, np.absolute)   # + and ~ of NumPy scalars never warn: the ufuncs
+
+    def operator(self):
+        kind = self._concrete.dtype.kind
+        if scalar_math and self._scalar and (kind in "iu" or (kind == "c" and ufunc is np.absolute)):
+            # NumPy's scalar math: "overflow encountered in scalar negative" (-np.int8(-128), -np.uint8(3));
+            # a complex scalar's abs() is C hypot, whose last bit np.absolute's loop differs from
+            tracer = current_tracer() or active_tracer(ufunc.__name__)
+            return record_scalar_unary_operator(tracer, ufunc, self)
+        return ufunc(self)
+
+    return operator
+
+
 def _pow(self, other):
     if self._scalar and _scalar_operand(other):
         return _scalar_power(self, other)
@@ -525,11 +596,10 @@ for _op, _ufunc in {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": 
                     "eq": np.equal, "ne": np.not_equal}.items():
     setattr(TracedArray, f"__{_op}__", _binary(_ufunc)[0])
 for _op, _ufunc in {"neg": np.negative, "pos": np.positive, "abs": np.absolute, "invert": np.invert}.items():
-    setattr(TracedArray, f"__{_op}__", lambda self, _u=_ufunc: _u(self))
-for _op, _dunder in {"__divmod__": lambda self, other: np.divmod(self, other),
-                    "__rdivmod__": lambda self, other: np.divmod(other, self)}.items():
-    setattr(TracedArray, _op, _dunder)
-del _op, _ufunc, _f, _r, _i, _dunder
+    setattr(TracedArray, f"__{_op}__", _unary(_ufunc))
+for _op, _f in zip(("__divmod__", "__rdivmod__"), _binary(np.divmod)):   # (as // and %: scalar math)
+    setattr(TracedArray, _op, _f)
+del _op, _ufunc, _f, _r, _i
 
 
 def _shape(a: Any) -> tuple:

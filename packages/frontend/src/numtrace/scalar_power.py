@@ -1,8 +1,9 @@
 """Operators of NumPy scalars: NumPy runs them as its scalar math, which differs from its ufuncs on 0-d
 arrays. ``**`` differs at signed zeros and infinities (``np.float64(-0.0) ** 0.5`` is +0.0, np.power's
 SIMD loop gives -0.0; ``np.float64(-inf) ** 0.5`` is +inf, not NaN) and in the warnings' text ("scalar
-power"); ``+ - * / // %`` warn of int overflow, which the ufuncs wrap silently. The trace records
-`np.scalar_power` / `np.scalar_operator`: NumPy's own operator on the scalars at run time."""
+power"); ``+ - * / // % divmod``, unary ``-`` and ``abs()`` warn of int overflow, which the ufuncs wrap
+silently. The trace records `np.scalar_power` / `np.scalar_operator` / `np.scalar_unary_operator`: NumPy's
+own operator on the scalars at run time."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ from types import FrameType
 from typing import Any
 
 import numpy as np
-from numtrace_ir.ops.elementwise import scalar_operator, scalar_power
+from numtrace_ir.ops.elementwise import scalar_operator, scalar_power, scalar_unary_operator
 
 from .source import run_at_user_line
 from .traced_value import unwrap
 
-__all__ = ["NUMPY_SCALARS", "is_scalar_operator", "record_scalar_operator", "record_scalar_power"]
+__all__ = ["NUMPY_SCALARS", "is_scalar_operator", "record_scalar_operator", "record_scalar_power",
+           "record_scalar_unary_operator"]
 
 # NumPy scalars that run scalar math (not np.str_ and the like).
 NUMPY_SCALARS = (np.number, np.bool_)
@@ -68,6 +70,13 @@ def record_scalar_operator(tracer: Any, ufunc: Any, a: Any, b: Any) -> Any:
     name = ufunc.__name__
     concrete = run_at_user_line(f"scalar {name}", scalar_operator, *unwrap((a, b)), name)
     return tracer.record("np.scalar_operator", [a, b], {"op": name}, concrete)
+
+
+def record_scalar_unary_operator(tracer: Any, ufunc: Any, a: Any) -> Any:
+    """``-a`` or ``abs(a)`` of a traced NumPy scalar, `ufunc`'s operator: run and recorded."""
+    name = ufunc.__name__
+    concrete = run_at_user_line(f"scalar {name}", scalar_unary_operator, unwrap(a), name)
+    return tracer.record("np.scalar_unary_operator", [a], {"op": name}, concrete)
 
 
 def record_scalar_power(tracer: Any, base: Any, exponent: Any) -> Any:

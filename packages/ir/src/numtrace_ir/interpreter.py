@@ -23,6 +23,7 @@ from numtrace_ir.errors import execution_error
 from numtrace_ir.exactness import data_guard_cone
 from numtrace_ir.fp_errors import node_errstate
 from numtrace_ir.ops import host
+from numtrace_ir.ops.rules import numpy_value
 from numtrace_ir.registry import Attr, Input, Inputs
 
 __all__ = ["Interpreter", "at_location", "reference_call", "write_outputs"]
@@ -44,6 +45,9 @@ def reference_call(node: Any) -> tuple[Callable, dict]:
     op = registry.get(node.op)
     if node.op == "prim.host_call":  # the function resolved once, not per run
         return host.prepared(op.normalize_attrs(dict(node.attrs))), {}
+    on_scalars = getattr(op.impl, "on_scalars", None)   # NumPy's scalar math: `OnScalars`
+    if on_scalars is not None:
+        return OnScalars(on_scalars(op.normalize_attrs(dict(node.attrs)))), {}
     params = op.schema
     if any(isinstance(p, Inputs) or (isinstance(p, Input) and p.optional) for p in params):
         return op.reference, dict(node.attrs)
@@ -76,11 +80,12 @@ def _view_of(node: Any) -> Callable:
 
 
 @functools.lru_cache(maxsize=4096)
-def _called_at(loc: str) -> Callable | None:
-    """A function ``call(fn, *args, **kwargs)`` whose frame is at `loc` (``"file:line"``) in that file's
-    module, or None for a `loc` that names no line. NumPy warns from the frame that calls it
-    ("divide by zero encountered in log"): calling an op's NumPy function through it issues the warning
-    at the user's line, in the module's once-per-location registry, as the untraced program would."""
+def _called_at(loc: str, template: Callable | None = None) -> Callable | None:
+    """A function ``call(fn, *args, **kwargs)`` (or `template`, a one-line function) whose frame is at
+    `loc` (``"file:line"``) in that file's module, or None for a `loc` that names no line. NumPy warns
+    from the frame that calls it ("divide by zero encountered in log"): calling an op's NumPy function
+    through it issues the warning at the user's line, in the module's once-per-location registry, as the
+    untraced program would."""
     path, sep, line = loc.rpartition(":")
     if not sep or not line.isdigit() or not 0 < int(line) < 2**31:
         return None
@@ -91,17 +96,40 @@ def _called_at(loc: str) -> Callable | None:
                                  "__builtins__": builtins}
     namespace["__warningregistry__"] = vars(module).setdefault("__warningregistry__", {}) \
         if module is not None else {}
-    code = _call.__code__.replace(co_filename=path, co_firstlineno=int(line))
+    code = (template or _call).__code__.replace(co_filename=path, co_firstlineno=int(line))
     return types.FunctionType(code, namespace, "call")
 
 
 def _call(fn: Callable, *args: Any, **kwargs: Any) -> Any: return fn(*args, **kwargs)
 
 
+def _call_on(convert: Callable, fn: Callable, *args: Any) -> Any: return fn(*map(convert, args))
+
+
+class OnScalars:
+    """The reference of an op that is a Python operator of NumPy scalars (np.scalar_operator: its impl's
+    ``on_scalars(attrs)`` gives the C operator, ``operator.add``): the operator on the inputs as NumPy
+    scalars (0-d arrays stand for them). `at_location` calls the operator itself from the node's line, so
+    NumPy's scalar math warns there ("overflow encountered in scalar add"), not in the op's module."""
+
+    __slots__ = ("operator",)
+
+    def __init__(self, operator: Callable) -> None:
+        self.operator = operator
+
+    def __call__(self, *args: Any) -> Any:
+        return self.operator(*map(numpy_value, args))
+
+
 def at_location(fn: Callable, node: Any) -> Callable:
     """`fn` called from the node's source line (`_called_at`), where it has one."""
-    call = _called_at(node.loc) if isinstance(node.loc, str) else None
-    return fn if call is None or fn is _constant else functools.partial(call, fn)
+    if not isinstance(node.loc, str) or fn is _constant:
+        return fn
+    if type(fn) is OnScalars:
+        call = _called_at(node.loc, _call_on)
+        return fn if call is None else functools.partial(call, numpy_value, fn.operator)
+    call = _called_at(node.loc)
+    return fn if call is None else functools.partial(call, fn)
 
 
 class _Step:

@@ -512,6 +512,11 @@ def scalar_power(a, b):
     return rules.numpy_value(a) ** rules.numpy_value(b)
 
 
+# The interpreter calls the operator itself from the node's line, so NumPy warns there (`OnScalars`).
+_scalar_power_impl = rules.positional(scalar_power)
+_scalar_power_impl.on_scalars = lambda attrs: operator.pow   # type: ignore[attr-defined]
+
+
 def _scalar_power_rule(types, attrs):
     if any(type(t) is TensorType and t.shape != () for t in types):
         raise TypeError(f"np.scalar_power: operands are NumPy scalars or Python numbers, got "
@@ -541,7 +546,7 @@ register(
         "other",   # 0-d operands only: no empty or broadcast forms; backends run its NumPy reference
         [Input("a", "any"), Input("b", "any")],
         _scalar_power_rule,
-        rules.positional(scalar_power),
+        _scalar_power_impl,
         samples=_scalar_power_samples,
         doc="``a ** b`` (and ``pow``) of NumPy scalars and Python numbers: NumPy's own operator on the "
         "scalars, so its routing to scalar math (C pow's signed zeros and infinities) or to the ufunc holds",
@@ -549,18 +554,26 @@ register(
 )
 
 
-# -- + - * / // % of NumPy scalars ------------------------------------------------------------------------
+# -- + - * / // % divmod, unary - and abs() of NumPy scalars ------------------------------------------------
 
 # The ufuncs whose Python operator NumPy's scalars run as scalar math ("overflow encountered in scalar
-# add": it checks int overflow, which the ufunc on 0-d arrays wraps silently), by the ufunc's name.
+# add": it checks int overflow, which the ufunc on 0-d arrays wraps silently), by the ufunc's name; divmod
+# gives two results, as np.divmod does.
 SCALAR_OPERATORS = {"add": operator.add, "subtract": operator.sub, "multiply": operator.mul,
-                    "divide": operator.truediv, "floor_divide": operator.floordiv, "remainder": operator.mod}
+                    "divide": operator.truediv, "floor_divide": operator.floordiv, "remainder": operator.mod,
+                    "divmod": divmod}
+# The unary ones ("overflow encountered in scalar negative" at an int type's minimum, of an unsigned
+# nonzero; ``+s`` and ``~s`` never warn: the ufuncs np.positive and np.invert give NumPy's values).
+SCALAR_UNARY_OPERATORS = {"negative": operator.neg, "absolute": operator.abs}
 
 
-def _operator_name(v: Any) -> str:
-    if v not in SCALAR_OPERATORS:
-        raise ValueError(f"np.scalar_operator: op must be one of {sorted(SCALAR_OPERATORS)}, got {v!r}")
-    return v
+def _operator_name(table: dict, op_name: str) -> Callable[[Any], str]:
+    def convert(v: Any) -> str:
+        if v not in table:
+            raise ValueError(f"{op_name}: op must be one of {sorted(table)}, got {v!r}")
+        return v
+
+    return convert
 
 
 def scalar_operator(a, b, op):
@@ -570,11 +583,29 @@ def scalar_operator(a, b, op):
     return SCALAR_OPERATORS[op](rules.numpy_value(a), rules.numpy_value(b))
 
 
-def _scalar_operator_rule(types, attrs):
-    if any(type(t) is TensorType and t.shape != () for t in types):
-        raise TypeError(f"np.scalar_operator: operands are NumPy scalars or Python numbers, got "
-                        f"{', '.join(map(str, types))}")
-    return TensorType(rules.ufunc_dtypes("np.scalar_operator", getattr(np, attrs["op"]), types)[0], ())
+def scalar_unary_operator(a, op):
+    """``-a`` or ``abs(a)`` (``op``: the ufunc's name) as NumPy computes it for a NumPy scalar (a 0-d
+    array stands for it): its scalar math, which warns "overflow encountered in scalar negative" at an
+    int type's minimum (the ufunc on a 0-d array wraps silently), and whose complex abs() is C hypot
+    (np.absolute's loop differs in the last bit)."""
+    return SCALAR_UNARY_OPERATORS[op](rules.numpy_value(a))
+
+
+# (as np.scalar_power's)
+scalar_operator.on_scalars = lambda attrs: SCALAR_OPERATORS[attrs["op"]]   # type: ignore[attr-defined]
+scalar_unary_operator.on_scalars = (   # type: ignore[attr-defined]
+    lambda attrs: SCALAR_UNARY_OPERATORS[attrs["op"]])
+
+
+def _scalar_operator_rule(op_name: str):
+    def rule(types, attrs):
+        if any(type(t) is TensorType and t.shape != () for t in types):
+            raise TypeError(f"{op_name}: operands are NumPy scalars or Python numbers, got "
+                            f"{', '.join(map(str, types))}")
+        dtypes = rules.ufunc_dtypes(op_name, getattr(np, attrs["op"]), types)
+        return tuple(TensorType(dt, ()) for dt in dtypes)
+
+    return rule
 
 
 def _scalar_operator_samples(rng):
@@ -585,15 +616,38 @@ def _scalar_operator_samples(rng):
         yield Sample((np.array(1.5, "f8"), 0.25), {"op": op}, note="float64 scalar, Python float")
 
 
+def _scalar_unary_operator_samples(rng):
+    for op in SCALAR_UNARY_OPERATORS:   # no overflow (-np.uint16(3) warns): the test makes warnings errors
+        for dt, v in (("i1", -127), ("u2", 0), ("i8", 5), ("f4", -2.5), ("c16", 3 - 4j)):
+            yield Sample((np.array(v, dt),), {"op": op}, note=f"{dt} scalar")
+    yield Sample((np.array(True),), {"op": "absolute"}, note="bool scalar")
+
+
 register(
     OpDef(
         "np.scalar_operator",
         "other",   # 0-d operands only: no empty or broadcast forms; backends run its NumPy reference
-        [Input("a", "any"), Input("b", "any"), Attr("op", convert=_operator_name)],
-        _scalar_operator_rule,
+        [Input("a", "any"), Input("b", "any"), Attr("op", convert=_operator_name(SCALAR_OPERATORS,
+                                                                                  "np.scalar_operator"))],
+        _scalar_operator_rule("np.scalar_operator"),
         scalar_operator,
         samples=_scalar_operator_samples,
-        doc="``a + b``, ``-``, ``*``, ``/``, ``//``, ``%`` of a NumPy scalar constant and a traced number: "
-        "NumPy's own operator on the scalars (its scalar math: int overflow warned, 'scalar' warnings)",
+        doc="``a + b``, ``-``, ``*``, ``/``, ``//``, ``%``, ``divmod`` (two results) of NumPy scalars "
+        "(traced or constants) and numbers: NumPy's own operator on the scalars (its scalar math: int "
+        "overflow warned, 'scalar' warnings)",
+    )
+)
+register(
+    OpDef(
+        "np.scalar_unary_operator",
+        "other",   # as np.scalar_operator
+        [Input("a", "any"), Attr("op", convert=_operator_name(SCALAR_UNARY_OPERATORS,
+                                                               "np.scalar_unary_operator"))],
+        _scalar_operator_rule("np.scalar_unary_operator"),
+        scalar_unary_operator,
+        samples=_scalar_unary_operator_samples,
+        doc="``-a`` and ``abs(a)`` of a traced NumPy int scalar, ``abs(a)`` of a complex one: NumPy's own "
+        "operator on the scalar (its scalar math: 'overflow encountered in scalar negative' at the type's "
+        "minimum, C hypot for a complex abs)",
     )
 )
