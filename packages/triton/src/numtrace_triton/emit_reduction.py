@@ -103,7 +103,7 @@ class _ReductionWriter:
 
     # -- reductions ---------------------------------------------------------------------------
     def _masked(self, item: Reduce, x: str, acc: np.dtype, x_dtype: np.dtype) -> str:
-        x = SourceWriter.cast(x, x_dtype, acc)
+        x = self.w.astype(x, x_dtype, acc)   # NumPy's cast of a float to an integer dtype= on a GPU too
         return self.w.let(f"tl.where(mask, {x}, {self.w.const(_identity(item.op, acc), acc)})")
 
     def _final(self, item: Reduce, tile: str, acc: np.dtype) -> str:
