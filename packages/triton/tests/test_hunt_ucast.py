@@ -154,6 +154,16 @@ def test_a_narrow_sum_wraps_before_the_ops_fused_after_it(layout, op, dtype):
     _same(exe(x), [total.astype(np.float64), total == x.max(axis=1, keepdims=op == "np.cumsum")])
 
 
+@pytest.mark.parametrize("dtype", NARROW[1:])
+def test_an_einsum_sum_of_narrow_integers_wraps_before_the_ops_fused_after_it(dtype):
+    """``einsum('ij->i', int8)`` is int8 (wrapped) in NumPy; the backend rewrites it to a sum with
+    ``dtype=int8``, which had the same unwrapped total (1410.0 for -126.0 after ``astype(float)``)."""
+    x = _narrow_input(dtype, (9, 300), seed=9)
+    exe = _compile(lambda g, a: [_node(g, "np.astype", [_node(g, "np.einsum", [a], subscripts="ij->i")],
+                                       dtype=np.dtype(np.float64))], [x])
+    _same(exe(x), [np.einsum("ij->i", x).astype(np.float64)])
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("src", ["float64", "float32", "int64", "int16"])
 @pytest.mark.parametrize("dtype", ["bool", "int8", "uint8", "int16", "int32", "uint32", "int64", "uint64"])
