@@ -158,12 +158,54 @@ def test_subtract_at_keeps_a_negative_zero_under_triton_3_6s_minus(monkeypatch, 
     np.testing.assert_array_equal(got, expected)
 
 
-@INTERPRETER_ONLY
-@pytest.mark.xfail(strict=True, reason="a negative float cast to uint32/uint64 is a plain cvt.rzi on a GPU, "
-                   "which clamps to 0; NumPy wraps (-1.0 -> 4294967295), and its answer past the ends "
-                   "depends on the source dtype (float16 differs), so it is not emulated yet")
+# NaN, +-inf, negative values inside and outside int64's range, values past 2**32, 2**63, 2**64.
+_UNSIGNED_EDGES = [np.nan, np.inf, -np.inf, -1.0, -0.5, -1.5, -300.7, -65504.0, -70000.5, -(2.0**31), -3e9,
+                   -(2.0**32), -5e9, -(2.0**62), -(2.0**63), -1e19, -(2.0**64), -1e20, -1e300, 0.0, -0.0, 7.9,
+                   255.9, 65535.9, 2.0**31, 2.0**32 - 1, 2.0**32, 5e9, 2.0**63 - 1024, 2.0**63, 1.5 * 2.0**63,
+                   2.0**64 - 2048, 2.0**64, 1e19, 1e20, 3e38, 1e300, 65504.0]
+
+
+def _cast_one_at_a_time(x, dst):
+    """NumPy's casts of the elements of ``x`` one at a time: its scalar C cast (see below)."""
+    with np.errstate(invalid="ignore"):
+        return np.array([v.astype(dst) for v in x.ravel()], dtype=dst).reshape(x.shape)
+
+
+@pytest.mark.parametrize("form", ["compiled", pytest.param("gpu-emulated", marks=INTERPRETER_ONLY)])
+@pytest.mark.parametrize("src", ["float16", "float32", "float64"])
 @pytest.mark.parametrize("dst", ["uint32", "uint64"])
-def test_negative_floats_cast_to_wide_unsigned_integers_on_a_gpu(monkeypatch, dst):
-    _as_on_a_gpu(monkeypatch)
-    x = np.array([-1.0, -300.7, 2.0, 7.5], np.float64)
-    np.testing.assert_array_equal(_run("np.astype", x, dtype=np.dtype(dst)), x.astype(dst))
+def test_floats_cast_to_wide_unsigned_integers_as_numpy_on_x86(monkeypatch, form, src, dst):
+    """NumPy's float -> uint32/uint64 on x86-64, where a GPU's ``cvt.rzi`` saturates (-1.0 -> 0):
+    -1.0 -> 4294967295 (through int64), NaN and -inf -> 2**63 in uint64. The expected values are
+    NumPy's casts of one element at a time: its vectorised float -> uint32 loop gives other answers
+    for NaN and values out of [-2**31, 2**32) (0x80000000, or 0), by an element's position in the array.
+    ``compiled`` runs on the GPU under ``NUMTRACE_TRITON_TESTS_ON_GPU=1``; ``gpu-emulated`` runs the
+    GPU's form in the interpreter with a saturating conversion."""
+    if form == "gpu-emulated":
+        _as_on_a_gpu(monkeypatch)
+    with np.errstate(over="ignore"):
+        x = np.tile(np.array(_UNSIGNED_EDGES).astype(src), 40)   # 1520 elements
+    got = _run("np.astype", x, dtype=np.dtype(dst))
+    expected = _cast_one_at_a_time(x, dst)
+    np.testing.assert_array_equal(got, expected)
+    nan = 0 if dst == "uint32" else 2**63   # x86-64's answers, whatever the host running the test
+    assert got[:4].tolist() == [nan, 0, nan, int(np.iinfo(dst).max)]   # NaN, inf, -inf, -1.0
+
+
+@pytest.mark.parametrize("form", ["compiled", pytest.param("gpu-emulated", marks=INTERPRETER_ONLY)])
+@pytest.mark.parametrize("dst", ["int8", "int32", "int64", "uint32", "uint64"])
+@pytest.mark.parametrize("op", ["np.sum", "np.prod", "np.cumsum"])
+def test_reductions_of_floats_with_an_integer_dtype_cast_as_numpy(monkeypatch, form, op, dst):
+    """``np.sum(x, dtype=int)`` casts each float to the integer type first (NumPy's cast: -300.7 ->
+    -44 in int8, NaN -> the minimum, -1.0 -> 2**64 - 1 in uint64), not a GPU's saturating one."""
+    if form == "gpu-emulated":
+        _as_on_a_gpu(monkeypatch)
+    x = np.array([[-1.0, np.nan, -300.7, 3e9], [-1.0, 1.5, -1e20, 2.5]])
+    g = Graph()
+    v = g.add_input("x", TensorType(x.dtype, x.shape))
+    attrs = registry.get(op).normalize_attrs({"axis": 1, "dtype": np.dtype(dst)})
+    g.set_outputs([g.create_node(op, [v], attrs=attrs).output])
+    got = Backend().compile(g, [TensorType(x.dtype, x.shape)])(x)[0]
+    with np.errstate(over="ignore"):
+        expected = getattr(np, op[3:])(_cast_one_at_a_time(x, dst), axis=1, dtype=dst)
+    np.testing.assert_array_equal(got, expected)

@@ -115,6 +115,8 @@ PARTIAL: dict[str, str] = {
     # Kept whole by passes.decompose: whether NumPy drops, clamps by or rejects the bound depends on it.
     "np.clip": "np.clip of an integer array with a runtime Python int bound (not a constant) is not lowered",
     **{name: f"{name} with initial= is not lowered" for name in ("np.sum", "np.prod", "np.max", "np.min")},
+    # NumPy's var and std of an integer dtype= truncate the mean to it and square the deviations there.
+    **{name: f"{name} with an integer or bool dtype= is not lowered" for name in ("np.var", "np.std")},
 }
 
 # Reductions (`OpDef.reduction`) the reduction kernels compute (mean, var, std are built from sums).

@@ -76,6 +76,14 @@ def _identity(op: str, dtype: np.dtype) -> bool | int | float:
     return int(info.min) if op in ("max", "argmax") else int(info.max)
 
 
+def _narrowed(total: str, acc: np.dtype) -> str:
+    """``total``, a ``tl.sum``/``tl.cumsum`` of ``acc`` values, back in ``acc``: Triton sums booleans and
+    integers under 32 bits in 32 bits, where NumPy's ``sum(dtype=int8)`` wraps and ``sum(dtype=bool)``
+    is a logical or; a store would narrow it, an op fused after the sum would not."""
+    narrow = acc.kind in "iub" and acc.itemsize < 4
+    return SourceWriter.cast(total, np.dtype(np.int32), acc) if narrow else total
+
+
 def _acc_dtype(item: Reduce, arg_dtype: np.dtype) -> np.dtype:
     if item.op in ("any", "all"):
         return np.dtype(bool)
@@ -103,14 +111,14 @@ class _ReductionWriter:
 
     # -- reductions ---------------------------------------------------------------------------
     def _masked(self, item: Reduce, x: str, acc: np.dtype, x_dtype: np.dtype) -> str:
-        x = SourceWriter.cast(x, x_dtype, acc)
+        x = self.w.astype(x, x_dtype, acc)   # NumPy's cast of a float to an integer dtype= on a GPU too
         return self.w.let(f"tl.where(mask, {x}, {self.w.const(_identity(item.op, acc), acc)})")
 
     def _final(self, item: Reduce, tile: str, acc: np.dtype) -> str:
         """The ``[BLOCK_M]`` result of reducing the lanes of ``tile`` along axis 1."""
         w = self.w
         if item.op == "sum":
-            return f"tl.sum({tile}, axis=1)"
+            return _narrowed(f"tl.sum({tile}, axis=1)", acc)
         if item.op == "prod":
             return f"tl.reduce({tile}, 1, _multiply)"
         if item.op in ("any", "all"):
@@ -130,8 +138,8 @@ class _ReductionWriter:
         raise NotImplementedError(f"{item.label}: reduction {item.op!r} is not lowered by the Triton backend")
 
     def _combine(self, item: Reduce, acc: str, x: str, dtype: np.dtype) -> str:
-        if item.op == "sum":
-            return f"{acc} + {x}"
+        if item.op == "sum":  # booleans: an or (a GPU adds int1 modulo 2; the interpreter's NumPy ors)
+            return f"{acc} | {x}" if dtype.kind == "b" else f"{acc} + {x}"
         if item.op == "prod":
             return f"{acc} * {x}"
         if item.op == "any":
@@ -166,12 +174,12 @@ class _ReductionWriter:
                 if item.op == "cumsum"
                 else ("*", f"tl.reduce({xm}, 1, _multiply)")
             )
-            self.w.emit(f"{name} = {SourceWriter.cast(f'{expr} {sign} {carry}[:, None]', acc, item.dtype)}")
+            running = _narrowed(f"{expr} {sign} {carry}[:, None]", acc)
+            self.w.emit(f"{name} = {SourceWriter.cast(running, acc, item.dtype)}")
             # tl.sum widens integers under 32 bits: the carry keeps its type across iterations.
-            self.w.emit(f"{carry} = {SourceWriter.cast(f'({carry} {sign} {total})', np.dtype(np.int32), acc)}"
-                        if acc.kind in "iu" and acc.itemsize < 4 else f"{carry} = {carry} {sign} {total}")
+            self.w.emit(f"{carry} = {_narrowed(f'({carry} {sign} {total})', acc)}")
         else:
-            self.w.emit(f"{name} = {SourceWriter.cast(expr, acc, item.dtype)}")
+            self.w.emit(f"{name} = {SourceWriter.cast(_narrowed(expr, acc), acc, item.dtype)}")
         self.body.bind(item.key, name, "full", item.dtype)
 
     # -- argmax / argmin: per-lane best value and its index, then the first best lane ---------------

@@ -234,15 +234,19 @@ class LoweringRules(GatherRules):
             group = self.new_group("reduction", numel(full), full=full, reduced_axes=red)
         arg = self.read(group, x, full, label)
         dtype = out.dtype
+        if kind in ("var", "std") and dtype.kind != "f":
+            raise NotImplementedError(f"{label}: {PARTIAL[node.op]}")
         if kind == "mean" and dtype == np.float16:
             dtype = np.dtype(np.float32)  # summed and divided in float32 as NumPy does, rounded once
+        # NumPy divides an integer (or bool) sum by the count in float64, then casts it to the dtype.
+        quotient = np.dtype(np.float64) if dtype.kind != "f" else dtype
         count = numel([full[a] for a in red])
         key = self.key()
         if kind in ("mean", "var", "std"):
             group.items.append(Reduce(key, "sum", arg, dtype, label))
             mean = self.key()
             group.items.append(
-                Op(mean, _DIVIDE, [Ref(key), Const(count, dtype)], {}, dtype, label, "row")
+                Op(mean, _DIVIDE, [Ref(key), Const(count, quotient)], {}, quotient, label, "row")
             )
             key = mean
             if kind != "mean":
@@ -266,7 +270,7 @@ class LoweringRules(GatherRules):
                 if kind == "std":
                     key = self.key()
                     group.items.append(Op(key, _SQRT, [Ref(var)], {}, dtype, label, "row"))
-            if dtype != out.dtype:
+            if quotient != out.dtype:
                 cast = self.key()
                 group.items.append(Op(cast, _ASTYPE, [Ref(key)], {}, out.dtype, label, "row"))
                 key = cast

@@ -156,22 +156,36 @@ class SourceWriter:
         return f"libdevice.fmod({a}, {b})"
 
     def astype(self, expr: str, src: np.dtype, dst: np.dtype) -> str:
-        """`cast`, with NumPy's x86 answer for a float out of a signed destination's range on a GPU: the
-        integer minimum of int32 (wrapped to int8, int16, uint8, uint16, as C's conversion through
-        int32 that NumPy's loops compile to) or of int64, for NaN too, where PTX's ``cvt.rzi``
-        saturates and gives 0 for NaN. The interpreter's ``.to`` is NumPy's own cast already;
-        uint32/uint64, whose NumPy answer depends on the CPU's vector ISA, stay a plain cast."""
+        """`cast`, with NumPy's x86-64 answer for a float out of an integer destination's range on a GPU,
+        where PTX's ``cvt.rzi`` saturates and gives 0 for NaN. NumPy's casts are C's, compiled for
+        x86-64: a signed conversion gives the integer minimum for NaN and out-of-range values, of
+        int32 (wrapped to int8, int16, uint8, uint16) or of int64 (wrapped to uint32: -1.0 ->
+        4294967295); uint64 converts ``x - 2**63`` and sets the top bit back for ``x >= 2**63``.
+        The interpreter's ``.to`` is NumPy's own cast, but for uint32, which goes through int64 there
+        too: NumPy's vectorised float -> uint32 loop answers NaN and values out of [-2**31, 2**32)
+        otherwise than its scalar C cast, by an element's position in the array."""
         src, dst = np.dtype(src), np.dtype(dst)
-        if not self.libdevice or src.kind != "f" or dst.kind not in "iu" or dst in (np.uint32, np.uint64):
+        if src.kind != "f" or dst.kind not in "iu":
             return self.cast(expr, src, dst)
-        via = np.dtype(np.int64 if dst == np.int64 else np.int32)
+        via = np.dtype(np.int32 if dst.itemsize < 4 or dst == np.int32 else np.int64)
+        if not self.libdevice and dst != np.uint32:
+            return self.cast(expr, src, dst)
+        if not self.libdevice:
+            return self.cast(self.cast(expr, src, via), via, dst)
         wide = np.dtype(np.float32) if src == np.float16 else src
         x = expr if expr.isidentifier() else self.let(expr)
         xw = self.let(self.cast(x, src, wide))
+        top = None
+        if dst == np.uint64:
+            top = self.let(f"{xw} >= {self.const(2.0**63, wide)}")
+            xw = self.let(f"{xw} - tl.where({top}, {self.const(2.0**63, wide)}, {self.const(0.0, wide)})")
         bound = float(2 ** (via.itemsize * 8 - 1))
         fits = f"({xw} >= {self.const(-bound, wide)}) & ({xw} < {self.const(bound, wide)})"
         whole = f"tl.where({fits}, {self.cast(xw, wide, via)}, {self.const(np.iinfo(via).min, via)})"
-        return self.cast(whole, via, dst)
+        if top is None:
+            return self.cast(whole, via, dst)
+        top_bit = f"tl.where({top}, {self.const(np.iinfo(via).min, via)}, {self.const(0, via)})"
+        return f"({_wrap(whole)} ^ {top_bit}).to({tl_type(dst)}, bitcast=True)"
 
     @staticmethod
     def cast(expr: str, src: np.dtype, dst: np.dtype) -> str:
