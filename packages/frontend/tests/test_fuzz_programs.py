@@ -728,6 +728,7 @@ def run_case(steps, backend):
 @example(steps=[("scalar_const_pow", 0, 0)])
 @example(steps=[("bcast_pow_half", 0, 0)])
 @example(steps=[("neg_zero", 1, 0), ("bcast_pow_half", 3, 0)])
+@example(steps=[("add", 0, 1), ("bcast_pow_half", 3, 0)])
 @example(steps=[("scalar_const_size", 0, 0)])
 @example(steps=[("pow_m2_huge", 1, 0)])
 @example(steps=[("add", 0, 1), ("set_slice", 3, 0)])
