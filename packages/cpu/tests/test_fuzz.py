@@ -224,6 +224,24 @@ def _scalar_powers():
     return g
 
 
+def _broadcast_powers():
+    """``minimum(x, -inf) ** (sum(y) * 0 + 0.5)`` (float64) and ``(x * -0.0) ** e`` (float32, e a 0-d input):
+    np.power of a pass and a run-time scalar exponent, on NumPy's branch by its value (stats'
+    broadcast_powers; at 0.5: NaN and -0.0, where C pow gives +inf and +0.0)."""
+    g = Graph()
+    x = g.add_input("x0", TensorType(np.dtype(np.float64), (5, 9)))
+    y = g.add_input("x1", TensorType(np.dtype(np.float64), (4,)))
+    z = g.add_input("x2", TensorType(np.dtype(np.float32), (33,)))
+    e = g.add_input("x3", TensorType(np.dtype(np.float32), ()))
+
+    const, node = _builders(g)
+
+    half = node("np.add", node("np.multiply", node("np.sum", y, axis=None), const(0.0)), const(0.5))
+    g.set_outputs([node("np.power", node("np.minimum", x, const(-np.inf)), half),
+                   node("np.power", node("np.multiply", z, const(-0.0)), node("np.rint", e))])
+    return g
+
+
 # Every GENERATED_EVERY-th program, and the examples, compile their passes to C before the first call
 # (numtrace_cpu.compiler's sync mode): the generated kernels are fuzzed too.
 GENERATED_EVERY = 15
@@ -234,6 +252,7 @@ _NARROW_WHERES = _narrow_column_wheres()
 _ROW_TILES = _row_tile_softmax()
 _PER_ROW = _per_row_outer()
 _SCALAR_POWERS = _scalar_powers()
+_BROADCAST_POWERS = _broadcast_powers()
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -258,6 +277,8 @@ def _cache(tmp_path_factory):
 @example(_PER_ROW, True, False)
 @example(_SCALAR_POWERS, False, False)
 @example(_SCALAR_POWERS, True, False)
+@example(_BROADCAST_POWERS, False, False)
+@example(_BROADCAST_POWERS, True, False)
 def test_cpu_equals_reference(g, strided, in_place):
     """`in_place`: the first output is written over an input of its type where there is one (as a
     traced ``x += ...`` is), so a pass may read and write the same memory."""
@@ -275,7 +296,7 @@ def test_cpu_equals_reference(g, strided, in_place):
             expected = _reference(g, inputs)
         except ValueError:   # e.g. max of an empty axis: the cpu backend must raise too
             expected = None
-        examples = (_COLUMN_SUMS, _NARROW_WHERES, _ROW_TILES, _PER_ROW, _SCALAR_POWERS)
+        examples = (_COLUMN_SUMS, _NARROW_WHERES, _ROW_TILES, _PER_ROW, _SCALAR_POWERS, _BROADCAST_POWERS)
         generated = next(_PROGRAMS) % GENERATED_EVERY == 0 or any(g is h for h in examples)
         old = compiler.set_mode("sync" if generated else compiler.mode())
         try:
@@ -306,3 +327,5 @@ def test_cpu_equals_reference(g, strided, in_place):
         assert exe.stats()["generated_row_scalar_runs"] >= 4, "x[:, None] was not read once per row"
     if g is _SCALAR_POWERS:
         assert exe.stats()["scalar_powers"] == 4, "a float scalar power ran as NumPy's operator"
+    if g is _BROADCAST_POWERS:
+        assert exe.stats()["broadcast_powers"] == 2, "a run-time scalar exponent's power was not branched"

@@ -468,6 +468,9 @@ STEPS = {
     # ** of a NumPy scalar (a reduction's result): NumPy's scalar math, C pow (+0.0 at -0.0)
     "scalar_pow_half": (1, lambda a: a * np.copysign(1.0, (np.ravel(a).sum() * -0.0) ** 0.5)),
     "scalar_rpow": (1, lambda a: a - 2.0 ** np.ravel(a).sum()),
+    # ** of an array to a traced NumPy scalar (0-d, stride 0 in NumPy's loop): np.power's branch at 0.5,
+    # sqrt (NaN at -inf, 'invalid value'), not C pow's +inf
+    "bcast_pow_half": (1, lambda a: np.minimum(a, -np.inf) ** (np.ravel(a).sum() * 0.0 + 0.5)),
     # a NumPy scalar constant's ** reaches the traced scalar as an np.power call: the operator's (C pow)
     "scalar_const_pow": (1, lambda a: a * np.copysign(1.0, np.float32(-0.0) ** (np.ravel(a).sum() * 0.0
                                                                                + 0.5))),
@@ -493,8 +496,8 @@ FAST_STEPS = [name for name in STEPS if name in (
     "gemv", "gemv_rows", "packed", "packed_runtime",
     "neg_zero", "clip_tie", "clip_tie_high", "max_tie", "min_tie", "scan_of_pass", "cumprod_of_pass",
     "pow_m2_huge", "pow_m2_tiny", "pow_m1_subnormal", "pow_half", "pow_3_huge", "pow_4", "pow_m_half",
-    "pow_2_neg_zero", "reshape_write", "ravel_write", "T_reshape_write", "set_row", "set_slice", "iadd",
-    "set_int_idx", "assign_expr", "sum_mid", "mean_pairs_last", "pair_sums")]
+    "pow_2_neg_zero", "bcast_pow_half", "reshape_write", "ravel_write", "T_reshape_write", "set_row",
+    "set_slice", "iadd", "set_int_idx", "assign_expr", "sum_mid", "mean_pairs_last", "pair_sums")]
 STEPS.update({"gemv_team": (1, _gemv_team), "gemv_team_columns": (1, _gemv_team_columns),
               "gemv_peeled": (1, _gemv_peeled),
               "split_row_sum": (1, _split_row_sum), "team_pass": (1, _team_pass),
@@ -575,6 +578,7 @@ FAST_PATHS = {
     "scan in place": lambda s: s["scans_in_place"],
     "constant exponent": lambda s: s["constant_powers"],
     "NumPy float scalar's ** as C pow in a pass": lambda s: s["scalar_powers"],
+    "run-time scalar exponent on NumPy's branch": lambda s: s["broadcast_powers"],
     "assignment in place": lambda s: s["setitems_in_place"],
     "argument updated in place": lambda s: s["in_place_outputs"],
     "generated kernel": lambda s: s["generated_runs"],
@@ -734,6 +738,9 @@ def run_case(steps, backend):
 @example(steps=[("scalar_pow_half", 0, 0), ("scalar_rpow", 3, 0)])
 @example(steps=[("neg_zero", 1, 0), ("scalar_pow_half", 3, 0)])
 @example(steps=[("scalar_const_pow", 0, 0)])
+@example(steps=[("bcast_pow_half", 0, 0)])
+@example(steps=[("neg_zero", 1, 0), ("bcast_pow_half", 3, 0)])
+@example(steps=[("add", 0, 1), ("bcast_pow_half", 3, 0)])
 @example(steps=[("scalar_const_size", 0, 0)])
 @example(steps=[("pow_m2_huge", 1, 0)])
 @example(steps=[("add", 0, 1), ("set_slice", 3, 0)])

@@ -93,14 +93,9 @@ def _explicit_np_power(x):
     return np.power(np.float64(-np.inf), x.shape[0] / 4), np.power(np.float64(-np.inf), x[0] * 0.5)
 
 
-def test_an_explicit_np_power_of_a_numpy_scalar_constant_stays_np_power(backend, request):
+def test_an_explicit_np_power_of_a_numpy_scalar_constant_stays_np_power(backend):
     """np.power(np.float64(-inf), n / 4) is the ufunc (NaN at n = 2), though it reaches __array_ufunc__ as
-    the `**` operator does."""
-    if backend == "cpu":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "pre-existing, beside the change: the cpu backend runs np.power of 0-d operands "
-            "(np.power(np.float64(-inf), x[0] * 0.5)) with C pow: +inf where NumPy's np.power gives NaN "
-            "and warns 'invalid value encountered in power', silently (np.power of 1-d arrays matches)")))
+    the `**` operator does; np.power of 0-d operands, x[0] * 0.5 at 0.5, is NumPy's sqrt branch (NaN)."""
     traced = _trace(_explicit_np_power, _f8(1, 2, 3, 4), backend=backend)
     assert "np.scalar_power" not in traced.code and traced.code.count("np.power") == 2
     _matches(traced, _explicit_np_power, _POWER_CALLS)

@@ -56,16 +56,9 @@ def _array_to_a_scalar_arguments_power(x, s):
     return x ** s
 
 
-def test_an_array_to_a_numpy_scalar_arguments_power(backend, request):
+def test_an_array_to_a_numpy_scalar_arguments_power(backend):
     """np.power of an array and a NumPy scalar exponent is NumPy's loop (NaN at -inf ** 0.5, -0.0 at
     -0.0 ** 0.5, 'invalid value' warned) on every backend."""
-    if backend == "cpu":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "pre-existing, beside the change (a 0-d array exponent and x ** x[0] too): the cpu backend "
-            "runs np.power of an array and a broadcast 0-d exponent with C pow: x ** s at s = 0.5 gives "
-            "+inf at -inf and +0.0 at -0.0 where NumPy's np.power loop gives NaN (warning 'invalid "
-            "value encountered in power') and -0.0, silently; test_hunt_known's xfail says np.power of "
-            "1-d arrays matches, which holds for a 1-d exponent only")))
     traced = _trace(_array_to_a_scalar_arguments_power, (np.ones(3), np.float64(2.0)), backend=backend)
     _matches(traced, _array_to_a_scalar_arguments_power,
              [(np.array([-0.0, -np.inf, 2.0]), np.float64(0.5))], states=("warn",))

@@ -165,6 +165,27 @@ def test_power_of_one_half_takes_numpys_sqrt_path(dtype):
         _same(_run("np.power", edge, np.full(2, 0.5, dtype)), np.power(edge, np.full(2, 0.5, dtype)))
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("value", [-1.0, 0.0, 0.5, 1.0, 2.0, 3.0])
+def test_a_lone_run_time_exponent_takes_numpys_branches(dtype, value):
+    """A run-time exponent NumPy's loop reads with stride 0 (0-d, a Python float, one element broadcast):
+    1 / x, 1, sqrt, x, x * x at -1, 0, 0.5, 1, 2, bit for bit; pow otherwise. One element of the
+    result's own shape is read with its stride: pow (+inf at -inf ** 0.5)."""
+    rng = np.random.default_rng(3)
+    tiny = float(np.finfo(dtype).smallest_subnormal)
+    x = np.concatenate([[-np.inf, np.inf, -0.0, 0.0, np.nan, tiny, -tiny, 1.0, -1.0],
+                        rng.standard_normal(40) * 1e3]).astype(dtype)
+    with np.errstate(all="ignore"):
+        for e in (np.array(value, dtype), np.array([value], dtype), (value,)):
+            got, want = _run("np.power", x, e), np.power(x, e[0] if isinstance(e, tuple) else e)
+            if value == 3.0:
+                np.testing.assert_allclose(got, want, rtol=1e-5)   # pow: within the ulp bound
+            else:
+                _same(got, want)
+        one = x[:1]
+        _same(_run("np.power", one, np.array([value], dtype)), np.power(one, np.array([value], dtype)))
+
+
 def test_integer_power_with_a_negative_exponent_raises_as_numpy_does():
     a, b = np.array([2, 3, 4]), np.array([1, -1, 2])
     with pytest.raises(Exception, match="negative integer powers") as info:

@@ -15,7 +15,7 @@ from numtrace_ir.types import ScalarType, TensorType
 
 from numtrace_cpu.isa import DTYPES, OPS, REDUCTIONS
 
-__all__ = ["LOWERED", "SMALL_K", "constant_exponent", "fallback_reason"]
+__all__ = ["LOWERED", "SMALL_K", "broadcast_exponent", "constant_exponent", "fallback_reason"]
 
 # Largest contracted dim (and column count) a SmallMatmulStep takes, and its dtypes; larger or
 # other products go to BLAS.
@@ -99,7 +99,8 @@ def elementwise_plan(node):
     if op is _SETITEM:
         return _masked_fill_plan(node)
     ins = node.inputs
-    key = (op, out[0].type.dtype, tuple(_operand_key(v) for v in ins), constant_exponent(node))
+    key = (op, out[0].type.dtype, tuple(_operand_key(v) for v in ins), constant_exponent(node),
+           broadcast_exponent(node))
     try:
         plan = _PLAN_CACHE[key]
     except KeyError:
@@ -141,7 +142,7 @@ def _operand_key(v):
     return _operand_dtype(v) if _supported_dtype(v.type) or isinstance(v.type, ScalarType) else _NO_KERNEL
 
 
-def _plan_for(opdef: OpDef, out_dt: np.dtype, in_dts: tuple, exponent):
+def _plan_for(opdef: OpDef, out_dt: np.dtype, in_dts: tuple, exponent, broadcast: bool):
     """The plan of `elementwise_plan`, checked against the dtypes each interpreter op computes in
     (some register dtypes, e.g. uint8, are only ever read by a cast)."""
     if any(d is complex for d in in_dts):
@@ -149,6 +150,8 @@ def _plan_for(opdef: OpDef, out_dt: np.dtype, in_dts: tuple, exponent):
     plan = _plan_unchecked(opdef, out_dt, in_dts, exponent)
     if plan is None:
         return None
+    if broadcast and plan[0] == "power":
+        plan = ("power_broadcast", *plan[1:])
     code = DTYPES[plan[2]]
     return plan if all(code in OPS[op][2] for op in _interpreter_ops(plan[0], exponent)) else None
 
@@ -224,6 +227,27 @@ def constant_exponent(node) -> float | None:
         return None
     e = float(value)
     return e if e in POWER_EXPANSIONS else None
+
+
+def broadcast_exponent(node) -> bool:
+    """Whether ``np.power(x, e)`` hands NumPy's float loop e with stride 0 in every call, a run-time e
+    (`constant_exponent` expands the constant ones): a Python number, or an array of one element that is
+    0-d, has fewer dims than the result, or is broadcast to a result of more than one element. NumPy's
+    float32 and float64 loops then branch on e's value (nt_opcodes.h's NT_NPPOW: -inf ** 0.5 is NaN,
+    not C pow's +inf); an e of the result's shape (one element, ``x[:1] ** y[:1]``) is read with its own
+    stride, and pow it is (``np.power(np.array([-inf]), np.array([0.5]))`` is +inf)."""
+    if opdef_of(node) is not _POWER or len(node.inputs) != 2 or constant_exponent(node) is not None:
+        return False
+    e = node.inputs[1]
+    if e.node is not None and e.node.op == "prim.Constant":
+        return False   # a constant outside POWER_EXPANSIONS: pow, as NumPy's loop
+    if isinstance(e.type, ScalarType):
+        return True
+    out = node.outputs[0].type
+    if not (isinstance(e.type, TensorType) and e.type.is_concrete and isinstance(out, TensorType)
+            and out.is_concrete and all(d == 1 for d in e.type.shape)):
+        return False
+    return e.type.ndim == 0 or e.type.ndim < out.ndim or math.prod(out.shape) > 1
 
 
 def _power_plan(out_dt: np.dtype, in_dts: tuple, exponent: float):

@@ -23,7 +23,8 @@ means and variances add up in the same order. Passes in the interpreter's column
 their inputs in place, stay on the interpreter (FusedKernel._run decides per call).
 
 `generate(program)` returns the source, or None where the program is not one this generator handles
-(no instructions; an output never written): those passes stay on the interpreter.
+(no instructions; an output never written; np.power by a run-time scalar exponent, whose loop the
+interpreter picks by the exponent's value once a block): those passes stay on the interpreter.
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ ITEMSIZE = {code: dt.itemsize for dt, code in DTYPES.items()}
 _DT = {dt.name: code for dt, code in DTYPES.items()}
 _BY_CODE = {code: name for name, (code, _, _) in OPS.items()}
 _CATEGORY = {code: cat for _, (code, cat, _) in OPS.items()}
+_POW_BROADCAST = OPS["power_broadcast"][0]
 CAT_UNARY, CAT_UNARY_BOOL, CAT_BINARY, CAT_BINARY_BOOL, CAT_WHERE, CAT_CAST = range(6)
 _FLOATS = (_DT["float32"], _DT["float64"])
 # Float-unary ops whose table expression equals their block loop bit for bit (nt_vmath.h's
@@ -280,6 +282,8 @@ def generate(program: tuple, entry: str = ENTRY) -> str | None:
     shape, _axes, regs, consts, instrs, reductions, operands = program
     if not instrs:
         return None   # nothing to compute: a reduction of inputs folds them where they lie
+    if any(op == _POW_BROADCAST for op, *_ in instrs):
+        return None   # the interpreter picks its loop by the exponent once a block (nt_opcodes.h's NT_NPPOW)
     nops = len(operands)
     kind = [r[1] for r in regs]
     rdt = [r[0] for r in regs]

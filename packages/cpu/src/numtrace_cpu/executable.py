@@ -23,7 +23,7 @@ from numtrace_ir.interpreter import Interpreter
 from numtrace_ir.types import ScalarType, TensorType
 
 from numtrace_cpu import blas_threads, compiler, threads
-from numtrace_cpu.classify import constant_exponent, fallback_reason
+from numtrace_cpu.classify import broadcast_exponent, constant_exponent, fallback_reason
 from numtrace_cpu.into import RowArg
 from numtrace_cpu.isa import ISA, blocks
 from numtrace_cpu.joins import JoinRestStep
@@ -251,6 +251,9 @@ class Executable(CallRunner):
             "folded_constants": self._rewrites.get("folded_constants", 0),
             "products_widened": self._rewrites.get("products_widened", 0),
             "constant_powers": sum(constant_exponent(n) is not None for s in fused for n in s.nodes),
+            # np.power of a pass and a run-time scalar exponent, on NumPy's branch by its value
+            # (nt_opcodes.h's NT_NPPOW: sqrt at 0.5, square at 2, ...) where C pow differs at -inf, -0.0
+            "broadcast_powers": sum(broadcast_exponent(n) for s in fused for n in s.nodes),
             # ``s ** p`` of NumPy float scalars computed by a pass (C pow / powf: classify's
             # _scalar_power_plan), and those left to NumPy's operator (int, half, promoted operands)
             "scalar_powers": sum(n.op == "np.scalar_power" for s in fused for n in s.nodes),

@@ -78,6 +78,14 @@ static const nt_loop_fn nt_scalar_loops[NOPS][NCOMPUTE][2] = {
     NT_BINARY_OPS(NT_SCALAR_ENTRIES) NT_BINARY_BOOL_OPS(NT_SCALAR_ENTRIES)
 };
 
+/* OP_POW_BCAST's loop for an exponent e (its value, the same in every element): the op's own where
+ * NumPy's loop branches on e, else OP_POW's, whose elements then compare nothing (a pow call each:
+ * the compares cost about a fifth more). */
+static inline int nt_pow_bcast_loop(int dt, const char *e) {
+    double v = dt == DT_F32 ? (double)*(const float *)e : *(const double *)e;
+    return (v == -1.0) | (v == 0.0) | (v == 0.5) | (v == 1.0) | (v == 2.0) ? OP_POW_BCAST : OP_POW;
+}
+
 /* One instruction of a category above over n elements (its opcode and dtype validated when the
  * program was loaded). */
 static inline void nt_run_loop(int op, int dt, char *d, const char *a, const char *b, Py_ssize_t n) {
@@ -85,12 +93,20 @@ static inline void nt_run_loop(int op, int dt, char *d, const char *a, const cha
         if (d != a) memcpy(d, a, (size_t)(n * nt_itemsize[dt]));
         return;
     }
+    if (op == OP_POW_BCAST) {
+        if (n <= 0) return;
+        op = nt_pow_bcast_loop(dt, b);
+    }
     nt_block_loops[op][dt](d, a, b, n);
 }
 
 /* A binary or comparison instruction with the scalar operand s (left: it is the first operand). */
 static inline void nt_run_scalar_loop(int op, int dt, char *d, const char *a, const char *s, int left,
                                       Py_ssize_t n) {
+    if (op == OP_POW_BCAST) {
+        if (n <= 0) return;
+        op = nt_pow_bcast_loop(dt, left ? a : s);   /* left: s is the base, a the exponent's register */
+    }
     nt_scalar_loops[op][dt][left](d, a, s, n);
 }
 

@@ -180,6 +180,28 @@ NT_CPOW_FN(f32, float, powf)
 NT_CPOW_FN(f64, double, pow)
 #define NT_CPOW(a, b) _Generic((a), float: nt_cpow_f32(a, b), double: nt_cpow_f64(a, b))
 
+/* np.power of a float array and an exponent NumPy's loop reads with stride 0 (a 0-d or run-time scalar
+ * exponent broadcast over the whole pass: classify.broadcast_exponent). NumPy's FLOAT_power and
+ * DOUBLE_power (loops_umath_fp.dispatch.c.src, POWER_FAST_PATH) then take these shortcuts, so
+ * -inf ** 0.5 is NaN and -0.0 ** 0.5 is -0.0 (sqrt), not C pow's +inf and +0.0; any other exponent is
+ * the op `power`'s pow. 1.0 / a is NumPy's double division (a float32 result rounds once more, which
+ * gives the correctly rounded quotient). The exponent is the same in every element: nt_loops.h picks
+ * `power`'s loop once per block for the other exponents, and this loop (which -O3 unswitches on b and
+ * vectorizes) for these; generated kernels leave such passes to the interpreter (codegen.generate),
+ * where compares per element made pow's path a fifth slower. */
+#define NT_NPPOW_FN(SUF, T, SQRT) \
+    static inline T nt_nppow_##SUF(T a, T b) { \
+        if (b == -1.0) return (T)(1.0 / a); \
+        if (b == 0.0) return (T)1.0; \
+        if (b == 0.5) return SQRT(a); \
+        if (b == 1.0) return a; \
+        if (b == 2.0) return a * a; \
+        return (T)pow(a, b); \
+    }
+NT_NPPOW_FN(f32, float, sqrtf)
+NT_NPPOW_FN(f64, double, sqrt)
+#define NT_NPPOW(a, b) _Generic((a), float: nt_nppow_f32(a, b), double: nt_nppow_f64(a, b))
+
 /* Unary ops: the result has the operand's type. */
 #define NT_UNARY_OPS(X) \
     X(COPY, copy, ALL, a) \
@@ -213,7 +235,8 @@ NT_CPOW_FN(f64, double, pow)
     /* NaN loses; equal operands give b, as NumPy's vector loop does (its scalar tail differs for \
        -0.0 and 0.0); a select, so the loop vectorizes (the libm call did not). */ \
     X(FMAX, fmax, FLT, (NT_GT(a, b) | (b != b)) ? a : b) X(FMIN, fmin, FLT, (NT_LT(a, b) | (b != b)) ? a : b) \
-    X(POW, power, FLT, pow(a, b)) X(SCALAR_POW, scalar_power, FLT, NT_CPOW(a, b)) X(ARCTAN2, arctan2, FLT, atan2(a, b)) X(HYPOT, hypot, FLT, hypot(a, b)) \
+    X(POW, power, FLT, pow(a, b)) X(SCALAR_POW, scalar_power, FLT, NT_CPOW(a, b)) \
+    X(POW_BCAST, power_broadcast, FLT, NT_NPPOW(a, b)) X(ARCTAN2, arctan2, FLT, atan2(a, b)) X(HYPOT, hypot, FLT, hypot(a, b)) \
     X(COPYSIGN, copysign, FLT, NT_COPYSIGN(a, b)) X(FMOD, fmod, FLT, fmod(a, b)) \
     X(BITAND, bitwise_and, INT, a & b) X(BITOR, bitwise_or, INT, a | b) X(BITXOR, bitwise_xor, INT, a ^ b) \
     X(LSHIFT, left_shift, SIGNED, NT_LSHIFT(a, b)) X(RSHIFT, right_shift, SIGNED, NT_RSHIFT(a, b)) \

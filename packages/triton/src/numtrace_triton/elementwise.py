@@ -263,6 +263,18 @@ def _int_pow(w: SourceWriter, a: str, b: str, dtype: np.dtype) -> str:
     return where(f"{b} < {zero}", negative, result)
 
 
+def _branched_pow(w: SourceWriter, a: str, b: str, dtype: np.dtype) -> str:
+    """``a ** b`` where NumPy's float32/float64 power loop reads b with stride 0 (one exponent for the
+    whole loop): it branches on b's value (loops_umath_fp.dispatch.c.src, POWER_FAST_PATH), so -inf **
+    0.5 is sqrt's NaN and -0.0 ** 0.5 is -0.0 (C's pow gives +inf and +0.0), and x ** 2, x ** -1, x ** 1
+    are exact where pow is not (the cpu backend's nt_opcodes.h NT_NPPOW)."""
+    res = _float_pow(w, a, b, dtype)
+    for value, expr in ((-1.0, w.div(w.const(1.0, dtype), a, dtype)), (0.0, w.const(1.0, dtype)),
+                        (0.5, w.sqrt(a, dtype)), (1.0, a), (2.0, f"{a} * {a}")):
+        res = where(f"{b} == {w.const(value, dtype)}", expr, res)
+    return w.let(res)
+
+
 @register(np.power, np.float_power)
 def _power(w, args, attrs, out):
     a, b = (named(w, cast_to(w, x, out)) for x in args)
@@ -271,9 +283,7 @@ def _power(w, args, attrs, out):
             work = np.dtype(np.float32)
             return w.cast(_float_pow(w, w.cast(a, out, work), w.cast(b, out, work), work), work, out)
         if attrs.get("scalar_exponent"):
-            # NumPy's float32/float64 power loop computes x ** 0.5 for one exponent of 0.5 as sqrt(x):
-            # nan for -inf, -0.0 for -0.0 (C's pow gives inf and 0.0).
-            return where(f"{b} == {w.const(0.5, out)}", w.sqrt(a, out), _float_pow(w, a, b, out))
+            return _branched_pow(w, a, b, out)
         return _float_pow(w, a, b, out)
     if out.kind == "b":
         raise NotImplementedError("np.power on booleans")

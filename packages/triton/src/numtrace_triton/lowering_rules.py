@@ -59,6 +59,13 @@ def lowers(*kinds: str) -> Callable:
     return deco
 
 
+def _read_with_stride_0(e_shape: tuple, shape: tuple) -> bool:
+    """Whether NumPy's loop reads an exponent of `e_shape` with stride 0 in a result of `shape`: one
+    element, 0-d, of fewer dims or broadcast to more than one element (``np.power(np.array([-inf]),
+    np.array([0.5]))`` reads it with its own stride and calls pow: +inf, not sqrt's NaN)."""
+    return numel(e_shape) == 1 and (len(e_shape) == 0 or len(e_shape) < len(shape) or numel(shape) > 1)
+
+
 class LoweringRules(GatherRules):
     """Placement plus one lowering rule per op kind."""
 
@@ -128,8 +135,8 @@ class LoweringRules(GatherRules):
                     arg = Ref(key)
             args.append(arg)
         attrs = {} if as_op else dict(node.attrs)
-        if base is _POWER and numel(locs[1].shape) == 1:
-            attrs["scalar_exponent"] = True  # NumPy's loop takes sqrt for a lone exponent of 0.5
+        if base is _POWER and _read_with_stride_0(locs[1].shape, shape):
+            attrs["scalar_exponent"] = True  # NumPy's float loop branches on its value (sqrt at 0.5, ...)
         for v, name in zip(outs, names):
             key = self.key()
             dtype = self.types[v].dtype
