@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from numtrace_ir.errors import execution_error
 from numtrace_ir.guards import GuardError
-from numtrace_ir.interpreter import reference_call
+from numtrace_ir.interpreter import at_location, reference_call
 from numtrace_ir.types import ScalarType, TensorType
 
 from .device_memory import DeviceAllocator, DeviceBuffer
@@ -119,7 +119,8 @@ class HostRunner:
 
     def __init__(self, step: HostStep, buffers: list[BufferSpec]) -> None:
         self.step = step
-        self.fn, self.attrs = reference_call(step.node)
+        fn, self.attrs = reference_call(step.node)
+        self.fn = at_location(fn, step.node)   # NumPy warns at the user's line, as on the other backends
         self._buffers = buffers
 
     def __call__(self, allocator: DeviceAllocator, bufs: dict[int, DeviceBuffer]) -> None:
