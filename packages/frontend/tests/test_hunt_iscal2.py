@@ -73,6 +73,33 @@ def test_dead_scalar_math_warns_at_the_users_line(backend):
         _same_report(_report(traced, x, state), _report(_dead_and_live_scalar_math, x, state))
 
 
+def _quiet_scalar_math(x):
+    with np.errstate(over="ignore", divide="ignore"):
+        a = -x[0]
+        q = divmod(x[0], x[2])
+    return a, abs(x[1]), q
+
+
+@np.errstate(all="ignore")
+def _quiet_function(x):
+    return -x[0], divmod(x[0], x[2])
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("fn", [_quiet_scalar_math, _quiet_function])
+def test_the_functions_own_errstate_holds_for_scalar_math(backend, fn):
+    """Fixed on Triton: its host steps ran every op under the caller's error state, not the traced
+    function's own np.errstate block around the node (`Node.errstate`), which the reference and cpu
+    backends apply: `-x[0]` inside np.errstate(over="ignore") warned, and raised FloatingPointError under
+    the caller's errstate raise where NumPy returns -128 (np.negative in a kernel was silent before the
+    scalar ops became host steps). HostRunner now runs the call in that state."""
+    traced = _trace(fn, (np.array([3, 2, 1], np.int8),), backend=backend)
+    for v in ([-128, -128, 0], [-128, 5, -1]):
+        x = (np.array(v, np.int8),)
+        for state in ("warn", "raise", "ignore"):
+            _same_report(_report(traced, x, state), _report(fn, x, state))
+
+
 def _negated_twice(x):
     m = x.max()
     a = -m
