@@ -109,9 +109,10 @@ def _negated_twice(x):
 
 @pytest.mark.xfail(strict=True, reason=(
     "not fixed (CSE, pre-existing and not special to these ops: np.log(x[0]) at two lines does the same): "
-    "numtrace_ir.passes.cse merges two nodes with the same op and inputs made at different lines, so -m "
-    "at two lines warns once ('overflow encountered in scalar negative' at the first line), where NumPy "
-    "warns at each line (twice under 'always', once per line under the default filter)"))
+    "numtrace_ir.passes.cse merges two nodes with the same op and inputs made at different lines (or on "
+    "one line: `x * -s + -s`), so -m at two lines warns once ('overflow encountered in scalar negative' at "
+    "the first line), where NumPy warns at each (twice under 'always', once per line under the default "
+    "filter)"))
 def test_the_same_scalar_operator_at_two_lines_warns_at_both():
     traced = _trace(_negated_twice, (np.array([1, 2], np.uint8),), backend="reference")
     x = (np.array([0, 3], np.uint8),)
@@ -187,6 +188,8 @@ def test_scalar_math_results_in_fused_array_ops_and_in_place_updates(mode, threa
              (np.linspace(-1, 1, 9), np.array([info.max, 0, 1], idtype)),
              (np.linspace(-1, 1, 9)[::-2], np.array([7, 2, 1, 0], idtype)[::-1])]
     _matches(traced, _scalar_math_into_arrays, calls, states=("warn", "ignore"))
+    for stats in traced.stats()["signatures"].values():   # one per shape
+        assert stats["fused_groups"] >= 2 and (stats["generated_runs"] > 0) == (mode == "sync"), stats
 
 
 _SOURCES = {
@@ -200,6 +203,8 @@ _SOURCES = {
     "np.take": lambda x: np.take(x, 0),
     "np.where": lambda x: np.where(True, x[0], x[1]),
     "flat": lambda x: x.flat[0],
+    "negative strides": lambda x: x[::-1][-1],
+    "Fortran-ordered 2-d": lambda x: np.asfortranarray(np.stack([x, x]))[0, 0],
 }
 
 
