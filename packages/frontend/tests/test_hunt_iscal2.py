@@ -152,6 +152,7 @@ def _extremes(dtype):
     return [np.nan, np.inf, -np.inf, -0.0, 0.0, -7.25]
 
 
+@pytest.mark.triton
 @pytest.mark.parametrize("dtype", ["i1", "u1", "i8", "u8", "f2", "f4", "f8"])
 def test_unary_and_divmod_of_numpy_scalars_of_every_kind(backend, dtype):
     """Values, types (NumPy scalars, not 0-d arrays) and warnings' texts of -s, abs(s) and divmod with
@@ -208,6 +209,7 @@ _SOURCES = {
 }
 
 
+@pytest.mark.triton
 @pytest.mark.parametrize("source", list(_SOURCES))
 def test_scalars_and_0d_arrays_from_every_source(backend, source):
     """Whether a value is a NumPy scalar (scalar math: warns) or a 0-d array (the ufunc: silent) follows
@@ -219,8 +221,10 @@ def test_scalars_and_0d_arrays_from_every_source(backend, source):
         return -s, abs(s), divmod(s, -1), s
 
     traced = _trace(fn, (np.array([5, 6, 7], np.int8),), backend=backend)
+    # (Triton's kernels report no floating-point errors: np.divmod of a 0-d array runs in one there.)
+    states = ("ignore",) if backend == "triton" and "np.divmod(" in traced.code else ("warn", "raise")
     _matches(traced, fn, [(np.array([-128, -128, 0], np.int8),), (np.array([0, 1, 2], np.int8),)],
-             states=("warn", "raise"))
+             states=states)
 
 
 def _warns_at_lines(x):
@@ -231,10 +235,14 @@ def _warns_at_lines(x):
                                  ** 0.5)
 
 
+@pytest.mark.triton
 @pytest.mark.parametrize("action", ["always", "default", "once", "module", "error"])
 def test_warnings_filters_see_numpys_warnings(backend, action):
     """Each filter action sees NumPy's warnings (file, line, count) or its error, over two calls in one
     filter context, so that the once-per-location registries act as NumPy's."""
+    if backend == "triton" and action in ("default", "once", "module"):
+        pytest.skip("Triton's interpreter (TRITON_INTERPRET=1) launches each kernel inside "
+                    "warnings.catch_warnings(), which resets every once-per-location registry")
     traced = _trace(_warns_at_lines, (np.array([3, 2, 1], np.int8),), backend=backend)
     x = (np.array([-128, 0, 7], np.int8),)
     want = _report(_warns_at_lines, x, action=action, repeat=2)
