@@ -48,6 +48,11 @@ def reference_call(node: Any) -> tuple[Callable, dict]:
     on_scalars = getattr(op.impl, "on_scalars", None)   # NumPy's scalar math: `OnScalars`
     if on_scalars is not None:
         return OnScalars(on_scalars(op.normalize_attrs(dict(node.attrs)))), {}
+    if node.op == "prim.check":   # a dead scalar operator's check warns at the user's line too
+        target = registry.get(node.attrs["op"])
+        on_scalars = getattr(target.impl, "on_scalars", None)
+        if on_scalars is not None:
+            return OnScalars(on_scalars(target.normalize_attrs(dict(node.attrs["attrs"]))), check=True), {}
     params = op.schema
     if any(isinstance(p, Inputs) or (isinstance(p, Input) and p.optional) for p in params):
         return op.reference, dict(node.attrs)
@@ -106,19 +111,26 @@ def _call(fn: Callable, *args: Any, **kwargs: Any) -> Any: return fn(*args, **kw
 def _call_on(convert: Callable, fn: Callable, *args: Any) -> Any: return fn(*map(convert, args))
 
 
+def _check_on(convert: Callable, fn: Callable, *args: Any) -> bool: return (fn(*map(convert, args)), True)[1]
+
+
 class OnScalars:
     """The reference of an op that is a Python operator of NumPy scalars (np.scalar_operator: its impl's
     ``on_scalars(attrs)`` gives the C operator, ``operator.add``): the operator on the inputs as NumPy
     scalars (0-d arrays stand for them). `at_location` calls the operator itself from the node's line, so
-    NumPy's scalar math warns there ("overflow encountered in scalar add"), not in the op's module."""
+    NumPy's scalar math warns there ("overflow encountered in scalar add"), not in the op's module. With
+    `check`, the ``prim.check`` of such an op's dead node: the operator runs (it warns, it raises under
+    np.errstate) and the check gives True, as `prim.check`'s reference."""
 
-    __slots__ = ("operator",)
+    __slots__ = ("operator", "check")
 
-    def __init__(self, operator: Callable) -> None:
+    def __init__(self, operator: Callable, check: bool = False) -> None:
         self.operator = operator
+        self.check = check
 
     def __call__(self, *args: Any) -> Any:
-        return self.operator(*map(numpy_value, args))
+        result = self.operator(*map(numpy_value, args))
+        return True if self.check else result
 
 
 def at_location(fn: Callable, node: Any) -> Callable:
@@ -126,7 +138,7 @@ def at_location(fn: Callable, node: Any) -> Callable:
     if not isinstance(node.loc, str) or fn is _constant:
         return fn
     if type(fn) is OnScalars:
-        call = _called_at(node.loc, _call_on)
+        call = _called_at(node.loc, _check_on if fn.check else _call_on)
         return fn if call is None else functools.partial(call, numpy_value, fn.operator)
     call = _called_at(node.loc)
     return fn if call is None else functools.partial(call, fn)

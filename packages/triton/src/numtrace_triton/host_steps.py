@@ -19,8 +19,9 @@ from typing import Any
 
 import numpy as np
 from numtrace_ir.errors import execution_error
+from numtrace_ir.fp_errors import node_errstate
 from numtrace_ir.guards import GuardError
-from numtrace_ir.interpreter import reference_call
+from numtrace_ir.interpreter import at_location, reference_call
 from numtrace_ir.types import ScalarType, TensorType
 
 from .device_memory import DeviceAllocator, DeviceBuffer
@@ -119,13 +120,19 @@ class HostRunner:
 
     def __init__(self, step: HostStep, buffers: list[BufferSpec]) -> None:
         self.step = step
-        self.fn, self.attrs = reference_call(step.node)
+        fn, self.attrs = reference_call(step.node)
+        self.fn = at_location(fn, step.node)   # NumPy warns at the user's line, as on the other backends
+        self.errstate = node_errstate(step.node)   # the traced function's own np.errstate around the op
         self._buffers = buffers
 
     def __call__(self, allocator: DeviceAllocator, bufs: dict[int, DeviceBuffer]) -> None:
         args = [self._fetch(i, allocator, bufs) for i in self.step.inputs]
         try:
-            result = self.fn(*args, **self.attrs)
+            if self.errstate is None:
+                result = self.fn(*args, **self.attrs)
+            else:
+                with np.errstate(**self.errstate):
+                    result = self.fn(*args, **self.attrs)
         except GuardError:
             raise
         except Exception as exc:
