@@ -13,9 +13,11 @@ is taken where steps[1] == 0; the loop is handed what the ufunc's buffered ndite
   stride, so a (1,) exponent made by np.broadcast_to takes the branch too.
 - an exponent broadcast along SOME axes only ((m, 1) or (1, n) against (m, n)): the inner loop's stride
   depends on the nditer's buffering set-up (the operands' shapes, layouts, the result's size against
-  np.getbufsize(), casts): x(2, 5000) ** e(2, 1) branches, x(3, 4) ** e(3, 1) and x(2, 4000) ** e(2, 1)
-  do not, x(1, n) ** e(m, 1) branches for m = 2 and not for m = 3 (n = 100), a Fortran-ordered base
-  swaps the axes. No static rule matches it: the trace (C pow) is right where NumPy calls pow and silently
+  np.getbufsize(), casts): a C-ordered x(m, n) ** e(m, 1) (m >= 2) branches iff n > 4096 (half the
+  default buffer of 8192; 5462 with a float32 x cast to float64, 8192 with a float32 e; np.setbufsize
+  moves it), x(m, n, 2) ** e(m, 1, 1) from n = 2049, x(1, n) ** e(2, 1) for every n >= 2 but
+  x(1, n) ** e(3, 1) from n = 4096, a Fortran-ordered base swaps the axes. No static rule matches it
+  (it reads run-time state, np.getbufsize()): the trace (C pow) is right where NumPy calls pow and silently
   wrong (+inf for NaN at -inf ** 0.5, +0.0 for -0.0 at -0.0 ** 0.5, pow's rounding for 1 / x and x * x)
   where NumPy branches. Strict xfails below keep the cases (they also fail if a static rule is tried
   that turns the pow cases wrong).
@@ -120,6 +122,19 @@ def test_numpys_layouts_that_call_pow_for_a_one_axis_exponent(name):
 def test_numpys_layouts_that_branch_for_a_one_axis_exponent(name):
     xs, es, order, _ = _ONE_AXIS[name]
     assert _numpy_branches(_full(xs, -np.inf, order=order), _full(es, 0.5))
+
+
+def test_numpys_branch_for_a_one_axis_exponent_moves_with_its_buffer_size():
+    """Why no rule of the shapes can match NumPy here: x(2, 1100) ** e(2, 1) calls pow at the default
+    buffer size and branches under np.setbufsize(2048), run-time state the trace does not read."""
+    x, e = _full((2, 1100), -np.inf), _full((2, 1), 0.5)
+    old = np.getbufsize()
+    try:
+        np.setbufsize(2048)
+        small = _numpy_branches(x, e)
+    finally:
+        np.setbufsize(old)
+    assert (small, _numpy_branches(x, e)) == (True, False)
 
 
 def _one_axis_case(name, mode):
