@@ -223,31 +223,55 @@ def constant_exponent(node) -> float | None:
     if src is None or src.op != "prim.Constant":
         return None
     value = src.attrs["value"]
-    if np.ndim(value) != 0 or np.asarray(value).dtype.kind not in "iuf":
+    if np.ndim(value) != 0:
         return None
-    e = float(value)
+    e = _loop_value(node, value)
     return e if e in POWER_EXPANSIONS else None
+
+
+# The exponents NumPy's float32 / float64 power loop branches on when it reads one with stride 0.
+_BRANCHED_EXPONENTS = frozenset({-1.0, 0.0, 0.5, 1.0, 2.0})
+
+
+def _loop_value(node, value) -> float | None:
+    """A one-element constant exponent as NumPy's loop reads it: cast to the result's float dtype (a
+    Python float with a float32 base, ``x ** 0.50000001``, is 0.5f there: the loop's sqrt), or None
+    where it is no real number."""
+    a = np.asarray(value)
+    if a.size != 1 or a.dtype.kind not in "iuf":
+        return None
+    out = node.outputs[0].type
+    if isinstance(out, TensorType) and out.dtype.kind == "f":
+        with np.errstate(all="ignore"):
+            a = a.astype(out.dtype)
+    return float(a.ravel()[0])
 
 
 def broadcast_exponent(node) -> bool:
     """Whether ``np.power(x, e)`` hands NumPy's float loop e with stride 0 in every call, a run-time e
     (`constant_exponent` expands the constant ones): a Python number, or an array of one element that is
-    0-d, has fewer dims than the result, or is broadcast to a result of more than one element. NumPy's
-    float32 and float64 loops then branch on e's value (nt_opcodes.h's NT_NPPOW: -inf ** 0.5 is NaN,
-    not C pow's +inf); an e of the result's shape (one element, ``x[:1] ** y[:1]``) is read with its own
-    stride, and pow it is (``np.power(np.array([-inf]), np.array([0.5]))`` is +inf)."""
+    0-d, has fewer dims than the result, is broadcast to a result of more than one element, or has more
+    dims than a base that is not 0-d (``x(1,) ** e(1, 1)``: NumPy's iterator). NumPy's float32 and float64
+    loops then branch on e's value (nt_opcodes.h's NT_NPPOW: -inf ** 0.5 is NaN, not C pow's +inf); an e
+    of a one-element result's shape with a base of that shape or 0-d (``x[:1] ** y[:1]``) takes NumPy's
+    trivial loop, which reads it with its own stride: pow (``np.power(np.array([-inf]),
+    np.array([0.5]))`` is +inf)."""
     if opdef_of(node) is not _POWER or len(node.inputs) != 2 or constant_exponent(node) is not None:
         return False
     e = node.inputs[1]
-    if e.node is not None and e.node.op == "prim.Constant":
-        return False   # a constant outside POWER_EXPANSIONS: pow, as NumPy's loop
+    if e.node is not None and e.node.op == "prim.Constant" and (
+            _loop_value(node, e.node.attrs["value"]) not in _BRANCHED_EXPONENTS):
+        return False   # pow, as NumPy's loop (a one-element constant array of 0.5 branches)
     if isinstance(e.type, ScalarType):
         return True
     out = node.outputs[0].type
     if not (isinstance(e.type, TensorType) and e.type.is_concrete and isinstance(out, TensorType)
             and out.is_concrete and all(d == 1 for d in e.type.shape)):
         return False
-    return e.type.ndim == 0 or e.type.ndim < out.ndim or math.prod(out.shape) > 1
+    if e.type.ndim == 0 or e.type.ndim < out.ndim or math.prod(out.shape) > 1:
+        return True
+    x = node.inputs[0].type
+    return isinstance(x, TensorType) and 0 < x.ndim < e.type.ndim
 
 
 def _power_plan(out_dt: np.dtype, in_dts: tuple, exponent: float):

@@ -59,11 +59,14 @@ def lowers(*kinds: str) -> Callable:
     return deco
 
 
-def _read_with_stride_0(e_shape: tuple, shape: tuple) -> bool:
+def _read_with_stride_0(x_shape: tuple, e_shape: tuple, shape: tuple) -> bool:
     """Whether NumPy's loop reads an exponent of `e_shape` with stride 0 in a result of `shape`: one
-    element, 0-d, of fewer dims or broadcast to more than one element (``np.power(np.array([-inf]),
-    np.array([0.5]))`` reads it with its own stride and calls pow: +inf, not sqrt's NaN)."""
-    return numel(e_shape) == 1 and (len(e_shape) == 0 or len(e_shape) < len(shape) or numel(shape) > 1)
+    element, 0-d, of fewer dims, broadcast to more than one element, or of more dims than a base that is
+    not 0-d (``x(1,) ** e(1, 1)``); a one-element result whose base is 0-d or of e's shape takes NumPy's
+    trivial loop (``np.power(np.array([-inf]), np.array([0.5]))`` reads e with its own stride and calls
+    pow: +inf, not sqrt's NaN). The cpu backend's classify.broadcast_exponent says the same."""
+    return numel(e_shape) == 1 and (len(e_shape) == 0 or len(e_shape) < len(shape) or numel(shape) > 1
+                                    or 0 < len(x_shape) < len(e_shape))
 
 
 class LoweringRules(GatherRules):
@@ -135,7 +138,7 @@ class LoweringRules(GatherRules):
                     arg = Ref(key)
             args.append(arg)
         attrs = {} if as_op else dict(node.attrs)
-        if base is _POWER and _read_with_stride_0(locs[1].shape, shape):
+        if base is _POWER and _read_with_stride_0(locs[0].shape, locs[1].shape, shape):
             attrs["scalar_exponent"] = True  # NumPy's float loop branches on its value (sqrt at 0.5, ...)
         for v, name in zip(outs, names):
             key = self.key()
