@@ -156,3 +156,43 @@ def test_a_batch_1_base_of_fewer_dims_than_its_exponent_branches(backend, mode):
     traced = _trace(_power_by_a_matrix_exponent, (np.ones(3), np.full((1, 1), 3.0)), backend=backend)
     calls = [(_base(n), np.full((1, 1), p)) for n in (1, 2) for p in _P]
     _matches(traced, _power_by_a_matrix_exponent, calls)
+
+
+# --- an exponent broadcast along one axis: NumPy's own np.power (fixed) -----------------------------------
+
+def _power_by_a_column(x, e):
+    return x ** e[:, None] + 1.0
+
+
+def _power_by_constant_rows(x):
+    return x ** _ROW_WITH_HALF, x ** _ROW_WITHOUT_HALF
+
+
+_ROW_WITH_HALF = np.array([0.5, 2.0, 3.0])
+_ROW_WITHOUT_HALF = np.array([-1.0, 2.0, 3.0])
+
+
+@pytest.mark.triton
+def test_an_exponent_broadcast_along_one_axis_is_numpys_power(backend):
+    """Fixed (cpu classify.exponent_read_by_layout, triton _exponent_read_by_layout): x(2, n) ** e(2, 1)
+    branches in NumPy's loop (sqrt at 0.5: NaN at -inf, 'invalid value') from n = 4097 in C order, and
+    calls pow below; the passes called C pow at every n (+inf, silently). Such a power now runs NumPy's
+    own np.power on the operands."""
+    traced = _trace(_power_by_a_column, (np.ones((2, 8)), np.ones(2)), backend=backend)
+    calls = [(np.resize(_base(9), (2, n)), np.array([0.5, 2.0])) for n in (8, 4097, 5000)]
+    _matches(traced, _power_by_a_column, calls, states=("ignore",) if backend == "triton" else ("warn",))
+
+
+@pytest.mark.triton
+def test_a_constant_exponent_row_without_a_half_stays_in_the_pass(backend):
+    """A constant exponent row broadcast over the rows: with 0.5 in it NumPy's np.power runs (its loop
+    branches or not by layout), without it pow and the branches agree and the pass keeps it."""
+    fn = _power_by_constant_rows if backend != "triton" else (lambda x: x ** _ROW_WITH_HALF)  # (its pow:
+    traced = _trace(fn, (np.ones((4, 3)),), backend=backend)   # exp2(b * log2|a|) in the interpreter)
+    calls = [(np.resize(_base(9), (n, 3)),) for n in (1, 4, 3000)]
+    _matches(traced, fn, calls, states=("ignore",))
+    if backend == "cpu":
+        from numtrace_cpu import classify
+
+        powers = [n for n in traced.graph.nodes if n.op == "np.power"]
+        assert [classify.exponent_read_by_layout(n) for n in powers] == [True, False]

@@ -108,7 +108,7 @@ def elementwise_plan(node):
         if len(_PLAN_CACHE) > 4096:
             _PLAN_CACHE.clear()
         _PLAN_CACHE[key] = plan
-    if plan is None or not _weak_ints_fit(ins, plan[2]):
+    if plan is None or not _weak_ints_fit(ins, plan[2]) or exponent_read_by_layout(node):
         return None
     return plan if op is not _SCALAR_POWER or _scalar_math_operands(ins, plan[2]) else None
 
@@ -272,6 +272,34 @@ def broadcast_exponent(node) -> bool:
         return True
     x = node.inputs[0].type
     return isinstance(x, TensorType) and 0 < x.ndim < e.type.ndim
+
+
+def exponent_read_by_layout(node) -> bool:
+    """Whether NumPy's float power loop may read ``np.power(x, e)``'s exponent with stride 0 or with its
+    own stride depending on run-time state the trace does not see: an exponent of more than one element
+    broadcast along an axis of the result (``x(m, n) ** e(m, 1)``, ``x(m, n) ** e(n,)``), which NumPy's
+    iterator makes the inner loop's stride-0 operand or not by the operands' memory order, their casts
+    and the buffer size (``np.setbufsize``; C-order ``x(m, n) ** e(m, 1)`` branches only from n = 4097).
+    Where the loop branches, ``-inf ** 0.5`` is sqrt's NaN, not pow's +inf, so such a node runs NumPy's
+    own np.power (a NumPy step), unless e is a constant without 0.5 in the loop's dtype (pow and the
+    branches agree, within pow's ulp bound, at -1, 0, 1 and 2)."""
+    if opdef_of(node) is not _POWER or len(node.inputs) != 2:
+        return False
+    out = node.outputs[0].type
+    e = node.inputs[1]
+    if not (isinstance(out, TensorType) and out.is_concrete and out.dtype in _FLOAT_LOOPS
+            and isinstance(e.type, TensorType) and e.type.is_concrete and math.prod(e.type.shape) > 1):
+        return False
+    shape = out.shape
+    e_shape = (1,) * (len(shape) - e.type.ndim) + tuple(e.type.shape)
+    if not any(n > 1 and d == 1 for n, d in zip(shape, e_shape)):
+        return False
+    if e.node is not None and e.node.op == "prim.Constant":
+        return bool(np.any(np.asarray(e.node.attrs["value"]).astype(out.dtype) == 0.5))
+    return True
+
+
+_FLOAT_LOOPS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _power_plan(out_dt: np.dtype, in_dts: tuple, exponent: float):
@@ -458,6 +486,9 @@ def fallback_reason(node) -> str:
         if node.attrs.get("initial") is not None:
             return "initial= is not in the reduction kernels"
         return "no reduction kernel for these dtypes or axes"
+    if exponent_read_by_layout(node):
+        return ("an exponent broadcast along an axis: NumPy's loop takes sqrt at 0.5 or pow by the operands' "
+                "layout and its buffer size, so NumPy's own np.power runs it")
     if op is _SCALAR_POWER:
         return ("NumPy's own ** on the scalars: not its float32/float64 scalar math (int or half operands, a "
                 "bool base, a pair promoted to another dtype, a Python number the pass would convert "

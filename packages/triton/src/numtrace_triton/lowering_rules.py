@@ -69,6 +69,22 @@ def _read_with_stride_0(x_shape: tuple, e_shape: tuple, shape: tuple) -> bool:
                                     or 0 < len(x_shape) < len(e_shape))
 
 
+def _exponent_read_by_layout(e: Loc, shape: tuple, dtype: np.dtype) -> bool:
+    """Whether NumPy's float power loop reads an exponent of more than one element broadcast along an axis
+    of the result with stride 0 or with its own by run-time state (the operands' memory order, casts, the
+    buffer size): such a node runs NumPy's np.power on the host, unless e is a constant without 0.5 in the
+    loop's dtype (pow and the branches agree there within pow's ulp bound). The cpu backend's
+    classify.exponent_read_by_layout says the same."""
+    if dtype not in (np.float32, np.float64) or numel(e.shape) <= 1:
+        return False
+    e_shape = (1,) * (len(shape) - len(e.shape)) + tuple(e.shape)
+    if not any(n > 1 and d == 1 for n, d in zip(shape, e_shape)):
+        return False
+    if e.folded is not NOTHING:
+        return bool(np.any(np.asarray(e.folded).astype(dtype) == 0.5))
+    return True
+
+
 class LoweringRules(GatherRules):
     """Placement plus one lowering rule per op kind."""
 
@@ -121,6 +137,10 @@ class LoweringRules(GatherRules):
         if base is _POWER and out_t.dtype.kind in "iu" and _maybe_negative(locs[1]):
             raise NotImplementedError(f"{label}: an integer power whose exponent may be negative (NumPy "
                                       "raises ValueError for one) runs on the host")
+        if base is _POWER and _exponent_read_by_layout(locs[1], shape, out_t.dtype):
+            raise NotImplementedError(f"{label}: an exponent broadcast along an axis of the result (NumPy's "
+                                      "loop takes sqrt at 0.5 or pow by the operands' layout and its buffer "
+                                      "size) runs on the host")
         tensor_dtypes = [loc.dtype for loc in locs if loc.weak is None]
         weak = [None if loc.weak is None else _weak_operand(loc, tensor_dtypes, base in COMPARISONS, label)
                 for loc in locs]
