@@ -154,8 +154,8 @@ def _scalar_ops_of_an_argument(x, s):
 
 
 def test_new_scalar_steps_after_the_checker_save_load_and_inlining(backend, tmp_path):
-    """np.scalar_unary_operator and complex np.scalar_operator (a complex64 scalar argument too) in a trace made
-    with check_inputs, after save and load, and inlined into another trace."""
+    """np.scalar_unary_operator and complex np.scalar_operator (a complex64 scalar argument too) in a trace
+    made with check_inputs, after save and load, and inlined into another trace."""
     fn = _scalar_ops_of_an_argument
     traced = _trace(fn, (np.array([1, 2, 3], np.int8), np.complex64(1 + 2j)), backend=backend,
                     check_inputs=[(np.array([7, 8, 9], np.int8), np.complex64(3j))])
