@@ -296,6 +296,7 @@ def test_int_scalar_math_between_reductions_and_passes(mode, threads):  # noqa: 
     _matches(traced, _int_scalars_into_passes, calls, states=("warn", "raise", "ignore"))
 
 
+@pytest.mark.skipif("cpu" not in nt.available_backends(), reason="numtrace-cpu is not installed")
 @pytest.mark.parametrize("fn, groups", [(lambda x: x / x.sum(), [1, 1]),
                                         (lambda x: (x * x).sum() ** 0.5, [2, 1])], ids=["x/x.sum()", "norm"])
 def test_float_scalar_operators_stay_fused(fn, groups):
