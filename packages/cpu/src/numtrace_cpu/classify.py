@@ -233,18 +233,24 @@ def constant_exponent(node) -> float | None:
 _BRANCHED_EXPONENTS = frozenset({-1.0, 0.0, 0.5, 1.0, 2.0})
 
 
-def _loop_value(node, value) -> float | None:
-    """A one-element constant exponent as NumPy's loop reads it: cast to the result's float dtype (a
-    Python float with a float32 base, ``x ** 0.50000001``, is 0.5f there: the loop's sqrt), or None
-    where it is no real number."""
+def _loop_values(node, value) -> np.ndarray | None:
+    """A constant exponent as NumPy's loop reads it: cast to the result's float dtype (a Python float
+    with a float32 base, ``x ** 0.50000001``, is 0.5f there: the loop's sqrt), or None where it holds
+    no real numbers."""
     a = np.asarray(value)
-    if a.size != 1 or a.dtype.kind not in "iuf":
+    if a.dtype.kind not in "iuf":
         return None
     out = node.outputs[0].type
     if isinstance(out, TensorType) and out.dtype.kind == "f":
         with np.errstate(all="ignore"):
             a = a.astype(out.dtype)
-    return float(a.ravel()[0])
+    return a
+
+
+def _loop_value(node, value) -> float | None:
+    """A one-element constant exponent as NumPy's loop reads it (`_loop_values`), or None."""
+    a = _loop_values(node, value)
+    return None if a is None or a.size != 1 else float(a.ravel()[0])
 
 
 def broadcast_exponent(node) -> bool:
@@ -295,7 +301,8 @@ def exponent_read_by_layout(node) -> bool:
     if not any(n > 1 and d == 1 for n, d in zip(shape, e_shape)):
         return False
     if e.node is not None and e.node.op == "prim.Constant":
-        return bool(np.any(np.asarray(e.node.attrs["value"]).astype(out.dtype) == 0.5))
+        values = _loop_values(node, e.node.attrs["value"])
+        return values is None or bool(np.any(values == 0.5))
     return True
 
 
